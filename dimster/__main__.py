@@ -1,0 +1,3 @@
+from dimster.cli.app import main
+
+main()

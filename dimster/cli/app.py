@@ -1,0 +1,72 @@
+"""The `dimster` command: typer app, and the one place errors become a line and an exit code."""
+
+import os
+import sys
+
+import typer
+
+from dimster import __version__
+from dimster.cli import cluster
+from dimster.cli.output import console, err_console
+from dimster.environment import known_environments, load_environment
+from dimster.errors import DimsterError
+from dimster.kafka.distribution import kafka_distribution
+
+app = typer.Typer(
+    help="Load-test Apache Kafka, above all its share groups. See docs/cli.md.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(cluster.app, name="cluster")
+kafka_app = typer.Typer(help="The Apache Kafka distribution dimster runs.", no_args_is_help=True)
+app.add_typer(kafka_app, name="kafka")
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"dimster {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Load-test Apache Kafka, above all its share groups."""
+
+
+@kafka_app.command("fetch")
+def kafka_fetch(
+    version: list[str] = typer.Option(
+        [], "--version", help="Kafka version(s); default: every version named in run/environments."
+    ),
+) -> None:
+    """Fetch Kafka jars from Maven Central into the cache (nothing to do when already there)."""
+    versions = version or sorted({load_environment(name).kafka_version for name in known_environments()})
+    for wanted in versions:
+        distribution = kafka_distribution(wanted)
+        tools = "with" if distribution.has_perf_tools else "without"
+        console.print(f"Kafka {distribution.version} ready ({tools} perf tools): {distribution.libs}")
+
+
+def main() -> None:
+    try:
+        app()
+    except DimsterError as e:
+        err_console.print(f"dimster: error: {e}", markup=False, soft_wrap=True)
+        if e.detail:
+            err_console.print(e.detail, style="dim", markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("dimster: interrupted")
+        sys.exit(130)
+    except Exception as e:  # a bug: say what, keep the traceback for those who ask
+        if os.environ.get("DIMSTER_DEBUG"):
+            raise
+        err_console.print(
+            f"dimster: internal error: {type(e).__name__}: {e} (DIMSTER_DEBUG=1 shows the traceback)",
+            markup=False,
+            soft_wrap=True,
+        )
+        sys.exit(1)

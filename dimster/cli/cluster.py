@@ -1,0 +1,107 @@
+"""`dimster cluster ...`: bring an environment's Kafka cluster up, down, redeploy it, look at it."""
+
+import time
+
+import typer
+
+from dimster.cli.output import cluster_table, console, print_json, progress
+from dimster.cluster.backend import backend_for
+from dimster.cluster.processes import tail
+from dimster.environment import load_environment
+from dimster.errors import DimsterError
+
+app = typer.Typer(help="Manage the Kafka cluster of an environment (run/environments/ENV.yaml).", no_args_is_help=True)
+
+EnvArg = typer.Argument(..., help="Environment name: a file run/environments/ENV.yaml.", show_default=False)
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
+
+
+@app.command()
+def up(env: str = EnvArg, json: bool = JsonOpt) -> None:
+    """Start the cluster (formatting storage on first use) and wait until share groups work.
+    A healthy running cluster is reused."""
+    cluster = backend_for(load_environment(env))
+    status = cluster.up(progress)
+    if json:
+        print_json(status.to_json())
+    else:
+        console.print(f"'{env}' is up: {len(status.nodes)} broker(s), bootstrap servers {status.bootstrap_servers}")
+
+
+@app.command()
+def down(
+    env: str = EnvArg,
+    purge: bool = typer.Option(False, "--purge", help="Also delete the cluster's data and logs."),
+) -> None:
+    """Stop the nodes dimster started for ENV (SIGTERM, SIGKILL after 30 s). Data is kept unless --purge."""
+    cluster = backend_for(load_environment(env))
+    stopped = cluster.down(progress)
+    if purge:
+        cluster.remove_data()
+    console.print(f"'{env}': stopped {len(stopped)} node(s)" if stopped else f"'{env}': nothing was running")
+
+
+@app.command()
+def status(env: str = EnvArg, json: bool = JsonOpt) -> None:
+    """Nodes, PIDs, Kafka version, ports and health. Exit code 0 when healthy, 1 otherwise."""
+    state = backend_for(load_environment(env)).status()
+    if json:
+        print_json(state.to_json())
+    else:
+        console.print(cluster_table(state))
+        console.print("healthy" if state.healthy else ("unhealthy" if state.running else "not running"))
+    raise typer.Exit(0 if state.healthy else 1)
+
+
+@app.command()
+def redeploy(env: str = EnvArg, json: bool = JsonOpt) -> None:
+    """Apply the current broker-config file: dynamic properties through the Admin API, the others by
+    restarting nodes one at a time. Data is kept."""
+    report = backend_for(load_environment(env)).redeploy(progress)
+    if json:
+        print_json(report.__dict__)
+    else:
+        console.print(
+            f"'{env}' redeployed: {len(report.dynamic)} dynamic change(s), "
+            f"{len(report.restarted)} needing restart, nodes restarted: {report.restarted_nodes or 'none'}"
+        )
+
+
+@app.command()
+def logs(
+    env: str = EnvArg,
+    node: int = typer.Option(0, "--node", "-n", help="Only this node (1-based); default all."),
+    lines: int = typer.Option(40, "--lines", "-l", min=1, help="How many last lines."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines (Ctrl-C stops)."),
+) -> None:
+    """The brokers' server logs."""
+    files = backend_for(load_environment(env)).log_files()
+    if node:
+        if node not in files:
+            raise DimsterError(f"'{env}' has nodes {', '.join(map(str, files))}; there is no node {node}")
+        files = {node: files[node]}
+    for node_id, path in files.items():
+        if not path.exists():
+            console.print(f"[dim]node {node_id}: no log yet ({path})[/dim]")
+            continue
+        for line in tail(path, lines):
+            console.print(f"[{node_id}] {line}", markup=False)
+    if follow:
+        _follow(files)
+
+
+def _follow(files) -> None:
+    handles = {n: open(p, errors="replace") for n, p in files.items() if p.exists()}  # noqa: SIM115
+    for handle in handles.values():
+        handle.seek(0, 2)
+    try:
+        while True:
+            quiet = True
+            for node_id, handle in handles.items():
+                for line in handle.readlines():
+                    quiet = False
+                    console.print(f"[{node_id}] {line.rstrip()}", markup=False)
+            if quiet:
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass

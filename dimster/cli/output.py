@@ -1,0 +1,36 @@
+"""Rendering kept apart from logic: the same data as a table on a terminal or as JSON for scripts."""
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def progress(message: str) -> None:
+    """Progress of a long command: to stderr, so stdout stays clean for --json."""
+    err_console.print(message)
+
+
+def cluster_table(status) -> Table:
+    table = Table(title=f"{status.environment}: Kafka {status.kafka_version}, bootstrap {status.bootstrap_servers}")
+    for column in ("node", "pid", "process", "registered", "client port", "controller port"):
+        table.add_column(column)
+    for node in status.nodes:
+        table.add_row(
+            str(node.node_id),
+            str(node.pid or "-"),
+            "running" if node.alive else "stopped",
+            "yes" if node.registered else "no",
+            str(node.broker_port),
+            str(node.controller_port),
+        )
+    return table

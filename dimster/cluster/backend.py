@@ -1,0 +1,56 @@
+"""What every cluster backend offers; `backend_for` picks the one an environment names."""
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from dimster.environment import EnvironmentProfile
+
+
+@dataclass
+class NodeStatus:
+    node_id: int
+    pid: int | None
+    alive: bool
+    registered: bool
+    broker_port: int
+    controller_port: int
+    log_file: str
+
+
+@dataclass
+class ClusterStatus:
+    environment: str
+    backend: str
+    kafka_version: str
+    bootstrap_servers: str
+    running: bool
+    healthy: bool
+    nodes: list[NodeStatus] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RedeployReport:
+    dynamic: dict[str, str | None]  # applied through the Admin API (None: reset to default)
+    restarted: dict[str, str | None]  # needed a restart of every node
+    restarted_nodes: list[int]
+
+
+class ClusterBackend(Protocol):
+    profile: EnvironmentProfile
+
+    def up(self, progress=print) -> ClusterStatus: ...
+    def down(self, progress=print) -> list[int]: ...
+    def status(self) -> ClusterStatus: ...
+    def redeploy(self, progress=print) -> RedeployReport: ...
+    def log_files(self) -> dict[int, Path]: ...
+
+
+def backend_for(profile: EnvironmentProfile) -> ClusterBackend:
+    from dimster.cluster.local import LocalCluster
+
+    backends = {"local": LocalCluster}
+    return backends[profile.backend](profile)

@@ -1,0 +1,97 @@
+"""Broker properties: the YAML file users edit, checked against Kafka's own config definitions."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dimster.errors import DimsterError
+from dimster.kafka.distribution import KafkaDistribution, run_helper
+from dimster.paths import display
+from dimster.yamlfile import closest, load_mapping
+
+# Keys dimster derives from the environment profile; a broker-config file may not set them.
+MANAGED_KEYS = frozenset(
+    {
+        "process.roles",
+        "node.id",
+        "broker.id",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "listeners",
+        "advertised.listeners",
+        "controller.listener.names",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "log.dirs",
+        "log.dir",
+        "metadata.log.dir",
+    }
+)
+# Prefixed keys Kafka accepts beyond its config definitions (per-listener settings, plugin configs).
+OPEN_PREFIXES = ("listener.name.",)
+
+
+@dataclass(frozen=True)
+class ConfigDefinition:
+    type: str
+    default: str | None
+    valid: str | None
+    update_mode: str  # read-only | per-broker | cluster-wide
+
+    @property
+    def dynamic(self) -> bool:
+        return self.update_mode != "read-only"
+
+
+def config_definitions(distribution: KafkaDistribution) -> dict[str, ConfigDefinition]:
+    """Every broker config key of this Kafka version, read from its jars once and cached."""
+    cached = distribution.home / "broker-config-definitions.json"
+    if not cached.exists():
+        result = run_helper(distribution, "configdefs")
+        if result.returncode != 0:
+            raise DimsterError(
+                f"could not read Kafka {distribution.version}'s config definitions: "
+                f"{result.stderr.strip().splitlines()[-1:]}"
+            )
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(result.stdout.strip().splitlines()[-1])
+    raw = json.loads(cached.read_text())
+    return {name: ConfigDefinition(d["type"], d["default"], d["valid"], d["updateMode"]) for name, d in raw.items()}
+
+
+def property_text(value: Any) -> str:
+    """A YAML value as Kafka's properties syntax spells it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(property_text(v) for v in value)
+    return str(value)
+
+
+def load_broker_config(path: Path) -> dict[str, str]:
+    """The broker-config YAML as flat Kafka properties (name -> text)."""
+    data = load_mapping(path, "broker config")
+    properties = {}
+    for name, value in data.items():
+        if isinstance(value, dict) or value is None:
+            raise DimsterError(f"{display(path)}: key '{name}' needs a scalar value (a number, word or list)")
+        properties[str(name)] = property_text(value)
+    return properties
+
+
+def check_names(properties: dict[str, str], definitions: dict[str, ConfigDefinition], source: str) -> None:
+    """Unknown or dimster-managed keys: one line naming the key, with the closest known name."""
+    for name in properties:
+        if name in MANAGED_KEYS:
+            raise DimsterError(f"{source}: '{name}' is set by dimster from the environment profile; remove it")
+        if name not in definitions and not name.startswith(OPEN_PREFIXES):
+            raise DimsterError(f"{source}: unknown broker property '{name}'{closest(name, definitions)}")
+
+
+def check_values(properties_file: Path, distribution: KafkaDistribution, source: str) -> None:
+    """Let Kafka's own KafkaConfig parse the node's full properties; its message names the bad value."""
+    result = run_helper(distribution, "validate", str(properties_file))
+    if result.returncode != 0:
+        lines = result.stdout.strip().splitlines() or result.stderr.strip().splitlines() or ["rejected"]
+        raise DimsterError(f"{source}: invalid broker config: {lines[-1]}")

@@ -1,0 +1,166 @@
+"""The real Apache Kafka: published jars fetched from Maven Central with `mvn`, cached per version,
+or an official binary distribution named by $KAFKA_HOME."""
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from dimster.errors import DimsterError
+from dimster.paths import cache_dir
+
+HELPER_CLASS = "DimsterKafkaTool"
+JAVA_HINT = "install a JDK 17+ (Debian: apt-get install openjdk-17-jdk-headless)"
+MVN_HINT = "install Maven (Debian: apt-get install maven)"
+
+
+@dataclass(frozen=True)
+class KafkaDistribution:
+    version: str
+    libs: Path  # folder of jars: broker, clients, log4j2 runtime and (if published) the perf tools
+    home: Path  # cache folder of this version: helper classes, config defs
+
+    @property
+    def classpath(self) -> str:
+        return f"{self.home / 'helper'}{os.pathsep}{self.libs / '*'}"
+
+    @property
+    def has_perf_tools(self) -> bool:
+        return any(self.libs.glob("kafka-tools-*.jar"))
+
+    def java(self, main_class: str, *args: str, jvm_options: tuple[str, ...] = ()) -> list[str]:
+        """The command line that runs `main_class` of this distribution."""
+        return [java_executable(), *jvm_options, "-cp", self.classpath, main_class, *args]
+
+
+def java_executable() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = Path(java_home) / "bin" / "java" if java_home else None
+    java = str(candidate) if candidate and candidate.exists() else shutil.which("java")
+    if not java:
+        raise DimsterError(f"java not found: {JAVA_HINT}")
+    return java
+
+
+def java_major_version(java: str) -> int:
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        raise DimsterError(f"could not read the Java version from '{java} -version': {JAVA_HINT}")
+    major = int(match.group(1))
+    return int(match.group(2)) if major == 1 else major
+
+
+def require_java() -> None:
+    major = java_major_version(java_executable())
+    if major < 17:
+        raise DimsterError(f"Kafka 4 needs Java 17 or newer, found Java {major}: {JAVA_HINT}")
+
+
+def version_home(version: str) -> Path:
+    return cache_dir() / "kafka" / version
+
+
+def kafka_distribution(version: str, *, fetch: bool = True) -> KafkaDistribution:
+    """The distribution for `version`: $KAFKA_HOME when set, else the cache, fetched if missing."""
+    if kafka_home := os.environ.get("KAFKA_HOME"):
+        return _from_kafka_home(Path(kafka_home))
+    home = version_home(version)
+    libs = home / "libs"
+    if not (libs / f"kafka_2.13-{version}.jar").exists():
+        if not fetch:
+            raise DimsterError(f"Kafka {version} is not fetched yet: run `dimster kafka fetch --version {version}`")
+        _fetch_with_maven(version, libs)
+    distribution = KafkaDistribution(version, libs, home)
+    _compile_helper(distribution)
+    return distribution
+
+
+def _from_kafka_home(kafka_home: Path) -> KafkaDistribution:
+    libs = kafka_home / "libs"
+    jars = sorted(libs.glob("kafka_2.13-*.jar"))
+    if not jars:
+        raise DimsterError(f"KAFKA_HOME={kafka_home} is not a Kafka binary distribution (no libs/kafka_2.13-*.jar)")
+    version = jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar")
+    version = re.sub(r"-(sources|javadoc|test)$", "", version)
+    distribution = KafkaDistribution(version, libs, version_home(f"kafka-home-{version}"))
+    _compile_helper(distribution)
+    return distribution
+
+
+def _mvn(version: str, libs: Path, *profiles: str) -> subprocess.CompletedProcess:
+    pom = resources.files("dimster.kafka") / "pom.xml"
+    command = [
+        "mvn",
+        "-B",
+        "-q",
+        "-f",
+        str(pom),
+        f"-Dkafka.version={version}",
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={libs}",
+        *profiles,
+    ]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def _fetch_with_maven(version: str, libs: Path) -> None:
+    require_java()
+    if not shutil.which("mvn"):
+        raise DimsterError(f"mvn not found, needed to fetch Kafka {version} from Maven Central: {MVN_HINT}")
+    partial = libs.with_name("libs.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    print(f"fetching Apache Kafka {version} from Maven Central ...", flush=True)
+    result = _mvn(version, partial)
+    if result.returncode != 0:
+        # Some releases publish the broker before the perf tools: fetch the broker alone then.
+        shutil.rmtree(partial, ignore_errors=True)
+        broker_only = _mvn(version, partial, "-P", "!perf-tools")
+        if broker_only.returncode != 0:
+            last = _last_error_line(result.stdout + result.stderr)
+            raise DimsterError(f"could not fetch Kafka {version} from Maven Central: {last}")
+        print(
+            f"note: org.apache.kafka:kafka-tools:{version} is not published; perf-tool benchmarks need another version"
+        )
+    shutil.rmtree(libs, ignore_errors=True)
+    partial.rename(libs)
+
+
+def _last_error_line(output: str) -> str:
+    errors = [line.removeprefix("[ERROR] ").strip() for line in output.splitlines() if "ERROR" in line]
+    return errors[0] if errors else (output.strip().splitlines() or ["mvn failed"])[-1]
+
+
+def _compile_helper(distribution: KafkaDistribution) -> None:
+    """Compile the small Java bridge against this version's jars, once."""
+    helper_dir = distribution.home / "helper"
+    source = resources.files("dimster.kafka") / "java" / f"{HELPER_CLASS}.java"
+    compiled = helper_dir / f"{HELPER_CLASS}.class"
+    source_text = source.read_text()
+    stamp = helper_dir / "source.java"
+    if compiled.exists() and stamp.exists() and stamp.read_text() == source_text:
+        return
+    javac = Path(java_executable()).with_name("javac")
+    if not javac.exists():
+        raise DimsterError(f"javac not found beside {java_executable()}: {JAVA_HINT}")
+    helper_dir.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [str(javac), "-d", str(helper_dir), "-cp", str(distribution.libs / "*"), str(source)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise DimsterError(
+            f"could not compile dimster's Kafka helper against Kafka {distribution.version}: "
+            f"{_last_error_line(result.stderr) or result.stderr.strip()}"
+        )
+    stamp.write_text(source_text)
+
+
+def run_helper(distribution: KafkaDistribution, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run a command of the Java helper (see DimsterKafkaTool.java)."""
+    command = distribution.java(HELPER_CLASS, *args, jvm_options=("-Xmx256m", "-Dlog4j2.level=ERROR"))
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
