@@ -3,7 +3,7 @@
 import difflib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -37,26 +37,48 @@ def closest(name: str, candidates: Iterable[str]) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
+UNION_TAGS = {"str", "int", "float", "bool"}  # pydantic names the union member in an error's location
+
+
 def validation_error_line(source: str, error: ValidationError, model: type[BaseModel]) -> str:
     """The first pydantic error as `source: key 'a.b': message (got X)`, suggesting close keys."""
     first = error.errors()[0]
-    key = ".".join(str(part) for part in first["loc"])
+    loc = list(first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if loc and loc[-1] in UNION_TAGS:  # a Kafka property: any scalar will do
+        loc = [part for part in loc if part not in UNION_TAGS]
+        message = "needs a single value (a number, word or boolean)"
+    key = ".".join(str(part) for part in loc)
     if first["type"] == "extra_forbidden":
-        known = _field_names(model, first["loc"][:-1])
-        return f"{source}: unknown key '{key}'{closest(str(first['loc'][-1]), known)}"
+        known = _field_names(model, tuple(loc[:-1]))
+        return f"{source}: unknown key '{key}'{closest(str(loc[-1]), known)}"
     got = first.get("input")
     got_text = "" if isinstance(got, dict) or first["type"] == "missing" else f" (got {got!r})"
-    return f"{source}: key '{key}': {first['msg']}{got_text}"
+    where = f"key '{key}': " if key else ""
+    return f"{source}: {where}{message}{got_text}"
+
+
+def _nested_model(annotation) -> type[BaseModel] | None:
+    """The model inside `Model`, `Model | None` or `list[Model]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _nested_model(arg)
+        if found:
+            return found
+    return None
 
 
 def _field_names(model: type[BaseModel], path: tuple) -> list[str]:
     """Aliases of the fields of the (nested) model at `path`, for 'did you mean'."""
     for part in path:
+        if isinstance(part, int):  # an index into a list of models
+            continue
         field = model.model_fields.get(str(part)) or next(
             (f for f in model.model_fields.values() if f.alias == part), None
         )
-        annotation = getattr(field, "annotation", None)
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        nested = _nested_model(getattr(field, "annotation", None))
+        if nested is None:
             return []
-        model = annotation
+        model = nested
     return [f.alias or n for n, f in model.model_fields.items()]

@@ -6,7 +6,7 @@ import sys
 import typer
 
 from dimster import __version__
-from dimster.cli import cluster
+from dimster.cli import cluster, run
 from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
@@ -19,6 +19,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(cluster.app, name="cluster")
+app.command(context_settings=run.EXTRA_ARGS)(run.validate)
+app.command(context_settings=run.EXTRA_ARGS)(run.run)
 kafka_app = typer.Typer(help="The Apache Kafka distribution dimster runs.", no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 

@@ -395,6 +395,11 @@ class LocalCluster:
             restarted.append(node.node_id)
         return restarted
 
+    def broker_config(self) -> dict[str, str]:
+        """The broker-config properties the running nodes were started or redeployed with."""
+        state = ClusterState.load(self.state_file)
+        return dict(state.broker_config) if state else {}
+
     def remove_data(self) -> None:
         """Delete the cluster folder (only when nothing runs)."""
         if ClusterState.load(self.state_file) is not None:

@@ -1,0 +1,142 @@
+"""The coordinator's view of a run, built from the workers' interval reports: totals, per-group
+settled sequences (lost and duplicated records), and the windows the console line shows."""
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+from dimster.metrics.histogram import Histogram
+from dimster.metrics.sequences import RangeSet
+from dimster.worker.protocol import IntervalReport
+
+PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
+
+
+@dataclass
+class Window:
+    """Sums over the reports received since the last console line."""
+
+    seconds: dict[int, float] = field(default_factory=dict)  # worker -> time its reports covered
+    sent: int = 0
+    received: int = 0
+    e2e: Histogram = field(default_factory=Histogram)
+    publish: Histogram = field(default_factory=Histogram)
+
+
+class RunAggregate:
+    def __init__(self, groups: dict[str, str]):
+        self.groups = groups  # group -> topic
+        self.sent = 0
+        self.acked = 0
+        self.send_errors = 0
+        self.received = 0
+        self.accepted = self.released = self.rejected = 0
+        self.acked_by_topic: dict[str, int] = defaultdict(int)
+        self.next_sequence: dict[int, int] = {}  # producer id -> sequences handed out
+        self.failed: dict[int, set[int]] = defaultdict(set)
+        self.producer_topic: dict[int, str] = {}
+        self.settled: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)  # (group, producer id)
+        self.settled_by_group: dict[str, int] = defaultdict(int)
+        self.duplicates = 0
+        self.target_rate: dict[str, float] = {}  # producer client id -> latest target
+        self.window = Window()
+        self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
+        self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
+        self._recent: deque[tuple[int, float, float, int, float]] = deque()  # worker, end, covered, sent, target
+
+    def add(self, report: IntervalReport) -> None:
+        window = self.window
+        previous = self._last_report.get(report.worker_index, self.load_started)
+        covered = max(0.0, report.end_time - previous) if previous else 0.0
+        self._last_report[report.worker_index] = report.end_time
+        window.seconds[report.worker_index] = window.seconds.get(report.worker_index, 0.0) + covered
+        sent_before = self.sent
+        for c in report.clients:
+            if c.role == "producer":
+                producer_id = int(c.client_id[1:])
+                self.producer_topic[producer_id] = c.topic
+                self.next_sequence[producer_id] = c.next_sequence
+                self.failed[producer_id].update(c.failed_sequences)
+                self.sent += c.sent
+                self.acked += c.acked
+                self.acked_by_topic[c.topic] += c.acked
+                self.send_errors += c.send_errors
+                self.target_rate[c.client_id] = c.target_rate
+                window.sent += c.sent
+                if ("publish", -1) in c.histograms:
+                    window.publish.merge(Histogram.from_wire(c.histograms[("publish", -1)]))
+                continue
+            self.received += c.received
+            window.received += c.received
+            self.accepted += c.accepted
+            self.released += c.released
+            self.rejected += c.rejected
+            for producer_id, ranges in c.settled.items():
+                ranges_of = self.settled[(c.group, producer_id)]
+                for first, last in ranges:
+                    duplicates = ranges_of.add(first, last)
+                    self.duplicates += duplicates
+                    self.settled_by_group[c.group] += last - first + 1 - duplicates
+            for (metric, _partition), wire in c.histograms.items():
+                if metric == "e2e":
+                    window.e2e.merge(Histogram.from_wire(wire))
+        own = {c.client_id for c in report.clients if c.role == "producer"}
+        target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
+        self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target))
+        while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
+            self._recent.popleft()
+
+    def recent_publish(self) -> tuple[float, float]:
+        """(achieved, target) msg/s over the last PACING_WINDOW seconds of reports, summed over workers."""
+        sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # worker -> covered, sent, target*s
+        for worker, _end, covered, sent, target in self._recent:
+            sums[worker][0] += covered
+            sums[worker][1] += sent
+            sums[worker][2] += target * covered
+        achieved = sum(sent / covered for covered, sent, _ in sums.values() if covered > 0)
+        target = sum(weighted / covered for covered, _, weighted in sums.values() if covered > 0)
+        return achieved, target
+
+    @property
+    def backlog(self) -> int:
+        """Acknowledged records not yet settled, summed over groups."""
+        return sum(
+            max(0, self.acked_by_topic[topic] - self.settled_by_group[group]) for group, topic in self.groups.items()
+        )
+
+    def lost(self) -> int:
+        """Acknowledged records some group never settled (meaningful once consumers have drained)."""
+        missing = 0
+        for group, topic in self.groups.items():
+            for producer_id, next_sequence in self.next_sequence.items():
+                if self.producer_topic[producer_id] != topic:
+                    continue
+                ranges = self.settled.get((group, producer_id), RangeSet())
+                failed_missing = sum(1 for s in self.failed[producer_id] if s not in ranges)
+                missing += ranges.missing_below(next_sequence) - failed_missing
+        return missing
+
+    def take_window(self) -> dict:
+        """The console's numbers since the previous call."""
+        window, self.window = self.window, Window()
+        seconds = max(window.seconds.values(), default=0.0) or 1e-6
+        achieved, target = self.recent_publish()
+
+        def ms(histogram: Histogram, q: float):
+            value = histogram.percentile(q)
+            return None if value is None else value / 1000
+
+        return {
+            "pubRate": window.sent / seconds,
+            "consRate": window.received / seconds,
+            "targetRate": target,
+            "pubRate10s": achieved,
+            "sent": self.sent,
+            "acked": self.acked,
+            "received": self.received,
+            "backlog": self.backlog,
+            "e2eP50Ms": ms(window.e2e, 50),
+            "e2eP99Ms": ms(window.e2e, 99),
+            "publishP99Ms": ms(window.publish, 99),
+            "duplicates": self.duplicates,
+            "sendErrors": self.send_errors,
+        }

@@ -1,0 +1,54 @@
+"""Which sequence numbers of each producer arrived: sets of closed ranges, merged as they come, so
+lost and duplicated records can be counted with memory that follows gaps, not message counts."""
+
+import bisect
+
+import numpy as np
+
+
+def to_ranges(sequences: list[int]) -> list[tuple[int, int]]:
+    """Sorted runs [(first, last), ...] of a list of sequence numbers (repeats kept as separate runs)."""
+    if not sequences:
+        return []
+    values = np.sort(np.asarray(sequences, dtype=np.int64))
+    breaks = np.nonzero(np.diff(values) != 1)[0]
+    starts = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks, [len(values) - 1]))
+    return list(zip(values[starts].tolist(), values[ends].tolist(), strict=True))
+
+
+class RangeSet:
+    """Disjoint closed ranges of integers; `add` reports how many added values were already there."""
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, first: int, last: int) -> int:
+        """Insert [first, last]; returns how many of its values were present before (duplicates)."""
+        i = bisect.bisect_left(self.ends, first - 1)  # first range that could touch or overlap
+        j = i
+        duplicates = 0
+        new_first, new_last = first, last
+        while j < len(self.starts) and self.starts[j] <= last + 1:
+            overlap = min(last, self.ends[j]) - max(first, self.starts[j]) + 1
+            duplicates += max(0, overlap)
+            new_first = min(new_first, self.starts[j])
+            new_last = max(new_last, self.ends[j])
+            j += 1
+        self.starts[i:j] = [new_first]
+        self.ends[i:j] = [new_last]
+        return duplicates
+
+    def __contains__(self, value: int) -> bool:
+        i = bisect.bisect_right(self.starts, value) - 1
+        return i >= 0 and self.ends[i] >= value
+
+    def count(self) -> int:
+        return sum(e - s + 1 for s, e in zip(self.starts, self.ends, strict=True))
+
+    def missing_below(self, limit: int) -> int:
+        """How many of 0..limit-1 are absent."""
+        ranges = zip(self.starts, self.ends, strict=True)
+        present = sum(max(0, min(e, limit - 1) - s + 1) for s, e in ranges if s < limit)
+        return max(0, limit - present)

@@ -1,0 +1,268 @@
+"""The Kafka clients a worker hosts (confluent-kafka / librdkafka), one thread each.
+
+Every client keeps its counts and histograms for the current interval under a lock; the worker's
+main thread swaps them out once a second with `take_interval()`.
+"""
+
+import contextlib
+import json
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+
+from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
+
+from dimster.metrics.client_stats import extract_client_stats
+from dimster.metrics.histogram import Histogram
+from dimster.metrics.sequences import to_ranges
+from dimster.worker.protocol import ClientInterval, ConsumerSpec, ProducerSpec
+from dimster.workload.distributor import distributor
+from dimster.workload.model import Workload
+from dimster.workload.payload import make_bodies, pack_header, unpack_header
+from dimster.workload.processing import makespan_ms, processing_times_ms
+from dimster.workload.schedule import Pacer, rate_at
+
+STATS_INTERVAL_MS = 5000
+log = logging.getLogger("dimster.worker")
+
+
+def client_config(workload: Workload, role_config: dict, bootstrap: str, client_id: str, stats_cb) -> dict:
+    config = {
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "statistics.interval.ms": STATS_INTERVAL_MS,
+        **{k: v for k, v in workload.kafka_config.common_config.items()},
+        **role_config,
+        "logger": logging.getLogger(f"librdkafka.{client_id}"),
+        "stats_cb": stats_cb,
+    }
+    return config
+
+
+class LoadClient:
+    """The parts every client shares: a thread, a stop flag, interval state and librdkafka stats."""
+
+    role = ""
+
+    def __init__(self, client_id: str, topic: str, group: str = ""):
+        self.client_id, self.topic, self.group = client_id, topic, group
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run_guarded, name=client_id, daemon=True)
+        self.error: str | None = None
+        self._latest_stats: dict | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.interval = ClientInterval(self.client_id, self.role, self.topic, self.group)
+        self.histograms: dict[tuple[str, int], Histogram] = defaultdict(Histogram)
+
+    def _on_stats(self, stats_json: str) -> None:
+        with contextlib.suppress(ValueError):
+            self._latest_stats = extract_client_stats(json.loads(stats_json))
+
+    def take_interval(self) -> ClientInterval:
+        with self.lock:
+            interval, histograms = self.interval, self.histograms
+            self._reset()
+            self._carry_over(interval)
+        interval.histograms = {key: h.to_wire() for key, h in histograms.items() if h.total or h._filled}
+        interval.client_stats, self._latest_stats = self._latest_stats, None
+        return interval
+
+    def _carry_over(self, previous: ClientInterval) -> None:
+        """Fields that are levels rather than deltas."""
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run_guarded(self) -> None:
+        try:
+            self.run()
+        except Exception as e:  # reported to the coordinator, which stops the run cleanly
+            self.error = f"{self.client_id}: {type(e).__name__}: {e}"
+            log.exception("client %s failed", self.client_id)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class ProducerClient(LoadClient):
+    role = "producer"
+
+    def __init__(self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int):
+        self.spec = spec
+        super().__init__(f"p{spec.producer_id}", spec.topic)
+        self.workload = workload
+        self.total_producers = total_producers
+        self.bootstrap = bootstrap
+        self.load_started: float | None = None  # epoch seconds; set by the worker when load starts
+        self.sequence = 0
+
+    def _carry_over(self, previous: ClientInterval) -> None:
+        self.interval.next_sequence = self.sequence
+        self.interval.target_rate = previous.target_rate
+
+    def target_rate(self, now: float) -> float:
+        w = self.workload
+        return rate_at(w.producer_rate_schedule, w.producer_rate, now - self.load_started) / self.total_producers
+
+    def _on_delivery(self, err, msg) -> None:
+        # Runs inside poll()/flush(), which this client calls with its lock held.
+        if err is not None:
+            self.interval.send_errors += 1
+            header = unpack_header(msg.value())
+            if header:
+                self.interval.failed_sequences.append(header[1])
+            return
+        self.interval.acked += 1
+        self.histograms[("publish", -1)].record(msg.latency() * 1e6)
+
+    def run(self) -> None:
+        w = self.workload
+        config = client_config(w, w.kafka_config.producer_config, self.bootstrap, self.client_id, self._on_stats)
+        producer = Producer(config)
+        choose = distributor(
+            w.message_distributor,
+            self.spec.partitions,
+            self.spec.index_in_topic,
+            zipf_alpha=w.zipf_alpha,
+            key_count=w.key_count,
+        )
+        bodies = make_bodies(w.message_size, w.payload.type, w.payload.compressible_ratio)
+        producer_id, topic = self.spec.producer_id, self.topic
+        while self.load_started is None and not self.stopping.is_set():
+            time.sleep(0.01)
+        pacer = Pacer(self.load_started or time.time())
+        while not self.stopping.is_set():
+            now = time.time()
+            rate = self.target_rate(now)
+            due = pacer.due(now, rate, limit=20_000)
+            with self.lock:
+                self.interval.target_rate = rate
+                delay = self.histograms[("publish_delay", -1)]
+                for intended in due:
+                    key, partition = choose()
+                    value = pack_header(producer_id, self.sequence, int(intended * 1e9)) + bodies[self.sequence & 15]
+                    while True:
+                        try:
+                            if partition >= 0:
+                                producer.produce(topic, value, key, partition, on_delivery=self._on_delivery)
+                            else:
+                                producer.produce(topic, value, key, on_delivery=self._on_delivery)
+                            break
+                        except BufferError:  # the client's queue is full: we are behind, let it drain
+                            producer.poll(0.005)
+                    sent_at = time.time()
+                    delay.record(max(0.0, sent_at - intended) * 1e6)
+                    self.sequence += 1
+                    self.interval.sent += 1
+                    self.interval.sent_bytes += len(value)
+                producer.poll(0)
+                self.interval.next_sequence = self.sequence
+            pause = pacer.next_due(rate) - time.time()
+            if pause > 0:
+                self.stopping.wait(min(pause, 0.05))
+        with self.lock:
+            producer.flush(30)
+            self.interval.next_sequence = self.sequence
+
+
+class ConsumerClient(LoadClient):
+    """A consumer-group member (CONSUMER_GROUP) or a share-group member (SHARE_GROUP)."""
+
+    def __init__(self, spec: ConsumerSpec, workload: Workload, bootstrap: str, delivery_count_limit: int):
+        self.role = "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
+        self.spec = spec
+        super().__init__(f"c{spec.consumer_id}", spec.topic, spec.group)
+        self.workload = workload
+        self.bootstrap = bootstrap
+        self.delivery_count_limit = delivery_count_limit
+        self.rng = random.Random()
+        self.subscribed = threading.Event()
+        self.settled: dict[int, list[int]] = defaultdict(list)
+
+    def take_interval(self) -> ClientInterval:
+        with self.lock:
+            settled, self.settled = self.settled, defaultdict(list)
+        interval = super().take_interval()
+        interval.settled = {pid: to_ranges(seqs) for pid, seqs in settled.items()}
+        return interval
+
+    def _client(self):
+        w = self.workload
+        if self.spec.kind == "SHARE_GROUP":
+            config = dict(w.kafka_config.share_consumer_config)
+            if w.acknowledgement.mode == "EXPLICIT":
+                config["share.acknowledgement.mode"] = "explicit"
+            config["group.id"] = self.group
+            return ShareConsumer(client_config(w, config, self.bootstrap, self.client_id, self._on_stats)), None
+        config = dict(w.kafka_config.consumer_config)
+        batch = int(config.pop("max.poll.records", 500))  # a Java client setting: applied per consume() here
+        config = {"auto.offset.reset": "earliest", **config, "group.id": self.group}
+        return Consumer(client_config(w, config, self.bootstrap, self.client_id, self._on_stats)), batch
+
+    def run(self) -> None:
+        consumer, batch = self._client()
+        share = batch is None
+        explicit = share and self.workload.acknowledgement.mode == "EXPLICIT"
+        try:
+            consumer.subscribe([self.topic])
+            self.subscribed.set()
+            while not self.stopping.is_set():
+                messages = consumer.poll(0.2) if share else consumer.consume(batch, 0.2)
+                if not messages:
+                    continue
+                self._record(messages, consumer if explicit else None)
+                w = self.workload
+                times = processing_times_ms(len(messages), w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
+                busy = makespan_ms(times, w.consumer_proc_parallelism)
+                if busy > 0:
+                    self.stopping.wait(busy / 1000)
+        finally:
+            try:
+                consumer.close()  # a share consumer releases its acquired records here
+            except KafkaException as e:
+                log.warning("closing %s: %s", self.client_id, e)
+
+    def _record(self, messages, acknowledging) -> None:
+        now_ns = time.time_ns()
+        ack = self.workload.acknowledgement
+        with self.lock:
+            interval = self.interval
+            interval.polls += 1
+            interval.max_poll_records = max(interval.max_poll_records, len(messages))
+            for message in messages:
+                if message.error():
+                    log.warning("%s: %s", self.client_id, message.error())
+                    continue
+                value = message.value()
+                interval.received += 1
+                interval.received_bytes += len(value)
+                header = unpack_header(value)
+                outcome = AcknowledgeType.ACCEPT
+                if acknowledging is not None:
+                    draw = self.rng.random()
+                    if draw < ack.release_fraction:
+                        outcome = AcknowledgeType.RELEASE
+                    elif draw < ack.release_fraction + ack.reject_fraction:
+                        outcome = AcknowledgeType.REJECT
+                    acknowledging.acknowledge(message, outcome)
+                if self.role == "share_consumer":
+                    count = message.delivery_count() or 1
+                    interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + 1
+                    if outcome == AcknowledgeType.RELEASE:
+                        interval.released += 1
+                        if count < self.delivery_count_limit:
+                            continue  # it will come back: not settled yet
+                    elif outcome == AcknowledgeType.REJECT:
+                        interval.rejected += 1
+                    else:
+                        interval.accepted += 1
+                if header is None:
+                    continue
+                producer_id, sequence, intended_ns = header
+                self.settled[producer_id].append(sequence)
+                self.histograms[("e2e", message.partition())].record(max(0, now_ns - intended_ns) / 1000)

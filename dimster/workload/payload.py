@@ -1,0 +1,43 @@
+"""Message values: a fixed header (producer id, sequence number, intended send time) then a body
+that is random or compressible. The header makes latency free of coordinated omission and lets
+consumers count lost and duplicated records."""
+
+import os
+import random
+import struct
+
+MAGIC = b"DM"
+HEADER = struct.Struct(">2sBIQq")  # magic, version, producer id, sequence, intended send time (ns)
+HEADER_SIZE = HEADER.size
+VERSION = 1
+
+
+def pack_header(producer_id: int, sequence: int, intended_ns: int) -> bytes:
+    return HEADER.pack(MAGIC, VERSION, producer_id, sequence, intended_ns)
+
+
+def unpack_header(value: bytes | None) -> tuple[int, int, int] | None:
+    """(producer id, sequence, intended send ns), or None for a value dimster did not write."""
+    if value is None or len(value) < HEADER_SIZE or value[:2] != MAGIC or value[2] != VERSION:
+        return None
+    _, _, producer_id, sequence, intended_ns = HEADER.unpack_from(value)
+    return producer_id, sequence, intended_ns
+
+
+def make_bodies(
+    size: int, kind: str, compressible_ratio: float, count: int = 16, seed: int | None = None
+) -> list[bytes]:
+    """`count` bodies of `size - HEADER_SIZE` bytes to rotate through. COMPRESSIBLE bodies have
+    `compressible_ratio` of their bytes as a repeated pattern and the rest random."""
+    length = max(0, size - HEADER_SIZE)
+    rng = random.Random(seed)
+    bodies = []
+    for _ in range(count):
+        if kind == "RANDOM":
+            bodies.append(os.urandom(length) if seed is None else rng.randbytes(length))
+            continue
+        repeated = int(length * compressible_ratio)
+        pattern = b"dimster-compressible-payload "
+        filler = (pattern * (repeated // len(pattern) + 1))[:repeated]
+        bodies.append(filler + rng.randbytes(length - repeated))
+    return bodies

@@ -1,0 +1,190 @@
+"""`dimster run` end to end on the real `local` cluster: every record accounted for, metrics on disk,
+pacing, explicit acknowledgements, and runs that end early (Ctrl-C, a crashed worker)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.conftest import REPO, dimster
+
+BASE = {
+    "topics": 1,
+    "partitionsPerTopic": 3,
+    "messageSize": 256,
+    "producersPerTopic": 2,
+    "producerRate": 500,
+    "groupsPerTopic": 1,
+    "consumersPerGroup": 3,
+    "warmupSeconds": 2,
+    "durationSeconds": 20,
+    "reportIntervalSeconds": 5,
+    "drainTimeoutSeconds": 30,
+    "kafkaConfig": {"producerConfig": {"linger.ms": 5}},
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_cluster_down_afterwards():
+    """The runs bring `local` up (and leave it for the next run, as users want); stop it at the end."""
+    yield
+    assert dimster("cluster", "down", "local").code == 0
+
+
+def write_workload(folder: Path, name: str, **keys) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, **BASE, **keys}))
+    return path
+
+
+def only_bundle(results: Path) -> Path:
+    [bundle] = list(results.iterdir())
+    return bundle
+
+
+def run_info(bundle: Path) -> dict:
+    return json.loads((bundle / "run.json").read_text())
+
+
+def table(bundle: Path, name: str):
+    return pq.read_table(bundle / "metrics" / name).to_pandas()
+
+
+def run_to_end(tmp_path, name, **keys) -> Path:
+    workload = write_workload(tmp_path, name, **keys)
+    results = tmp_path / "results"
+    result = dimster("run", "local", "-w", str(workload), "--results", str(results), timeout=240)
+    assert result.code == 0, result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+    assert "run completed" in result.stdout
+    return only_bundle(results)
+
+
+@pytest.mark.parametrize("consumer_type", ["SHARE_GROUP", "CONSUMER_GROUP"])
+def test_every_record_arrives_once(tmp_path, consumer_type):
+    bundle = run_to_end(tmp_path, f"once-{consumer_type.lower().replace('_', '-')}", consumerType=consumer_type)
+    totals = run_info(bundle)["totals"]
+    assert totals["sent"] > 5_000
+    assert totals["acked"] == totals["sent"] == totals["received"]
+    assert totals["lost"] == 0 and totals["duplicates"] == 0 and totals["backlog"] == 0
+
+    intervals = table(bundle, "intervals")
+    producers = intervals[intervals.role == "producer"]
+    consumers = intervals[intervals.role != "producer"]
+    assert producers.sent.sum() == totals["sent"]  # the metrics tell the same story as the totals
+    assert consumers.received.sum() == totals["received"]
+    assert set(consumers.client_id) == {"c0", "c1", "c2"}
+    # Pacing: 500 msg/s over the measured phase, judged from the exact per-interval counts.
+    measure = producers[producers.phase == "measure"]
+    seconds = measure.end_time.max() - intervals[intervals.phase == "warmup"].end_time.max()
+    assert measure.sent.sum() / seconds == pytest.approx(500, rel=0.05)
+
+    histograms = table(bundle, "histograms")
+    e2e = histograms[histograms.metric == "e2e"]
+    assert e2e["count"].sum() == totals["received"]
+    assert set(e2e.partition) == {0, 1, 2}
+    assert histograms[histograms.metric == "publish"]["count"].sum() == totals["acked"]
+    stats = table(bundle, "client_stats")
+    assert (stats[stats.role == "producer"].tx_msgs.max()) > 0
+    for name in ("workload.yaml", "environment.yaml", "broker-config.yaml", "events.jsonl", "logs/worker-0.log"):
+        assert (bundle / name).exists(), name
+    info = run_info(bundle)
+    assert info["versions"]["kafka"] == "4.3.1" and info["versions"]["librdkafka"]
+    assert info["hardware"]["cpus"] >= 1 and "run" in info["command_line"]
+    assert yaml.safe_load((bundle / "workload.yaml").read_text())["consumerType"] == consumer_type
+
+
+def test_explicit_release_redelivers_without_loss(tmp_path):
+    bundle = run_to_end(
+        tmp_path,
+        "explicit-release",
+        acknowledgement={"mode": "EXPLICIT", "releaseFraction": 0.2, "rejectFraction": 0.05},
+        durationSeconds=15,
+    )
+    totals = run_info(bundle)["totals"]
+    assert totals["released"] > 0 and totals["rejected"] > 0
+    assert totals["received"] > totals["sent"]  # released records came back
+    assert totals["lost"] == 0 and totals["duplicates"] == 0
+    deliveries = table(bundle, "delivery_counts")
+    redelivered = deliveries[deliveries.delivery_count >= 2]["count"].sum()
+    assert redelivered > 0
+    assert deliveries["count"].sum() == totals["received"]
+
+
+def start_run(tmp_path, name, **keys) -> tuple[subprocess.Popen, Path]:
+    workload = write_workload(tmp_path, name, **keys)
+    results = tmp_path / "results"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dimster", "run", "local", "-w", str(workload), "--results", str(results)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        bundles = list(results.glob("*")) if results.exists() else []
+        if bundles and (bundles[0] / "metrics" / "intervals").exists():
+            return process, bundles[0]
+        time.sleep(0.5)
+    process.kill()
+    raise AssertionError("the run did not start measuring within 120 s: " + process.communicate()[1])
+
+
+def test_ctrl_c_stops_gracefully_and_keeps_everything(tmp_path):
+    process, bundle = start_run(tmp_path, "interrupted", durationSeconds=0)
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert "stopping: producers stop, consumers drain" in out
+    info = run_info(bundle)
+    assert info["status"] == "completed"
+    assert info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["received"] > 0
+    events = [json.loads(line)["event"] for line in (bundle / "events.jsonl").read_text().splitlines()]
+    assert events.index("stopping") < events.index("drain_started") < events.index("run_ended")
+
+
+def test_crashed_worker_is_reported_and_measurements_kept(tmp_path):
+    process, bundle = start_run(tmp_path, "crash", durationSeconds=0)
+    [worker] = run_info(bundle)["workers"]
+    os.kill(worker["pid"], signal.SIGKILL)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 4
+    assert "Traceback" not in err
+    [line] = [x for x in err.splitlines() if x.startswith("dimster: error:")]
+    assert f"worker 0 (pid {worker['pid']}) exited" in line
+    info = run_info(bundle)
+    assert info["status"] == "failed" and "worker 0" in info["failure"]
+    assert table(bundle, "intervals").sent.sum() > 0  # what was measured before the crash is on disk
+
+
+def test_unknown_client_property_is_refused_before_anything_starts(tmp_path):
+    workload = write_workload(tmp_path, "bad-prop", kafkaConfig={"producerConfig": {"lingr.ms": 5}})
+    result = dimster("run", "local", "-w", str(workload), "--results", str(tmp_path / "r"))
+    assert result.code == 2
+    assert result.error_lines == [
+        f'dimster: error: {workload}: kafkaConfig.producerConfig: No such configuration property: "lingr.ms"'
+    ]
+    assert not (tmp_path / "r").exists()
+
+
+def test_share_acquire_mode_is_refused_with_the_reason(tmp_path):
+    workload = write_workload(tmp_path, "acquire")
+    mode = "kafkaConfig.shareConsumerConfig.share.acquire.mode=record_limit"
+    result = dimster("validate", str(workload), "--set", mode)
+    assert result.code == 2
+    assert "share.acquire.mode is not supported by librdkafka" in result.error_lines[0]
+
+
+def test_run_needs_a_workload():
+    result = dimster("run", "local")
+    assert result.code == 2 and "needs a workload: -w" in result.error_lines[0]

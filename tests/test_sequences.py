@@ -1,0 +1,177 @@
+"""Arrived sequence numbers as ranges: runs of a batch, merging, duplicates and missing counts,
+checked by hand and against a plain Python set on shuffled random input."""
+
+import random
+
+import pytest
+
+from dimster.metrics.sequences import RangeSet, to_ranges
+
+
+def ranges(rs: RangeSet) -> list[tuple[int, int]]:
+    return list(zip(rs.starts, rs.ends, strict=True))
+
+
+def range_set(*pairs: tuple[int, int]) -> RangeSet:
+    rs = RangeSet()
+    for first, last in pairs:
+        rs.add(first, last)
+    return rs
+
+
+# to_ranges
+
+
+@pytest.mark.parametrize(
+    ("sequences", "expected"),
+    [
+        ([], []),
+        ([5], [(5, 5)]),
+        ([0, 1, 2, 3], [(0, 3)]),
+        ([3, 1, 2, 0], [(0, 3)]),
+        ([1, 2, 4, 5, 9], [(1, 2), (4, 5), (9, 9)]),
+        ([7, 7], [(7, 7), (7, 7)]),
+        ([1, 2, 2, 3], [(1, 2), (2, 3)]),
+        ([10**12, 10**12 + 1], [(10**12, 10**12 + 1)]),
+    ],
+)
+def test_to_ranges(sequences, expected):
+    assert to_ranges(sequences) == expected
+
+
+def test_to_ranges_gives_plain_ints():
+    (first, last), *_ = to_ranges([3, 4])
+    assert type(first) is int and type(last) is int
+
+
+def test_to_ranges_covers_every_value_once_per_occurrence():
+    rng = random.Random(5)
+    values = [rng.randrange(200) for _ in range(500)]
+    expanded = sorted(v for first, last in to_ranges(values) for v in range(first, last + 1))
+    assert expanded == sorted(values)
+
+
+# RangeSet
+
+
+def test_empty_range_set():
+    rs = RangeSet()
+    assert rs.count() == 0
+    assert rs.missing_below(10) == 10
+    assert rs.missing_below(0) == 0
+
+
+def test_disjoint_ranges_stay_apart_and_sorted():
+    rs = range_set((10, 12), (0, 2), (20, 20), (5, 6))
+    assert ranges(rs) == [(0, 2), (5, 6), (10, 12), (20, 20)]
+    assert rs.count() == 3 + 2 + 3 + 1
+
+
+@pytest.mark.parametrize(
+    ("pairs", "expected"),
+    [
+        ([(0, 4), (5, 9)], [(0, 9)]),  # adjacent on the right
+        ([(5, 9), (0, 4)], [(0, 9)]),  # adjacent on the left
+        ([(0, 2), (6, 8), (3, 5)], [(0, 8)]),  # fills the gap between two
+        ([(0, 0), (2, 2), (4, 4), (1, 3)], [(0, 4)]),  # swallows several
+        ([(0, 2), (4, 6), (3, 3)], [(0, 6)]),
+        ([(10, 20), (0, 8)], [(0, 8), (10, 20)]),  # one short of touching
+    ],
+)
+def test_adjacent_and_overlapping_ranges_merge(pairs, expected):
+    assert ranges(range_set(*pairs)) == expected
+
+
+def test_add_reports_duplicates():
+    rs = RangeSet()
+    assert rs.add(0, 9) == 0
+    assert rs.add(5, 14) == 5
+    assert rs.add(0, 14) == 15
+    assert rs.add(20, 29) == 0
+    assert rs.add(12, 22) == 3 + 3  # 12..14 and 20..22 were there; 15..19 are new
+    assert ranges(rs) == [(0, 29)]
+    assert rs.count() == 30
+
+
+def test_single_value_duplicates():
+    rs = RangeSet()
+    assert rs.add(7, 7) == 0
+    assert rs.add(7, 7) == 1
+    assert rs.add(6, 8) == 1
+    assert ranges(rs) == [(6, 8)]
+
+
+def test_duplicates_within_one_batch_are_counted():
+    rs = RangeSet()
+    duplicates = sum(rs.add(first, last) for first, last in to_ranges([1, 2, 2, 3, 3, 3]))
+    assert duplicates == 3
+    assert ranges(rs) == [(1, 3)]
+
+
+def test_missing_below():
+    rs = range_set((0, 4), (10, 14), (20, 29))
+    assert rs.missing_below(5) == 0
+    assert rs.missing_below(10) == 5
+    assert rs.missing_below(12) == 5
+    assert rs.missing_below(20) == 10
+    assert rs.missing_below(25) == 10
+    assert rs.missing_below(40) == 20
+    assert rs.missing_below(1) == 0
+
+
+def test_missing_below_when_the_first_values_are_lost():
+    rs = range_set((3, 5))
+    assert rs.missing_below(3) == 3
+    assert rs.missing_below(6) == 3
+    assert rs.missing_below(4) == 3
+
+
+class Reference:
+    """The same bookkeeping with a Python set."""
+
+    def __init__(self):
+        self.seen: set[int] = set()
+
+    def add_batch(self, batch: list[int]) -> int:
+        duplicates = 0
+        for value in batch:
+            duplicates += value in self.seen
+            self.seen.add(value)
+        return duplicates
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_shuffled_batches_match_a_python_set(seed):
+    """Values 0..n-1 with some lost and some sent twice, shuffled and cut into batches as consumers
+    would see them: duplicates, counts, missing values and the ranges all agree with a set."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 3000)
+    arrivals = [v for v in range(n) if rng.random() > 0.1]  # ~10% lost
+    arrivals += rng.choices(arrivals, k=len(arrivals) // 5) if arrivals else []  # ~20% redelivered
+    rng.shuffle(arrivals)
+
+    rs, reference = RangeSet(), Reference()
+    position = 0
+    while position < len(arrivals):
+        size = rng.randint(1, 200)
+        batch = arrivals[position : position + size]
+        position += size
+        assert sum(rs.add(first, last) for first, last in to_ranges(batch)) == reference.add_batch(batch)
+
+    seen = reference.seen
+    assert rs.count() == len(seen)
+    for limit in (0, 1, n // 2, n, n + 10):
+        assert rs.missing_below(limit) == sum(1 for v in range(limit) if v not in seen)
+    # the ranges are exactly the maximal runs of the set: disjoint, sorted, never touching
+    assert ranges(rs) == to_ranges(sorted(seen))
+    assert all(rs.ends[i] + 1 < rs.starts[i + 1] for i in range(len(rs.starts) - 1))
+
+
+def test_ranges_follow_gaps_not_message_count():
+    rs = RangeSet()
+    for first in range(0, 1_000_000, 1000):
+        rs.add(first, first + 999)
+    assert ranges(rs) == [(0, 999_999)]
+    rs.add(2_000_000, 2_000_000)
+    assert len(rs.starts) == 2
+    assert rs.missing_below(2_000_001) == 1_000_000
