@@ -4,6 +4,7 @@ import time
 
 import typer
 
+from dimster.cli.control import notify_run
 from dimster.cli.output import cluster_table, console, print_json, progress
 from dimster.cluster.backend import backend_for
 from dimster.cluster.processes import tail
@@ -57,7 +58,18 @@ def status(env: str = EnvArg, json: bool = JsonOpt) -> None:
 def redeploy(env: str = EnvArg, json: bool = JsonOpt) -> None:
     """Apply the current broker-config file: dynamic properties through the Admin API, the others by
     restarting nodes one at a time. Data is kept."""
-    report = backend_for(load_environment(env)).redeploy(progress)
+    cluster = backend_for(load_environment(env))
+    notify_run(env, "cluster_redeploy_started", "cluster redeploy started from another terminal")
+    try:
+        report = cluster.redeploy(progress)
+    except DimsterError as e:
+        notify_run(env, "cluster_redeploy_failed", f"cluster redeploy failed: {e}")
+        raise
+    notify_run(
+        env,
+        "cluster_redeploy_done",
+        f"cluster redeploy done: restarted nodes {report.restarted_nodes or 'none'}, dynamic {report.dynamic}",
+    )
     if json:
         print_json(report.__dict__)
     else:

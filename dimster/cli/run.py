@@ -1,11 +1,16 @@
 """`dimster validate` and `dimster run`: workloads from YAML."""
 
+import subprocess
+import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import typer
 
-from dimster.cli.output import console, progress
+from dimster.cli.output import console, print_json, progress
 from dimster.cluster.backend import backend_for
+from dimster.coordinator.control import ControlServer, control_request, read_run_state, run_state_file
 from dimster.coordinator.run import Coordinator
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
@@ -54,14 +59,32 @@ def run(
     workload: Path = typer.Option(None, "--workload", "-w", help="Workload YAML file.", show_default=False),
     set_: list[str] = SetOpt,
     results: Path = typer.Option(None, "--results", help="Folder for results bundles (default: results/)."),
+    modify: bool = typer.Option(False, "--modify", help="Change the running workload of ENV with --set."),
+    detach: bool = typer.Option(False, "--detach", help="Return once load flows; the run goes on in the background."),
+    json: bool = typer.Option(False, "--json", help="With --modify or --detach: print JSON."),
 ) -> None:
-    """Run a workload against the cluster of ENV (brought up, or reused if it runs)."""
+    """Run a workload against the cluster of ENV (brought up, or reused if it runs), or with --modify
+    change the workload that runs there."""
     sets = set_items(ctx, set_)
+    if modify:
+        return _modify(env, workload, sets, json)
     if workload is None:
-        raise DimsterError("dimster run needs a workload: -w WORKLOAD.yaml")
+        raise DimsterError("dimster run needs a workload: -w WORKLOAD.yaml (or --modify --set k=v to change a run)")
     loaded = load_workload(workload, sets)
     check_client_configs(loaded, display(workload))
+    results_root = (results or project_dir() / "results").resolve()
+    if detach:
+        return _detach(env, workload, sets, results_root, json)
     profile = load_environment(env)
+    control = ControlServer(env)
+    control.start({"run_id": None, "results": None, "workload": loaded.name, "phase": "starting"})
+    try:
+        _run(loaded, profile, results_root, control)
+    finally:
+        control.close()
+
+
+def _run(loaded, profile, results_root: Path, control: ControlServer) -> None:
     if loaded.broker_config:
         overrides = {**profile.broker_overrides, **loaded.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
@@ -70,7 +93,7 @@ def run(
         cluster.redeploy(progress)  # brings a running cluster to this run's broker config, if it differs
     else:
         cluster.up(progress)
-    bundle = ResultsBundle(results or project_dir() / "results", loaded.name)
+    bundle = ResultsBundle(results_root, loaded.name)
     bundle.start(
         workload=loaded.to_yaml_dict(),
         environment=profile.model_dump(by_alias=True),
@@ -78,10 +101,81 @@ def run(
         kafka_version=cluster.status().kafka_version,
         run_id=bundle.path.name,
     )
+    control.update(run_id=bundle.path.name, results=str(bundle.path))
     say = lambda line: console.print(line, markup=False)  # noqa: E731
-    coordinator = Coordinator(loaded, cluster, bundle, profile.workers, say=say)
+    coordinator = Coordinator(loaded, cluster, bundle, profile.workers, control=control, say=say)
     try:
         code = coordinator.run()
     finally:
         bundle.copy_broker_logs(cluster.log_files())
     raise typer.Exit(code)
+
+
+def _modify(env: str, workload: Path | None, sets: list[tuple[str, str]], as_json: bool) -> None:
+    if workload is not None:
+        raise DimsterError("--modify changes the workload already running on ENV: drop -w")
+    if not sets:
+        raise DimsterError("--modify needs changes: --set k=v [k=v ...]")
+    answer = control_request(env, "POST", "/modify", {"sets": sets})
+    if as_json:
+        print_json(answer)
+        return
+    for change in answer["applied"]:
+        at = datetime.fromtimestamp(change["applied"]).strftime("%H:%M:%S.%f")[:-3]
+        console.print(f"{at} {change['key']}: {change['old']} -> {change['new']} ({change['effect']})", markup=False)
+    for note in answer.get("notes", []):
+        console.print(note, markup=False)
+
+
+def _detach(env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, as_json: bool) -> None:
+    """Start the run as a background process; return once its load flows."""
+    if (existing := read_run_state(env)) is not None:
+        raise DimsterError(
+            f"a run is already active for '{env}' (run {existing['run_id']}); `dimster stop {env}` first"
+        )
+    log = run_state_file(env).with_suffix(".console.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "dimster",
+        "run",
+        env,
+        "-w",
+        str(workload.resolve()),
+        "--results",
+        str(results_root),
+    ]
+    if sets:
+        command += ["--set", *(f"{k}={v}" for k, v in sets)]
+    with open(log, "w") as out:
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=Path.cwd(),
+        )
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        state = read_run_state(env)
+        if state and state.get("pid") == child.pid and state.get("phase") == "running":
+            answer = {"runId": state["run_id"], "results": state["results"], "pid": child.pid, "console": str(log)}
+            if as_json:
+                print_json(answer)
+            else:
+                console.print(
+                    f"run {state['run_id']} is running on '{env}' (pid {child.pid}); results in "
+                    f"{state['results']}; console: {log}",
+                    markup=False,
+                )
+            return
+        if child.poll() is not None:
+            last = [line for line in log.read_text().splitlines() if line.strip()][-3:]
+            raise DimsterError(
+                f"the run exited before load started (code {child.returncode}): {last[-1] if last else 'no output'}",
+                exit_code=child.returncode or 4,
+            )
+        time.sleep(0.5)
+    raise DimsterError(f"the run did not start load within 600 s; see {log}")

@@ -121,8 +121,8 @@ class LocalCluster:
         }
         return {**derived, **broker_config, **managed}
 
-    def _write_node_config(self, index: int, broker_config: dict[str, str]) -> Path:
-        path = self.node_dir(index) / "server.properties"
+    def _write_node_config(self, index: int, broker_config: dict[str, str], path: Path | None = None) -> Path:
+        path = path or self.node_dir(index) / "server.properties"
         path.parent.mkdir(parents=True, exist_ok=True)
         lines = [f"{k}={v}" for k, v in sorted(self.node_properties(index, broker_config).items())]
         path.write_text(
@@ -132,11 +132,22 @@ class LocalCluster:
 
     def _prepare_configs(self, distribution: KafkaDistribution) -> dict[str, str]:
         """Check the broker config completely (names, then Kafka's own parse), then write every node's file."""
-        broker_config = self.desired_broker_config(distribution)
-        first = self._write_node_config(0, broker_config)
-        check_values(first, distribution, display(self.profile.broker_config_path))
-        for index in range(1, self.profile.nodes):
+        broker_config = self.check_broker_config(distribution)
+        for index in range(self.profile.nodes):
             self._write_node_config(index, broker_config)
+        return broker_config
+
+    def check_broker_config(self, distribution: KafkaDistribution | None = None) -> dict[str, str]:
+        """The broker config the profile asks for, checked by name and by Kafka's own parser; writes
+        nothing the nodes read."""
+        distribution = distribution or kafka_distribution(self.profile.kafka_version)
+        broker_config = self.desired_broker_config(distribution)
+        scratch = self.root / "check.properties"
+        self._write_node_config(0, broker_config, scratch)
+        try:
+            check_values(scratch, distribution, display(self.profile.broker_config_path))
+        finally:
+            scratch.unlink(missing_ok=True)
         return broker_config
 
     # ---- processes ----------------------------------------------------------------------------

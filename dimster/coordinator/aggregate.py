@@ -41,7 +41,8 @@ class RunAggregate:
         self.window = Window()
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
-        self._recent: deque[tuple[int, float, float, int, float]] = deque()  # worker, end, covered, sent, target
+        # (worker, end, covered seconds, sent, target rate, received) of recent reports
+        self._recent: deque[tuple[int, float, float, int, float, int]] = deque()
 
     def add(self, report: IntervalReport) -> None:
         window = self.window
@@ -81,20 +82,30 @@ class RunAggregate:
                     window.e2e.merge(Histogram.from_wire(wire))
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
-        self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target))
+        received = sum(c.received for c in report.clients)
+        self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
             self._recent.popleft()
 
-    def recent_publish(self) -> tuple[float, float]:
-        """(achieved, target) msg/s over the last PACING_WINDOW seconds of reports, summed over workers."""
-        sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # worker -> covered, sent, target*s
-        for worker, _end, covered, sent, target in self._recent:
-            sums[worker][0] += covered
-            sums[worker][1] += sent
-            sums[worker][2] += target * covered
-        achieved = sum(sent / covered for covered, sent, _ in sums.values() if covered > 0)
-        target = sum(weighted / covered for covered, _, weighted in sums.values() if covered > 0)
-        return achieved, target
+    def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
+        """Achieved publish and consume rates and the target, msg/s over the last `seconds` of
+        reports, summed over workers (each worker's counts divided by the time its reports covered)."""
+        horizon = (self._recent[-1][1] if self._recent else 0.0) - seconds
+        sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # covered, sent, target*s, recv
+        for worker, end, covered, sent, target, received in self._recent:
+            if end < horizon:
+                continue
+            total = sums[worker]
+            total[0] += covered
+            total[1] += sent
+            total[2] += target * covered
+            total[3] += received
+        live = [t for t in sums.values() if t[0] > 0]
+        return {
+            "pubRate": sum(t[1] / t[0] for t in live),
+            "targetRate": sum(t[2] / t[0] for t in live),
+            "consRate": sum(t[3] / t[0] for t in live),
+        }
 
     @property
     def backlog(self) -> int:
@@ -119,7 +130,7 @@ class RunAggregate:
         """The console's numbers since the previous call."""
         window, self.window = self.window, Window()
         seconds = max(window.seconds.values(), default=0.0) or 1e-6
-        achieved, target = self.recent_publish()
+        recent = self.recent_rates()
 
         def ms(histogram: Histogram, q: float):
             value = histogram.percentile(q)
@@ -128,8 +139,8 @@ class RunAggregate:
         return {
             "pubRate": window.sent / seconds,
             "consRate": window.received / seconds,
-            "targetRate": target,
-            "pubRate10s": achieved,
+            "targetRate": recent["targetRate"],
+            "pubRate10s": recent["pubRate"],
             "sent": self.sent,
             "acked": self.acked,
             "received": self.received,

@@ -19,7 +19,7 @@ def build_topology(workload: Workload, run_tag: str) -> Topology:
     producers, consumers, groups = [], [], {}
     for t, topic in enumerate(topics):
         for i in range(workload.producers_per_topic):
-            producers.append(ProducerSpec(len(producers), topic, i, workload.partitions_per_topic))
+            producers.append(ProducerSpec(len(producers), topic, i))
         for g in range(workload.groups_per_topic):
             group = f"{workload.name}-{run_tag}-t{t}-g{g}"
             groups[group] = topic
@@ -31,3 +31,28 @@ def build_topology(workload: Workload, run_tag: str) -> Topology:
 def split_over_workers(items: list, workers: int) -> list[list]:
     """Round-robin, so each worker gets a similar mix of topics and groups."""
     return [items[w::workers] for w in range(workers)]
+
+
+def resize(topology: Topology, producers_per_topic: int, consumers_per_group: int, kind: str):
+    """Grow or shrink the run's clients to the new counts: returns (added producers, added consumers,
+    ids of removed clients). New clients get fresh ids; the newest go first when shrinking."""
+    added_producers, added_consumers, removed = [], [], []
+    next_producer = max((p.producer_id for p in topology.producers), default=-1) + 1
+    next_consumer = max((c.consumer_id for c in topology.consumers), default=-1) + 1
+    for topic in topology.topics:
+        mine = [p for p in topology.producers if p.topic == topic]
+        for index in range(len(mine), producers_per_topic):
+            spec = ProducerSpec(next_producer, topic, index)
+            next_producer += 1
+            added_producers.append(spec)
+        removed += [f"p{p.producer_id}" for p in mine[producers_per_topic:]]
+    for group, topic in topology.groups.items():
+        mine = [c for c in topology.consumers if c.group == group]
+        for _ in range(len(mine), consumers_per_group):
+            added_consumers.append(ConsumerSpec(next_consumer, topic, group, kind))
+            next_consumer += 1
+        removed += [f"c{c.consumer_id}" for c in mine[consumers_per_group:]]
+    gone = set(removed)
+    topology.producers = [p for p in topology.producers if f"p{p.producer_id}" not in gone] + added_producers
+    topology.consumers = [c for c in topology.consumers if f"c{c.consumer_id}" not in gone] + added_consumers
+    return added_producers, added_consumers, removed

@@ -50,6 +50,8 @@ class LoadClient:
         self.client_id, self.topic, self.group = client_id, topic, group
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.recreate = threading.Event()  # close the client and build a new one from the current workload
+        self.wake = threading.Event()  # cuts a pacing or processing pause short (set with stopping/recreate)
         self.thread = threading.Thread(target=self._run_guarded, name=client_id, daemon=True)
         self.error: str | None = None
         self._latest_stats: dict | None = None
@@ -78,6 +80,14 @@ class LoadClient:
     def start(self) -> None:
         self.thread.start()
 
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+
+    def rebuild(self) -> None:
+        self.recreate.set()
+        self.wake.set()
+
     def _run_guarded(self) -> None:
         try:
             self.run()
@@ -93,6 +103,7 @@ class ProducerClient(LoadClient):
     role = "producer"
 
     def __init__(self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int):
+        # Reads self.workload and self.total_producers on every pass: the worker replaces them live.
         self.spec = spec
         super().__init__(f"p{spec.producer_id}", spec.topic)
         self.workload = workload
@@ -121,22 +132,31 @@ class ProducerClient(LoadClient):
         self.histograms[("publish", -1)].record(msg.latency() * 1e6)
 
     def run(self) -> None:
+        while self.load_started is None and not self.stopping.is_set():
+            time.sleep(0.01)
+        # Pace from when load starts or, for a producer added to a running load, from now.
+        pacer = Pacer(max(self.load_started or 0.0, time.time()))
+        while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
+            self.recreate.clear()
+            self.wake.clear()
+            self._produce_until_recreated(pacer)
+
+    def _produce_until_recreated(self, pacer: Pacer) -> None:
+        """Send on schedule with a client built from the current workload, until stopped or recreated;
+        then flush, so nothing in flight is lost. Sequence numbers and pacing carry over."""
         w = self.workload
         config = client_config(w, w.kafka_config.producer_config, self.bootstrap, self.client_id, self._on_stats)
         producer = Producer(config)
         choose = distributor(
             w.message_distributor,
-            self.spec.partitions,
+            w.partitions_per_topic,
             self.spec.index_in_topic,
             zipf_alpha=w.zipf_alpha,
             key_count=w.key_count,
         )
         bodies = make_bodies(w.message_size, w.payload.type, w.payload.compressible_ratio)
         producer_id, topic = self.spec.producer_id, self.topic
-        while self.load_started is None and not self.stopping.is_set():
-            time.sleep(0.01)
-        pacer = Pacer(self.load_started or time.time())
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not self.recreate.is_set():
             now = time.time()
             rate = self.target_rate(now)
             due = pacer.due(now, rate, limit=20_000)
@@ -164,10 +184,12 @@ class ProducerClient(LoadClient):
                 self.interval.next_sequence = self.sequence
             pause = pacer.next_due(rate) - time.time()
             if pause > 0:
-                self.stopping.wait(min(pause, 0.05))
+                self.wake.wait(min(pause, 0.05))
         with self.lock:
-            producer.flush(30)
+            remaining = producer.flush(60)
             self.interval.next_sequence = self.sequence
+        if remaining:
+            log.warning("%s: %d records still unacknowledged after flush", self.client_id, remaining)
 
 
 class ConsumerClient(LoadClient):
@@ -205,13 +227,19 @@ class ConsumerClient(LoadClient):
         return Consumer(client_config(w, config, self.bootstrap, self.client_id, self._on_stats)), batch
 
     def run(self) -> None:
+        while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
+            self.recreate.clear()
+            self.wake.clear()
+            self._consume_until_recreated()
+
+    def _consume_until_recreated(self) -> None:
         consumer, batch = self._client()
         share = batch is None
         explicit = share and self.workload.acknowledgement.mode == "EXPLICIT"
         try:
             consumer.subscribe([self.topic])
             self.subscribed.set()
-            while not self.stopping.is_set():
+            while not self.stopping.is_set() and not self.recreate.is_set():
                 messages = consumer.poll(0.2) if share else consumer.consume(batch, 0.2)
                 if not messages:
                     continue
@@ -220,10 +248,10 @@ class ConsumerClient(LoadClient):
                 times = processing_times_ms(len(messages), w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
                 busy = makespan_ms(times, w.consumer_proc_parallelism)
                 if busy > 0:
-                    self.stopping.wait(busy / 1000)
+                    self.wake.wait(busy / 1000)
         finally:
             try:
-                consumer.close()  # a share consumer releases its acquired records here
+                consumer.close()  # commits acknowledgements; a share consumer releases what it still holds
             except KafkaException as e:
                 log.warning("closing %s: %s", self.client_id, e)
 

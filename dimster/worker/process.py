@@ -32,14 +32,21 @@ class Worker:
     def __init__(self, connection: Connection, assignment: Assignment):
         self.connection = connection
         self.assignment = assignment
-        workload = Workload.model_validate(assignment.workload)
-        bootstrap = assignment.bootstrap_servers
-        self.producers = [
-            ProducerClient(spec, workload, bootstrap, assignment.total_producers) for spec in assignment.producers
-        ]
-        self.consumers = [
-            ConsumerClient(spec, workload, bootstrap, assignment.delivery_count_limit) for spec in assignment.consumers
-        ]
+        self.workload = Workload.model_validate(assignment.workload)
+        self.total_producers = assignment.total_producers
+        self.load_started: float | None = None
+        self.producers = [self._producer(spec) for spec in assignment.producers]
+        self.consumers = [self._consumer(spec) for spec in assignment.consumers]
+
+    def _producer(self, spec) -> ProducerClient:
+        client = ProducerClient(spec, self.workload, self.assignment.bootstrap_servers, self.total_producers)
+        client.load_started = self.load_started
+        return client
+
+    def _consumer(self, spec) -> ConsumerClient:
+        return ConsumerClient(
+            spec, self.workload, self.assignment.bootstrap_servers, self.assignment.delivery_count_limit
+        )
 
     @property
     def clients(self):
@@ -65,8 +72,15 @@ class Worker:
             if self.connection.poll(max(0.0, next_report - time.time())):
                 command = self.connection.recv()
                 if command[0] == "start_load":
+                    self.load_started = command[1]
                     for producer in self.producers:
                         producer.load_started = command[1]
+                elif command[0] == "update":
+                    self._update(Workload.model_validate(command[1]), command[2])
+                elif command[0] == "add_clients":
+                    self._add(command[1], command[2])
+                elif command[0] == "remove_clients":
+                    self._remove(set(command[1]))
                 elif command[0] == "stop_producers":
                     self._stop(self.producers)
                     self.report()
@@ -82,10 +96,62 @@ class Worker:
                 if next_report < time.time():  # fell behind (a long pause): do not burst
                     next_report = time.time() + REPORT_EVERY
 
+    def _update(self, workload: Workload, total_producers: int) -> None:
+        """A live modification: clients read the new workload at once; a changed client config
+        makes them close and rebuild their Kafka client (producers flush first, share consumers
+        release what they hold)."""
+        old, self.workload, self.total_producers = self.workload, workload, total_producers
+        rebuild_producers = producer_settings(old) != producer_settings(workload)
+        rebuild_consumers = consumer_settings(old) != consumer_settings(workload)
+        for producer in self.producers:
+            producer.workload, producer.total_producers = workload, total_producers
+            if rebuild_producers:
+                producer.rebuild()
+        for consumer in self.consumers:
+            consumer.workload = workload
+            if rebuild_consumers:
+                consumer.rebuild()
+
+    def _add(self, producers, consumers) -> None:
+        new = [self._producer(spec) for spec in producers] + [self._consumer(spec) for spec in consumers]
+        self.producers += [c for c in new if isinstance(c, ProducerClient)]
+        self.consumers += [c for c in new if isinstance(c, ConsumerClient)]
+        for client in new:
+            client.start()
+
+    def _remove(self, client_ids: set[str]) -> None:
+        """Stop these clients and report their last interval before they go."""
+        leaving = [c for c in self.clients if c.client_id in client_ids]
+        self._stop(leaving)
+        self.connection.send(
+            ("report", IntervalReport(self.assignment.worker_index, time.time(), [c.take_interval() for c in leaving]))
+        )
+        self.producers = [c for c in self.producers if c.client_id not in client_ids]
+        self.consumers = [c for c in self.consumers if c.client_id not in client_ids]
+
     @staticmethod
     def _stop(clients) -> None:
         for client in clients:
-            client.stopping.set()
+            client.stop()
         for client in clients:
             if client.thread.is_alive():
-                client.thread.join(60)
+                client.thread.join(90)
+
+
+def producer_settings(w: Workload) -> tuple:
+    """What a producer's Kafka client and payloads are built from."""
+    return (
+        w.kafka_config.common_config,
+        w.kafka_config.producer_config,
+        w.message_size,
+        w.payload,
+        w.message_distributor,
+        w.zipf_alpha,
+        w.key_count,
+        w.partitions_per_topic,
+    )
+
+
+def consumer_settings(w: Workload) -> tuple:
+    k = w.kafka_config
+    return (k.common_config, k.consumer_config, k.share_consumer_config, w.acknowledgement.mode)

@@ -11,8 +11,7 @@ HistogramWire = tuple[dict[int, int], int, float, float]
 class ProducerSpec:
     producer_id: int  # unique in the run; written into every message header
     topic: str
-    index_in_topic: int
-    partitions: int
+    index_in_topic: int  # PINNED_PARTITIONS pins producer i of a topic to partition i mod partitions
 
 
 @dataclass(frozen=True)

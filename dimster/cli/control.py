@@ -1,0 +1,81 @@
+"""`dimster status`, `wait` and `stop`: scripts and a second terminal talking to a running workload."""
+
+import contextlib
+import time
+
+import typer
+
+from dimster.cli.output import console, print_json
+from dimster.coordinator.conditions import holds, parse_condition
+from dimster.coordinator.control import control_request, read_run_state
+from dimster.errors import DimsterError
+
+EnvArg = typer.Argument(..., help="Environment whose run to address.", show_default=False)
+
+
+class WaitTimedOut(DimsterError):
+    exit_code = 6
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="Machine-readable JSON.")) -> None:
+    """Rates, totals, backlog, latencies and effective settings of the run of ENV."""
+    s = control_request(env, "GET", "/status", timeout=30)
+    if json:
+        print_json(s)
+        return
+    console.print(f"run {s['runId']} on '{env}': {s['phase']}, {s['elapsedSeconds']:.0f}s, results {s['results']}")
+    console.print(
+        f"pub {s['pubRate']:,.0f} msg/s (target {s['targetRate']:,.0f}) | cons {s['consRate']:,.0f} msg/s | "
+        f"sent {s['sent']:,} | received {s['received']:,} | backlog {s['backlog']:,} | duplicates {s['duplicates']:,}"
+    )
+    console.print(
+        f"e2e p50 {_ms(s['e2eP50Ms'])} p99 {_ms(s['e2eP99Ms'])} | publish p99 {_ms(s['publishP99Ms'])} | "
+        f"{s['producers']} producer(s), {s['consumers']} consumer(s), brokers {s['brokers']}"
+    )
+
+
+def wait(
+    env: str = EnvArg,
+    until: str = typer.Option(..., "--until", help="Condition, e.g. 'backlog<1000' or 'consRate>=0.95*pubRate'."),
+    timeout: float = typer.Option(300, "--timeout", help="Seconds before giving up (exit code 6)."),
+    every: float = typer.Option(1.0, "--every", help="Seconds between checks."),
+) -> None:
+    """Block until a condition on the run's status holds. Exit 0 when it does, 6 on timeout, 5 when
+    no run is active."""
+    condition = parse_condition(until)
+    deadline = time.time() + timeout
+    while True:
+        s = control_request(env, "GET", "/status", timeout=30)
+        if holds(condition, s):
+            console.print(f"'{until}' holds after {s['elapsedSeconds']:.0f}s of load")
+            return
+        if time.time() >= deadline:
+            raise WaitTimedOut(
+                f"'{until}' did not hold within {timeout:g}s (backlog {s['backlog']:,}, "
+                f"pub {s['pubRate']:,.0f} msg/s, cons {s['consRate']:,.0f} msg/s)"
+            )
+        time.sleep(every)
+
+
+def stop(
+    env: str = EnvArg,
+    timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the run to finish."),
+) -> None:
+    """Stop the run of ENV gracefully (producers stop, consumers drain, results complete) and wait for it."""
+    answer = control_request(env, "POST", "/stop", {}, timeout=30)
+    deadline = time.time() + timeout
+    while read_run_state(env) is not None:
+        if time.time() >= deadline:
+            raise WaitTimedOut(f"the run of '{env}' was still stopping after {timeout:g}s")
+        time.sleep(0.5)
+    console.print(f"run of '{env}' stopped; results in {answer['results']}")
+
+
+def notify_run(env: str, event: str, message: str) -> None:
+    """Tell the run of `env`, if there is one, about a cluster event (best effort)."""
+    with contextlib.suppress(DimsterError):
+        control_request(env, "POST", "/event", {"event": event, "message": message}, timeout=10)

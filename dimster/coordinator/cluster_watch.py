@@ -1,0 +1,34 @@
+"""Watches which brokers are registered while a run goes on, so the console and the event log show
+brokers leaving and coming back (a redeploy from another terminal, a crash)."""
+
+import queue
+import threading
+
+from dimster.kafka.admin import registered_brokers
+
+
+class BrokerWatch:
+    def __init__(self, bootstrap_servers: str, expected: set[int], every: float = 2.0):
+        self.bootstrap_servers = bootstrap_servers
+        self.registered = set(expected)
+        self.changes: queue.Queue[tuple[str, int]] = queue.Queue()  # ("left" | "back", broker id)
+        self.every = every
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="broker-watch", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(self.every):
+            now = registered_brokers(self.bootstrap_servers, timeout=3.0)
+            if not now and self.registered and len(self.registered) > 1:
+                continue  # no answer at all: keep the last view rather than report every broker gone
+            for broker in sorted(self.registered - now):
+                self.changes.put(("left", broker))
+            for broker in sorted(now - self.registered):
+                self.changes.put(("back", broker))
+            self.registered = now

@@ -1,0 +1,183 @@
+"""The control channel of a running workload: an HTTP API on loopback, guarded by a token kept in a
+state file only the user can read (`<state dir>/runs/<env>.json`).
+
+Requests are handed to the coordinator's main loop through a queue, so everything that changes the
+run happens on one thread.
+"""
+
+import json
+import os
+import queue
+import secrets
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from dimster.errors import DimsterError
+from dimster.paths import state_dir
+
+TOKEN_HEADER = "X-Dimster-Token"
+
+
+class NoActiveRun(DimsterError):
+    exit_code = 5
+
+
+@dataclass
+class ControlRequest:
+    action: str  # status | modify | stop | event
+    body: dict
+    done: threading.Event = field(default_factory=threading.Event)
+    status: int = 200
+    answer: dict = field(default_factory=dict)
+
+    def reply(self, answer: dict, status: int = 200) -> None:
+        self.answer, self.status = answer, status
+        self.done.set()
+
+
+def run_state_file(env: str) -> Path:
+    return state_dir() / "runs" / f"{env}.json"
+
+
+class ControlServer:
+    """Serves the API until `close()`; the coordinator takes requests from `requests`."""
+
+    def __init__(self, env: str):
+        self.env = env
+        self.token = secrets.token_urlsafe(24)
+        self.requests: queue.Queue[ControlRequest] = queue.Queue()
+        handler = _handler_for(self)
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.http.daemon_threads = True
+        self.port = self.http.server_address[1]
+        self.thread = threading.Thread(target=self.http.serve_forever, name="control-api", daemon=True)
+
+    def start(self, details: dict) -> None:
+        """Claim the environment: refuse when another live run holds it, then publish the state file."""
+        existing = read_run_state(self.env)
+        if existing is not None:
+            raise DimsterError(
+                f"a run is already active for '{self.env}' (run {existing['run_id']}, pid {existing['pid']}); "
+                f"`dimster stop {self.env}` first"
+            )
+        self.thread.start()
+        me = psutil.Process()
+        state = {"pid": me.pid, "started": me.create_time(), "port": self.port, "token": self.token, **details}
+        path = run_state_file(self.env)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(state, f)
+        tmp.replace(path)
+
+    def update(self, **details: Any) -> None:
+        path = run_state_file(self.env)
+        state = json.loads(path.read_text())
+        state.update(details)
+        path.write_text(json.dumps(state))
+
+    def close(self) -> None:
+        path = run_state_file(self.env)
+        try:
+            if json.loads(path.read_text()).get("token") == self.token:
+                path.unlink()
+        except (OSError, ValueError):
+            pass
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def _handler_for(server: ControlServer):
+    routes = {
+        ("GET", "/status"): "status",
+        ("POST", "/modify"): "modify",
+        ("POST", "/stop"): "stop",
+        ("POST", "/event"): "event",
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self, method: str) -> None:
+            if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), server.token):
+                return self._send(403, {"error": "bad token"})
+            action = routes.get((method, self.path))
+            if action is None:
+                return self._send(404, {"error": f"no {method} {self.path}"})
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                return self._send(400, {"error": "body is not JSON"})
+            request = ControlRequest(action, body)
+            server.requests.put(request)
+            if not request.done.wait(600):
+                return self._send(504, {"error": "the coordinator did not answer"})
+            self._send(request.status, request.answer)
+
+        def do_GET(self):
+            self._serve("GET")
+
+        def do_POST(self):
+            self._serve("POST")
+
+        def _send(self, status: int, answer: dict) -> None:
+            data = json.dumps(answer, default=str).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_args) -> None:
+            pass
+
+    return Handler
+
+
+def read_run_state(env: str) -> dict | None:
+    """The state of the live run of `env`, or None (a state whose process is gone is removed)."""
+    path = run_state_file(env)
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        alive = abs(psutil.Process(state["pid"]).create_time() - state["started"]) < 1.0
+    except (psutil.Error, KeyError):
+        alive = False
+    if not alive:
+        path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+def control_request(env: str, method: str, path: str, body: dict | None = None, timeout: float = 600) -> dict:
+    """Call the API of the run of `env`; DimsterError with the coordinator's words on refusal."""
+    state = read_run_state(env)
+    if state is None:
+        raise NoActiveRun(f"no run is active for '{env}' (start one with `dimster run {env} -w WORKLOAD.yaml`)")
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{state['port']}{path}",
+        data=data,
+        method=method,
+        headers={TOKEN_HEADER: state["token"], "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        try:
+            message = json.loads(e.read()).get("error", str(e))
+        except ValueError:
+            message = str(e)
+        raise DimsterError(message) from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+        raise NoActiveRun(f"the run of '{env}' does not answer on its control port: {e}") from None

@@ -1,0 +1,653 @@
+#!/usr/bin/env python3
+"""How fast is one dimster client next to Kafka's own perf tools, on one real cluster, in one run?
+
+1. producer: one dimster ProducerClient at an unreachable target rate against
+   org.apache.kafka.tools.ProducerPerformance (--throughput -1), same record size and producer
+   config, a fresh topic of the same partition count for each;
+2. share consumer: one dimster ConsumerClient (SHARE_GROUP) against
+   org.apache.kafka.tools.ShareConsumerPerformance (--threads 1), each in its own share group
+   draining the same pre-filled topic from the earliest offset.
+
+Each measurement is repeated (`--repeat`, the order alternating) and the median reported, with the
+ratio dimster / Kafka tool. Runs are bounded in records and in time; everything is on loopback.
+
+Without `--env`, or with an environment that does not exist, the script makes a scratch project (a
+copy of run/environments/local.yaml on ports 19892/19992, and run/broker-configs/) in a temporary
+folder, starts its cluster through the dimster CLI and stops it again at the end. An existing
+environment (found through DIMSTER_PROJECT_DIR / the working directory, as the CLI does) is used
+as it is; a cluster that was already running is left running.
+
+Not a test: run it by hand, e.g. `.venv/bin/python scripts/bench/throughput_vs_kafka_perf.py`.
+See docs/benchmarks.md for the method and measured results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import json
+import logging
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import confluent_kafka
+import psutil
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from dimster.kafka.admin import admin_client
+from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
+from dimster.paths import environments_dir
+from dimster.worker.clients import ConsumerClient, LoadClient, ProducerClient
+from dimster.worker.protocol import ConsumerSpec, ProducerSpec
+from dimster.workload.model import Workload
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_ENV = "bench"
+SCRATCH_PORTS = {"brokerPortBase": 19892, "controllerPortBase": 19992}  # clear of 19092-19700
+ADMIN_TIMEOUT = 30.0
+TOOL_JVM_OPTIONS = (  # what kafka-producer-perf-test.sh / kafka-run-class.sh use
+    "-Xmx512m",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-Djava.awt.headless=true",
+    "-Dlog4j2.level=WARN",
+)
+MB = 1024 * 1024  # the perf tools' MB
+
+log = logging.getLogger("bench")
+T = TypeVar("T")
+
+
+# ---- the cluster ------------------------------------------------------------------------------------
+@dataclass
+class Cluster:
+    env: str
+    bootstrap: str
+    kafka_version: str
+    broker_pids: list[int]
+
+
+def dimster_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the dimster CLI of this interpreter with the current DIMSTER_* environment."""
+    command = [sys.executable, "-m", "dimster", *args]
+    result = subprocess.run(command, capture_output=True, text=True, env=os.environ)
+    if check and result.returncode != 0:
+        raise SystemExit(f"`dimster {' '.join(args)}` failed ({result.returncode}): {result.stderr.strip()}")
+    return result
+
+
+def make_scratch_project(root: Path, env: str) -> None:
+    """A project folder with `env` = local.yaml on the scratch ports, and the broker configs."""
+    (root / "run" / "environments").mkdir(parents=True)
+    shutil.copytree(REPO / "run" / "broker-configs", root / "run" / "broker-configs")
+    text = (REPO / "run" / "environments" / "local.yaml").read_text()
+    for key, port in SCRATCH_PORTS.items():
+        text, count = re.subn(rf"(?m)^({key}:\s*)\d+", rf"\g<1>{port}", text)
+        if count != 1:
+            raise SystemExit(f"run/environments/local.yaml has no single '{key}:' line to move to {port}")
+    (root / "run" / "environments" / f"{env}.yaml").write_text(text)
+
+
+@contextlib.contextmanager
+def bench_cluster(env: str) -> Iterator[Cluster]:
+    """The running cluster of `env`; started (and at the end stopped) here unless it already ran."""
+    scratch: Path | None = None
+    if not (environments_dir() / f"{env}.yaml").is_file():
+        scratch = Path(tempfile.mkdtemp(prefix="dimster-bench-"))
+        make_scratch_project(scratch, env)
+        os.environ["DIMSTER_PROJECT_DIR"] = str(scratch)
+        os.environ.setdefault("DIMSTER_STATE_DIR", str(scratch / "state"))
+        log.info("scratch project %s (state in %s)", scratch, os.environ["DIMSTER_STATE_DIR"])
+    started = False
+    try:
+        if dimster_cli("cluster", "status", env, check=False).returncode != 0:
+            log.info("starting cluster '%s' ...", env)
+            started = True
+            dimster_cli("cluster", "up", env)
+        status = json.loads(dimster_cli("cluster", "status", env, "--json").stdout)
+        yield Cluster(env, status["bootstrap_servers"], status["kafka_version"], [n["pid"] for n in status["nodes"]])
+    finally:
+        if started:
+            log.info("stopping cluster '%s' ...", env)
+            dimster_cli("cluster", "down", env, *(["--purge"] if scratch else []), check=False)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = admin_client(bootstrap)
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=ADMIN_TIMEOUT).values():
+        future.result(timeout=ADMIN_TIMEOUT + 5)
+    deadline = time.monotonic() + ADMIN_TIMEOUT  # until every partition has a leader
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if meta and len(meta.partitions) == partitions and all(p.leader >= 0 for p in meta.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"topic {topic} did not get leaders within {ADMIN_TIMEOUT:.0f}s")
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = admin_client(bootstrap)
+    for future in admin.delete_topics([topic], request_timeout=ADMIN_TIMEOUT).values():
+        with contextlib.suppress(Exception):
+            future.result(timeout=ADMIN_TIMEOUT + 5)
+
+
+def share_groups_from_earliest(bootstrap: str, groups: list[str]) -> None:
+    """Share groups start at the latest offset by default; these start at the earliest."""
+    admin = admin_client(bootstrap)  # referenced until every future has resolved
+    earliest = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+    configs = [ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=earliest) for g in groups]
+    for future in admin.incremental_alter_configs(configs).values():
+        future.result(timeout=ADMIN_TIMEOUT)
+    del admin
+
+
+# ---- measurements -----------------------------------------------------------------------------------
+@dataclass
+class Measurement:
+    """One timed run of one side. `cpu_s`: CPU of the client process (the JVM, or this Python
+    process); `broker_cpu_s`: CPU of the broker processes meanwhile."""
+
+    kind: str  # producer | share_consumer
+    side: str  # dimster | kafka
+    records: int
+    seconds: float
+    records_per_s: float
+    mb_per_s: float
+    cpu_s: float = 0.0
+    broker_cpu_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+class CpuMeter:
+    """CPU seconds of this process, its finished children and the brokers, over a `with` block."""
+
+    def __init__(self, broker_pids: list[int]):
+        self.brokers = [psutil.Process(pid) for pid in broker_pids if psutil.pid_exists(pid)]
+        self.own = self.children = self.broker = 0.0
+
+    @staticmethod
+    def _children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def _broker(self) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in self.brokers)
+
+    def __enter__(self) -> CpuMeter:
+        self._start = (time.process_time(), self._children(), self._broker())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        own, children, broker = time.process_time(), self._children(), self._broker()
+        self.own, self.children, self.broker = own - self._start[0], children - self._start[1], broker - self._start[2]
+
+
+def tool_command(dist: KafkaDistribution, main_class: str, *args: str) -> list[str]:
+    return dist.java(f"org.apache.kafka.tools.{main_class}", *args, jvm_options=TOOL_JVM_OPTIONS)
+
+
+def run_tool(command: list[str], timeout: float) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise SystemExit(f"{command[-1]} ... failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def producer_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The producer config both sides get."""
+    return {
+        "acks": "all",
+        "linger.ms": str(args.linger_ms),
+        "batch.size": str(args.batch_size),
+        "compression.type": "none",
+        "enable.idempotence": args.idempotence,
+    }
+
+
+PERF_SUMMARY = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency")
+
+
+def perf_producer(
+    dist: KafkaDistribution, cluster: Cluster, topic: str, records: int, args: argparse.Namespace
+) -> Measurement:
+    """ProducerPerformance at full speed; its own summary line (timed up to the final flush)."""
+    props = [f"{k}={v}" for k, v in {"bootstrap.servers": cluster.bootstrap, **producer_properties(args)}.items()]
+    command = tool_command(
+        dist,
+        "ProducerPerformance",
+        *("--topic", topic, "--num-records", str(records), "--record-size", str(args.record_size)),
+        *("--throughput", "-1", "--producer-props", *props),
+    )
+    with CpuMeter(cluster.broker_pids) as cpu:
+        started = time.monotonic()
+        out = run_tool(command, timeout=args.max_seconds + 120)
+        wall = time.monotonic() - started
+    summary = [m for line in out.splitlines() if "50th" in line and (m := PERF_SUMMARY.search(line))]
+    if not summary:
+        raise SystemExit(f"no summary line in ProducerPerformance's output:\n{out}")
+    sent, rate, mb_rate, latency = summary[-1].groups()
+    return Measurement(
+        "producer",
+        "kafka",
+        int(sent),
+        int(sent) / float(rate),
+        float(rate),
+        float(mb_rate),
+        cpu.children,
+        cpu.broker,
+        {"avg_latency_ms": float(latency), "process_wall_s": round(wall, 3)},
+    )
+
+
+def producer_workload(args: argparse.Namespace, partitions: int, rate: float) -> Workload:
+    config: dict[str, str | int] = {k: v for k, v in producer_properties(args).items()}
+    return Workload.model_validate(
+        {
+            "name": "bench",
+            "partitionsPerTopic": partitions,
+            "messageSize": args.record_size,
+            "producerRate": rate,
+            "kafkaConfig": {"producerConfig": config},
+        }
+    )
+
+
+def spec(cls: type[T], **values: object) -> T:
+    """A ProducerSpec/ConsumerSpec from those of `values` its current definition has (it evolves)."""
+    return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+
+
+def stop(client: LoadClient) -> None:
+    """Ask the client's thread to finish (flushing or closing its Kafka client), and wait for it."""
+    if hasattr(client, "stop"):
+        client.stop()
+    else:
+        client.stopping.set()
+    client.thread.join()
+
+
+def profiled(client: LoadClient, profile_out: Path | None) -> None:
+    """Wrap the client's thread body in cProfile (written to `profile_out`) when asked."""
+    if profile_out is None:
+        return
+    body = client.run
+
+    def run() -> None:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            body()
+        finally:
+            profiler.disable()
+            profiler.dump_stats(profile_out)
+
+    client.run = run  # type: ignore[method-assign]
+
+
+def dimster_producer(
+    cluster: Cluster, topic: str, records: int, args: argparse.Namespace, profile_out: Path | None = None
+) -> Measurement:
+    """One ProducerClient at 1e9 msg/s, stopped after `records` (or `--max-seconds`); acked / time to flushed."""
+    workload = producer_workload(args, args.partitions, 1e9)
+    producer = spec(ProducerSpec, producer_id=0, topic=topic, index_in_topic=0, partitions=args.partitions)
+    client = ProducerClient(producer, workload, cluster.bootstrap, 1)
+    profiled(client, profile_out)
+    acked = errors = 0
+    with CpuMeter(cluster.broker_pids) as cpu:
+        started = time.time()
+        client.load_started = started
+        client.start()
+        next_take = started + 1
+        while client.thread.is_alive() and client.sequence < records and time.time() - started < args.max_seconds:
+            time.sleep(0.01)
+            if time.time() >= next_take:  # as the worker does, once a second
+                interval = client.take_interval()
+                acked, errors = acked + interval.acked, errors + interval.send_errors
+                next_take += 1
+        stop(client)
+        seconds = time.time() - started
+    interval = client.take_interval()
+    acked, errors = acked + interval.acked, errors + interval.send_errors
+    if client.error:
+        raise SystemExit(f"the dimster producer failed: {client.error}")
+    return Measurement(
+        "producer",
+        "dimster",
+        acked,
+        seconds,
+        acked / seconds,
+        acked * args.record_size / MB / seconds,
+        cpu.own,
+        cpu.broker,
+        {"sent": client.sequence, "send_errors": errors},
+    )
+
+
+def prefill(dist: KafkaDistribution, cluster: Cluster, topic: str, records: int, args: argparse.Namespace) -> None:
+    """Write `records` records of `--record-size` into `topic`, by ProducerPerformance or a dimster producer."""
+    if args.prefill == "kafka":
+        perf_producer(dist, cluster, topic, records, args)
+        return
+    done = dimster_producer(cluster, topic, records, args)
+    if done.records < records:
+        raise SystemExit(f"pre-filling {topic}: only {done.records} of {records} records were acked")
+
+
+SHARE_HEADER = "start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg"
+
+
+def perf_share_consumer(
+    dist: KafkaDistribution, cluster: Cluster, topic: str, group: str, records: int, args: argparse.Namespace
+) -> Measurement:
+    """ShareConsumerPerformance with one consumer; its summary is timed from subscribe to the last record."""
+    command = tool_command(
+        dist,
+        "ShareConsumerPerformance",
+        *("--bootstrap-server", cluster.bootstrap, "--topic", topic, "--group", group),
+        *("--num-records", str(records), "--threads", "1", "--timeout", str(int(args.idle_seconds * 1000))),
+    )
+    with CpuMeter(cluster.broker_pids) as cpu:
+        started = time.monotonic()
+        out = run_tool(command, timeout=args.max_seconds + 120)
+        wall = time.monotonic() - started
+    lines = out.splitlines()
+    header = next((i for i, line in enumerate(lines) if line.startswith(SHARE_HEADER)), None)
+    if header is None or header + 1 >= len(lines):
+        raise SystemExit(f"no summary in ShareConsumerPerformance's output:\n{out}")
+    fields = [f.strip() for f in lines[header + 1].split(",")]
+    mb_rate, rate, count, fetch_ms = fields[3:7]
+    if int(count) < records:
+        raise SystemExit(f"ShareConsumerPerformance read only {count} of {records} records:\n{out}")
+    return Measurement(
+        "share_consumer",
+        "kafka",
+        int(count),
+        int(fetch_ms) / 1000,
+        float(rate),
+        float(mb_rate),
+        cpu.children,
+        cpu.broker,
+        {"process_wall_s": round(wall, 3)},
+    )
+
+
+def dimster_share_consumer(
+    cluster: Cluster,
+    topic: str,
+    group: str,
+    records: int,
+    args: argparse.Namespace,
+    profile_out: Path | None = None,
+) -> Measurement:
+    """One ConsumerClient in a share group, from start (subscribe) until `records` were received."""
+    workload = Workload.model_validate(
+        {"name": "bench", "partitionsPerTopic": args.partitions, "messageSize": args.record_size}
+    )
+    consumer = spec(ConsumerSpec, consumer_id=0, topic=topic, group=group, kind="SHARE_GROUP")
+    client = ConsumerClient(consumer, workload, cluster.bootstrap, 5)
+    profiled(client, profile_out)
+    taken = taken_bytes = 0
+    first_at: float | None = None
+    with CpuMeter(cluster.broker_pids) as cpu:
+        started = time.time()
+        client.start()
+        next_take, last_progress, received, received_bytes = started + 1, started, 0, 0
+        while client.thread.is_alive():
+            time.sleep(0.005)
+            now = time.time()
+            with client.lock:
+                now_received = taken + client.interval.received
+                received_bytes = taken_bytes + client.interval.received_bytes
+            if now_received > received:
+                first_at = first_at or now
+                received, last_progress = now_received, now
+            if received >= records or now - last_progress > args.idle_seconds or now - started > args.max_seconds:
+                break
+            if now >= next_take:  # as the worker does, once a second
+                interval = client.take_interval()
+                taken, taken_bytes = taken + interval.received, taken_bytes + interval.received_bytes
+                next_take += 1
+        seconds = time.time() - started
+        stop(client)
+    if client.error:
+        raise SystemExit(f"the dimster share consumer failed: {client.error}")
+    if received < records:
+        raise SystemExit(f"the dimster share consumer received only {received} of {records} records")
+    return Measurement(
+        "share_consumer",
+        "dimster",
+        received,
+        seconds,
+        received / seconds,
+        received_bytes / MB / seconds,
+        cpu.own,
+        cpu.broker,
+        {"first_record_after_s": round((first_at or started) - started, 3)},
+    )
+
+
+# ---- the comparison ---------------------------------------------------------------------------------
+def alternate(index: int, kafka: Callable[[], Measurement], dimster: Callable[[], Measurement]) -> list[Measurement]:
+    """Both sides, Kafka's tool first on even repetitions, dimster first on odd ones."""
+    order = (kafka, dimster) if index % 2 == 0 else (dimster, kafka)
+    return [run() for run in order]
+
+
+def measure_producer(
+    index: int, side: str, dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace
+) -> Measurement:
+    """One side's producer run against a fresh topic of `--partitions` partitions, deleted afterwards."""
+    topic = f"bench-produce-{side}-{index}-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, args.partitions)
+    try:
+        if side == "kafka":
+            m = perf_producer(dist, cluster, topic, args.records, args)
+        else:
+            m = dimster_producer(cluster, topic, args.records, args)
+    finally:
+        delete_topic(cluster.bootstrap, topic)
+    log.info("producer %d/%d %-7s %s", index + 1, args.repeat, m.side, brief(m))
+    return m
+
+
+def compare_producers(dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace) -> list[Measurement]:
+    results = []
+    for i in range(args.repeat):
+        sides = [partial(measure_producer, i, side, dist, cluster, args) for side in ("kafka", "dimster")]
+        results += alternate(i, *sides)
+        time.sleep(args.pause)
+    return results
+
+
+def compare_share_consumers(
+    dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace
+) -> tuple[list[Measurement], float]:
+    """Pre-fill one topic, then drain it with a fresh share group per side and repetition."""
+    records = args.share_records or args.records
+    topic = f"bench-share-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, args.partitions)
+    results = []
+    try:
+        log.info("pre-filling %s with %d records (%s) ...", topic, records, args.prefill)
+        started = time.monotonic()
+        prefill(dist, cluster, topic, records, args)
+        prefill_s = time.monotonic() - started
+        for i in range(args.repeat):
+            groups = {side: f"bench-{side}-{i}-{uuid.uuid4().hex[:6]}" for side in ("kafka", "dimster")}
+            share_groups_from_earliest(cluster.bootstrap, list(groups.values()))
+
+            kafka = partial(perf_share_consumer, dist, cluster, topic, groups["kafka"], records, args)
+            dimster = partial(dimster_share_consumer, cluster, topic, groups["dimster"], records, args)
+            for m in alternate(i, kafka, dimster):
+                log.info("share consumer %d/%d %-7s %s", i + 1, args.repeat, m.side, brief(m))
+                results.append(m)
+            time.sleep(args.pause)
+    finally:
+        delete_topic(cluster.bootstrap, topic)
+    return results, prefill_s
+
+
+def brief(m: Measurement) -> str:
+    return (
+        f"{m.records:>9} records in {m.seconds:6.2f} s = {m.records_per_s:>9.0f} rec/s {m.mb_per_s:7.2f} MB/s, "
+        f"cpu {m.cpu_s:5.1f} s, broker cpu {m.broker_cpu_s:5.1f} s"
+    )
+
+
+def summarize(results: list[Measurement]) -> dict:
+    """Per kind and side: medians; per kind: the ratio of the medians, dimster / Kafka tool."""
+    summary: dict = {}
+    for kind in dict.fromkeys(m.kind for m in results):
+        sides = {}
+        for side in ("kafka", "dimster"):
+            runs = [m for m in results if m.kind == kind and m.side == side]
+            sides[side] = {
+                "records_per_s": statistics.median(m.records_per_s for m in runs),
+                "mb_per_s": statistics.median(m.mb_per_s for m in runs),
+                "cpu_us_per_record": statistics.median(m.cpu_s / m.records * 1e6 for m in runs),
+                "broker_cpu_us_per_record": statistics.median(m.broker_cpu_s / m.records * 1e6 for m in runs),
+                "runs_records_per_s": [round(m.records_per_s) for m in runs],
+            }
+        sides["ratio_dimster_to_kafka"] = sides["dimster"]["records_per_s"] / sides["kafka"]["records_per_s"]
+        summary[kind] = sides
+    return summary
+
+
+def print_table(summary: dict) -> None:
+    print()
+    print(f"{'':16}{'side':>9}{'rec/s (median)':>16}{'MB/s':>9}{'client CPU µs/rec':>19}  runs (rec/s)")
+    for kind, sides in summary.items():
+        for side in ("kafka", "dimster"):
+            s = sides[side]
+            runs = ", ".join(str(r) for r in s["runs_records_per_s"])
+            print(
+                f"{kind:16}{side:>9}{s['records_per_s']:>16,.0f}{s['mb_per_s']:>9.1f}"
+                f"{s['cpu_us_per_record']:>19.2f}  {runs}"
+            )
+        print(f"{kind:16}{'ratio':>9}{sides['ratio_dimster_to_kafka']:>16.2f}   (dimster / Kafka tool)")
+
+
+def machine() -> dict:
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--env", default=DEFAULT_ENV, help="environment to run on; made as a scratch project if missing")
+    p.add_argument("--records", type=int, default=2_000_000, help="records per producer measurement")
+    p.add_argument("--share-records", type=int, default=0, help="records to drain per share group (default: --records)")
+    p.add_argument("--record-size", type=int, default=512, help="bytes per record value")
+    p.add_argument("--partitions", type=int, default=6, help="partitions of every topic")
+    p.add_argument("--repeat", type=int, default=3, help="repetitions per side; the median is reported")
+    p.add_argument("--linger-ms", type=int, default=5, help="producer linger.ms (both sides)")
+    p.add_argument("--batch-size", type=int, default=65536, help="producer batch.size (both sides)")
+    p.add_argument(
+        "--idempotence",
+        choices=("true", "false"),
+        default="true",
+        help="producer enable.idempotence (both sides; the Java default with acks=all)",
+    )
+    p.add_argument(
+        "--prefill",
+        choices=("kafka", "dimster"),
+        default="kafka",
+        help="who writes the share-consumer topic: ProducerPerformance (values without dimster's header)\n"
+        "or a dimster producer (values with it, as in a dimster run)",
+    )
+    p.add_argument("--only", choices=("producer", "share"), help="run one comparison only")
+    p.add_argument("--max-seconds", type=float, default=120, help="time limit of one measurement")
+    p.add_argument("--idle-seconds", type=float, default=10, help="a consumer ends after this long without records")
+    p.add_argument("--pause", type=float, default=2, help="seconds between measurements (lets the broker settle)")
+    p.add_argument("--json-out", type=Path, help="also write every measurement and the summary as JSON here")
+    p.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="instead of comparing: run each dimster client once under cProfile, write .prof files here",
+    )
+    args = p.parse_args(argv)
+    if args.record_size < 23:
+        p.error("--record-size must be at least 23 (dimster's header)")
+    return args
+
+
+def profile_dimster(dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace) -> None:
+    """One profiled run of each dimster client (cProfile in the client's thread)."""
+    args.profile_dir.mkdir(parents=True, exist_ok=True)
+    topic = f"bench-profile-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, args.partitions)
+    try:
+        out = args.profile_dir / "producer.prof"
+        log.info("producer (profiled) %s -> %s", brief(dimster_producer(cluster, topic, args.records, args, out)), out)
+        group = f"bench-profile-{uuid.uuid4().hex[:6]}"
+        share_groups_from_earliest(cluster.bootstrap, [group])
+        out = args.profile_dir / "share_consumer.prof"
+        records = min(args.share_records or args.records, args.records)
+        m = dimster_share_consumer(cluster, topic, group, records, args, out)
+        log.info("share consumer (profiled) %s -> %s", brief(m), out)
+    finally:
+        delete_topic(cluster.bootstrap, topic)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    with bench_cluster(args.env) as cluster:
+        dist = kafka_distribution(cluster.kafka_version)
+        if not dist.has_perf_tools:
+            raise SystemExit(f"Kafka {dist.version} has no kafka-tools jar (perf tools); use another kafkaVersion")
+        if args.profile_dir:
+            profile_dimster(dist, cluster, args)
+            return
+        log.info("cluster '%s' at %s, Kafka %s", cluster.env, cluster.bootstrap, cluster.kafka_version)
+        results: list[Measurement] = []
+        prefill_s = None
+        if args.only in (None, "producer"):
+            results += compare_producers(dist, cluster, args)
+        if args.only in (None, "share"):
+            share, prefill_s = compare_share_consumers(dist, cluster, args)
+            results += share
+    summary = summarize(results)
+    print_table(summary)
+    if args.json_out:
+        report = {
+            "machine": machine(),
+            "kafka_version": cluster.kafka_version,
+            "environment": cluster.env,
+            "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "producer_config": producer_properties(args),
+            "prefill_seconds": prefill_s,
+            "summary": summary,
+            "measurements": [asdict(m) for m in results],
+        }
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+        log.info("wrote %s", args.json_out)
+
+
+if __name__ == "__main__":
+    main()
