@@ -36,6 +36,8 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
         f"e2e p50 {_ms(s['e2eP50Ms'])} p99 {_ms(s['e2eP99Ms'])} | publish p99 {_ms(s['publishP99Ms'])} | "
         f"{s['producers']} producer(s), {s['consumers']} consumer(s), brokers {s['brokers']}"
     )
+    if s.get("batchRecordsAvg"):
+        console.print(f"producer batches: {s['batchRecordsAvg']:.1f} records, {s['batchBytesAvg'] / 1024:.1f} KiB")
 
 
 def wait(

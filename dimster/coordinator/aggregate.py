@@ -38,6 +38,7 @@ class RunAggregate:
         self.settled_by_group: dict[str, int] = defaultdict(int)
         self.duplicates = 0
         self.target_rate: dict[str, float] = {}  # producer client id -> latest target
+        self.producer_stats: dict[str, dict] = {}  # producer client id -> latest librdkafka stats extract
         self.window = Window()
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
@@ -62,6 +63,8 @@ class RunAggregate:
                 self.acked_by_topic[c.topic] += c.acked
                 self.send_errors += c.send_errors
                 self.target_rate[c.client_id] = c.target_rate
+                if c.client_stats:
+                    self.producer_stats[c.client_id] = c.client_stats
                 window.sent += c.sent
                 if ("publish", -1) in c.histograms:
                     window.publish.merge(Histogram.from_wire(c.histograms[("publish", -1)]))
@@ -87,6 +90,10 @@ class RunAggregate:
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
             self._recent.popleft()
 
+    def restart_pacing_window(self) -> None:
+        """After a rate change the last reports mix old and new targets: judge pacing afresh."""
+        self._recent.clear()
+
     def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
         """Achieved publish and consume rates and the target, msg/s over the last `seconds` of
         reports, summed over workers (each worker's counts divided by the time its reports covered)."""
@@ -105,6 +112,16 @@ class RunAggregate:
             "pubRate": sum(t[1] / t[0] for t in live),
             "targetRate": sum(t[2] / t[0] for t in live),
             "consRate": sum(t[3] / t[0] for t in live),
+        }
+
+    def producer_batches(self) -> dict[str, float | None]:
+        """Average records and bytes per produced batch over the producers' latest statistics."""
+        latest = [s for s in self.producer_stats.values() if s.get("batch_records_avg")]
+        if not latest:
+            return {"batchRecordsAvg": None, "batchBytesAvg": None}
+        return {
+            "batchRecordsAvg": sum(s["batch_records_avg"] for s in latest) / len(latest),
+            "batchBytesAvg": sum(s["batch_bytes_avg"] for s in latest) / len(latest),
         }
 
     @property

@@ -22,6 +22,8 @@ FIELDS = (
     "elapsedSeconds",
     "producers",
     "consumers",
+    "batchRecordsAvg",
+    "batchBytesAvg",
 )
 _COMPARE = {
     ast.Lt: operator.lt,

@@ -70,19 +70,11 @@ class ControlServer:
         self.thread.start()
         me = psutil.Process()
         state = {"pid": me.pid, "started": me.create_time(), "port": self.port, "token": self.token, **details}
-        path = run_state_file(self.env)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(state, f)
-        tmp.replace(path)
+        _write_state(run_state_file(self.env), state)
 
     def update(self, **details: Any) -> None:
         path = run_state_file(self.env)
-        state = json.loads(path.read_text())
-        state.update(details)
-        path.write_text(json.dumps(state))
+        _write_state(path, {**json.loads(path.read_text()), **details})
 
     def close(self) -> None:
         path = run_state_file(self.env)
@@ -93,6 +85,16 @@ class ControlServer:
             pass
         self.http.shutdown()
         self.http.server_close()
+
+
+def _write_state(path: Path, state: dict) -> None:
+    """Atomically, readable by the user only: readers never see a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(state, f)
+    tmp.replace(path)
 
 
 def _handler_for(server: ControlServer):

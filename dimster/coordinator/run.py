@@ -418,6 +418,7 @@ class Coordinator:
             "e2eP50Ms": window.get("e2eP50Ms"),
             "e2eP99Ms": window.get("e2eP99Ms"),
             "publishP99Ms": window.get("publishP99Ms"),
+            **self.aggregate.producer_batches(),
             "producers": len(self.topology.producers),
             "consumers": len(self.topology.consumers),
             "brokers": sorted(self.broker_watch.registered),
@@ -462,6 +463,8 @@ class Coordinator:
         self.workload = new
         if "client-count" in effects:
             self._resize_clients(new)
+        if effects & {"rate", "client-count"}:
+            self.aggregate.restart_pacing_window()
         for worker in self.workers:
             self._send(worker.index, "update", new.model_dump(by_alias=True), max(1, len(self.topology.producers)))
         notes = []

@@ -251,7 +251,9 @@ class ConsumerClient(LoadClient):
                     self.wake.wait(busy / 1000)
         finally:
             try:
-                consumer.close()  # commits acknowledgements; a share consumer releases what it still holds
+                if share:  # settle the last poll (implicit mode accepts it here) before leaving the group
+                    consumer.commit_sync()
+                consumer.close()  # a share consumer releases whatever it still holds
             except KafkaException as e:
                 log.warning("closing %s: %s", self.client_id, e)
 

@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -163,8 +164,8 @@ def share_groups_from_earliest(bootstrap: str, groups: list[str]) -> None:
 # ---- measurements -----------------------------------------------------------------------------------
 @dataclass
 class Measurement:
-    """One timed run of one side. `cpu_s`: CPU of the client process (the JVM, or this Python
-    process); `broker_cpu_s`: CPU of the broker processes meanwhile."""
+    """One timed run of one side. `cpu_s`: CPU of the client process (the JVM with its start-up,
+    or this Python process); `broker_cpu_s`: CPU of the broker processes meanwhile."""
 
     kind: str  # producer | share_consumer
     side: str  # dimster | kafka
@@ -174,15 +175,23 @@ class Measurement:
     mb_per_s: float
     cpu_s: float = 0.0
     broker_cpu_s: float = 0.0
+    steady_records_per_s: float | None = None  # share consumers: from the first record on
     extra: dict = field(default_factory=dict)
+    other_cpu_s: float = 0.0  # CPU used meanwhile by everything else on the machine
 
 
 class CpuMeter:
-    """CPU seconds of this process, its finished children and the brokers, over a `with` block."""
+    """CPU seconds of this process, its finished children, the brokers and everything else on the
+    machine (`other`: other people's work on a shared host), over a `with` block."""
 
     def __init__(self, broker_pids: list[int]):
         self.brokers = [psutil.Process(pid) for pid in broker_pids if psutil.pid_exists(pid)]
-        self.own = self.children = self.broker = 0.0
+        self.own = self.children = self.broker = self.other = 0.0
+
+    @staticmethod
+    def _machine() -> float:
+        t = psutil.cpu_times()
+        return t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0) + getattr(t, "steal", 0)
 
     @staticmethod
     def _children() -> float:
@@ -193,12 +202,23 @@ class CpuMeter:
         return sum(sum(p.cpu_times()[:2]) for p in self.brokers)
 
     def __enter__(self) -> CpuMeter:
-        self._start = (time.process_time(), self._children(), self._broker())
+        self._start = (time.process_time(), self._children(), self._broker(), self._machine())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        own, children, broker = time.process_time(), self._children(), self._broker()
+        own, children, broker, machine = time.process_time(), self._children(), self._broker(), self._machine()
         self.own, self.children, self.broker = own - self._start[0], children - self._start[1], broker - self._start[2]
+        self.other = max(0.0, machine - self._start[3] - self.own - self.children - self.broker)
+
+
+def wait_for_quiet(args: argparse.Namespace) -> None:
+    """Pause, then wait (at most --quiet-wait s) until the machine's CPU use drops below --quiet-below."""
+    time.sleep(args.pause)
+    deadline = time.monotonic() + args.quiet_wait
+    while (busy := psutil.cpu_percent(interval=1.0)) > args.quiet_below * 100:
+        if time.monotonic() > deadline:
+            log.info("the machine is still %.0f%% busy; measuring anyway", busy)
+            return
 
 
 def tool_command(dist: KafkaDistribution, main_class: str, *args: str) -> list[str]:
@@ -254,7 +274,8 @@ def perf_producer(
         float(mb_rate),
         cpu.children,
         cpu.broker,
-        {"avg_latency_ms": float(latency), "process_wall_s": round(wall, 3)},
+        extra={"avg_latency_ms": float(latency), "process_wall_s": round(wall, 3)},
+        other_cpu_s=cpu.other,
     )
 
 
@@ -285,22 +306,35 @@ def stop(client: LoadClient) -> None:
     client.thread.join()
 
 
-def profiled(client: LoadClient, profile_out: Path | None) -> None:
-    """Wrap the client's thread body in cProfile (written to `profile_out`) when asked."""
-    if profile_out is None:
-        return
-    body = client.run
+def instrument(client: LoadClient, profile_out: Path | None) -> dict[str, float]:
+    """Measure the CPU time of the client's own thread (filled in when it ends: a thread near 100%
+    busy is what limits the client), and run it under cProfile (written to `profile_out`) if asked."""
+    body, measured = client.run, {"thread_cpu_s": 0.0}
 
     def run() -> None:
-        profiler = cProfile.Profile()
-        profiler.enable()
+        profiler = cProfile.Profile() if profile_out else None
+        if profiler:
+            profiler.enable()
+        started = time.thread_time()
         try:
             body()
         finally:
-            profiler.disable()
-            profiler.dump_stats(profile_out)
+            measured["thread_cpu_s"] = time.thread_time() - started
+            if profiler:
+                profiler.disable()
+                profiler.dump_stats(profile_out)
 
     client.run = run  # type: ignore[method-assign]
+    return measured
+
+
+def thread_cpu(measured: dict[str, float], records: int, seconds: float) -> dict[str, float]:
+    cpu = measured["thread_cpu_s"]
+    return {
+        "thread_cpu_s": round(cpu, 3),
+        "thread_busy": round(cpu / seconds, 3),
+        "thread_cpu_us_per_record": round(cpu / max(records, 1) * 1e6, 3),
+    }
 
 
 def dimster_producer(
@@ -310,7 +344,7 @@ def dimster_producer(
     workload = producer_workload(args, args.partitions, 1e9)
     producer = spec(ProducerSpec, producer_id=0, topic=topic, index_in_topic=0, partitions=args.partitions)
     client = ProducerClient(producer, workload, cluster.bootstrap, 1)
-    profiled(client, profile_out)
+    thread = instrument(client, profile_out)
     acked = errors = 0
     with CpuMeter(cluster.broker_pids) as cpu:
         started = time.time()
@@ -338,7 +372,8 @@ def dimster_producer(
         acked * args.record_size / MB / seconds,
         cpu.own,
         cpu.broker,
-        {"sent": client.sequence, "send_errors": errors},
+        extra={"sent": client.sequence, "send_errors": errors, **thread_cpu(thread, acked, seconds)},
+        other_cpu_s=cpu.other,
     )
 
 
@@ -352,41 +387,59 @@ def prefill(dist: KafkaDistribution, cluster: Cluster, topic: str, records: int,
         raise SystemExit(f"pre-filling {topic}: only {done.records} of {records} records were acked")
 
 
-SHARE_HEADER = "start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg"
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"  # the tools' default --date-format
+SHARE_STATS = re.compile(
+    rf"^(?P<start>{STAMP}), (?P<end>{STAMP}), (?P<mb>[\d.]+), (?P<mb_rate>[\d.]+), (?P<rate>[\d.]+), "
+    r"(?P<count>\d+), (?P<ms>\d+)(?P<progress> for share consumer)?"
+)
+
+
+def tool_time(text: str) -> float:
+    """A timestamp of the perf tools' default --date-format, as epoch seconds (local time)."""
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S:%f").timestamp()
 
 
 def perf_share_consumer(
     dist: KafkaDistribution, cluster: Cluster, topic: str, group: str, records: int, args: argparse.Namespace
 ) -> Measurement:
-    """ShareConsumerPerformance with one consumer; its summary is timed from subscribe to the last record."""
+    """ShareConsumerPerformance with one consumer. Its summary is timed from subscribe to the last
+    record; its progress lines (every 100 ms) tell when the first record came."""
     command = tool_command(
         dist,
         "ShareConsumerPerformance",
         *("--bootstrap-server", cluster.bootstrap, "--topic", topic, "--group", group),
-        *("--num-records", str(records), "--threads", "1", "--timeout", str(int(args.idle_seconds * 1000))),
+        # --timeout also bounds the whole run (the tool interrupts its consumer thread after it)
+        *("--num-records", str(records), "--threads", "1", "--timeout", str(int(args.max_seconds * 1000))),
+        *("--show-detailed-stats", "--reporting-interval", "100"),
     )
     with CpuMeter(cluster.broker_pids) as cpu:
         started = time.monotonic()
         out = run_tool(command, timeout=args.max_seconds + 120)
         wall = time.monotonic() - started
-    lines = out.splitlines()
-    header = next((i for i, line in enumerate(lines) if line.startswith(SHARE_HEADER)), None)
-    if header is None or header + 1 >= len(lines):
+    stats = [m for line in out.splitlines() if (m := SHARE_STATS.match(line.strip()))]
+    progress = [m for m in stats if m["progress"]]
+    summary = [m for m in stats if not m["progress"]]
+    if not summary:
         raise SystemExit(f"no summary in ShareConsumerPerformance's output:\n{out}")
-    fields = [f.strip() for f in lines[header + 1].split(",")]
-    mb_rate, rate, count, fetch_ms = fields[3:7]
-    if int(count) < records:
+    total = summary[-1]
+    count = int(total["count"])
+    if count < records:
         raise SystemExit(f"ShareConsumerPerformance read only {count} of {records} records:\n{out}")
+    first_at = tool_time(progress[0]["end"]) if progress else tool_time(total["start"])
+    first_count = int(progress[0]["count"]) if progress else 0
+    steady_s = tool_time(total["end"]) - first_at
     return Measurement(
         "share_consumer",
         "kafka",
-        int(count),
-        int(fetch_ms) / 1000,
-        float(rate),
-        float(mb_rate),
+        count,
+        int(total["ms"]) / 1000,
+        float(total["rate"]),
+        float(total["mb_rate"]),
         cpu.children,
         cpu.broker,
-        {"process_wall_s": round(wall, 3)},
+        (count - first_count) / steady_s if steady_s > 0 else None,
+        {"first_record_after_s": round(first_at - tool_time(total["start"]), 3), "process_wall_s": round(wall, 3)},
+        other_cpu_s=cpu.other,
     )
 
 
@@ -404,9 +457,10 @@ def dimster_share_consumer(
     )
     consumer = spec(ConsumerSpec, consumer_id=0, topic=topic, group=group, kind="SHARE_GROUP")
     client = ConsumerClient(consumer, workload, cluster.bootstrap, 5)
-    profiled(client, profile_out)
+    thread = instrument(client, profile_out)
     taken = taken_bytes = 0
     first_at: float | None = None
+    first_count = 0
     with CpuMeter(cluster.broker_pids) as cpu:
         started = time.time()
         client.start()
@@ -418,7 +472,8 @@ def dimster_share_consumer(
                 now_received = taken + client.interval.received
                 received_bytes = taken_bytes + client.interval.received_bytes
             if now_received > received:
-                first_at = first_at or now
+                if first_at is None:
+                    first_at, first_count = now, now_received
                 received, last_progress = now_received, now
             if received >= records or now - last_progress > args.idle_seconds or now - started > args.max_seconds:
                 break
@@ -426,12 +481,13 @@ def dimster_share_consumer(
                 interval = client.take_interval()
                 taken, taken_bytes = taken + interval.received, taken_bytes + interval.received_bytes
                 next_take += 1
-        seconds = time.time() - started
+        ended = time.time()
         stop(client)
     if client.error:
         raise SystemExit(f"the dimster share consumer failed: {client.error}")
     if received < records:
         raise SystemExit(f"the dimster share consumer received only {received} of {records} records")
+    seconds, first_at = ended - started, first_at or started
     return Measurement(
         "share_consumer",
         "dimster",
@@ -441,15 +497,23 @@ def dimster_share_consumer(
         received_bytes / MB / seconds,
         cpu.own,
         cpu.broker,
-        {"first_record_after_s": round((first_at or started) - started, 3)},
+        (received - first_count) / (ended - first_at) if ended > first_at else None,
+        {"first_record_after_s": round(first_at - started, 3), **thread_cpu(thread, received, seconds)},
+        other_cpu_s=cpu.other,
     )
 
 
 # ---- the comparison ---------------------------------------------------------------------------------
-def alternate(index: int, kafka: Callable[[], Measurement], dimster: Callable[[], Measurement]) -> list[Measurement]:
+def alternate(
+    index: int, args: argparse.Namespace, kafka: Callable[[], Measurement], dimster: Callable[[], Measurement]
+) -> list[Measurement]:
     """Both sides, Kafka's tool first on even repetitions, dimster first on odd ones."""
     order = (kafka, dimster) if index % 2 == 0 else (dimster, kafka)
-    return [run() for run in order]
+    results = []
+    for run in order:
+        wait_for_quiet(args)
+        results.append(run())
+    return results
 
 
 def measure_producer(
@@ -473,8 +537,7 @@ def compare_producers(dist: KafkaDistribution, cluster: Cluster, args: argparse.
     results = []
     for i in range(args.repeat):
         sides = [partial(measure_producer, i, side, dist, cluster, args) for side in ("kafka", "dimster")]
-        results += alternate(i, *sides)
-        time.sleep(args.pause)
+        results += alternate(i, args, *sides)
     return results
 
 
@@ -497,10 +560,9 @@ def compare_share_consumers(
 
             kafka = partial(perf_share_consumer, dist, cluster, topic, groups["kafka"], records, args)
             dimster = partial(dimster_share_consumer, cluster, topic, groups["dimster"], records, args)
-            for m in alternate(i, kafka, dimster):
+            for m in alternate(i, args, kafka, dimster):
                 log.info("share consumer %d/%d %-7s %s", i + 1, args.repeat, m.side, brief(m))
                 results.append(m)
-            time.sleep(args.pause)
     finally:
         delete_topic(cluster.bootstrap, topic)
     return results, prefill_s
@@ -509,7 +571,7 @@ def compare_share_consumers(
 def brief(m: Measurement) -> str:
     return (
         f"{m.records:>9} records in {m.seconds:6.2f} s = {m.records_per_s:>9.0f} rec/s {m.mb_per_s:7.2f} MB/s, "
-        f"cpu {m.cpu_s:5.1f} s, broker cpu {m.broker_cpu_s:5.1f} s"
+        f"cpu {m.cpu_s:5.1f} s, broker {m.broker_cpu_s:5.1f} s, others {m.other_cpu_s:5.1f} s"
     )
 
 
@@ -525,9 +587,18 @@ def summarize(results: list[Measurement]) -> dict:
                 "mb_per_s": statistics.median(m.mb_per_s for m in runs),
                 "cpu_us_per_record": statistics.median(m.cpu_s / m.records * 1e6 for m in runs),
                 "broker_cpu_us_per_record": statistics.median(m.broker_cpu_s / m.records * 1e6 for m in runs),
+                "other_cpu_s": [round(m.other_cpu_s, 1) for m in runs],
                 "runs_records_per_s": [round(m.records_per_s) for m in runs],
             }
+            steady = [m.steady_records_per_s for m in runs if m.steady_records_per_s]
+            if steady:
+                sides[side]["steady_records_per_s"] = statistics.median(steady)
+                sides[side]["runs_steady_records_per_s"] = [round(r) for r in steady]
+                sides[side]["first_record_after_s"] = statistics.median(m.extra["first_record_after_s"] for m in runs)
         sides["ratio_dimster_to_kafka"] = sides["dimster"]["records_per_s"] / sides["kafka"]["records_per_s"]
+        if "steady_records_per_s" in sides["kafka"] and "steady_records_per_s" in sides["dimster"]:
+            steady_ratio = sides["dimster"]["steady_records_per_s"] / sides["kafka"]["steady_records_per_s"]
+            sides["steady_ratio_dimster_to_kafka"] = steady_ratio
         summary[kind] = sides
     return summary
 
@@ -544,6 +615,16 @@ def print_table(summary: dict) -> None:
                 f"{s['cpu_us_per_record']:>19.2f}  {runs}"
             )
         print(f"{kind:16}{'ratio':>9}{sides['ratio_dimster_to_kafka']:>16.2f}   (dimster / Kafka tool)")
+        if "steady_ratio_dimster_to_kafka" in sides:
+            print(f"{'':16}{'':>9}  from the first record on (the group join left out):")
+            for side in ("kafka", "dimster"):
+                s = sides[side]
+                runs = ", ".join(str(r) for r in s["runs_steady_records_per_s"])
+                print(
+                    f"{kind:16}{side:>9}{s['steady_records_per_s']:>16,.0f}"
+                    f"   first record after {s['first_record_after_s']:.2f} s; runs: {runs}"
+                )
+            print(f"{kind:16}{'ratio':>9}{sides['steady_ratio_dimster_to_kafka']:>16.2f}   (dimster / Kafka tool)")
 
 
 def machine() -> dict:
@@ -584,6 +665,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-seconds", type=float, default=120, help="time limit of one measurement")
     p.add_argument("--idle-seconds", type=float, default=10, help="a consumer ends after this long without records")
     p.add_argument("--pause", type=float, default=2, help="seconds between measurements (lets the broker settle)")
+    p.add_argument(
+        "--quiet-below",
+        type=float,
+        default=0.3,
+        help="before each measurement, wait until the machine's CPU use is below this fraction (shared hosts)",
+    )
+    p.add_argument("--quiet-wait", type=float, default=60, help="wait at most this long for --quiet-below")
     p.add_argument("--json-out", type=Path, help="also write every measurement and the summary as JSON here")
     p.add_argument(
         "--profile-dir",
