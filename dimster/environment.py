@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dimster.errors import DimsterError
 from dimster.paths import environments_dir, project_dir, state_dir
@@ -16,7 +16,8 @@ class EnvironmentProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str = ""
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "external"] = "local"
+    external_bootstrap: str | None = Field(None, alias="bootstrapServers", min_length=3)
     nodes: int = Field(1, ge=1, le=9)
     heap: str = Field("1g", pattern=r"^\d+[mMgG]$")
     host: str = "127.0.0.1"
@@ -56,8 +57,16 @@ class EnvironmentProfile(BaseModel):
     def controller_port(self, node_index: int) -> int:
         return self.controller_port_base + node_index
 
+    @model_validator(mode="after")
+    def _external_needs_bootstrap(self):
+        if self.backend == "external" and not self.external_bootstrap:
+            raise ValueError("backend: external needs bootstrapServers (host:port[,host:port...])")
+        return self
+
     @property
     def bootstrap_servers(self) -> str:
+        if self.external_bootstrap:
+            return self.external_bootstrap
         return ",".join(f"{self.host}:{self.broker_port(i)}" for i in range(self.nodes))
 
 

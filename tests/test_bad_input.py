@@ -2,6 +2,7 @@
 
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,25 @@ def test_missing_maven_says_what_to_install(tmp_path):
 @pytest.mark.parametrize("command", [["cluster", "logs", "local", "--node", "7"]])
 def test_no_such_node(command):
     assert_one_error_line(dimster(*command), "no node 7")
+
+
+def test_unreachable_external_cluster_fails_fast(project, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free_port = s.getsockname()[1]  # nothing listens there once closed
+    write_environment(project, "gone", f"backend: external\nbootstrapServers: 127.0.0.1:{free_port}\n")
+    workload = tmp_path / "w.yaml"
+    workload.write_text("name: unreachable\ndurationSeconds: 5\n")
+    started = time.monotonic()
+    result = dimster(
+        "run", "gone", "-w", str(workload), "--results", str(tmp_path / "r"), env={"DIMSTER_PROJECT_DIR": str(project)}
+    )
+    assert time.monotonic() - started < 20
+    assert_one_error_line(result, f"cluster at 127.0.0.1:{free_port} is unreachable", "bootstrapServers")
+    assert result.code == 3
+
+
+def test_external_environment_needs_bootstrap_servers(project):
+    write_environment(project, "ext", "backend: external\n")
+    result = dimster("cluster", "status", "ext", env={"DIMSTER_PROJECT_DIR": str(project)})
+    assert_one_error_line(result, "run/environments/ext.yaml", "needs bootstrapServers")

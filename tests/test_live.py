@@ -157,8 +157,12 @@ def test_partitions_grow_and_topic_config_changes_live(detached_run):
 
 
 def test_modify_status_and_stop_without_a_run():
-    for command in (["run", "local", "--modify", "--set", "producerRate=1"], ["status", "local"],
-                    ["stop", "local"], ["wait", "local", "--until", "backlog<1"]):
+    for command in (
+        ["run", "local", "--modify", "--set", "producerRate=1"],
+        ["status", "local"],
+        ["stop", "local"],
+        ["wait", "local", "--until", "backlog<1"],
+    ):
         result = dimster(*command)
         assert result.code == 5, (command, result.stderr)
         assert result.error_lines == [
@@ -187,8 +191,9 @@ def test_cluster_redeploy_during_a_run_loses_nothing(tmp_path):
     env = {"DIMSTER_PROJECT_DIR": str(project)}
     workload = tmp_path / "redeploy.yaml"
     workload.write_text(yaml.safe_dump({**WORKLOAD, "name": "redeploy"}))
-    started = dimster("run", "local", "-w", str(workload), "--detach", "--json", "--results",
-                      str(tmp_path / "results"), env=env)
+    started = dimster(
+        "run", "local", "-w", str(workload), "--detach", "--json", "--results", str(tmp_path / "results"), env=env
+    )
     assert started.code == 0, started.stderr
     bundle = json.loads(started.stdout)["results"]
     wait("elapsedSeconds>3 and received>0")
@@ -211,8 +216,12 @@ def test_cluster_redeploy_during_a_run_loses_nothing(tmp_path):
 
 def test_scenario_script_runs_unattended():
     result = subprocess.run(
-        ["bash", "scripts/scenarios/share-batch-size-vs-record-locks.sh", "local"], cwd=REPO,
-        capture_output=True, text=True, timeout=900, env={**__import__("os").environ, "STEP_SECONDS": "12"},
+        ["bash", "scripts/scenarios/share-batch-size-vs-record-locks.sh", "local"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**__import__("os").environ, "STEP_SECONDS": "12"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for step in ("== step 1", "== step 2", "== fix 1", "== stop", "run of 'local' stopped"):

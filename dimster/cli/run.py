@@ -89,10 +89,7 @@ def _run(loaded, profile, results_root: Path, control: ControlServer) -> None:
         overrides = {**profile.broker_overrides, **loaded.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
     cluster = backend_for(profile)
-    if cluster.status().healthy:
-        cluster.redeploy(progress)  # brings a running cluster to this run's broker config, if it differs
-    else:
-        cluster.up(progress)
+    cluster.ensure(progress)
     bundle = ResultsBundle(results_root, loaded.name)
     bundle.start(
         workload=loaded.to_yaml_dict(),

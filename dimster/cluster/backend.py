@@ -43,6 +43,7 @@ class ClusterBackend(Protocol):
     profile: EnvironmentProfile
 
     def up(self, progress=print) -> ClusterStatus: ...
+    def ensure(self, progress=print) -> None: ...  # up, or redeploy what differs from the profile
     def down(self, progress=print) -> list[int]: ...
     def status(self) -> ClusterStatus: ...
     def redeploy(self, progress=print) -> RedeployReport: ...
@@ -52,7 +53,8 @@ class ClusterBackend(Protocol):
 
 
 def backend_for(profile: EnvironmentProfile) -> ClusterBackend:
+    from dimster.cluster.external import ExternalCluster
     from dimster.cluster.local import LocalCluster
 
-    backends = {"local": LocalCluster}
+    backends = {"local": LocalCluster, "external": ExternalCluster}
     return backends[profile.backend](profile)

@@ -302,6 +302,13 @@ class LocalCluster:
             raise
         return self.status()
 
+    def ensure(self, progress=print) -> None:
+        """Running with the profile's broker config: started, or redeployed where it differs."""
+        if self.status().healthy:
+            self.redeploy(progress)
+        else:
+            self.up(progress)
+
     def down(self, progress=print) -> list[int]:
         state = ClusterState.load(self.state_file)
         if state is None:

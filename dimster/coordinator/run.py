@@ -267,6 +267,11 @@ class Coordinator:
             handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             return self._run()
+        except DimsterError as e:
+            if self.bundle.run_info.get("status") == "running":  # failed before it could finish: say so
+                self.bundle.run_info.update({"status": "failed", "failure": str(e), "ended": time.time()})
+                self.bundle.save_run_info()
+            raise
         finally:
             self.broker_watch.stop()
             for s, handler in handlers.items():

@@ -1,0 +1,70 @@
+"""The `external` backend: a cluster someone else runs; dimster only connects to it."""
+
+import time
+from pathlib import Path
+
+from dimster.cluster.backend import ClusterStatus, NodeStatus, RedeployReport
+from dimster.environment import EnvironmentProfile
+from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.admin import registered_brokers
+
+REACH_TIMEOUT = 10.0
+
+
+class ExternalCluster:
+    def __init__(self, profile: EnvironmentProfile):
+        self.profile = profile
+
+    def _brokers(self, patience: float = 0.0) -> set[int]:
+        deadline = time.monotonic() + patience
+        while True:
+            brokers = registered_brokers(self.profile.bootstrap_servers, timeout=3.0)
+            if brokers or time.monotonic() > deadline:
+                return brokers
+
+    def up(self, progress=print) -> ClusterStatus:
+        status = self._status(self._brokers(REACH_TIMEOUT))
+        if not status.healthy:
+            raise ClusterError(
+                f"cluster at {self.profile.bootstrap_servers} is unreachable: no broker answered within "
+                f"{REACH_TIMEOUT:.0f}s (check bootstrapServers in run/environments/{self.profile.name}.yaml)"
+            )
+        progress(f"'{self.profile.name}' is an external cluster of {len(status.nodes)} broker(s): connected")
+        return status
+
+    def down(self, progress=print) -> list[int]:
+        progress(f"'{self.profile.name}' is an external cluster: dimster does not stop it")
+        return []
+
+    def ensure(self, progress=print) -> None:
+        self.up(progress)
+
+    def status(self) -> ClusterStatus:
+        return self._status(self._brokers())
+
+    def _status(self, brokers: set[int]) -> ClusterStatus:
+        nodes = [NodeStatus(b, None, True, True, 0, 0, "") for b in sorted(brokers)]
+        return ClusterStatus(
+            self.profile.name,
+            "external",
+            self.profile.kafka_version,
+            self.profile.bootstrap_servers,
+            bool(brokers),
+            bool(brokers),
+            nodes,
+        )
+
+    def redeploy(self, progress=print) -> RedeployReport:
+        raise DimsterError(f"'{self.profile.name}' is an external cluster: change its broker config where it runs")
+
+    def log_files(self) -> dict[int, Path]:
+        return {}
+
+    def broker_config(self) -> dict[str, str]:
+        return {}
+
+    def check_broker_config(self) -> dict[str, str]:
+        return self.redeploy()  # type: ignore[return-value]
+
+    def remove_data(self) -> None:
+        raise DimsterError(f"'{self.profile.name}' is an external cluster: dimster keeps no data for it")
