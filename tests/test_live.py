@@ -41,7 +41,9 @@ def detached_run(tmp_path):
     """A run of WORKLOAD on `local`, started with --detach; stopped at the end whatever happens."""
     path = tmp_path / "live.yaml"
     path.write_text(yaml.safe_dump(WORKLOAD))
-    result = dimster("run", "local", "-w", str(path), "--detach", "--json", "--results", str(tmp_path / "results"))
+    result = dimster(
+        "run", "local", "-w", str(path), "--detach", "--json", "--no-summary", "--results", str(tmp_path / "results")
+    )
     assert result.code == 0, result.stderr
     started = json.loads(result.stdout)
     wait("elapsedSeconds>3 and received>0")

@@ -57,10 +57,11 @@ def table(bundle: Path, name: str):
     return pq.read_table(bundle / "metrics" / name).to_pandas()
 
 
-def run_to_end(tmp_path, name, **keys) -> Path:
+def run_to_end(tmp_path, name, summary=False, **keys) -> Path:
     workload = write_workload(tmp_path, name, **keys)
     results = tmp_path / "results"
-    result = dimster("run", "local", "-w", str(workload), "--results", str(results), timeout=240)
+    extra = [] if summary else ["--no-summary"]
+    result = dimster("run", "local", "-w", str(workload), "--results", str(results), *extra, timeout=300)
     assert result.code == 0, result.stderr + result.stdout
     assert "Traceback" not in result.stderr
     assert "run completed" in result.stdout
@@ -69,7 +70,9 @@ def run_to_end(tmp_path, name, **keys) -> Path:
 
 @pytest.mark.parametrize("consumer_type", ["SHARE_GROUP", "CONSUMER_GROUP"])
 def test_every_record_arrives_once(tmp_path, consumer_type):
-    bundle = run_to_end(tmp_path, f"once-{consumer_type.lower().replace('_', '-')}", consumerType=consumer_type)
+    bundle = run_to_end(
+        tmp_path, f"once-{consumer_type.lower().replace('_', '-')}", summary=True, consumerType=consumer_type
+    )
     totals = run_info(bundle)["totals"]
     assert totals["sent"] > 5_000
     assert totals["acked"] == totals["sent"] == totals["received"]
@@ -99,6 +102,12 @@ def test_every_record_arrives_once(tmp_path, consumer_type):
     assert info["versions"]["kafka"] == "4.3.1" and info["versions"]["librdkafka"]
     assert info["hardware"]["cpus"] >= 1 and "run" in info["command_line"]
     assert yaml.safe_load((bundle / "workload.yaml").read_text())["consumerType"] == consumer_type
+    # The Spark summary ran at the end and agrees with the run's own accounting.
+    summary = json.loads((bundle / "summary" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["totals"] == totals
+    measured = histograms[histograms.phase != "warmup"]
+    assert summary["latency_ms"]["e2e"]["count"] == measured[measured.metric == "e2e"]["count"].sum()
+    assert 0 < summary["latency_ms"]["e2e"]["p50"] <= summary["latency_ms"]["e2e"]["p99"]
 
 
 def test_explicit_release_redelivers_without_loss(tmp_path):
@@ -122,7 +131,18 @@ def start_run(tmp_path, name, **keys) -> tuple[subprocess.Popen, Path]:
     workload = write_workload(tmp_path, name, **keys)
     results = tmp_path / "results"
     process = subprocess.Popen(
-        [sys.executable, "-m", "dimster", "run", "local", "-w", str(workload), "--results", str(results)],
+        [
+            sys.executable,
+            "-m",
+            "dimster",
+            "run",
+            "local",
+            "-w",
+            str(workload),
+            "--results",
+            str(results),
+            "--no-summary",
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -6,7 +6,7 @@ import sys
 import typer
 
 from dimster import __version__
-from dimster.cli import cluster, control, run
+from dimster.cli import cluster, control, run, summary
 from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
@@ -24,6 +24,7 @@ app.command(context_settings=run.EXTRA_ARGS)(run.run)
 app.command()(control.status)
 app.command()(control.wait)
 app.command()(control.stop)
+app.command()(summary.summarize)
 kafka_app = typer.Typer(help="The Apache Kafka distribution dimster runs.", no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 

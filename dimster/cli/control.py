@@ -3,6 +3,7 @@
 import contextlib
 import time
 
+import psutil
 import typer
 
 from dimster.cli.output import console, print_json
@@ -67,14 +68,24 @@ def stop(
     env: str = EnvArg,
     timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the run to finish."),
 ) -> None:
-    """Stop the run of ENV gracefully (producers stop, consumers drain, results complete) and wait for it."""
+    """Stop the run of ENV gracefully (producers stop, consumers drain, results and summary complete)
+    and wait until its process has ended."""
+    state = read_run_state(env)
     answer = control_request(env, "POST", "/stop", {}, timeout=30)
     deadline = time.time() + timeout
-    while read_run_state(env) is not None:
+    while state is not None and psutil.pid_exists(state["pid"]) and _same_process(state):
         if time.time() >= deadline:
             raise WaitTimedOut(f"the run of '{env}' was still stopping after {timeout:g}s")
         time.sleep(0.5)
     console.print(f"run of '{env}' stopped; results in {answer['results']}")
+
+
+def _same_process(state: dict) -> bool:
+    try:
+        process = psutil.Process(state["pid"])
+        return abs(process.create_time() - state["started"]) < 1.0 and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def notify_run(env: str, event: str, message: str) -> None:

@@ -9,12 +9,14 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import console, print_json, progress
+from dimster.cli.summary import SparkMasterOpt, summarize_after_run
 from dimster.cluster.backend import backend_for
 from dimster.coordinator.control import ControlServer, control_request, read_run_state, run_state_file
 from dimster.coordinator.run import Coordinator
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
 from dimster.paths import display, project_dir
+from dimster.pipeline.spark import spark_master
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.client_config import check_client_configs
 from dimster.workload.model import load_workload
@@ -62,6 +64,8 @@ def run(
     modify: bool = typer.Option(False, "--modify", help="Change the running workload of ENV with --set."),
     detach: bool = typer.Option(False, "--detach", help="Return once load flows; the run goes on in the background."),
     json: bool = typer.Option(False, "--json", help="With --modify or --detach: print JSON."),
+    no_summary: bool = typer.Option(False, "--no-summary", help="Skip the Spark summary at the end."),
+    spark_master_: str = SparkMasterOpt,
 ) -> None:
     """Run a workload against the cluster of ENV (brought up, or reused if it runs), or with --modify
     change the workload that runs there."""
@@ -73,18 +77,22 @@ def run(
     loaded = load_workload(workload, sets)
     check_client_configs(loaded, display(workload))
     results_root = (results or project_dir() / "results").resolve()
+    after = [] if not no_summary else ["--no-summary"]
+    if spark_master_:
+        after += ["--spark-master", spark_master_]
     if detach:
-        return _detach(env, workload, sets, results_root, json)
+        return _detach(env, workload, sets, results_root, json, after)
     profile = load_environment(env)
     control = ControlServer(env)
     control.start({"run_id": None, "results": None, "workload": loaded.name, "phase": "starting"})
+    summary_master = None if no_summary else spark_master(spark_master_)
     try:
-        _run(loaded, profile, results_root, control)
+        _run(loaded, profile, results_root, control, summary_master)
     finally:
         control.close()
 
 
-def _run(loaded, profile, results_root: Path, control: ControlServer) -> None:
+def _run(loaded, profile, results_root: Path, control: ControlServer, summary_master: str | None) -> None:
     if loaded.broker_config:
         overrides = {**profile.broker_overrides, **loaded.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
@@ -105,6 +113,9 @@ def _run(loaded, profile, results_root: Path, control: ControlServer) -> None:
         code = coordinator.run()
     finally:
         bundle.copy_broker_logs(cluster.log_files())
+        control.close()  # the run is over: free the environment before the summary
+        if summary_master and (bundle.path / "metrics").exists():
+            summarize_after_run(bundle.path, summary_master)
     raise typer.Exit(code)
 
 
@@ -124,7 +135,9 @@ def _modify(env: str, workload: Path | None, sets: list[tuple[str, str]], as_jso
         console.print(note, markup=False)
 
 
-def _detach(env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, as_json: bool) -> None:
+def _detach(
+    env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, as_json: bool, after: list[str]
+) -> None:
     """Start the run as a background process; return once its load flows."""
     if (existing := read_run_state(env)) is not None:
         raise DimsterError(
@@ -143,6 +156,7 @@ def _detach(env: str, workload: Path, sets: list[tuple[str, str]], results_root:
         "--results",
         str(results_root),
     ]
+    command += after
     if sets:
         command += ["--set", *(f"{k}={v}" for k, v in sets)]
     with open(log, "w") as out:

@@ -58,6 +58,7 @@ class ControlServer:
         self.http.daemon_threads = True
         self.port = self.http.server_address[1]
         self.thread = threading.Thread(target=self.http.serve_forever, name="control-api", daemon=True)
+        self.closed = False
 
     def start(self, details: dict) -> None:
         """Claim the environment: refuse when another live run holds it, then publish the state file."""
@@ -77,13 +78,18 @@ class ControlServer:
         _write_state(path, {**json.loads(path.read_text()), **details})
 
     def close(self) -> None:
+        """Release the environment and stop serving (once; later calls do nothing)."""
+        if self.closed:
+            return
+        self.closed = True
         path = run_state_file(self.env)
         try:
             if json.loads(path.read_text()).get("token") == self.token:
                 path.unlink()
         except (OSError, ValueError):
             pass
-        self.http.shutdown()
+        if self.thread.is_alive():
+            self.http.shutdown()
         self.http.server_close()
 
 

@@ -1,0 +1,53 @@
+"""`dimster summarize RUN_DIR`: the Spark summary of a run (also run at the end of every run)."""
+
+from pathlib import Path
+
+import typer
+
+from dimster.cli.output import console, err_console
+from dimster.errors import DimsterError
+from dimster.pipeline.spark import spark_master
+from dimster.pipeline.summary import summarize as summarize_run
+
+SparkMasterOpt = typer.Option(
+    None, "--spark-master", help="Spark master URL (default $DIMSTER_SPARK_MASTER, else local[*])."
+)
+
+
+def summarize(
+    run_dir: Path = typer.Argument(..., help="A run's results folder.", show_default=False),
+    spark_master_: str = SparkMasterOpt,
+) -> None:
+    """Summarize a run's metrics with Spark into RUN_DIR/summary/ (summary.json, CSV, Parquet)."""
+    summary = summarize_run(run_dir, spark_master(spark_master_))
+    print_summary(run_dir, summary)
+
+
+def print_summary(run_dir: Path, summary: dict) -> None:
+    throughput = summary.get("throughput") or {}
+    latency = summary.get("latency_ms") or {}
+    lines = [f"summary of {run_dir.name} in {run_dir / 'summary'}"]
+    if throughput.get("seconds"):
+        lines.append(
+            f"  measured {throughput['seconds']} s: produced {throughput['produced_msgs_per_s']:,.0f} msg/s "
+            f"({throughput['produced_mb_per_s']:.2f} MB/s), consumed {throughput['consumed_msgs_per_s']:,.0f} msg/s"
+        )
+    for metric in ("e2e", "publish", "publish_delay"):
+        if metric in latency and latency[metric].get("count"):
+            m = latency[metric]
+            lines.append(
+                f"  {metric:13} p50 {m['p50']:.1f} ms  p99 {m['p99']:.1f} ms  p99.9 {m['p99_9']:.1f} ms  "
+                f"max {m['max']:.1f} ms"
+            )
+    for note in summary.get("notes", []):
+        lines.append(f"  note: {note}")
+    for line in lines:
+        console.print(line, markup=False)
+
+
+def summarize_after_run(run_dir: Path, master: str) -> None:
+    """At the end of a run: summarize, and say so in one line if it cannot (the run's own result stands)."""
+    try:
+        print_summary(run_dir, summarize_run(run_dir, master))
+    except DimsterError as e:
+        err_console.print(f"dimster: warning: no summary for {run_dir.name}: {e}", markup=False)

@@ -1,0 +1,252 @@
+"""The Spark summary of a run: reads `metrics/*` Parquet, writes `summary/summary.json` plus CSV and
+Parquet tables. Percentiles come from merging histogram buckets, exact to the bucket bound (1%)."""
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from dimster.errors import DimsterError
+from dimster.metrics.histogram import GAMMA
+from dimster.pipeline.spark import spark_session
+from dimster.results.bundle import load_timeline
+
+# Quantiles as exact fractions: rank = ceil(total * num / den) in integer arithmetic.
+QUANTILES = {
+    "p50": (50, 100),
+    "p75": (75, 100),
+    "p90": (90, 100),
+    "p95": (95, 100),
+    "p99": (99, 100),
+    "p99_9": (999, 1000),
+    "p99_99": (9999, 10000),
+}
+TABLES = ("intervals", "histograms", "delivery_counts", "client_stats")
+
+
+def is_run_folder(path: Path) -> bool:
+    return (path / "run.json").is_file() or (path / "metrics").is_dir()
+
+
+def latency_percentiles(histograms, keys: list[str]):
+    """Per `keys` + metric: count, p50 ... p99.99 and max in milliseconds, from merged buckets."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    group = [*keys, "metric"]
+    merged = histograms.groupBy(*group, "bucket").agg(F.sum("count").alias("n"))
+    upto = Window.partitionBy(*group).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
+    merged = merged.withColumn("cum", F.sum("n").over(upto)).withColumn(
+        "total", F.sum("n").over(Window.partitionBy(*group))
+    )
+    picks = [
+        F.min(F.when(F.col("cum") >= F.expr(f"(total * {num} + {den - 1}) div {den}"), F.col("bucket"))).alias(name)
+        for name, (num, den) in QUANTILES.items()
+    ]
+    buckets = merged.groupBy(*group).agg(F.first("total").alias("count"), *picks)
+    bounds = histograms.groupBy(*group).agg(F.min("hist_min").alias("min_us"), F.max("hist_max").alias("max_us"))
+    result = buckets.join(bounds, on=group)
+    for name in QUANTILES:  # the bucket's representative value, kept within the observed min and max
+        value = F.pow(F.lit(GAMMA), F.col(name)) * 2 / (GAMMA + 1)
+        value = F.greatest(F.least(value, F.col("max_us")), F.col("min_us"))
+        result = result.withColumn(name, value / 1000)
+    return result.withColumn("max", F.col("max_us") / 1000).drop("min_us", "max_us")
+
+
+def summarize(run_dir: Path, master: str) -> dict:
+    """Write `summary/` for the run in `run_dir`; returns summary.json's content."""
+    if not run_dir.is_dir() or not is_run_folder(run_dir):
+        raise DimsterError(f"{run_dir} is not a dimster run folder (no run.json, no metrics/)")
+    metrics = run_dir / "metrics"
+    present = [t for t in TABLES if any((metrics / t).glob("*.parquet"))]
+    missing = [t for t in TABLES if t not in present]
+    run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    notes = []
+    if not run_info:
+        notes.append("run.json is missing: versions, totals and status unknown")
+    elif run_info.get("status") not in ("completed",):
+        notes.append(f"the run did not complete (status {run_info.get('status')}): the summary covers what exists")
+    notes += [f"metrics/{t} is missing" for t in missing if t != "delivery_counts"]
+    out = run_dir / "summary"
+    out.mkdir(exist_ok=True)
+    summary: dict = {
+        "run": run_info.get("run_id", run_dir.name),
+        "status": run_info.get("status"),
+        "totals": run_info.get("totals"),
+        "notes": notes,
+        "timeline": load_timeline(run_dir),
+    }
+    try:
+        with spark_session(master) as spark:
+            tables = _spark_tables(spark, metrics, present, summary)
+    except DimsterError:
+        raise
+    except Exception as e:  # a Spark failure: one line, the run folder stays as it was
+        raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
+    if "throughput_per_second" in tables:
+        summary["share_outcomes"] = _share_outcomes(run_info)
+    for name, table in tables.items():
+        table.to_csv(out / f"{name}.csv", index=False)
+        table.to_parquet(out / f"{name}.parquet", index=False)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
+    return summary
+
+
+def _spark_tables(spark, metrics: Path, present: list[str], summary: dict) -> dict[str, pd.DataFrame]:
+    """Run the Spark side: fills `summary` with overall numbers, returns the tables to write."""
+    from pyspark.sql import functions as F
+
+    frames = {t: spark.read.parquet(str(metrics / t)) for t in present}
+    tables: dict[str, pd.DataFrame] = {}
+    if "intervals" in frames:
+        intervals = frames["intervals"].withColumn("second", F.floor("run_time_s").cast("long"))
+        tables["throughput_per_second"] = _throughput(intervals).toPandas()
+        summary["throughput"] = _overall_throughput(intervals)
+        summary["polls"] = _polls(intervals)
+    if "histograms" in frames:
+        h = frames["histograms"].withColumn("second", F.floor("run_time_s").cast("long"))
+        measured = h.where(F.col("phase") != "warmup")
+        overall = latency_percentiles(measured, []).toPandas()
+        summary["latency_ms"] = {r["metric"]: _row(r) for r in overall.to_dict("records")}
+        tables["latency_per_second"] = latency_percentiles(h, ["second"]).orderBy("metric", "second").toPandas()
+        e2e = measured.where(F.col("metric") == "e2e")
+        tables["latency_per_partition"] = latency_percentiles(e2e, ["topic", "partition"]).toPandas()
+        tables["latency_per_client"] = latency_percentiles(measured, ["client_id", "role"]).toPandas()
+    if "delivery_counts" in frames:
+        counts = frames["delivery_counts"].groupBy("delivery_count").agg(F.sum("count").alias("records"))
+        tables["delivery_counts"] = counts.orderBy("delivery_count").toPandas()
+        summary["delivery_counts"] = {
+            int(r["delivery_count"]): int(r["records"]) for r in tables["delivery_counts"].to_dict("records")
+        }
+    if "client_stats" in frames and "intervals" in frames:
+        per_client = _client_ratios(frames["client_stats"], frames["intervals"])
+        tables["client_stats"] = per_client.toPandas()
+        summary["client_stats"] = _overall_client_ratios(tables["client_stats"])
+    return tables
+
+
+def _json_default(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return str(value)
+
+
+def _row(record: dict) -> dict:
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items() if k != "metric"}
+
+
+def _throughput(intervals):
+    from pyspark.sql import functions as F
+
+    per_second = intervals.groupBy("second").agg(
+        F.sum("sent").alias("sent"),
+        F.sum("sent_bytes").alias("sent_bytes"),
+        F.sum("acked").alias("acked"),
+        F.sum("received").alias("received"),
+        F.sum("received_bytes").alias("received_bytes"),
+        F.sum(
+            F.when(F.col("role") == "share_consumer", F.col("accepted") + F.col("rejected")).otherwise(
+                F.col("received")
+            )
+        ).alias("settled"),
+        F.sum("target_rate").alias("target_rate"),
+        F.first("phase").alias("phase"),
+    )
+    from pyspark.sql import Window
+
+    upto = Window.orderBy("second").rowsBetween(Window.unboundedPreceding, 0)
+    groups = intervals.where(F.col("role") != "producer").select("group").distinct().count() or 1
+    # Backlog: acknowledged records not yet settled, summed over groups (each group reads every record).
+    return per_second.withColumn("backlog", F.sum("acked").over(upto) * groups - F.sum("settled").over(upto)).orderBy(
+        "second"
+    )
+
+
+def _overall_throughput(intervals) -> dict:
+    from pyspark.sql import functions as F
+
+    measured = intervals.where(F.col("phase") == "measure")
+    row = measured.agg(
+        F.sum("sent").alias("sent"),
+        F.sum("sent_bytes").alias("sent_bytes"),
+        F.sum("received").alias("received"),
+        F.sum("received_bytes").alias("received_bytes"),
+        F.countDistinct("second").alias("seconds"),
+    ).first()
+    seconds = row["seconds"] or 0
+    if not seconds:
+        return {"seconds": 0}
+    return {
+        "seconds": seconds,
+        "produced_msgs_per_s": (row["sent"] or 0) / seconds,
+        "produced_mb_per_s": (row["sent_bytes"] or 0) / seconds / 1e6,
+        "consumed_msgs_per_s": (row["received"] or 0) / seconds,
+        "consumed_mb_per_s": (row["received_bytes"] or 0) / seconds / 1e6,
+    }
+
+
+def _polls(intervals) -> dict:
+    from pyspark.sql import functions as F
+
+    row = (
+        intervals.where(F.col("role") != "producer")
+        .agg(
+            F.sum("polls").alias("polls"), F.sum("received").alias("received"), F.max("max_poll_records").alias("most")
+        )
+        .first()
+    )
+    polls = row["polls"] or 0
+    return {
+        "polls": polls,
+        "records_per_poll": (row["received"] or 0) / polls if polls else None,
+        "max_records_in_a_poll": row["most"],
+    }
+
+
+def _client_ratios(stats, intervals):
+    """Per client: batch sizes (producers), fetch requests, records per fetch and bytes fetched per
+    byte consumed (consumers). librdkafka counters are cumulative: a client's change is max - min."""
+    from pyspark.sql import functions as F
+
+    fetches = F.col("requests_fetch") + F.col("requests_sharefetch")
+    per_client = stats.groupBy("client_id", "role").agg(
+        F.avg(F.when(F.col("batch_records_avg") > 0, F.col("batch_records_avg"))).alias("batch_records_avg"),
+        F.avg(F.when(F.col("batch_bytes_avg") > 0, F.col("batch_bytes_avg"))).alias("batch_bytes_avg"),
+        (F.max(fetches) - F.min(fetches)).alias("fetch_requests"),
+        (F.max("rx_bytes") - F.min("rx_bytes")).alias("rx_bytes"),
+        (F.max("tx_requests") - F.min("tx_requests")).alias("requests"),
+    )
+    consumed = intervals.groupBy("client_id").agg(
+        F.sum("received").alias("records_consumed"), F.sum("received_bytes").alias("bytes_consumed")
+    )
+    # librdkafka's first statistics arrive 5 s after a client starts: for short runs the fetch and
+    # byte counters cover a little less than the consumed counts, so these ratios read slightly low.
+    return (
+        per_client.join(consumed, on="client_id", how="left")
+        .withColumn("records_per_fetch", F.try_divide("records_consumed", "fetch_requests"))
+        .withColumn("rx_bytes_per_consumed_byte", F.try_divide("rx_bytes", "bytes_consumed"))
+    )
+
+
+def _overall_client_ratios(table: pd.DataFrame) -> dict:
+    producers = table[table.role == "producer"]
+    consumers = table[table.role != "producer"]
+    fetches = consumers.fetch_requests.sum()
+    consumed_bytes = consumers.bytes_consumed.sum()
+    return {
+        "producer_batch_records_avg": _num(producers.batch_records_avg.mean()),
+        "producer_batch_bytes_avg": _num(producers.batch_bytes_avg.mean()),
+        "consumer_fetch_requests": int(fetches) if fetches == fetches else 0,
+        "records_per_fetch": _num(consumers.records_consumed.sum() / fetches) if fetches else None,
+        "rx_bytes_per_consumed_byte": _num(consumers.rx_bytes.sum() / consumed_bytes) if consumed_bytes else None,
+    }
+
+
+def _num(value) -> float | None:
+    return None if value is None or value != value else float(value)
+
+
+def _share_outcomes(run_info: dict) -> dict:
+    totals = run_info.get("totals") or {}
+    return {key: totals.get(key) for key in ("accepted", "released", "rejected", "lost", "duplicates")}

@@ -1,0 +1,136 @@
+"""The Spark summary on real PySpark: percentiles from merged histograms match exact ones within the
+histogram's error bound; partial run folders summarize what exists; a non-run folder is refused."""
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dimster.metrics.histogram import ALPHA, Histogram
+from dimster.pipeline.summary import QUANTILES, summarize
+from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.protocol import ClientInterval, IntervalReport
+from tests.conftest import dimster
+
+START = 1_800_000_000.0
+
+
+def exact_percentile(values: np.ndarray, num: int, den: int) -> float:
+    """Inverted-CDF percentile with the rank computed exactly: the value at ceil(n * num / den)."""
+    ordered = np.sort(values)
+    rank = max(1, math.ceil(Fraction(len(values) * num, den)))
+    return float(ordered[rank - 1])
+
+
+def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> dict[str, np.ndarray]:
+    """Metrics of a made-up run written by dimster's own writer: e2e latencies (us) per consumer and
+    partition, lognormal with a slow tail; returns every sample by (consumer, partition)."""
+    rng = np.random.default_rng(seed)
+    writer = MetricsWriter(folder / "metrics", START)
+    samples: dict[str, list] = {}
+    for second in range(seconds):
+        clients = []
+        for c in range(consumers):
+            values = rng.lognormal(mean=8.5, sigma=0.8, size=per_second)
+            values[: per_second // 100] *= 20  # a 1% tail
+            histogram = Histogram()
+            histogram.record_many(values)
+            samples.setdefault(f"c{c}", []).append(values)
+            clients.append(
+                ClientInterval(
+                    client_id=f"c{c}",
+                    role="share_consumer",
+                    topic="t",
+                    group="g",
+                    received=per_second,
+                    received_bytes=per_second * 100,
+                    accepted=per_second,
+                    polls=40,
+                    max_poll_records=120,
+                    histograms={("e2e", c): histogram.to_wire()},
+                    delivery_counts={1: per_second - 5, 2: 5},
+                )
+            )
+        producer = ClientInterval(
+            client_id="p0",
+            role="producer",
+            topic="t",
+            target_rate=consumers * per_second,
+            sent=consumers * per_second,
+            sent_bytes=consumers * per_second * 100,
+            acked=consumers * per_second,
+            next_sequence=(second + 1) * consumers * per_second,
+        )
+        writer.add(IntervalReport(0, START + second + 1, [producer, *clients]), "measure")
+        if second % 7 == 6:
+            writer.flush()
+    writer.flush()
+    (folder / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": "synthetic",
+                "status": "completed",
+                "load_started": START,
+                "totals": {"lost": 0, "duplicates": 0},
+            }
+        )
+    )
+    return {client: np.concatenate(parts) for client, parts in samples.items()}
+
+
+def test_spark_percentiles_match_exact_ones_within_the_bound(tmp_path):
+    samples = synthetic_run(tmp_path)
+    summary = summarize(tmp_path, "local[2]")
+    everything = np.concatenate(list(samples.values()))
+    overall = summary["latency_ms"]["e2e"]
+    assert overall["count"] == len(everything)
+    for name, (num, den) in QUANTILES.items():
+        exact_ms = exact_percentile(everything, num, den) / 1000
+        assert overall[name] == pytest.approx(exact_ms, rel=ALPHA), name
+    assert overall["max"] == pytest.approx(everything.max() / 1000)
+
+    per_client = json.loads((tmp_path / "summary" / "summary.json").read_text())  # written too
+    assert per_client["latency_ms"]["e2e"]["count"] == len(everything)
+    import pandas as pd
+
+    clients = pd.read_csv(tmp_path / "summary" / "latency_per_client.csv")
+    c1 = clients[(clients.client_id == "c1") & (clients.metric == "e2e")].iloc[0]
+    assert c1["p99"] == pytest.approx(exact_percentile(samples["c1"], 99, 100) / 1000, rel=ALPHA)
+    partitions = pd.read_csv(tmp_path / "summary" / "latency_per_partition.csv")
+    assert sorted(partitions.partition) == [0, 1, 2]  # consumer c owns partition c in this run
+    per_second = pd.read_csv(tmp_path / "summary" / "latency_per_second.csv")
+    assert len(per_second[per_second.metric == "e2e"]) == 20
+
+    throughput = summary["throughput"]
+    assert throughput["seconds"] == 20
+    assert throughput["produced_msgs_per_s"] == pytest.approx(12_000)
+    assert throughput["consumed_msgs_per_s"] == pytest.approx(12_000)
+    assert summary["delivery_counts"] == {1: 20 * 3 * 3995, 2: 20 * 3 * 5}
+    assert summary["polls"]["max_records_in_a_poll"] == 120
+    backlog = pd.read_csv(tmp_path / "summary" / "throughput_per_second.csv").backlog
+    assert (backlog == 0).all()
+    for table in ("throughput_per_second", "latency_per_second", "delivery_counts"):
+        assert (tmp_path / "summary" / f"{table}.parquet").exists()
+
+
+def test_partial_run_folder_summarizes_what_exists(tmp_path):
+    synthetic_run(tmp_path, seconds=5)
+    (tmp_path / "run.json").unlink()
+    for part in (tmp_path / "metrics" / "histograms").iterdir():
+        part.unlink()
+    result = dimster("summarize", str(tmp_path))
+    assert result.code == 0, result.stderr
+    summary = json.loads((tmp_path / "summary" / "summary.json").read_text())
+    assert "run.json is missing: versions, totals and status unknown" in summary["notes"]
+    assert "metrics/histograms is missing" in summary["notes"]
+    assert summary["throughput"]["seconds"] == 5
+    assert "note: metrics/histograms is missing" in result.stdout
+
+
+def test_folder_that_is_not_a_run_is_refused(tmp_path):
+    result = dimster("summarize", str(tmp_path))
+    assert result.code == 2
+    assert result.error_lines == [f"dimster: error: {tmp_path} is not a dimster run folder (no run.json, no metrics/)"]
+    assert "Traceback" not in result.stderr
