@@ -194,7 +194,16 @@ def test_cluster_redeploy_during_a_run_loses_nothing(tmp_path):
     workload = tmp_path / "redeploy.yaml"
     workload.write_text(yaml.safe_dump({**WORKLOAD, "name": "redeploy"}))
     started = dimster(
-        "run", "local", "-w", str(workload), "--detach", "--json", "--results", str(tmp_path / "results"), env=env
+        "run",
+        "local",
+        "-w",
+        str(workload),
+        "--detach",
+        "--json",
+        "--no-summary",
+        "--results",
+        str(tmp_path / "results"),
+        env=env,
     )
     assert started.code == 0, started.stderr
     bundle = json.loads(started.stdout)["results"]
