@@ -12,6 +12,9 @@ class Topology:
     groups: dict[str, str]  # group -> its topic
     producers: list[ProducerSpec]
     consumers: list[ConsumerSpec]
+    # Ids are never reused within a run: a producer id keys its sequence numbers.
+    next_producer_id: int = 0
+    next_consumer_id: int = 0
 
 
 def build_topology(workload: Workload, run_tag: str) -> Topology:
@@ -25,7 +28,7 @@ def build_topology(workload: Workload, run_tag: str) -> Topology:
             groups[group] = topic
             for _ in range(workload.consumers_per_group):
                 consumers.append(ConsumerSpec(len(consumers), topic, group, workload.consumer_type))
-    return Topology(topics, groups, producers, consumers)
+    return Topology(topics, groups, producers, consumers, len(producers), len(consumers))
 
 
 def split_over_workers(items: list, workers: int) -> list[list]:
@@ -37,8 +40,7 @@ def resize(topology: Topology, producers_per_topic: int, consumers_per_group: in
     """Grow or shrink the run's clients to the new counts: returns (added producers, added consumers,
     ids of removed clients). New clients get fresh ids; the newest go first when shrinking."""
     added_producers, added_consumers, removed = [], [], []
-    next_producer = max((p.producer_id for p in topology.producers), default=-1) + 1
-    next_consumer = max((c.consumer_id for c in topology.consumers), default=-1) + 1
+    next_producer, next_consumer = topology.next_producer_id, topology.next_consumer_id
     for topic in topology.topics:
         mine = [p for p in topology.producers if p.topic == topic]
         for index in range(len(mine), producers_per_topic):
@@ -52,6 +54,7 @@ def resize(topology: Topology, producers_per_topic: int, consumers_per_group: in
             added_consumers.append(ConsumerSpec(next_consumer, topic, group, kind))
             next_consumer += 1
         removed += [f"c{c.consumer_id}" for c in mine[consumers_per_group:]]
+    topology.next_producer_id, topology.next_consumer_id = next_producer, next_consumer
     gone = set(removed)
     topology.producers = [p for p in topology.producers if f"p{p.producer_id}" not in gone] + added_producers
     topology.consumers = [c for c in topology.consumers if f"c{c.consumer_id}" not in gone] + added_consumers

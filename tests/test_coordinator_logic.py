@@ -1,0 +1,118 @@
+"""Pure parts of the coordinator: topology and resizing, what may change live, wait conditions,
+pacing checks, secret redaction."""
+
+import pytest
+
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.changes import flatten, live_changes
+from dimster.coordinator.conditions import holds, parse_condition
+from dimster.coordinator.topology import build_topology, resize, split_over_workers
+from dimster.errors import DimsterError
+from dimster.results.bundle import redact, redact_argv
+from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.workload.model import Workload
+
+
+def workload(**keys) -> Workload:
+    return Workload.model_validate({"name": "w", **keys})
+
+
+def test_topology_names_and_counts():
+    t = build_topology(workload(topics=2, producersPerTopic=3, groupsPerTopic=2, consumersPerGroup=4), "abc")
+    assert t.topics == ["w-abc-0", "w-abc-1"]
+    assert len(t.producers) == 6 and len(t.consumers) == 16
+    assert t.groups == {
+        "w-abc-t0-g0": "w-abc-0",
+        "w-abc-t0-g1": "w-abc-0",
+        "w-abc-t1-g0": "w-abc-1",
+        "w-abc-t1-g1": "w-abc-1",
+    }
+    assert [p.index_in_topic for p in t.producers if p.topic == "w-abc-1"] == [0, 1, 2]
+    assert [len(part) for part in split_over_workers(t.consumers, 3)] == [6, 5, 5]
+
+
+def test_resize_adds_with_fresh_ids_and_removes_newest_first():
+    t = build_topology(workload(producersPerTopic=2, consumersPerGroup=3), "x")
+    added_p, added_c, removed = resize(t, 3, 5, "SHARE_GROUP")
+    assert [p.producer_id for p in added_p] == [2] and [c.consumer_id for c in added_c] == [3, 4]
+    assert removed == []
+    added_p, added_c, removed = resize(t, 1, 2, "SHARE_GROUP")
+    assert not added_p and not added_c and removed == ["p1", "p2", "c2", "c3", "c4"]
+    assert [p.producer_id for p in t.producers] == [0] and [c.consumer_id for c in t.consumers] == [0, 1]
+    added_p, _, _ = resize(t, 2, 2, "SHARE_GROUP")
+    assert added_p[0].producer_id == 3  # ids are never reused: sequence tracking stays per producer
+
+
+def test_flatten_keeps_kafka_property_names_whole():
+    flat = flatten(workload(kafkaConfig={"producerConfig": {"batch.size": 1}}).to_yaml_dict())
+    assert flat["kafkaConfig.producerConfig.batch.size"] == 1
+    assert flat["acknowledgement.mode"] == "IMPLICIT"
+
+
+def test_live_changes_classify_and_refuse():
+    old = workload(partitionsPerTopic=3).to_yaml_dict()
+    new = workload(partitionsPerTopic=4, producerRate=5, kafkaConfig={"producerConfig": {"linger.ms": 9}})
+    changes = {c.key: c.effect for c in live_changes(old, new.to_yaml_dict())}
+    assert changes == {
+        "partitionsPerTopic": "partitions",
+        "producerRate": "rate",
+        "kafkaConfig.producerConfig.linger.ms": "producers",
+    }
+    with pytest.raises(ValueError, match="can only grow"):
+        live_changes(old, workload(partitionsPerTopic=2).to_yaml_dict())
+    with pytest.raises(ValueError, match="'consumerType' cannot change"):
+        live_changes(old, workload(partitionsPerTopic=3, consumerType="CONSUMER_GROUP").to_yaml_dict())
+    assert live_changes(old, old) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "expected"),
+    [
+        ("backlog<1000", {"backlog": 999}, True),
+        ("backlog<1000", {"backlog": 1000}, False),
+        ("consRate>=0.95*pubRate", {"consRate": 95, "pubRate": 100}, True),
+        ("consRate>=0.95*pubRate and e2eP99Ms<50", {"consRate": 95, "pubRate": 100, "e2eP99Ms": None}, False),
+        ("not backlog>5 or sent==0", {"backlog": 9, "sent": 0}, True),
+        ("1<backlog<=3", {"backlog": 3}, True),
+    ],
+)
+def test_conditions(text, status, expected):
+    assert holds(parse_condition(text), status) is expected
+
+
+@pytest.mark.parametrize("text", ["__import__('os')", "backlog.real<1", "lag<1", "backlog<'a'", "backlog<"])
+def test_conditions_refuse_anything_else(text):
+    with pytest.raises(DimsterError):
+        parse_condition(text)
+
+
+def report(worker, end, sent, target, received=0):
+    producer = ClientInterval("p0", "producer", "t", target_rate=target, sent=sent, acked=sent, next_sequence=sent)
+    consumer = ClientInterval("c0", "share_consumer", "t", group="g", received=received)
+    return IntervalReport(worker, end, [producer, consumer])
+
+
+def test_pacing_window_uses_the_time_reports_cover():
+    aggregate = RunAggregate({"g": "t"})
+    aggregate.load_started = 100.0
+    for second in range(1, 11):
+        aggregate.add(report(0, 100.0 + second, sent=990, target=1000, received=900))
+    rates = aggregate.recent_rates()
+    assert rates["pubRate"] == pytest.approx(990) and rates["targetRate"] == pytest.approx(1000)
+    assert rates["consRate"] == pytest.approx(900)
+    aggregate.restart_pacing_window()
+    assert aggregate.recent_rates()["pubRate"] == 0
+
+
+def test_secrets_are_redacted():
+    config = {"sasl.jaas.config": "x", "ssl.key.password": "y", "nested": {"sasl.password": "z"}, "acks": "all"}
+    assert redact(config) == {
+        "sasl.jaas.config": "***",
+        "ssl.key.password": "***",
+        "nested": {"sasl.password": "***"},
+        "acks": "all",
+    }
+    assert redact_argv(["--set", "kafkaConfig.commonConfig.sasl.password=hunter2"]) == [
+        "--set",
+        "kafkaConfig.commonConfig.sasl.password=***",
+    ]
