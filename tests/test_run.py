@@ -108,6 +108,8 @@ def test_every_record_arrives_once(tmp_path, consumer_type):
     measured = histograms[histograms.phase != "warmup"]
     assert summary["latency_ms"]["e2e"]["count"] == measured[measured.metric == "e2e"]["count"].sum()
     assert 0 < summary["latency_ms"]["e2e"]["p50"] <= summary["latency_ms"]["e2e"]["p99"]
+    report = (bundle / "report.html").read_text()
+    assert "plotly" in report and bundle.name in report
 
 
 def test_explicit_release_redelivers_without_loss(tmp_path):

@@ -6,7 +6,7 @@ import sys
 import typer
 
 from dimster import __version__
-from dimster.cli import cluster, control, run, summary
+from dimster.cli import cluster, control, report, run, summary
 from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
@@ -25,6 +25,8 @@ app.command()(control.status)
 app.command()(control.wait)
 app.command()(control.stop)
 app.command()(summary.summarize)
+app.command()(report.report)
+app.command()(report.compare)
 kafka_app = typer.Typer(help="The Apache Kafka distribution dimster runs.", no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 

@@ -8,6 +8,7 @@ from dimster.cli.output import console, err_console
 from dimster.errors import DimsterError
 from dimster.pipeline.spark import spark_master
 from dimster.pipeline.summary import summarize as summarize_run
+from dimster.report.html import write_report
 
 SparkMasterOpt = typer.Option(
     None, "--spark-master", help="Spark master URL (default $DIMSTER_SPARK_MASTER, else local[*])."
@@ -49,5 +50,6 @@ def summarize_after_run(run_dir: Path, master: str) -> None:
     """At the end of a run: summarize, and say so in one line if it cannot (the run's own result stands)."""
     try:
         print_summary(run_dir, summarize_run(run_dir, master))
+        console.print(f"report: {write_report(run_dir)}", markup=False)
     except DimsterError as e:
         err_console.print(f"dimster: warning: no summary for {run_dir.name}: {e}", markup=False)

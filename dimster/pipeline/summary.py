@@ -150,17 +150,30 @@ def _throughput(intervals):
                 F.col("received")
             )
         ).alias("settled"),
-        F.sum("target_rate").alias("target_rate"),
         F.first("phase").alias("phase"),
     )
+    # A client's target is a level, not a count: average it per client within the second, then add
+    # the clients up; it is 0 once producers have stopped.
+    in_load = F.col("phase").isin("warmup", "measure")
+    targets = (
+        intervals.where(F.col("role") == "producer")
+        .groupBy("second", "client_id")
+        .agg(F.avg(F.when(in_load, F.col("target_rate")).otherwise(0)).alias("t"))
+        .groupBy("second")
+        .agg(F.sum("t").alias("target_rate"))
+    )
+    per_second = per_second.join(targets, on="second", how="left").fillna({"target_rate": 0.0})
     from pyspark.sql import Window
 
     upto = Window.orderBy("second").rowsBetween(Window.unboundedPreceding, 0)
-    groups = intervals.where(F.col("role") != "producer").select("group").distinct().count() or 1
-    # Backlog: acknowledged records not yet settled, summed over groups (each group reads every record).
-    return per_second.withColumn("backlog", F.sum("acked").over(upto) * groups - F.sum("settled").over(upto)).orderBy(
-        "second"
-    )
+    consumers = intervals.where(F.col("role") != "producer")
+    topics = consumers.select("topic").distinct().count() or 1
+    groups_per_topic = (consumers.select("group").distinct().count() or topics) / topics
+    # Backlog: acknowledged records not yet settled, summed over groups (each group of a topic reads
+    # every record of it).
+    return per_second.withColumn(
+        "backlog", F.sum("acked").over(upto) * groups_per_topic - F.sum("settled").over(upto)
+    ).orderBy("second")
 
 
 def _overall_throughput(intervals) -> dict:

@@ -51,7 +51,7 @@ import psutil
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from dimster.kafka.admin import admin_client
-from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
+from dimster.kafka.distribution import KafkaDistribution, java_executable, kafka_distribution
 from dimster.paths import environments_dir
 from dimster.worker.clients import ConsumerClient, LoadClient, ProducerClient
 from dimster.worker.protocol import ConsumerSpec, ProducerSpec
@@ -458,7 +458,7 @@ def dimster_share_consumer(
     consumer = spec(ConsumerSpec, consumer_id=0, topic=topic, group=group, kind="SHARE_GROUP")
     client = ConsumerClient(consumer, workload, cluster.bootstrap, 5)
     thread = instrument(client, profile_out)
-    taken = taken_bytes = 0
+    taken = taken_bytes = polls = 0
     first_at: float | None = None
     first_count = 0
     with CpuMeter(cluster.broker_pids) as cpu:
@@ -480,9 +480,11 @@ def dimster_share_consumer(
             if now >= next_take:  # as the worker does, once a second
                 interval = client.take_interval()
                 taken, taken_bytes = taken + interval.received, taken_bytes + interval.received_bytes
+                polls += interval.polls
                 next_take += 1
         ended = time.time()
         stop(client)
+    polls += client.take_interval().polls
     if client.error:
         raise SystemExit(f"the dimster share consumer failed: {client.error}")
     if received < records:
@@ -498,7 +500,11 @@ def dimster_share_consumer(
         cpu.own,
         cpu.broker,
         (received - first_count) / (ended - first_at) if ended > first_at else None,
-        {"first_record_after_s": round(first_at - started, 3), **thread_cpu(thread, received, seconds)},
+        {
+            "first_record_after_s": round(first_at - started, 3),
+            "records_per_poll": round(received / max(polls, 1), 1),
+            **thread_cpu(thread, received, seconds),
+        },
         other_cpu_s=cpu.other,
     )
 
@@ -517,34 +523,46 @@ def alternate(
 
 
 def measure_producer(
-    index: int, side: str, dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace
+    label: str, side: str, records: int, dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace
 ) -> Measurement:
     """One side's producer run against a fresh topic of `--partitions` partitions, deleted afterwards."""
-    topic = f"bench-produce-{side}-{index}-{uuid.uuid4().hex[:6]}"
+    topic = f"bench-produce-{side}-{uuid.uuid4().hex[:6]}"
     create_topic(cluster.bootstrap, topic, args.partitions)
     try:
         if side == "kafka":
-            m = perf_producer(dist, cluster, topic, args.records, args)
+            m = perf_producer(dist, cluster, topic, records, args)
         else:
-            m = dimster_producer(cluster, topic, args.records, args)
+            m = dimster_producer(cluster, topic, records, args)
     finally:
         delete_topic(cluster.bootstrap, topic)
-    log.info("producer %d/%d %-7s %s", index + 1, args.repeat, m.side, brief(m))
+    log.info("producer %s %-7s %s", label, m.side, brief(m))
     return m
 
 
+def rounds(records: int, args: argparse.Namespace) -> list[tuple[str, int, int]]:
+    """(label, records, order) of every round: an unreported warm-up round of `--warmup` of the
+    records first, then the repetitions; `order` alternates which side goes first."""
+    warmup = [("warm-up", max(1, int(records * args.warmup)), 1)] if args.warmup else []
+    return warmup + [(f"{i + 1}/{args.repeat}", records, i) for i in range(args.repeat)]
+
+
 def compare_producers(dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace) -> list[Measurement]:
+    """Each round: both sides on fresh topics. The warm-up round warms the broker (JIT, page cache)."""
     results = []
-    for i in range(args.repeat):
-        sides = [partial(measure_producer, i, side, dist, cluster, args) for side in ("kafka", "dimster")]
-        results += alternate(i, args, *sides)
+    for label, count, order in rounds(args.records, args):
+        sides = [partial(measure_producer, label, side, count, dist, cluster, args) for side in ("kafka", "dimster")]
+        measured = alternate(order, args, *sides)
+        if label != "warm-up":
+            results += measured
     return results
 
 
 def compare_share_consumers(
     dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace
 ) -> tuple[list[Measurement], float]:
-    """Pre-fill one topic, then drain it with a fresh share group per side and repetition."""
+    """Pre-fill one topic, then drain it with a fresh share group per side and repetition, after a
+    warm-up round that drains part of it (not reported: the first share group of a cluster also
+    initializes the share-group state topic)."""
     records = args.share_records or args.records
     topic = f"bench-share-{uuid.uuid4().hex[:6]}"
     create_topic(cluster.bootstrap, topic, args.partitions)
@@ -554,15 +572,15 @@ def compare_share_consumers(
         started = time.monotonic()
         prefill(dist, cluster, topic, records, args)
         prefill_s = time.monotonic() - started
-        for i in range(args.repeat):
-            groups = {side: f"bench-{side}-{i}-{uuid.uuid4().hex[:6]}" for side in ("kafka", "dimster")}
+        for label, count, order in rounds(records, args):
+            groups = {side: f"bench-{side}-{uuid.uuid4().hex[:6]}" for side in ("kafka", "dimster")}
             share_groups_from_earliest(cluster.bootstrap, list(groups.values()))
-
-            kafka = partial(perf_share_consumer, dist, cluster, topic, groups["kafka"], records, args)
-            dimster = partial(dimster_share_consumer, cluster, topic, groups["dimster"], records, args)
-            for m in alternate(i, args, kafka, dimster):
-                log.info("share consumer %d/%d %-7s %s", i + 1, args.repeat, m.side, brief(m))
-                results.append(m)
+            kafka = partial(perf_share_consumer, dist, cluster, topic, groups["kafka"], count, args)
+            dimster = partial(dimster_share_consumer, cluster, topic, groups["dimster"], count, args)
+            for m in alternate(order, args, kafka, dimster):
+                log.info("share consumer %s %-7s %s", label, m.side, brief(m))
+                if label != "warm-up":
+                    results.append(m)
     finally:
         delete_topic(cluster.bootstrap, topic)
     return results, prefill_s
@@ -572,7 +590,18 @@ def brief(m: Measurement) -> str:
     return (
         f"{m.records:>9} records in {m.seconds:6.2f} s = {m.records_per_s:>9.0f} rec/s {m.mb_per_s:7.2f} MB/s, "
         f"cpu {m.cpu_s:5.1f} s, broker {m.broker_cpu_s:5.1f} s, others {m.other_cpu_s:5.1f} s"
+        + (f", client thread {m.extra['thread_busy']:.0%} busy" if "thread_busy" in m.extra else "")
     )
+
+
+def thread_summary(runs: list[Measurement]) -> dict:
+    """dimster only: CPU of the client's own thread per record, and how busy it was."""
+    if not all("thread_cpu_us_per_record" in m.extra for m in runs):
+        return {}
+    return {
+        "thread_cpu_us_per_record": statistics.median(m.extra["thread_cpu_us_per_record"] for m in runs),
+        "thread_busy": statistics.median(m.extra["thread_busy"] for m in runs),
+    }
 
 
 def summarize(results: list[Measurement]) -> dict:
@@ -588,6 +617,7 @@ def summarize(results: list[Measurement]) -> dict:
                 "cpu_us_per_record": statistics.median(m.cpu_s / m.records * 1e6 for m in runs),
                 "broker_cpu_us_per_record": statistics.median(m.broker_cpu_s / m.records * 1e6 for m in runs),
                 "other_cpu_s": [round(m.other_cpu_s, 1) for m in runs],
+                **thread_summary(runs),
                 "runs_records_per_s": [round(m.records_per_s) for m in runs],
             }
             steady = [m.steady_records_per_s for m in runs if m.steady_records_per_s]
@@ -605,14 +635,18 @@ def summarize(results: list[Measurement]) -> dict:
 
 def print_table(summary: dict) -> None:
     print()
-    print(f"{'':16}{'side':>9}{'rec/s (median)':>16}{'MB/s':>9}{'client CPU µs/rec':>19}  runs (rec/s)")
+    print(
+        f"{'':16}{'side':>9}{'rec/s (median)':>16}{'MB/s':>9}{'process CPU µs/rec':>20}"
+        f"{'thread µs/rec, busy':>22}  runs (rec/s)"
+    )
     for kind, sides in summary.items():
         for side in ("kafka", "dimster"):
             s = sides[side]
             runs = ", ".join(str(r) for r in s["runs_records_per_s"])
+            thread = f"{s['thread_cpu_us_per_record']:.2f}, {s['thread_busy']:.0%}" if "thread_busy" in s else "-"
             print(
                 f"{kind:16}{side:>9}{s['records_per_s']:>16,.0f}{s['mb_per_s']:>9.1f}"
-                f"{s['cpu_us_per_record']:>19.2f}  {runs}"
+                f"{s['cpu_us_per_record']:>20.2f}{thread:>22}  {runs}"
             )
         print(f"{kind:16}{'ratio':>9}{sides['ratio_dimster_to_kafka']:>16.2f}   (dimster / Kafka tool)")
         if "steady_ratio_dimster_to_kafka" in sides:
@@ -627,14 +661,23 @@ def print_table(summary: dict) -> None:
             print(f"{kind:16}{'ratio':>9}{sides['steady_ratio_dimster_to_kafka']:>16.2f}   (dimster / Kafka tool)")
 
 
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
     return {
         "nproc": os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "python": platform.python_version(),
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": confluent_kafka.version(),
         "librdkafka": confluent_kafka.libversion()[0],
+        "java": subprocess.run([java_executable(), "-version"], capture_output=True, text=True).stderr.splitlines()[0],
     }
 
 
@@ -660,6 +703,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="kafka",
         help="who writes the share-consumer topic: ProducerPerformance (values without dimster's header)\n"
         "or a dimster producer (values with it, as in a dimster run)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=0.1,
+        help="before the measured repetitions, one unreported round of this fraction of the records (0: none)",
     )
     p.add_argument("--only", choices=("producer", "share"), help="run one comparison only")
     p.add_argument("--max-seconds", type=float, default=120, help="time limit of one measurement")
