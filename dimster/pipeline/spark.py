@@ -19,6 +19,7 @@ def spark_master(option: str | None) -> str:
 
 @contextlib.contextmanager
 def spark_session(master: str, app_name: str = "dimster-summary") -> Iterator:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
@@ -55,3 +56,6 @@ def spark_session(master: str, app_name: str = "dimster-summary") -> Iterator:
                 process.wait(15)
             except Exception:
                 process.kill()
+        # That JVM is gone: the next session in this process must start its own.
+        SparkContext._gateway = None
+        SparkContext._jvm = None
