@@ -1,5 +1,6 @@
 """The `dimster` command: typer app, and the one place errors become a line and an exit code."""
 
+import logging
 import os
 import sys
 
@@ -59,6 +60,9 @@ def kafka_fetch(
 
 
 def main() -> None:
+    # Libraries that log to the root logger (py4j does, when Spark's JVM goes away) must not print
+    # tracebacks on the console: dimster reports problems as one line of its own.
+    logging.getLogger().addHandler(logging.NullHandler())
     try:
         app()
     except DimsterError as e:
