@@ -6,8 +6,6 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import console, progress
-from dimster.report.compare import default_output, write_comparison
-from dimster.report.html import write_report
 
 
 def report(
@@ -15,6 +13,8 @@ def report(
     open_: bool = typer.Option(False, "--open", help="Open the report in the web browser."),
 ) -> None:
     """Write RUN_DIR/report.html: key numbers, charts over the run with its live changes, tables, inputs."""
+    from dimster.report.html import write_report  # plotly and pandas load only when a report is made
+
     path = write_report(run_dir)
     console.print(str(path), markup=False)
     if open_:
@@ -30,6 +30,8 @@ def compare(
     ),
 ) -> None:
     """Write one HTML page comparing runs side by side: key numbers, settings that differ, overlaid charts."""
+    from dimster.report.compare import default_output, write_comparison
+
     path = write_comparison(run_dirs, output or default_output())
     console.print(str(path), markup=False)
 

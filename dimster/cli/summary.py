@@ -7,8 +7,6 @@ import typer
 from dimster.cli.output import console, err_console
 from dimster.errors import DimsterError
 from dimster.pipeline.spark import spark_master
-from dimster.pipeline.summary import summarize as summarize_run
-from dimster.report.html import write_report
 
 SparkMasterOpt = typer.Option(
     None, "--spark-master", help="Spark master URL (default $DIMSTER_SPARK_MASTER, else local[*])."
@@ -20,6 +18,8 @@ def summarize(
     spark_master_: str = SparkMasterOpt,
 ) -> None:
     """Summarize a run's metrics with Spark into RUN_DIR/summary/ (summary.json, CSV, Parquet)."""
+    from dimster.pipeline.summary import summarize as summarize_run  # pandas and Spark load only here
+
     summary = summarize_run(run_dir, spark_master(spark_master_))
     print_summary(run_dir, summary)
 
@@ -48,6 +48,9 @@ def print_summary(run_dir: Path, summary: dict) -> None:
 
 def summarize_after_run(run_dir: Path, master: str) -> None:
     """At the end of a run: summarize, and say so in one line if it cannot (the run's own result stands)."""
+    from dimster.pipeline.summary import summarize as summarize_run
+    from dimster.report.html import write_report
+
     try:
         print_summary(run_dir, summarize_run(run_dir, master))
         console.print(f"report: {write_report(run_dir)}", markup=False)
