@@ -97,10 +97,12 @@ class RunAggregate:
     def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
         """Achieved publish and consume rates and the target, msg/s over the last `seconds` of
         reports, summed over workers (each worker's counts divided by the time its reports covered)."""
-        horizon = (self._recent[-1][1] if self._recent else 0.0) - seconds
+        latest: dict[int, float] = {}  # each worker's window ends at its own latest report
+        for worker, end, *_ in self._recent:
+            latest[worker] = max(latest.get(worker, 0.0), end)
         sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # covered, sent, target*s, recv
         for worker, end, covered, sent, target, received in self._recent:
-            if end < horizon:
+            if end < latest[worker] - seconds:
                 continue
             total = sums[worker]
             total[0] += covered
