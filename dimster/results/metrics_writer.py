@@ -1,0 +1,55 @@
+"""Metrics as Parquet under `metrics/<table>/part-NNNNN.parquet`, written every few seconds, so a
+run that dies keeps everything up to its last flush. Row counts follow intervals, clients and
+histogram buckets, never the message rate."""
+
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dimster.worker.protocol import IntervalReport
+
+INTERVAL_FIELDS = (
+    "target_rate", "sent", "sent_bytes", "acked", "send_errors", "received", "received_bytes",
+    "accepted", "released", "rejected", "polls", "max_poll_records",
+)
+
+
+class MetricsWriter:
+    def __init__(self, folder: Path, load_started: float):
+        self.folder = folder
+        self.load_started = load_started
+        self.rows: dict[str, list[dict]] = defaultdict(list)
+        self.parts = 0
+
+    def add(self, report: IntervalReport, phase: str) -> None:
+        common = {
+            "end_time": report.end_time,
+            "run_time_s": round(report.end_time - self.load_started, 3),
+            "phase": phase,
+            "worker": report.worker_index,
+        }
+        for c in report.clients:
+            client = {**common, "client_id": c.client_id, "role": c.role, "topic": c.topic, "group": c.group}
+            self.rows["intervals"].append({**client, **{f: getattr(c, f) for f in INTERVAL_FIELDS}})
+            for (metric, partition), (counts, total, low, high) in c.histograms.items():
+                for bucket, count in counts.items():
+                    self.rows["histograms"].append({
+                        **client, "metric": metric, "partition": partition, "bucket": bucket, "count": count,
+                        "hist_total": total, "hist_min": low, "hist_max": high,
+                    })
+            for delivery_count, count in c.delivery_counts.items():
+                self.rows["delivery_counts"].append({**client, "delivery_count": delivery_count, "count": count})
+            if c.client_stats:
+                self.rows["client_stats"].append({**client, **c.client_stats})
+
+    def flush(self) -> None:
+        for table, rows in self.rows.items():
+            if not rows:
+                continue
+            path = self.folder / table / f"part-{self.parts:05d}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.Table.from_pylist(rows), path)
+        self.rows.clear()
+        self.parts += 1
