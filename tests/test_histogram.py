@@ -1,4 +1,4 @@
-"""Latency histograms: percentiles within 1% of the exact ones, merging, snapshots, the wire form,
+"""Latency histograms: percentiles within 1% of the exact ones, merging, the wire form,
 and a bucket count that follows the spread of values rather than their number.
 
 The exact reference is the "inverted CDF" percentile (the smallest value with at least q% of the
@@ -153,30 +153,6 @@ def test_merge_with_empty_histograms():
     empty = Histogram()
     empty.merge(histogram_of([42.0]))
     assert empty.to_wire() == histogram_of([42.0]).to_wire()
-
-
-def test_snapshot_takes_everything_and_resets():
-    histogram = histogram_of(np.arange(1, BUFFER + 101, dtype=float))  # some flushed, some buffered
-    taken = histogram.snapshot()
-    assert count(taken) == BUFFER + 100
-    assert taken.min == 1 and taken.max == BUFFER + 100
-    assert count(histogram) == 0
-    assert histogram.percentile(50) is None
-    assert histogram.to_wire() == ({}, 0, math.inf, -math.inf)
-    histogram.record(7.0)
-    assert histogram.percentile(50) == 7.0
-    assert count(histogram) == 1 and histogram.min == histogram.max == 7.0
-    assert count(taken) == BUFFER + 100  # the snapshot does not see later values
-
-
-def test_snapshots_add_up_to_the_whole():
-    values = lognormal(np.random.default_rng(9))
-    histogram = Histogram()
-    total = Histogram()
-    for chunk in np.array_split(values, 7):
-        histogram.record_many(chunk)
-        total.merge(histogram.snapshot())
-    assert total.to_wire() == histogram_of(values).to_wire()
 
 
 def test_wire_round_trip():

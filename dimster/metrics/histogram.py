@@ -67,14 +67,6 @@ class Histogram:
             self.counts[index] = self.counts.get(index, 0) + count
         self.total += len(values)
 
-    def snapshot(self) -> "Histogram":
-        """Everything recorded so far, as a new histogram; this one starts again empty."""
-        self._flush()
-        taken = Histogram()
-        taken.counts, taken.total, taken.min, taken.max = self.counts, self.total, self.min, self.max
-        self.counts, self.total, self.min, self.max = {}, 0, math.inf, -math.inf
-        return taken
-
     def merge(self, other: "Histogram") -> None:
         other._flush()
         self._flush()

@@ -11,8 +11,18 @@ import pyarrow.parquet as pq
 from dimster.worker.protocol import IntervalReport
 
 INTERVAL_FIELDS = (
-    "target_rate", "sent", "sent_bytes", "acked", "send_errors", "received", "received_bytes",
-    "accepted", "released", "rejected", "polls", "max_poll_records",
+    "target_rate",
+    "sent",
+    "sent_bytes",
+    "acked",
+    "send_errors",
+    "received",
+    "received_bytes",
+    "accepted",
+    "released",
+    "rejected",
+    "polls",
+    "max_poll_records",
 )
 
 
@@ -35,10 +45,18 @@ class MetricsWriter:
             self.rows["intervals"].append({**client, **{f: getattr(c, f) for f in INTERVAL_FIELDS}})
             for (metric, partition), (counts, total, low, high) in c.histograms.items():
                 for bucket, count in counts.items():
-                    self.rows["histograms"].append({
-                        **client, "metric": metric, "partition": partition, "bucket": bucket, "count": count,
-                        "hist_total": total, "hist_min": low, "hist_max": high,
-                    })
+                    self.rows["histograms"].append(
+                        {
+                            **client,
+                            "metric": metric,
+                            "partition": partition,
+                            "bucket": bucket,
+                            "count": count,
+                            "hist_total": total,
+                            "hist_min": low,
+                            "hist_max": high,
+                        }
+                    )
             for delivery_count, count in c.delivery_counts.items():
                 self.rows["delivery_counts"].append({**client, "delivery_count": delivery_count, "count": count})
             if c.client_stats:

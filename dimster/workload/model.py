@@ -135,15 +135,11 @@ def parse_workload(data: dict, source: str) -> Workload:
         raise DimsterError(validation_error_line(source, e, Workload)) from None
 
 
-def load_workload_data(path: Path) -> dict:
-    return load_mapping(path, "workload")
-
-
 def load_workload(path: Path, sets: list[tuple[str, str]] = ()) -> Workload:
     """Read and validate a workload file, with `--set` overrides applied first."""
     from dimster.workload.overrides import apply_overrides
 
-    data = load_workload_data(path)
+    data = load_mapping(path, "workload")
     if sets:
         data = apply_overrides(data, sets)
     return parse_workload(data, display(path))
