@@ -116,3 +116,25 @@ def test_secrets_are_redacted():
         "--set",
         "kafkaConfig.commonConfig.sasl.password=***",
     ]
+
+
+def test_client_library_changes_rebuild_the_clients_of_its_role():
+    old = workload().to_yaml_dict()
+    new = workload(clientLibrary={"producer": "java", "shareConsumer": "java"}).to_yaml_dict()
+    changes = {c.key: (c.old, c.new, c.effect) for c in live_changes(old, new)}
+    assert changes == {
+        "clientLibrary.producer": ("librdkafka", "java", "producers"),
+        "clientLibrary.shareConsumer": ("librdkafka", "java", "consumers"),
+    }
+
+
+def test_status_window_shows_records_per_poll():
+    aggregate = RunAggregate({"g": "t"})
+    clients = [
+        ClientInterval("c0", "share_consumer", "t", "g", received=30, polls=3, max_poll_records=12),
+        ClientInterval("c1", "share_consumer", "t", "g", received=10, polls=2, max_poll_records=7),
+    ]
+    aggregate.add(IntervalReport(0, 1.0, clients))
+    window = aggregate.take_window()
+    assert (window["recordsPerPoll"], window["maxPollRecords"]) == (8.0, 12)
+    assert aggregate.take_window()["recordsPerPoll"] is None  # no polls in the next window

@@ -246,3 +246,22 @@ def test_bad_override_names_the_file_and_key(pairs, fragment):
 def test_override_below_a_value_in_the_file_is_an_error():
     with pytest.raises(DimsterError, match="'name' is a value, not a section"):
         load_workload(MINIMAL, [("name.x", "1")])
+
+
+def test_null_removes_a_key_back_to_its_default():
+    data = {"producerRate": 5, "kafkaConfig": {"shareConsumerConfig": {"share.acquire.mode": "record_limit"}}}
+    result = apply_overrides(data, [("kafkaConfig.shareConsumerConfig.share.acquire.mode", "null")])
+    assert result == {"producerRate": 5, "kafkaConfig": {"shareConsumerConfig": {}}}
+    assert apply_overrides(data, [("producerRate", "null")])["kafkaConfig"] == data["kafkaConfig"]
+    assert "producerRate" not in apply_overrides(data, [("producerRate", "null")])
+
+
+def test_client_library_for_all_roles_or_per_role():
+    everything = load_workload(MINIMAL, [("clientLibrary", "java")]).client_library
+    assert (everything.producer, everything.consumer, everything.share_consumer) == ("java", "java", "java")
+    one = load_workload(MINIMAL, [("clientLibrary.shareConsumer", "java")]).client_library
+    assert (one.producer, one.consumer, one.share_consumer) == ("librdkafka", "librdkafka", "java")
+    with pytest.raises(DimsterError, match=r"key 'clientLibrary': must be librdkafka or java.*\(got 'jvm'\)"):
+        load_workload(MINIMAL, [("clientLibrary", "jvm")])
+    with pytest.raises(DimsterError, match=r"key 'clientLibrary.producer': Input should be 'librdkafka' or 'java'"):
+        load_workload(MINIMAL, [("clientLibrary.producer", "rust")])

@@ -4,31 +4,13 @@ pacing, explicit acknowledgements, and runs that end early (Ctrl-C, a crashed wo
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import REPO, dimster
-
-BASE = {
-    "topics": 1,
-    "partitionsPerTopic": 3,
-    "messageSize": 256,
-    "producersPerTopic": 2,
-    "producerRate": 500,
-    "groupsPerTopic": 1,
-    "consumersPerGroup": 3,
-    "warmupSeconds": 2,
-    "durationSeconds": 20,
-    "reportIntervalSeconds": 5,
-    "drainTimeoutSeconds": 30,
-    "kafkaConfig": {"producerConfig": {"linger.ms": 5}},
-}
+from tests.conftest import dimster
+from tests.runs import run_info, run_to_end, start_run, table, write_workload
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -36,36 +18,6 @@ def local_cluster_down_afterwards():
     """The runs bring `local` up (and leave it for the next run, as users want); stop it at the end."""
     yield
     assert dimster("cluster", "down", "local").code == 0
-
-
-def write_workload(folder: Path, name: str, **keys) -> Path:
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": name, **BASE, **keys}))
-    return path
-
-
-def only_bundle(results: Path) -> Path:
-    [bundle] = list(results.iterdir())
-    return bundle
-
-
-def run_info(bundle: Path) -> dict:
-    return json.loads((bundle / "run.json").read_text())
-
-
-def table(bundle: Path, name: str):
-    return pq.read_table(bundle / "metrics" / name).to_pandas()
-
-
-def run_to_end(tmp_path, name, summary=False, **keys) -> Path:
-    workload = write_workload(tmp_path, name, **keys)
-    results = tmp_path / "results"
-    extra = [] if summary else ["--no-summary"]
-    result = dimster("run", "local", "-w", str(workload), "--results", str(results), *extra, timeout=300)
-    assert result.code == 0, result.stderr + result.stdout
-    assert "Traceback" not in result.stderr
-    assert "run completed" in result.stdout
-    return only_bundle(results)
 
 
 @pytest.mark.parametrize("consumer_type", ["SHARE_GROUP", "CONSUMER_GROUP"])
@@ -127,38 +79,6 @@ def test_explicit_release_redelivers_without_loss(tmp_path):
     redelivered = deliveries[deliveries.delivery_count >= 2]["count"].sum()
     assert redelivered > 0
     assert deliveries["count"].sum() == totals["received"]
-
-
-def start_run(tmp_path, name, **keys) -> tuple[subprocess.Popen, Path]:
-    workload = write_workload(tmp_path, name, **keys)
-    results = tmp_path / "results"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dimster",
-            "run",
-            "local",
-            "-w",
-            str(workload),
-            "--results",
-            str(results),
-            "--no-summary",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        bundles = list(results.glob("*")) if results.exists() else []
-        if bundles and (bundles[0] / "metrics" / "intervals").exists():
-            return process, bundles[0]
-        time.sleep(0.5)
-    process.kill()
-    raise AssertionError("the run did not start measuring within 120 s: " + process.communicate()[1])
 
 
 def test_ctrl_c_stops_gracefully_and_keeps_everything(tmp_path):

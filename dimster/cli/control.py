@@ -39,6 +39,8 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
     )
     if s.get("batchRecordsAvg"):
         console.print(f"producer batches: {s['batchRecordsAvg']:.1f} records, {s['batchBytesAvg'] / 1024:.1f} KiB")
+    if s.get("recordsPerPoll") is not None:
+        console.print(f"consumer polls: {s['recordsPerPoll']:.1f} records on average, at most {s['maxPollRecords']}")
 
 
 def wait(

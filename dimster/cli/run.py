@@ -10,15 +10,15 @@ import typer
 
 from dimster.cli.output import console, print_json, progress
 from dimster.cli.summary import SparkMasterOpt, summarize_after_run
+from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import backend_for
 from dimster.coordinator.control import ControlServer, control_request, read_run_state, run_state_file
 from dimster.coordinator.run import Coordinator
-from dimster.environment import load_environment
+from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
 from dimster.errors import DimsterError
 from dimster.paths import display, project_dir
 from dimster.pipeline.spark import spark_master
 from dimster.results.bundle import ResultsBundle
-from dimster.workload.client_config import check_client_configs
 from dimster.workload.model import load_workload
 from dimster.workload.overrides import parse_set_arguments
 
@@ -47,7 +47,7 @@ def validate(
 ) -> None:
     """Check a workload file (and --set overrides) without running it."""
     loaded = load_workload(workload, set_items(ctx, set_))
-    check_client_configs(loaded, display(workload))
+    check_client_configs(loaded, display(workload), DEFAULT_KAFKA_VERSION)
     console.print(
         f"{workload}: ok: '{loaded.name}', {loaded.topics} topic(s) x {loaded.partitions_per_topic} partition(s), "
         f"{loaded.total_producers} producer(s) at {loaded.producer_rate:g} msg/s, "
@@ -75,14 +75,14 @@ def run(
     if workload is None:
         raise DimsterError("dimster run needs a workload: -w WORKLOAD.yaml (or --modify --set k=v to change a run)")
     loaded = load_workload(workload, sets)
-    check_client_configs(loaded, display(workload))
+    profile = load_environment(env)
+    check_client_configs(loaded, display(workload), profile.kafka_version)
     results_root = (results or project_dir() / "results").resolve()
     after = [] if not no_summary else ["--no-summary"]
     if spark_master_:
         after += ["--spark-master", spark_master_]
     if detach:
         return _detach(env, workload, sets, results_root, json, after)
-    profile = load_environment(env)
     control = ControlServer(env)
     control.start({"run_id": None, "results": None, "workload": loaded.name, "phase": "starting"})
     summary_master = None if no_summary else spark_master(spark_master_)

@@ -18,6 +18,8 @@ class Window:
     seconds: dict[int, float] = field(default_factory=dict)  # worker -> time its reports covered
     sent: int = 0
     received: int = 0
+    polls: int = 0
+    max_poll_records: int = 0
     e2e: Histogram = field(default_factory=Histogram)
     publish: Histogram = field(default_factory=Histogram)
 
@@ -71,6 +73,8 @@ class RunAggregate:
                 continue
             self.received += c.received
             window.received += c.received
+            window.polls += c.polls
+            window.max_poll_records = max(window.max_poll_records, c.max_poll_records)
             self.accepted += c.accepted
             self.released += c.released
             self.rejected += c.rejected
@@ -167,6 +171,8 @@ class RunAggregate:
             "e2eP50Ms": ms(window.e2e, 50),
             "e2eP99Ms": ms(window.e2e, 99),
             "publishP99Ms": ms(window.publish, 99),
+            "recordsPerPoll": window.received / window.polls if window.polls else None,
+            "maxPollRecords": window.max_poll_records if window.polls else None,
             "duplicates": self.duplicates,
             "sendErrors": self.send_errors,
         }

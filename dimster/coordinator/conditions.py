@@ -24,6 +24,8 @@ FIELDS = (
     "consumers",
     "batchRecordsAvg",
     "batchBytesAvg",
+    "recordsPerPoll",
+    "maxPollRecords",
 )
 _COMPARE = {
     ast.Lt: operator.lt,

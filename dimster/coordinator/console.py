@@ -11,6 +11,8 @@ def status_line(elapsed: float, phase: str, s: dict) -> str:
         f"sent {s['sent']:>11,} | recv {s['received']:>11,} | backlog {s['backlog']:>9,} | "
         f"e2e p50 {_ms(s['e2eP50Ms'])} p99 {_ms(s['e2eP99Ms'])} | pub p99 {_ms(s['publishP99Ms'])}"
     )
+    if s.get("recordsPerPoll") is not None:
+        line += f" | poll avg {s['recordsPerPoll']:.1f} max {s['maxPollRecords']}"
     return line + "".join(f"  !! {w}" for w in warnings(phase, s))
 
 

@@ -14,6 +14,7 @@ from multiprocessing.connection import wait as wait_for_connections
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
+from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import ClusterBackend, backend_for
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.changes import Change, live_changes
@@ -27,7 +28,6 @@ from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.process import worker_main
 from dimster.worker.protocol import Assignment
-from dimster.workload.client_config import check_client_configs
 from dimster.workload.model import Workload, parse_workload
 from dimster.workload.overrides import apply_overrides
 
@@ -147,6 +147,7 @@ class Coordinator:
                 total_producers=max(1, len(self.topology.producers)),
                 delivery_count_limit=delivery_count_limit,
                 log_file=str(self.bundle.path / "logs" / f"worker-{index}.log"),
+                kafka_version=self.cluster.profile.kafka_version,
             )
             ours, theirs = context.Pipe()
             process = context.Process(target=worker_main, args=(theirs, assignment), name=f"dimster-worker-{index}")
@@ -423,6 +424,8 @@ class Coordinator:
             "e2eP50Ms": window.get("e2eP50Ms"),
             "e2eP99Ms": window.get("e2eP99Ms"),
             "publishP99Ms": window.get("publishP99Ms"),
+            "recordsPerPoll": window.get("recordsPerPoll"),
+            "maxPollRecords": window.get("maxPollRecords"),
             **self.aggregate.producer_batches(),
             "producers": len(self.topology.producers),
             "consumers": len(self.topology.consumers),
@@ -437,7 +440,7 @@ class Coordinator:
             raise DimsterError(f"the run is {self.phase}: modifications apply only while load runs")
         old = self.workload
         new = parse_workload(apply_overrides(old.to_yaml_dict(), pairs), "--set")
-        check_client_configs(new, "--set")
+        check_client_configs(new, "--set", self.cluster.profile.kafka_version)
         try:
             changes = live_changes(old.to_yaml_dict(), new.to_yaml_dict())
         except ValueError as e:

@@ -1,10 +1,12 @@
 """The real Apache Kafka: published jars fetched from Maven Central with `mvn`, cached per version,
 or an official binary distribution named by $KAFKA_HOME."""
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -135,29 +137,40 @@ def _last_error_line(output: str) -> str:
 
 
 def _compile_helper(distribution: KafkaDistribution) -> None:
-    """Compile the small Java bridge against this version's jars, once."""
+    """Compile dimster's Java classes (the tool, the client drivers) against this version's jars, once."""
     helper_dir = distribution.home / "helper"
-    source = resources.files("dimster.kafka") / "java" / f"{HELPER_CLASS}.java"
-    compiled = helper_dir / f"{HELPER_CLASS}.class"
-    source_text = source.read_text()
-    stamp = helper_dir / "source.java"
-    if compiled.exists() and stamp.exists() and stamp.read_text() == source_text:
+    sources = sorted(resources.files("dimster.kafka").joinpath("java").iterdir(), key=lambda f: f.name)
+    sources = [f for f in sources if f.name.endswith(".java")]
+    source_text = "".join(f.read_text() for f in sources)
+    stamp = helper_dir / "sources.java"
+    if stamp.exists() and stamp.read_text() == source_text:
         return
     javac = Path(java_executable()).with_name("javac")
     if not javac.exists():
         raise DimsterError(f"javac not found beside {java_executable()}: {JAVA_HINT}")
-    helper_dir.mkdir(parents=True, exist_ok=True)
+    # Compiled aside and moved in whole: several processes may compile at once.
+    helper_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix="helper.", dir=helper_dir.parent))
     result = subprocess.run(
-        [str(javac), "-d", str(helper_dir), "-cp", str(distribution.libs / "*"), str(source)],
+        [str(javac), "-nowarn", "-d", str(partial), "-cp", str(distribution.libs / "*"), *map(str, sources)],
         capture_output=True,
         text=True,
     )
     if result.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
         raise DimsterError(
-            f"could not compile dimster's Kafka helper against Kafka {distribution.version}: "
+            f"could not compile dimster's Java classes against Kafka {distribution.version}: "
             f"{_last_error_line(result.stderr) or result.stderr.strip()}"
         )
-    stamp.write_text(source_text)
+    (partial / "sources.java").write_text(source_text)
+    old = helper_dir.with_name(f"{partial.name}.old")
+    with contextlib.suppress(FileNotFoundError):
+        helper_dir.rename(old)
+    try:
+        partial.rename(helper_dir)
+    except OSError:  # another process moved its build of the same sources in first
+        shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def run_helper(distribution: KafkaDistribution, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

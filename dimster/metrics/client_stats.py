@@ -1,23 +1,46 @@
-"""The few numbers dimster keeps from librdkafka's statistics JSON (`statistics.interval.ms`).
-Counters are cumulative since the client started; the summary turns them into rates and ratios."""
+"""The few numbers dimster keeps of a Kafka client's own statistics, the same columns whichever
+library the client runs: librdkafka's statistics JSON (`statistics.interval.ms`) or the Java
+clients' `metrics()`. Counters are cumulative since the client started; the summary turns them into
+rates and ratios. An average a library does not report is 0."""
 
 from typing import Any
 
 REQUEST_KINDS = ("Produce", "Fetch", "ShareFetch", "ShareAcknowledge")
+COLUMNS = (
+    "ts_us",
+    "tx_requests",
+    "tx_bytes",
+    "rx_responses",
+    "rx_bytes",
+    "tx_msgs",
+    "tx_msg_bytes",
+    "rx_msgs",
+    "rx_msg_bytes",
+    *(f"requests_{kind.lower()}" for kind in REQUEST_KINDS),
+    "batch_bytes_avg",  # producers: bytes per record batch
+    "batch_records_avg",  # producers: records per record batch
+    "request_records_avg",  # Java producers: records per produce request
+    "fetch_bytes_avg",  # Java consumers: bytes per fetch response
+    "fetch_records_avg",  # Java consumers: records per fetch response
+)
 
 
 def extract_client_stats(stats: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {
-        "ts_us": stats.get("time", 0) * 1_000_000,
-        "tx_requests": stats.get("tx", 0),
-        "tx_bytes": stats.get("tx_bytes", 0),
-        "rx_responses": stats.get("rx", 0),
-        "rx_bytes": stats.get("rx_bytes", 0),
-        "tx_msgs": stats.get("txmsgs", 0),
-        "tx_msg_bytes": stats.get("txmsg_bytes", 0),
-        "rx_msgs": stats.get("rxmsgs", 0),
-        "rx_msg_bytes": stats.get("rxmsg_bytes", 0),
-    }
+    """From librdkafka's statistics JSON."""
+    out: dict[str, float] = dict.fromkeys(COLUMNS, 0.0)
+    out.update(
+        {
+            "ts_us": stats.get("time", 0) * 1_000_000,
+            "tx_requests": stats.get("tx", 0),
+            "tx_bytes": stats.get("tx_bytes", 0),
+            "rx_responses": stats.get("rx", 0),
+            "rx_bytes": stats.get("rx_bytes", 0),
+            "tx_msgs": stats.get("txmsgs", 0),
+            "tx_msg_bytes": stats.get("txmsg_bytes", 0),
+            "rx_msgs": stats.get("rxmsgs", 0),
+            "rx_msg_bytes": stats.get("rxmsg_bytes", 0),
+        }
+    )
     requests = dict.fromkeys(REQUEST_KINDS, 0)
     for broker in stats.get("brokers", {}).values():
         for kind, count in (broker.get("req") or {}).items():
@@ -34,4 +57,57 @@ def extract_client_stats(stats: dict[str, Any]) -> dict[str, float]:
         count_sum += count.get("avg", 0) * n
     out["batch_bytes_avg"] = size_sum / batches if batches else 0.0
     out["batch_records_avg"] = count_sum / batches if batches else 0.0
+    return {column: float(value) for column, value in out.items()}  # one Parquet type for both libraries
+
+
+def _network(group: str) -> dict[str, str]:
+    return {
+        "tx_requests": f"{group}:request-total",
+        "tx_bytes": f"{group}:outgoing-byte-total",
+        "rx_responses": f"{group}:response-total",
+        "rx_bytes": f"{group}:incoming-byte-total",
+    }
+
+
+def _fetches(group: str, requests_column: str) -> dict[str, str]:
+    return {
+        "rx_msgs": f"{group}:records-consumed-total",
+        "rx_msg_bytes": f"{group}:bytes-consumed-total",
+        requests_column: f"{group}:fetch-total",
+        "fetch_bytes_avg": f"{group}:fetch-size-avg",
+        "fetch_records_avg": f"{group}:records-per-request-avg",
+    }
+
+
+# Column -> "metric group:metric name" of the Java clients, per role. Names starting with "_" feed
+# a derived column. The Java producer has no per-request-type counts: its requests_produce counts
+# all its requests (nearly all are Produce).
+JAVA_METRICS: dict[str, dict[str, str]] = {
+    "producer": {
+        **_network("producer-metrics"),
+        "tx_msgs": "producer-metrics:record-send-total",
+        "tx_msg_bytes": "producer-topic-metrics:byte-total",
+        "requests_produce": "producer-metrics:request-total",
+        "batch_bytes_avg": "producer-metrics:batch-size-avg",
+        "request_records_avg": "producer-metrics:records-per-request-avg",
+        "_topic_record_rate": "producer-topic-metrics:record-send-rate",
+        "_topic_byte_rate": "producer-topic-metrics:byte-rate",
+    },
+    "consumer": {**_network("consumer-metrics"), **_fetches("consumer-fetch-manager-metrics", "requests_fetch")},
+    "share_consumer": {
+        **_network("consumer-metrics"),
+        **_fetches("consumer-share-fetch-manager-metrics", "requests_sharefetch"),
+    },
+}
+
+
+def java_client_stats(role: str, values: dict[str, float], now: float) -> dict[str, float]:
+    """From the Java metrics of `role` (JAVA_METRICS' columns to their values), at epoch `now`."""
+    out: dict[str, float] = dict.fromkeys(COLUMNS, 0.0)
+    out.update({column: float(value) for column, value in values.items() if not column.startswith("_")})
+    out["ts_us"] = now * 1_000_000
+    if role == "producer" and values.get("_topic_byte_rate"):
+        # Every batch adds its size to both batch-size-avg and the topics' byte-rate, so over the same
+        # window records per batch = bytes per batch * records per second / bytes per second.
+        out["batch_records_avg"] = out["batch_bytes_avg"] * values["_topic_record_rate"] / values["_topic_byte_rate"]
     return out

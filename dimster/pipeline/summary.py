@@ -77,13 +77,12 @@ def summarize(run_dir: Path, master: str) -> dict:
         "notes": notes,
         "timeline": load_timeline(run_dir),
     }
-    try:
-        with spark_session(master) as spark:
+    with spark_session(master) as spark:
+        try:
             tables = _spark_tables(spark, metrics, present, summary)
-    except DimsterError:
-        raise
-    except Exception as e:  # a Spark failure: one line, the run folder stays as it was
-        raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
+        except Exception as e:  # a Spark failure: one line, the run folder stays as it was
+            # read while Spark's JVM still runs: a Java exception's text comes from there
+            raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
     if "throughput_per_second" in tables:
         summary["share_outcomes"] = _share_outcomes(run_info)
     for name, table in tables.items():

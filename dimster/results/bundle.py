@@ -6,6 +6,7 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -13,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+import jpype
 import psutil
 import yaml
 
 from dimster import __version__
+from dimster.errors import DimsterError
+from dimster.kafka.distribution import java_executable
 
 SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.key$|private", re.IGNORECASE)
 
@@ -28,6 +32,15 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(v) for v in value]
     return value
+
+
+def java_version() -> str:
+    """What `java -version` says first, e.g. 'openjdk version "17.0.15" 2025-04-15'."""
+    try:
+        out = subprocess.run([java_executable(), "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (DimsterError, OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.splitlines()[0] if out else "unknown"
 
 
 def hardware() -> dict:
@@ -77,6 +90,9 @@ class ResultsBundle:
                 "kafka": kafka_version,
                 "confluent_kafka": confluent_kafka.version(),
                 "librdkafka": confluent_kafka.libversion()[0],
+                "java_clients": kafka_version,  # clientLibrary java runs the cluster version's clients
+                "java": java_version(),
+                "jpype": jpype.__version__,
                 "python": platform.python_version(),
             },
             "hardware": hardware(),

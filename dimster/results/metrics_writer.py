@@ -11,6 +11,8 @@ import pyarrow.parquet as pq
 from dimster.worker.protocol import IntervalReport
 
 INTERVAL_FIELDS = (
+    "library",
+    "generation",
     "target_rate",
     "sent",
     "sent_bytes",

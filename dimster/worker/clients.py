@@ -1,11 +1,11 @@
-"""The Kafka clients a worker hosts (confluent-kafka / librdkafka), one thread each.
+"""The load clients a worker hosts, one thread each: producers and consumers that pace, simulate
+processing, choose acknowledgements and account for every record the same way whichever library
+(`clientLibrary`) drives their Kafka client.
 
 Every client keeps its counts and histograms for the current interval under a lock; the worker's
 main thread swaps them out once a second with `take_interval()`.
 """
 
-import contextlib
-import json
 import logging
 import random
 import threading
@@ -13,41 +13,49 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
 
-from dimster.metrics.client_stats import extract_client_stats
+from dimster.clients import ACCEPT, REJECT, RELEASE, ConsumerDriver, Polled, ProducerDriver
+from dimster.clients.jvm import detach_thread
+from dimster.clients.properties import role_properties
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import ClientInterval, ConsumerSpec, ProducerSpec
 from dimster.workload.distributor import distributor
 from dimster.workload.model import Workload
-from dimster.workload.payload import make_bodies, pack_header, unpack_header
+from dimster.workload.payload import make_bodies, unpack_headers
 from dimster.workload.processing import makespan_ms, processing_times_ms
 from dimster.workload.schedule import Pacer, rate_at
 
-STATS_INTERVAL_MS = 5000
 log = logging.getLogger("dimster.worker")
 
 
-def client_config(workload: Workload, role_config: dict, bootstrap: str, client_id: str, stats_cb) -> dict:
-    config = {
-        "bootstrap.servers": bootstrap,
-        "client.id": client_id,
-        "statistics.interval.ms": STATS_INTERVAL_MS,
-        **{k: v for k, v in workload.kafka_config.common_config.items()},
-        **role_config,
-        "logger": logging.getLogger(f"librdkafka.{client_id}"),
-        "stats_cb": stats_cb,
-    }
-    return config
+def producer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats) -> ProducerDriver:
+    properties = {"bootstrap.servers": bootstrap, **role_properties(workload, "producer")}
+    bodies = make_bodies(workload.message_size, workload.payload.type, workload.payload.compressible_ratio)
+    if workload.client_library.producer == "java":
+        from dimster.clients.java import JavaProducer as driver
+    else:
+        from dimster.clients.librdkafka import LibrdkafkaProducer as driver
+    return driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
+
+
+def consumer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, on_stats) -> ConsumerDriver:
+    share = spec.kind == "SHARE_GROUP"
+    role = "share_consumer" if share else "consumer"
+    properties = {"bootstrap.servers": bootstrap, **role_properties(workload, role, spec.group)}
+    if workload.client_library.of(role) == "java":
+        from dimster.clients.java import JavaConsumer as driver
+    else:
+        from dimster.clients.librdkafka import LibrdkafkaConsumer as driver
+    return driver(properties, client_id, share, on_stats)
 
 
 class LoadClient:
-    """The parts every client shares: a thread, a stop flag, interval state and librdkafka stats."""
+    """The parts every client shares: a thread, a stop flag, interval state and client statistics."""
 
     role = ""
 
-    def __init__(self, client_id: str, topic: str, group: str = ""):
+    def __init__(self, client_id: str, topic: str, group: str, library: str):
         self.client_id, self.topic, self.group = client_id, topic, group
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -55,16 +63,28 @@ class LoadClient:
         self.wake = threading.Event()  # cuts a pacing or processing pause short (set with stopping/recreate)
         self.thread = threading.Thread(target=self._run_guarded, name=client_id, daemon=True)
         self.error: str | None = None
+        self.library = library  # of the Kafka client it runs (or will run) now
+        self.generation = 0  # the Kafka client it runs now: 1 for the first; live changes build the next
         self._latest_stats: dict | None = None
         self._reset()
 
     def _reset(self) -> None:
-        self.interval = ClientInterval(self.client_id, self.role, self.topic, self.group)
+        self.interval = ClientInterval(
+            self.client_id, self.role, self.topic, self.group, library=self.library, generation=self.generation
+        )
         self.histograms: dict[tuple[str, int], Histogram] = defaultdict(Histogram)
 
-    def _on_stats(self, stats_json: str) -> None:
-        with contextlib.suppress(ValueError):
-            self._latest_stats = extract_client_stats(json.loads(stats_json))
+    def _on_stats(self, stats: dict) -> None:
+        self._latest_stats = stats
+
+    def _new_generation(self, library: str) -> None:
+        """A Kafka client was built. An interval that began under the previous one mixes the two: its
+        generation is 0."""
+        with self.lock:
+            first = self.generation == 0
+            self.generation += 1
+            self.library = self.interval.library = library
+            self.interval.generation = self.generation if first else 0
 
     def take_interval(self) -> ClientInterval:
         with self.lock:
@@ -95,6 +115,8 @@ class LoadClient:
         except Exception as e:  # reported to the coordinator, which stops the run cleanly
             self.error = f"{self.client_id}: {type(e).__name__}: {e}"
             log.exception("client %s failed", self.client_id)
+        finally:
+            detach_thread()
 
     def run(self) -> None:
         raise NotImplementedError
@@ -106,13 +128,12 @@ class ProducerClient(LoadClient):
     def __init__(self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int):
         # Reads self.workload and self.total_producers on every pass: the worker replaces them live.
         self.spec = spec
-        super().__init__(f"p{spec.producer_id}", spec.topic)
+        super().__init__(f"p{spec.producer_id}", spec.topic, "", workload.client_library.producer)
         self.workload = workload
         self.total_producers = total_producers
         self.bootstrap = bootstrap
         self.load_started: float | None = None  # epoch seconds; set by the worker when load starts
         self.sequence = 0
-        self._acked_latencies: list[float] = []
 
     def _carry_over(self, previous: ClientInterval) -> None:
         self.interval.next_sequence = self.sequence
@@ -122,24 +143,15 @@ class ProducerClient(LoadClient):
         w = self.workload
         return rate_at(w.producer_rate_schedule, w.producer_rate, now - self.load_started) / self.total_producers
 
-    def _on_delivery(self, err, msg) -> None:
-        # Runs inside poll()/flush(), which this client calls with its lock held; latencies are
-        # collected here and counted into the histogram per poll (cheaper than per record).
-        if err is not None:
-            self.interval.send_errors += 1
-            header = unpack_header(msg.value())
-            if header:
-                self.interval.failed_sequences.append(header[1])
-            return
-        self._acked_latencies.append(msg.latency())
-
-    def _count_acks(self) -> None:
-        """Move the acknowledgements collected by `_on_delivery` into the interval (lock held)."""
-        latencies = self._acked_latencies
-        if latencies:
+    def _count_acks(self, driver: ProducerDriver) -> None:
+        """Move the driver's acknowledgements and failures into the interval (lock held)."""
+        latencies, failed = driver.take_acks()
+        if len(latencies):
             self.interval.acked += len(latencies)
-            self.histograms[("publish", -1)].record_array(np.array(latencies) * 1e6)
-            latencies.clear()
+            self.histograms[("publish", -1)].record_array(latencies)
+        if failed:
+            self.interval.send_errors += len(failed)
+            self.interval.failed_sequences.extend(failed)
 
     def run(self) -> None:
         while self.load_started is None and not self.stopping.is_set():
@@ -155,9 +167,8 @@ class ProducerClient(LoadClient):
         """Send on schedule with a client built from the current workload, until stopped or recreated;
         then flush, so nothing in flight is lost. Sequence numbers and pacing carry over."""
         w = self.workload
-        config = client_config(w, w.kafka_config.producer_config, self.bootstrap, self.client_id, self._on_stats)
-        producer = Producer({**config, "on_delivery": self._on_delivery})  # set once, not per record
-        produce = producer.produce
+        driver = producer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats)
+        self._new_generation(w.client_library.producer)
         choose = distributor(
             w.message_distributor,
             w.partitions_per_topic,
@@ -165,46 +176,29 @@ class ProducerClient(LoadClient):
             zipf_alpha=w.zipf_alpha,
             key_count=w.key_count,
         )
-        bodies = make_bodies(w.message_size, w.payload.type, w.payload.compressible_ratio)
-        producer_id, topic = self.spec.producer_id, self.topic
         while not self.stopping.is_set() and not self.recreate.is_set():
             now = time.time()
             rate = self.target_rate(now)
             due = pacer.due(now, rate, limit=20_000)
+            if due:
+                handed_over, sent_bytes = driver.send(self.sequence, due, [choose() for _ in due])
+            driver.serve()
             with self.lock:
                 self.interval.target_rate = rate
-                sent_at = []
-                sent_bytes = 0
-                for intended in due:
-                    key, partition = choose()
-                    value = pack_header(producer_id, self.sequence, int(intended * 1e9)) + bodies[self.sequence & 15]
-                    while True:
-                        try:
-                            if partition >= 0:
-                                produce(topic, value, key, partition)
-                            else:
-                                produce(topic, value, key)
-                            break
-                        except BufferError:  # the client's queue is full: we are behind, let it drain
-                            producer.poll(0.005)
-                    sent_at.append(time.time())
-                    sent_bytes += len(value)
-                    self.sequence += 1
                 if due:
-                    delays = np.maximum(np.array(sent_at) - np.array(due), 0.0) * 1e6
+                    delays = np.maximum(handed_over - np.array(due), 0.0) * 1e6
                     self.histograms[("publish_delay", -1)].record_array(delays)
                     self.interval.sent += len(due)
                     self.interval.sent_bytes += sent_bytes
-                producer.poll(0)
-                self._count_acks()
+                    self.sequence += len(due)
+                self._count_acks(driver)
                 self.interval.next_sequence = self.sequence
             pause = pacer.next_due(rate) - time.time()
             if pause > 0:
                 self.wake.wait(min(pause, 0.05))
+        remaining = driver.close(60)
         with self.lock:
-            remaining = producer.flush(60)
-            self._count_acks()
-            self.interval.next_sequence = self.sequence
+            self._count_acks(driver)
         if remaining:
             log.warning("%s: %d records still unacknowledged after flush", self.client_id, remaining)
 
@@ -215,11 +209,12 @@ class ConsumerClient(LoadClient):
     def __init__(self, spec: ConsumerSpec, workload: Workload, bootstrap: str, delivery_count_limit: int):
         self.role = "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
         self.spec = spec
-        super().__init__(f"c{spec.consumer_id}", spec.topic, spec.group)
+        super().__init__(f"c{spec.consumer_id}", spec.topic, spec.group, workload.client_library.of(self.role))
         self.workload = workload
         self.bootstrap = bootstrap
         self.delivery_count_limit = delivery_count_limit
         self.rng = random.Random()
+        self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
         self.settled: dict[int, list[int]] = defaultdict(list)
 
@@ -230,19 +225,6 @@ class ConsumerClient(LoadClient):
         interval.settled = {pid: to_ranges(seqs) for pid, seqs in settled.items()}
         return interval
 
-    def _client(self):
-        w = self.workload
-        if self.spec.kind == "SHARE_GROUP":
-            config = dict(w.kafka_config.share_consumer_config)
-            if w.acknowledgement.mode == "EXPLICIT":
-                config["share.acknowledgement.mode"] = "explicit"
-            config["group.id"] = self.group
-            return ShareConsumer(client_config(w, config, self.bootstrap, self.client_id, self._on_stats)), None
-        config = dict(w.kafka_config.consumer_config)
-        batch = int(config.pop("max.poll.records", 500))  # a Java client setting: applied per consume() here
-        config = {"auto.offset.reset": "earliest", **config, "group.id": self.group}
-        return Consumer(client_config(w, config, self.bootstrap, self.client_id, self._on_stats)), batch
-
     def run(self) -> None:
         while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
             self.recreate.clear()
@@ -250,66 +232,69 @@ class ConsumerClient(LoadClient):
             self._consume_until_recreated()
 
     def _consume_until_recreated(self) -> None:
-        consumer, batch = self._client()
-        share = batch is None
-        explicit = share and self.workload.acknowledgement.mode == "EXPLICIT"
+        w = self.workload
+        driver = consumer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats)
+        self._new_generation(w.client_library.of(self.role))
+        explicit = self.role == "share_consumer" and w.acknowledgement.mode == "EXPLICIT"
         try:
-            consumer.subscribe([self.topic])
+            driver.subscribe(self.topic)
             self.subscribed.set()
             while not self.stopping.is_set() and not self.recreate.is_set():
-                messages = consumer.poll(0.2) if share else consumer.consume(batch, 0.2)
-                if not messages:
+                polled = driver.poll(0.2)
+                if polled is None:
                     continue
-                self._record(messages, consumer if explicit else None)
+                outcomes = self._outcomes(polled.count) if explicit else None
+                if outcomes is not None:
+                    driver.acknowledge(outcomes)
+                self._record(polled, outcomes)
                 w = self.workload
-                times = processing_times_ms(len(messages), w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
+                times = processing_times_ms(polled.count, w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
                 busy = makespan_ms(times, w.consumer_proc_parallelism)
                 if busy > 0:
                     self.wake.wait(busy / 1000)
         finally:
-            try:
-                if share:  # settle the last poll (implicit mode accepts it here) before leaving the group
-                    consumer.commit_sync()
-                consumer.close()  # a share consumer releases whatever it still holds
-            except KafkaException as e:
-                log.warning("closing %s: %s", self.client_id, e)
+            driver.close()
 
-    def _record(self, messages, acknowledging) -> None:
-        now_ns = time.time_ns()
+    def _outcomes(self, count: int) -> np.ndarray:
+        """ACCEPT, RELEASE or REJECT per record, with the workload's release and reject fractions."""
         ack = self.workload.acknowledgement
+        draws = self.draws.random(count)
+        outcomes = np.full(count, ACCEPT, dtype=np.int8)
+        outcomes[draws < ack.release_fraction + ack.reject_fraction] = REJECT
+        outcomes[draws < ack.release_fraction] = RELEASE
+        return outcomes
+
+    def _record(self, polled: Polled, outcomes: np.ndarray | None) -> None:
+        """Account for one poll: counts, delivery counts, outcomes, settled sequences, e2e latency."""
+        now_ns = time.time_ns()
+        ours, headers = unpack_headers(polled.headers)
+        settles = ours
         with self.lock:
             interval = self.interval
             interval.polls += 1
-            interval.max_poll_records = max(interval.max_poll_records, len(messages))
-            for message in messages:
-                if message.error():
-                    log.warning("%s: %s", self.client_id, message.error())
-                    continue
-                value = message.value()
-                interval.received += 1
-                interval.received_bytes += len(value)
-                header = unpack_header(value)
-                outcome = AcknowledgeType.ACCEPT
-                if acknowledging is not None:
-                    draw = self.rng.random()
-                    if draw < ack.release_fraction:
-                        outcome = AcknowledgeType.RELEASE
-                    elif draw < ack.release_fraction + ack.reject_fraction:
-                        outcome = AcknowledgeType.REJECT
-                    acknowledging.acknowledge(message, outcome)
-                if self.role == "share_consumer":
-                    count = message.delivery_count() or 1
-                    interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + 1
-                    if outcome == AcknowledgeType.RELEASE:
-                        interval.released += 1
-                        if count < self.delivery_count_limit:
-                            continue  # it will come back: not settled yet
-                    elif outcome == AcknowledgeType.REJECT:
-                        interval.rejected += 1
-                    else:
-                        interval.accepted += 1
-                if header is None:
-                    continue
-                producer_id, sequence, intended_ns = header
-                self.settled[producer_id].append(sequence)
-                self.histograms[("e2e", message.partition())].record(max(0, now_ns - intended_ns) / 1000)
+            interval.max_poll_records = max(interval.max_poll_records, polled.count)
+            interval.received += polled.count
+            interval.received_bytes += polled.value_bytes
+            if self.role == "share_consumer":
+                counts, times = np.unique(polled.delivery_counts, return_counts=True)
+                for count, times_seen in zip(counts.tolist(), times.tolist(), strict=True):
+                    interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + times_seen
+                if outcomes is None:
+                    interval.accepted += polled.count
+                else:
+                    released = outcomes == RELEASE
+                    interval.released += int(released.sum())
+                    interval.rejected += int((outcomes == REJECT).sum())
+                    interval.accepted += int((outcomes == ACCEPT).sum())
+                    # a released record comes back (not settled yet) unless it used its last delivery
+                    settles = ours & ~(released & (polled.delivery_counts < self.delivery_count_limit))
+            if not settles.any():
+                return
+            settled = headers[settles]
+            producer_ids, sequences = settled["producer_id"], settled["sequence"]
+            for producer_id in np.unique(producer_ids).tolist():
+                self.settled[producer_id].extend(sequences[producer_ids == producer_id].tolist())
+            latency_us = np.maximum(now_ns - settled["intended_ns"], 0) / 1000
+            partitions = polled.partitions[settles]
+            for partition in np.unique(partitions).tolist():
+                self.histograms[("e2e", partition)].record_array(latency_us[partitions == partition])

@@ -8,7 +8,9 @@ import logging
 import signal
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 
+from dimster.clients.jvm import start_jvm
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.protocol import Assignment, IntervalReport
 from dimster.workload.model import Workload
@@ -33,10 +35,17 @@ class Worker:
         self.connection = connection
         self.assignment = assignment
         self.workload = Workload.model_validate(assignment.workload)
+        self._java_if_needed(self.workload)
         self.total_producers = assignment.total_producers
         self.load_started: float | None = None
         self.producers = [self._producer(spec) for spec in assignment.producers]
         self.consumers = [self._consumer(spec) for spec in assignment.consumers]
+
+    def _java_if_needed(self, workload: Workload) -> None:
+        """Start the JVM before any client needs it (it stays up for the rest of the process)."""
+        if workload.client_library.uses_java:
+            log_file = Path(self.assignment.log_file).with_suffix(".java.log")
+            start_jvm(self.assignment.kafka_version, log_file)
 
     def _producer(self, spec) -> ProducerClient:
         client = ProducerClient(spec, self.workload, self.assignment.bootstrap_servers, self.total_producers)
@@ -100,6 +109,7 @@ class Worker:
         """A live modification: clients read the new workload at once; a changed client config
         makes them close and rebuild their Kafka client (producers flush first, share consumers
         release what they hold)."""
+        self._java_if_needed(workload)
         old, self.workload, self.total_producers = self.workload, workload, total_producers
         rebuild_producers = producer_settings(old) != producer_settings(workload)
         rebuild_consumers = consumer_settings(old) != consumer_settings(workload)
@@ -141,6 +151,7 @@ class Worker:
 def producer_settings(w: Workload) -> tuple:
     """What a producer's Kafka client and payloads are built from."""
     return (
+        w.client_library.producer,
         w.kafka_config.common_config,
         w.kafka_config.producer_config,
         w.message_size,
@@ -154,4 +165,11 @@ def producer_settings(w: Workload) -> tuple:
 
 def consumer_settings(w: Workload) -> tuple:
     k = w.kafka_config
-    return (k.common_config, k.consumer_config, k.share_consumer_config, w.acknowledgement.mode)
+    return (
+        w.client_library.consumer,
+        w.client_library.share_consumer,
+        k.common_config,
+        k.consumer_config,
+        k.share_consumer_config,
+        w.acknowledgement.mode,
+    )

@@ -34,6 +34,7 @@ class Assignment:
     total_producers: int  # the target rate is split evenly over every producer of the run
     delivery_count_limit: int  # a record released this often is archived by the broker
     log_file: str
+    kafka_version: str  # the cluster's: clients with clientLibrary java run its Java clients
 
 
 @dataclass
@@ -44,6 +45,10 @@ class ClientInterval:
     role: str  # producer | consumer | share_consumer
     topic: str
     group: str = ""
+    library: str = ""  # clientLibrary of the Kafka client: librdkafka | java
+    # Which Kafka client of this load client ran (1, 2, ... as live changes rebuild it); 0 when none
+    # ran alone for the whole interval (not built yet, or rebuilt within it).
+    generation: int = 0
     target_rate: float = 0.0
     sent: int = 0
     sent_bytes: int = 0

@@ -2,9 +2,9 @@
 Benchmark and the Dimster posts; Kafka property names are used as they are."""
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dimster.errors import DimsterError
 from dimster.paths import display
@@ -73,6 +73,26 @@ class KafkaConfig(Strict):
     topic_config: KafkaProperties = Field(default_factory=dict, alias="topicConfig")
 
 
+Library = Literal["librdkafka", "java"]
+
+
+class ClientLibrary(Strict):
+    """Which client library each role runs: librdkafka (confluent-kafka) or Kafka's own Java clients
+    (`java`, of the cluster's Kafka version, inside the worker process). `clientLibrary: java` sets all three."""
+
+    producer: Library = "librdkafka"
+    consumer: Library = "librdkafka"
+    share_consumer: Library = Field("librdkafka", alias="shareConsumer")
+
+    def of(self, role: str) -> Library:
+        """The library of a role: producer, consumer or share_consumer."""
+        return getattr(self, role)
+
+    @property
+    def uses_java(self) -> bool:
+        return "java" in (self.producer, self.consumer, self.share_consumer)
+
+
 class Workload(Strict):
     name: str = Field(..., pattern=r"^[A-Za-z0-9._-]{1,80}$")
     topics: int = Field(1, ge=1, le=1000)
@@ -100,8 +120,18 @@ class Workload(Strict):
     report_interval_seconds: float = Field(10, alias="reportIntervalSeconds", gt=0)
     drain_timeout_seconds: float = Field(30, alias="drainTimeoutSeconds", ge=0)
     keep_topics: bool = Field(False, alias="keepTopics")
+    client_library: ClientLibrary = Field(default_factory=ClientLibrary, alias="clientLibrary")
     kafka_config: KafkaConfig = Field(default_factory=KafkaConfig, alias="kafkaConfig")
     broker_config: KafkaProperties = Field(default_factory=dict, alias="brokerConfig")
+
+    @field_validator("client_library", mode="before")
+    @classmethod
+    def _one_library_for_all(cls, value):
+        if not isinstance(value, str):
+            return value
+        if value not in get_args(Library):
+            raise ValueError("must be librdkafka or java, or a mapping of producer, consumer, shareConsumer to one")
+        return {"producer": value, "consumer": value, "shareConsumer": value}
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -58,7 +58,8 @@ def parse_set_arguments(items: list[str]) -> list[tuple[str, str]]:
 
 
 def apply_overrides(data: dict, pairs: list[tuple[str, str]]) -> dict:
-    """A copy of `data` with every pair set (intermediate mappings created as needed)."""
+    """A copy of `data` with every pair set (intermediate mappings created as needed); a `null`
+    value removes the key, so it is back to its default."""
     result = copy.deepcopy(data)
     for key, text in pairs:
         parts = split_path(key)
@@ -70,5 +71,9 @@ def apply_overrides(data: dict, pairs: list[tuple[str, str]]) -> dict:
             if not isinstance(child, dict):
                 raise DimsterError(f"--set {key}: '{'.'.join(parts[: depth + 1])}' is a value, not a section")
             node = child
-        node[parts[-1]] = parse_value(text)
+        value = parse_value(text)
+        if value is None:
+            node.pop(parts[-1], None)
+        else:
+            node[parts[-1]] = value
     return result

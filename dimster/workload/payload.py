@@ -6,9 +6,14 @@ import os
 import random
 import struct
 
+import numpy as np
+
 MAGIC = b"DM"
 HEADER = struct.Struct(">2sBIQq")  # magic, version, producer id, sequence, intended send time (ns)
 HEADER_SIZE = HEADER.size
+HEADER_ARRAY = np.dtype(  # the same layout, for reading many headers at once
+    [("magic", "S2"), ("version", "u1"), ("producer_id", ">u4"), ("sequence", ">u8"), ("intended_ns", ">i8")]
+)
 VERSION = 1
 
 
@@ -22,6 +27,13 @@ def unpack_header(value: bytes | None) -> tuple[int, int, int] | None:
         return None
     _, _, producer_id, sequence, intended_ns = HEADER.unpack_from(value)
     return producer_id, sequence, intended_ns
+
+
+def unpack_headers(headers: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Many headers at once, from HEADER_SIZE bytes per value (zero-filled where a value is shorter):
+    (a mask of the values dimster wrote, their headers as a structured array of HEADER_ARRAY)."""
+    records = np.frombuffer(headers, dtype=HEADER_ARRAY)
+    return (records["magic"] == MAGIC) & (records["version"] == VERSION), records
 
 
 def make_bodies(

@@ -1,0 +1,57 @@
+"""The Kafka client libraries a worker drives, behind one small interface: librdkafka
+(confluent-kafka) and Kafka's own Java clients (in-process through JPype). A driver owns one Kafka
+client; pacing, payload headers, processing time, acknowledgement choices, sequence tracking and
+metrics stay in `dimster.worker.clients`, the same for both."""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from dimster.workload.distributor import Choice
+
+# Explicit acknowledgement outcomes, as the drivers receive them (one int8 per record).
+ACCEPT, RELEASE, REJECT = 0, 1, 2
+STATS_INTERVAL_S = 5.0  # how often a client's own statistics are taken
+
+
+@dataclass
+class Polled:
+    """One poll's records as arrays, whatever the library."""
+
+    partitions: np.ndarray  # int, one per record
+    delivery_counts: np.ndarray  # int, one per record; 1 for consumer groups
+    headers: bytes  # HEADER_SIZE bytes per record: the start of its value, zero-filled if shorter
+    value_bytes: int  # sum of the value sizes
+
+    @property
+    def count(self) -> int:
+        return len(self.partitions)
+
+
+class ProducerDriver(Protocol):
+    def send(self, first_sequence: int, intended: list[float], choices: list[Choice]) -> tuple[np.ndarray, int]:
+        """Hand records first_sequence.. over to the client, one per intended send time (epoch s) and
+        (key, partition) choice; returns when each was handed over (epoch s) and the bytes handed over."""
+
+    def serve(self) -> None:
+        """Give the client a chance to report acknowledgements and statistics."""
+
+    def take_acks(self) -> tuple[np.ndarray, list[int]]:
+        """Since the last call: acknowledgement latencies (µs) and sequences that failed."""
+
+    def close(self, timeout: float) -> int:
+        """Deliver what is buffered (up to `timeout` s) and close; returns how many records were left."""
+
+
+class ConsumerDriver(Protocol):
+    def subscribe(self, topic: str) -> None: ...
+
+    def poll(self, timeout: float) -> Polled | None:
+        """Records of one poll, or None when there were none."""
+
+    def acknowledge(self, outcomes: np.ndarray) -> None:
+        """Explicit share acknowledgement of every record of the last poll (ACCEPT, RELEASE, REJECT)."""
+
+    def close(self) -> None:
+        """Settle the last poll (share groups) and leave the group."""

@@ -1,0 +1,147 @@
+"""Kafka's own Java clients behind the driver interface: `clientLibrary: java`. They run in this
+process's JVM (see jvm.py) through dimster's small Java classes (dimster/kafka/java/), which take
+a batch of records per call, so Python crosses into Java once per batch or poll."""
+
+import logging
+import time
+
+import numpy as np
+
+from dimster.clients import STATS_INTERVAL_S, Polled
+from dimster.metrics.client_stats import JAVA_METRICS, java_client_stats
+from dimster.workload.distributor import Choice
+from dimster.workload.payload import HEADER_SIZE
+from dimster.yamlfile import closest
+
+log = logging.getLogger("dimster.worker")
+CHECK_BOOTSTRAP = "127.0.0.1:9"  # the property check builds clients that never need to reach a broker
+
+
+def _java():
+    import jpype
+
+    return jpype
+
+
+def _properties(properties: dict, client_id: str | None = None) -> object:
+    """A java.util.HashMap of the properties as Kafka's config parser expects them (strings)."""
+    jpype = _java()
+    config = jpype.java.util.HashMap()
+    if client_id:
+        config.put("client.id", client_id)
+        config.put("metrics.sample.window.ms", str(int(STATS_INTERVAL_S * 1000)))  # averages over recent seconds
+    for key, value in properties.items():
+        config.put(key, str(value).lower() if isinstance(value, bool) else str(value))
+    return config
+
+
+class _Statistics:
+    """Reads the client's metrics every STATS_INTERVAL_S, on the client's own thread."""
+
+    def __init__(self, role: str, on_stats):
+        jpype = _java()
+        self.role, self.on_stats = role, on_stats
+        self.metric_of = JAVA_METRICS[role]  # column -> metric; several columns may read one metric
+        self.metrics = sorted(set(self.metric_of.values()))
+        self.names = jpype.JArray(jpype.JString)(self.metrics)
+        self.next_at = time.monotonic() + STATS_INTERVAL_S
+
+    def maybe_take(self, client) -> None:
+        if time.monotonic() < self.next_at:
+            return
+        self.next_at = time.monotonic() + STATS_INTERVAL_S
+        by_metric = dict(zip(self.metrics, list(client.metrics(self.names)), strict=True))
+        values = {column: by_metric[metric] for column, metric in self.metric_of.items()}
+        self.on_stats(java_client_stats(self.role, values, time.time()))
+
+
+class JavaProducer:
+    def __init__(self, properties: dict, client_id: str, topic: str, producer_id: int, bodies: list[bytes], on_stats):
+        jpype = _java()
+        self.value_size = HEADER_SIZE + len(bodies[0])
+        self._jpype = jpype
+        self.java = jpype.JClass("DimsterProducer")(
+            _properties(properties, client_id), topic, producer_id, jpype.JArray(jpype.JByte, 2)(bodies)
+        )
+        self.statistics = _Statistics("producer", on_stats)
+
+    def send(self, first_sequence: int, intended: list[float], choices: list[Choice]) -> tuple[np.ndarray, int]:
+        jpype = self._jpype
+        intended_ns = (np.array(intended) * 1e9).astype(np.int64)
+        partitions = np.fromiter((partition for _, partition in choices), np.int32, len(choices))
+        keys = [key for key, _ in choices]
+        java_keys = None if keys[0] is None else jpype.JArray(jpype.JByte, 2)(keys)
+        handed_over = self.java.send(
+            first_sequence, jpype.JArray(jpype.JLong)(intended_ns), jpype.JArray(jpype.JInt)(partitions), java_keys
+        )
+        return np.asarray(handed_over) / 1e9, len(intended) * self.value_size
+
+    def serve(self) -> None:
+        self.statistics.maybe_take(self.java)
+
+    def take_acks(self) -> tuple[np.ndarray, list[int]]:
+        latencies = np.asarray(self.java.takeLatenciesMicros(), dtype=np.float64)
+        return latencies, [int(s) for s in self.java.takeFailedSequences()]
+
+    def close(self, timeout: float) -> int:
+        return int(self.java.close(int(timeout * 1000)))
+
+
+class JavaConsumer:
+    """A share-group member (KafkaShareConsumer) or a consumer-group member (KafkaConsumer)."""
+
+    def __init__(self, properties: dict, client_id: str, share: bool, on_stats):
+        jpype = _java()
+        self._jpype = jpype
+        self.share = share
+        self.java = jpype.JClass("DimsterConsumer")(_properties(properties, client_id), share)
+        self.statistics = _Statistics("share_consumer" if share else "consumer", on_stats)
+
+    def subscribe(self, topic: str) -> None:
+        self.java.subscribe(topic)
+
+    def poll(self, timeout: float) -> Polled | None:
+        count = self.java.poll(int(timeout * 1000))
+        self.statistics.maybe_take(self.java)
+        if not count:
+            return None
+        java = self.java
+        return Polled(
+            partitions=np.asarray(java.partitions),
+            delivery_counts=np.asarray(java.deliveryCounts),
+            headers=bytes(java.headers),
+            value_bytes=int(java.valueBytes),
+        )
+
+    def acknowledge(self, outcomes: np.ndarray) -> None:
+        self.java.acknowledge(self._jpype.JArray(self._jpype.JByte)(outcomes.astype(np.int8)))
+
+    def close(self) -> None:
+        try:
+            self.java.commitSync()
+            self.java.close(30_000)  # a share consumer releases whatever it still holds
+        except self._jpype.JException as e:
+            log.warning("closing a consumer: %s", e.getMessage())
+
+
+def check_properties(role: str, section: str, common: dict, properties: dict) -> str | None:
+    """Kafka's Java client of `role` judges the properties (the JVM must run, see jvm.start_jvm):
+    an unknown name, or a value Kafka refuses, as one line."""
+    jpype = _java()
+    support = jpype.JClass("DimsterClientSupport")
+    known = {str(name) for name in support.configNames(role)}
+    for where, keys in (("commonConfig", common), (section, properties)):
+        for key in keys:
+            if key not in known:
+                kind = {"producer": "producer", "consumer": "consumer", "share_consumer": "share consumer"}[role]
+                return f"kafkaConfig.{where}: '{key}' is not a property of Kafka's Java {kind}{closest(key, known)}"
+    config = {"bootstrap.servers": CHECK_BOOTSTRAP, **common, **properties}
+    if role != "producer":
+        config.setdefault("group.id", "dimster-check")
+    try:
+        support.check(role, _properties(config))
+    except jpype.JException as e:
+        text = str(e.getMessage())
+        in_common = [k for k in common if k in text and k not in properties]
+        return f"kafkaConfig.{'commonConfig' if in_common else section}: {text}"
+    return None

@@ -1,0 +1,68 @@
+"""Kafka's Java clients inside this Python process, through JPype: one JVM per process, started on
+first use with the jars of one Kafka version (the cluster's) and dimster's Java classes."""
+
+import os
+import shlex
+import sys
+import threading
+from importlib import resources
+from pathlib import Path
+
+from dimster.errors import DimsterError
+from dimster.kafka.distribution import java_executable, kafka_distribution
+
+# What kafka-run-class.sh gives Kafka's own clients and perf tools, and a heap for many clients.
+# DIMSTER_CLIENT_JVM_OPTS is appended (a later JVM option wins). -Xrs leaves SIGINT/SIGTERM to Python.
+JVM_OPTIONS = (
+    "-Xrs",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
+
+_lock = threading.Lock()
+_started_version: str | None = None
+
+
+def libjvm_path() -> str:
+    """The libjvm of the `java` dimster runs brokers with (JAVA_HOME, else the one on PATH)."""
+    home = Path(java_executable()).resolve().parents[1]
+    for candidate in (home / "lib" / "server" / "libjvm.so", home / "jre" / "lib" / "server" / "libjvm.so"):
+        if candidate.exists():
+            return str(candidate)
+    raise DimsterError(f"no libjvm.so under {home}: the java clients need a full JDK 17+ (JAVA_HOME)")
+
+
+def start_jvm(kafka_version: str, log_file: Path | None = None) -> None:
+    """Start this process's JVM with Kafka `kafka_version`'s jars, once; client logs (WARN and up)
+    go to `log_file`, or nowhere."""
+    global _started_version
+    import jpype
+
+    with _lock:
+        if jpype.isJVMStarted():
+            if _started_version != kafka_version:
+                raise DimsterError(
+                    f"this process already runs the Java clients of Kafka {_started_version}, not {kafka_version}"
+                )
+            return
+        distribution = kafka_distribution(kafka_version)
+        if log_file is None:
+            logging = ["-Dlog4j2.level=OFF"]
+        else:
+            config = resources.files("dimster.clients") / "log4j2-clients.properties"
+            logging = [f"-Dlog4j2.configurationFile={config}", f"-Ddimster.client.log={log_file}"]
+        options = [*JVM_OPTIONS, *logging, *shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))]
+        classpath = [str(distribution.home / "helper"), str(distribution.libs / "*")]
+        jpype.startJVM(libjvm_path(), *options, classpath=classpath, interrupt=False, convertStrings=False)
+        _started_version = kafka_version
+
+
+def detach_thread() -> None:
+    """Let the JVM forget the calling thread (a client thread that is ending), if it knows it."""
+    jpype = sys.modules.get("jpype")
+    if jpype and jpype.isJVMStarted() and jpype.java.lang.Thread.isAttached():
+        jpype.java.lang.Thread.detach()

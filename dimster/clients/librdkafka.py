@@ -1,0 +1,177 @@
+"""librdkafka (confluent-kafka) behind the driver interface: `clientLibrary: librdkafka`."""
+
+import contextlib
+import json
+import logging
+import time
+
+import numpy as np
+from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
+
+from dimster.clients import STATS_INTERVAL_S, Polled
+from dimster.metrics.client_stats import extract_client_stats
+from dimster.workload.distributor import Choice
+from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_header
+
+log = logging.getLogger("dimster.worker")
+_quiet = logging.getLogger("dimster.client-check")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
+
+OUTCOMES = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT)
+# Java-client settings librdkafka lacks, and what to do instead.
+UNSUPPORTED = {
+    ("share_consumer", "share.acquire.mode"): (
+        "is not supported by librdkafka's share consumer (confluent-kafka 2.16 rejects it); "
+        "set clientLibrary.shareConsumer: java to run Kafka's Java share consumer (or the key to null to drop it)"
+    ),
+}
+BATCH = ("consumer", "max.poll.records")  # applied by dimster as the consume() batch size
+
+
+def _text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _config(properties: dict, client_id: str, on_stats) -> dict:
+    def stats(stats_json: str) -> None:
+        with contextlib.suppress(ValueError):
+            on_stats(extract_client_stats(json.loads(stats_json)))
+
+    return {
+        "client.id": client_id,
+        "statistics.interval.ms": int(STATS_INTERVAL_S * 1000),
+        **properties,
+        "logger": logging.getLogger(f"librdkafka.{client_id}"),
+        "stats_cb": stats,
+    }
+
+
+class LibrdkafkaProducer:
+    def __init__(self, properties: dict, client_id: str, topic: str, producer_id: int, bodies: list[bytes], on_stats):
+        self.topic, self.producer_id, self.bodies = topic, producer_id, bodies
+        self._latencies: list[float] = []  # seconds, from the delivery callback
+        self._failed: list[int] = []
+        config = _config(properties, client_id, on_stats)
+        self.producer = Producer({**config, "on_delivery": self._on_delivery})  # set once, not per record
+
+    def _on_delivery(self, err, msg) -> None:
+        # Runs inside poll()/flush() on the client's thread: collect here, count per poll.
+        if err is None:
+            self._latencies.append(msg.latency())
+            return
+        self._failed.append(unpack_header(msg.value())[1])  # every value this producer sends has the header
+
+    def send(self, first_sequence: int, intended: list[float], choices: list[Choice]) -> tuple[np.ndarray, int]:
+        produce, poll, topic, bodies = self.producer.produce, self.producer.poll, self.topic, self.bodies
+        handed_over = []
+        sent_bytes = 0
+        sequence = first_sequence
+        for intended_at, (key, partition) in zip(intended, choices, strict=True):
+            value = pack_header(self.producer_id, sequence, int(intended_at * 1e9)) + bodies[sequence & 15]
+            while True:
+                try:
+                    if partition >= 0:
+                        produce(topic, value, key, partition)
+                    else:
+                        produce(topic, value, key)
+                    break
+                except BufferError:  # the client's queue is full: we are behind, let it drain
+                    poll(0.005)
+            handed_over.append(time.time())
+            sent_bytes += len(value)
+            sequence += 1
+        return np.array(handed_over), sent_bytes
+
+    def serve(self) -> None:
+        self.producer.poll(0)
+
+    def take_acks(self) -> tuple[np.ndarray, list[int]]:
+        latencies, failed = np.array(self._latencies) * 1e6, self._failed
+        self._latencies, self._failed = [], []
+        return latencies, failed
+
+    def close(self, timeout: float) -> int:
+        return self.producer.flush(timeout)
+
+
+class LibrdkafkaConsumer:
+    """A share-group member (ShareConsumer) or a consumer-group member (Consumer)."""
+
+    def __init__(self, properties: dict, client_id: str, share: bool, on_stats):
+        self.share = share
+        self._messages: list = []  # the last poll's, for explicit acknowledgement
+        config = _config(properties, client_id, on_stats)
+        if share:
+            self.consumer, self.batch = ShareConsumer(config), 0
+        else:
+            self.batch = int(config.pop("max.poll.records", 500))  # a Java setting: the consume() batch here
+            self.consumer = Consumer(config)
+
+    def subscribe(self, topic: str) -> None:
+        self.consumer.subscribe([topic])
+
+    def poll(self, timeout: float) -> Polled | None:
+        messages = self.consumer.poll(timeout) if self.share else self.consumer.consume(self.batch, timeout)
+        good = []
+        for message in messages or ():
+            if message.error():
+                log.warning("%s", message.error())
+            else:
+                good.append(message)
+        self._messages = good
+        if not good:
+            return None
+        values = [m.value() or b"" for m in good]
+        heads = [v[:HEADER_SIZE] for v in values]
+        if any(len(h) < HEADER_SIZE for h in heads):
+            heads = [h.ljust(HEADER_SIZE, b"\0") for h in heads]
+        count = len(good)
+        deliveries = (m.delivery_count() or 1 for m in good) if self.share else (1 for _ in good)
+        return Polled(
+            partitions=np.fromiter((m.partition() for m in good), np.int32, count),
+            delivery_counts=np.fromiter(deliveries, np.int32, count),
+            headers=b"".join(heads),
+            value_bytes=sum(map(len, values)),
+        )
+
+    def acknowledge(self, outcomes: np.ndarray) -> None:
+        acknowledge = self.consumer.acknowledge
+        for message, outcome in zip(self._messages, outcomes.tolist(), strict=True):
+            acknowledge(message, OUTCOMES[outcome])
+
+    def close(self) -> None:
+        try:
+            if self.share:  # settle the last poll (implicit mode accepts it here) before leaving the group
+                self.consumer.commit_sync()
+            self.consumer.close()  # a share consumer releases whatever it still holds
+        except KafkaException as e:
+            log.warning("closing a consumer: %s", e)
+
+
+CLIENT_CLASSES = {"producer": Producer, "consumer": Consumer, "share_consumer": ShareConsumer}
+
+
+def check_properties(role: str, section: str, common: dict, properties: dict) -> str | None:
+    """Build the role's client from the properties and close it: librdkafka's own verdict, as one line."""
+    for key in properties:
+        if (role, key) in UNSUPPORTED:
+            return f"kafkaConfig.{section}.{key} {UNSUPPORTED[(role, key)]}"
+    config = {
+        **{k: _text(v) for k, v in common.items()},
+        **{k: _text(v) for k, v in properties.items() if (role, k) != BATCH},
+        "logger": _quiet,
+    }
+    if role != "producer":
+        config["group.id"] = "dimster-check"
+    try:
+        client = CLIENT_CLASSES[role](config)
+    except KafkaException as e:
+        text = e.args[0].str()
+        where = "commonConfig" if any(f'"{key}"' in text for key in common) else section
+        return f"kafkaConfig.{where}: {text}"
+    if role == "producer":
+        client.flush(0)
+    else:
+        client.close()
+    return None

@@ -1,0 +1,121 @@
+// Kafka's Java producer behind dimster's producer client (clientLibrary: java). Python paces and
+// hands over a batch of due records per call; this class builds each value (dimster's 23-byte
+// header, then a body), sends it, and collects acknowledgement latencies and failures, so Python
+// crosses into Java once per batch rather than once per record.
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Arrays;
+import java.util.Map;
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class DimsterProducer {
+    /** The header of dimster/workload/payload.py: magic "DM", version 1, producer id, sequence, intended ns. */
+    public static final int HEADER_SIZE = 23;
+
+    private final KafkaProducer<byte[], byte[]> producer;
+    private final String topic;
+    private final int producerId;
+    private final byte[][] bodies;
+    private final long epochMinusNanoTime = epochNanos() - System.nanoTime();
+    private long[] latencies = new long[1024];  // microseconds from send() to acknowledgement
+    private int latencyCount;
+    private long[] failed = new long[16];  // sequences the producer could not deliver
+    private int failedCount;
+    private long pending;  // sent, not yet completed
+
+    public DimsterProducer(Map<String, Object> config, String topic, int producerId, byte[][] bodies) {
+        this.producer = new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
+        this.topic = topic;
+        this.producerId = producerId;
+        this.bodies = bodies;
+    }
+
+    private static long epochNanos() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    }
+
+    /**
+     * Sends sequences first .. first + n - 1 with their intended send times (epoch ns), to the given
+     * partitions (-1: the partitioner chooses) with the given keys (null: none). Returns when each
+     * was handed to the producer (epoch ns); blocks while the producer's buffer is full.
+     */
+    public long[] send(long firstSequence, long[] intendedNanos, int[] partitions, byte[][] keys) {
+        int count = intendedNanos.length;
+        long[] handedOver = new long[count];
+        synchronized (this) {
+            pending += count;
+        }
+        for (int i = 0; i < count; i++) {
+            long sequence = firstSequence + i;
+            byte[] body = bodies[(int) (sequence % bodies.length)];
+            byte[] value = new byte[HEADER_SIZE + body.length];
+            ByteBuffer.wrap(value)
+                .put((byte) 'D').put((byte) 'M').put((byte) 1)
+                .putInt(producerId).putLong(sequence).putLong(intendedNanos[i])
+                .put(body);
+            Integer partition = partitions[i] >= 0 ? partitions[i] : null;
+            byte[] key = keys == null ? null : keys[i];
+            long start = System.nanoTime();
+            producer.send(new ProducerRecord<>(topic, partition, key, value), new Acknowledgement(sequence, start));
+            handedOver[i] = System.nanoTime() + epochMinusNanoTime;
+        }
+        return handedOver;
+    }
+
+    private final class Acknowledgement implements Callback {
+        private final long sequence;
+        private final long sentNanos;
+
+        Acknowledgement(long sequence, long sentNanos) {
+            this.sequence = sequence;
+            this.sentNanos = sentNanos;
+        }
+
+        @Override
+        public void onCompletion(RecordMetadata metadata, Exception exception) {
+            long micros = (System.nanoTime() - sentNanos) / 1000;
+            synchronized (DimsterProducer.this) {
+                pending--;
+                if (exception != null) {
+                    if (failedCount == failed.length) failed = Arrays.copyOf(failed, failedCount * 2);
+                    failed[failedCount++] = sequence;
+                } else {
+                    if (latencyCount == latencies.length) latencies = Arrays.copyOf(latencies, latencyCount * 2);
+                    latencies[latencyCount++] = micros;
+                }
+            }
+        }
+    }
+
+    /** Latencies (microseconds) of the acknowledgements since the last call. */
+    public synchronized long[] takeLatenciesMicros() {
+        long[] taken = Arrays.copyOf(latencies, latencyCount);
+        latencyCount = 0;
+        return taken;
+    }
+
+    /** Sequences that failed since the last call. */
+    public synchronized long[] takeFailedSequences() {
+        long[] taken = Arrays.copyOf(failed, failedCount);
+        failedCount = 0;
+        return taken;
+    }
+
+    /** Sends what is buffered, waits up to timeoutMs for it, closes; returns how many records were left. */
+    public long close(long timeoutMs) {
+        producer.close(Duration.ofMillis(timeoutMs));
+        synchronized (this) {
+            return pending;
+        }
+    }
+
+    public double[] metrics(String[] names) {
+        return DimsterClientSupport.metricValues(producer.metrics(), names);
+    }
+}

@@ -1,0 +1,91 @@
+"""Runs of `dimster run` on the real `local` cluster as the run tests make them: a workload file
+from BASE plus keys, the CLI as a subprocess, and readers of the results bundle."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+from tests.conftest import REPO, dimster
+
+BASE = {
+    "topics": 1,
+    "partitionsPerTopic": 3,
+    "messageSize": 256,
+    "producersPerTopic": 2,
+    "producerRate": 500,
+    "groupsPerTopic": 1,
+    "consumersPerGroup": 3,
+    "warmupSeconds": 2,
+    "durationSeconds": 20,
+    "reportIntervalSeconds": 5,
+    "drainTimeoutSeconds": 30,
+    "kafkaConfig": {"producerConfig": {"linger.ms": 5}},
+}
+
+
+def write_workload(folder: Path, name: str, **keys) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, **BASE, **keys}))
+    return path
+
+
+def only_bundle(results: Path) -> Path:
+    [bundle] = list(results.iterdir())
+    return bundle
+
+
+def run_info(bundle: Path) -> dict:
+    return json.loads((bundle / "run.json").read_text())
+
+
+def table(bundle: Path, name: str):
+    return pq.read_table(bundle / "metrics" / name).to_pandas()
+
+
+def run_to_end(tmp_path, name, summary=False, **keys) -> Path:
+    workload = write_workload(tmp_path, name, **keys)
+    results = tmp_path / "results"
+    extra = [] if summary else ["--no-summary"]
+    result = dimster("run", "local", "-w", str(workload), "--results", str(results), *extra, timeout=300)
+    assert result.code == 0, result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+    assert "run completed" in result.stdout
+    return only_bundle(results)
+
+
+def start_run(tmp_path, name, **keys) -> tuple[subprocess.Popen, Path]:
+    workload = write_workload(tmp_path, name, **keys)
+    results = tmp_path / "results"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dimster",
+            "run",
+            "local",
+            "-w",
+            str(workload),
+            "--results",
+            str(results),
+            "--no-summary",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        bundles = list(results.glob("*")) if results.exists() else []
+        if bundles and (bundles[0] / "metrics" / "intervals").exists():
+            return process, bundles[0]
+        time.sleep(0.5)
+    process.kill()
+    raise AssertionError("the run did not start measuring within 120 s: " + process.communicate()[1])

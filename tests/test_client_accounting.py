@@ -1,0 +1,115 @@
+"""What a consumer does with a poll, whichever library polled it, and how both libraries' client
+statistics land in the same columns. No broker: polls are built from dimster's own headers."""
+
+import time
+
+import numpy as np
+import pytest
+
+from dimster.clients import ACCEPT, REJECT, RELEASE, Polled
+from dimster.metrics.client_stats import COLUMNS, JAVA_METRICS, extract_client_stats, java_client_stats
+from dimster.metrics.histogram import Histogram
+from dimster.worker.clients import ConsumerClient
+from dimster.worker.protocol import ConsumerSpec
+from dimster.workload.model import Workload
+from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
+
+
+def polled(records: list[tuple[int, int, int, int]], delivery_counts=None, foreign: int = 0) -> Polled:
+    """records: (producer id, sequence, intended ns, partition); `foreign` values without our header."""
+    headers = b"".join(pack_header(p, s, t) for p, s, t, _ in records) + bytes(HEADER_SIZE) * foreign
+    count = len(records) + foreign
+    return Polled(
+        partitions=np.array([r[3] for r in records] + [0] * foreign, dtype=np.int32),
+        delivery_counts=np.array(delivery_counts or [1] * count, dtype=np.int32),
+        headers=headers,
+        value_bytes=100 * count,
+    )
+
+
+def consumer(kind="SHARE_GROUP", **keys) -> ConsumerClient:
+    workload = Workload.model_validate({"name": "w", "consumerType": kind, **keys})
+    return ConsumerClient(ConsumerSpec(0, "t", "g", kind), workload, "127.0.0.1:1", delivery_count_limit=5)
+
+
+def test_headers_unpack_in_bulk_and_foreign_values_are_not_ours():
+    ours, headers = unpack_headers(pack_header(3, 7, 11) + bytes(HEADER_SIZE) + b"XY" + bytes(21))
+    assert ours.tolist() == [True, False, False]
+    assert (int(headers["producer_id"][0]), int(headers["sequence"][0]), int(headers["intended_ns"][0])) == (3, 7, 11)
+
+
+def test_implicit_poll_settles_every_record_and_times_it_per_partition():
+    client = consumer()
+    now = time.time_ns()
+    records = [(1, s, now - 5_000_000, s % 2) for s in range(10)] + [(2, 0, now, 1)]
+    client._record(polled(records, foreign=2), None)
+    interval = client.take_interval()
+    assert (interval.polls, interval.received, interval.max_poll_records) == (1, 13, 13)
+    assert interval.accepted == 13 and interval.received_bytes == 1300
+    assert interval.settled == {1: [(0, 9)], 2: [(0, 0)]}
+    assert interval.delivery_counts == {1: 13}
+    e2e = {key: Histogram.from_wire(wire) for key, wire in interval.histograms.items()}
+    assert {key: h.total for key, h in e2e.items()} == {("e2e", 0): 5, ("e2e", 1): 6}
+    assert e2e[("e2e", 0)].min >= 5_000  # µs; intended 5 ms before it was polled
+
+
+def test_released_records_settle_only_on_their_last_delivery():
+    client = consumer(acknowledgement={"mode": "EXPLICIT", "releaseFraction": 0.5})
+    records = [(1, s, 0, 0) for s in range(4)]
+    outcomes = np.array([ACCEPT, RELEASE, RELEASE, REJECT], dtype=np.int8)
+    client._record(polled(records, delivery_counts=[1, 2, 5, 1]), outcomes)
+    interval = client.take_interval()
+    assert (interval.accepted, interval.released, interval.rejected) == (1, 2, 1)
+    assert interval.settled == {1: [(0, 0), (2, 3)]}  # sequence 1 comes back; 2 was on its last delivery
+    assert interval.delivery_counts == {1: 2, 2: 1, 5: 1}
+
+
+def test_consumer_groups_count_no_share_outcomes():
+    client = consumer("CONSUMER_GROUP")
+    client._record(polled([(1, 0, 0, 0), (1, 1, 0, 0)]), None)
+    interval = client.take_interval()
+    assert interval.received == 2 and interval.accepted == 0 and interval.delivery_counts == {}
+    assert interval.settled == {1: [(0, 1)]}
+
+
+def test_outcome_fractions_follow_the_workload():
+    client = consumer(acknowledgement={"mode": "EXPLICIT", "releaseFraction": 0.2, "rejectFraction": 0.1})
+    outcomes = client._outcomes(100_000)
+    shares = np.bincount(outcomes, minlength=3) / len(outcomes)
+    assert shares[RELEASE] == pytest.approx(0.2, abs=0.01)
+    assert shares[REJECT] == pytest.approx(0.1, abs=0.01)
+    assert shares[ACCEPT] == pytest.approx(0.7, abs=0.01)
+
+
+def test_a_rebuilt_client_marks_the_interval_that_mixes_two_clients():
+    client = consumer()
+    client._new_generation("librdkafka")
+    assert client.take_interval().generation == 1  # the first client: nothing to mix with
+    client._new_generation("java")
+    mixed = client.take_interval()
+    assert (mixed.generation, mixed.library) == (0, "java")
+    assert (client.take_interval().generation, client.interval.library) == (2, "java")
+
+
+def test_both_libraries_fill_the_same_columns():
+    librdkafka = extract_client_stats({"time": 1, "tx": 3, "brokers": {}, "topics": {}})
+    for role in JAVA_METRICS:
+        java = java_client_stats(role, dict.fromkeys(JAVA_METRICS[role], 1.0), 2.0)
+        assert tuple(java) == tuple(librdkafka) == COLUMNS
+
+
+def test_java_records_per_batch_come_from_batch_bytes_and_topic_rates():
+    values = dict.fromkeys(JAVA_METRICS["producer"], 0.0)
+    values.update({"batch_bytes_avg": 16_000.0, "_topic_record_rate": 2_000.0, "_topic_byte_rate": 500_000.0})
+    stats = java_client_stats("producer", values, 0.0)
+    assert stats["batch_records_avg"] == pytest.approx(64.0)  # 16,000 bytes per batch / 250 bytes per record
+    assert "_topic_byte_rate" not in stats
+    idle = java_client_stats("producer", dict.fromkeys(JAVA_METRICS["producer"], 0.0), 0.0)
+    assert idle["batch_records_avg"] == 0.0
+
+
+def test_every_statistic_is_a_float_whichever_library():
+    """Parquet parts of one run must agree on column types; Spark refuses INT64 where DOUBLE was."""
+    librdkafka = extract_client_stats({"time": 1, "tx": 3, "rxmsgs": 7, "brokers": {"b": {"req": {"Fetch": 2}}}})
+    java = java_client_stats("share_consumer", dict.fromkeys(JAVA_METRICS["share_consumer"], 1), 2.0)
+    assert {type(v) for v in librdkafka.values()} == {type(v) for v in java.values()} == {float}
