@@ -90,6 +90,7 @@ def test_live_rate_change_shows_in_the_counts(detached_run):
     [change] = answer["applied"]
     assert (change["key"], change["old"], change["new"], change["effect"]) == ("producerRate", 300, 900, "rate")
     wait("pubRate>850 and targetRate>850")
+    wait(f"sent>{status()['sent'] + 4000}")  # several whole seconds at the new rate, however busy the machine
     info, modifications = stop_and_read(detached_run)
     no_loss(info)
     assert [m["key"] for m in modifications] == ["producerRate"]
@@ -235,6 +236,6 @@ def test_scenario_script_runs_unattended():
         env={**__import__("os").environ, "STEP_SECONDS": "12"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for step in ("== step 1", "== step 2", "== fix 1", "== stop", "run of 'local' stopped"):
+    for step in ("== step 1", "== step 2", "== fix 1", "== fix 2", "== stop", "run of 'local' stopped"):
         assert step in result.stdout
     assert "Traceback" not in result.stderr

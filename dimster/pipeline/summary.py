@@ -229,8 +229,13 @@ def _client_ratios(stats, intervals):
         (F.max("rx_bytes") - F.min("rx_bytes")).alias("rx_bytes"),
         (F.max("tx_requests") - F.min("tx_requests")).alias("requests"),
     )
+    libraries = (  # "java+librdkafka" for a client switched live; absent in runs from before clientLibrary
+        [F.concat_ws("+", F.sort_array(F.collect_set("library"))).alias("library")]
+        if "library" in intervals.columns
+        else []
+    )
     consumed = intervals.groupBy("client_id").agg(
-        F.sum("received").alias("records_consumed"), F.sum("received_bytes").alias("bytes_consumed")
+        F.sum("received").alias("records_consumed"), F.sum("received_bytes").alias("bytes_consumed"), *libraries
     )
     # librdkafka's first statistics arrive 5 s after a client starts: for short runs the fetch and
     # byte counters cover a little less than the consumed counts, so these ratios read slightly low.

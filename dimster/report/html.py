@@ -224,6 +224,8 @@ def clients_panel(run: RunData) -> str:
     if workload.get("consumersPerGroup") is not None:
         groups = (workload.get("groupsPerTopic") or 1) * (workload.get("topics") or 1)
         rows.append(("consumers", integer(workload["consumersPerGroup"] * groups)))
+    if libraries := workload.get("clientLibrary"):
+        rows.append(("client libraries", text(", ".join(f"{role} {lib}" for role, lib in libraries.items()))))
     if not ratios:
         return panel("Clients", kv_table(rows) + unavailable("no client statistics in the summary"))
     rows += [
@@ -306,6 +308,7 @@ def client_tables(run: RunData) -> str:
     if not producers.empty:
         headers = [
             "producer",
+            "library",
             "records",
             "publish p50 ms",
             "p99",
@@ -318,6 +321,7 @@ def client_tables(run: RunData) -> str:
         rows = [
             [
                 text(r["client_id"]),
+                text(r.get("library")),
                 integer(r.get("publish count")),
                 *_percentiles(r, "publish"),
                 decimal(r.get("batch_records_avg")),
@@ -326,11 +330,13 @@ def client_tables(run: RunData) -> str:
             ]
             for r in producers.to_dict("records")
         ]
-        parts.append(f'<h3>Producers</h3><div class="scroll">{data_table(headers, rows)}</div>')
+        table = data_table(headers, rows, text_columns=2)
+        parts.append(f'<h3>Producers</h3><div class="scroll">{table}</div>')
     if not consumers.empty:
         headers = [
             "consumer",
             "role",
+            "library",
             "records",
             "e2e p50 ms",
             "p99",
@@ -344,6 +350,7 @@ def client_tables(run: RunData) -> str:
             [
                 text(r["client_id"]),
                 text(r["role"]),
+                text(r.get("library")),
                 integer(r.get("records_consumed", r.get("e2e count"))),
                 *_percentiles(r, "e2e"),
                 integer(r.get("fetch_requests")),
@@ -352,7 +359,7 @@ def client_tables(run: RunData) -> str:
             ]
             for r in consumers.to_dict("records")
         ]
-        table = data_table(headers, rows, text_columns=2)
+        table = data_table(headers, rows, text_columns=3)
         parts.append(f'<h3 class="spaced">Consumers</h3><div class="scroll">{table}</div>')
     parts.append("</section>")
     return "".join(parts)
