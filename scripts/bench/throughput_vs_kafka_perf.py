@@ -8,8 +8,14 @@
    org.apache.kafka.tools.ShareConsumerPerformance (--threads 1), each in its own share group
    draining the same pre-filled topic from the earliest offset.
 
-Each measurement is repeated (`--repeat`, the order alternating) and the median reported, with the
-ratio dimster / Kafka tool. Runs are bounded in records and in time; everything is on loopback.
+The dimster client is measured once per client library of `--libraries` (`clientLibrary`:
+librdkafka, or Kafka's Java clients in this process through JPype), as the sides
+`dimster-librdkafka` and `dimster-java`. The JVM of the Java clients starts before any
+measurement, so no measurement includes its start-up.
+
+Each measurement is repeated (`--repeat`, the order rotating so that no side always goes first)
+and the median reported, with the ratios of each dimster library to the Kafka tool and of java to
+librdkafka. Runs are bounded in records and in time; everything is on loopback.
 
 Without `--env`, or with an environment that does not exist, the script makes a scratch project (a
 copy of run/environments/local.yaml on ports 19892/19992, and run/broker-configs/) in a temporary
@@ -43,19 +49,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from functools import partial
+from importlib import metadata
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import confluent_kafka
 import psutil
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from dimster.clients.jvm import start_jvm
 from dimster.kafka.admin import admin_client
 from dimster.kafka.distribution import KafkaDistribution, java_executable, kafka_distribution
 from dimster.paths import environments_dir
 from dimster.worker.clients import ConsumerClient, LoadClient, ProducerClient
 from dimster.worker.protocol import ConsumerSpec, ProducerSpec
-from dimster.workload.model import Workload
+from dimster.workload.model import Library, Workload
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_ENV = "bench"
@@ -169,11 +177,12 @@ def share_groups_from_earliest(bootstrap: str, groups: list[str]) -> None:
 # ---- measurements -----------------------------------------------------------------------------------
 @dataclass
 class Measurement:
-    """One timed run of one side. `cpu_s`: CPU of the client process (the JVM with its start-up,
-    or this Python process); `broker_cpu_s`: CPU of the broker processes meanwhile."""
+    """One timed run of one side. `cpu_s`: CPU of the client process (the tool's JVM with its
+    start-up, or this Python process with every thread of librdkafka or of the in-process JVM);
+    `broker_cpu_s`: CPU of the broker processes meanwhile."""
 
     kind: str  # producer | share_consumer
-    side: str  # dimster | kafka
+    side: str  # kafka | dimster-librdkafka | dimster-java
     records: int
     seconds: float
     records_per_s: float
@@ -183,6 +192,32 @@ class Measurement:
     steady_records_per_s: float | None = None  # share consumers: from the first record on
     extra: dict = field(default_factory=dict)
     other_cpu_s: float = 0.0  # CPU used meanwhile by everything else on the machine
+
+
+KAFKA = "kafka"  # the side of Kafka's perf tools
+
+
+def dimster_side(library: str) -> str:
+    """The side of a dimster client run by `library`: dimster-librdkafka, dimster-java."""
+    return f"dimster-{library}"
+
+
+def library_of(side: str) -> str:
+    return side.removeprefix("dimster-")
+
+
+def side_names(args: argparse.Namespace) -> list[str]:
+    """Every measured side: Kafka's tool, then one dimster side per --libraries."""
+    return [KAFKA, *(dimster_side(library) for library in args.libraries)]
+
+
+def ratio_pairs(names: list[str]) -> list[tuple[str, str]]:
+    """(side, reference) of every reported ratio: each dimster library to the Kafka tool, java to librdkafka."""
+    pairs = [(side, KAFKA) for side in names if side != KAFKA]
+    java, librdkafka = dimster_side("java"), dimster_side("librdkafka")
+    if java in names and librdkafka in names:
+        pairs.append((java, librdkafka))
+    return pairs
 
 
 class CpuMeter:
@@ -272,7 +307,7 @@ def perf_producer(
     sent, rate, mb_rate, latency = summary[-1].groups()
     return Measurement(
         "producer",
-        "kafka",
+        KAFKA,
         int(sent),
         int(sent) / float(rate),
         float(rate),
@@ -284,7 +319,7 @@ def perf_producer(
     )
 
 
-def producer_workload(args: argparse.Namespace, partitions: int, rate: float) -> Workload:
+def producer_workload(args: argparse.Namespace, partitions: int, rate: float, library: str) -> Workload:
     config: dict[str, str | int] = dict(producer_properties(args))
     return Workload.model_validate(
         {
@@ -292,6 +327,7 @@ def producer_workload(args: argparse.Namespace, partitions: int, rate: float) ->
             "partitionsPerTopic": partitions,
             "messageSize": args.record_size,
             "producerRate": rate,
+            "clientLibrary": {"producer": library},
             "kafkaConfig": {"producerConfig": config},
         }
     )
@@ -343,10 +379,16 @@ def thread_cpu(measured: dict[str, float], records: int, seconds: float) -> dict
 
 
 def dimster_producer(
-    cluster: Cluster, topic: str, records: int, args: argparse.Namespace, profile_out: Path | None = None
+    cluster: Cluster,
+    topic: str,
+    records: int,
+    args: argparse.Namespace,
+    library: str,
+    profile_out: Path | None = None,
 ) -> Measurement:
-    """One ProducerClient at 1e9 msg/s, stopped after `records` (or `--max-seconds`); acked / time to flushed."""
-    workload = producer_workload(args, args.partitions, 1e9)
+    """One ProducerClient of `library` at 1e9 msg/s, stopped after `records` (or `--max-seconds`);
+    acked / time to flushed."""
+    workload = producer_workload(args, args.partitions, 1e9, library)
     producer = spec(ProducerSpec, producer_id=0, topic=topic, index_in_topic=0, partitions=args.partitions)
     client = ProducerClient(producer, workload, cluster.bootstrap, 1)
     thread = instrument(client, profile_out)
@@ -367,10 +409,10 @@ def dimster_producer(
     interval = client.take_interval()
     acked, errors = acked + interval.acked, errors + interval.send_errors
     if client.error:
-        raise SystemExit(f"the dimster producer failed: {client.error}")
+        raise SystemExit(f"the dimster {library} producer failed: {client.error}")
     return Measurement(
         "producer",
-        "dimster",
+        dimster_side(library),
         acked,
         seconds,
         acked / seconds,
@@ -383,11 +425,12 @@ def dimster_producer(
 
 
 def prefill(dist: KafkaDistribution, cluster: Cluster, topic: str, records: int, args: argparse.Namespace) -> None:
-    """Write `records` records of `--record-size` into `topic`, by ProducerPerformance or a dimster producer."""
+    """Write `records` records of `--record-size` into `topic`, by ProducerPerformance or a dimster
+    producer (librdkafka: only the values matter)."""
     if args.prefill == "kafka":
         perf_producer(dist, cluster, topic, records, args)
         return
-    done = dimster_producer(cluster, topic, records, args)
+    done = dimster_producer(cluster, topic, records, args, "librdkafka")
     if done.records < records:
         raise SystemExit(f"pre-filling {topic}: only {done.records} of {records} records were acked")
 
@@ -435,7 +478,7 @@ def perf_share_consumer(
     steady_s = tool_time(total["end"]) - first_at
     return Measurement(
         "share_consumer",
-        "kafka",
+        KAFKA,
         count,
         int(total["ms"]) / 1000,
         float(total["rate"]),
@@ -454,11 +497,17 @@ def dimster_share_consumer(
     group: str,
     records: int,
     args: argparse.Namespace,
+    library: str,
     profile_out: Path | None = None,
 ) -> Measurement:
-    """One ConsumerClient in a share group, from start (subscribe) until `records` were received."""
+    """One ConsumerClient of `library` in a share group, from start (subscribe) until `records` were received."""
     workload = Workload.model_validate(
-        {"name": "bench", "partitionsPerTopic": args.partitions, "messageSize": args.record_size}
+        {
+            "name": "bench",
+            "partitionsPerTopic": args.partitions,
+            "messageSize": args.record_size,
+            "clientLibrary": {"shareConsumer": library},
+        }
     )
     consumer = spec(ConsumerSpec, consumer_id=0, topic=topic, group=group, kind="SHARE_GROUP")
     client = ConsumerClient(consumer, workload, cluster.bootstrap, 5)
@@ -491,13 +540,13 @@ def dimster_share_consumer(
         stop(client)
     polls += client.take_interval().polls
     if client.error:
-        raise SystemExit(f"the dimster share consumer failed: {client.error}")
+        raise SystemExit(f"the dimster {library} share consumer failed: {client.error}")
     if received < records:
-        raise SystemExit(f"the dimster share consumer received only {received} of {records} records")
+        raise SystemExit(f"the dimster {library} share consumer received only {received} of {records} records")
     seconds, first_at = ended - started, first_at or started
     return Measurement(
         "share_consumer",
-        "dimster",
+        dimster_side(library),
         received,
         seconds,
         received / seconds,
@@ -515,18 +564,25 @@ def dimster_share_consumer(
 
 
 # ---- the comparison ---------------------------------------------------------------------------------
-def alternate(
-    index: int, args: argparse.Namespace, kafka: Callable[[], Measurement], dimster: Callable[[], Measurement]
-) -> list[Measurement]:
-    """Both sides, Kafka's tool first on even repetitions, dimster first on odd ones. A measurement
-    during which the rest of the machine used more than --max-other-load cores is taken again
-    (up to --retries times; the last one counts)."""
-    order = (kafka, dimster) if index % 2 == 0 else (dimster, kafka)
+def side_order(names: list[str], index: int) -> list[str]:
+    """The sides in the order of round `index`: each side goes first in turn, the others following
+    forwards in one cycle of rounds and backwards in the next (two sides simply alternate)."""
+    first = index % len(names)
+    order = names[first:] + names[:first]
+    if (index // len(names)) % 2:
+        order = [order[0], *reversed(order[1:])]
+    return order
+
+
+def alternate(index: int, args: argparse.Namespace, runs: dict[str, Callable[[], Measurement]]) -> list[Measurement]:
+    """Every side once, in the order of round `index` (see side_order). A measurement during which
+    the rest of the machine used more than --max-other-load cores is taken again (up to --retries
+    times; the last one counts)."""
     results = []
-    for run in order:
+    for side in side_order(list(runs), index):
         for attempt in range(args.retries + 1):
             wait_for_quiet(args)
-            m = run()
+            m = runs[side]()
             load = m.other_cpu_s / m.seconds
             if load <= args.max_other_load or attempt == args.retries:
                 break
@@ -543,29 +599,30 @@ def measure_producer(
     topic = f"bench-produce-{side}-{uuid.uuid4().hex[:6]}"
     create_topic(cluster.bootstrap, topic, args.partitions)
     try:
-        if side == "kafka":
+        if side == KAFKA:
             m = perf_producer(dist, cluster, topic, records, args)
         else:
-            m = dimster_producer(cluster, topic, records, args)
+            m = dimster_producer(cluster, topic, records, args, library_of(side))
     finally:
         delete_topic(cluster.bootstrap, topic)
-    log.info("producer %s %-7s %s", label, m.side, brief(m))
+    log.info("producer %s %-18s %s", label, m.side, brief(m))
     return m
 
 
 def rounds(records: int, args: argparse.Namespace) -> list[tuple[str, int, int]]:
     """(label, records, order) of every round: an unreported warm-up round of `--warmup` of the
-    records first, then the repetitions; `order` alternates which side goes first."""
+    records first, then the repetitions; `order` rotates which side goes first (see side_order)."""
     warmup = [("warm-up", max(1, int(records * args.warmup)), 1)] if args.warmup else []
     return warmup + [(f"{i + 1}/{args.repeat}", records, i) for i in range(args.repeat)]
 
 
 def compare_producers(dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace) -> list[Measurement]:
-    """Each round: both sides on fresh topics. The warm-up round warms the broker (JIT, page cache)."""
+    """Each round: every side on a fresh topic. The warm-up round warms the broker (JIT, page cache)
+    and the Java clients in this process."""
     results = []
     for label, count, order in rounds(args.records, args):
-        sides = [partial(measure_producer, label, side, count, dist, cluster, args) for side in ("kafka", "dimster")]
-        measured = alternate(order, args, *sides)
+        runs = {side: partial(measure_producer, label, side, count, dist, cluster, args) for side in side_names(args)}
+        measured = alternate(order, args, runs)
         if label != "warm-up":
             results += measured
     return results
@@ -577,9 +634,9 @@ def measure_share_consumer(
     """One side draining `topic` in a new share group that starts at the earliest offset."""
     group = f"bench-{side}-{uuid.uuid4().hex[:6]}"
     share_groups_from_earliest(cluster.bootstrap, [group])
-    if side == "kafka":
+    if side == KAFKA:
         return perf_share_consumer(dist, cluster, topic, group, records, args)
-    return dimster_share_consumer(cluster, topic, group, records, args)
+    return dimster_share_consumer(cluster, topic, group, records, args, library_of(side))
 
 
 def compare_share_consumers(
@@ -598,10 +655,12 @@ def compare_share_consumers(
         prefill(dist, cluster, topic, records, args)
         prefill_s = time.monotonic() - started
         for label, count, order in rounds(records, args):
-            kafka = partial(measure_share_consumer, "kafka", dist, cluster, topic, count, args)
-            dimster = partial(measure_share_consumer, "dimster", dist, cluster, topic, count, args)
-            for m in alternate(order, args, kafka, dimster):
-                log.info("share consumer %s %-7s %s", label, m.side, brief(m))
+            runs = {
+                side: partial(measure_share_consumer, side, dist, cluster, topic, count, args)
+                for side in side_names(args)
+            }
+            for m in alternate(order, args, runs):
+                log.info("share consumer %s %-18s %s", label, m.side, brief(m))
                 if label != "warm-up":
                     results.append(m)
     finally:
@@ -627,61 +686,79 @@ def thread_summary(runs: list[Measurement]) -> dict:
     }
 
 
-def summarize(results: list[Measurement]) -> dict:
-    """Per kind and side: medians; per kind: the ratio of the medians, dimster / Kafka tool."""
+def side_summary(runs: list[Measurement]) -> dict:
+    """The medians of one side's runs of one kind."""
+    summary = {
+        "records_per_s": statistics.median(m.records_per_s for m in runs),
+        "mb_per_s": statistics.median(m.mb_per_s for m in runs),
+        "cpu_us_per_record": statistics.median(m.cpu_s / m.records * 1e6 for m in runs),
+        "broker_cpu_us_per_record": statistics.median(m.broker_cpu_s / m.records * 1e6 for m in runs),
+        "other_cpu_s": [round(m.other_cpu_s, 1) for m in runs],
+        **thread_summary(runs),
+        "runs_records_per_s": [round(m.records_per_s) for m in runs],
+    }
+    steady = [m.steady_records_per_s for m in runs if m.steady_records_per_s]
+    if steady:
+        summary["steady_records_per_s"] = statistics.median(steady)
+        summary["runs_steady_records_per_s"] = [round(r) for r in steady]
+        summary["first_record_after_s"] = statistics.median(m.extra["first_record_after_s"] for m in runs)
+    return summary
+
+
+def side_ratios(side: dict, reference: dict) -> dict:
+    """Ratios of one side's medians to a reference side's: rate, CPU per record, steady rate."""
+    keys = ("records_per_s", "cpu_us_per_record", "steady_records_per_s")
+    return {k: side[k] / reference[k] if reference[k] else None for k in keys if k in side and k in reference}
+
+
+def summarize(results: list[Measurement], names: list[str]) -> dict:
+    """Per kind: the medians of each side, and the ratios of the medians (see ratio_pairs)."""
     summary: dict = {}
     for kind in dict.fromkeys(m.kind for m in results):
-        sides = {}
-        for side in ("kafka", "dimster"):
-            runs = [m for m in results if m.kind == kind and m.side == side]
-            sides[side] = {
-                "records_per_s": statistics.median(m.records_per_s for m in runs),
-                "mb_per_s": statistics.median(m.mb_per_s for m in runs),
-                "cpu_us_per_record": statistics.median(m.cpu_s / m.records * 1e6 for m in runs),
-                "broker_cpu_us_per_record": statistics.median(m.broker_cpu_s / m.records * 1e6 for m in runs),
-                "other_cpu_s": [round(m.other_cpu_s, 1) for m in runs],
-                **thread_summary(runs),
-                "runs_records_per_s": [round(m.records_per_s) for m in runs],
-            }
-            steady = [m.steady_records_per_s for m in runs if m.steady_records_per_s]
-            if steady:
-                sides[side]["steady_records_per_s"] = statistics.median(steady)
-                sides[side]["runs_steady_records_per_s"] = [round(r) for r in steady]
-                sides[side]["first_record_after_s"] = statistics.median(m.extra["first_record_after_s"] for m in runs)
-        sides["ratio_dimster_to_kafka"] = sides["dimster"]["records_per_s"] / sides["kafka"]["records_per_s"]
-        if "steady_records_per_s" in sides["kafka"] and "steady_records_per_s" in sides["dimster"]:
-            steady_ratio = sides["dimster"]["steady_records_per_s"] / sides["kafka"]["steady_records_per_s"]
-            sides["steady_ratio_dimster_to_kafka"] = steady_ratio
-        summary[kind] = sides
+        runs = {side: [m for m in results if m.kind == kind and m.side == side] for side in names}
+        sides = {side: side_summary(measured) for side, measured in runs.items() if measured}
+        ratios = {
+            f"{side} / {reference}": side_ratios(sides[side], sides[reference])
+            for side, reference in ratio_pairs(list(sides))
+        }
+        summary[kind] = {"sides": sides, "ratios": ratios}
     return summary
 
 
 def print_table(summary: dict) -> None:
+    """Per kind, a row per side and a row per ratio (its rate and CPU ratios in the same columns)."""
     print()
     print(
-        f"{'':16}{'side':>9}{'rec/s (median)':>16}{'MB/s':>9}{'process CPU µs/rec':>20}"
+        f"{'':16}{'side':20}{'rec/s (median)':>16}{'MB/s':>9}{'process CPU µs/rec':>20}"
         f"{'thread µs/rec, busy':>22}  runs (rec/s)"
     )
-    for kind, sides in summary.items():
-        for side in ("kafka", "dimster"):
-            s = sides[side]
+    for kind, table in summary.items():
+        sides, ratios = table["sides"], table["ratios"]
+        for side, s in sides.items():
             runs = ", ".join(str(r) for r in s["runs_records_per_s"])
             thread = f"{s['thread_cpu_us_per_record']:.2f}, {s['thread_busy']:.0%}" if "thread_busy" in s else "-"
             print(
-                f"{kind:16}{side:>9}{s['records_per_s']:>16,.0f}{s['mb_per_s']:>9.1f}"
+                f"{kind:16}{side:20}{s['records_per_s']:>16,.0f}{s['mb_per_s']:>9.1f}"
                 f"{s['cpu_us_per_record']:>20.2f}{thread:>22}  {runs}"
             )
-        print(f"{kind:16}{'ratio':>9}{sides['ratio_dimster_to_kafka']:>16.2f}   (dimster / Kafka tool)")
-        if "steady_ratio_dimster_to_kafka" in sides:
-            print(f"{'':16}{'':>9}  from the first record on (the group join left out):")
-            for side in ("kafka", "dimster"):
-                s = sides[side]
-                runs = ", ".join(str(r) for r in s["runs_steady_records_per_s"])
-                print(
-                    f"{kind:16}{side:>9}{s['steady_records_per_s']:>16,.0f}"
-                    f"   first record after {s['first_record_after_s']:.2f} s; runs: {runs}"
-                )
-            print(f"{kind:16}{'ratio':>9}{sides['steady_ratio_dimster_to_kafka']:>16.2f}   (dimster / Kafka tool)")
+        for name, r in ratios.items():
+            cpu = f"{r['cpu_us_per_record']:.2f}" if r.get("cpu_us_per_record") else "-"
+            print(f"{kind:16}{'ratio':20}{r['records_per_s']:>16.2f}{'':9}{cpu:>20}{'':22}  {name}")
+        if any("steady_records_per_s" in r for r in ratios.values()):
+            print(f"{'':16}from the first record on (the group join left out):")
+            for side, s in sides.items():
+                if "steady_records_per_s" in s:
+                    runs = ", ".join(str(r) for r in s["runs_steady_records_per_s"])
+                    print(
+                        f"{kind:16}{side:20}{s['steady_records_per_s']:>16,.0f}"
+                        f"   first record after {s['first_record_after_s']:.2f} s; runs: {runs}"
+                    )
+            for name, r in ratios.items():
+                if r.get("steady_records_per_s"):
+                    print(f"{kind:16}{'ratio':20}{r['steady_records_per_s']:>16.2f}   {name}")
+    print(
+        "ratio rows: side / reference, of the records/s (rec/s column) and of the process CPU per record (CPU column)"
+    )
 
 
 def cpu_model() -> str:
@@ -701,7 +778,17 @@ def machine() -> dict:
         "confluent_kafka": confluent_kafka.version(),
         "librdkafka": confluent_kafka.libversion()[0],
         "java": subprocess.run([java_executable(), "-version"], capture_output=True, text=True).stderr.splitlines()[0],
+        "jpype": metadata.version("JPype1"),
     }
+
+
+def libraries(text: str) -> list[str]:
+    """--libraries: client libraries, comma-separated, each at most once."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    known = get_args(Library)
+    if not names or len(set(names)) < len(names) or not set(names) <= set(known):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of {' and '.join(known)}, each at most once")
+    return names
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -712,20 +799,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--record-size", type=int, default=512, help="bytes per record value")
     p.add_argument("--partitions", type=int, default=6, help="partitions of every topic")
     p.add_argument("--repeat", type=int, default=3, help="repetitions per side; the median is reported")
-    p.add_argument("--linger-ms", type=int, default=5, help="producer linger.ms (both sides)")
-    p.add_argument("--batch-size", type=int, default=65536, help="producer batch.size (both sides)")
+    p.add_argument(
+        "--libraries",
+        type=libraries,
+        default="librdkafka,java",
+        help="the dimster client libraries (clientLibrary) to measure, each as its own side:\n"
+        "dimster-librdkafka, dimster-java (Kafka's Java clients in this process)",
+    )
+    p.add_argument("--linger-ms", type=int, default=5, help="producer linger.ms (every side)")
+    p.add_argument("--batch-size", type=int, default=65536, help="producer batch.size (every side)")
     p.add_argument(
         "--idempotence",
         choices=("true", "false"),
         default="true",
-        help="producer enable.idempotence (both sides; the Java default with acks=all)",
+        help="producer enable.idempotence (every side; the Java default with acks=all)",
     )
     p.add_argument(
         "--prefill",
         choices=("kafka", "dimster"),
         default="kafka",
         help="who writes the share-consumer topic: ProducerPerformance (values without dimster's header)\n"
-        "or a dimster producer (values with it, as in a dimster run)",
+        "or a dimster librdkafka producer (values with it, as in a dimster run)",
     )
     p.add_argument(
         "--warmup",
@@ -757,7 +851,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--profile-dir",
         type=Path,
-        help="instead of comparing: run each dimster client once under cProfile, write .prof files here",
+        help="instead of comparing: run each dimster client of each --libraries once under cProfile,\n"
+        "write <producer|share_consumer>-<library>.prof here",
     )
     args = p.parse_args(argv)
     if args.record_size < 23:
@@ -765,22 +860,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def profile_dimster(dist: KafkaDistribution, cluster: Cluster, args: argparse.Namespace) -> None:
-    """One profiled run of each dimster client (cProfile in the client's thread)."""
+def profile_dimster(cluster: Cluster, args: argparse.Namespace) -> None:
+    """Per library, one profiled run of each dimster client (cProfile in the client's thread; the
+    share consumer drains what the producer wrote). cProfile does not list JPype's calls into Java:
+    for java, the time spent in the JVM is the own time of the Python method that calls it (e.g.
+    JavaProducer.send)."""
     args.profile_dir.mkdir(parents=True, exist_ok=True)
-    topic = f"bench-profile-{uuid.uuid4().hex[:6]}"
-    create_topic(cluster.bootstrap, topic, args.partitions)
-    try:
-        out = args.profile_dir / "producer.prof"
-        log.info("producer (profiled) %s -> %s", brief(dimster_producer(cluster, topic, args.records, args, out)), out)
-        group = f"bench-profile-{uuid.uuid4().hex[:6]}"
-        share_groups_from_earliest(cluster.bootstrap, [group])
-        out = args.profile_dir / "share_consumer.prof"
-        records = min(args.share_records or args.records, args.records)
-        m = dimster_share_consumer(cluster, topic, group, records, args, out)
-        log.info("share consumer (profiled) %s -> %s", brief(m), out)
-    finally:
-        delete_topic(cluster.bootstrap, topic)
+    for library in args.libraries:
+        topic = f"bench-profile-{library}-{uuid.uuid4().hex[:6]}"
+        create_topic(cluster.bootstrap, topic, args.partitions)
+        try:
+            out = args.profile_dir / f"producer-{library}.prof"
+            m = dimster_producer(cluster, topic, args.records, args, library, out)
+            log.info("producer %s (profiled) %s -> %s", library, brief(m), out)
+            group = f"bench-profile-{uuid.uuid4().hex[:6]}"
+            share_groups_from_earliest(cluster.bootstrap, [group])
+            out = args.profile_dir / f"share_consumer-{library}.prof"
+            records = min(args.share_records or args.records, args.records)
+            m = dimster_share_consumer(cluster, topic, group, records, args, library, out)
+            log.info("share consumer %s (profiled) %s -> %s", library, brief(m), out)
+        finally:
+            delete_topic(cluster.bootstrap, topic)
+
+
+def java_clients(cluster: Cluster, args: argparse.Namespace) -> None:
+    """Start this process's JVM for the Java clients now, so that no measurement includes its start-up."""
+    if "java" in args.libraries:
+        started = time.monotonic()
+        start_jvm(cluster.kafka_version)
+        log.info(
+            "JVM for the Java clients of Kafka %s started in %.1f s", cluster.kafka_version, time.monotonic() - started
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -790,8 +900,9 @@ def main(argv: list[str] | None = None) -> None:
         dist = kafka_distribution(cluster.kafka_version)
         if not dist.has_perf_tools:
             raise SystemExit(f"Kafka {dist.version} has no kafka-tools jar (perf tools); use another kafkaVersion")
+        java_clients(cluster, args)
         if args.profile_dir:
-            profile_dimster(dist, cluster, args)
+            profile_dimster(cluster, args)
             return
         log.info("cluster '%s' at %s, Kafka %s", cluster.env, cluster.bootstrap, cluster.kafka_version)
         results: list[Measurement] = []
@@ -801,13 +912,14 @@ def main(argv: list[str] | None = None) -> None:
         if args.only in (None, "share"):
             share, prefill_s = compare_share_consumers(dist, cluster, args)
             results += share
-    summary = summarize(results)
+    summary = summarize(results, side_names(args))
     print_table(summary)
     if args.json_out:
         report = {
             "machine": machine(),
             "kafka_version": cluster.kafka_version,
             "environment": cluster.env,
+            "sides": side_names(args),
             "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
             "producer_config": producer_properties(args),
             "prefill_seconds": prefill_s,
