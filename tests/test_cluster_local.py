@@ -2,10 +2,14 @@
 this module run in order; the last one takes the cluster down."""
 
 import json
+import uuid
 
 import psutil
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from dimster.kafka.admin import wait_until_partitions_serve
 from tests.conftest import dimster, our_java_processes
 from tests.kafka_clients import consume_group, consume_share_group, create_topic, produce_numbers
 
@@ -32,6 +36,19 @@ def test_status_reports_one_healthy_node(local_cluster):
     assert status["bootstrap_servers"] == BOOTSTRAP
     [node] = status["nodes"]
     assert node["registered"] and psutil.pid_exists(node["pid"])
+
+
+def test_new_partitions_are_served_once_the_wait_returns(local_cluster):
+    """Metadata names a new partition's leader before the broker serves it (ListOffsets answers
+    NOT_LEADER_OR_FOLLOWER); runs wait for the broker, since an idempotent producer refused there can
+    stay stuck."""
+    admin = AdminClient({"bootstrap.servers": local_cluster})
+    for _ in range(3):
+        topic = f"served-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(topic, 12, 1)])[topic].result(timeout=30)
+        assert wait_until_partitions_serve(local_cluster, {topic: range(12)}, timeout=30)
+        offsets = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(12)})
+        assert [future.result(timeout=30).offset for future in offsets.values()] == [0] * 12
 
 
 def test_up_again_reuses_the_running_cluster(local_cluster):

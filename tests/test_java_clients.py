@@ -99,23 +99,6 @@ def test_mixed_libraries_lose_nothing(tmp_path, consumer_type, libraries):
     assert "Traceback" not in (bundle / "logs" / "worker-0.log").read_text()
 
 
-def test_java_share_consumers_release_and_redeliver_without_loss(tmp_path):
-    bundle = run_to_end(
-        tmp_path,
-        "java-explicit",
-        clientLibrary="java",
-        acknowledgement={"mode": "EXPLICIT", "releaseFraction": 0.2, "rejectFraction": 0.05},
-        durationSeconds=12,
-    )
-    totals = run_info(bundle)["totals"]
-    assert totals["released"] > 0 and totals["rejected"] > 0
-    assert totals["received"] > totals["sent"]  # released records came back
-    assert totals["lost"] == 0 and totals["duplicates"] == 0
-    deliveries = table(bundle, "delivery_counts")
-    assert deliveries[deliveries.delivery_count >= 2]["count"].sum() > 0
-    assert deliveries["count"].sum() == totals["received"]
-
-
 def test_java_client_logs_go_to_the_worker_java_log(tmp_path):
     workload = write_workload(tmp_path, "java-log", clientLibrary="java", durationSeconds=3, warmupSeconds=0)
     results = tmp_path / "results"

@@ -64,10 +64,12 @@ def test_every_record_arrives_once(tmp_path, consumer_type):
     assert "plotly" in report and bundle.name in report
 
 
-def test_explicit_release_redelivers_without_loss(tmp_path):
+@pytest.mark.parametrize("library", ["librdkafka", "java"])
+def test_explicit_release_redelivers_without_loss(tmp_path, library):
     bundle = run_to_end(
         tmp_path,
-        "explicit-release",
+        f"explicit-release-{library}",
+        clientLibrary=library,
         acknowledgement={"mode": "EXPLICIT", "releaseFraction": 0.2, "rejectFraction": 0.05},
         durationSeconds=15,
     )

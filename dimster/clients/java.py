@@ -5,6 +5,7 @@ a batch of records per call, so Python crosses into Java once per batch or poll.
 import logging
 import time
 
+import jpype
 import numpy as np
 
 from dimster.clients import STATS_INTERVAL_S, Polled
@@ -17,15 +18,8 @@ log = logging.getLogger("dimster.worker")
 CHECK_BOOTSTRAP = "127.0.0.1:9"  # the property check builds clients that never need to reach a broker
 
 
-def _java():
-    import jpype
-
-    return jpype
-
-
 def _properties(properties: dict, client_id: str | None = None) -> object:
     """A java.util.HashMap of the properties as Kafka's config parser expects them (strings)."""
-    jpype = _java()
     config = jpype.java.util.HashMap()
     if client_id:
         config.put("client.id", client_id)
@@ -39,7 +33,6 @@ class _Statistics:
     """Reads the client's metrics every STATS_INTERVAL_S, on the client's own thread."""
 
     def __init__(self, role: str, on_stats):
-        jpype = _java()
         self.role, self.on_stats = role, on_stats
         self.metric_of = JAVA_METRICS[role]  # column -> metric; several columns may read one metric
         self.metrics = sorted(set(self.metric_of.values()))
@@ -57,16 +50,13 @@ class _Statistics:
 
 class JavaProducer:
     def __init__(self, properties: dict, client_id: str, topic: str, producer_id: int, bodies: list[bytes], on_stats):
-        jpype = _java()
         self.value_size = HEADER_SIZE + len(bodies[0])
-        self._jpype = jpype
         self.java = jpype.JClass("DimsterProducer")(
             _properties(properties, client_id), topic, producer_id, jpype.JArray(jpype.JByte, 2)(bodies)
         )
         self.statistics = _Statistics("producer", on_stats)
 
     def send(self, first_sequence: int, intended: list[float], choices: list[Choice]) -> tuple[np.ndarray, int]:
-        jpype = self._jpype
         intended_ns = (np.array(intended) * 1e9).astype(np.int64)
         partitions = np.fromiter((partition for _, partition in choices), np.int32, len(choices))
         keys = [key for key, _ in choices]
@@ -91,9 +81,6 @@ class JavaConsumer:
     """A share-group member (KafkaShareConsumer) or a consumer-group member (KafkaConsumer)."""
 
     def __init__(self, properties: dict, client_id: str, share: bool, on_stats):
-        jpype = _java()
-        self._jpype = jpype
-        self.share = share
         self.java = jpype.JClass("DimsterConsumer")(_properties(properties, client_id), share)
         self.statistics = _Statistics("share_consumer" if share else "consumer", on_stats)
 
@@ -114,27 +101,26 @@ class JavaConsumer:
         )
 
     def acknowledge(self, outcomes: np.ndarray) -> None:
-        self.java.acknowledge(self._jpype.JArray(self._jpype.JByte)(outcomes.astype(np.int8)))
+        self.java.acknowledge(jpype.JArray(jpype.JByte)(outcomes.astype(np.int8)))
 
     def close(self) -> None:
         try:
             self.java.commitSync()
             self.java.close(30_000)  # a share consumer releases whatever it still holds
-        except self._jpype.JException as e:
+        except jpype.JException as e:
             log.warning("closing a consumer: %s", e.getMessage())
 
 
 def check_properties(role: str, section: str, common: dict, properties: dict) -> str | None:
     """Kafka's Java client of `role` judges the properties (the JVM must run, see jvm.start_jvm):
     an unknown name, or a value Kafka refuses, as one line."""
-    jpype = _java()
     support = jpype.JClass("DimsterClientSupport")
     known = {str(name) for name in support.configNames(role)}
     for where, keys in (("commonConfig", common), (section, properties)):
         for key in keys:
             if key not in known:
-                kind = {"producer": "producer", "consumer": "consumer", "share_consumer": "share consumer"}[role]
-                return f"kafkaConfig.{where}: '{key}' is not a property of Kafka's Java {kind}{closest(key, known)}"
+                client = role.replace("_", " ")
+                return f"kafkaConfig.{where}: '{key}' is not a property of Kafka's Java {client}{closest(key, known)}"
     config = {"bootstrap.servers": CHECK_BOOTSTRAP, **common, **properties}
     if role != "producer":
         config.setdefault("group.id", "dimster-check")

@@ -23,7 +23,7 @@ from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
 from dimster.coordinator.topology import Topology, build_topology, resize, split_over_workers
 from dimster.errors import DimsterError
-from dimster.kafka.admin import admin_client
+from dimster.kafka.admin import admin_client, wait_until_partitions_serve
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.process import worker_main
@@ -103,6 +103,7 @@ class Coordinator:
         for validate_only in (True, False):
             futures = admin.create_topics(topics, validate_only=validate_only, request_timeout=ADMIN_TIMEOUT)
             self._admin_results(futures, "topic")
+        self._wait_until_served({t: range(w.partitions_per_topic) for t in self.topology.topics})
         if w.consumer_type == "SHARE_GROUP" and self.topology.groups:
             earliest = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
             resources = [
@@ -124,6 +125,13 @@ class Coordinator:
                 raise DimsterError(
                     f"cluster at {self.bootstrap} did not answer within {ADMIN_TIMEOUT:.0f}s (unreachable?)"
                 ) from None
+
+    def _wait_until_served(self, partitions: dict[str, range]) -> None:
+        """Producers start only once every new partition is served (see wait_until_partitions_serve)."""
+        if not wait_until_partitions_serve(self.bootstrap, partitions, ADMIN_TIMEOUT * 2):
+            raise DimsterError(
+                f"the new partitions of {', '.join(partitions)} were not served within {ADMIN_TIMEOUT * 2:.0f}s"
+            )
 
     def delete_topics(self) -> None:
         admin = admin_client(self.bootstrap)
@@ -468,6 +476,8 @@ class Coordinator:
             self._admin_results(admin.incremental_alter_configs(topic_resources), "topic config")
         if new_partitions:
             self._admin_results(admin.create_partitions(new_partitions), "partitions of")
+            grown = range(old.partitions_per_topic, new.partitions_per_topic)
+            self._wait_until_served(dict.fromkeys(self.topology.topics, grown))
         self.workload = new
         if "client-count" in effects:
             self._resize_clients(new)

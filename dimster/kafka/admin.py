@@ -1,9 +1,10 @@
 """Admin API access through confluent-kafka, quiet while brokers come and go."""
 
 import logging
+import time
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 _quiet = logging.getLogger("dimster.librdkafka")
 _quiet.addHandler(logging.NullHandler())
@@ -36,3 +37,25 @@ def under_replicated_partitions(bootstrap_servers: str, timeout: float = 10.0) -
         for partition in topic.partitions.values()
         if len(partition.isrs) < len(partition.replicas)
     )
+
+
+def wait_until_partitions_serve(bootstrap_servers: str, partitions: dict[str, range], timeout: float) -> bool:
+    """Wait until the leader of each partition answers ListOffsets. Metadata names a new partition's
+    leader before that broker serves it; an idempotent producer (the Java default) whose first batch
+    is refused then can have its later batches accepted and stay stuck retrying the first one
+    (OutOfOrderSequenceException). Returns whether all answered within `timeout` seconds."""
+    pending = [TopicPartition(topic, p) for topic, numbers in partitions.items() for p in numbers]
+    deadline = time.monotonic() + timeout
+    while pending and time.monotonic() < deadline:
+        admin = admin_client(bootstrap_servers)  # fresh metadata each round
+        futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in pending}, request_timeout=5)
+        waiting = []
+        for tp, future in futures.items():
+            try:
+                future.result(timeout=10)
+            except (KafkaException, TimeoutError):
+                waiting.append(tp)
+        pending = waiting
+        if pending:
+            time.sleep(0.1)
+    return not pending

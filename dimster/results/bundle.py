@@ -10,11 +10,11 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
-import jpype
 import psutil
 import yaml
 
@@ -92,7 +92,7 @@ class ResultsBundle:
                 "librdkafka": confluent_kafka.libversion()[0],
                 "java_clients": kafka_version,  # clientLibrary java runs the cluster version's clients
                 "java": java_version(),
-                "jpype": jpype.__version__,
+                "jpype": metadata.version("jpype1"),
                 "python": platform.python_version(),
             },
             "hardware": hardware(),

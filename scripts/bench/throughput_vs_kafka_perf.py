@@ -58,7 +58,7 @@ import psutil
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from dimster.clients.jvm import start_jvm
-from dimster.kafka.admin import admin_client
+from dimster.kafka.admin import admin_client, wait_until_partitions_serve
 from dimster.kafka.distribution import KafkaDistribution, java_executable, kafka_distribution
 from dimster.paths import environments_dir
 from dimster.worker.clients import ConsumerClient, LoadClient, ProducerClient
@@ -148,13 +148,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = admin_client(bootstrap)
     for future in admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=ADMIN_TIMEOUT).values():
         future.result(timeout=ADMIN_TIMEOUT + 5)
-    deadline = time.monotonic() + ADMIN_TIMEOUT  # until every partition has a leader
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if meta and len(meta.partitions) == partitions and all(p.leader >= 0 for p in meta.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"topic {topic} did not get leaders within {ADMIN_TIMEOUT:.0f}s")
+    if not wait_until_partitions_serve(bootstrap, {topic: range(partitions)}, ADMIN_TIMEOUT):
+        raise SystemExit(f"the partitions of topic {topic} were not served within {ADMIN_TIMEOUT:.0f}s")
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
