@@ -81,7 +81,10 @@ def test_acquire_modes_as_the_reference_post_describes_them(tmp_path):
 )
 def test_mixed_libraries_lose_nothing(tmp_path, consumer_type, libraries):
     name = "mixed-" + "-".join(f"{role[0]}{lib[0]}" for role, lib in libraries.items())
-    bundle = run_to_end(tmp_path, name, consumerType=consumer_type, clientLibrary=libraries, durationSeconds=12)
+    all_java = set(libraries.values()) == {"java"}
+    bundle = run_to_end(
+        tmp_path, name, summary=all_java, consumerType=consumer_type, clientLibrary=libraries, durationSeconds=12
+    )
     totals = run_info(bundle)["totals"]
     assert totals["sent"] > 4_000
     assert totals["acked"] == totals["sent"] == totals["received"]
@@ -97,6 +100,10 @@ def test_mixed_libraries_lose_nothing(tmp_path, consumer_type, libraries):
     assert producers.tx_msgs.max() > 0 and producers.batch_records_avg.max() > 0
     assert consumers.rx_bytes.max() > 0 and (consumers.requests_fetch + consumers.requests_sharefetch).max() > 0
     assert "Traceback" not in (bundle / "logs" / "worker-0.log").read_text()
+    if all_java:  # the summary's batch and fetch ratios come from the Java clients' metrics alone
+        ratios = json.loads((bundle / "summary" / "summary.json").read_text())["client_stats"]
+        assert ratios["producer_batch_records_avg"] >= 1 and ratios["consumer_fetch_requests"] > 0
+        assert ratios["records_per_fetch"] > 0 and ratios["rx_bytes_per_consumed_byte"] > 0
 
 
 def test_java_client_logs_go_to_the_worker_java_log(tmp_path):
