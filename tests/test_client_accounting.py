@@ -113,3 +113,23 @@ def test_every_statistic_is_a_float_whichever_library():
     librdkafka = extract_client_stats({"time": 1, "tx": 3, "rxmsgs": 7, "brokers": {"b": {"req": {"Fetch": 2}}}})
     java = java_client_stats("share_consumer", dict.fromkeys(JAVA_METRICS["share_consumer"], 1), 2.0)
     assert {type(v) for v in librdkafka.values()} == {type(v) for v in java.values()} == {float}
+
+
+def test_java_producer_reports_each_record_it_could_not_send():
+    """No broker: every record fails (metadata never arrives) and comes back as its sequence number."""
+    from dimster.clients.java import JavaProducer
+    from dimster.clients.jvm import start_jvm
+    from dimster.environment import DEFAULT_KAFKA_VERSION
+    from dimster.workload.payload import make_bodies
+
+    start_jvm(DEFAULT_KAFKA_VERSION)
+    properties = {"bootstrap.servers": "127.0.0.1:9", "max.block.ms": 50}
+    stats = []
+    driver = JavaProducer(properties, "p0", "nowhere", 3, make_bodies(100, "RANDOM", 0), stats.append)
+    intended = [time.time() - 0.5 + i / 1000 for i in range(4)]
+    handed_over, sent_bytes = driver.send(40, intended, [(None, -1)] * 4)
+    assert sent_bytes == 4 * 100 and len(handed_over) == 4
+    assert all(h >= i for h, i in zip(handed_over, intended, strict=True))  # publish delay is never negative
+    assert driver.close(1.0) == 0  # nothing was left in flight: each send had failed already
+    latencies, failed = driver.take_acks()
+    assert len(latencies) == 0 and failed == [40, 41, 42, 43]

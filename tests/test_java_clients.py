@@ -109,11 +109,13 @@ def test_mixed_libraries_lose_nothing(tmp_path, consumer_type, libraries):
 def test_java_client_logs_go_to_the_worker_java_log(tmp_path):
     workload = write_workload(tmp_path, "java-log", clientLibrary="java", durationSeconds=3, warmupSeconds=0)
     results = tmp_path / "results"
-    result = dimster("run", "local", "-w", str(workload), "--results", str(results), "--no-summary")
+    info_level = {"DIMSTER_CLIENT_JVM_OPTS": "-Ddimster.client.log.level=INFO"}
+    result = dimster("run", "local", "-w", str(workload), "--results", str(results), "--no-summary", env=info_level)
     assert result.code == 0, result.stderr
-    assert "StatusLogger" not in result.stderr and "log4j" not in result.stdout + result.stderr
+    assert "ProducerConfig values" not in result.stdout + result.stderr and "StatusLogger" not in result.stderr
     [bundle] = list(results.iterdir())
-    assert (bundle / "logs" / "worker-0.java.log").exists()  # log4j read dimster's configuration
+    java_log = (bundle / "logs" / "worker-0.java.log").read_text()
+    assert "ProducerConfig values" in java_log and "client.id = p0" in java_log
     assert run_info(bundle)["versions"]["java_clients"] == "4.3.1"
 
 
@@ -176,6 +178,15 @@ def test_live_switch_of_acquire_mode_caps_polls(tmp_path):
         (
             ["clientLibrary=java", "kafkaConfig.commonConfig.acks=7"],
             "kafkaConfig.commonConfig: Invalid value 7 for configuration acks: String must be one of: all, -1, 0, 1",
+        ),
+        (
+            ["clientLibrary=java", "kafkaConfig.commonConfig.lingr.ms=5"],
+            "kafkaConfig.commonConfig: 'lingr.ms' is not a property of Kafka's Java producer or share consumer "
+            "(did you mean 'linger.ms'?)",
+        ),
+        (  # the run's consumers are a share group, whose Java client refuses this consumer-group setting
+            ["clientLibrary=java", "kafkaConfig.commonConfig.isolation.level=read_committed"],
+            "kafkaConfig.commonConfig: isolation.level cannot be set when using a share group.",
         ),
     ],
 )

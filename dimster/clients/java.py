@@ -9,6 +9,7 @@ import jpype
 import numpy as np
 
 from dimster.clients import STATS_INTERVAL_S, Polled
+from dimster.clients.properties import property_text
 from dimster.metrics.client_stats import JAVA_METRICS, java_client_stats
 from dimster.workload.distributor import Choice
 from dimster.workload.payload import HEADER_SIZE
@@ -25,7 +26,7 @@ def _properties(properties: dict, client_id: str | None = None) -> object:
         config.put("client.id", client_id)
         config.put("metrics.sample.window.ms", str(int(STATS_INTERVAL_S * 1000)))  # averages over recent seconds
     for key, value in properties.items():
-        config.put(key, str(value).lower() if isinstance(value, bool) else str(value))
+        config.put(key, property_text(value))
     return config
 
 
@@ -106,26 +107,40 @@ class JavaConsumer:
     def close(self) -> None:
         try:
             self.java.commitSync()
-            self.java.close(30_000)  # a share consumer releases whatever it still holds
         except jpype.JException as e:
-            log.warning("closing a consumer: %s", e.getMessage())
+            log.warning("committing before close: %s", e.getMessage())
+        finally:
+            self.java.close(30_000)  # a share consumer releases whatever it still holds
+
+
+def _known_names(role: str) -> set[str]:
+    return {str(name) for name in jpype.JClass("DimsterClientSupport").configNames(role)}
+
+
+def check_common_names(roles: list[str], common: dict) -> str | None:
+    """A commonConfig name must belong to at least one of the run's Java clients (another one only
+    warns about it in its log)."""
+    known = set().union(*(_known_names(role) for role in roles))
+    for key in common:
+        if key not in known:
+            clients = " or ".join(role.replace("_", " ") for role in roles)
+            return f"kafkaConfig.commonConfig: '{key}' is not a property of Kafka's Java {clients}{closest(key, known)}"
+    return None
 
 
 def check_properties(role: str, section: str, common: dict, properties: dict) -> str | None:
-    """Kafka's Java client of `role` judges the properties (the JVM must run, see jvm.start_jvm):
-    an unknown name, or a value Kafka refuses, as one line."""
-    support = jpype.JClass("DimsterClientSupport")
-    known = {str(name) for name in support.configNames(role)}
-    for where, keys in (("commonConfig", common), (section, properties)):
-        for key in keys:
-            if key not in known:
-                client = role.replace("_", " ")
-                return f"kafkaConfig.{where}: '{key}' is not a property of Kafka's Java {client}{closest(key, known)}"
+    """Kafka's Java client of `role` judges its section's names, then builds itself from commonConfig
+    and the section and closes (the JVM must run, see jvm.start_jvm): the problem as one line."""
+    known = _known_names(role)
+    for key in properties:
+        if key not in known:
+            client = role.replace("_", " ")
+            return f"kafkaConfig.{section}: '{key}' is not a property of Kafka's Java {client}{closest(key, known)}"
     config = {"bootstrap.servers": CHECK_BOOTSTRAP, **common, **properties}
     if role != "producer":
         config.setdefault("group.id", "dimster-check")
     try:
-        support.check(role, _properties(config))
+        jpype.JClass("DimsterClientSupport").check(role, _properties(config))
     except jpype.JException as e:
         text = str(e.getMessage())
         in_common = [k for k in common if k in text and k not in properties]

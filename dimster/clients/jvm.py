@@ -57,7 +57,10 @@ def start_jvm(kafka_version: str, log_file: Path | None = None) -> None:
             logging = [f"-Dlog4j2.configurationFile={config}", f"-Ddimster.client.log={log_file}"]
         options = [*JVM_OPTIONS, *logging, *shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))]
         classpath = [str(distribution.home / "helper"), str(distribution.libs / "*")]
-        jpype.startJVM(libjvm_path(), *options, classpath=classpath, interrupt=False, convertStrings=False)
+        try:
+            jpype.startJVM(libjvm_path(), *options, classpath=classpath, interrupt=False, convertStrings=False)
+        except (OSError, RuntimeError) as e:  # a bad DIMSTER_CLIENT_JVM_OPTS, a libjvm that will not load
+            raise DimsterError(f"could not start the JVM for Kafka's Java clients ({' '.join(options)}): {e}") from None
         _started_version = kafka_version
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
 
 from dimster.clients import STATS_INTERVAL_S, Polled
+from dimster.clients.properties import property_text
 from dimster.metrics.client_stats import extract_client_stats
 from dimster.workload.distributor import Choice
 from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_header
@@ -27,10 +28,6 @@ UNSUPPORTED = {
     ),
 }
 BATCH = ("consumer", "max.poll.records")  # applied by dimster as the consume() batch size
-
-
-def _text(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _config(properties: dict, client_id: str, on_stats) -> dict:
@@ -144,9 +141,10 @@ class LibrdkafkaConsumer:
         try:
             if self.share:  # settle the last poll (implicit mode accepts it here) before leaving the group
                 self.consumer.commit_sync()
-            self.consumer.close()  # a share consumer releases whatever it still holds
         except KafkaException as e:
-            log.warning("closing a consumer: %s", e)
+            log.warning("committing before close: %s", e)
+        finally:
+            self.consumer.close()  # a share consumer releases whatever it still holds
 
 
 CLIENT_CLASSES = {"producer": Producer, "consumer": Consumer, "share_consumer": ShareConsumer}
@@ -158,8 +156,8 @@ def check_properties(role: str, section: str, common: dict, properties: dict) ->
         if (role, key) in UNSUPPORTED:
             return f"kafkaConfig.{section}.{key} {UNSUPPORTED[(role, key)]}"
     config = {
-        **{k: _text(v) for k, v in common.items()},
-        **{k: _text(v) for k, v in properties.items() if (role, k) != BATCH},
+        **{k: property_text(v) for k, v in common.items()},
+        **{k: property_text(v) for k, v in properties.items() if (role, k) != BATCH},
         "logger": _quiet,
     }
     if role != "producer":

@@ -14,7 +14,7 @@ from multiprocessing.connection import wait as wait_for_connections
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
-from dimster.clients.properties import check_client_configs
+from dimster.clients.properties import check_client_configs, property_text
 from dimster.cluster.backend import ClusterBackend, backend_for
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.changes import Change, live_changes
@@ -32,6 +32,7 @@ from dimster.workload.model import Workload, parse_workload
 from dimster.workload.overrides import apply_overrides
 
 ADMIN_TIMEOUT = 15.0
+SERVE_TIMEOUT = 30.0  # for new partitions to be served (see wait_until_partitions_serve)
 FLUSH_EVERY = 5.0
 LOOP_TICK = 0.2
 
@@ -48,10 +49,6 @@ class WorkerHandle:
     ready: bool = False
     producers_stopped: bool = False
     closed: bool = False
-
-
-def _kafka_value(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 class Coordinator:
@@ -98,12 +95,15 @@ class Coordinator:
         admin = admin_client(self.bootstrap, **{"socket.connection.setup.timeout.ms": 10_000})
         w = self.workload
         replication = w.replication_factor or min(3, self.cluster.profile.nodes)
-        config = {k: _kafka_value(v) for k, v in w.kafka_config.topic_config.items()}
+        config = {k: property_text(v) for k, v in w.kafka_config.topic_config.items()}
         topics = [NewTopic(t, w.partitions_per_topic, replication, config=config) for t in self.topology.topics]
         for validate_only in (True, False):
             futures = admin.create_topics(topics, validate_only=validate_only, request_timeout=ADMIN_TIMEOUT)
             self._admin_results(futures, "topic")
-        self._wait_until_served({t: range(w.partitions_per_topic) for t in self.topology.topics})
+        if not wait_until_partitions_serve(
+            self.bootstrap, {t: range(w.partitions_per_topic) for t in self.topology.topics}, SERVE_TIMEOUT
+        ):
+            raise DimsterError(f"the partitions of the run's topics were not served within {SERVE_TIMEOUT:.0f}s")
         if w.consumer_type == "SHARE_GROUP" and self.topology.groups:
             earliest = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
             resources = [
@@ -125,13 +125,6 @@ class Coordinator:
                 raise DimsterError(
                     f"cluster at {self.bootstrap} did not answer within {ADMIN_TIMEOUT:.0f}s (unreachable?)"
                 ) from None
-
-    def _wait_until_served(self, partitions: dict[str, range]) -> None:
-        """Producers start only once every new partition is served (see wait_until_partitions_serve)."""
-        if not wait_until_partitions_serve(self.bootstrap, partitions, ADMIN_TIMEOUT * 2):
-            raise DimsterError(
-                f"the new partitions of {', '.join(partitions)} were not served within {ADMIN_TIMEOUT * 2:.0f}s"
-            )
 
     def delete_topics(self) -> None:
         admin = admin_client(self.bootstrap)
@@ -474,10 +467,12 @@ class Coordinator:
         applied_at = time.time()
         if topic_resources:
             self._admin_results(admin.incremental_alter_configs(topic_resources), "topic config")
+        notes = []
         if new_partitions:
             self._admin_results(admin.create_partitions(new_partitions), "partitions of")
-            grown = range(old.partitions_per_topic, new.partitions_per_topic)
-            self._wait_until_served(dict.fromkeys(self.topology.topics, grown))
+            grown = dict.fromkeys(self.topology.topics, range(old.partitions_per_topic, new.partitions_per_topic))
+            if not wait_until_partitions_serve(self.bootstrap, grown, SERVE_TIMEOUT):
+                notes.append(f"new partitions not served within {SERVE_TIMEOUT:.0f}s; producers use them anyway")
         self.workload = new
         if "client-count" in effects:
             self._resize_clients(new)
@@ -485,7 +480,6 @@ class Coordinator:
             self.aggregate.restart_pacing_window()
         for worker in self.workers:
             self._send(worker.index, "update", new.model_dump(by_alias=True), max(1, len(self.topology.producers)))
-        notes = []
         if broker_cluster is not None:
             notes.append("broker config: redeploying in the background (watch the console and events)")
             threading.Thread(target=self._redeploy, args=(broker_cluster,), daemon=True).start()
@@ -502,7 +496,7 @@ class Coordinator:
         old = self.workload.kafka_config.topic_config
         wanted = new.kafka_config.topic_config
         entries = [
-            ConfigEntry(k, _kafka_value(v), incremental_operation=AlterConfigOpType.SET)
+            ConfigEntry(k, property_text(v), incremental_operation=AlterConfigOpType.SET)
             for k, v in wanted.items()
             if old.get(k) != v
         ] + [ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE) for k in old if k not in wanted]

@@ -52,7 +52,7 @@ def wait_until_partitions_serve(bootstrap_servers: str, partitions: dict[str, ra
         waiting = []
         for tp, future in futures.items():
             try:
-                future.result(timeout=10)
+                future.result(timeout=max(0.1, deadline - time.monotonic()))
             except (KafkaException, TimeoutError):
                 waiting.append(tp)
         pending = waiting

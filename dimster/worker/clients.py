@@ -176,6 +176,16 @@ class ProducerClient(LoadClient):
             zipf_alpha=w.zipf_alpha,
             key_count=w.key_count,
         )
+        try:
+            self._produce(driver, pacer, choose)
+        finally:
+            remaining = driver.close(60)
+            with self.lock:
+                self._count_acks(driver)
+            if remaining:
+                log.warning("%s: %d records still unacknowledged after flush", self.client_id, remaining)
+
+    def _produce(self, driver: ProducerDriver, pacer: Pacer, choose) -> None:
         while not self.stopping.is_set() and not self.recreate.is_set():
             now = time.time()
             rate = self.target_rate(now)
@@ -196,11 +206,6 @@ class ProducerClient(LoadClient):
             pause = pacer.next_due(rate) - time.time()
             if pause > 0:
                 self.wake.wait(min(pause, 0.05))
-        remaining = driver.close(60)
-        with self.lock:
-            self._count_acks(driver)
-        if remaining:
-            log.warning("%s: %d records still unacknowledged after flush", self.client_id, remaining)
 
 
 class ConsumerClient(LoadClient):
@@ -216,13 +221,11 @@ class ConsumerClient(LoadClient):
         self.rng = random.Random()
         self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
-        self.settled: dict[int, list[int]] = defaultdict(list)
 
     def take_interval(self) -> ClientInterval:
-        with self.lock:
-            settled, self.settled = self.settled, defaultdict(list)
         interval = super().take_interval()
-        interval.settled = {pid: to_ranges(seqs) for pid, seqs in settled.items()}
+        # collected as sequence numbers per producer (see _record), sent as ranges
+        interval.settled = {pid: to_ranges(sequences) for pid, sequences in interval.settled.items()}
         return interval
 
     def run(self) -> None:
@@ -293,7 +296,7 @@ class ConsumerClient(LoadClient):
             settled = headers[settles]
             producer_ids, sequences = settled["producer_id"], settled["sequence"]
             for producer_id in np.unique(producer_ids).tolist():
-                self.settled[producer_id].extend(sequences[producer_ids == producer_id].tolist())
+                interval.settled.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
             latency_us = np.maximum(now_ns - settled["intended_ns"], 0) / 1000
             partitions = polled.partitions[settles]
             for partition in np.unique(partitions).tolist():

@@ -11,6 +11,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from dimster.clients.jvm import start_jvm
+from dimster.clients.properties import consumer_role, role_properties
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.protocol import Assignment, IntervalReport
 from dimster.workload.model import Workload
@@ -164,12 +165,6 @@ def producer_settings(w: Workload) -> tuple:
 
 
 def consumer_settings(w: Workload) -> tuple:
-    k = w.kafka_config
-    return (
-        w.client_library.consumer,
-        w.client_library.share_consumer,
-        k.common_config,
-        k.consumer_config,
-        k.share_consumer_config,
-        w.acknowledgement.mode,
-    )
+    """What the run's consumers are built from (a setting of the other consumer role is not)."""
+    role = consumer_role(w)
+    return (w.client_library.of(role), role_properties(w, role))

@@ -46,8 +46,8 @@ class ClientInterval:
     topic: str
     group: str = ""
     library: str = ""  # clientLibrary of the Kafka client: librdkafka | java
-    # Which Kafka client of this load client ran (1, 2, ... as live changes rebuild it); 0 when none
-    # ran alone for the whole interval (not built yet, or rebuilt within it).
+    # Which Kafka client of this load client ran (1, 2, ... as live changes rebuild it); 0 when the
+    # interval saw a rebuild (two clients) or no client yet.
     generation: int = 0
     target_rate: float = 0.0
     sent: int = 0

@@ -26,7 +26,8 @@ public final class DimsterProducer {
     private int latencyCount;
     private long[] failed = new long[16];  // sequences the producer could not deliver
     private int failedCount;
-    private long pending;  // sent, not yet completed
+    private volatile boolean closing;
+    private long abortedByClose;  // failed once close() began: what the close timeout cut off
 
     public DimsterProducer(Map<String, Object> config, String topic, int producerId, byte[][] bodies) {
         this.producer = new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
@@ -48,9 +49,6 @@ public final class DimsterProducer {
     public long[] send(long firstSequence, long[] intendedNanos, int[] partitions, byte[][] keys) {
         int count = intendedNanos.length;
         long[] handedOver = new long[count];
-        synchronized (this) {
-            pending += count;
-        }
         for (int i = 0; i < count; i++) {
             long sequence = firstSequence + i;
             byte[] body = bodies[(int) (sequence % bodies.length)];
@@ -61,28 +59,31 @@ public final class DimsterProducer {
                 .put(body);
             Integer partition = partitions[i] >= 0 ? partitions[i] : null;
             byte[] key = keys == null ? null : keys[i];
-            long start = System.nanoTime();
-            producer.send(new ProducerRecord<>(topic, partition, key, value), new Acknowledgement(sequence, start));
-            handedOver[i] = System.nanoTime() + epochMinusNanoTime;
+            Acknowledgement acknowledgement = new Acknowledgement(sequence);
+            producer.send(new ProducerRecord<>(topic, partition, key, value), acknowledgement);
+            long now = System.nanoTime();  // latency counts from here, as librdkafka's from produce()
+            acknowledgement.handedOverNanos = now;  // time blocked in send() shows as publish delay
+            handedOver[i] = now + epochMinusNanoTime;
         }
         return handedOver;
     }
 
     private final class Acknowledgement implements Callback {
         private final long sequence;
-        private final long sentNanos;
+        volatile long handedOverNanos;  // 0 until send() returned (a completion can come first)
 
-        Acknowledgement(long sequence, long sentNanos) {
+        Acknowledgement(long sequence) {
             this.sequence = sequence;
-            this.sentNanos = sentNanos;
         }
 
         @Override
         public void onCompletion(RecordMetadata metadata, Exception exception) {
-            long micros = (System.nanoTime() - sentNanos) / 1000;
+            long now = System.nanoTime();
+            long start = handedOverNanos;
+            long micros = start == 0 ? 0 : (now - start) / 1000;
             synchronized (DimsterProducer.this) {
-                pending--;
                 if (exception != null) {
+                    if (closing) abortedByClose++;
                     if (failedCount == failed.length) failed = Arrays.copyOf(failed, failedCount * 2);
                     failed[failedCount++] = sequence;
                 } else {
@@ -107,11 +108,15 @@ public final class DimsterProducer {
         return taken;
     }
 
-    /** Sends what is buffered, waits up to timeoutMs for it, closes; returns how many records were left. */
+    /**
+     * Sends what is buffered, waits up to timeoutMs for it, closes; returns how many records failed
+     * meanwhile (those the timeout cut off; they are also among the failed sequences).
+     */
     public long close(long timeoutMs) {
+        closing = true;
         producer.close(Duration.ofMillis(timeoutMs));
         synchronized (this) {
-            return pending;
+            return abortedByClose;
         }
     }
 
