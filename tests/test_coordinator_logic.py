@@ -138,3 +138,17 @@ def test_status_window_shows_records_per_poll():
     window = aggregate.take_window()
     assert (window["recordsPerPoll"], window["maxPollRecords"]) == (8.0, 12)
     assert aggregate.take_window()["recordsPerPoll"] is None  # no polls in the next window
+
+
+def test_batch_sizes_leave_out_producers_that_stopped_reporting():
+    aggregate = RunAggregate({})
+
+    def producer(client_id: str, records: float) -> ClientInterval:
+        stats = {"batch_records_avg": records, "batch_bytes_avg": records * 500}
+        return ClientInterval(client_id, "producer", "t", client_stats=stats)
+
+    aggregate.add(IntervalReport(0, 100.0, [producer("p0", 2.0), producer("p1", 2.0)]))
+    aggregate.add(IntervalReport(0, 105.0, [producer("p0", 40.0)]))
+    assert aggregate.producer_batches()["batchRecordsAvg"] == 21.0  # p1's last word is recent
+    aggregate.add(IntervalReport(0, 111.0, [producer("p0", 60.0)]))
+    assert aggregate.producer_batches()["batchRecordsAvg"] == 60.0  # p1 was removed 11 s ago

@@ -265,3 +265,10 @@ def test_client_library_for_all_roles_or_per_role():
         load_workload(MINIMAL, [("clientLibrary", "jvm")])
     with pytest.raises(DimsterError, match=r"key 'clientLibrary.producer': Input should be 'librdkafka' or 'java'"):
         load_workload(MINIMAL, [("clientLibrary.producer", "rust")])
+
+
+def test_one_role_can_be_set_over_the_short_form_in_the_file(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("name: w\nclientLibrary: java\n")
+    library = load_workload(path, [("clientLibrary.shareConsumer", "librdkafka")]).client_library
+    assert (library.producer, library.consumer, library.share_consumer) == ("java", "java", "librdkafka")

@@ -4,6 +4,7 @@ settled sequences (lost and duplicated records), and the windows the console lin
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
+from dimster.clients import STATS_INTERVAL_S
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import RangeSet
 from dimster.worker.protocol import IntervalReport
@@ -40,7 +41,8 @@ class RunAggregate:
         self.settled_by_group: dict[str, int] = defaultdict(int)
         self.duplicates = 0
         self.target_rate: dict[str, float] = {}  # producer client id -> latest target
-        self.producer_stats: dict[str, dict] = {}  # producer client id -> latest librdkafka stats extract
+        # producer client id -> (report end time, its latest client statistics)
+        self.producer_stats: dict[str, tuple[float, dict]] = {}
         self.window = Window()
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
@@ -66,7 +68,7 @@ class RunAggregate:
                 self.send_errors += c.send_errors
                 self.target_rate[c.client_id] = c.target_rate
                 if c.client_stats:
-                    self.producer_stats[c.client_id] = c.client_stats
+                    self.producer_stats[c.client_id] = (report.end_time, c.client_stats)
                 window.sent += c.sent
                 if ("publish", -1) in c.histograms:
                     window.publish.merge(Histogram.from_wire(c.histograms[("publish", -1)]))
@@ -121,8 +123,14 @@ class RunAggregate:
         }
 
     def producer_batches(self) -> dict[str, float | None]:
-        """Average records and bytes per produced batch over the producers' latest statistics."""
-        latest = [s for s in self.producer_stats.values() if s.get("batch_records_avg")]
+        """Average records and bytes per produced batch over the producers' latest statistics; those
+        of producers gone for two statistics intervals (removed, or rebuilt without batches) drop out."""
+        newest = max((at for at, _ in self.producer_stats.values()), default=0.0)
+        latest = [
+            stats
+            for at, stats in self.producer_stats.values()
+            if at >= newest - 2 * STATS_INTERVAL_S and stats.get("batch_records_avg")
+        ]
         if not latest:
             return {"batchRecordsAvg": None, "batchBytesAvg": None}
         return {

@@ -113,7 +113,10 @@ class LoadClient:
         try:
             self.run()
         except Exception as e:  # reported to the coordinator, which stops the run cleanly
-            self.error = f"{self.client_id}: {type(e).__name__}: {e}"
+            if hasattr(e, "getMessage"):  # a Java exception: its simple name and message, once
+                self.error = f"{self.client_id}: {e.getClass().getSimpleName()}: {e.getMessage()}"
+            else:
+                self.error = f"{self.client_id}: {type(e).__name__}: {e}"
             log.exception("client %s failed", self.client_id)
         finally:
             detach_thread()

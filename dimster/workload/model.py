@@ -93,6 +93,11 @@ class ClientLibrary(Strict):
         return "java" in (self.producer, self.consumer, self.share_consumer)
 
 
+def one_library_for_all(value):
+    """`clientLibrary: java` is short for the same library in every role."""
+    return {"producer": value, "consumer": value, "shareConsumer": value} if isinstance(value, str) else value
+
+
 class Workload(Strict):
     name: str = Field(..., pattern=r"^[A-Za-z0-9._-]{1,80}$")
     topics: int = Field(1, ge=1, le=1000)
@@ -127,11 +132,9 @@ class Workload(Strict):
     @field_validator("client_library", mode="before")
     @classmethod
     def _one_library_for_all(cls, value):
-        if not isinstance(value, str):
-            return value
-        if value not in get_args(Library):
+        if isinstance(value, str) and value not in get_args(Library):
             raise ValueError("must be librdkafka or java, or a mapping of producer, consumer, shareConsumer to one")
-        return {"producer": value, "consumer": value, "shareConsumer": value}
+        return one_library_for_all(value)
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -171,5 +174,7 @@ def load_workload(path: Path, sets: list[tuple[str, str]] = ()) -> Workload:
 
     data = load_mapping(path, "workload")
     if sets:
+        if "clientLibrary" in data:  # so that --set clientLibrary.producer=... works on the short form too
+            data["clientLibrary"] = one_library_for_all(data["clientLibrary"])
         data = apply_overrides(data, sets)
     return parse_workload(data, display(path))
