@@ -137,11 +137,12 @@ def per_partition_and_client(s: Scenario, sent: int, received: int, e2e_p50: flo
     ]  # fmt: skip
     each = received // len(consumers)
     stats = [
-        {"client_id": c, "role": "producer", "batch_records_avg": 7.5, "batch_bytes_avg": 3900.0,
+        {"client_id": c, "role": "producer", "library": "java", "batch_records_avg": 7.5, "batch_bytes_avg": 3900.0,
          "requests": sent // 21}
         for c in s.producers
     ] + [
-        {"client_id": c, "role": "share_consumer", "fetch_requests": each // 45, "rx_bytes": each * 510,
+        {"client_id": c, "role": "share_consumer", "library": "librdkafka", "fetch_requests": each // 45,
+         "rx_bytes": each * 510,
          "requests": each // 44, "records_consumed": each, "bytes_consumed": each * 500, "records_per_fetch": 45.0,
          "rx_bytes_per_consumed_byte": 1.02}
         for c in consumers
@@ -307,6 +308,8 @@ def test_report_renders_offline_with_modifications(tmp_path: Path, browser: Brow
     ):
         assert expected in body, expected
     assert "Notes" not in body  # nothing missing
+    clients = page.inner_text("#clients")  # each client's library
+    assert clients.count("java") == 3 and clients.count("librdkafka") == 12  # 3 producers, 12 consumers
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
     page.close()
