@@ -117,25 +117,27 @@ def _known_names(role: str) -> set[str]:
     return {str(name) for name in jpype.JClass("DimsterClientSupport").configNames(role)}
 
 
+def _unknown_name(section: str, keys, roles: list[str]) -> str | None:
+    """The first of `keys` that none of the roles' Java clients knows, as an error line."""
+    known = set().union(*(_known_names(role) for role in roles))
+    for key in keys:
+        if key not in known:
+            clients = " or ".join(role.replace("_", " ") for role in roles)
+            return f"kafkaConfig.{section}: '{key}' is not a property of Kafka's Java {clients}{closest(key, known)}"
+    return None
+
+
 def check_common_names(roles: list[str], common: dict) -> str | None:
     """A commonConfig name must belong to at least one of the run's Java clients (another one only
     warns about it in its log)."""
-    known = set().union(*(_known_names(role) for role in roles))
-    for key in common:
-        if key not in known:
-            clients = " or ".join(role.replace("_", " ") for role in roles)
-            return f"kafkaConfig.commonConfig: '{key}' is not a property of Kafka's Java {clients}{closest(key, known)}"
-    return None
+    return _unknown_name("commonConfig", common, roles)
 
 
 def check_properties(role: str, section: str, common: dict, properties: dict) -> str | None:
     """Kafka's Java client of `role` judges its section's names, then builds itself from commonConfig
     and the section and closes (the JVM must run, see jvm.start_jvm): the problem as one line."""
-    known = _known_names(role)
-    for key in properties:
-        if key not in known:
-            client = role.replace("_", " ")
-            return f"kafkaConfig.{section}: '{key}' is not a property of Kafka's Java {client}{closest(key, known)}"
+    if problem := _unknown_name(section, properties, [role]):
+        return problem
     config = {"bootstrap.servers": CHECK_BOOTSTRAP, **common, **properties}
     if role != "producer":
         config.setdefault("group.id", "dimster-check")

@@ -1,6 +1,8 @@
 """The Kafka properties of each client role, from the workload, and their check by the library
 that will run them, before a run starts or changes."""
 
+from collections.abc import Iterator
+
 from dimster.errors import DimsterError
 from dimster.workload.model import Workload
 
@@ -14,6 +16,11 @@ def property_text(value) -> str:
 
 def consumer_role(workload: Workload) -> str:
     return "share_consumer" if workload.consumer_type == "SHARE_GROUP" else "consumer"
+
+
+def run_libraries(workload: Workload) -> dict[str, str]:
+    """The library of each role the run has: its producers and its kind of consumer."""
+    return {role: workload.client_library.of(role) for role in ("producer", consumer_role(workload))}
 
 
 def role_properties(workload: Workload, role: str, group: str = "") -> dict:
@@ -30,25 +37,25 @@ def role_properties(workload: Workload, role: str, group: str = "") -> dict:
 
 
 def check_client_configs(workload: Workload, source: str, kafka_version: str) -> None:
-    """The properties of the roles the run has (producers, and its kind of consumer), judged by each
-    role's library (Java: of `kafka_version`). commonConfig goes to every client of the run."""
-    kc = workload.kafka_config
-    sections = kc.model_dump(by_alias=True)
-    roles = {role: workload.client_library.of(role) for role in ("producer", consumer_role(workload))}
-    if "java" in roles.values():
+    """The properties of the roles the run has, judged by each role's library (Java: of
+    `kafka_version`): the first problem as one error line."""
+    if problem := next(_problems(workload, kafka_version), None):
+        raise DimsterError(f"{source}: {problem}")
+
+
+def _problems(workload: Workload, kafka_version: str) -> Iterator[str]:
+    common = workload.kafka_config.common_config  # goes to every client of the run
+    sections = workload.kafka_config.model_dump(by_alias=True)
+    libraries = run_libraries(workload)
+    if java_roles := [role for role, library in libraries.items() if library == "java"]:
         from dimster.clients import java, jvm
 
         jvm.start_jvm(kafka_version)
-        java_roles = [role for role, library in roles.items() if library == "java"]
-        if problem := java.check_common_names(java_roles, kc.common_config):
-            raise DimsterError(f"{source}: {problem}")
-    for role, library in roles.items():
-        section = ROLE_SECTIONS[role]
+        yield from filter(None, [java.check_common_names(java_roles, common)])
+    for role, library in libraries.items():
         if library == "java":
-            problem = java.check_properties(role, section, kc.common_config, sections[section])
+            check = java.check_properties
         else:
-            from dimster.clients import librdkafka
-
-            problem = librdkafka.check_properties(role, section, kc.common_config, sections[section])
-        if problem:
-            raise DimsterError(f"{source}: {problem}")
+            from dimster.clients.librdkafka import check_properties as check
+        if problem := check(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
+            yield problem

@@ -2,6 +2,7 @@
 or an official binary distribution named by $KAFKA_HOME."""
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -47,9 +48,15 @@ def java_executable() -> str:
     return java
 
 
+@functools.cache
+def java_version_line(java: str) -> str:
+    """The line of `java -version` that names it, e.g. 'openjdk version "17.0.15" 2025-04-15'."""
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    return next((line for line in out.splitlines() if " version " in line), "")
+
+
 def java_major_version(java: str) -> int:
-    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', java_version_line(java))
     if not match:
         raise DimsterError(f"could not read the Java version from '{java} -version': {JAVA_HINT}")
     major = int(match.group(1))

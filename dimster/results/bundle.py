@@ -20,7 +20,7 @@ import yaml
 
 from dimster import __version__
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import java_executable
+from dimster.kafka.distribution import java_executable, java_version_line
 
 SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.key$|private", re.IGNORECASE)
 
@@ -35,12 +35,10 @@ def redact(value: Any) -> Any:
 
 
 def java_version() -> str:
-    """What `java -version` says first, e.g. 'openjdk version "17.0.15" 2025-04-15'."""
     try:
-        out = subprocess.run([java_executable(), "-version"], capture_output=True, text=True, timeout=30).stderr
+        return java_version_line(java_executable()) or "unknown"
     except (DimsterError, OSError, subprocess.TimeoutExpired):
         return "unknown"
-    return out.splitlines()[0] if out else "unknown"
 
 
 def hardware() -> dict:

@@ -11,7 +11,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from dimster.clients.jvm import start_jvm
-from dimster.clients.properties import consumer_role, role_properties
+from dimster.clients.properties import consumer_role, role_properties, run_libraries
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.protocol import Assignment, IntervalReport
 from dimster.workload.model import Workload
@@ -44,7 +44,7 @@ class Worker:
 
     def _java_if_needed(self, workload: Workload) -> None:
         """Start the JVM before any client needs it (it stays up for the rest of the process)."""
-        if workload.client_library.uses_java:
+        if "java" in run_libraries(workload).values():
             log_file = Path(self.assignment.log_file).with_suffix(".java.log")
             start_jvm(self.assignment.kafka_version, log_file)
 

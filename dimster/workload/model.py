@@ -88,10 +88,6 @@ class ClientLibrary(Strict):
         """The library of a role: producer, consumer or share_consumer."""
         return getattr(self, role)
 
-    @property
-    def uses_java(self) -> bool:
-        return "java" in (self.producer, self.consumer, self.share_consumer)
-
 
 def one_library_for_all(value):
     """`clientLibrary: java` is short for the same library in every role."""
