@@ -1,5 +1,6 @@
 """Environment profiles: `run/environments/<name>.yaml` says where and how a cluster runs."""
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -10,6 +11,8 @@ from dimster.paths import environments_dir, project_dir, state_dir
 from dimster.yamlfile import load_mapping, validation_error_line
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
+# Fields that describe the nodes a `local` cluster runs; an `external` profile may not set them.
+LOCAL_LAYOUT = {"nodes", "first_node_id", "heap", "broker_port_base", "controller_port_base", "data_dir"}
 
 
 class EnvironmentProfile(BaseModel):
@@ -19,6 +22,7 @@ class EnvironmentProfile(BaseModel):
     backend: Literal["local", "external"] = "local"
     external_bootstrap: str | None = Field(None, alias="bootstrapServers", min_length=3)
     nodes: int = Field(1, ge=1, le=9)
+    first_node_id: int = Field(1, alias="firstNodeId", ge=0, le=1000)
     heap: str = Field("1g", pattern=r"^\d+[mMgG]$")
     host: str = "127.0.0.1"
     broker_port_base: int = Field(19092, alias="brokerPortBase", ge=1024, le=65000)
@@ -51,6 +55,15 @@ class EnvironmentProfile(BaseModel):
         path = Path(self.broker_config)
         return path if path.is_absolute() else project_dir() / path
 
+    @property
+    def node_ids(self) -> list[int]:
+        """Kafka node ids of a local cluster: `nodes` consecutive ids from `firstNodeId`."""
+        return [self.first_node_id + i for i in range(self.nodes)]
+
+    def node_index(self, node_id: int) -> int:
+        """Position (0-based) of `node_id` among the nodes: it picks the node's ports."""
+        return node_id - self.first_node_id
+
     def broker_port(self, node_index: int) -> int:
         return self.broker_port_base + node_index
 
@@ -63,6 +76,16 @@ class EnvironmentProfile(BaseModel):
             raise ValueError("backend: external needs bootstrapServers (host:port[,host:port...])")
         return self
 
+    @model_validator(mode="after")
+    def _layout_keys_are_local(self):
+        """An external cluster's brokers, ids and count are read from the cluster, never from the profile."""
+        given = sorted(type(self).model_fields[f].alias or f for f in self.model_fields_set & LOCAL_LAYOUT)
+        if self.backend == "external" and given:
+            raise ValueError(
+                f"{', '.join(given)}: only for backend: local (an external cluster's brokers are read from it)"
+            )
+        return self
+
     @property
     def bootstrap_servers(self) -> str:
         if self.external_bootstrap:
@@ -70,11 +93,21 @@ class EnvironmentProfile(BaseModel):
         return ",".join(f"{self.host}:{self.broker_port(i)}" for i in range(self.nodes))
 
 
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_environment_name(env: str) -> None:
+    """An environment is named, never a path: `../x` must not reach files outside their folders."""
+    if not ENVIRONMENT_NAME.fullmatch(env):
+        raise DimsterError(f"invalid environment name '{env}': letters, digits, '.', '_' and '-' only")
+
+
 def known_environments() -> list[str]:
     return sorted(p.stem for p in environments_dir().glob("*.yaml"))
 
 
 def load_environment(name: str) -> EnvironmentProfile:
+    check_environment_name(name)
     path = environments_dir() / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(known_environments()) or "none"

@@ -17,13 +17,18 @@ def load_mapping(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise DimsterError(f"{what} file {display(path)} does not exist")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        bad = f"byte {e.object[e.start]:#04x} at offset {e.start}"
+        raise DimsterError(f"{display(path)}: not UTF-8 text ({bad})") from None
+    except OSError as e:
+        raise DimsterError(f"{display(path)}: cannot read the {what} file: {e.strerror}") from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         raise DimsterError(f"{display(path)}{where}: YAML syntax error: {e.problem}") from None
     except yaml.YAMLError as e:
-        raise DimsterError(f"{display(path)}: YAML syntax error: {e}") from None
+        raise DimsterError(f"{display(path)}: YAML syntax error: {' '.join(str(e).split())}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

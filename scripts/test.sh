@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the whole test suite (lint first); exits with the suite's code.
+# Arguments go to pytest: `scripts/test.sh -m unit` is the fast loop (no broker, no Spark, no browser).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -1,8 +1,15 @@
-"""Shared fixtures: an isolated state folder for every test session, the CLI as a subprocess, and
-the guarantee that no Kafka process of ours outlives the suite."""
+"""Shared fixtures: an isolated project and state folder for every test session, the CLI as a
+subprocess, and the guarantee that no Kafka process of ours outlives the suite.
+
+The session runs on a scratch copy of run/ whose environment profiles listen on ports found free
+when the suite starts, in a block no shipped profile uses: a user's clusters of the shipped
+profiles (local, localBeefy) may run beside the suite and are never touched."""
 
 import os
+import random
+import re
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -10,8 +17,18 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+SHIPPED_ENVIRONMENTS = REPO / "run" / "environments"
+MARKERS = ("unit", "kafka", "spark", "browser")
+
+# Test ports come in slots of SLOT ports: brokers on the slot's first ten, controllers on the next ten
+# (a profile has at most 9 nodes). The scratch copies of the shipped profiles take the first slots in
+# name order; tests that write their own profile take a spare slot (`spare_ports`).
+SLOT = 20
+SLOTS = 6
+SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
 
 
 @dataclass
@@ -39,22 +56,105 @@ def dimster(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
 
 
 def our_java_processes(state_dir: Path) -> list[psutil.Process]:
-    """Java processes whose command line points into this session's state folder."""
+    """Running java processes whose command line points into this session's state folder (one that
+    has exited but is not reaped yet, a zombie, is not running)."""
     found = []
-    for process in psutil.process_iter(["name", "cmdline"]):
+    for process in psutil.process_iter(["name", "cmdline", "status"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if "java" in (process.info["name"] or "") and str(state_dir) in cmdline:
+        running = process.info["status"] != psutil.STATUS_ZOMBIE
+        if running and "java" in (process.info["name"] or "") and str(state_dir) in cmdline:
             found.append(process)
     return found
 
 
+def shipped_ports() -> set[int]:
+    """Every broker and controller port a shipped environment profile uses."""
+    ports = set()
+    for path in SHIPPED_ENVIRONMENTS.glob("*.yaml"):
+        profile = yaml.safe_load(path.read_text()) or {}
+        nodes = profile.get("nodes", 1)
+        for key, default in (("brokerPortBase", 19092), ("controllerPortBase", 19192)):
+            base = profile.get(key, default)
+            ports.update(range(base, base + nodes))
+    return ports
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block() -> int:
+    """The first port of a block of SLOT * SLOTS ports, each free now and none used by a shipped profile.
+    Blocks are tried in random order, so that two sessions at once rarely pick the same one."""
+    taken = shipped_ports()
+    for start in random.sample(SEARCH, len(SEARCH)):
+        block = range(start, start + SLOT * SLOTS)
+        if not taken.intersection(block) and all(port_is_free(p) for p in block):
+            return start
+    raise RuntimeError(f"no free block of {SLOT * SLOTS} loopback ports between {SEARCH.start} and {SEARCH.stop}")
+
+
+def profile_ports(first_port: int, slot: int) -> dict[str, int]:
+    start = first_port + slot * SLOT
+    return {"brokerPortBase": start, "controllerPortBase": start + SLOT // 2}
+
+
+def with_ports(text: str, ports: dict[str, int]) -> str:
+    """A profile's text with its port keys set to `ports` (comments and everything else kept)."""
+    for key, port in ports.items():
+        text, found = re.subn(rf"^({key}:\s*)\d+", rf"\g<1>{port}", text, flags=re.MULTILINE)
+        if not found:
+            text = text.rstrip("\n") + f"\n{key}: {port}\n"
+    return text
+
+
+def without_data_dir(text: str) -> str:
+    """A profile's text without `dataDir`: its clusters keep their data in the state folder."""
+    return re.sub(r"^dataDir:.*\n?", "", text, flags=re.MULTILINE)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def state_dir(tmp_path_factory) -> Path:
+def scratch_project(tmp_path_factory) -> Path:
+    """This session's project: a copy of run/ whose local profiles listen on ports of a free block.
+    DIMSTER_PROJECT_DIR points at it for the whole session."""
+    first_port = free_port_block()
+    project = tmp_path_factory.mktemp("dimster-project")
+    shutil.copytree(REPO / "run", project / "run")
+    profiles = sorted((project / "run" / "environments").glob("*.yaml"))
+    assert len(profiles) < SLOTS, "more shipped profiles than port slots"
+    for slot, path in enumerate(profiles):
+        text = without_data_dir(path.read_text())
+        if (yaml.safe_load(text) or {}).get("backend", "local") == "local":
+            text = with_ports(text, profile_ports(first_port, slot))
+        path.write_text(text)
+    os.environ["DIMSTER_PROJECT_DIR"] = str(project)
+    os.environ["DIMSTER_TEST_FIRST_PORT"] = str(first_port)
+    return project
+
+
+def spare_ports(number: int = 1) -> dict[str, int]:
+    """brokerPortBase and controllerPortBase for a profile a test writes itself (`number` 1 or 2 of
+    the session's spare slots: free when the suite started, used by nothing of the session else)."""
+    spare = len(list(SHIPPED_ENVIRONMENTS.glob("*.yaml"))) + number - 1
+    assert number >= 1 and spare < SLOTS, f"no spare port slot {number}"
+    return profile_ports(int(os.environ["DIMSTER_TEST_FIRST_PORT"]), spare)
+
+
+def spare_ports_yaml(number: int = 1) -> str:
+    return "".join(f"{key}: {port}\n" for key, port in spare_ports(number).items())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_dir(tmp_path_factory, scratch_project) -> Path:
     """Cluster data and process ids of this test session live in a fresh folder; at the end no
     java process started from it may be left."""
     path = tmp_path_factory.mktemp("dimster-state")
     os.environ["DIMSTER_STATE_DIR"] = str(path)
-    os.environ["DIMSTER_PROJECT_DIR"] = str(REPO)
     yield path
     leftovers = our_java_processes(path)
     for process in leftovers:
@@ -62,11 +162,16 @@ def state_dir(tmp_path_factory) -> Path:
     assert not leftovers, f"java processes left running after the suite: {[p.pid for p in leftovers]}"
 
 
+def copy_project(scratch_project: Path, destination: Path) -> Path:
+    """A copy of the session's scratch run/ (its ports, not the shipped ones) under `destination`."""
+    shutil.copytree(scratch_project / "run", destination / "run")
+    return destination
+
+
 @pytest.fixture
-def project(tmp_path) -> Path:
-    """A scratch copy of the project's run/ folder that a test may edit; DIMSTER_PROJECT_DIR points at it."""
-    shutil.copytree(REPO / "run", tmp_path / "run")
-    return tmp_path
+def project(tmp_path, scratch_project) -> Path:
+    """A copy of the session's scratch project that a test may edit; point DIMSTER_PROJECT_DIR at it."""
+    return copy_project(scratch_project, tmp_path)
 
 
 def write_environment(project: Path, name: str, text: str) -> None:

@@ -3,6 +3,7 @@
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -59,9 +60,17 @@ def share_group_from_earliest(bootstrap: str, group: str) -> None:
         future.result(timeout=30)
 
 
-def consume_share_group(bootstrap: str, topic: str, consumers: int, expected: int, timeout: float = 90):
+def consume_share_group(
+    bootstrap: str,
+    topic: str,
+    consumers: int,
+    expected: int,
+    timeout: float = 90,
+    while_running: Callable[[str], object] | None = None,
+):
     """Run `consumers` ShareConsumers (implicit acks) until `expected` records arrived and a quiet
-    second followed; returns (all values in arrival order, records per consumer)."""
+    second followed; returns (all values in arrival order, records per consumer). `while_running` is
+    called with the group's name after the records arrived, while every consumer is still a member."""
     group = f"sg-{uuid.uuid4().hex[:8]}"
     share_group_from_earliest(bootstrap, group)
     values: list[bytes] = []
@@ -92,7 +101,11 @@ def consume_share_group(bootstrap: str, topic: str, consumers: int, expected: in
     while len(values) < expected and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)  # a duplicate delivery would show up here
-    done.set()
+    try:
+        if while_running:
+            while_running(group)
+    finally:
+        done.set()
     for thread in threads:
         thread.join(30)
     assert not errors, errors[:3]

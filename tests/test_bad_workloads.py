@@ -14,6 +14,8 @@ import yaml
 from dimster.workload.model import load_workload
 from tests.conftest import REPO, dimster
 
+pytestmark = pytest.mark.unit
+
 HERE = Path(__file__).parent
 BAD = sorted((HERE / "workloads" / "bad").glob("*.yaml"))
 GOOD = sorted((HERE / "workloads" / "good").glob("*.yaml")) + sorted((REPO / "run" / "workloads").rglob("*.yaml"))

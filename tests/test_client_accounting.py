@@ -14,6 +14,8 @@ from dimster.worker.protocol import ConsumerSpec
 from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
 
+pytestmark = pytest.mark.unit
+
 
 def polled(records: list[tuple[int, int, int, int]], delivery_counts=None, foreign: int = 0) -> Polled:
     """records: (producer id, sequence, intended ns, partition); `foreign` values without our header."""

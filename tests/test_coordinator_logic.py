@@ -12,6 +12,8 @@ from dimster.results.bundle import redact, redact_argv
 from dimster.worker.protocol import ClientInterval, IntervalReport
 from dimster.workload.model import Workload
 
+pytestmark = pytest.mark.unit
+
 
 def workload(**keys) -> Workload:
     return Workload.model_validate({"name": "w", **keys})

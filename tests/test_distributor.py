@@ -8,6 +8,8 @@ import pytest
 
 from dimster.workload.distributor import distributor, zipf_weights
 
+pytestmark = pytest.mark.unit
+
 
 def draw(choose, n: int) -> list:
     return [choose() for _ in range(n)]

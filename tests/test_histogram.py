@@ -15,6 +15,8 @@ import pytest
 
 from dimster.metrics.histogram import ALPHA, BUFFER, Histogram, bucket_of, bucket_value
 
+pytestmark = pytest.mark.unit
+
 QUANTILES = [50, 75, 90, 95, 99, 99.9, 99.99]
 N = 100_000
 

@@ -49,6 +49,7 @@ def consumer_intervals(bundle):
     return intervals[intervals.role == "share_consumer"]
 
 
+@pytest.mark.kafka
 def test_acquire_modes_as_the_reference_post_describes_them(tmp_path):
     """batch_optimized acquires whole batches, so polls exceed max.poll.records; record_limit caps
     them, and the broker then sends each batch several times (bytes fetched per byte consumed)."""
@@ -70,6 +71,7 @@ def test_acquire_modes_as_the_reference_post_describes_them(tmp_path):
     assert fetched[limited] > 2 * fetched[optimized]
 
 
+@pytest.mark.kafka
 @pytest.mark.parametrize(
     ("consumer_type", "libraries"),
     [
@@ -105,6 +107,7 @@ def test_mixed_libraries_lose_nothing(tmp_path, consumer_type, libraries):
         assert ratios["records_per_fetch"] > 0 and ratios["rx_bytes_per_consumed_byte"] > 0
 
 
+@pytest.mark.kafka
 def test_java_client_logs_go_to_the_worker_java_log(tmp_path):
     workload = write_workload(tmp_path, "java-log", clientLibrary="java", durationSeconds=3, warmupSeconds=0)
     results = tmp_path / "results"
@@ -118,6 +121,7 @@ def test_java_client_logs_go_to_the_worker_java_log(tmp_path):
     assert run_info(bundle)["versions"]["java_clients"] == "4.3.1"
 
 
+@pytest.mark.kafka
 def test_live_switch_of_acquire_mode_caps_polls(tmp_path):
     """The reference post's step, live: --modify --set ...share.acquire.mode=record_limit."""
     path = write_workload(
@@ -156,6 +160,7 @@ def test_live_switch_of_acquire_mode_caps_polls(tmp_path):
     assert by_generation[3].received.sum() > 0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("sets", "line"),
     [
@@ -197,6 +202,7 @@ def test_java_properties_are_judged_by_kafkas_java_clients(tmp_path, sets, line)
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.unit
 def test_java_only_properties_pass_with_the_java_client(tmp_path):
     workload = write_workload(tmp_path, "java-ok")
     sets = [

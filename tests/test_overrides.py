@@ -9,6 +9,8 @@ from dimster.errors import DimsterError
 from dimster.workload.model import load_workload
 from dimster.workload.overrides import apply_overrides, parse_set_arguments, parse_value, split_path
 
+pytestmark = pytest.mark.unit
+
 MINIMAL = Path(__file__).parent / "workloads" / "good" / "minimal.yaml"
 
 # split_path

@@ -8,6 +8,8 @@ import pytest
 
 from dimster.workload.payload import HEADER_SIZE, MAGIC, make_bodies, pack_header, unpack_header
 
+pytestmark = pytest.mark.unit
+
 
 def compressed_share(body: bytes) -> float:
     return len(zlib.compress(body, 6)) / len(body)

@@ -6,6 +6,8 @@ import pytest
 
 from dimster.workload.processing import makespan_ms, processing_times_ms
 
+pytestmark = pytest.mark.unit
+
 # processing_times_ms
 
 

@@ -8,6 +8,8 @@ import pytest
 from dimster.workload.model import RateSchedule
 from dimster.workload.schedule import Pacer, rate_at
 
+pytestmark = pytest.mark.unit
+
 
 def schedule(*segments: dict, type: str = "ONCE") -> RateSchedule:
     return RateSchedule.model_validate({"type": type, "segments": list(segments)})

@@ -7,6 +7,8 @@ import pytest
 
 from dimster.metrics.sequences import RangeSet, to_ranges
 
+pytestmark = pytest.mark.unit
+
 
 def ranges(rs: RangeSet) -> list[tuple[int, int]]:
     return list(zip(rs.starts, rs.ends, strict=True))

@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import dimster
 from tests.test_summary import synthetic_run
 
+pytestmark = pytest.mark.spark
+
 SPARK_HOME = Path(pyspark.__file__).parent
 
 

@@ -80,6 +80,7 @@ def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> d
     return {client: np.concatenate(parts) for client, parts in samples.items()}
 
 
+@pytest.mark.spark
 def test_spark_percentiles_match_exact_ones_within_the_bound(tmp_path):
     samples = synthetic_run(tmp_path)
     summary = summarize(tmp_path, "local[2]")
@@ -115,6 +116,7 @@ def test_spark_percentiles_match_exact_ones_within_the_bound(tmp_path):
         assert (tmp_path / "summary" / f"{table}.parquet").exists()
 
 
+@pytest.mark.spark
 def test_partial_run_folder_summarizes_what_exists(tmp_path):
     synthetic_run(tmp_path, seconds=5)
     (tmp_path / "run.json").unlink()
@@ -129,6 +131,7 @@ def test_partial_run_folder_summarizes_what_exists(tmp_path):
     assert "note: metrics/histograms is missing" in result.stdout
 
 
+@pytest.mark.unit
 def test_folder_that_is_not_a_run_is_refused(tmp_path):
     result = dimster("summarize", str(tmp_path))
     assert result.code == 2

@@ -12,11 +12,13 @@ from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import kafka_distribution
+from dimster.results.redaction import redact_text
 
 app = typer.Typer(
     help="Load-test Apache Kafka, above all its share groups. See docs/cli.md.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(cluster.app, name="cluster")
@@ -64,12 +66,25 @@ def main() -> None:
     # tracebacks on the console: dimster reports problems as one line of its own.
     logging.getLogger().addHandler(logging.NullHandler())
     try:
-        app()
+        # Not standalone: usage errors come here, to be one line like every other error.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except DimsterError as e:
-        err_console.print(f"dimster: error: {e}", markup=False, soft_wrap=True)
+        err_console.print(f"dimster: error: {redact_text(str(e))}", markup=False, soft_wrap=True)
         if e.detail:
-            err_console.print(e.detail, style="dim", markup=False, soft_wrap=True)
+            err_console.print(redact_text(e.detail), style="dim", markup=False, soft_wrap=True)
         sys.exit(e.exit_code)
+    except typer.TyperException as e:  # click's usage errors (a missing argument, an unknown option)
+        ctx = getattr(e, "ctx", None)
+        if ctx is not None and e.format_message() == ctx.get_help():
+            err_console.print(e.format_message(), markup=False)  # no arguments: the help, as asked
+        else:
+            hint = f" (see `{ctx.command_path} -h`)" if ctx is not None else ""
+            err_console.print(f"dimster: error: {e.format_message()}{hint}", markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        err_console.print("dimster: aborted")
+        sys.exit(1)
     except KeyboardInterrupt:
         err_console.print("dimster: interrupted")
         sys.exit(130)

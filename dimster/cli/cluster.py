@@ -9,7 +9,7 @@ from dimster.cli.output import cluster_table, console, print_json, progress
 from dimster.cluster.backend import backend_for
 from dimster.cluster.processes import tail
 from dimster.environment import load_environment
-from dimster.errors import DimsterError
+from dimster.errors import ClusterError, DimsterError
 
 app = typer.Typer(help="Manage the Kafka cluster of an environment (run/environments/ENV.yaml).", no_args_is_help=True)
 
@@ -65,6 +65,10 @@ def redeploy(env: str = EnvArg, json: bool = JsonOpt) -> None:
     except DimsterError as e:
         notify_run(env, "cluster_redeploy_failed", f"cluster redeploy failed: {e}")
         raise
+    except Exception as e:  # boundary: whatever went wrong half-way, one line with the cluster's exit code
+        error = ClusterError(f"cluster redeploy of '{env}' failed: {type(e).__name__}: {e}")
+        notify_run(env, "cluster_redeploy_failed", str(error))
+        raise error from None
     notify_run(
         env,
         "cluster_redeploy_done",
@@ -82,13 +86,13 @@ def redeploy(env: str = EnvArg, json: bool = JsonOpt) -> None:
 @app.command()
 def logs(
     env: str = EnvArg,
-    node: int = typer.Option(0, "--node", "-n", help="Only this node (1-based); default all."),
+    node: int | None = typer.Option(None, "--node", "-n", help="Only the node with this id; default all."),
     lines: int = typer.Option(40, "--lines", "-l", min=1, help="How many last lines."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines (Ctrl-C stops)."),
 ) -> None:
     """The brokers' server logs."""
     files = backend_for(load_environment(env)).log_files()
-    if node:
+    if node is not None:
         if node not in files:
             raise DimsterError(f"'{env}' has nodes {', '.join(map(str, files))}; there is no node {node}")
         files = {node: files[node]}

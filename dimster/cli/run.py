@@ -12,7 +12,13 @@ from dimster.cli.output import console, print_json, progress
 from dimster.cli.summary import SparkMasterOpt, summarize_after_run
 from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import backend_for
-from dimster.coordinator.control import ControlServer, control_request, read_run_state, run_state_file
+from dimster.coordinator.control import (
+    ControlServer,
+    check_environment_name,
+    control_request,
+    read_run_state,
+    run_state_file,
+)
 from dimster.coordinator.run import Coordinator
 from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
 from dimster.errors import DimsterError
@@ -69,6 +75,7 @@ def run(
 ) -> None:
     """Run a workload against the cluster of ENV (brought up, or reused if it runs), or with --modify
     change the workload that runs there."""
+    check_environment_name(env)
     sets = set_items(ctx, set_)
     if modify:
         return _modify(env, workload, sets, json)
@@ -107,12 +114,14 @@ def _run(loaded, profile, results_root: Path, control: ControlServer, summary_ma
         run_id=bundle.path.name,
     )
     control.update(run_id=bundle.path.name, results=str(bundle.path))
-    say = lambda line: console.print(line, markup=False)  # noqa: E731
+    control.redactor = bundle.redactor  # the API masks the secrets the run knows
+    say = lambda line: console.print(bundle.redact_text(line), markup=False)  # noqa: E731
     coordinator = Coordinator(loaded, cluster, bundle, profile.workers, control=control, say=say)
     try:
         code = coordinator.run()
     finally:
         bundle.copy_broker_logs(cluster.log_files())
+        bundle.scrub_logs()
         control.close()  # the run is over: free the environment before the summary
         if summary_master and (bundle.path / "metrics").exists():
             summarize_after_run(bundle.path, summary_master)

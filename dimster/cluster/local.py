@@ -50,8 +50,14 @@ class ClusterState:
     def load(cls, path: Path) -> "ClusterState | None":
         if not path.exists():
             return None
-        raw = json.loads(path.read_text())
-        return cls(raw["kafka_version"], [NodeProcess(**n) for n in raw["nodes"]], raw["broker_config"])
+        try:
+            raw = json.loads(path.read_text())
+            return cls(raw["kafka_version"], [NodeProcess(**n) for n in raw["nodes"]], raw["broker_config"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ClusterError(
+                f"{path} is unreadable ({type(e).__name__}: {e}): check with `ps` that no broker of this "
+                "environment runs, then delete the file"
+            ) from None
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,11 +73,15 @@ class LocalCluster:
         self.state_file = self.root / "state.json"
 
     # ---- layout -------------------------------------------------------------------------------
+    def node_id(self, index: int) -> int:
+        return self.profile.node_ids[index]
+
     def node_dir(self, index: int) -> Path:
-        return self.root / f"node-{index + 1}"
+        return self.root / f"node-{self.node_id(index)}"
 
     def log_files(self) -> dict[int, Path]:
-        return {i + 1: self.node_dir(i) / "logs" / "server.log" for i in range(self.profile.nodes)}
+        """Each node's server.log, by node id."""
+        return {self.node_id(i): self.node_dir(i) / "logs" / "server.log" for i in range(self.profile.nodes)}
 
     def _stdout_file(self, index: int) -> Path:
         return self.node_dir(index) / "logs" / "stdout.log"
@@ -110,8 +120,8 @@ class LocalCluster:
         }
         managed = {
             "process.roles": "broker,controller",
-            "node.id": str(index + 1),
-            "controller.quorum.voters": ",".join(f"{i + 1}@{host}:{p.controller_port(i)}" for i in range(n)),
+            "node.id": str(self.node_id(index)),
+            "controller.quorum.voters": ",".join(f"{self.node_id(i)}@{host}:{p.controller_port(i)}" for i in range(n)),
             "listeners": f"PLAINTEXT://{host}:{p.broker_port(index)},CONTROLLER://{host}:{p.controller_port(index)}",
             "advertised.listeners": f"PLAINTEXT://{host}:{p.broker_port(index)}",
             "controller.listener.names": "CONTROLLER",
@@ -186,7 +196,7 @@ class LocalCluster:
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             last = (result.stdout + result.stderr).strip().splitlines()[-1:] or ["no output"]
-            raise ClusterError(f"formatting storage of node {index + 1} failed: {last[0]}")
+            raise ClusterError(f"formatting storage of node {self.node_id(index)} failed: {last[0]}")
 
     def _check_ports_free(self) -> None:
         for index in range(self.profile.nodes):
@@ -199,8 +209,9 @@ class LocalCluster:
                     try:
                         s.bind((self.profile.host, port))
                     except OSError:
+                        node = self.node_id(index)
                         raise ClusterError(
-                            f"port {port} ({kind} listener of node {index + 1}) is in use on {self.profile.host}; "
+                            f"port {port} ({kind} listener of node {node}) is in use on {self.profile.host}; "
                             f"stop what holds it or change {key} in run/environments/{self.profile.name}.yaml"
                         ) from None
 
@@ -208,11 +219,12 @@ class LocalCluster:
         properties = self.node_dir(index) / "server.properties"
         command = distribution.java("kafka.Kafka", str(properties), jvm_options=self._jvm_options(index))
         process = spawn(command, self._stdout_file(index))
-        return NodeProcess(index + 1, process.pid, process.started)
+        return NodeProcess(self.node_id(index), process.pid, process.started)
 
     def _failure_detail(self, index: int) -> str:
         """What the node said last: its errors from server.log, and the JVM's own output."""
-        errors = [line for line in tail(self.log_files()[index + 1], 400) if " ERROR " in line or " FATAL " in line]
+        server_log = self.node_dir(index) / "logs" / "server.log"
+        errors = [line for line in tail(server_log, 400) if " ERROR " in line or " FATAL " in line]
         jvm = [line for line in tail(self._stdout_file(index), 6) if line.strip()]
         return "\n".join(errors[-6:] + jvm)
 
@@ -224,7 +236,7 @@ class LocalCluster:
                     raise ClusterError(
                         f"broker node {node.node_id} of '{self.profile.name}' exited during start-up; "
                         f"its log: {display(self.log_files()[node.node_id])}",
-                        detail=self._failure_detail(node.node_id - 1),
+                        detail=self._failure_detail(self.profile.node_index(node.node_id)),
                     )
             if node_ids <= registered_brokers(self.profile.bootstrap_servers):
                 return
@@ -266,7 +278,7 @@ class LocalCluster:
         if state is None:
             return None
         alive = [n for n in state.nodes if n.process.alive()]
-        if len(alive) == len(state.nodes) and len(state.nodes) == self.profile.nodes:
+        if len(alive) == len(state.nodes) and [n.node_id for n in state.nodes] == self.profile.node_ids:
             return state
         progress(f"stale state for '{self.profile.name}' ({len(alive)}/{len(state.nodes)} nodes alive): cleaning up")
         for node in alive:
@@ -327,17 +339,18 @@ class LocalCluster:
         processes = {n.node_id: n for n in state.nodes} if state else {}
         alive = {i: p.process.alive() for i, p in processes.items()}
         registered = registered_brokers(self.profile.bootstrap_servers) if any(alive.values()) else set()
+        log_files = self.log_files()
         nodes = [
             NodeStatus(
-                node_id=i + 1,
-                pid=processes[i + 1].pid if i + 1 in processes else None,
-                alive=alive.get(i + 1, False),
-                registered=(i + 1) in registered,
+                node_id=node_id,
+                pid=processes[node_id].pid if node_id in processes else None,
+                alive=alive.get(node_id, False),
+                registered=node_id in registered,
                 broker_port=self.profile.broker_port(i),
                 controller_port=self.profile.controller_port(i),
-                log_file=str(self.log_files()[i + 1]),
+                log_file=str(log_files[node_id]),
             )
-            for i in range(self.profile.nodes)
+            for i, node_id in enumerate(self.profile.node_ids)
         ]
         return ClusterStatus(
             environment=self.profile.name,

@@ -4,11 +4,16 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from dimster.errors import ClusterError
+
+_DETACH = Path(__file__).with_name("detach.py")
 
 
 @dataclass(frozen=True)
@@ -38,39 +43,65 @@ class TrackedProcess:
                 psutil.Process(self.pid).send_signal(signal.SIGTERM)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM, then SIGKILL if it is still there after `timeout` seconds; reaps our own children."""
+        """SIGTERM, then SIGKILL if it is still there after `timeout` seconds. A process that has
+        exited counts as stopped even while it lingers as a zombie its parent has not reaped."""
         process = self._process()
         if process is None:
             return
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE:
-                process.send_signal(signal.SIGTERM)
-            process.wait(timeout)
-        except psutil.TimeoutExpired:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGTERM)
+        if _wait_exited(process, timeout):
+            return
+        with contextlib.suppress(psutil.Error):
             process.kill()
-            process.wait(10)
-        except psutil.Error:
+        if not _wait_exited(process, 10.0):
+            raise ClusterError(f"process {self.pid} did not exit within {timeout + 10:.0f}s of SIGTERM and SIGKILL")
+
+
+def _wait_exited(process: psutil.Process, timeout: float) -> bool:
+    """Whether `process` exited (gone, or a zombie) within `timeout` seconds; reaps it if it is our child."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            process.wait(0.1)  # reaps our own child; for any other process only polls
+            return True
+        except psutil.TimeoutExpired:
             pass
+        except psutil.Error:
+            return True
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            return True
+        if time.monotonic() > deadline:
+            return False
 
 
 def spawn(command: list[str], log_file: Path, env: dict[str, str] | None = None) -> TrackedProcess:
-    """Start `command` in its own session (it outlives this CLI), output appended to `log_file`."""
+    """Start `command` detached: in its own session and, through the intermediate `detach.py`, no
+    child of this process, so it outlives this CLI and any dimster process can stop it. Its output
+    is appended to `log_file`."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "ab") as log:
-        process = subprocess.Popen(
-            command,
+    try:
+        result = subprocess.run(  # -I: the intermediate imports the standard library only, never our modules
+            [sys.executable, "-I", str(_DETACH), str(log_file), *command],
             stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            capture_output=True,
+            text=True,
             env={**os.environ, **(env or {})},
+            timeout=60,
         )
-    for _ in range(50):  # create_time is readable as soon as the kernel has the process
-        try:
-            return TrackedProcess(process.pid, psutil.Process(process.pid).create_time())
-        except psutil.Error:
-            time.sleep(0.01)
-    return TrackedProcess(process.pid, 0.0)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ClusterError(f"could not start {Path(command[0]).name}: {e}") from None
+    if result.returncode != 0 or not result.stdout.strip().isdigit():
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ClusterError(f"could not start {Path(command[0]).name}: {reason}")
+    pid = int(result.stdout)
+    try:  # create_time tells this process apart from a later one that reuses its PID
+        return TrackedProcess(pid, psutil.Process(pid).create_time())
+    except psutil.Error:  # already gone: alive() says so
+        return TrackedProcess(pid, 0.0)
 
 
 def tail(path: Path, lines: int = 10) -> list[str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from dimster.clients import STATS_INTERVAL_S
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import RangeSet
-from dimster.worker.protocol import IntervalReport
+from dimster.worker.protocol import WARMUP_PREFIX, IntervalReport
 
 PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
 
@@ -51,7 +51,8 @@ class RunAggregate:
 
     def add(self, report: IntervalReport) -> None:
         window = self.window
-        previous = self._last_report.get(report.worker_index, self.load_started)
+        # a worker reports before load starts too (while consumers join): count time from load start
+        previous = max(self._last_report.get(report.worker_index, 0.0), self.load_started)
         covered = max(0.0, report.end_time - previous) if previous else 0.0
         self._last_report[report.worker_index] = report.end_time
         window.seconds[report.worker_index] = window.seconds.get(report.worker_index, 0.0) + covered
@@ -70,8 +71,9 @@ class RunAggregate:
                 if c.client_stats:
                     self.producer_stats[c.client_id] = (report.end_time, c.client_stats)
                 window.sent += c.sent
-                if ("publish", -1) in c.histograms:
-                    window.publish.merge(Histogram.from_wire(c.histograms[("publish", -1)]))
+                for metric in ("publish", WARMUP_PREFIX + "publish"):  # the console shows warm-up too
+                    if (metric, -1) in c.histograms:
+                        window.publish.merge(Histogram.from_wire(c.histograms[(metric, -1)]))
                 continue
             self.received += c.received
             window.received += c.received
@@ -87,7 +89,7 @@ class RunAggregate:
                     self.duplicates += duplicates
                     self.settled_by_group[c.group] += last - first + 1 - duplicates
             for (metric, _partition), wire in c.histograms.items():
-                if metric == "e2e":
+                if metric in ("e2e", WARMUP_PREFIX + "e2e"):
                     window.e2e.merge(Histogram.from_wire(wire))
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
@@ -145,16 +147,23 @@ class RunAggregate:
             max(0, self.acked_by_topic[topic] - self.settled_by_group[group]) for group, topic in self.groups.items()
         )
 
-    def lost(self) -> int:
-        """Acknowledged records some group never settled (meaningful once consumers have drained)."""
-        missing = 0
+    def lost(self, unconsumed: dict[str, int] | None = None) -> int:
+        """Acknowledged records a group never settled and can no longer consume: those still within
+        its reach at the end (`unconsumed`, from the group's own position) are not lost."""
+        unconsumed = unconsumed or {}
+        return sum(max(0, n - unconsumed.get(group, 0)) for group, n in self.missing_by_group().items())
+
+    def missing_by_group(self) -> dict[str, int]:
+        """Per group: acknowledged records it never settled (meaningful once consumers have closed)."""
+        missing: dict[str, int] = {}
         for group, topic in self.groups.items():
+            missing[group] = 0
             for producer_id, next_sequence in self.next_sequence.items():
                 if self.producer_topic[producer_id] != topic:
                     continue
                 ranges = self.settled.get((group, producer_id), RangeSet())
                 failed_missing = sum(1 for s in self.failed[producer_id] if s not in ranges)
-                missing += ranges.missing_below(next_sequence) - failed_missing
+                missing[group] += ranges.missing_below(next_sequence) - failed_missing
         return missing
 
     def take_window(self) -> dict:

@@ -8,7 +8,7 @@ from dimster.kafka.admin import registered_brokers
 
 
 class BrokerWatch:
-    def __init__(self, bootstrap_servers: str, expected: set[int], every: float = 2.0):
+    def __init__(self, bootstrap_servers: str, expected: set[int], every: float = 1.0):
         self.bootstrap_servers = bootstrap_servers
         self.registered = set(expected)
         self.changes: queue.Queue[tuple[str, int]] = queue.Queue()  # ("left" | "back", broker id)
@@ -24,7 +24,8 @@ class BrokerWatch:
 
     def _watch(self) -> None:
         while not self.stopping.wait(self.every):
-            now = registered_brokers(self.bootstrap_servers, timeout=3.0)
+            # short: a restarted broker is back within seconds, and a slow answer would miss its absence
+            now = registered_brokers(self.bootstrap_servers, timeout=1.5)
             if not now and self.registered and len(self.registered) > 1:
                 continue  # no answer at all: keep the last view rather than report every broker gone
             for broker in sorted(self.registered - now):

@@ -16,6 +16,8 @@ FIELDS = (
     "backlog",
     "duplicates",
     "sendErrors",
+    "lost",
+    "unconsumed",
     "e2eP50Ms",
     "e2eP99Ms",
     "publishP99Ms",

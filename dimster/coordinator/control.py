@@ -5,9 +5,11 @@ Requests are handed to the coordinator's main loop through a queue, so everythin
 run happens on one thread.
 """
 
+import http.client
 import json
 import os
 import queue
+import re
 import secrets
 import threading
 import urllib.error
@@ -19,10 +21,13 @@ from typing import Any
 
 import psutil
 
+from dimster.environment import check_environment_name
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
+from dimster.results.redaction import Redactor
 
 TOKEN_HEADER = "X-Dimster-Token"
+MAX_BODY = 1_000_000  # bytes of a request body
 
 
 class NoActiveRun(DimsterError):
@@ -43,6 +48,7 @@ class ControlRequest:
 
 
 def run_state_file(env: str) -> Path:
+    check_environment_name(env)
     return state_dir() / "runs" / f"{env}.json"
 
 
@@ -53,6 +59,7 @@ class ControlServer:
         self.env = env
         self.token = secrets.token_urlsafe(24)
         self.requests: queue.Queue[ControlRequest] = queue.Queue()
+        self.redactor = Redactor()  # every answer goes through it; the run shares its bundle's
         handler = _handler_for(self)
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.http.daemon_threads = True
@@ -112,17 +119,25 @@ def _handler_for(server: ControlServer):
     }
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = 30  # seconds a request may take to arrive (a Content-Length larger than the body)
+
         def _serve(self, method: str) -> None:
             if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), server.token):
                 return self._send(403, {"error": "bad token"})
             action = routes.get((method, self.path))
             if action is None:
                 return self._send(404, {"error": f"no {method} {self.path}"})
-            length = int(self.headers.get("Content-Length") or 0)
+            length = (self.headers.get("Content-Length") or "0").strip()
+            if not re.fullmatch(r"[0-9]{1,9}", length) or int(length) > MAX_BODY:
+                return self._send(400, {"error": f"bad Content-Length: {length[:40]!r}"})
             try:
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = json.loads(self.rfile.read(int(length)) or b"{}")
             except ValueError:
                 return self._send(400, {"error": "body is not JSON"})
+            except TimeoutError:
+                return self._send(408, {"error": f"the body did not arrive within {self.timeout} s"})
+            if not isinstance(body, dict):
+                return self._send(400, {"error": "body is not a JSON object"})
             request = ControlRequest(action, body)
             server.requests.put(request)
             if not request.done.wait(600):
@@ -136,12 +151,15 @@ def _handler_for(server: ControlServer):
             self._serve("POST")
 
         def _send(self, status: int, answer: dict) -> None:
-            data = json.dumps(answer, default=str).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            data = json.dumps(server.redactor.redact(answer), default=str).encode()  # `settings` holds secrets
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except ConnectionError:  # the caller gave up waiting: nothing to tell it
+                pass
 
         def log_message(self, *_args) -> None:
             pass
@@ -158,7 +176,8 @@ def read_run_state(env: str) -> dict | None:
         return None
     try:
         alive = abs(psutil.Process(state["pid"]).create_time() - state["started"]) < 1.0
-    except (psutil.Error, KeyError):
+        alive = alive and {"port", "token"} <= state.keys()
+    except (psutil.Error, KeyError, TypeError, ValueError, AttributeError):  # gone, or not a state of ours
         alive = False
     if not alive:
         path.unlink(missing_ok=True)
@@ -187,5 +206,5 @@ def control_request(env: str, method: str, path: str, body: dict | None = None, 
         except ValueError:
             message = str(e)
         raise DimsterError(message) from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError, ValueError) as e:
         raise NoActiveRun(f"the run of '{env}' does not answer on its control port: {e}") from None

@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for_connections
 
@@ -23,7 +24,9 @@ from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
 from dimster.coordinator.topology import Topology, build_topology, resize, split_over_workers
 from dimster.errors import DimsterError
-from dimster.kafka.admin import admin_client, wait_until_partitions_serve
+from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
+from dimster.kafka.distribution import kafka_distribution
+from dimster.kafka.groups import AssignmentWatch, GroupSpec, unconsumed_records
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.process import worker_main
@@ -35,6 +38,7 @@ ADMIN_TIMEOUT = 15.0
 SERVE_TIMEOUT = 30.0  # for new partitions to be served (see wait_until_partitions_serve)
 FLUSH_EVERY = 5.0
 LOOP_TICK = 0.2
+ASSIGNMENT_TIMEOUT = 120.0  # for every consumer to hold its assignment before load starts
 
 
 class RunFailed(DimsterError):
@@ -79,22 +83,27 @@ class Coordinator:
         self.load_started = 0.0
         self.metrics: MetricsWriter | None = None
         self.last_window: dict = {}
-        self.broker_watch = BrokerWatch(self.bootstrap, {i + 1 for i in range(cluster.profile.nodes)})
+        self.broker_watch: BrokerWatch | None = None  # once the cluster has said which brokers it has
+        self.assignment_watches: list[AssignmentWatch] = []
+        self.assignment_seconds: dict[str, float] = {}  # group -> seconds its consumers took to hold assignments
+        # per group: records still there for it to consume, read once its consumers have closed
+        self.unconsumed_by_group: dict[str, int] | None = None
         self.background: queue.Queue[tuple[str, dict]] = queue.Queue()  # events from helper threads
         self._last_flush = 0.0
 
     def say(self, line: str) -> None:
-        self._say(line)
-        with open(self.bundle.path / "console.log", "a") as f:
-            f.write(line + "\n")
+        """Print a line and keep it in console.log, secrets masked in both."""
+        self._say(self.bundle.console(line))
 
     # ---- preparation ----------------------------------------------------------------------------
     def prepare_topics(self) -> int:
         """Create the run's topics (after a validate-only pass) and let share groups start at the
         earliest offset. Returns the broker's delivery-count limit for share groups."""
+        brokers = describe_brokers(self.bootstrap, ADMIN_TIMEOUT)
+        self.broker_watch = BrokerWatch(self.bootstrap, set(brokers))
         admin = admin_client(self.bootstrap, **{"socket.connection.setup.timeout.ms": 10_000})
         w = self.workload
-        replication = w.replication_factor or min(3, self.cluster.profile.nodes)
+        replication = w.replication_factor or min(3, len(brokers))
         config = {k: property_text(v) for k, v in w.kafka_config.topic_config.items()}
         topics = [NewTopic(t, w.partitions_per_topic, replication, config=config) for t in self.topology.topics]
         for validate_only in (True, False):
@@ -110,7 +119,7 @@ class Coordinator:
                 ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=earliest) for g in self.topology.groups
             ]
             self._admin_results(admin.incremental_alter_configs(resources), "group")
-        broker = ConfigResource(ConfigResource.Type.BROKER, "1")
+        broker = ConfigResource(ConfigResource.Type.BROKER, str(brokers[0]))
         [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
         entry = described.result(timeout=ADMIN_TIMEOUT).get("group.share.delivery.count.limit")
         return int(entry.value) if entry is not None and entry.value else 5
@@ -165,6 +174,53 @@ class Coordinator:
             )
         self.bundle.run_info["workers"] = [{"index": w.index, "pid": w.process.pid} for w in self.workers]
         self.bundle.save_run_info()
+
+    # ---- consumers' assignments -------------------------------------------------------------------
+    def _group_specs(self) -> dict[str, GroupSpec]:
+        members = Counter(c.group for c in self.topology.consumers)
+        kind = "share" if self.workload.consumer_type == "SHARE_GROUP" else "consumer"
+        return {
+            group: GroupSpec(kind, topic, members[group], self.workload.partitions_per_topic)
+            for group, topic in self.topology.groups.items()
+        }
+
+    def _watch_assignments(self) -> AssignmentWatch | None:
+        groups = {g: spec for g, spec in self._group_specs().items() if spec.members}
+        if not groups:
+            return None
+        distribution = kafka_distribution(self.cluster.profile.kafka_version)
+        watch = AssignmentWatch(distribution, self.bootstrap, groups, ASSIGNMENT_TIMEOUT)
+        self.assignment_watches.append(watch)
+        return watch
+
+    def _await_assignments(self) -> None:
+        """The start barrier: producers start only once every consumer holds its assignment, so that
+        no record produced under measurement waits for a consumer still joining its group."""
+        watch = self._watch_assignments()
+        if watch is None:
+            return
+        self.say(f"waiting until each of the {len(self.topology.consumers)} consumer(s) holds its assignment")
+        self._wait(lambda: watch.finished, ASSIGNMENT_TIMEOUT + 30, 1e9)
+        self._note_assignments()
+        if watch.outcome != "done":
+            self._fail(watch.outcome or f"consumers did not hold their assignments within {ASSIGNMENT_TIMEOUT:.0f}s")
+
+    def _note_assignments(self) -> None:
+        """Record each group whose consumers all hold their assignment: at the start, and after a live
+        change added consumers."""
+        for watch in self.assignment_watches:
+            live = self.load_started > 0
+            for group, at in watch.take():
+                seconds = round(at - watch.started, 3)
+                if not live:
+                    self.assignment_seconds[group] = seconds
+                members = watch.groups[group].members
+                self.bundle.event("consumers_assigned", group=group, members=members, seconds=seconds, live=live)
+                self.say(f"-- group {group}: all {members} consumer(s) hold their assignment ({seconds:.1f}s)")
+            if watch.finished and live and watch.outcome != "done":
+                self.bundle.event("consumer_assignment_incomplete", reason=watch.outcome)
+                self.say(f"-- {watch.outcome}")
+        self.assignment_watches = [w for w in self.assignment_watches if not w.finished]
 
     # ---- the run loop -----------------------------------------------------------------------------
     def _receive(self, timeout: float) -> None:
@@ -227,7 +283,7 @@ class Coordinator:
                     self._serve(self.control.requests.get_nowait())
                 except queue.Empty:
                     break
-        while True:
+        while self.broker_watch:
             try:
                 change, broker = self.broker_watch.changes.get_nowait()
             except queue.Empty:
@@ -241,6 +297,7 @@ class Coordinator:
                 break
             self.bundle.event(kind, **details)
             self.say(f"-- {details.get('message', kind)}")
+        self._note_assignments()
         if self.metrics and time.time() - self._last_flush >= FLUSH_EVERY:
             self.metrics.flush()
             self._last_flush = time.time()
@@ -275,7 +332,10 @@ class Coordinator:
                 self.bundle.save_run_info()
             raise
         finally:
-            self.broker_watch.stop()
+            if self.broker_watch:
+                self.broker_watch.stop()
+            for watch in self.assignment_watches:
+                watch.stop()
             for s, handler in handlers.items():
                 signal.signal(s, handler)
 
@@ -290,12 +350,15 @@ class Coordinator:
         )
         if not self._wait(lambda: all(x.ready for x in self.workers), 120, 1e9):
             self._fail(self.failure or "workers did not get ready within 120 s")
+        if not self.failure:
+            self._await_assignments()
         self.load_started = time.time() + LOOP_TICK
         self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started)
         self._last_flush = time.time()
         for worker in self.workers:
             self._send(worker.index, "start_load", self.load_started)
         self.aggregate.load_started = self.load_started
+        self.aggregate.restart_pacing_window()  # reports from before load start say nothing of pacing
         self.aggregate.take_window()  # the first status line covers load only
         self.broker_watch.start()
         self.bundle.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
@@ -345,9 +408,24 @@ class Coordinator:
         self.phase = "done"
         if self.metrics:
             self.metrics.flush()
+        self._read_unconsumed()
         if not self.workload.keep_topics:
             self.delete_topics()
         return self._finish(forced)
+
+    def _read_unconsumed(self) -> None:
+        """Where each group stands now that its consumers have closed: records it could still consume
+        (a drain that timed out, a forced stop) are unconsumed, not lost."""
+        try:
+            distribution = kafka_distribution(self.cluster.profile.kafka_version)
+            self.unconsumed_by_group = unconsumed_records(distribution, self.bootstrap, self._group_specs())
+        except DimsterError as e:
+            self.bundle.event("group_positions_unknown", reason=str(e))
+            self.say(f"-- {e}: 'lost' counts every record not consumed")
+
+    @property
+    def unconsumed(self) -> int | None:
+        return None if self.unconsumed_by_group is None else sum(self.unconsumed_by_group.values())
 
     def _finish(self, forced: bool) -> int:
         a = self.aggregate
@@ -360,7 +438,8 @@ class Coordinator:
             "released": a.released,
             "rejected": a.rejected,
             "duplicates": a.duplicates,
-            "lost": a.lost(),
+            "lost": a.lost(self.unconsumed_by_group),
+            "unconsumed": self.unconsumed,
             "backlog": a.backlog,
         }
         status = "failed" if self.failure else ("forced" if forced else "completed")
@@ -373,6 +452,7 @@ class Coordinator:
                 "load_started": self.load_started,
                 "topics": self.topology.topics,
                 "groups": self.topology.groups,
+                "consumer_assignment_seconds": self.assignment_seconds,
                 "final_workload": self.workload.to_yaml_dict(),
             }
         )
@@ -380,7 +460,8 @@ class Coordinator:
         self.bundle.event("run_ended", status=status, **totals)
         self.say(
             f"run {status}: sent {a.sent:,} (acked {a.acked:,}), received {a.received:,}, "
-            f"lost {totals['lost']:,}, duplicates {a.duplicates:,}; results in {self.bundle.path}"
+            f"lost {totals['lost']:,}, unconsumed {_count(totals['unconsumed'])}, duplicates {a.duplicates:,}; "
+            f"results in {self.bundle.path}"
         )
         if self.failure:
             raise RunFailed(f"run failed: {self.failure} (results kept in {self.bundle.path})")
@@ -422,6 +503,9 @@ class Coordinator:
             "backlog": self.aggregate.backlog,
             "duplicates": self.aggregate.duplicates,
             "sendErrors": self.aggregate.send_errors,
+            # known once the consumers have closed at the end of the run
+            "lost": self.aggregate.lost(self.unconsumed_by_group) if self.unconsumed_by_group is not None else None,
+            "unconsumed": self.unconsumed,
             "e2eP50Ms": window.get("e2eP50Ms"),
             "e2eP99Ms": window.get("e2eP99Ms"),
             "publishP99Ms": window.get("publishP99Ms"),
@@ -430,7 +514,7 @@ class Coordinator:
             **self.aggregate.producer_batches(),
             "producers": len(self.topology.producers),
             "consumers": len(self.topology.consumers),
-            "brokers": sorted(self.broker_watch.registered),
+            "brokers": sorted(self.broker_watch.registered) if self.broker_watch else [],
             "workers": [{"index": w.index, "pid": w.process.pid, "alive": not w.closed} for w in self.workers],
             "settings": self.workload.to_yaml_dict(),
         }
@@ -523,6 +607,8 @@ class Coordinator:
         for index, (producers, consumers) in plan.items():
             if producers or consumers:
                 self._send(index, "add_clients", producers, consumers)
+        if added_consumers:
+            self._watch_assignments()
 
     def _broker_cluster(self, new: Workload) -> ClusterBackend:
         profile = self.cluster.profile
@@ -549,3 +635,10 @@ class Coordinator:
             )
         except DimsterError as e:
             self.background.put(("broker_redeploy_failed", {"message": f"broker redeploy failed: {e}"}))
+        except Exception as e:  # a thread's failure must reach the run's events, not a thread traceback
+            message = f"broker redeploy failed: {type(e).__name__}: {e}"
+            self.background.put(("broker_redeploy_failed", {"message": message}))
+
+
+def _count(value: int | None) -> str:
+    return "unknown" if value is None else f"{value:,}"

@@ -6,6 +6,8 @@ import time
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from dimster.errors import ClusterError
+
 _quiet = logging.getLogger("dimster.librdkafka")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
@@ -59,3 +61,26 @@ def wait_until_partitions_serve(bootstrap_servers: str, partitions: dict[str, ra
         if pending:
             time.sleep(0.1)
     return not pending
+
+
+def describe_brokers(bootstrap_servers: str, timeout: float = 10.0) -> list[int]:
+    """Sorted ids of the cluster's brokers, as describe cluster reports them.
+
+    Raises ClusterError (one line) when no broker answers within `timeout` seconds."""
+    try:
+        admin = admin_client(bootstrap_servers, **{"socket.connection.setup.timeout.ms": int(timeout * 1000)})
+        result = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
+    except (KafkaException, TimeoutError, RuntimeError) as e:
+        raise ClusterError(
+            f"cluster at {bootstrap_servers} did not answer describe cluster within {timeout:.0f}s: {_reason(e)}"
+        ) from None
+    if not result.nodes:
+        raise ClusterError(f"cluster at {bootstrap_servers} reports no brokers")
+    return sorted(node.id for node in result.nodes)
+
+
+def _reason(error: Exception) -> str:
+    """A Kafka error's own one-line message, without the KafkaError(...) wrapping."""
+    if isinstance(error, KafkaException) and error.args and hasattr(error.args[0], "str"):
+        return error.args[0].str()
+    return str(error) or type(error).__name__

@@ -8,11 +8,15 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from dimster.errors import DimsterError
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from dimster.errors import ClusterError, DimsterError
 from dimster.paths import cache_dir
 
 HELPER_CLASS = "DimsterKafkaTool"
@@ -51,7 +55,10 @@ def java_executable() -> str:
 @functools.cache
 def java_version_line(java: str) -> str:
     """The line of `java -version` that names it, e.g. 'openjdk version "17.0.15" 2025-04-15'."""
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    except subprocess.TimeoutExpired:
+        raise DimsterError(f"'{java} -version' did not answer within 60 s") from None
     return next((line for line in out.splitlines() if " version " in line), "")
 
 
@@ -100,12 +107,59 @@ def _from_kafka_home(kafka_home: Path) -> KafkaDistribution:
     return distribution
 
 
-def _mvn(version: str, libs: Path, *profiles: str) -> subprocess.CompletedProcess:
+class FetchProgress:
+    """What a user sees while mvn fetches: a live line on a terminal, plain lines otherwise; always
+    on stderr, so that a command's --json output stays clean. mvn's own output goes to a log file."""
+
+    PLAIN_EVERY = 15.0  # seconds between plain progress lines
+
+    def __init__(self, version: str):
+        self.version = version
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.downloads = 0
+        self.started = self.last_line = time.monotonic()
+        self.live: Progress | None = None
+
+    def __enter__(self) -> "FetchProgress":
+        what = f"fetching Apache Kafka {self.version} from Maven Central"
+        if self.console.is_terminal:
+            self.live = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console
+            )
+            self.live.start()
+            self.task = self.live.add_task(what, total=None)
+        else:
+            self.console.print(f"{what} (a minute or two on a fresh machine) ...", markup=False)
+        return self
+
+    def mvn_line(self, line: str) -> None:
+        if "Downloaded from" not in line:
+            return
+        self.downloads += 1
+        text = f"fetching Apache Kafka {self.version}: {self.downloads} file(s) downloaded"
+        if self.live is not None:
+            self.live.update(self.task, description=text)
+        elif time.monotonic() - self.last_line >= self.PLAIN_EVERY:
+            self.last_line = time.monotonic()
+            self.console.print(f"{text} ...", markup=False)
+
+    def note(self, line: str) -> None:
+        self.console.print(line, markup=False)
+
+    def __exit__(self, exc_type, *_exc) -> None:
+        if self.live is not None:
+            self.live.stop()
+        if exc_type is None:
+            files = f", {self.downloads} file(s) downloaded" if self.downloads else ""
+            self.note(f"fetched Apache Kafka {self.version} in {time.monotonic() - self.started:.0f} s{files}")
+
+
+def _mvn(version: str, libs: Path, log: Path, progress: FetchProgress, *profiles: str) -> int:
+    """Run mvn's copy of the pom's dependencies into `libs`; its output is appended to `log`."""
     pom = resources.files("dimster.kafka") / "pom.xml"
     command = [
         "mvn",
         "-B",
-        "-q",
         "-f",
         str(pom),
         f"-Dkafka.version={version}",
@@ -113,7 +167,14 @@ def _mvn(version: str, libs: Path, *profiles: str) -> subprocess.CompletedProces
         f"-DoutputDirectory={libs}",
         *profiles,
     ]
-    return subprocess.run(command, capture_output=True, text=True)
+    with open(log, "a") as out:
+        out.write(f"$ {' '.join(command)}\n")
+        out.flush()
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as mvn:
+            for line in mvn.stdout:
+                out.write(line)
+                progress.mvn_line(line)
+        return mvn.returncode
 
 
 def _fetch_with_maven(version: str, libs: Path) -> None:
@@ -122,18 +183,23 @@ def _fetch_with_maven(version: str, libs: Path) -> None:
         raise DimsterError(f"mvn not found, needed to fetch Kafka {version} from Maven Central: {MVN_HINT}")
     partial = libs.with_name("libs.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    print(f"fetching Apache Kafka {version} from Maven Central ...", flush=True)
-    result = _mvn(version, partial)
-    if result.returncode != 0:
-        # Some releases publish the broker before the perf tools: fetch the broker alone then.
-        shutil.rmtree(partial, ignore_errors=True)
-        broker_only = _mvn(version, partial, "-P", "!perf-tools")
-        if broker_only.returncode != 0:
-            last = _last_error_line(result.stdout + result.stderr)
-            raise DimsterError(f"could not fetch Kafka {version} from Maven Central: {last}")
-        print(
-            f"note: org.apache.kafka:kafka-tools:{version} is not published; perf-tool benchmarks need another version"
-        )
+    log = libs.with_name("fetch.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    with FetchProgress(version) as progress:
+        if _mvn(version, partial, log, progress) != 0:
+            # Some releases publish the broker before the perf tools: fetch the broker alone then.
+            shutil.rmtree(partial, ignore_errors=True)
+            if _mvn(version, partial, log, progress, "-P", "!perf-tools") != 0:
+                output = log.read_text(errors="replace")
+                raise DimsterError(
+                    f"could not fetch Kafka {version} from Maven Central: {_last_error_line(output)} (log: {log})",
+                    detail="\n".join(output.splitlines()[-15:]),
+                )
+            progress.note(
+                f"note: org.apache.kafka:kafka-tools:{version} is not published; "
+                "perf-tool benchmarks need another version"
+            )
     shutil.rmtree(libs, ignore_errors=True)
     partial.rename(libs)
 
@@ -183,4 +249,7 @@ def _compile_helper(distribution: KafkaDistribution) -> None:
 def run_helper(distribution: KafkaDistribution, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run a command of the Java helper (see DimsterKafkaTool.java)."""
     command = distribution.java(HELPER_CLASS, *args, jvm_options=("-Xmx256m", "-Dlog4j2.level=ERROR"))
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:  # the helper is killed; its tasks talk to the cluster or read its configs
+        raise ClusterError(f"Kafka helper '{args[0]}' did not finish within {timeout:g} s") from None

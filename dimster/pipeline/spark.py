@@ -1,12 +1,15 @@
-"""A Spark session for dimster's jobs: `local[*]` unless told otherwise, quiet, on loopback, and
-ended with its JVM (tracked by PID) when the job is done."""
+"""A Spark session for dimster's jobs: `local[*]` unless told otherwise, on loopback, and ended with
+its JVM (tracked by PID) when the job is done. Spark's JVM writes to a log file (the run's
+`logs/spark.log`), not the console; its last lines come with an error."""
 
 import contextlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 
 from dimster.errors import DimsterError
 
@@ -18,7 +21,36 @@ def spark_master(option: str | None) -> str:
 
 
 @contextlib.contextmanager
-def spark_session(master: str, app_name: str = "dimster-summary") -> Iterator:
+def _output_to(log: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr to `log`, at the file-descriptor level, so that the child
+    processes started meanwhile (Spark's JVM) write there for good; ours come back afterwards."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "ab") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, original in zip((1, 2), saved, strict=True):
+            os.dup2(original, fd)
+            os.close(original)
+
+
+def log_tail(log: Path, lines: int = 15) -> str:
+    """The last lines of Spark's log, to show with an error."""
+    if not log.is_file():
+        return ""
+    return "\n".join([f"(last lines of {log})", *log.read_text(errors="replace").splitlines()[-lines:]])
+
+
+@contextlib.contextmanager
+def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> Iterator:
+    """A session whose JVM writes to `log`; a DimsterError raised while it is open carries the log's tail."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -39,14 +71,20 @@ def spark_session(master: str, app_name: str = "dimster-summary") -> Iterator:
     if master.startswith("local"):
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
     try:
-        session = builder.getOrCreate()
+        with _output_to(log):
+            session = builder.getOrCreate()
     except Exception as e:  # Spark's own start-up errors are long; one line says what failed
-        raise DimsterError(f"could not start Spark (master {master}): {str(e).splitlines()[0]}") from None
+        raise DimsterError(
+            f"could not start Spark (master {master}): {str(e).splitlines()[0]}", detail=log_tail(log)
+        ) from None
     session.sparkContext.setLogLevel("ERROR")
     warnings.filterwarnings("ignore", module="pyspark")
     gateway = session.sparkContext._gateway
     try:
         yield session
+    except DimsterError as e:
+        e.detail = e.detail or log_tail(log)
+        raise
     finally:
         session.stop()
         process = getattr(gateway, "proc", None)

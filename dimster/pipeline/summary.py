@@ -11,6 +11,7 @@ from dimster.errors import DimsterError
 from dimster.metrics.histogram import GAMMA
 from dimster.pipeline.spark import spark_session
 from dimster.results.bundle import load_timeline
+from dimster.worker.protocol import WARMUP_PREFIX
 
 # Quantiles as exact fractions: rank = ceil(total * num / den) in integer arithmetic.
 QUANTILES = {
@@ -27,6 +28,15 @@ TABLES = ("intervals", "histograms", "delivery_counts", "client_stats")
 
 def is_run_folder(path: Path) -> bool:
     return (path / "run.json").is_file() or (path / "metrics").is_dir()
+
+
+def _run_info(path: Path) -> dict:
+    """run.json, or {} when it is missing or unreadable (a run killed while writing it)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def latency_percentiles(histograms, keys: list[str]):
@@ -61,10 +71,12 @@ def summarize(run_dir: Path, master: str) -> dict:
     metrics = run_dir / "metrics"
     present = [t for t in TABLES if any((metrics / t).glob("*.parquet"))]
     missing = [t for t in TABLES if t not in present]
-    run_info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    run_info = _run_info(run_dir / "run.json")
     notes = []
-    if not run_info:
+    if not (run_dir / "run.json").exists():
         notes.append("run.json is missing: versions, totals and status unknown")
+    elif not run_info:
+        notes.append("run.json is unreadable: versions, totals and status unknown")
     elif run_info.get("status") not in ("completed",):
         notes.append(f"the run did not complete (status {run_info.get('status')}): the summary covers what exists")
     notes += [f"metrics/{t} is missing" for t in missing if t != "delivery_counts"]
@@ -76,8 +88,10 @@ def summarize(run_dir: Path, master: str) -> dict:
         "totals": run_info.get("totals"),
         "notes": notes,
         "timeline": load_timeline(run_dir),
+        # seconds each group's consumers took to hold their assignments before load started
+        "consumer_assignment_seconds": run_info.get("consumer_assignment_seconds"),
     }
-    with spark_session(master) as spark:
+    with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
             tables = _spark_tables(spark, metrics, present, summary)
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
@@ -105,10 +119,14 @@ def _spark_tables(spark, metrics: Path, present: list[str], summary: dict) -> di
         summary["polls"] = _polls(intervals)
     if "histograms" in frames:
         h = frames["histograms"].withColumn("second", F.floor("run_time_s").cast("long"))
-        measured = h.where(F.col("phase") != "warmup")
+        # The measured phase's latencies: records intended to be sent in it, whenever they were
+        # consumed (warm-up records carry the prefix; runs from before it: reports during warm-up).
+        measured = h.where(~F.col("metric").startswith(WARMUP_PREFIX) & (F.col("phase") != "warmup"))
         overall = latency_percentiles(measured, []).toPandas()
         summary["latency_ms"] = {r["metric"]: _row(r) for r in overall.to_dict("records")}
-        tables["latency_per_second"] = latency_percentiles(h, ["second"]).orderBy("metric", "second").toPandas()
+        # Per second: whatever was observed in that second, warm-up records included.
+        observed = h.withColumn("metric", F.regexp_replace("metric", f"^{WARMUP_PREFIX}", ""))
+        tables["latency_per_second"] = latency_percentiles(observed, ["second"]).orderBy("metric", "second").toPandas()
         e2e = measured.where(F.col("metric") == "e2e")
         tables["latency_per_partition"] = latency_percentiles(e2e, ["topic", "partition"]).toPandas()
         tables["latency_per_client"] = latency_percentiles(measured, ["client_id", "role"]).toPandas()
@@ -266,4 +284,4 @@ def _num(value) -> float | None:
 
 def _share_outcomes(run_info: dict) -> dict:
     totals = run_info.get("totals") or {}
-    return {key: totals.get(key) for key in ("accepted", "released", "rejected", "lost", "duplicates")}
+    return {key: totals.get(key) for key in ("accepted", "released", "rejected", "lost", "unconsumed", "duplicates")}

@@ -172,6 +172,7 @@ KEY_ROWS: list[Row] = [
     ("sent", lambda run: integer(_total(run, "sent"))),
     ("received", lambda run: integer(_total(run, "received"))),
     ("lost", lambda run: integer(_total(run, "lost"))),
+    ("unconsumed", lambda run: integer(_total(run, "unconsumed"))),
     ("duplicates", lambda run: integer(_total(run, "duplicates"))),
     ("accepted", lambda run: integer(_get(run, "share_outcomes", "accepted"))),
     ("released", lambda run: integer(_get(run, "share_outcomes", "released"))),

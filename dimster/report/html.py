@@ -146,6 +146,7 @@ def key_numbers(run: RunData) -> str:
         _card("e2e p99.9", decimal(e2e.get("p99_9")), "ms"),
         _card("publish p99", decimal(publish.get("p99")), "ms"),
         _card("lost", integer(lost), bad=_positive(lost)),
+        _card("unconsumed", integer(totals.get("unconsumed")), bad=_positive(totals.get("unconsumed"))),
         _card("duplicates", integer(duplicates), bad=_positive(duplicates)),
     ]  # fmt: skip
     panels = [throughput_panel(run), totals_panel(totals), share_panel(run), clients_panel(run)]
@@ -190,6 +191,7 @@ def totals_panel(totals: dict[str, Any]) -> str:
             ("send_errors", "send errors"),
             ("received", "received"),
             ("lost", "lost"),
+            ("unconsumed", "unconsumed (still in the topic)"),
             ("duplicates", "duplicates"),
             ("backlog", "backlog at the end"),
         )

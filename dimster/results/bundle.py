@@ -21,17 +21,9 @@ import yaml
 from dimster import __version__
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import java_executable, java_version_line
+from dimster.results.redaction import Redactor, redact, redact_argv
 
-SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.key$|private", re.IGNORECASE)
-
-
-def redact(value: Any) -> Any:
-    """A copy with the values of secret-looking keys replaced."""
-    if isinstance(value, dict):
-        return {k: ("***" if SECRET_KEY.search(str(k)) else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
+__all__ = ["ResultsBundle", "load_timeline", "redact", "redact_argv"]
 
 
 def java_version() -> str:
@@ -67,13 +59,16 @@ class ResultsBundle:
         (self.path / "logs").mkdir(parents=True)
         (self.path / "metrics").mkdir()
         self.run_info: dict[str, Any] = {}
+        self.redactor = Redactor()  # every write goes through it: secrets never reach the bundle
 
     def write_yaml(self, name: str, data: dict) -> None:
-        (self.path / name).write_text(yaml.safe_dump(redact(data), sort_keys=False))
+        (self.path / name).write_text(yaml.safe_dump(self.redactor.redact(data), sort_keys=False))
 
     def start(self, *, workload: dict, environment: dict, broker_config: dict, kafka_version: str, run_id: str) -> None:
-        for timeline in ("events.jsonl", "modifications.jsonl"):
+        for timeline in ("events.jsonl", "modifications.jsonl", "console.log"):
             (self.path / timeline).touch()
+        for data in (workload, environment, broker_config):  # all secrets known before the first write
+            self.redactor.learn(data)
         self.write_yaml("workload.yaml", workload)
         self.write_yaml("environment.yaml", environment)
         self.write_yaml("broker-config.yaml", broker_config)
@@ -82,7 +77,7 @@ class ResultsBundle:
             "workload": workload.get("name"),
             "environment": environment.get("name"),
             "started": self.started.isoformat(),
-            "command_line": redact_argv(sys.argv),
+            "command_line": self.redactor.argv(sys.argv),
             "versions": {
                 "dimster": __version__,
                 "kafka": kafka_version,
@@ -99,18 +94,32 @@ class ResultsBundle:
         self.save_run_info()
 
     def save_run_info(self) -> None:
+        """Write run.json (redacted as a whole: `final_workload` and whatever else the run adds)."""
         tmp = self.path / "run.json.tmp"
-        tmp.write_text(json.dumps(self.run_info, indent=2, default=str))
+        tmp.write_text(json.dumps(self.redactor.redact(self.run_info), indent=2, default=str))
         tmp.replace(self.path / "run.json")
 
     def event(self, kind: str, **details: Any) -> dict:
-        """Append to events.jsonl: cluster changes, phases, worker failures."""
-        return self._append("events.jsonl", {"time": time.time(), "event": kind, **redact(details)})
+        """Append to events.jsonl: cluster changes, phases, worker failures. Returns the redacted record."""
+        return self._append("events.jsonl", {"time": time.time(), "event": kind, **details})
 
     def modification(self, **details: Any) -> dict:
-        return self._append("modifications.jsonl", {"time": time.time(), **redact(details)})
+        """Append a live change ({key, old, new, ...}) to modifications.jsonl. Returns the redacted record."""
+        return self._append("modifications.jsonl", {"time": time.time(), **details})
+
+    def console(self, line: str) -> str:
+        """Append a console line to console.log; returns it redacted, as it should be printed."""
+        line = self.redactor.text(line)
+        with open(self.path / "console.log", "a") as f:
+            f.write(line + "\n")
+        return line
+
+    def redact_text(self, text: str) -> str:
+        """Any text with the run's secrets masked (the values seen so far, and `secret.key=value`)."""
+        return self.redactor.text(text)
 
     def _append(self, name: str, record: dict) -> dict:
+        record = self.redactor.redact(record)
         with open(self.path / name, "a") as f:
             f.write(json.dumps(record, default=str) + "\n")
         return record
@@ -123,10 +132,13 @@ class ResultsBundle:
             with open(path, "rb") as source, open(target, "wb") as out:
                 source.seek(max(0, path.stat().st_size - max_bytes))
                 shutil.copyfileobj(source, out)
+            self.redactor.scrub_file(target)
 
-
-def redact_argv(argv: list[str]) -> list[str]:
-    return [re.sub(r"((?:password|secret|jaas|token)[^=]*=).*", r"\1***", a, flags=re.IGNORECASE) for a in argv]
+    def scrub_logs(self) -> None:
+        """Mask the run's secrets in the logs others wrote (workers, Java clients, brokers) and in
+        console.log: the last pass of a run over its bundle."""
+        for path in [self.path / "console.log", *sorted((self.path / "logs").glob("*"))]:
+            self.redactor.scrub_file(path)
 
 
 def load_timeline(run_dir: Path) -> dict[str, list[dict]]:
@@ -134,6 +146,15 @@ def load_timeline(run_dir: Path) -> dict[str, list[dict]]:
     timeline = {}
     for name in ("events", "modifications"):
         path = run_dir / f"{name}.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        timeline[name] = [json.loads(line) for line in lines if line.strip()]
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        timeline[name] = [redact(record) for record in map(_json_record, lines) if record is not None]
     return timeline
+
+
+def _json_record(line: str) -> dict | None:
+    """A timeline line as a record; None for a blank or broken one (a run killed while writing)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None

@@ -19,7 +19,7 @@ from dimster.clients.jvm import detach_thread
 from dimster.clients.properties import role_properties
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
-from dimster.worker.protocol import ClientInterval, ConsumerSpec, ProducerSpec
+from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, ProducerSpec
 from dimster.workload.distributor import distributor
 from dimster.workload.model import Workload
 from dimster.workload.payload import make_bodies, unpack_headers
@@ -65,6 +65,8 @@ class LoadClient:
         self.error: str | None = None
         self.library = library  # of the Kafka client it runs (or will run) now
         self.generation = 0  # the Kafka client it runs now: 1 for the first; live changes build the next
+        # Epoch seconds the measured phase starts (load start + warm-up); set by the worker when load starts.
+        self.measure_from = 0.0
         self._latest_stats: dict | None = None
         self._reset()
 
@@ -147,11 +149,13 @@ class ProducerClient(LoadClient):
         return rate_at(w.producer_rate_schedule, w.producer_rate, now - self.load_started) / self.total_producers
 
     def _count_acks(self, driver: ProducerDriver) -> None:
-        """Move the driver's acknowledgements and failures into the interval (lock held)."""
+        """Move the driver's acknowledgements and failures into the interval (lock held). An ack
+        counts for the phase it arrives in: within milliseconds of the send it answers."""
         latencies, failed = driver.take_acks()
         if len(latencies):
             self.interval.acked += len(latencies)
-            self.histograms[("publish", -1)].record_array(latencies)
+            metric = "publish" if time.time() >= self.measure_from else WARMUP_PREFIX + "publish"
+            self.histograms[(metric, -1)].record_array(latencies)
         if failed:
             self.interval.send_errors += len(failed)
             self.interval.failed_sequences.extend(failed)
@@ -199,8 +203,11 @@ class ProducerClient(LoadClient):
             with self.lock:
                 self.interval.target_rate = rate
                 if due:
-                    delays = np.maximum(handed_over - np.array(due), 0.0) * 1e6
-                    self.histograms[("publish_delay", -1)].record_array(delays)
+                    intended = np.array(due)
+                    delays = np.maximum(handed_over - intended, 0.0) * 1e6
+                    measured = intended >= self.measure_from
+                    self.histograms[("publish_delay", -1)].record_array(delays[measured])
+                    self.histograms[(WARMUP_PREFIX + "publish_delay", -1)].record_array(delays[~measured])
                     self.interval.sent += len(due)
                     self.interval.sent_bytes += sent_bytes
                     self.sequence += len(due)
@@ -300,7 +307,11 @@ class ConsumerClient(LoadClient):
             producer_ids, sequences = settled["producer_id"], settled["sequence"]
             for producer_id in np.unique(producer_ids).tolist():
                 interval.settled.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
-            latency_us = np.maximum(now_ns - settled["intended_ns"], 0) / 1000
+            intended_ns = settled["intended_ns"]
+            latency_us = np.maximum(now_ns - intended_ns, 0) / 1000
             partitions = polled.partitions[settles]
+            measured = intended_ns >= self.measure_from * 1e9
             for partition in np.unique(partitions).tolist():
-                self.histograms[("e2e", partition)].record_array(latency_us[partitions == partition])
+                here = partitions == partition
+                self.histograms[("e2e", partition)].record_array(latency_us[here & measured])
+                self.histograms[(WARMUP_PREFIX + "e2e", partition)].record_array(latency_us[here & ~measured])

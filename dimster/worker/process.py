@@ -85,6 +85,7 @@ class Worker:
                     self.load_started = command[1]
                     for producer in self.producers:
                         producer.load_started = command[1]
+                    self._set_measure_from(self.clients)
                 elif command[0] == "update":
                     self._update(Workload.model_validate(command[1]), command[2])
                 elif command[0] == "add_clients":
@@ -106,6 +107,12 @@ class Worker:
                 if next_report < time.time():  # fell behind (a long pause): do not burst
                     next_report = time.time() + REPORT_EVERY
 
+    def _set_measure_from(self, clients) -> None:
+        """Tell clients where the measured phase starts (warmupSeconds may change live)."""
+        if self.load_started is not None:
+            for client in clients:
+                client.measure_from = self.load_started + self.workload.warmup_seconds
+
     def _update(self, workload: Workload, total_producers: int) -> None:
         """A live modification: clients read the new workload at once; a changed client config
         makes them close and rebuild their Kafka client (producers flush first, share consumers
@@ -122,11 +129,13 @@ class Worker:
             consumer.workload = workload
             if rebuild_consumers:
                 consumer.rebuild()
+        self._set_measure_from(self.clients)
 
     def _add(self, producers, consumers) -> None:
         new = [self._producer(spec) for spec in producers] + [self._consumer(spec) for spec in consumers]
         self.producers += [c for c in new if isinstance(c, ProducerClient)]
         self.consumers += [c for c in new if isinstance(c, ConsumerClient)]
+        self._set_measure_from(new)
         for client in new:
             client.start()
 

@@ -4,6 +4,10 @@ worker gets them through a pipe, a remote one would get the same over the networ
 from dataclasses import dataclass, field
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
+# Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
+# the measured phase (in warm-up) goes under WARMUP_PREFIX + metric: the measured phase's percentiles
+# cover exactly the records it produced, whenever they were consumed.
+WARMUP_PREFIX = "warmup_"
 HistogramWire = tuple[dict[int, int], int, float, float]
 
 

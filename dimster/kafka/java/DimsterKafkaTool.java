@@ -4,14 +4,34 @@
 //   share-health BOOTSTRAP           -> JSON: finalized share.version and a share group describe
 //   alter-broker-configs BOOTSTRAP J -> incremental alter of broker configs; J is JSON
 //                                       {"<broker id, or empty for the cluster default>": {key: value|null}}
+//   await-assignment BOOTSTRAP MS J  -> one JSON line per group as soon as every member the group should
+//                                       have holds its assignment, then {"done": true}; J is JSON
+//                                       {"<group>": {"kind": "share"|"consumer", "members": N}}; after MS
+//                                       milliseconds {"timeout": true, "pending": {"<group>": "why"}}
+//   group-positions BOOTSTRAP J      -> JSON {"<group>": records of its topic the group has yet to
+//                                       consume}; J as above (share groups: the share-partition lag)
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.FileReader;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -30,6 +50,8 @@ public class DimsterKafkaTool {
             case "validate" -> validate(args[1]);
             case "share-health" -> shareHealth(args[1]);
             case "alter-broker-configs" -> alterBrokerConfigs(args[1], args[2]);
+            case "await-assignment" -> awaitAssignment(args[1], Long.parseLong(args[2]), args[3]);
+            case "group-positions" -> groupPositions(args[1], args[2]);
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
     }
@@ -104,6 +126,134 @@ public class DimsterKafkaTool {
                 // The group coordinator answered for share groups: an unknown group is the expected answer.
                 out.put("shareGroupDescribe", cause instanceof GroupIdNotFoundException ? "ok" : String.valueOf(cause));
             }
+        }
+        System.out.println(new ObjectMapper().writeValueAsString(out));
+    }
+
+    @SuppressWarnings("unchecked")
+    static Map<String, Map<String, Object>> groupSpecs(String json) throws Exception {
+        return new ObjectMapper().readValue(json, Map.class);
+    }
+
+    /** Why a share group's members do not all hold their assignment yet, or null when they do: the
+     *  expected number of members, each at the group's epoch (it has received the group's newest
+     *  target assignment in a heartbeat response) with at least one partition. */
+    static String shareGroupPending(ShareGroupDescription group, int expected) {
+        Collection<ShareMemberDescription> members = group.members();
+        if (members.size() != expected) return members.size() + " of " + expected + " members joined";
+        if (group.targetAssignmentEpoch() != group.groupEpoch()) return "target assignment not computed yet";
+        long holding = members.stream()
+            .filter(m -> m.memberEpoch() == group.groupEpoch() && !m.assignment().topicPartitions().isEmpty())
+            .count();
+        return holding == expected ? null : holding + " of " + expected + " members hold an assignment";
+    }
+
+    /** The same for a consumer group: the expected members and the group Stable (every member has
+     *  synced its assignment; for the consumer protocol, every member reconciled to the target). */
+    static String consumerGroupPending(ConsumerGroupDescription group, int expected) {
+        Collection<MemberDescription> members = group.members();
+        if (members.size() != expected) return members.size() + " of " + expected + " members joined";
+        if (group.groupState() != GroupState.STABLE) return "group is " + group.groupState();
+        return null;
+    }
+
+    static void awaitAssignment(String bootstrap, long timeoutMs, String json) throws Exception {
+        Map<String, Map<String, Object>> specs = groupSpecs(json);
+        ObjectMapper mapper = new ObjectMapper();
+        Map<String, String> pending = new LinkedHashMap<>();
+        specs.keySet().forEach(g -> pending.put(g, "not described yet"));
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        try (Admin admin = admin(bootstrap)) {
+            while (!pending.isEmpty() && System.currentTimeMillis() < deadline) {
+                List<String> share = new ArrayList<>();
+                List<String> consumer = new ArrayList<>();
+                pending.keySet().forEach(g -> ("share".equals(specs.get(g).get("kind")) ? share : consumer).add(g));
+                Map<String, String> why = new HashMap<>();
+                try {
+                    if (!share.isEmpty()) {
+                        admin.describeShareGroups(share).all().get().forEach((g, d) ->
+                            why.put(g, shareGroupPending(d, ((Number) specs.get(g).get("members")).intValue())));
+                    }
+                    if (!consumer.isEmpty()) {
+                        admin.describeConsumerGroups(consumer).all().get().forEach((g, d) ->
+                            why.put(g, consumerGroupPending(d, ((Number) specs.get(g).get("members")).intValue())));
+                    }
+                } catch (Exception e) {  // a group not known yet, a coordinator moving: ask again
+                    Throwable cause = e.getCause() == null ? e : e.getCause();
+                    pending.replaceAll((g, old) -> String.valueOf(cause.getMessage()));
+                }
+                for (Map.Entry<String, String> entry : why.entrySet()) {
+                    if (entry.getValue() == null) {
+                        pending.remove(entry.getKey());
+                        Map<String, Object> line = new LinkedHashMap<>();
+                        line.put("group", entry.getKey());
+                        line.put("assignedAtMs", System.currentTimeMillis());
+                        System.out.println(mapper.writeValueAsString(line));
+                        System.out.flush();
+                    } else {
+                        pending.put(entry.getKey(), entry.getValue());
+                    }
+                }
+                if (!pending.isEmpty()) Thread.sleep(100);
+            }
+        }
+        Map<String, Object> last = new LinkedHashMap<>();
+        if (pending.isEmpty()) {
+            last.put("done", true);
+        } else {
+            last.put("timeout", true);
+            last.put("pending", pending);
+        }
+        System.out.println(mapper.writeValueAsString(last));
+        System.out.flush();
+        System.exit(pending.isEmpty() ? 0 : 3);
+    }
+
+    static void groupPositions(String bootstrap, String json) throws Exception {
+        Map<String, Map<String, Object>> specs = groupSpecs(json);
+        Map<String, Long> out = new LinkedHashMap<>();
+        try (Admin admin = admin(bootstrap)) {
+            for (Map.Entry<String, Map<String, Object>> spec : specs.entrySet()) {
+                String group = spec.getKey();
+                String topic = (String) spec.getValue().get("topic");
+                int partitions = ((Number) spec.getValue().get("partitions")).intValue();
+                Set<TopicPartition> tps = new HashSet<>();
+                for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
+                Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+                Map<TopicPartition, OffsetSpec> earliest = new HashMap<>();
+                tps.forEach(tp -> { latest.put(tp, OffsetSpec.latest()); earliest.put(tp, OffsetSpec.earliest()); });
+                var ends = admin.listOffsets(latest).all().get();
+                var starts = admin.listOffsets(earliest).all().get();
+                long unconsumed = 0;
+                if ("share".equals(spec.getValue().get("kind"))) {
+                    Map<TopicPartition, SharePartitionOffsetInfo> infos = admin
+                        .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(tps)))
+                        .partitionsToOffsetInfo(group).get();
+                    for (TopicPartition tp : tps) {
+                        SharePartitionOffsetInfo info = infos.get(tp);
+                        long end = ends.get(tp).offset();
+                        if (info == null) {  // the group never started on this partition
+                            unconsumed += end - starts.get(tp).offset();
+                        } else {
+                            unconsumed += info.lag().orElse(Math.max(0, end - info.startOffset()));
+                        }
+                    }
+                } else {
+                    Map<TopicPartition, OffsetAndMetadata> committed = admin
+                        .listConsumerGroupOffsets(Map.of(group, new ListConsumerGroupOffsetsSpec().topicPartitions(tps)))
+                        .partitionsToOffsetAndMetadata(group).get();
+                    for (TopicPartition tp : tps) {
+                        OffsetAndMetadata at = committed.get(tp);
+                        long from = at == null ? starts.get(tp).offset() : at.offset();
+                        unconsumed += Math.max(0, ends.get(tp).offset() - from);
+                    }
+                }
+                out.put(group, unconsumed);
+            }
+        } catch (Exception e) {
+            Throwable cause = e.getCause() == null ? e : e.getCause();
+            System.out.println(cause.getClass().getSimpleName() + ": " + cause.getMessage());
+            System.exit(1);
         }
         System.out.println(new ObjectMapper().writeValueAsString(out));
     }

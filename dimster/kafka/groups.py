@@ -1,0 +1,98 @@
+"""Share and consumer groups as the group coordinator sees them, through Kafka's Java Admin
+(confluent-kafka has no share-group admin): when every member of a group holds its assignment, and
+how many records of its topic a group has yet to consume."""
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from dimster.errors import DimsterError
+from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, run_helper
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    kind: str  # "share" | "consumer"
+    topic: str
+    members: int  # how many members the run gives the group now
+    partitions: int
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "topic": self.topic, "members": self.members, "partitions": self.partitions}
+
+
+class AssignmentWatch:
+    """Waits in a background helper process until every member of each group holds its assignment.
+    `take()` returns the groups assigned since the last call, as (group, epoch seconds); `outcome`
+    is None while it waits, then "done" or the reason it gave up."""
+
+    def __init__(self, distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], timeout: float):
+        self.groups = groups
+        self.started = time.time()
+        self.outcome: str | None = None
+        self._assigned: queue.Queue[tuple[str, float]] = queue.Queue()
+        specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
+        command = distribution.java(
+            HELPER_CLASS,
+            "await-assignment",
+            bootstrap,
+            str(int(timeout * 1000)),
+            specs,
+            jvm_options=("-Xmx128m", "-Dlog4j2.level=ERROR"),
+        )
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, name="assignment-watch", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self._process.stdout:
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            if "group" in answer:
+                self._assigned.put((answer["group"], answer["assignedAtMs"] / 1000))
+            elif answer.get("done"):
+                self.outcome = "done"
+            elif answer.get("timeout"):
+                pending = "; ".join(f"{g}: {why}" for g, why in answer["pending"].items())
+                self.outcome = f"not every consumer holds an assignment ({pending})"
+        self._process.wait()
+        if self.outcome is None:
+            self.outcome = f"the assignment watch exited with code {self._process.returncode}"
+
+    def take(self) -> list[tuple[str, float]]:
+        taken = []
+        while True:
+            try:
+                taken.append(self._assigned.get_nowait())
+            except queue.Empty:
+                return taken
+
+    @property
+    def finished(self) -> bool:
+        """The helper has ended and every line it printed was read."""
+        return self.outcome is not None and self._assigned.empty()
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(5)
+
+
+def unconsumed_records(distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec]) -> dict[str, int]:
+    """Per group: records of its topic still there for it to consume (a consumer group: from its
+    committed offsets to the end; a share group: the share-partition lag)."""
+    if not groups:
+        return {}
+    specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
+    try:
+        result = run_helper(distribution, "group-positions", bootstrap, specs, timeout=90)
+    except subprocess.TimeoutExpired:
+        raise DimsterError("the groups' positions were not read within 90 s") from None
+    if result.returncode != 0:
+        raise DimsterError(f"the groups' positions could not be read: {result.stdout.strip() or result.stderr[-200:]}")
+    return {g: int(n) for g, n in json.loads(result.stdout).items()}

@@ -1,0 +1,139 @@
+"""One redaction rule for everything dimster writes: results bundle, console, control API answers.
+
+A key names a secret when SECRET_KEY matches it (`sasl.jaas.config`, `ssl.key.password`,
+`kafkaConfig.commonConfig.sasl.password`, ...). Its value becomes `***` wherever the key shows: in
+mappings, in change records (`{"key": <secret key>, "old": ..., "new": ...}`), in `key=value` text
+and in command lines (`--set k=v`, `--set k v`). A Redactor also remembers the values it saw under
+secret keys and masks them in any text (console lines, failure reasons, logs), so that a secret
+given once stays out of every file.
+"""
+
+import re
+from pathlib import Path
+from typing import Any
+
+SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|private|ssl\.key\.|\.key$", re.IGNORECASE)
+MASK = "***"
+CHANGE_VALUES = ("old", "new", "value")  # the fields of a change record whose `key` may name a secret
+MIN_SECRET_LENGTH = 4  # shorter values are masked under their key, but not searched for in free text
+KEY_AT_END = re.compile(r"[\w.\-]+$")  # the property name just before a `=`
+CHANGE_LINE = re.compile(r"(?P<key>[\w.\-]+): .* -> .* \((?P<effect>[\w-]+)\)$")  # `k: old -> new (effect)`
+
+
+def is_secret_key(key: Any) -> bool:
+    return isinstance(key, str) and bool(SECRET_KEY.search(key))
+
+
+class Redactor:
+    """Masks secrets; remembers the secret values it has seen, to mask them in free text too."""
+
+    def __init__(self) -> None:
+        self.secrets: set[str] = set()
+
+    def learn(self, value: Any) -> None:
+        """Remember the values under secret keys in `value` (mappings, change records, lists)."""
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if is_secret_key(key):
+                    self._remember(item)
+                else:
+                    self.learn(item)
+            if is_secret_key(value.get("key")):
+                for name in CHANGE_VALUES:
+                    self._remember(value.get(name))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self.learn(item)
+
+    def _remember(self, value: Any) -> None:
+        if isinstance(value, dict | list | tuple):
+            for item in value.values() if isinstance(value, dict) else value:
+                self._remember(item)
+        elif value is not None and not isinstance(value, bool) and len(str(value).strip()) >= MIN_SECRET_LENGTH:
+            self.secrets.add(str(value).strip())
+
+    def redact(self, value: Any) -> Any:
+        """A copy of `value` (mappings, lists, strings) with every secret masked; learns its secrets first."""
+        self.learn(value)
+        return self._masked(value)
+
+    def _masked(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            secret_change = is_secret_key(value.get("key"))
+            return {
+                key: MASK if is_secret_key(key) or (secret_change and key in CHANGE_VALUES) else self._masked(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self._masked(item) for item in value]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
+
+    def text(self, line: str) -> str:
+        """`line` with the known secret values masked, the old and new value of a change line
+        (`secret.key: old -> new (effect)`) and the value of every `secret.key=value`."""
+        line = self._known(line)
+        change = CHANGE_LINE.search(line)
+        if change and is_secret_key(change["key"]):
+            line = f"{line[: change.start()]}{change['key']}: {MASK} -> {MASK} ({change['effect']})"
+        return "".join(_masked_assignment(token) for token in re.split(r"(\s+)", line))
+
+    def argv(self, argv: list[str]) -> list[str]:
+        """A command line with secrets masked: `k=v`, `--set=k=v` and the `--set k v` form."""
+        out: list[str] = []
+        in_sets = mask_next = False
+        for arg in argv:
+            if mask_next and not arg.startswith("-"):
+                out.append(MASK)
+                mask_next = False
+                continue
+            mask_next = False
+            if arg.startswith("-"):
+                in_sets = arg in ("--set", "-s")
+            elif in_sets and "=" not in arg and is_secret_key(arg):
+                mask_next = True
+            out.append(_masked_assignment(self._known(arg)))
+        return out
+
+    def scrub_file(self, path: Path) -> None:
+        """Mask the known secret values in a file written by others (worker and broker logs)."""
+        if not self.secrets or not path.is_file():
+            return
+        data = original = path.read_bytes()
+        for secret in self._longest_first():
+            data = data.replace(secret.encode(), MASK.encode())
+        if data != original:
+            path.write_bytes(data)
+
+    def _known(self, text: str) -> str:
+        for secret in self._longest_first():
+            text = text.replace(secret, MASK)
+        return text
+
+    def _longest_first(self) -> list[str]:
+        return sorted(self.secrets, key=len, reverse=True)
+
+
+def _masked_assignment(token: str) -> str:
+    """`sasl.password=x` → `sasl.password=***` (also inside `--set=...`); other tokens unchanged."""
+    parts = token.split("=")
+    for index, part in enumerate(parts[:-1]):
+        name = KEY_AT_END.search(part)
+        if name and is_secret_key(name.group()):
+            return "=".join(parts[: index + 1]) + "=" + MASK
+    return token
+
+
+def redact(value: Any) -> Any:
+    """A copy of `value` with every secret masked (the values seen in `value` itself included)."""
+    return Redactor().redact(value)
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    return Redactor().argv(argv)
+
+
+def redact_text(line: str) -> str:
+    """A line with the value of every `secret.key=value` masked (no remembered values)."""
+    return Redactor().text(line)

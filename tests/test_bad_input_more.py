@@ -1,0 +1,199 @@
+"""More bad input and noise: each problem is one `dimster: error:` line with its exit code, never a
+traceback or an "internal error"; other tools' output goes to log files, not the console."""
+
+import json
+import os
+import socket
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from dimster.coordinator.control import TOKEN_HEADER, ControlServer
+from dimster.environment import DEFAULT_KAFKA_VERSION
+from dimster.errors import ClusterError
+from dimster.kafka.distribution import kafka_distribution, run_helper, version_home
+from tests.conftest import dimster, spare_ports_yaml, write_environment
+from tests.test_summary import synthetic_run
+
+
+def one_error_line(result, *fragments: str, code: int = 2) -> str:
+    """The one line stderr holds: `dimster: error: ...` with every fragment, and the exit code."""
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("dimster: error:"), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert result.code == code, result.stderr
+    return lines[0]
+
+
+# ---- input files ----------------------------------------------------------------------------------
+@pytest.mark.unit
+def test_workload_that_is_not_utf8(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: caf\u00e9\nproducerRate: 10\n".encode("latin-1"))
+    one_error_line(dimster("validate", str(path)), "latin1.yaml", "not UTF-8", "0xe9")
+
+
+@pytest.mark.unit
+def test_workload_with_a_control_character(tmp_path):
+    path = tmp_path / "nul.yaml"
+    path.write_bytes(b"name: x\x00\n")
+    one_error_line(dimster("validate", str(path)), "nul.yaml", "YAML syntax error")
+
+
+@pytest.mark.unit
+def test_corrupt_cluster_state_file(project, state_dir):
+    """A state.json cut short (a full disk, a crash) names the file instead of failing inside."""
+    write_environment(project, "corrupt", "nodes: 1\n" + spare_ports_yaml())
+    state = state_dir / "clusters" / "corrupt" / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text('{"kafka_version": "4.3.1", "nodes": [{"node_id": 1, "pi')
+    result = dimster("cluster", "status", "corrupt", env={"DIMSTER_PROJECT_DIR": str(project)})
+    one_error_line(result, "state.json", code=3)
+
+
+@pytest.mark.spark
+def test_corrupt_run_json_is_summarized_with_a_note_and_spark_stays_quiet(tmp_path):
+    synthetic_run(tmp_path, seconds=3)
+    (tmp_path / "run.json").write_text('{"run_id": "r", "sta')
+    result = dimster("summarize", str(tmp_path))
+    assert result.code == 0, result.stderr
+    summary = json.loads((tmp_path / "summary" / "summary.json").read_text())
+    assert "run.json is unreadable: versions, totals and status unknown" in summary["notes"]
+    # Spark's JVM writes to the run's log, not to the user's console
+    assert result.stderr == "", result.stderr
+    assert "incubator" not in result.stdout and "log level" not in result.stdout
+    assert "Setting default log level" in (tmp_path / "logs" / "spark.log").read_text()
+
+
+# ---- environment names ----------------------------------------------------------------------------
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "../x"],
+        ["stop", "../x"],
+        ["wait", "../x", "--until", "backlog<1"],
+        ["run", "../environments/local", "-w", "run/workloads/quickstart.yaml"],
+        ["run", "a/b", "--modify", "--set", "producerRate=1"],
+    ],
+)
+def test_environment_name_that_is_a_path(command):
+    one_error_line(dimster(*command), "invalid environment name")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", [["cluster", "status", "../environments/local"], ["cluster", "up", "../x"]])
+def test_cluster_environment_name_that_is_a_path(command):
+    """`../environments/local` must not reach the `local` profile through a path (environment.py's check)."""
+    one_error_line(dimster(*command), "invalid environment name")
+
+
+# ---- usage errors -----------------------------------------------------------------------------------
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("command", "fragment"),
+    [
+        (["run"], "Missing argument"),
+        (["wait", "local"], "Missing option '--until'"),
+        (["status", "local", "--bogus"], "No such option"),
+        (["wait", "local", "--until", "backlog<1", "--timeout", "soon"], "'--timeout'"),
+        (["cluster", "frob"], "No such command 'frob'"),
+    ],
+)
+def test_usage_error_is_one_line(command, fragment):
+    line = one_error_line(dimster(*command), fragment)
+    assert "-h`" in line  # says where the usage is
+
+
+# ---- the control API --------------------------------------------------------------------------------
+@pytest.mark.unit
+def test_control_api_answers_a_bad_content_length_and_keeps_serving():
+    server = ControlServer("control-api-test")
+    server.start({"run_id": "r", "results": None, "workload": "w", "phase": "running"})
+
+    def coordinator() -> None:
+        request = server.requests.get()
+        request.reply({"phase": "running", "settings": {"sasl.password": "hunter22"}})
+
+    threading.Thread(target=coordinator, daemon=True).start()
+
+    def ask(method: str, length: str) -> tuple[int, dict]:
+        head = f"{method} /status HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: {server.token}\r\n"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall((head + (f"Content-Length: {length}\r\n" if length else "") + "\r\n").encode())
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head, _, body = answer.decode().partition("\r\n\r\n")
+        return int(head.split()[1]), json.loads(body)
+
+    try:
+        for length in ("abc", "-5", "99999999999"):
+            status, body = ask("GET", length)
+            assert status == 400 and "Content-Length" in body["error"]
+        status, body = ask("GET", "")  # still serving; the answer is redacted on the way out
+        assert status == 200 and body["settings"] == {"sasl.password": "***"}
+    finally:
+        server.close()
+
+
+# ---- helpers and fetching Kafka ---------------------------------------------------------------------
+@pytest.mark.unit
+def test_helper_time_out_is_a_cluster_error():
+    distribution = kafka_distribution(DEFAULT_KAFKA_VERSION, fetch=False)
+    with pytest.raises(ClusterError, match=r"Kafka helper 'configdefs' did not finish within 0\.5 s"):
+        run_helper(distribution, "configdefs", timeout=0.5)
+
+
+def fake_mvn(folder: Path, body: str) -> dict[str, str]:
+    """Environment variables that put an `mvn` running `body` first on PATH, with a fresh cache."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    mvn = bin_dir / "mvn"
+    mvn.write_text(
+        "#!/bin/sh\n"
+        'for arg; do case "$arg" in -DoutputDirectory=*) out="${arg#-DoutputDirectory=}";; esac; done\n'
+        'echo "[INFO] Scanning for projects..."\n'
+        'echo "[INFO] Downloaded from central: https://repo.maven.apache.org/maven2/x.jar (1 kB at 1 kB/s)"\n'
+        f"{body}\n"
+    )
+    mvn.chmod(mvn.stat().st_mode | stat.S_IXUSR)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "DIMSTER_CACHE_DIR": str(folder / "cache"),
+        "KAFKA_HOME": "",
+    }
+
+
+@pytest.mark.unit
+def test_kafka_fetch_failure_is_one_line_with_mvns_log(tmp_path):
+    env = fake_mvn(tmp_path, 'echo "[ERROR] Failed to execute goal: Could not resolve dependencies"; exit 1')
+    result = dimster("kafka", "fetch", "--version", "4.9.9", env=env)
+    assert result.code == 2 and result.stdout == ""
+    errors = [line for line in result.stderr.splitlines() if line.startswith("dimster: error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr
+    assert "could not fetch Kafka 4.9.9" in errors[0] and "Could not resolve dependencies" in errors[0]
+    log = tmp_path / "cache" / "kafka" / "4.9.9" / "fetch.log"
+    assert str(log) in errors[0] and "Scanning for projects" in log.read_text()
+    assert "Scanning for projects" in result.stderr  # mvn's last lines follow the error, as its detail
+
+
+@pytest.mark.kafka
+def test_cluster_up_json_on_a_fresh_cache_is_valid_json(tmp_path, project):
+    """The fetch's progress goes to stderr and mvn's output to its log: stdout is the JSON alone."""
+    jars = version_home(DEFAULT_KAFKA_VERSION) / "libs"
+    env = fake_mvn(tmp_path, f'mkdir -p "$out" && cp {jars}/*.jar "$out"/')
+    env["DIMSTER_PROJECT_DIR"] = str(project)
+    write_environment(project, "fresh", f"nodes: 1\nkafkaVersion: {DEFAULT_KAFKA_VERSION}\n" + spare_ports_yaml())
+    try:
+        result = dimster("cluster", "up", "fresh", "--json", env=env)
+        assert result.code == 0, result.stderr
+        assert json.loads(result.stdout)["environment"] == "fresh"
+        assert f"fetching Apache Kafka {DEFAULT_KAFKA_VERSION}" in result.stderr
+        assert "Scanning for projects" not in result.stderr + result.stdout
+    finally:
+        assert dimster("cluster", "down", "fresh", env=env).code == 0

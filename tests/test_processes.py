@@ -1,0 +1,108 @@
+"""Processes dimster starts (brokers) can be stopped by any dimster process, not only by the one
+that started them: the run's coordinator starts a broker, `cluster redeploy` from another terminal
+stops it. No broker needed: `sleep` stands in for one."""
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from dimster.cluster.processes import TrackedProcess, spawn
+from dimster.errors import ClusterError
+
+pytestmark = pytest.mark.unit
+
+# A stand-in for the run's coordinator: starts `sleep` as `how` says, prints its PID, then stays
+# alive without ever reaping it.
+HOLDER = """
+import subprocess, sys, time
+from pathlib import Path
+from dimster.cluster.processes import spawn
+if sys.argv[1] == "spawn":
+    pid = spawn(["sleep", "120"], Path(sys.argv[2])).pid
+else:
+    pid = subprocess.Popen(["sleep", "120"], start_new_session=True).pid
+print(pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Start a holder with `how`; yields the holder and the PID of the `sleep` it started; ends both."""
+    started: list[tuple[subprocess.Popen, int]] = []
+
+    def start(how: str) -> tuple[subprocess.Popen, int]:
+        process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, how, str(tmp_path / "sleep.log")], stdout=subprocess.PIPE, text=True
+        )
+        line = process.stdout.readline()
+        assert line.strip().isdigit(), "the holder did not start (its error is in the captured stderr)"
+        pid = int(line)
+        started.append((process, pid))
+        return process, pid
+
+    yield start
+    for process, pid in started:
+        process.kill()
+        process.wait()
+        try:
+            sleeper = psutil.Process(pid)
+            if sleeper.cmdline()[:1] == ["sleep"]:
+                sleeper.kill()
+        except psutil.Error:
+            pass
+
+
+def tracked(pid: int) -> TrackedProcess:
+    return TrackedProcess(pid, psutil.Process(pid).create_time())
+
+
+def test_a_zombie_of_another_process_counts_as_stopped(holder):
+    _, pid = holder("popen")  # the holder is its parent and never reaps it
+    process = tracked(pid)
+    begin = time.monotonic()
+    process.stop(timeout=2)
+    assert time.monotonic() - begin < 5
+    assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not process.alive()
+
+
+def test_a_spawned_process_is_no_child_of_the_process_that_spawned_it(holder):
+    starter, pid = holder("spawn")
+    sleeper = psutil.Process(pid)
+    assert sleeper.ppid() != starter.pid
+    assert sleeper.cmdline() == ["sleep", "120"]
+    process = tracked(pid)
+    process.stop(timeout=5)
+    assert not process.alive()
+    assert starter.poll() is None  # the starter is still there: it did not have to exit or reap
+
+
+def test_spawn_appends_output_to_the_log_and_passes_the_environment(tmp_path):
+    log = tmp_path / "logs" / "out.log"
+    log.parent.mkdir()
+    log.write_text("before\n")
+    process = spawn(["sh", "-c", "echo $DIMSTER_TEST_VALUE"], log, env={"DIMSTER_TEST_VALUE": "hello"})
+    deadline = time.monotonic() + 10
+    while process.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.read_text() == "before\nhello\n"
+
+
+def test_spawn_of_a_missing_program_is_one_cluster_error(tmp_path):
+    with pytest.raises(ClusterError) as error:
+        spawn([str(tmp_path / "no-such-java"), "-version"], tmp_path / "out.log")
+    message = str(error.value)
+    assert message.startswith("could not start no-such-java: ") and "\n" not in message
+    assert "No such file or directory" in message
+
+
+def test_stopping_a_process_that_has_exited_does_nothing():
+    child = subprocess.Popen(["sleep", "0.1"])
+    process = tracked(child.pid)
+    child.wait()
+    process.stop(timeout=1)
+    assert not process.alive()

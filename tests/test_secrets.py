@@ -1,0 +1,75 @@
+"""Secrets never reach a file dimster writes: a secret given in the workload, by `--set` at start and
+by a live `--modify --set` is absent from every file of the results bundle (summary and report
+included) and of the state folder, and from what the commands print."""
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import dimster
+from tests.runs import BASE
+
+pytestmark = pytest.mark.kafka  # the run ends with its Spark summary
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_cluster_down_afterwards():
+    """The run brings `local` up (and leaves it for the next run, as users want); stop it at the end."""
+    yield
+    dimster("stop", "local")
+    assert dimster("cluster", "down", "local").code == 0
+
+
+def files_holding(folder: Path, values: list[str]) -> list[str]:
+    """`path: value` for every file under `folder` that holds one of `values` (bytes, any file type)."""
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path}: {value}" for value in values if value.encode() in data]
+    return found
+
+
+def test_secrets_stay_out_of_the_bundle_and_the_state_folder(tmp_path, state_dir):
+    # librdkafka takes these properties on a PLAINTEXT cluster and does not use them
+    in_workload, at_start, live = (f"dimster-secret-{secrets.token_hex(8)}" for _ in range(3))
+    workload = tmp_path / "secrets.yaml"
+    config = {**BASE["kafkaConfig"], "commonConfig": {"sasl.password": in_workload}}
+    workload.write_text(yaml.safe_dump({"name": "secrets", **BASE, "durationSeconds": 0, "kafkaConfig": config}))
+    results = tmp_path / "results"
+    outputs = []
+
+    def cli(*args: str) -> str:
+        result = dimster(*args)
+        outputs.append(result.stdout + result.stderr)
+        assert result.code == 0, result.stderr + result.stdout
+        return result.stdout
+
+    try:
+        cli(
+            "run", "local", "-w", str(workload), "--detach", "--results", str(results),
+            "--set", f"kafkaConfig.producerConfig.ssl.key.password={at_start}",
+        )  # fmt: skip
+        cli("wait", "local", "--until", "received>0", "--timeout", "90")
+        cli("run", "local", "--modify", "--set", "kafkaConfig.commonConfig.sasl.password", live)
+        cli("wait", "local", "--until", "received>0", "--timeout", "90")
+        settings = json.loads(cli("status", "local", "--json"))["settings"]
+        assert settings["kafkaConfig"]["commonConfig"]["sasl.password"] == "***"
+    finally:
+        cli("stop", "local")
+
+    [bundle] = results.iterdir()
+    info = json.loads((bundle / "run.json").read_text())
+    assert info["status"] == "completed" and info["final_workload"]["kafkaConfig"]["commonConfig"] == {
+        "sasl.password": "***"
+    }
+    [change] = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
+    assert (change["key"], change["old"], change["new"]) == ("kafkaConfig.commonConfig.sasl.password", "***", "***")
+    assert (bundle / "summary" / "summary.json").is_file() and (bundle / "report.html").is_file()
+    values = [in_workload, at_start, live]
+    assert files_holding(bundle, values) == []
+    assert files_holding(state_dir, values) == []
+    assert [value for value in values if any(value in output for output in outputs)] == []
