@@ -15,6 +15,13 @@ DEFAULT_KAFKA_VERSION = "4.3.1"
 LOCAL_LAYOUT = {"nodes", "first_node_id", "heap", "broker_port_base", "controller_port_base", "data_dir"}
 
 
+class AgentAddress(BaseModel):
+    """A `dimster worker serve` agent."""
+
+    model_config = ConfigDict(extra="forbid")
+    address: str = Field(..., pattern=r"^\S+:\d{1,5}$")
+
+
 class EnvironmentProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -31,8 +38,44 @@ class EnvironmentProfile(BaseModel):
     kafka_version: str = Field(DEFAULT_KAFKA_VERSION, alias="kafkaVersion", pattern=r"^\d+\.\d+\.\d+$")
     broker_config: str = Field("run/broker-configs/default.yaml", alias="brokerConfig")
     broker_overrides: dict[str, str | int | float | bool] = Field(default_factory=dict, alias="brokerOverrides")
-    workers: int = Field(1, ge=1, le=64)
+    # a count of worker processes on this host, or the agents that run the clients
+    workers: int | list[AgentAddress] = 1
+    worker_token_file: str | None = Field(None, alias="workerTokenFile")
+    worker_token_env: str = Field("DIMSTER_WORKER_TOKEN", alias="workerTokenEnv", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    worker_timeout_seconds: float = Field(10, alias="workerTimeoutSeconds", ge=2, le=600)
+    on_worker_loss: Literal["fail", "continue"] = Field("fail", alias="onWorkerLoss")
+    # what the workers' clients connect to, when that differs from what this host uses
+    client_bootstrap_servers: str | None = Field(None, alias="clientBootstrapServers", min_length=3)
     start_timeout_seconds: int = Field(120, alias="startTimeoutSeconds", ge=10)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_token(cls, data):
+        inline = [k for k in data if "token" in str(k).lower() and k not in ("workerTokenFile", "workerTokenEnv")]
+        agents = data.get("workers") if isinstance(data.get("workers"), list) else []
+        for i, agent in enumerate(agents):
+            if isinstance(agent, dict):
+                inline += [f"workers[{i}].{k}" for k in agent if "token" in str(k).lower()]
+        if inline:
+            raise ValueError(
+                f"{', '.join(inline)}: a worker token is never written in a profile; "
+                "use workerTokenFile: FILE or workerTokenEnv: NAME"
+            )
+        return data
+
+    @field_validator("workers")
+    @classmethod
+    def _worker_count(cls, workers):
+        if isinstance(workers, int) and not 1 <= workers <= 64:
+            raise ValueError("a count of local worker processes must be 1-64")
+        if isinstance(workers, list) and not workers:
+            raise ValueError("list at least one agent ({address: HOST:PORT}) or give a count")
+        return workers
+
+    @property
+    def agents(self) -> list[str]:
+        """Addresses of the agents that run the workers; empty when they are local processes."""
+        return [] if isinstance(self.workers, int) else [a.address for a in self.workers]
 
     @field_validator("kafka_version")
     @classmethod

@@ -6,9 +6,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/setup.sh
 .venv/bin/ruff check dimster tests scripts
-# The report tests open the HTML reports in Debian's headless Chromium.
-if ! command -v chromium >/dev/null; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 ||
-    echo "warning: could not install chromium (apt-get install chromium); the report browser tests will fail" >&2
+# Debian packages the tests use: Chromium opens the HTML reports, libfaketime skews an agent's clock,
+# iproute2 makes the network namespaces agents run in.
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v faketime >/dev/null || missing+=(faketime)
+command -v ip >/dev/null || missing+=(iproute2)
+if [ ${#missing[@]} -gt 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >/dev/null 2>&1 ||
+    echo "warning: could not install ${missing[*]} (apt-get install ${missing[*]}); tests that need them will fail" >&2
 fi
 exec .venv/bin/python -m pytest "$@"

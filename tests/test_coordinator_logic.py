@@ -6,7 +6,7 @@ import pytest
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.changes import flatten, live_changes
 from dimster.coordinator.conditions import holds, parse_condition
-from dimster.coordinator.topology import build_topology, resize, split_over_workers
+from dimster.coordinator.topology import build_topology, clients_of, place, resize
 from dimster.errors import DimsterError
 from dimster.results.bundle import redact, redact_argv
 from dimster.worker.protocol import ClientInterval, IntervalReport
@@ -30,7 +30,8 @@ def test_topology_names_and_counts():
         "w-abc-t1-g1": "w-abc-1",
     }
     assert [p.index_in_topic for p in t.producers if p.topic == "w-abc-1"] == [0, 1, 2]
-    assert [len(part) for part in split_over_workers(t.consumers, 3)] == [6, 5, 5]
+    placement = place(t, 3)
+    assert [sum(map(len, clients_of(t, placement, w))) for w in range(3)] == [8, 7, 7]
 
 
 def test_resize_adds_with_fresh_ids_and_removes_newest_first():

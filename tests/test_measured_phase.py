@@ -87,3 +87,14 @@ def test_reports_from_before_load_start_do_not_dilute_the_first_rates():
     aggregate.add(IntervalReport(0, 106.0, [loaded]))
     assert aggregate.take_window()["pubRate"] == pytest.approx(1000)
     assert aggregate.recent_rates()["targetRate"] == pytest.approx(1000)
+
+
+def test_records_in_flight_on_a_lost_producer_are_not_lost():
+    aggregate = RunAggregate({"g": "t"})
+    # 100 handed over, 90 acknowledged when its worker was last heard; consumers got 88 of the acked
+    aggregate.add(IntervalReport(0, time.time(), [producer_report(100, 90)]))
+    consumed = ClientInterval("c0", "share_consumer", "t", "g", received=88, settled={0: [(0, 87)]})
+    aggregate.add(IntervalReport(1, time.time(), [consumed]))
+    assert aggregate.lost() == 12
+    aggregate.lost_producers.add(0)
+    assert aggregate.lost() == 2  # the 10 in flight may never have reached the broker

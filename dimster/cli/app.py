@@ -7,7 +7,7 @@ import sys
 import typer
 
 from dimster import __version__
-from dimster.cli import cluster, control, report, run, summary
+from dimster.cli import cluster, control, report, run, summary, worker
 from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
@@ -22,6 +22,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(worker.app, name="worker")
 app.command(context_settings=run.EXTRA_ARGS)(run.validate)
 app.command(context_settings=run.EXTRA_ARGS)(run.run)
 app.command()(control.status)

@@ -1,6 +1,7 @@
 """The coordinator's view of a run, built from the workers' interval reports: totals, per-group
 settled sequences (lost and duplicated records), and the windows the console line shows."""
 
+import math
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
@@ -36,6 +37,12 @@ class RunAggregate:
         self.acked_by_topic: dict[str, int] = defaultdict(int)
         self.next_sequence: dict[int, int] = {}  # producer id -> sequences handed out
         self.failed: dict[int, set[int]] = defaultdict(set)
+        self.acked_by_producer: dict[int, int] = defaultdict(int)
+        self.lost_producers: set[int] = set()  # on a lost worker: their last sends' fate is unknown
+        # consumer client id -> (group, end of its last report, its receive rate then)
+        self.consumer_pace: dict[str, tuple[str, float, float]] = {}
+        # per group: records consumers of a lost worker may have settled after their last report
+        self.in_doubt_by_group: dict[str, int] = defaultdict(int)
         self.producer_topic: dict[int, str] = {}
         self.settled: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)  # (group, producer id)
         self.settled_by_group: dict[str, int] = defaultdict(int)
@@ -44,6 +51,7 @@ class RunAggregate:
         # producer client id -> (report end time, its latest client statistics)
         self.producer_stats: dict[str, tuple[float, dict]] = {}
         self.window = Window()
+        self.e2e_measured = Histogram()  # the measured phase's end-to-end latency, whole run
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
         # (worker, end, covered seconds, sent, target rate, received) of recent reports
@@ -65,6 +73,7 @@ class RunAggregate:
                 self.failed[producer_id].update(c.failed_sequences)
                 self.sent += c.sent
                 self.acked += c.acked
+                self.acked_by_producer[producer_id] += c.acked
                 self.acked_by_topic[c.topic] += c.acked
                 self.send_errors += c.send_errors
                 self.target_rate[c.client_id] = c.target_rate
@@ -77,6 +86,7 @@ class RunAggregate:
                 continue
             self.received += c.received
             window.received += c.received
+            self.consumer_pace[c.client_id] = (c.group, report.end_time, c.received / covered if covered else 0.0)
             window.polls += c.polls
             window.max_poll_records = max(window.max_poll_records, c.max_poll_records)
             self.accepted += c.accepted
@@ -91,6 +101,8 @@ class RunAggregate:
             for (metric, _partition), wire in c.histograms.items():
                 if metric in ("e2e", WARMUP_PREFIX + "e2e"):
                     window.e2e.merge(Histogram.from_wire(wire))
+                if metric == "e2e":
+                    self.e2e_measured.merge(Histogram.from_wire(wire))
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
         received = sum(c.received for c in report.clients)
@@ -147,11 +159,32 @@ class RunAggregate:
             max(0, self.acked_by_topic[topic] - self.settled_by_group[group]) for group, topic in self.groups.items()
         )
 
+    def consumers_lost(self, client_ids: list[str], last_heard: float) -> None:
+        """Consumers whose worker was lost: what they settled between their last report and the last
+        sign of life of their worker never reached us. Bound it by their receive rate over that time
+        (plus a second: the worker was heard at most that often)."""
+        for client_id in client_ids:
+            if client_id in self.consumer_pace:
+                group, last_report, rate = self.consumer_pace.pop(client_id)
+                self.in_doubt_by_group[group] += math.ceil(rate * max(0.0, last_heard + 1.0 - last_report))
+
     def lost(self, unconsumed: dict[str, int] | None = None) -> int:
         """Acknowledged records a group never settled and can no longer consume: those still within
-        its reach at the end (`unconsumed`, from the group's own position) are not lost."""
+        its reach at the end (`unconsumed`, from the group's own position) are not lost, nor are
+        those a lost worker's consumers may have settled unreported (`in_doubt`)."""
         unconsumed = unconsumed or {}
-        return sum(max(0, n - unconsumed.get(group, 0)) for group, n in self.missing_by_group().items())
+        return sum(
+            max(0, n - unconsumed.get(group, 0) - self.in_doubt_by_group.get(group, 0))
+            for group, n in self.missing_by_group().items()
+        )
+
+    def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
+        """Of the records missing at the end, those only a lost worker's consumers can account for."""
+        unconsumed = unconsumed or {}
+        return sum(
+            min(self.in_doubt_by_group.get(group, 0), max(0, n - unconsumed.get(group, 0)))
+            for group, n in self.missing_by_group().items()
+        )
 
     def missing_by_group(self) -> dict[str, int]:
         """Per group: acknowledged records it never settled (meaningful once consumers have closed)."""
@@ -163,7 +196,12 @@ class RunAggregate:
                     continue
                 ranges = self.settled.get((group, producer_id), RangeSet())
                 failed_missing = sum(1 for s in self.failed[producer_id] if s not in ranges)
-                missing[group] += ranges.missing_below(next_sequence) - failed_missing
+                unsettled = ranges.missing_below(next_sequence) - failed_missing
+                if producer_id in self.lost_producers:
+                    # records in flight at its last report may never have been acknowledged: not lost
+                    in_flight = next_sequence - self.acked_by_producer[producer_id] - len(self.failed[producer_id])
+                    unsettled = max(0, unsettled - max(0, in_flight))
+                missing[group] += unsettled
         return missing
 
     def take_window(self) -> dict:

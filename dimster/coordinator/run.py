@@ -2,7 +2,6 @@
 their reports, prints the status line, serves the control API (status, live modification, stop),
 stops the run in order and records it."""
 
-import multiprocessing
 import queue
 import signal
 import threading
@@ -10,35 +9,54 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from multiprocessing.connection import wait as wait_for_connections
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
-
-from dimster.clients.properties import check_client_configs, property_text
+from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import ClusterBackend, backend_for
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.changes import Change, live_changes
 from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
-from dimster.coordinator.topology import Topology, build_topology, resize, split_over_workers
+from dimster.coordinator.run_kafka import RunKafka
+from dimster.coordinator.self_cost import SelfCost
+from dimster.coordinator.topology import (
+    Topology,
+    build_topology,
+    client_id,
+    clients_of,
+    least_loaded,
+    place,
+    replace_clients,
+    resize,
+)
+from dimster.coordinator.workers import WorkerLost, Workers
 from dimster.errors import DimsterError
-from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
-from dimster.kafka.distribution import kafka_distribution
-from dimster.kafka.groups import AssignmentWatch, GroupSpec, unconsumed_records
+from dimster.kafka.groups import AssignmentWatch, GroupSpec
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.process import worker_main
-from dimster.worker.protocol import Assignment
+from dimster.worker.protocol import (
+    AddClients,
+    Assignment,
+    Close,
+    Closed,
+    Failed,
+    Message,
+    ProducersStopped,
+    Ready,
+    RemoveClients,
+    Report,
+    StartLoad,
+    StopProducers,
+    Update,
+)
 from dimster.workload.model import Workload, parse_workload
 from dimster.workload.overrides import apply_overrides
 
-ADMIN_TIMEOUT = 15.0
-SERVE_TIMEOUT = 30.0  # for new partitions to be served (see wait_until_partitions_serve)
 FLUSH_EVERY = 5.0
 LOOP_TICK = 0.2
 ASSIGNMENT_TIMEOUT = 120.0  # for every consumer to hold its assignment before load starts
+READY_TIMEOUT = 120.0  # for every worker to build its clients
+CLOCK_WARNING_SHARE = 0.1  # of the e2e p50 that clock uncertainty may reach before the run warns
 
 
 class RunFailed(DimsterError):
@@ -46,13 +64,17 @@ class RunFailed(DimsterError):
 
 
 @dataclass
-class WorkerHandle:
-    index: int
-    process: multiprocessing.Process
-    connection: object
+class WorkerState:
+    """What the coordinator knows of one worker, from its messages."""
+
     ready: bool = False
     producers_stopped: bool = False
     closed: bool = False
+    lost: bool = False
+
+    @property
+    def gone(self) -> bool:
+        return self.closed or self.lost
 
 
 class Coordinator:
@@ -61,21 +83,29 @@ class Coordinator:
         workload: Workload,
         cluster: ClusterBackend,
         bundle: ResultsBundle,
-        workers: int,
+        workers: Workers,
+        capacity: int,
         control: ControlServer | None = None,
         say=print,
+        kafka: RunKafka | None = None,
+        on_worker_loss: str = "fail",
+        client_bootstrap: str | None = None,
     ):
         self.workload = workload
         self.cluster = cluster
         self.bundle = bundle
+        self.workers = workers
         self.control = control
         self._say = say
+        self.on_worker_loss = on_worker_loss  # fail | continue
         self.run_id = uuid.uuid4().hex[:8]
         self.topology: Topology = build_topology(workload, self.run_id)
-        self.worker_count = max(1, min(workers, len(self.topology.producers) + len(self.topology.consumers)))
+        self.worker_count = max(1, min(capacity, len(self.topology.producers) + len(self.topology.consumers)))
         self.bootstrap = cluster.profile.bootstrap_servers
+        self.client_bootstrap = client_bootstrap or self.bootstrap  # what workers' clients connect to
+        self.kafka = kafka or RunKafka(self.bootstrap, cluster.profile.kafka_version)
         self.aggregate = RunAggregate(self.topology.groups)
-        self.workers: list[WorkerHandle] = []
+        self.states: list[WorkerState] = []
         self.placement: dict[str, int] = {}  # client id -> worker index
         self.phase = "starting"
         self.stop_requested = 0
@@ -90,6 +120,7 @@ class Coordinator:
         self.unconsumed_by_group: dict[str, int] | None = None
         self.background: queue.Queue[tuple[str, dict]] = queue.Queue()  # events from helper threads
         self._last_flush = 0.0
+        self.self_cost = SelfCost()
 
     def say(self, line: str) -> None:
         """Print a line and keep it in console.log, secrets masked in both."""
@@ -97,82 +128,44 @@ class Coordinator:
 
     # ---- preparation ----------------------------------------------------------------------------
     def prepare_topics(self) -> int:
-        """Create the run's topics (after a validate-only pass) and let share groups start at the
-        earliest offset. Returns the broker's delivery-count limit for share groups."""
-        brokers = describe_brokers(self.bootstrap, ADMIN_TIMEOUT)
-        self.broker_watch = BrokerWatch(self.bootstrap, set(brokers))
-        admin = admin_client(self.bootstrap, **{"socket.connection.setup.timeout.ms": 10_000})
-        w = self.workload
-        replication = w.replication_factor or min(3, len(brokers))
-        config = {k: property_text(v) for k, v in w.kafka_config.topic_config.items()}
-        topics = [NewTopic(t, w.partitions_per_topic, replication, config=config) for t in self.topology.topics]
-        for validate_only in (True, False):
-            futures = admin.create_topics(topics, validate_only=validate_only, request_timeout=ADMIN_TIMEOUT)
-            self._admin_results(futures, "topic")
-        if not wait_until_partitions_serve(
-            self.bootstrap, {t: range(w.partitions_per_topic) for t in self.topology.topics}, SERVE_TIMEOUT
-        ):
-            raise DimsterError(f"the partitions of the run's topics were not served within {SERVE_TIMEOUT:.0f}s")
-        if w.consumer_type == "SHARE_GROUP" and self.topology.groups:
-            earliest = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
-            resources = [
-                ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=earliest) for g in self.topology.groups
-            ]
-            self._admin_results(admin.incremental_alter_configs(resources), "group")
-        broker = ConfigResource(ConfigResource.Type.BROKER, str(brokers[0]))
-        [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
-        entry = described.result(timeout=ADMIN_TIMEOUT).get("group.share.delivery.count.limit")
-        return int(entry.value) if entry is not None and entry.value else 5
-
-    def _admin_results(self, futures: dict, what: str) -> None:
-        for name, future in futures.items():
-            try:
-                future.result(timeout=ADMIN_TIMEOUT + 5)
-            except KafkaException as e:
-                raise DimsterError(f"the cluster refused {what} {name}: {e.args[0].str()}") from None
-            except TimeoutError:
-                raise DimsterError(
-                    f"cluster at {self.bootstrap} did not answer within {ADMIN_TIMEOUT:.0f}s (unreachable?)"
-                ) from None
-
-    def delete_topics(self) -> None:
-        admin = admin_client(self.bootstrap)
-        for future in admin.delete_topics(self.topology.topics, request_timeout=ADMIN_TIMEOUT).values():
-            try:
-                future.result(timeout=ADMIN_TIMEOUT + 5)
-            except (KafkaException, TimeoutError) as e:
-                self.say(f"could not delete topic: {e}")
+        """Create the run's topics; returns the broker's delivery-count limit for share groups."""
+        limit = self.kafka.prepare(self.workload, self.topology.topics, list(self.topology.groups))
+        self.broker_watch = self.kafka.broker_watch()
+        return limit
 
     def start_workers(self, delivery_count_limit: int) -> None:
-        context = multiprocessing.get_context("spawn")
-        producers = split_over_workers(self.topology.producers, self.worker_count)
-        consumers = split_over_workers(self.topology.consumers, self.worker_count)
+        self.placement = place(self.topology, self.worker_count)
+        assignments = []
         for index in range(self.worker_count):
-            assignment = Assignment(
-                worker_index=index,
-                bootstrap_servers=self.bootstrap,
-                workload=self.workload.model_dump(by_alias=True),
-                producers=producers[index],
-                consumers=consumers[index],
-                total_producers=max(1, len(self.topology.producers)),
-                delivery_count_limit=delivery_count_limit,
-                log_file=str(self.bundle.path / "logs" / f"worker-{index}.log"),
-                kafka_version=self.cluster.profile.kafka_version,
+            producers, consumers = clients_of(self.topology, self.placement, index)
+            assignments.append(
+                Assignment(
+                    worker_index=index,
+                    bootstrap_servers=self.client_bootstrap,
+                    workload=self.workload.model_dump(by_alias=True),
+                    producers=producers,
+                    consumers=consumers,
+                    total_producers=max(1, len(self.topology.producers)),
+                    delivery_count_limit=delivery_count_limit,
+                    log_file="",
+                    kafka_version=self.cluster.profile.kafka_version,
+                )
             )
-            ours, theirs = context.Pipe()
-            process = context.Process(target=worker_main, args=(theirs, assignment), name=f"dimster-worker-{index}")
-            process.start()
-            self.workers.append(WorkerHandle(index, process, ours))
-            self.placement.update({f"p{p.producer_id}": index for p in producers[index]})
-            self.placement.update({f"c{c.consumer_id}": index for c in consumers[index]})
+        self.states = [WorkerState() for _ in assignments]
+        self.workers.start(assignments)
+        for where in self.workers.describe():
+            index = where["index"]
+            producers, consumers = clients_of(self.topology, self.placement, index)
             self.bundle.event(
                 "worker_started",
                 worker=index,
-                pid=process.pid,
-                producers=len(producers[index]),
-                consumers=len(consumers[index]),
+                **{k: v for k, v in where.items() if k not in ("index", "alive")},
+                producers=len(producers),
+                consumers=len(consumers),
             )
-        self.bundle.run_info["workers"] = [{"index": w.index, "pid": w.process.pid} for w in self.workers]
+        self.bundle.run_info["workers"] = [
+            {k: v for k, v in w.items() if k != "alive"} for w in self.workers.describe()
+        ]
         self.bundle.save_run_info()
 
     # ---- consumers' assignments -------------------------------------------------------------------
@@ -188,8 +181,7 @@ class Coordinator:
         groups = {g: spec for g, spec in self._group_specs().items() if spec.members}
         if not groups:
             return None
-        distribution = kafka_distribution(self.cluster.profile.kafka_version)
-        watch = AssignmentWatch(distribution, self.bootstrap, groups, ASSIGNMENT_TIMEOUT)
+        watch = self.kafka.watch_assignments(groups, ASSIGNMENT_TIMEOUT)
         self.assignment_watches.append(watch)
         return watch
 
@@ -224,43 +216,78 @@ class Coordinator:
 
     # ---- the run loop -----------------------------------------------------------------------------
     def _receive(self, timeout: float) -> None:
-        """Handle whatever the workers sent within `timeout`; notice a worker that died."""
-        live = {w.connection: w for w in self.workers if not w.closed}
-        for connection in wait_for_connections(list(live), timeout=timeout):
-            worker = live[connection]
-            try:
-                message = connection.recv()
-            except (EOFError, OSError):
-                self._worker_died(worker)
-                continue
-            kind = message[0]
-            if kind == "report":
-                self.aggregate.add(message[1])
-                if self.metrics:
-                    self.metrics.add(message[1], self.phase)
-            elif kind == "ready":
-                worker.ready = True
-            elif kind == "producers_stopped":
-                worker.producers_stopped = True
-            elif kind == "closed":
-                worker.closed = True
-            elif kind == "failed":
-                self._fail(message[1])
-        for worker in self.workers:
-            if not worker.closed and not worker.process.is_alive():
-                self._worker_died(worker)
+        """Handle whatever the workers sent within `timeout`, and workers found lost."""
+        for index, message in self.workers.receive(timeout):
+            self._handle(index, message)
 
-    def _send(self, worker_index: int, *message) -> None:
-        worker = self.workers[worker_index]
-        if not worker.closed:
-            worker.connection.send(message)
+    def _handle(self, index: int, message: Message | WorkerLost) -> None:
+        state = self.states[index]
+        if isinstance(message, Report):
+            if self.load_started:
+                self.self_cost.report_handled(message.report.end_time)
+            self.aggregate.add(message.report)
+            if self.metrics:
+                self.metrics.add(message.report, self.phase)
+        elif isinstance(message, Ready):
+            state.ready = True
+        elif isinstance(message, ProducersStopped):
+            state.producers_stopped = True
+        elif isinstance(message, Closed):
+            state.closed = True
+        elif isinstance(message, Failed):
+            self._fail(message.reason)
+        elif isinstance(message, WorkerLost) and not state.gone:
+            self._worker_lost(index, message)
 
-    def _worker_died(self, worker: WorkerHandle) -> None:
-        if worker.closed:
+    def _send(self, worker_index: int, message: Message) -> None:
+        if not self.states[worker_index].gone:
+            self.workers.send(worker_index, message)
+
+    def _live_workers(self) -> list[int]:
+        return [i for i, state in enumerate(self.states) if not state.gone]
+
+    def _worker_lost(self, index: int, lost: WorkerLost) -> None:
+        """A worker is gone. By onWorkerLoss: fail the run (keeping what was measured), or give its
+        clients to the live workers under fresh ids and go on."""
+        reason = lost.reason
+        self.states[index].lost = True
+        lost_clients = sorted(c for c, w in self.placement.items() if w == index)
+        self.aggregate.lost_producers.update(int(c[1:]) for c in lost_clients if c.startswith("p"))
+        self.aggregate.consumers_lost([c for c in lost_clients if c.startswith("c")], lost.last_heard)
+        self.bundle.event("worker_lost", worker=index, reason=reason, clients=lost_clients)
+        live = self._live_workers()
+        if self.on_worker_loss != "continue" or not live or self.phase in ("closing", "done"):
+            self._fail(f"{reason} (onWorkerLoss: {self.on_worker_loss})")
             return
-        worker.closed = True
-        worker.process.join(1)
-        self._fail(f"worker {worker.index} (pid {worker.process.pid}) exited with code {worker.process.exitcode}")
+        for c in lost_clients:
+            del self.placement[c]
+        if self.phase == "drain":  # producers have stopped: only consumers need a new home
+            lost_clients = [c for c in lost_clients if c.startswith("c")]
+            gone_producers = {p for p in self.topology.producers if self.placement.get(client_id(p)) is None}
+            self.topology.producers = [p for p in self.topology.producers if p not in gone_producers]
+        producers, consumers = replace_clients(self.topology, lost_clients)
+        moved = self._add_clients(producers, consumers)
+        self.bundle.event("clients_replaced", worker=index, lost=lost_clients, new=moved)
+        self.say(
+            f"-- {reason}: its {len(lost_clients)} client(s) {', '.join(lost_clients) or '-'} go on as "
+            f"{', '.join(f'{c} on worker {w}' for c, w in moved.items()) or 'nothing'}"
+        )
+
+    def _add_clients(self, producers: list, consumers: list) -> dict[str, int]:
+        """Place new clients on the least loaded live workers and start them there; returns where
+        each went, by client id. Adding consumers starts a watch on their assignments."""
+        live = self._live_workers()
+        plan: dict[int, AddClients] = {}
+        for spec in [*producers, *consumers]:
+            target = least_loaded(self.placement, live)
+            self.placement[client_id(spec)] = target
+            add = plan.setdefault(target, AddClients([], []))
+            (add.producers if spec in producers else add.consumers).append(spec)
+        for target, add in plan.items():
+            self._send(target, add)
+        if consumers:
+            self._watch_assignments()
+        return {client_id(spec): self.placement[client_id(spec)] for spec in [*producers, *consumers]}
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:
@@ -348,19 +375,20 @@ class Coordinator:
             f"run {self.run_id}: {len(self.topology.producers)} producer(s), {len(self.topology.consumers)} "
             f"consumer(s) on {self.worker_count} worker(s); results in {self.bundle.path}"
         )
-        if not self._wait(lambda: all(x.ready for x in self.workers), 120, 1e9):
-            self._fail(self.failure or "workers did not get ready within 120 s")
+        if not self._wait(lambda: all(x.ready or x.gone for x in self.states), READY_TIMEOUT, 1e9):
+            self._fail(self.failure or f"workers did not get ready within {READY_TIMEOUT:.0f}s")
         if not self.failure:
             self._await_assignments()
         self.load_started = time.time() + LOOP_TICK
         self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started)
         self._last_flush = time.time()
-        for worker in self.workers:
-            self._send(worker.index, "start_load", self.load_started)
+        for index in self._live_workers():
+            self._send(index, StartLoad(self.load_started))
         self.aggregate.load_started = self.load_started
         self.aggregate.restart_pacing_window()  # reports from before load start say nothing of pacing
         self.aggregate.take_window()  # the first status line covers load only
         self.broker_watch.start()
+        self.self_cost.start()
         self.bundle.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
         self.phase = "warmup" if w.warmup_seconds else "measure"
         if self.control:
@@ -374,6 +402,7 @@ class Coordinator:
                 self.bundle.event("measure_started")
             if time.time() >= next_line:
                 self._print_line()
+                self.self_cost.line_printed(next_line)
                 next_line = max(next_line + self.workload.report_interval_seconds, time.time() + 0.5)
         return self._stop()
 
@@ -383,45 +412,67 @@ class Coordinator:
 
     def _stop(self) -> int:
         forced = self.stop_requested > 1
+        self.self_cost.stop()
         self.bundle.event("stopping", reason=self.failure or ("request" if self.stop_requested else "duration"))
         self.phase = "drain"
         if self.control:
             self.control.update(phase="stopping")
         every = self.workload.report_interval_seconds
-        for worker in self.workers:
-            self._send(worker.index, "stop_producers")
-        self._wait(lambda: all(x.producers_stopped or x.closed for x in self.workers), 90, every)
+        for index in self._live_workers():
+            self._send(index, StopProducers())
+        self._wait(lambda: all(x.producers_stopped or x.gone for x in self.states), 90, every)
         if not self.failure and not forced:
             self.bundle.event("drain_started", backlog=self.aggregate.backlog)
             drained = self._wait(lambda: self.aggregate.backlog == 0, self.workload.drain_timeout_seconds, every)
             self.bundle.event("drain_ended", drained=drained, backlog=self.aggregate.backlog)
         self.phase = "closing"
-        for worker in self.workers:
-            self._send(worker.index, "close")
-        self._wait(lambda: all(x.closed for x in self.workers), 5 if forced else 90, 1e9)
-        for worker in self.workers:
-            worker.process.join(5)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(5)
-                self.bundle.event("worker_killed", worker=worker.index, pid=worker.process.pid)
+        for index in self._live_workers():
+            self._send(index, Close())
+        self._wait(lambda: all(x.gone for x in self.states), 5 if forced else 90, 1e9)
+        for killed in self.workers.close():
+            self.bundle.event("worker_killed", worker=killed)
         self.phase = "done"
         if self.metrics:
             self.metrics.flush()
         self._read_unconsumed()
         if not self.workload.keep_topics:
-            self.delete_topics()
+            for problem in self.kafka.delete_topics(self.topology.topics):
+                self.say(problem)
         return self._finish(forced)
 
     def _read_unconsumed(self) -> None:
         """Where each group stands now that its consumers have closed: records it could still consume
         (a drain that timed out, a forced stop) are unconsumed, not lost."""
         try:
-            distribution = kafka_distribution(self.cluster.profile.kafka_version)
-            self.unconsumed_by_group = unconsumed_records(distribution, self.bootstrap, self._group_specs())
+            self.unconsumed_by_group = self.kafka.unconsumed(self._group_specs())
         except DimsterError as e:
             self.bundle.event("group_positions_unknown", reason=str(e))
             self.say(f"-- {e}: 'lost' counts every record not consumed")
+
+    def _e2e_ms(self) -> dict:
+        """The measured phase's end-to-end latency as the coordinator merged it (the summary has more)."""
+        e2e = self.aggregate.e2e_measured
+
+        def ms(q: float):
+            value = e2e.percentile(q)
+            return None if value is None else round(value / 1000, 3)
+
+        return {"count": e2e.total, "p50": ms(50), "p99": ms(99), "max": ms(100)}
+
+    def _clock_offsets(self) -> dict[str, dict]:
+        """Each remote worker's clock offset (the e2e latencies are corrected by it) and its
+        uncertainty; warns when that uncertainty is a large share of the measured e2e p50."""
+        offsets = {str(i): record for i, record in self.workers.clock_offsets().items()}
+        p50 = self.aggregate.e2e_measured.percentile(50)
+        worst = max((r["uncertainty_ms"] or 0.0 for r in offsets.values()), default=0.0)
+        if p50 and worst > CLOCK_WARNING_SHARE * p50 / 1000:
+            message = (
+                f"clock offsets between hosts are known to ±{worst:.1f} ms, {worst / (p50 / 1000):.0%} of the "
+                f"e2e p50 ({p50 / 1000:.1f} ms): cross-host e2e latencies are that uncertain"
+            )
+            self.bundle.event("clock_uncertainty_high", uncertainty_ms=worst, e2e_p50_ms=p50 / 1000, message=message)
+            self.say(f"-- {message}")
+        return offsets
 
     @property
     def unconsumed(self) -> int | None:
@@ -440,6 +491,7 @@ class Coordinator:
             "duplicates": a.duplicates,
             "lost": a.lost(self.unconsumed_by_group),
             "unconsumed": self.unconsumed,
+            "in_doubt": a.in_doubt(self.unconsumed_by_group),
             "backlog": a.backlog,
         }
         status = "failed" if self.failure else ("forced" if forced else "completed")
@@ -453,15 +505,19 @@ class Coordinator:
                 "topics": self.topology.topics,
                 "groups": self.topology.groups,
                 "consumer_assignment_seconds": self.assignment_seconds,
+                "clock_offsets": self._clock_offsets(),
+                "e2e_ms": self._e2e_ms(),
+                "coordinator": self.self_cost.as_record(),
                 "final_workload": self.workload.to_yaml_dict(),
             }
         )
         self.bundle.save_run_info()
         self.bundle.event("run_ended", status=status, **totals)
+        in_doubt = f", in doubt {totals['in_doubt']:,} (a lost worker's consumers)" if totals["in_doubt"] else ""
         self.say(
             f"run {status}: sent {a.sent:,} (acked {a.acked:,}), received {a.received:,}, "
-            f"lost {totals['lost']:,}, unconsumed {_count(totals['unconsumed'])}, duplicates {a.duplicates:,}; "
-            f"results in {self.bundle.path}"
+            f"lost {totals['lost']:,}, unconsumed {_count(totals['unconsumed'])}{in_doubt}, "
+            f"duplicates {a.duplicates:,}; results in {self.bundle.path}"
         )
         if self.failure:
             raise RunFailed(f"run failed: {self.failure} (results kept in {self.bundle.path})")
@@ -515,7 +571,7 @@ class Coordinator:
             "producers": len(self.topology.producers),
             "consumers": len(self.topology.consumers),
             "brokers": sorted(self.broker_watch.registered) if self.broker_watch else [],
-            "workers": [{"index": w.index, "pid": w.process.pid, "alive": not w.closed} for w in self.workers],
+            "workers": [{**w, "alive": not self.states[w["index"]].gone} for w in self.workers.describe()],
             "settings": self.workload.to_yaml_dict(),
         }
 
@@ -533,37 +589,23 @@ class Coordinator:
         if not changes:
             return {"applied": [], "notes": ["nothing changed"]}
         effects = {c.effect for c in changes}
-        admin = admin_client(self.bootstrap)
-        topic_resources = self._topic_config_resources(new) if "topic-config" in effects else []
-        new_partitions = (
-            [NewPartitions(t, new.partitions_per_topic) for t in self.topology.topics]
-            if "partitions" in effects
-            else []
-        )
+        topic_changes = None
+        if effects & {"topic-config", "partitions"}:
+            topic_changes = self.kafka.topic_changes(old, new, self.topology.topics, effects)
+            topic_changes.validate()  # on the broker first: all or nothing
         broker_cluster = self._broker_cluster(new) if "broker" in effects else None
-        if topic_resources:  # validate on the broker first: all or nothing
-            self._admin_results(admin.incremental_alter_configs(topic_resources, validate_only=True), "topic config")
-        if new_partitions:
-            self._admin_results(admin.create_partitions(new_partitions, validate_only=True), "partitions of")
         if broker_cluster is not None:
             broker_cluster.check_broker_config()
 
         applied_at = time.time()
-        if topic_resources:
-            self._admin_results(admin.incremental_alter_configs(topic_resources), "topic config")
-        notes = []
-        if new_partitions:
-            self._admin_results(admin.create_partitions(new_partitions), "partitions of")
-            grown = dict.fromkeys(self.topology.topics, range(old.partitions_per_topic, new.partitions_per_topic))
-            if not wait_until_partitions_serve(self.bootstrap, grown, SERVE_TIMEOUT):
-                notes.append(f"new partitions not served within {SERVE_TIMEOUT:.0f}s; producers use them anyway")
+        notes = topic_changes.apply() if topic_changes else []
         self.workload = new
         if "client-count" in effects:
             self._resize_clients(new)
         if effects & {"rate", "client-count"}:
             self.aggregate.restart_pacing_window()
-        for worker in self.workers:
-            self._send(worker.index, "update", new.model_dump(by_alias=True), max(1, len(self.topology.producers)))
+        for index in self._live_workers():
+            self._send(index, Update(new.model_dump(by_alias=True), max(1, len(self.topology.producers))))
         if broker_cluster is not None:
             notes.append("broker config: redeploying in the background (watch the console and events)")
             threading.Thread(target=self._redeploy, args=(broker_cluster,), daemon=True).start()
@@ -576,39 +618,16 @@ class Coordinator:
         self.say(f"-- set {change.key}: {change.old} -> {change.new} ({change.effect})")
         return entry
 
-    def _topic_config_resources(self, new: Workload) -> list[ConfigResource]:
-        old = self.workload.kafka_config.topic_config
-        wanted = new.kafka_config.topic_config
-        entries = [
-            ConfigEntry(k, property_text(v), incremental_operation=AlterConfigOpType.SET)
-            for k, v in wanted.items()
-            if old.get(k) != v
-        ] + [ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE) for k in old if k not in wanted]
-        return [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=entries) for t in self.topology.topics]
-
     def _resize_clients(self, new: Workload) -> None:
         added_producers, added_consumers, removed = resize(
             self.topology, new.producers_per_topic, new.consumers_per_group, new.consumer_type
         )
         by_worker: dict[int, list[str]] = {}
-        for client_id in removed:
-            by_worker.setdefault(self.placement.pop(client_id), []).append(client_id)
+        for gone in removed:
+            by_worker.setdefault(self.placement.pop(gone), []).append(gone)
         for index, client_ids in by_worker.items():
-            self._send(index, "remove_clients", client_ids)
-        live = [w.index for w in self.workers if not w.closed]
-        load = {i: sum(1 for w in self.placement.values() if w == i) for i in live}
-        plan: dict[int, tuple[list, list]] = {i: ([], []) for i in live}
-        for spec in [*added_producers, *added_consumers]:
-            target = min(load, key=load.get)
-            load[target] += 1
-            is_producer = hasattr(spec, "producer_id")
-            plan[target][0 if is_producer else 1].append(spec)
-            self.placement[f"p{spec.producer_id}" if is_producer else f"c{spec.consumer_id}"] = target
-        for index, (producers, consumers) in plan.items():
-            if producers or consumers:
-                self._send(index, "add_clients", producers, consumers)
-        if added_consumers:
-            self._watch_assignments()
+            self._send(index, RemoveClients(client_ids))
+        self._add_clients(added_producers, added_consumers)
 
     def _broker_cluster(self, new: Workload) -> ClusterBackend:
         profile = self.cluster.profile

@@ -31,9 +31,51 @@ def build_topology(workload: Workload, run_tag: str) -> Topology:
     return Topology(topics, groups, producers, consumers, len(producers), len(consumers))
 
 
-def split_over_workers(items: list, workers: int) -> list[list]:
-    """Round-robin, so each worker gets a similar mix of topics and groups."""
-    return [items[w::workers] for w in range(workers)]
+def client_id(spec: ProducerSpec | ConsumerSpec) -> str:
+    return f"p{spec.producer_id}" if isinstance(spec, ProducerSpec) else f"c{spec.consumer_id}"
+
+
+def place(topology: Topology, workers: int) -> dict[str, int]:
+    """Client id -> worker index. Clients are dealt in turn, producers first, then consumers, so each
+    worker gets a similar mix of topics and groups and a one-producer, one-consumer run on two workers
+    has them on different hosts."""
+    clients = [*topology.producers, *topology.consumers]
+    return {client_id(spec): n % workers for n, spec in enumerate(clients)}
+
+
+def clients_of(topology: Topology, placement: dict[str, int], worker: int) -> tuple[list, list]:
+    """The producers and consumers placed on one worker."""
+    return (
+        [p for p in topology.producers if placement.get(client_id(p)) == worker],
+        [c for c in topology.consumers if placement.get(client_id(c)) == worker],
+    )
+
+
+def least_loaded(placement: dict[str, int], live: list[int]) -> int:
+    load = dict.fromkeys(live, 0)
+    for worker in placement.values():
+        if worker in load:
+            load[worker] += 1
+    return min(live, key=lambda w: (load[w], w))
+
+
+def replace_clients(topology: Topology, client_ids: list[str]) -> tuple[list[ProducerSpec], list[ConsumerSpec]]:
+    """New clients for these (of a lost worker), doing the same job under fresh ids: a producer id
+    keys its sequence numbers, so it is never reused."""
+    gone = set(client_ids)
+    producers = [
+        ProducerSpec(topology.next_producer_id + n, p.topic, p.index_in_topic)
+        for n, p in enumerate(p for p in topology.producers if client_id(p) in gone)
+    ]
+    consumers = [
+        ConsumerSpec(topology.next_consumer_id + n, c.topic, c.group, c.kind)
+        for n, c in enumerate(c for c in topology.consumers if client_id(c) in gone)
+    ]
+    topology.next_producer_id += len(producers)
+    topology.next_consumer_id += len(consumers)
+    topology.producers = [p for p in topology.producers if client_id(p) not in gone] + producers
+    topology.consumers = [c for c in topology.consumers if client_id(c) not in gone] + consumers
+    return producers, consumers
 
 
 def resize(topology: Topology, producers_per_topic: int, consumers_per_group: int, kind: str):

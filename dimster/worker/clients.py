@@ -19,6 +19,7 @@ from dimster.clients.jvm import detach_thread
 from dimster.clients.properties import role_properties
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
+from dimster.worker import clock
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, ProducerSpec
 from dimster.workload.distributor import distributor
 from dimster.workload.model import Workload
@@ -154,7 +155,7 @@ class ProducerClient(LoadClient):
         latencies, failed = driver.take_acks()
         if len(latencies):
             self.interval.acked += len(latencies)
-            metric = "publish" if time.time() >= self.measure_from else WARMUP_PREFIX + "publish"
+            metric = "publish" if clock.now() >= self.measure_from else WARMUP_PREFIX + "publish"
             self.histograms[(metric, -1)].record_array(latencies)
         if failed:
             self.interval.send_errors += len(failed)
@@ -164,7 +165,7 @@ class ProducerClient(LoadClient):
         while self.load_started is None and not self.stopping.is_set():
             time.sleep(0.01)
         # Pace from when load starts or, for a producer added to a running load, from now.
-        pacer = Pacer(max(self.load_started or 0.0, time.time()))
+        pacer = Pacer(max(self.load_started or 0.0, clock.now()))
         while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
             self.recreate.clear()
             self.wake.clear()
@@ -194,11 +195,12 @@ class ProducerClient(LoadClient):
 
     def _produce(self, driver: ProducerDriver, pacer: Pacer, choose) -> None:
         while not self.stopping.is_set() and not self.recreate.is_set():
-            now = time.time()
+            now = clock.now()
             rate = self.target_rate(now)
             due = pacer.due(now, rate, limit=20_000)
             if due:
                 handed_over, sent_bytes = driver.send(self.sequence, due, [choose() for _ in due])
+                handed_over = handed_over - clock.offset()  # the driver's times are this host's
             driver.serve()
             with self.lock:
                 self.interval.target_rate = rate
@@ -213,7 +215,7 @@ class ProducerClient(LoadClient):
                     self.sequence += len(due)
                 self._count_acks(driver)
                 self.interval.next_sequence = self.sequence
-            pause = pacer.next_due(rate) - time.time()
+            pause = pacer.next_due(rate) - clock.now()
             if pause > 0:
                 self.wake.wait(min(pause, 0.05))
 
@@ -279,7 +281,7 @@ class ConsumerClient(LoadClient):
 
     def _record(self, polled: Polled, outcomes: np.ndarray | None) -> None:
         """Account for one poll: counts, delivery counts, outcomes, settled sequences, e2e latency."""
-        now_ns = time.time_ns()
+        now_ns = clock.now_ns()
         ours, headers = unpack_headers(polled.headers)
         settles = ours
         with self.lock:

@@ -4,6 +4,8 @@ It ignores SIGINT (Ctrl-C in the terminal reaches the whole process group): the 
 how a run stops and tells its workers.
 """
 
+import contextlib
+import ctypes
 import logging
 import signal
 import time
@@ -12,28 +14,78 @@ from pathlib import Path
 
 from dimster.clients.jvm import start_jvm
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
+from dimster.worker import clock
 from dimster.worker.clients import ConsumerClient, ProducerClient
-from dimster.worker.protocol import Assignment, IntervalReport
+from dimster.worker.protocol import (
+    AddClients,
+    Assignment,
+    Close,
+    Closed,
+    Failed,
+    IntervalReport,
+    Message,
+    ProducersStopped,
+    Ready,
+    RemoveClients,
+    Report,
+    SetClock,
+    StartLoad,
+    StopProducers,
+    Update,
+    decode,
+    encode,
+)
 from dimster.workload.model import Workload
 
 REPORT_EVERY = 1.0
+PR_SET_PDEATHSIG = 1
+
+
+class PipeChannel:
+    """One end of a pipe between two processes of one host, carrying encoded messages."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+
+    def send(self, message: Message) -> None:
+        self.connection.send_bytes(encode(message))
+
+    def poll(self, timeout: float) -> bool:
+        return self.connection.poll(timeout)
+
+    def recv(self) -> Message:
+        return decode(self.connection.recv_bytes())
+
+    def fileno(self) -> int:
+        return self.connection.fileno()
+
+
+def die_with_parent() -> None:
+    """Linux: end this process when the one that started it ends (a killed agent takes its worker)."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def worker_main(connection: Connection, assignment: Assignment) -> None:
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(
         filename=assignment.log_file, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    clock.set_offset(assignment.clock_offset)
+    channel = PipeChannel(connection)
     try:
-        Worker(connection, assignment).serve()
+        Worker(channel, assignment).serve()
+    except (EOFError, OSError):
+        logging.getLogger("dimster.worker").warning("the coordinator's end of the pipe closed: exiting")
     except Exception as e:
         logging.getLogger("dimster.worker").exception("worker failed")
-        connection.send(("failed", f"worker {assignment.worker_index}: {type(e).__name__}: {e}"))
+        channel.send(Failed(f"worker {assignment.worker_index}: {type(e).__name__}: {e}"))
 
 
 class Worker:
-    def __init__(self, connection: Connection, assignment: Assignment):
-        self.connection = connection
+    def __init__(self, channel: PipeChannel, assignment: Assignment):
+        self.channel = channel
         self.assignment = assignment
         self.workload = Workload.model_validate(assignment.workload)
         self._java_if_needed(self.workload)
@@ -41,6 +93,16 @@ class Worker:
         self.load_started: float | None = None
         self.producers = [self._producer(spec) for spec in assignment.producers]
         self.consumers = [self._consumer(spec) for spec in assignment.consumers]
+        self.handlers = {
+            StartLoad: self._start_load,
+            Update: lambda m: self._update(Workload.model_validate(m.workload), m.total_producers),
+            AddClients: lambda m: self._add(m.producers, m.consumers),
+            RemoveClients: lambda m: self._remove(set(m.client_ids)),
+            SetClock: lambda m: clock.set_offset(m.offset),
+            StopProducers: self._stop_producers,
+            Close: self._close,
+        }
+        self.closed = False
 
     def _java_if_needed(self, workload: Workload) -> None:
         """Start the JVM before any client needs it (it stays up for the rest of the process)."""
@@ -62,12 +124,13 @@ class Worker:
     def clients(self):
         return [*self.producers, *self.consumers]
 
-    def report(self) -> None:
-        clients = [client.take_interval() for client in self.clients]
-        self.connection.send(("report", IntervalReport(self.assignment.worker_index, time.time(), clients)))
-        failed = [c.error for c in self.clients if c.error]
+    def report(self, clients=None) -> None:
+        clients = self.clients if clients is None else clients
+        intervals = [client.take_interval() for client in clients]
+        self.channel.send(Report(IntervalReport(self.assignment.worker_index, clock.now(), intervals)))
+        failed = [c.error for c in clients if c.error]
         if failed:
-            self.connection.send(("failed", failed[0]))
+            self.channel.send(Failed(failed[0]))
 
     def serve(self) -> None:
         for consumer in self.consumers:
@@ -76,36 +139,34 @@ class Worker:
             producer.start()
         for consumer in self.consumers:
             consumer.subscribed.wait(30)
-        self.connection.send(("ready",))
-        next_report = time.time() + REPORT_EVERY
-        while True:
-            if self.connection.poll(max(0.0, next_report - time.time())):
-                command = self.connection.recv()
-                if command[0] == "start_load":
-                    self.load_started = command[1]
-                    for producer in self.producers:
-                        producer.load_started = command[1]
-                    self._set_measure_from(self.clients)
-                elif command[0] == "update":
-                    self._update(Workload.model_validate(command[1]), command[2])
-                elif command[0] == "add_clients":
-                    self._add(command[1], command[2])
-                elif command[0] == "remove_clients":
-                    self._remove(set(command[1]))
-                elif command[0] == "stop_producers":
-                    self._stop(self.producers)
-                    self.report()
-                    self.connection.send(("producers_stopped",))
-                elif command[0] == "close":
-                    self._stop(self.clients)
-                    self.report()
-                    self.connection.send(("closed",))
-                    return
-            if time.time() >= next_report:
+        self.channel.send(Ready())
+        next_report = time.monotonic() + REPORT_EVERY
+        while not self.closed:
+            if self.channel.poll(max(0.0, next_report - time.monotonic())):
+                message = self.channel.recv()
+                self.handlers[type(message)](message)
+            if time.monotonic() >= next_report and not self.closed:
                 self.report()
                 next_report += REPORT_EVERY
-                if next_report < time.time():  # fell behind (a long pause): do not burst
-                    next_report = time.time() + REPORT_EVERY
+                if next_report < time.monotonic():  # fell behind (a long pause): do not burst
+                    next_report = time.monotonic() + REPORT_EVERY
+
+    def _start_load(self, message: StartLoad) -> None:
+        self.load_started = message.at
+        for producer in self.producers:
+            producer.load_started = message.at
+        self._set_measure_from(self.clients)
+
+    def _stop_producers(self, _message: StopProducers) -> None:
+        self._stop(self.producers)
+        self.report()
+        self.channel.send(ProducersStopped())
+
+    def _close(self, _message: Close) -> None:
+        self._stop(self.clients)
+        self.report()
+        self.channel.send(Closed())
+        self.closed = True
 
     def _set_measure_from(self, clients) -> None:
         """Tell clients where the measured phase starts (warmupSeconds may change live)."""
@@ -143,9 +204,7 @@ class Worker:
         """Stop these clients and report their last interval before they go."""
         leaving = [c for c in self.clients if c.client_id in client_ids]
         self._stop(leaving)
-        self.connection.send(
-            ("report", IntervalReport(self.assignment.worker_index, time.time(), [c.take_interval() for c in leaving]))
-        )
+        self.report(leaving)
         self.producers = [c for c in self.producers if c.client_id not in client_ids]
         self.consumers = [c for c in self.consumers if c.client_id not in client_ids]
 

@@ -1,7 +1,22 @@
-"""The messages between the coordinator and its workers. The protocol *is* these types: a local
-worker gets them through a pipe, a remote one would get the same over the network."""
+"""The messages between the coordinator and its workers. The protocol *is* these types: a local worker
+gets them through a pipe, a remote agent over ZeroMQ, both encoded by `encode`/`decode` (msgpack, every
+field converted by its type hint, never pickle).
 
+Coordinator -> worker: Hello (remote only, the handshake), Assign (remote only: a local worker gets its
+assignment when it starts), StartLoad, Update, AddClients, RemoveClients, StopProducers, Close,
+ClockProbe, SetClock.
+Worker -> coordinator: Welcome or Refused (the handshake's answer), Ready, Report, ProducersStopped,
+LogFile (a remote agent's logs, before Closed), Closed, Failed, ClockReply.
+"""
+
+import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
+
+import msgpack
+
+PROTOCOL_VERSION = 1
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -9,6 +24,10 @@ from dataclasses import dataclass, field
 # cover exactly the records it produced, whenever they were consumed.
 WARMUP_PREFIX = "warmup_"
 HistogramWire = tuple[dict[int, int], int, float, float]
+
+
+class ProtocolError(ValueError):
+    """Bytes that are not a message of this protocol."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +56,9 @@ class Assignment:
     consumers: list[ConsumerSpec]
     total_producers: int  # the target rate is split evenly over every producer of the run
     delivery_count_limit: int  # a record released this often is archived by the broker
-    log_file: str
+    log_file: str  # a local worker's; a remote agent writes into its own folder and ships the files
     kafka_version: str  # the cluster's: clients with clientLibrary java run its Java clients
+    clock_offset: float = 0.0  # seconds this host's clock is ahead of the coordinator's
 
 
 @dataclass
@@ -76,10 +96,188 @@ class ClientInterval:
 @dataclass
 class IntervalReport:
     worker_index: int
-    end_time: float  # epoch seconds
+    end_time: float  # epoch seconds, in the coordinator's clock
     clients: list[ClientInterval]
 
 
-# Coordinator -> worker commands: ("start_load", epoch), ("stop_producers",), ("close",)
-# Worker -> coordinator: ("ready",), ("report", IntervalReport), ("producers_stopped",),
-#                        ("closed",), ("failed", reason)
+# ---- coordinator -> worker ----------------------------------------------------------------------
+@dataclass
+class Hello:
+    dimster_version: str
+    protocol_version: int
+    run_id: str
+    coordinator_host: str
+    status_only: bool = False  # `dimster worker status`: answer, take no run
+
+
+@dataclass
+class Assign:
+    assignment: Assignment
+
+
+@dataclass
+class StartLoad:
+    at: float  # epoch seconds, coordinator's clock
+
+
+@dataclass
+class Update:
+    workload: dict
+    total_producers: int
+
+
+@dataclass
+class AddClients:
+    producers: list[ProducerSpec]
+    consumers: list[ConsumerSpec]
+
+
+@dataclass
+class RemoveClients:
+    client_ids: list[str]
+
+
+@dataclass
+class StopProducers:
+    pass
+
+
+@dataclass
+class Close:
+    pass
+
+
+@dataclass
+class ClockProbe:
+    sent: float  # coordinator's clock when sent
+
+
+@dataclass
+class SetClock:
+    offset: float  # seconds the worker's clock is ahead of the coordinator's (estimated)
+
+
+# ---- worker -> coordinator ----------------------------------------------------------------------
+@dataclass
+class Welcome:
+    dimster_version: str
+    protocol_version: int
+    host: str
+    cores: int
+    memory_bytes: int
+    busy_with: str = ""  # the run it serves, or empty when idle
+
+
+@dataclass
+class Refused:
+    reason: str
+
+
+@dataclass
+class Ready:
+    pass
+
+
+@dataclass
+class Report:
+    report: IntervalReport
+
+
+@dataclass
+class ProducersStopped:
+    pass
+
+
+@dataclass
+class LogFile:
+    name: str
+    content: bytes
+
+
+@dataclass
+class Closed:
+    pass
+
+
+@dataclass
+class Failed:
+    reason: str
+
+
+@dataclass
+class ClockReply:
+    sent: float  # the probe's, coordinator's clock
+    received: float  # the worker's clock when it answered
+
+
+MESSAGES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        Hello, Assign, StartLoad, Update, AddClients, RemoveClients, StopProducers, Close, ClockProbe, SetClock,
+        Welcome, Refused, Ready, Report, ProducersStopped, LogFile, Closed, Failed, ClockReply,
+    )
+}  # fmt: skip
+Message = typing.Any  # one of MESSAGES' types
+
+
+def encode(message: Message) -> bytes:
+    kind = type(message).__name__
+    if MESSAGES.get(kind) is not type(message):
+        raise ProtocolError(f"not a message of the protocol: {kind}")
+    return msgpack.packb([kind, _to_wire(type(message), message)], use_bin_type=True)
+
+
+def decode(data: bytes) -> Message:
+    try:
+        kind, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        return _from_wire(MESSAGES[kind], body)
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as e:
+        raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
+
+
+def _to_wire(hint, value):
+    """Plain msgpack data for `value` as typed by `hint`. A map whose keys are not strings goes as a
+    list of [key, value] pairs; tuples go as lists."""
+    if value is None:
+        return None
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        return {f.name: _to_wire(hints[f.name], getattr(value, f.name)) for f in dataclasses.fields(hint)}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _to_wire(next(a for a in args if a is not type(None)), value)
+    if origin is list:
+        return [_to_wire(args[0], v) for v in value]
+    if origin is tuple:
+        return [_to_wire(a, v) for a, v in zip(args, value, strict=True)]
+    if origin is dict:
+        if args[0] is str:
+            return {k: _to_wire(args[1], v) for k, v in value.items()}
+        return [[_to_wire(args[0], k), _to_wire(args[1], v)] for k, v in value.items()]
+    return value  # int, float, str, bool, bytes, or an untyped dict of plain data
+
+
+def _from_wire(hint, data):
+    if data is None:
+        return None
+    if dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        return hint(
+            **{f.name: _from_wire(hints[f.name], data[f.name]) for f in dataclasses.fields(hint) if f.name in data}
+        )
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _from_wire(next(a for a in args if a is not type(None)), data)
+    if origin is list:
+        return [_from_wire(args[0], v) for v in data]
+    if origin is tuple:
+        return tuple(_from_wire(a, v) for a, v in zip(args, data, strict=True))
+    if origin is dict:
+        if args[0] is str:
+            return {k: _from_wire(args[1], v) for k, v in data.items()}
+        return {_from_wire(args[0], k): _from_wire(args[1], v) for k, v in data}
+    if hint is float and isinstance(data, int):
+        return float(data)
+    if hint in (int, float, str, bool, bytes) and not isinstance(data, hint):
+        raise TypeError(f"expected {hint.__name__}, got {type(data).__name__}")
+    return data

@@ -1,0 +1,126 @@
+"""What a run does on the cluster besides load: creates and deletes its topics, watches brokers and
+its groups' assignments, applies live topic changes, and reads where each group stands at the end.
+The coordinator's loop reaches Kafka only through this class (and its workers), so tests can drive
+that loop with an in-memory stand-in."""
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
+
+from dimster.clients.properties import property_text
+from dimster.coordinator.cluster_watch import BrokerWatch
+from dimster.errors import DimsterError
+from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
+from dimster.kafka.distribution import kafka_distribution
+from dimster.kafka.groups import AssignmentWatch, GroupSpec, unconsumed_records
+from dimster.workload.model import Workload
+
+ADMIN_TIMEOUT = 15.0
+SERVE_TIMEOUT = 30.0  # for new partitions to be served (see wait_until_partitions_serve)
+
+
+class RunKafka:
+    def __init__(self, bootstrap: str, kafka_version: str):
+        self.bootstrap = bootstrap
+        self.kafka_version = kafka_version
+        self.brokers: list[int] = []
+
+    def prepare(self, workload: Workload, topics: list[str], groups: list[str]) -> int:
+        """Create the run's topics (after a validate-only pass) and let share groups start at the
+        earliest offset. Returns the broker's delivery-count limit for share groups."""
+        self.brokers = describe_brokers(self.bootstrap, ADMIN_TIMEOUT)
+        admin = admin_client(self.bootstrap, **{"socket.connection.setup.timeout.ms": 10_000})
+        w = workload
+        replication = w.replication_factor or min(3, len(self.brokers))
+        config = {k: property_text(v) for k, v in w.kafka_config.topic_config.items()}
+        new_topics = [NewTopic(t, w.partitions_per_topic, replication, config=config) for t in topics]
+        for validate_only in (True, False):
+            futures = admin.create_topics(new_topics, validate_only=validate_only, request_timeout=ADMIN_TIMEOUT)
+            self.results(futures, "topic")
+        if not wait_until_partitions_serve(
+            self.bootstrap, {t: range(w.partitions_per_topic) for t in topics}, SERVE_TIMEOUT
+        ):
+            raise DimsterError(f"the partitions of the run's topics were not served within {SERVE_TIMEOUT:.0f}s")
+        if w.consumer_type == "SHARE_GROUP" and groups:
+            earliest = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+            resources = [ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=earliest) for g in groups]
+            self.results(admin.incremental_alter_configs(resources), "group")
+        broker = ConfigResource(ConfigResource.Type.BROKER, str(self.brokers[0]))
+        [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
+        entry = described.result(timeout=ADMIN_TIMEOUT).get("group.share.delivery.count.limit")
+        return int(entry.value) if entry is not None and entry.value else 5
+
+    def results(self, futures: dict, what: str) -> None:
+        """Wait for Admin API futures; a refusal or a silent cluster becomes one DimsterError."""
+        for name, future in futures.items():
+            try:
+                future.result(timeout=ADMIN_TIMEOUT + 5)
+            except KafkaException as e:
+                raise DimsterError(f"the cluster refused {what} {name}: {e.args[0].str()}") from None
+            except TimeoutError:
+                raise DimsterError(
+                    f"cluster at {self.bootstrap} did not answer within {ADMIN_TIMEOUT:.0f}s (unreachable?)"
+                ) from None
+
+    def broker_watch(self) -> BrokerWatch:
+        return BrokerWatch(self.bootstrap, set(self.brokers))
+
+    def watch_assignments(self, groups: dict[str, GroupSpec], timeout: float) -> AssignmentWatch:
+        return AssignmentWatch(kafka_distribution(self.kafka_version), self.bootstrap, groups, timeout)
+
+    def unconsumed(self, groups: dict[str, GroupSpec]) -> dict[str, int]:
+        """Per group: records it could still consume (raises DimsterError when that cannot be read)."""
+        return unconsumed_records(kafka_distribution(self.kafka_version), self.bootstrap, groups)
+
+    def delete_topics(self, topics: list[str]) -> list[str]:
+        """Delete the run's topics; returns what could not be deleted, one line each."""
+        admin = admin_client(self.bootstrap)
+        problems = []
+        for future in admin.delete_topics(topics, request_timeout=ADMIN_TIMEOUT).values():
+            try:
+                future.result(timeout=ADMIN_TIMEOUT + 5)
+            except (KafkaException, TimeoutError) as e:
+                problems.append(f"could not delete topic: {e}")
+        return problems
+
+    def topic_changes(self, old: Workload, new: Workload, topics: list[str], effects: set[str]) -> "TopicChanges":
+        return TopicChanges(self, old, new, topics, effects)
+
+
+class TopicChanges:
+    """A live change to the run's topics (config, partitions): validated on the broker first, so that
+    a modification applies all or nothing."""
+
+    def __init__(self, kafka: RunKafka, old: Workload, new: Workload, topics: list[str], effects: set[str]):
+        self.kafka, self.old, self.new, self.topics = kafka, old, new, topics
+        self.admin = admin_client(kafka.bootstrap) if effects & {"topic-config", "partitions"} else None
+        self.resources = self._config_resources() if "topic-config" in effects else []
+        self.partitions = (
+            [NewPartitions(t, new.partitions_per_topic) for t in topics] if "partitions" in effects else []
+        )
+
+    def _config_resources(self) -> list[ConfigResource]:
+        old, wanted = self.old.kafka_config.topic_config, self.new.kafka_config.topic_config
+        entries = [
+            ConfigEntry(k, property_text(v), incremental_operation=AlterConfigOpType.SET)
+            for k, v in wanted.items()
+            if old.get(k) != v
+        ] + [ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE) for k in old if k not in wanted]
+        return [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=entries) for t in self.topics]
+
+    def validate(self) -> None:
+        if self.resources:
+            self.kafka.results(self.admin.incremental_alter_configs(self.resources, validate_only=True), "topic config")
+        if self.partitions:
+            self.kafka.results(self.admin.create_partitions(self.partitions, validate_only=True), "partitions of")
+
+    def apply(self) -> list[str]:
+        """Apply; returns notes for the caller."""
+        notes = []
+        if self.resources:
+            self.kafka.results(self.admin.incremental_alter_configs(self.resources), "topic config")
+        if self.partitions:
+            self.kafka.results(self.admin.create_partitions(self.partitions), "partitions of")
+            grown = dict.fromkeys(self.topics, range(self.old.partitions_per_topic, self.new.partitions_per_topic))
+            if not wait_until_partitions_serve(self.kafka.bootstrap, grown, SERVE_TIMEOUT):
+                notes.append(f"new partitions not served within {SERVE_TIMEOUT:.0f}s; producers use them anyway")
+        return notes

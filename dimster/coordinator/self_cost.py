@@ -1,0 +1,54 @@
+"""What the coordinator itself costs while load runs: its process's CPU, how late worker reports reach
+it (an interval's end on the worker to its handling here) and how late console lines come out. With
+many agents these say whether the coordinator keeps up; a run records them in run.json."""
+
+import time
+
+import psutil
+
+from dimster.metrics.histogram import Histogram
+
+
+class SelfCost:
+    def __init__(self):
+        self.report_lag = Histogram()  # µs from a report's end (coordinator clock) to its handling
+        self.console_lag = Histogram()  # µs from a console line's due time to its printing
+        self._process = psutil.Process()
+        self._cpu_start: float | None = None
+        self._wall_start = 0.0
+        self._cpu_seconds = 0.0
+        self._wall_seconds = 0.0
+
+    def start(self) -> None:
+        times = self._process.cpu_times()
+        self._cpu_start, self._wall_start = times.user + times.system, time.monotonic()
+
+    def stop(self) -> None:
+        if self._cpu_start is not None:
+            times = self._process.cpu_times()
+            self._cpu_seconds = times.user + times.system - self._cpu_start
+            self._wall_seconds = time.monotonic() - self._wall_start
+            self._cpu_start = None
+
+    def report_handled(self, report_end: float) -> None:
+        self.report_lag.record(max(0.0, time.time() - report_end) * 1e6)
+
+    def line_printed(self, due: float) -> None:
+        self.console_lag.record(max(0.0, time.time() - due) * 1e6)
+
+    def as_record(self) -> dict:
+        def ms(histogram: Histogram) -> dict:
+            def q(p: float):
+                value = histogram.percentile(p)
+                return None if value is None else round(value / 1000, 3)
+
+            histogram.merge(Histogram())  # counts what is still buffered
+            return {"count": histogram.total, "p50": q(50), "p99": q(99), "max": q(100)}
+
+        share = self._cpu_seconds / self._wall_seconds if self._wall_seconds else None
+        return {
+            "cpu_seconds": round(self._cpu_seconds, 3),
+            "cpu_share_of_one_core": None if share is None else round(share, 4),
+            "report_lag_ms": ms(self.report_lag),
+            "console_lag_ms": ms(self.console_lag),
+        }

@@ -1,0 +1,112 @@
+"""Where a run's workers live. The coordinator deals only in protocol messages and `WorkerLost`:
+`LocalWorkers` runs them as processes of this host (the default), `RemoteWorkers`
+(coordinator/remote.py) on `dimster worker serve` agents; tests drive the run loop with an
+in-memory fake of the same interface."""
+
+import contextlib
+import multiprocessing
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import wait as wait_for_connections
+from typing import Protocol
+
+from dimster.worker.process import PipeChannel, worker_main
+from dimster.worker.protocol import Assignment, Closed, Message
+
+
+@dataclass
+class WorkerLost:
+    """Not a message of the wire: a worker gone (process exited, agent silent or unreachable)."""
+
+    reason: str
+    last_heard: float  # epoch seconds of its last message or other sign of life
+
+
+class Workers(Protocol):
+    def start(self, assignments: list[Assignment]) -> None:
+        """Start one worker per assignment (assignment i on worker i)."""
+
+    def send(self, index: int, message: Message) -> None:
+        """Deliver a message to worker `index`; a lost or closed worker drops it."""
+
+    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
+        """What the workers sent within `timeout`, and workers found lost (each reported once)."""
+
+    def close(self) -> list[str]:
+        """End whatever is left once the run closed its workers; returns what had to be killed."""
+
+    def describe(self) -> list[dict]:
+        """Per worker: index, where it runs (host, pid) and whether it is alive; for status and run.json."""
+
+    def clock_offsets(self) -> dict[int, dict]:
+        """Per worker: its clock's estimated offset to the coordinator's and that estimate's uncertainty."""
+
+
+class LocalWorkers:
+    """Worker processes of this host, each on a pipe. Same host, same clock: no offset to estimate."""
+
+    def __init__(self, log_dir):
+        self.log_dir = log_dir
+        self.processes: list[multiprocessing.Process] = []
+        self.channels: list[PipeChannel] = []
+        self.gone: set[int] = set()
+
+    def start(self, assignments: list[Assignment]) -> None:
+        context = multiprocessing.get_context("spawn")
+        for assignment in assignments:
+            assignment.log_file = str(self.log_dir / f"worker-{assignment.worker_index}.log")
+            ours, theirs = context.Pipe()
+            name = f"dimster-worker-{assignment.worker_index}"
+            process = context.Process(target=worker_main, args=(theirs, assignment), name=name)
+            process.start()
+            theirs.close()
+            self.processes.append(process)
+            self.channels.append(PipeChannel(ours))
+
+    def send(self, index: int, message: Message) -> None:
+        if index not in self.gone:
+            with contextlib.suppress(OSError):  # the process died: receive() reports it
+                self.channels[index].send(message)
+
+    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
+        live = {self.channels[i].connection: i for i in range(len(self.channels)) if i not in self.gone}
+        received: list[tuple[int, Message | WorkerLost]] = []
+        for connection in wait_for_connections(list(live), timeout=timeout):
+            index = live[connection]
+            try:
+                message = self.channels[index].recv()
+            except (EOFError, OSError):
+                received.append((index, self._lost(index)))
+                continue
+            received.append((index, message))
+            if isinstance(message, Closed):
+                self.gone.add(index)  # its process ends now; that is no loss
+        for index, process in enumerate(self.processes):
+            if index not in self.gone and not process.is_alive():
+                received.append((index, self._lost(index)))
+        return received
+
+    def _lost(self, index: int) -> WorkerLost:
+        self.gone.add(index)
+        process = self.processes[index]
+        process.join(1)
+        return WorkerLost(f"worker {index} (pid {process.pid}) exited with code {process.exitcode}", time.time())
+
+    def close(self) -> list[str]:
+        killed = []
+        for index, process in enumerate(self.processes):
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+                killed.append(f"worker {index} (pid {process.pid})")
+        return killed
+
+    def describe(self) -> list[dict]:
+        return [
+            {"index": i, "host": "local", "pid": p.pid, "alive": i not in self.gone and p.is_alive()}
+            for i, p in enumerate(self.processes)
+        ]
+
+    def clock_offsets(self) -> dict[int, dict]:
+        return {}

@@ -1,0 +1,219 @@
+"""`dimster worker serve`: a long-lived agent that runs the clients a coordinator places on it.
+
+The agent speaks the protocol on a ZeroMQ ROUTER socket. It serves one run at a time: the coordinator
+that said Hello first owns it until its workers close (or it falls silent); any other is refused. For
+each run it starts one worker process (the same `worker_main` a local run uses) and relays messages
+between it and the coordinator; it answers clock probes itself, with this host's clock. When the run
+closes it ships the worker's log files back before it says Closed.
+"""
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import zmq
+
+from dimster import __version__
+from dimster.errors import DimsterError
+from dimster.remote.security import serve_securely
+from dimster.worker.process import PipeChannel, worker_main
+from dimster.worker.protocol import (
+    PROTOCOL_VERSION,
+    Assign,
+    ClockProbe,
+    ClockReply,
+    Close,
+    Closed,
+    Failed,
+    Hello,
+    LogFile,
+    Message,
+    ProtocolError,
+    Refused,
+    SetClock,
+    Welcome,
+    decode,
+    encode,
+)
+
+log = logging.getLogger("dimster.agent")
+COORDINATOR_TIMEOUT = 30.0  # a run whose coordinator is silent this long is ended (it probes every second)
+MAX_LOG_BYTES = 50 * 2**20  # per file shipped back
+
+
+def endpoint(address: str) -> str:
+    """HOST:PORT (or [IPv6]:PORT) as a ZeroMQ TCP endpoint."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise DimsterError(f"'{address}' is not HOST:PORT (a port 1-65535)")
+    return f"tcp://{host}:{port}"
+
+
+@dataclass
+class Session:
+    """The run an agent serves: its coordinator, and the worker process once assigned."""
+
+    peer: bytes
+    run_id: str
+    coordinator_host: str
+    folder: Path
+    last_heard: float
+    process: multiprocessing.Process | None = None
+    channel: PipeChannel | None = None
+    clock_offset: float = 0.0
+
+
+class Agent:
+    def __init__(self, listen: str, token: str, work_dir: Path | None = None):
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.linger = 1000
+        self.authenticator = serve_securely(self.context, self.socket, token)
+        try:
+            self.socket.bind(endpoint(listen))
+        except zmq.ZMQError as e:
+            self.close()
+            raise DimsterError(f"cannot listen on {listen}: {e}") from None
+        self.work_dir = work_dir or Path(tempfile.gettempdir())
+        self.session: Session | None = None
+        self.stopping = False
+
+    def welcome(self) -> Welcome:
+        busy = f"run {self.session.run_id} from {self.session.coordinator_host}" if self.session else ""
+        return Welcome(
+            __version__, PROTOCOL_VERSION, platform.node(), os.cpu_count() or 1, psutil.virtual_memory().total, busy
+        )
+
+    def serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        while not self.stopping:
+            channel = self.session.channel if self.session else None
+            if channel:
+                poller.register(channel.fileno(), zmq.POLLIN)
+            ready = dict(poller.poll(200))
+            if channel:
+                poller.unregister(channel.fileno())
+            if self.socket in ready:
+                peer, data = self.socket.recv_multipart()
+                self._from_coordinator(peer, data)
+            if channel and channel.fileno() in ready:
+                self._from_worker()
+            self._check_session()
+
+    def _send(self, peer: bytes, message: Message) -> None:
+        self.socket.send_multipart([peer, encode(message)])
+
+    def _from_coordinator(self, peer: bytes, data: bytes) -> None:
+        try:
+            message = decode(data)
+        except ProtocolError as e:
+            self._send(peer, Refused(f"dimster {__version__} agent: {e}"))
+            return
+        session = self.session
+        if isinstance(message, Hello):
+            self._hello(peer, message)
+        elif session is None or peer != session.peer:
+            self._send(peer, Refused(f"this agent serves {self.welcome().busy_with or 'no run of yours'}"))
+        elif isinstance(message, ClockProbe):
+            session.last_heard = time.time()
+            self._send(peer, ClockReply(message.sent, time.time()))
+        elif isinstance(message, Assign):
+            session.last_heard = time.time()
+            self._start_worker(message)
+        else:
+            session.last_heard = time.time()
+            if isinstance(message, SetClock):
+                session.clock_offset = message.offset
+            if session.channel is not None:
+                session.channel.send(message)
+            elif isinstance(message, Close):  # before any Assign: the coordinator did not need us
+                self._end_session("released unused")
+
+    def _hello(self, peer: bytes, hello: Hello) -> None:
+        if hello.protocol_version != PROTOCOL_VERSION:
+            self._send(
+                peer,
+                Refused(
+                    f"protocol {hello.protocol_version} (dimster {hello.dimster_version}) does not match this agent's "
+                    f"protocol {PROTOCOL_VERSION} (dimster {__version__}): run the same dimster version on both"
+                ),
+            )
+            return
+        if hello.status_only:
+            self._send(peer, self.welcome())
+            return
+        if self.session is not None:
+            self._send(peer, Refused(f"busy with {self.welcome().busy_with}"))
+            return
+        folder = Path(tempfile.mkdtemp(prefix=f"dimster-agent-{hello.run_id}-", dir=self.work_dir))
+        self.session = Session(peer, hello.run_id, hello.coordinator_host, folder, time.time())
+        log.info("serving run %s from %s", hello.run_id, hello.coordinator_host)
+        self._send(peer, self.welcome())
+
+    def _start_worker(self, message: Assign) -> None:
+        session = self.session
+        assignment = message.assignment
+        assignment.log_file = str(session.folder / f"worker-{assignment.worker_index}.log")
+        assignment.clock_offset = session.clock_offset
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        session.process = context.Process(target=worker_main, args=(theirs, assignment), name="dimster-worker")
+        session.process.start()
+        theirs.close()
+        session.channel = PipeChannel(ours)
+
+    def _from_worker(self) -> None:
+        session = self.session
+        try:
+            message = session.channel.recv()
+        except (EOFError, OSError):
+            session.process.join(5)
+            self._send(session.peer, Failed(f"worker on {platform.node()} exited with code {session.process.exitcode}"))
+            self._end_session("worker exited")
+            return
+        if isinstance(message, Closed):
+            session.process.join(30)
+            log.info(
+                "run %s: worker closed; shipping %d log file(s)",
+                session.run_id,
+                len(list(session.folder.glob("*.log"))),
+            )
+            for path in sorted(session.folder.glob("*.log")):
+                with path.open("rb") as f:
+                    self._send(session.peer, LogFile(path.name, f.read(MAX_LOG_BYTES)))
+            self._send(session.peer, message)
+            self._end_session("run closed")
+        else:
+            self._send(session.peer, message)
+
+    def _check_session(self) -> None:
+        if self.session and time.time() - self.session.last_heard > COORDINATOR_TIMEOUT:
+            self._end_session(f"coordinator silent for {COORDINATOR_TIMEOUT:.0f}s")
+
+    def _end_session(self, why: str) -> None:
+        session, self.session = self.session, None
+        log.info("run %s ended: %s", session.run_id, why)
+        if session.process is not None and session.process.is_alive():
+            with contextlib.suppress(OSError):  # it may be gone already
+                session.channel.send(Close())
+            session.process.join(30)
+            if session.process.is_alive():
+                session.process.kill()
+                session.process.join(5)
+        shutil.rmtree(session.folder, ignore_errors=True)
+
+    def close(self) -> None:
+        if self.session:
+            self._end_session("agent stopping")
+        self.socket.close(linger=0)
+        self.authenticator.stop()
+        self.context.term()

@@ -1,0 +1,76 @@
+"""`dimster worker serve` agents for tests: real subprocesses, on loopback or inside a network
+namespace the test made, optionally with a skewed clock (Debian's libfaketime). Each is ended by its
+PID when the test is done."""
+
+import contextlib
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import zmq
+
+from dimster.coordinator.remote import WorkersError, handshake
+from dimster.worker.protocol import PROTOCOL_VERSION, Hello
+
+DIMSTER = str(Path(sys.executable).parent / "dimster")
+TOKEN = "a-test-token-of-this-suite-0123456789"
+
+
+def write_token(folder: Path, token: str = TOKEN) -> Path:
+    path = folder / "worker.token"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def libfaketime() -> str:
+    found = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+    assert found, "libfaketime is missing: scripts/setup.sh installs Debian's faketime"
+    return found[0]
+
+
+def status_hello() -> Hello:
+    return Hello("test", PROTOCOL_VERSION, "", "test", status_only=True)
+
+
+def wait_until_up(address: str, token: str, process: subprocess.Popen, timeout: float = 60) -> None:
+    context = zmq.Context()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            assert process.poll() is None, f"agent on {address} exited with {process.returncode}"
+            with contextlib.suppress(WorkersError):
+                socket, _ = handshake(context, address, token, status_hello(), timeout=2)
+                socket.close()
+                return
+        raise AssertionError(f"agent on {address} did not come up within {timeout:.0f}s")
+    finally:
+        context.term()
+
+
+@contextlib.contextmanager
+def running_agent(address: str, token_file: Path, log: Path, netns: str | None = None, skew: float | None = None):
+    """An agent listening on `address`; yields its Popen (its pid is the agent's own)."""
+    command = [DIMSTER, "worker", "serve", "--listen", address, "--token-file", str(token_file)]
+    if netns:
+        command = ["ip", "netns", "exec", netns, *command]  # execs the agent: same pid
+    env = dict(os.environ)
+    if skew is not None:
+        env.update(LD_PRELOAD=libfaketime(), FAKETIME=f"{skew:+}", FAKETIME_DONT_RESET="1")
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_up(address, token_file.read_text().strip(), process)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(40)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)

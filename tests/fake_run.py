@@ -1,0 +1,182 @@
+"""In-memory stand-ins for a run's workers and its cluster, to drive the coordinator's loop (phases,
+drain, resize, live changes, worker loss) without Kafka. Not a model of Kafka: records are plain
+(producer id, sequence) pairs that each group's consumers share in turn."""
+
+import queue
+import time
+from collections import defaultdict, deque
+from types import SimpleNamespace
+
+import numpy as np
+
+from dimster.coordinator.topology import client_id
+from dimster.coordinator.workers import WorkerLost
+from dimster.environment import EnvironmentProfile
+from dimster.metrics.histogram import Histogram
+from dimster.metrics.sequences import to_ranges
+from dimster.worker.protocol import (
+    WARMUP_PREFIX,
+    AddClients,
+    Assignment,
+    ClientInterval,
+    Close,
+    Closed,
+    IntervalReport,
+    ProducersStopped,
+    Ready,
+    RemoveClients,
+    Report,
+    StartLoad,
+    StopProducers,
+)
+
+E2E_MS = 5.0  # every record's end-to-end latency in the fake
+PER_STEP = 10  # records each producer hands over per receive() while load runs
+
+
+class FakeWorkers:
+    def __init__(self, lose_worker: int | None = None, lose_after_steps: int = 3, clocks: dict | None = None):
+        self.lose_worker, self.lose_after_steps = lose_worker, lose_after_steps
+        self.clocks = clocks or {}  # what clock_offsets() answers
+        self.clients: dict[int, dict[str, object]] = {}  # worker -> client id -> spec
+        self.outbox: deque[tuple[int, object]] = deque()
+        self.sent: list[tuple[int, object]] = []  # every message the coordinator sent, in order
+        self.next_sequence: dict[int, int] = defaultdict(int)
+        self.group_of_topic: dict[str, list[str]] = defaultdict(list)
+        self.pending: dict[str, deque] = defaultdict(deque)  # group -> records not yet consumed
+        self.loading = False
+        self.producing = True
+        self.lost: set[int] = set()
+        self.steps = 0
+
+    # -- the Workers interface --------------------------------------------------------------------
+    def start(self, assignments: list[Assignment]) -> None:
+        for a in assignments:
+            self.clients[a.worker_index] = {client_id(s): s for s in [*a.producers, *a.consumers]}
+            for c in a.consumers:
+                if c.group not in self.group_of_topic[c.topic]:
+                    self.group_of_topic[c.topic].append(c.group)
+            self.outbox.append((a.worker_index, Ready()))
+
+    def send(self, index: int, message) -> None:
+        if index in self.lost:
+            return
+        self.sent.append((index, message))
+        if isinstance(message, StartLoad):
+            self.loading = True
+        elif isinstance(message, StopProducers):
+            self.producing = False
+            self.outbox.append((index, ProducersStopped()))
+        elif isinstance(message, AddClients):
+            for spec in [*message.producers, *message.consumers]:
+                self.clients[index][client_id(spec)] = spec
+        elif isinstance(message, RemoveClients):
+            leaving = [self.clients[index].pop(c) for c in message.client_ids]
+            self.outbox.append((index, Report(IntervalReport(index, time.time(), self._intervals(leaving)))))
+        elif isinstance(message, Close):
+            self.outbox.append((index, Report(IntervalReport(index, time.time(), []))))
+            self.outbox.append((index, Closed()))
+
+    def receive(self, timeout: float):
+        time.sleep(min(timeout, 0.02))
+        received = list(self.outbox)
+        self.outbox.clear()
+        if self.loading:
+            self.steps += 1
+            if self.lose_worker is not None and self.steps == self.lose_after_steps:
+                self.lost.add(self.lose_worker)
+                received.append(
+                    (self.lose_worker, WorkerLost(f"worker {self.lose_worker} (fake) went silent", time.time()))
+                )
+            for index, clients in self.clients.items():
+                if index not in self.lost:
+                    report = IntervalReport(index, time.time(), self._intervals(list(clients.values())))
+                    received.append((index, Report(report)))
+        return received
+
+    def close(self) -> list[str]:
+        return []
+
+    def describe(self) -> list[dict]:
+        return [{"index": i, "host": "memory", "alive": i not in self.lost} for i in self.clients]
+
+    def clock_offsets(self) -> dict[int, dict]:
+        return self.clocks
+
+    # -- what clients do in one step ----------------------------------------------------------------
+    def _intervals(self, specs) -> list[ClientInterval]:
+        intervals = []
+        for spec in specs:
+            if hasattr(spec, "producer_id"):
+                sent = PER_STEP if self.producing and self.loading else 0
+                first = self.next_sequence[spec.producer_id]
+                self.next_sequence[spec.producer_id] += sent
+                for group in self.group_of_topic[spec.topic]:
+                    self.pending[group].extend((spec.producer_id, s) for s in range(first, first + sent))
+                intervals.append(
+                    ClientInterval(
+                        client_id(spec), "producer", spec.topic, sent=sent, acked=sent,
+                        next_sequence=self.next_sequence[spec.producer_id], target_rate=PER_STEP,
+                    )
+                )  # fmt: skip
+            else:
+                taken = [
+                    self.pending[spec.group].popleft() for _ in range(min(PER_STEP, len(self.pending[spec.group])))
+                ]
+                settled: dict[int, list[int]] = defaultdict(list)
+                for producer_id, sequence in taken:
+                    settled[producer_id].append(sequence)
+                interval = ClientInterval(
+                    client_id(spec), "share_consumer", spec.topic, spec.group, received=len(taken),
+                    accepted=len(taken), polls=1, settled={p: to_ranges(s) for p, s in settled.items()},
+                )  # fmt: skip
+                measured, warm = Histogram(), Histogram()  # 5 ms each; warm-up's 1 s must not count
+                measured.record_array(np.full(len(taken), E2E_MS * 1000.0))
+                warm.record_array(np.full(len(taken), 1_000_000.0))
+                interval.histograms = {("e2e", 0): measured.to_wire(), (WARMUP_PREFIX + "e2e", 0): warm.to_wire()}
+                intervals.append(interval)
+        return intervals
+
+
+class _Watch:
+    """An assignment watch that has seen every group assigned at once."""
+
+    def __init__(self, groups):
+        self.groups, self.started, self.outcome, self.finished = groups, time.time(), "done", True
+        self._pending = list(groups)
+
+    def take(self):
+        taken, self._pending = [(g, self.started) for g in self._pending], []
+        return taken
+
+    def stop(self):
+        pass
+
+
+class FakeKafka:
+    """The run's cluster side: topics are names, groups' positions are the fake workers' queues."""
+
+    def __init__(self, workers: FakeWorkers):
+        self.workers = workers
+        self.deleted: list[str] = []
+
+    def prepare(self, workload, topics, groups) -> int:
+        return 5
+
+    def broker_watch(self):
+        return SimpleNamespace(changes=queue.Queue(), registered={1}, start=lambda: None, stop=lambda: None)
+
+    def watch_assignments(self, groups, timeout):
+        return _Watch(groups)
+
+    def unconsumed(self, groups) -> dict[str, int]:
+        return {g: len(self.workers.pending[g]) for g in groups}
+
+    def delete_topics(self, topics) -> list[str]:
+        self.deleted += topics
+        return []
+
+
+def fake_cluster():
+    profile = EnvironmentProfile.model_validate({"name": "fake", "bootstrapServers": "memory:1", "backend": "external"})
+    return SimpleNamespace(profile=profile)

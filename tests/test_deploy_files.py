@@ -1,0 +1,46 @@
+"""The agent's deployment recipes (systemd, container, Kubernetes) start `dimster worker serve` with
+options it has, and the Kubernetes objects fit together. Building the image needs a container engine
+and a base image: not part of this suite."""
+
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, dimster
+
+pytestmark = pytest.mark.unit
+
+DEPLOY = REPO / "deploy"
+
+
+def serve_options() -> set[str]:
+    help_text = dimster("worker", "serve", "--help").stdout
+    return set(re.findall(r"--[a-z][a-z-]+", help_text))
+
+
+def test_every_recipe_uses_options_serve_has():
+    known = serve_options()
+    assert {"--listen", "--token-file"} <= known
+    [exec_start] = re.findall(r"^ExecStart=(.*)$", (DEPLOY / "systemd" / "dimster-agent.service").read_text(), re.M)
+    assert "dimster worker serve" in exec_start
+    dockerfile = (DEPLOY / "agent" / "Dockerfile").read_text()
+    entry = " ".join(re.findall(r"^(?:ENTRYPOINT|CMD) (.*)$", dockerfile, re.M))
+    assert '"worker", "serve"' in entry
+    manifest = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "agents.yaml").read_text()))
+    [container] = manifest[1]["spec"]["template"]["spec"]["containers"]
+    for command in (exec_start, entry, " ".join(container["args"])):
+        used = set(re.findall(r"--[a-z][a-z-]+", command))
+        assert used and used <= known, (command, used - known)
+
+
+def test_the_kubernetes_service_selects_the_agents_on_their_port():
+    service, stateful_set = yaml.safe_load_all((DEPLOY / "kubernetes" / "agents.yaml").read_text())
+    assert service["spec"]["clusterIP"] == "None" and stateful_set["spec"]["serviceName"] == service["metadata"]["name"]
+    labels = stateful_set["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    [container] = stateful_set["spec"]["template"]["spec"]["containers"]
+    assert container["ports"][0]["containerPort"] == service["spec"]["ports"][0]["targetPort"]
+    assert "0.0.0.0:7700" in container["args"]
+    [mount] = container["volumeMounts"]
+    assert mount["mountPath"] == "/run/secrets/dimster-worker-token"  # where the image's entrypoint reads it

@@ -1,0 +1,122 @@
+"""The wire protocol: every message survives encode/decode unchanged, in msgpack, not pickle."""
+
+import pickle
+
+import pytest
+
+from dimster.worker.protocol import (
+    MESSAGES,
+    AddClients,
+    Assign,
+    Assignment,
+    ClientInterval,
+    ClockProbe,
+    ClockReply,
+    Close,
+    Closed,
+    ConsumerSpec,
+    Failed,
+    Hello,
+    IntervalReport,
+    LogFile,
+    ProducerSpec,
+    ProducersStopped,
+    ProtocolError,
+    Ready,
+    Refused,
+    RemoveClients,
+    Report,
+    SetClock,
+    StartLoad,
+    StopProducers,
+    Update,
+    Welcome,
+    decode,
+    encode,
+)
+
+pytestmark = pytest.mark.unit
+
+WORKLOAD = {"name": "w", "producerRate": 100.5, "kafkaConfig": {"producerConfig": {"linger.ms": 5}}}
+ASSIGNMENT = Assignment(
+    worker_index=2,
+    bootstrap_servers="10.1.0.1:9092",
+    workload=WORKLOAD,
+    producers=[ProducerSpec(0, "t", 0), ProducerSpec(3, "t", 1)],
+    consumers=[ConsumerSpec(7, "t", "g", "SHARE_GROUP")],
+    total_producers=4,
+    delivery_count_limit=5,
+    log_file="",
+    kafka_version="4.3.1",
+    clock_offset=-0.25,
+)
+INTERVAL = ClientInterval(
+    "c7",
+    "share_consumer",
+    "t",
+    "g",
+    library="java",
+    generation=2,
+    received=10,
+    histograms={("e2e", 3): ({0: 1, 17: 4}, 5, 0.5, 900.0), ("warmup_e2e", 0): ({2: 1}, 1, 2.0, 2.0)},
+    delivery_counts={1: 9, 2: 1},
+    settled={0: [(0, 4), (6, 9)], 3: [(0, 0)]},
+    client_stats={"batch_records_avg": 12.5},
+    failed_sequences=[5],
+)
+EXAMPLES = [
+    Hello("0.1.0", 1, "run-1", "coordinator-host"),
+    Hello("0.1.0", 1, "", "h", status_only=True),
+    Assign(ASSIGNMENT),
+    StartLoad(1_790_000_000.125),
+    Update(WORKLOAD, 4),
+    AddClients([ProducerSpec(9, "t", 2)], [ConsumerSpec(11, "t", "g", "CONSUMER_GROUP")]),
+    RemoveClients(["p9", "c11"]),
+    StopProducers(),
+    Close(),
+    ClockProbe(1_790_000_000.5),
+    SetClock(0.3001),
+    Welcome("0.1.0", 1, "agent-a", 16, 64 * 2**30, busy_with="run-0 from h"),
+    Refused("busy with run run-0 from h"),
+    Ready(),
+    Report(IntervalReport(2, 1_790_000_001.0, [INTERVAL, ClientInterval("p0", "producer", "t", next_sequence=99)])),
+    ProducersStopped(),
+    LogFile("worker-2.log", b"line\n\x00\xff"),
+    Closed(),
+    Failed("worker 2: boom"),
+    ClockReply(1_790_000_000.5, 1_790_000_000.81),
+]
+
+
+def test_every_message_kind_has_an_example():
+    assert {type(m).__name__ for m in EXAMPLES} == set(MESSAGES)
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda m: type(m).__name__)
+def test_round_trip(message):
+    data = encode(message)
+    assert decode(data) == message
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(data)
+
+
+def test_histogram_keys_and_int_keyed_maps_keep_their_types():
+    [back] = decode(encode(Report(IntervalReport(0, 1.0, [INTERVAL])))).report.clients
+    assert set(back.histograms) == {("e2e", 3), ("warmup_e2e", 0)}
+    assert back.histograms[("e2e", 3)][0] == {0: 1, 17: 4}
+    assert back.settled[3] == [(0, 0)] and back.delivery_counts == {1: 9, 2: 1}
+
+
+def test_garbage_and_unknown_kinds_are_protocol_errors():
+    with pytest.raises(ProtocolError):
+        decode(b"\x93not msgpack at all")
+    with pytest.raises(ProtocolError):
+        decode(pickle.dumps(Close()))
+    import msgpack
+
+    with pytest.raises(ProtocolError):
+        decode(msgpack.packb(["Explode", {}]))
+    with pytest.raises(ProtocolError):
+        decode(msgpack.packb(["StartLoad", {"at": "soon"}]))
+    with pytest.raises(ProtocolError):
+        encode(("report", 1))

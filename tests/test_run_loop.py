@@ -1,0 +1,110 @@
+"""The coordinator's loop through the Workers seam, driven by in-memory workers and cluster: phases,
+drain, live resize, and what a lost worker does under each onWorkerLoss."""
+
+import json
+
+import pytest
+
+from dimster.coordinator.run import Coordinator, RunFailed
+from dimster.results.bundle import ResultsBundle
+from dimster.worker.protocol import AddClients, RemoveClients, StartLoad, StopProducers, Update
+from dimster.workload.model import Workload
+from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
+
+pytestmark = pytest.mark.unit
+
+
+def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail", **keys) -> Coordinator:
+    workload = Workload.model_validate(
+        {"name": "w", "durationSeconds": 1.5, "reportIntervalSeconds": 0.5, "producersPerTopic": 2,
+         "consumersPerGroup": 2, "drainTimeoutSeconds": 10, **keys}
+    )  # fmt: skip
+    bundle = ResultsBundle(tmp_path, workload.name)
+    bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.3.1", run_id="r")
+    return Coordinator(
+        workload, fake_cluster(), bundle, workers, capacity, say=lambda _line: None,
+        kafka=FakeKafka(workers), on_worker_loss=on_worker_loss,
+    )  # fmt: skip
+
+
+def events(c: Coordinator) -> list[dict]:
+    return [json.loads(line) for line in (c.bundle.path / "events.jsonl").read_text().splitlines()]
+
+
+def test_phases_in_order_and_every_record_accounted(tmp_path):
+    workers = FakeWorkers()
+    c = coordinator(tmp_path, workers)
+    assert c.run() == 0
+    kinds = [e["event"] for e in events(c)]
+    order = ["worker_started", "consumers_assigned", "load_started", "stopping", "drain_started", "drain_ended"]
+    assert [k for k in kinds if k in order] == ["worker_started", "worker_started", *order[1:]]
+    assert kinds[-1] == "run_ended"
+    totals = json.loads((c.bundle.path / "run.json").read_text())["totals"]
+    assert totals["sent"] > 0 and totals["received"] == totals["acked"] == totals["sent"]
+    assert totals["lost"] == 0 and totals["unconsumed"] == 0
+    e2e = json.loads((c.bundle.path / "run.json").read_text())["e2e_ms"]
+    assert e2e["count"] == totals["received"] and e2e["p50"] == pytest.approx(5.0, rel=0.02)
+    assert e2e["max"] == pytest.approx(5.0, rel=0.02)  # warm-up's latencies are left out
+    # load starts once on each worker, producers stop before any worker closes
+    sent = [type(m).__name__ for _, m in workers.sent]
+    assert sent.count("StartLoad") == 2 and sent.index("StopProducers") < sent.index("Close")
+    assert c.kafka.deleted == c.topology.topics
+    cost = json.loads((c.bundle.path / "run.json").read_text())["coordinator"]
+    reports = sum(1 for _, m in workers.sent if isinstance(m, StartLoad))  # one per worker...
+    assert reports == 2 and cost["report_lag_ms"]["count"] >= 2 * 10  # ...then ~50 reports a second each
+    assert cost["console_lag_ms"]["count"] == 2  # lines due at 0.5 and 1.0 s; at 1.5 s the run ends
+    assert cost["cpu_seconds"] >= 0 and 0 <= cost["cpu_share_of_one_core"] < 2
+
+
+def test_a_lost_worker_fails_the_run_and_keeps_what_was_measured(tmp_path):
+    c = coordinator(tmp_path, FakeWorkers(lose_worker=1), on_worker_loss="fail")
+    with pytest.raises(RunFailed) as failed:
+        c.run()
+    assert failed.value.exit_code == 4
+    info = json.loads((c.bundle.path / "run.json").read_text())
+    assert info["status"] == "failed" and "worker 1 (fake) went silent" in info["failure"]
+    assert info["totals"]["sent"] > 0
+    [lost] = [e for e in events(c) if e["event"] == "worker_lost"]
+    assert lost["worker"] == 1 and lost["clients"] == ["c1", "p1"]
+
+
+def test_with_continue_the_lost_clients_go_on_elsewhere_under_fresh_ids(tmp_path):
+    workers = FakeWorkers(lose_worker=1)
+    c = coordinator(tmp_path, workers, on_worker_loss="continue")
+    assert c.run() == 0
+    [replaced] = [e for e in events(c) if e["event"] == "clients_replaced"]
+    assert replaced["lost"] == ["c1", "p1"] and replaced["new"] == {"p2": 0, "c2": 0}
+    [(index, added)] = [(i, m) for i, m in workers.sent if isinstance(m, AddClients)]
+    assert index == 0 and [p.producer_id for p in added.producers] == [2]
+    assert [c.consumer_id for c in added.consumers] == [2]
+    assert not any(i == 1 for i, m in workers.sent if isinstance(m, StopProducers))
+    totals = json.loads((c.bundle.path / "run.json").read_text())["totals"]
+    assert totals["lost"] == 0 and totals["received"] == totals["acked"]
+
+
+def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tmp_path):
+    workers = FakeWorkers()
+    c = coordinator(tmp_path, workers, capacity=2, durationSeconds=30)
+    c.start_workers(c.prepare_topics())
+    c._receive(0.01)
+    c.phase = "measure"
+    c._send(0, StartLoad(0.0))
+    answer = c.modify([("producersPerTopic", "3")])
+    assert [a["key"] for a in answer["applied"]] == ["producersPerTopic"]
+    [(index, added)] = [(i, m) for i, m in workers.sent if isinstance(m, AddClients)]
+    assert [p.producer_id for p in added.producers] == [2] and index == 0
+    updates = [m for _, m in workers.sent if isinstance(m, Update)]
+    assert len(updates) == 2 and all(u.total_producers == 3 for u in updates)
+    c.modify([("producersPerTopic", "1")])
+    removed = [c for _, m in workers.sent if isinstance(m, RemoveClients) for c in m.client_ids]
+    assert sorted(removed) == ["p1", "p2"]
+
+
+@pytest.mark.parametrize(("uncertainty_ms", "warned"), [(0.2, False), (2.0, True)])
+def test_clock_uncertainty_against_the_e2e_p50(tmp_path, uncertainty_ms, warned):
+    """Offsets land in run.json; an uncertainty over 10 % of the e2e p50 (5 ms here) is warned about."""
+    clocks = {0: {"offset_ms": 300.0, "uncertainty_ms": uncertainty_ms, "samples": 12}}
+    c = coordinator(tmp_path, FakeWorkers(clocks=clocks))
+    assert c.run() == 0
+    assert json.loads((c.bundle.path / "run.json").read_text())["clock_offsets"] == {"0": clocks[0]}
+    assert any(e["event"] == "clock_uncertainty_high" for e in events(c)) == warned
