@@ -13,7 +13,7 @@ import pytest
 from tests.agents import running_agent, write_token
 from tests.conftest import REPO, dimster, spare_ports_yaml, write_environment
 from tests.netns import private_network
-from tests.runs import only_bundle, run_info, write_workload
+from tests.runs import only_bundle, run_info, table, write_workload
 
 pytestmark = pytest.mark.kafka
 
@@ -176,3 +176,18 @@ def test_with_continue_a_lost_agents_clients_go_on_elsewhere_and_nothing_is_lost
     [replaced] = [e for e in events(bundle) if e["event"] == "clients_replaced"]
     assert replaced["lost"] == ["c1", "p1"] and replaced["new"] == {"p2": 0, "c2": 0}
     assert "go on as p2 on worker 0, c2 on worker 0" in output
+
+
+def test_java_clients_on_an_agent_use_the_runs_kafka_version(setting, tmp_path):
+    """clientLibrary java on agents: each agent starts Kafka's Java clients of the cluster's version
+    from its own cache (fetched there when missing)."""
+    profile = agents_profile(setting, "djava")
+    with agent(setting, 0, "java"), agent(setting, 1, "java"):
+        result, bundle = run(setting, profile, tmp_path, "javaagents", clientLibrary="java", **ONE_EACH)
+    assert result.code == 0, result.stderr + result.stdout
+    info = run_info(bundle)
+    assert info["status"] == "completed" and info["totals"]["lost"] == 0
+    assert info["totals"]["sent"] == info["totals"]["received"] > 0
+    assert set(table(bundle, "intervals")["library"]) == {"java"}
+    for index in (0, 1):  # the Java clients' own log came back from each agent
+        assert (bundle / "logs" / f"worker-{index}.java.log").is_file()
