@@ -11,7 +11,6 @@ import typer
 from dimster.cli.output import console, print_json, progress
 from dimster.cli.summary import SparkMasterOpt, summarize_after_run
 from dimster.clients.properties import check_client_configs
-from dimster.cluster.backend import backend_for
 from dimster.coordinator.control import (
     ControlServer,
     check_environment_name,
@@ -19,15 +18,11 @@ from dimster.coordinator.control import (
     read_run_state,
     run_state_file,
 )
-from dimster.coordinator.remote import RemoteWorkers
-from dimster.coordinator.run import Coordinator
-from dimster.coordinator.workers import LocalWorkers
+from dimster.coordinator.one_run import run_workload
 from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
 from dimster.errors import DimsterError
 from dimster.paths import display, project_dir
 from dimster.pipeline.spark import spark_master
-from dimster.remote.security import read_token
-from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import load_workload
 from dimster.workload.overrides import parse_set_arguments
 
@@ -103,67 +98,13 @@ def run(
 
 
 def _run(loaded, profile, results_root: Path, control: ControlServer, summary_master: str | None) -> None:
-    if loaded.broker_config:
-        overrides = {**profile.broker_overrides, **loaded.broker_config}
-        profile = profile.model_copy(update={"broker_overrides": overrides})
-    agents = _agents(profile, loaded.name)
-    try:
-        _run_on(loaded, profile, agents, results_root, control, summary_master)
-    finally:
-        if agents:
-            agents.close()
-
-
-def _run_on(loaded, profile, agents, results_root: Path, control: ControlServer, summary_master: str | None) -> None:
-    cluster = backend_for(profile)
-    cluster.ensure(progress)
-    bundle = ResultsBundle(results_root, loaded.name)
-    bundle.start(
-        workload=loaded.to_yaml_dict(),
-        environment=profile.model_dump(by_alias=True),
-        broker_config=cluster.broker_config(),
-        kafka_version=cluster.status().kafka_version,
-        run_id=bundle.path.name,
-    )
-    control.update(run_id=bundle.path.name, results=str(bundle.path))
-    control.redactor = bundle.redactor  # the API masks the secrets the run knows
-    say = lambda line: console.print(bundle.redact_text(line), markup=False)  # noqa: E731
-    if agents:
-        agents.log_dir = bundle.path / "logs"
-        bundle.redactor.learn({"workerToken": agents.token})
-        for link in agents.links:
-            bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
-    workers, capacity = (agents, agents.capacity) if agents else (LocalWorkers(bundle.path / "logs"), profile.workers)
-    coordinator = Coordinator(
-        loaded,
-        cluster,
-        bundle,
-        workers,
-        capacity,
-        control=control,
-        say=say,
-        on_worker_loss=profile.on_worker_loss,
-        client_bootstrap=profile.client_bootstrap_servers,
-    )
-    try:
-        code = coordinator.run()
-    finally:
-        bundle.copy_broker_logs(cluster.log_files())
-        bundle.scrub_logs()
-        control.close()  # the run is over: free the environment before the summary
-        if summary_master and (bundle.path / "metrics").exists():
-            summarize_after_run(bundle.path, summary_master)
-    raise typer.Exit(code)
-
-
-def _agents(profile, workload_name: str) -> RemoteWorkers | None:
-    """The profile's agents, connected and checked (token, version, idle) before anything else starts."""
-    if not profile.agents:
-        return None
-    token = read_token(profile.worker_token_file, profile.worker_token_env, what="workerTokenFile")
-    agents = RemoteWorkers(profile.agents, token, timeout=profile.worker_timeout_seconds)
-    agents.connect(workload_name)
-    return agents
+    say = lambda line: console.print(line, markup=False)  # noqa: E731
+    outcome = run_workload(loaded, profile, results_root, control=control, say=say, progress=progress)
+    if summary_master and (outcome.bundle / "metrics").exists():
+        summarize_after_run(outcome.bundle, summary_master)
+    if outcome.failure:
+        raise DimsterError(outcome.failure, exit_code=outcome.exit_code)
+    raise typer.Exit(outcome.exit_code)
 
 
 def _modify(env: str, workload: Path | None, sets: list[tuple[str, str]], as_json: bool) -> None:

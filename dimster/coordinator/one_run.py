@@ -1,0 +1,104 @@
+"""One run of one workload, start to end, as a plain function: the CLI's `dimster run` calls it, and
+so will anything that runs many (campaigns). It brings the cluster up or reuses it, connects the
+workers, runs the coordinator and closes everything; it returns what happened instead of exiting, and
+leaves printing and the summary to its caller."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dimster.cluster.backend import backend_for
+from dimster.coordinator.control import ControlServer
+from dimster.coordinator.remote import RemoteWorkers
+from dimster.coordinator.run import Coordinator, RunFailed
+from dimster.coordinator.workers import LocalWorkers
+from dimster.environment import EnvironmentProfile
+from dimster.remote.security import read_token
+from dimster.results.bundle import ResultsBundle
+from dimster.workload.model import Workload
+
+
+@dataclass
+class RunOutcome:
+    bundle: Path
+    status: str  # completed | forced | failed
+    exit_code: int  # what `dimster run` exits with: 0, or RunFailed's code
+    failure: str | None = None
+    totals: dict = field(default_factory=dict)
+
+
+def run_workload(
+    workload: Workload,
+    profile: EnvironmentProfile,
+    results_root: Path,
+    control: ControlServer | None = None,
+    say: Callable[[str], None] = print,
+    progress: Callable[[str], None] = print,
+) -> RunOutcome:
+    """Run `workload` on the cluster of `profile`; results go to a new bundle under `results_root`.
+    Raises DimsterError when the run cannot start (bad input, cluster, workers); a run that started
+    and failed is an outcome. `control`, when given, serves the run and is closed at its end."""
+    if workload.broker_config:
+        overrides = {**profile.broker_overrides, **workload.broker_config}
+        profile = profile.model_copy(update={"broker_overrides": overrides})
+    agents = connect_agents(profile, workload.name)
+    try:
+        return _run_on(workload, profile, agents, results_root, control, say, progress)
+    finally:
+        if agents:
+            agents.close()
+
+
+def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers | None:
+    """The profile's agents, connected and checked (token, version, idle) before anything else starts."""
+    if not profile.agents:
+        return None
+    token = read_token(profile.worker_token_file, profile.worker_token_env, what="workerTokenFile")
+    agents = RemoteWorkers(profile.agents, token, timeout=profile.worker_timeout_seconds)
+    agents.connect(run_name)
+    return agents
+
+
+def _run_on(workload, profile, agents, results_root, control, say, progress) -> RunOutcome:
+    cluster = backend_for(profile)
+    cluster.ensure(progress)
+    bundle = ResultsBundle(results_root, workload.name)
+    bundle.start(
+        workload=workload.to_yaml_dict(),
+        environment=profile.model_dump(by_alias=True),
+        broker_config=cluster.broker_config(),
+        kafka_version=cluster.status().kafka_version,
+        run_id=bundle.path.name,
+    )
+    if control:
+        control.update(run_id=bundle.path.name, results=str(bundle.path))
+        control.redactor = bundle.redactor  # the API masks the secrets the run knows
+    if agents:
+        agents.log_dir = bundle.path / "logs"
+        bundle.redactor.learn({"workerToken": agents.token})
+        for link in agents.links:
+            bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
+    workers, capacity = (agents, agents.capacity) if agents else (LocalWorkers(bundle.path / "logs"), profile.workers)
+    coordinator = Coordinator(
+        workload,
+        cluster,
+        bundle,
+        workers,
+        capacity,
+        control=control,
+        say=lambda line: say(bundle.redact_text(line)),
+        on_worker_loss=profile.on_worker_loss,
+        client_bootstrap=profile.client_bootstrap_servers,
+    )
+    failure = None
+    try:
+        exit_code = coordinator.run()
+    except RunFailed as e:
+        exit_code, failure = e.exit_code, str(e)
+    finally:
+        bundle.copy_broker_logs(cluster.log_files())
+        bundle.scrub_logs()
+        if control:
+            control.close()  # the run is over: free the environment before anything else
+    info = bundle.run_info
+    return RunOutcome(bundle.path, info.get("status", "failed"), exit_code, failure, info.get("totals", {}))
