@@ -48,6 +48,7 @@ class FakeWorkers:
         self.producing = True
         self.lost: set[int] = set()
         self.steps = 0
+        self.reports_under_load = 0  # reports handed to the coordinator once load started
 
     # -- the Workers interface --------------------------------------------------------------------
     def start(self, assignments: list[Assignment]) -> None:
@@ -81,6 +82,7 @@ class FakeWorkers:
         time.sleep(min(timeout, 0.02))
         received = list(self.outbox)
         self.outbox.clear()
+        self.reports_under_load += sum(1 for _, m in received if isinstance(m, Report) and self.loading)
         if self.loading:
             self.steps += 1
             if self.lose_worker is not None and self.steps == self.lose_after_steps:
@@ -92,6 +94,7 @@ class FakeWorkers:
                 if index not in self.lost:
                     report = IntervalReport(index, time.time(), self._intervals(list(clients.values())))
                     received.append((index, Report(report)))
+                    self.reports_under_load += 1
         return received
 
     def close(self) -> list[str]:

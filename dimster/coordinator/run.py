@@ -17,6 +17,7 @@ from dimster.coordinator.changes import Change, live_changes
 from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
+from dimster.coordinator.plans import RunPlan, SteadyPlan
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.self_cost import SelfCost
 from dimster.coordinator.topology import (
@@ -90,6 +91,7 @@ class Coordinator:
         kafka: RunKafka | None = None,
         on_worker_loss: str = "fail",
         client_bootstrap: str | None = None,
+        plan: RunPlan | None = None,
     ):
         self.workload = workload
         self.cluster = cluster
@@ -98,6 +100,7 @@ class Coordinator:
         self.control = control
         self._say = say
         self.on_worker_loss = on_worker_loss  # fail | continue
+        self.plan = plan or SteadyPlan()
         self.run_id = uuid.uuid4().hex[:8]
         self.topology: Topology = build_topology(workload, self.run_id)
         self.worker_count = max(1, min(capacity, len(self.topology.producers) + len(self.topology.consumers)))
@@ -394,7 +397,7 @@ class Coordinator:
         if self.control:
             self.control.update(phase="running")
         next_line = self.load_started + w.report_interval_seconds
-        while not self.failure and not self.stop_requested and time.time() < self._end_time():
+        while not self.failure and not self.stop_requested and not self._plan_step():
             self._receive(LOOP_TICK)
             self._tick()
             if self.phase == "warmup" and time.time() >= self.load_started + self.workload.warmup_seconds:
@@ -406,14 +409,26 @@ class Coordinator:
                 next_line = max(next_line + self.workload.report_interval_seconds, time.time() + 0.5)
         return self._stop()
 
-    def _end_time(self) -> float:
-        w = self.workload  # read every pass: durationSeconds can change live
-        return self.load_started + w.warmup_seconds + w.duration_seconds if w.duration_seconds else float("inf")
+    def _plan_end(self) -> str:
+        return "duration" if isinstance(self.plan, SteadyPlan) else f"{self.plan.name} plan"
+
+    def _plan_step(self) -> bool:
+        """Ask the plan what to do now; apply its changes. True when the load phase is over."""
+        step = self.plan.step(time.time() - self.load_started, self.workload, self.status)
+        if step.note:
+            self.bundle.event("plan", plan=self.plan.name, note=step.note)
+            self.say(f"-- {self.plan.name}: {step.note}")
+        if step.sets:
+            try:
+                self.modify(step.sets, by=self.plan.name)
+            except DimsterError as e:
+                self._fail(f"{self.plan.name} plan: {e}")
+        return step.done
 
     def _stop(self) -> int:
         forced = self.stop_requested > 1
         self.self_cost.stop()
-        self.bundle.event("stopping", reason=self.failure or ("request" if self.stop_requested else "duration"))
+        self.bundle.event("stopping", reason=self.failure or ("request" if self.stop_requested else self._plan_end()))
         self.phase = "drain"
         if self.control:
             self.control.update(phase="stopping")
@@ -575,8 +590,9 @@ class Coordinator:
             "settings": self.workload.to_yaml_dict(),
         }
 
-    def modify(self, pairs: list[tuple[str, str]]) -> dict:
-        """Validate the whole set, then apply it. Nothing changes when any part is invalid."""
+    def modify(self, pairs: list[tuple[str, str]], by: str = "control") -> dict:
+        """Validate the whole set, then apply it. Nothing changes when any part is invalid. `by`:
+        who asked (the control API, or the run's plan), recorded with each change."""
         if self.phase not in ("warmup", "measure"):
             raise DimsterError(f"the run is {self.phase}: modifications apply only while load runs")
         old = self.workload
@@ -609,13 +625,14 @@ class Coordinator:
         if broker_cluster is not None:
             notes.append("broker config: redeploying in the background (watch the console and events)")
             threading.Thread(target=self._redeploy, args=(broker_cluster,), daemon=True).start()
-        return {"applied": [self._record(change, applied_at) for change in changes], "notes": notes}
+        return {"applied": [self._record(change, applied_at, by) for change in changes], "notes": notes}
 
-    def _record(self, change: Change, applied_at: float) -> dict:
+    def _record(self, change: Change, applied_at: float, by: str) -> dict:
         entry = self.bundle.modification(
-            key=change.key, old=change.old, new=change.new, effect=change.effect, applied=applied_at
+            key=change.key, old=change.old, new=change.new, effect=change.effect, applied=applied_at, by=by
         )
-        self.say(f"-- set {change.key}: {change.old} -> {change.new} ({change.effect})")
+        plan = f", by the {by} plan" if by != "control" else ""
+        self.say(f"-- set {change.key}: {change.old} -> {change.new} ({change.effect}{plan})")
         return entry
 
     def _resize_clients(self, new: Workload) -> None:
