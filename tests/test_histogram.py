@@ -189,3 +189,13 @@ def test_many_equal_values_use_one_bucket():
     histogram = histogram_of(np.full(50_000, 1500.0))
     assert len(histogram.to_wire()[0]) == 1
     assert histogram.percentile(99) == 1500.0
+
+
+def test_summary_ms_counts_buffered_values_and_converts_to_ms():
+    histogram = Histogram()
+    for value_us in (1000.0, 2000.0, 3000.0):
+        histogram.record(value_us)  # still in the buffer
+    summary = histogram.summary_ms()
+    assert summary["count"] == 3 and summary["max"] == pytest.approx(3.0, rel=0.01)
+    assert summary["p50"] == pytest.approx(2.0, rel=0.01)
+    assert Histogram().summary_ms() == {"p50": None, "p99": None, "max": None, "count": 0}

@@ -156,7 +156,8 @@ class Coordinator:
             )
         self.states = [WorkerState() for _ in assignments]
         self.workers.start(assignments)
-        for where in self.workers.describe():
+        described = self.workers.describe()
+        for where in described:
             index = where["index"]
             producers, consumers = clients_of(self.topology, self.placement, index)
             self.bundle.event(
@@ -166,9 +167,7 @@ class Coordinator:
                 producers=len(producers),
                 consumers=len(consumers),
             )
-        self.bundle.run_info["workers"] = [
-            {k: v for k, v in w.items() if k != "alive"} for w in self.workers.describe()
-        ]
+        self.bundle.run_info["workers"] = [{k: v for k, v in w.items() if k != "alive"} for w in described]
         self.bundle.save_run_info()
 
     # ---- consumers' assignments -------------------------------------------------------------------
@@ -258,8 +257,7 @@ class Coordinator:
         self.aggregate.lost_producers.update(int(c[1:]) for c in lost_clients if c.startswith("p"))
         self.aggregate.consumers_lost([c for c in lost_clients if c.startswith("c")], lost.last_heard)
         self.bundle.event("worker_lost", worker=index, reason=reason, clients=lost_clients)
-        live = self._live_workers()
-        if self.on_worker_loss != "continue" or not live or self.phase in ("closing", "done"):
+        if self.on_worker_loss != "continue" or not self._live_workers() or self.phase in ("closing", "done"):
             self._fail(f"{reason} (onWorkerLoss: {self.on_worker_loss})")
             return
         for c in lost_clients:
@@ -464,16 +462,6 @@ class Coordinator:
             self.bundle.event("group_positions_unknown", reason=str(e))
             self.say(f"-- {e}: 'lost' counts every record not consumed")
 
-    def _e2e_ms(self) -> dict:
-        """The measured phase's end-to-end latency as the coordinator merged it (the summary has more)."""
-        e2e = self.aggregate.e2e_measured
-
-        def ms(q: float):
-            value = e2e.percentile(q)
-            return None if value is None else round(value / 1000, 3)
-
-        return {"count": e2e.total, "p50": ms(50), "p99": ms(99), "max": ms(100)}
-
     def _clock_offsets(self) -> dict[str, dict]:
         """Each remote worker's clock offset (the e2e latencies are corrected by it) and its
         uncertainty; warns when that uncertainty is a large share of the measured e2e p50."""
@@ -521,7 +509,7 @@ class Coordinator:
                 "groups": self.topology.groups,
                 "consumer_assignment_seconds": self.assignment_seconds,
                 "clock_offsets": self._clock_offsets(),
-                "e2e_ms": self._e2e_ms(),
+                "e2e_ms": self.aggregate.e2e_measured.summary_ms(),  # the summary has more
                 "coordinator": self.self_cost.as_record(),
                 "final_workload": self.workload.to_yaml_dict(),
             }

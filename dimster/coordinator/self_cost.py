@@ -37,18 +37,10 @@ class SelfCost:
         self.console_lag.record(max(0.0, time.time() - due) * 1e6)
 
     def as_record(self) -> dict:
-        def ms(histogram: Histogram) -> dict:
-            def q(p: float):
-                value = histogram.percentile(p)
-                return None if value is None else round(value / 1000, 3)
-
-            histogram.merge(Histogram())  # counts what is still buffered
-            return {"count": histogram.total, "p50": q(50), "p99": q(99), "max": q(100)}
-
         share = self._cpu_seconds / self._wall_seconds if self._wall_seconds else None
         return {
             "cpu_seconds": round(self._cpu_seconds, 3),
             "cpu_share_of_one_core": None if share is None else round(share, 4),
-            "report_lag_ms": ms(self.report_lag),
-            "console_lag_ms": ms(self.console_lag),
+            "report_lag_ms": self.report_lag.summary_ms(),
+            "console_lag_ms": self.console_lag.summary_ms(),
         }
