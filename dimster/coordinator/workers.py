@@ -72,19 +72,31 @@ class LocalWorkers:
         live = {self.channels[i].connection: i for i in range(len(self.channels)) if i not in self.gone}
         received: list[tuple[int, Message | WorkerLost]] = []
         for connection in wait_for_connections(list(live), timeout=timeout):
-            index = live[connection]
-            try:
-                message = self.channels[index].recv()
-            except (EOFError, OSError):
-                received.append((index, self._lost(index)))
-                continue
-            received.append((index, message))
-            if isinstance(message, Closed):
-                self.gone.add(index)  # its process ends now; that is no loss
+            received += self._read(live[connection], until_empty=False)
         for index, process in enumerate(self.processes):
             if index not in self.gone and not process.is_alive():
-                received.append((index, self._lost(index)))
+                received += self._read(index, until_empty=True)  # what it wrote before it exited
+                if index not in self.gone:
+                    received.append((index, self._lost(index)))
         return received
+
+    def _read(self, index: int, until_empty: bool) -> list[tuple[int, Message | WorkerLost]]:
+        """One message of worker `index` (or all it has written, for an exited one); a Closed among
+        them means its process ends, which is no loss; a broken pipe of a live worker is one."""
+        channel, messages = self.channels[index], []
+        while index not in self.gone and (not until_empty or channel.poll(0)):
+            try:
+                message = channel.recv()
+            except (EOFError, OSError):
+                if not until_empty:
+                    messages.append((index, self._lost(index)))
+                break
+            messages.append((index, message))
+            if isinstance(message, Closed):
+                self.gone.add(index)
+            if not until_empty:
+                break
+        return messages
 
     def _lost(self, index: int) -> WorkerLost:
         self.gone.add(index)
