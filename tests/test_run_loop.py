@@ -119,14 +119,17 @@ class HalfRatePlan:
     def __init__(self):
         self.halved = False
 
-    def step(self, elapsed, workload, status):
+    def step(self, elapsed, workload, run):
         if elapsed >= 1.2:
             return PlanStep(done=True, note="enough")
         if elapsed >= 0.5 and not self.halved:
             self.halved = True
-            assert status()["phase"] in ("warmup", "measure")
+            assert run.sent > 0
             return PlanStep(sets=[("producerRate", str(workload.producer_rate / 2))])
         return PlanStep()
+
+    def result(self):
+        return {"type": self.name, "halved": self.halved}
 
 
 def test_a_plan_steers_the_run_through_modify_and_ends_its_load(tmp_path):
@@ -140,3 +143,44 @@ def test_a_plan_steers_the_run_through_modify_and_ends_its_load(tmp_path):
     assert len(updates) == 2 and all(u.workload["producerRate"] == 500.0 for u in updates)
     assert [e["note"] for e in events(c) if e["event"] == "plan"] == ["enough"]
     assert [e["reason"] for e in events(c) if e["event"] == "stopping"] == ["halving plan"]
+    assert json.loads((c.bundle.path / "run.json").read_text())["mode"] == {"type": "halving", "halved": True}
+
+
+def test_consumers_paused_from_the_start_join_first_then_pause_and_the_stop_skips_the_drain(tmp_path):
+    workers = FakeWorkers()
+    c = coordinator(tmp_path, workers, consumersPaused=True)
+    assert c.run() == 0
+    sent = [m for _, m in workers.sent]
+    assignments_paused = [u.workload["consumersPaused"] for u in sent if isinstance(u, Update)]
+    first_start = next(i for i, m in enumerate(sent) if isinstance(m, StartLoad))
+    assert assignments_paused == [True, True]  # one Update per worker, right after load starts
+    assert all(isinstance(m, (StartLoad, Update)) for m in sent[first_start : first_start + 4])
+    kinds = [e["event"] for e in events(c)]
+    assert "drain_skipped" in kinds and "drain_started" not in kinds
+
+
+def test_a_report_probe_measures_each_worker_over_its_own_reports_and_the_slowest_group():
+    from dimster.coordinator.aggregate import RunAggregate
+    from dimster.worker.protocol import ClientInterval, IntervalReport
+
+    aggregate = RunAggregate({"g": "t", "fast": "t"})
+    aggregate.probing = True
+    aggregate.load_started = 100.0
+
+    def report(worker, end, producer_id, acked, settled):
+        producer = ClientInterval(f"p{producer_id}", "producer", "t", sent=acked, acked=acked, next_sequence=acked)
+        slow = ClientInterval(
+            f"c{worker}", "share_consumer", "t", "g", received=settled, settled={producer_id: [(0, settled - 1)]}
+        )
+        fast = ClientInterval(
+            f"f{worker}", "share_consumer", "t", "fast", received=acked, settled={producer_id: [(0, acked - 1)]}
+        )
+        aggregate.add(IntervalReport(worker, end, [producer, slow, fast]))
+
+    report(0, 101.0, producer_id=0, acked=100, settled=90)  # worker 0: one second
+    report(1, 102.0, producer_id=1, acked=300, settled=300)  # worker 1: two seconds in one report
+    probe = aggregate.take_probe()
+    assert probe.published == pytest.approx(100 + 150)
+    # group g settled 90 + 150 msg/s of 250 acknowledged: 10 msg/s behind, whatever group "fast" did
+    assert probe.consumed == pytest.approx(240) and probe.behind == pytest.approx(10)
+    assert aggregate.take_probe().published == 0  # taken: the next probe starts empty

@@ -29,6 +29,13 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
         print_json(s)
         return
     console.print(f"run {s['runId']} on '{env}': {s['phase']}, {s['elapsedSeconds']:.0f}s, results {s['results']}")
+    if c := s.get("campaign"):
+        values = ", ".join(f"{k}={v}" for k, v in c["values"].items()) or "the base workload"
+        repeat = f" repeat {c['repeat']}" if c["repeat"] > 1 else ""
+        console.print(f"campaign {c['name']}: run {c['point']} of {c['points']}, point {c['index']}{repeat}: {values}")
+    if s.get("mode", "steady") != "steady" or s.get("consumersPaused"):
+        paused = " | consumers paused" if s.get("consumersPaused") else ""
+        console.print(f"mode {s.get('mode')}{paused}")
     console.print(
         f"pub {s['pubRate']:,.0f} msg/s (target {s['targetRate']:,.0f}) | cons {s['consRate']:,.0f} msg/s | "
         f"sent {s['sent']:,} | received {s['received']:,} | backlog {s['backlog']:,} | duplicates {s['duplicates']:,}"

@@ -40,10 +40,28 @@ def print_summary(run_dir: Path, summary: dict) -> None:
                 f"  {metric:13} p50 {m['p50']:.1f} ms  p99 {m['p99']:.1f} ms  p99.9 {m['p99_9']:.1f} ms  "
                 f"max {m['max']:.1f} ms"
             )
+    if line := mode_line(summary.get("mode") or {}):
+        lines.append(f"  {line}")
     for note in summary.get("notes", []):
         lines.append(f"  note: {note}")
     for line in lines:
         console.print(line, markup=False)
+
+
+def mode_line(mode: dict) -> str:
+    """What a test mode found, in one line ('' for a plain run)."""
+    kind = mode.get("type")
+    if kind == "explore-limits":
+        return f"explore-limits: {mode.get('verdict')} over {mode.get('step_count')} step(s)"
+    if kind == "drain-backlog":
+        rate, seconds = mode.get("drain_msgs_per_s"), mode.get("drain_seconds")
+        pace = f" at {rate:,.0f} msg/s" if rate else ""
+        empty = f", empty {seconds:.2f} s after the consumers resumed" if seconds is not None else ""
+        return f"drain-backlog: {mode.get('outcome')}, {mode.get('backlog') or 0:,} records{pace}{empty}"
+    if kind == "correctness":
+        verdict = "passed" if mode.get("passed") else "FAILED: " + ", ".join(mode.get("reasons") or [])
+        return f"correctness {verdict}"
+    return ""
 
 
 def summarize_after_run(run_dir: Path, master: str) -> None:

@@ -23,6 +23,8 @@ class Polled:
     delivery_counts: np.ndarray  # int, one per record; 1 for consumer groups
     headers: bytes  # HEADER_SIZE bytes per record: the start of its value, zero-filled if shorter
     value_bytes: int  # sum of the value sizes
+    offsets: np.ndarray | None = None  # int64, one per record
+    intact: np.ndarray | None = None  # bool per record, when the consumer verifies checksums (correctness)
 
     @property
     def count(self) -> int:

@@ -81,8 +81,9 @@ class JavaProducer:
 class JavaConsumer:
     """A share-group member (KafkaShareConsumer) or a consumer-group member (KafkaConsumer)."""
 
-    def __init__(self, properties: dict, client_id: str, share: bool, on_stats):
-        self.java = jpype.JClass("DimsterConsumer")(_properties(properties, client_id), share)
+    def __init__(self, properties: dict, client_id: str, share: bool, on_stats, verify: bool = False):
+        self.java = jpype.JClass("DimsterConsumer")(_properties(properties, client_id), share, verify)
+        self.verify = verify
         self.statistics = _Statistics("share_consumer" if share else "consumer", on_stats)
 
     def subscribe(self, topic: str) -> None:
@@ -99,6 +100,8 @@ class JavaConsumer:
             delivery_counts=np.asarray(java.deliveryCounts),
             headers=bytes(java.headers),
             value_bytes=int(java.valueBytes),
+            offsets=np.asarray(java.offsets),
+            intact=np.asarray(java.intact, dtype=bool) if self.verify else None,
         )
 
     def acknowledge(self, outcomes: np.ndarray) -> None:

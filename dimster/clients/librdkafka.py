@@ -12,7 +12,7 @@ from dimster.clients import STATS_INTERVAL_S, Polled
 from dimster.clients.properties import property_text
 from dimster.metrics.client_stats import extract_client_stats
 from dimster.workload.distributor import Choice
-from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_header
+from dimster.workload.payload import HEADER_SIZE, body_intact, pack_header, unpack_header
 
 log = logging.getLogger("dimster.worker")
 _quiet = logging.getLogger("dimster.client-check")
@@ -95,8 +95,8 @@ class LibrdkafkaProducer:
 class LibrdkafkaConsumer:
     """A share-group member (ShareConsumer) or a consumer-group member (Consumer)."""
 
-    def __init__(self, properties: dict, client_id: str, share: bool, on_stats):
-        self.share = share
+    def __init__(self, properties: dict, client_id: str, share: bool, on_stats, verify: bool = False):
+        self.share, self.verify = share, verify
         self._messages: list = []  # the last poll's, for explicit acknowledgement
         config = _config(properties, client_id, on_stats)
         if share:
@@ -130,6 +130,8 @@ class LibrdkafkaConsumer:
             delivery_counts=np.fromiter(deliveries, np.int32, count),
             headers=b"".join(heads),
             value_bytes=sum(map(len, values)),
+            offsets=np.fromiter((m.offset() for m in good), np.int64, count),
+            intact=np.fromiter((body_intact(v[HEADER_SIZE:]) for v in values), bool, count) if self.verify else None,
         )
 
     def acknowledge(self, outcomes: np.ndarray) -> None:

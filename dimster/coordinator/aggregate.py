@@ -2,10 +2,11 @@
 settled sequences (lost and duplicated records), and the windows the console line shows."""
 
 import math
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from dimster.clients import STATS_INTERVAL_S
+from dimster.coordinator.plans import Probe, ReceiveSpan
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import RangeSet
 from dimster.worker.protocol import WARMUP_PREFIX, IntervalReport
@@ -24,6 +25,12 @@ class Window:
     max_poll_records: int = 0
     e2e: Histogram = field(default_factory=Histogram)
     publish: Histogram = field(default_factory=Histogram)
+    # a plan's probe: worker -> counts by ("sent",), ("acked", topic), ("settled", group)
+    by_worker: dict[int, Counter] = field(default_factory=dict)
+
+    def rate(self, key: tuple) -> float:
+        """Per second, each worker's count over the time its own reports covered, summed."""
+        return sum(counts[key] / self.seconds[w] for w, counts in self.by_worker.items() if self.seconds.get(w))
 
 
 class RunAggregate:
@@ -50,7 +57,12 @@ class RunAggregate:
         self.target_rate: dict[str, float] = {}  # producer client id -> latest target
         # producer client id -> (report end time, its latest client statistics)
         self.producer_stats: dict[str, tuple[float, dict]] = {}
-        self.window = Window()
+        self.window = Window()  # the console's
+        self.probe = Window()  # a plan's (see take_probe)
+        self.probing = False  # fed only for plans that judge the run (it costs a histogram merge per report)
+        self.span = ReceiveSpan()  # records received since mark_receiving()
+        self.corrupt = 0
+        self.out_of_order = 0
         self.e2e_measured = Histogram()  # the measured phase's end-to-end latency, whole run
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
@@ -65,6 +77,9 @@ class RunAggregate:
         self._last_report[report.worker_index] = report.end_time
         window.seconds[report.worker_index] = window.seconds.get(report.worker_index, 0.0) + covered
         sent_before = self.sent
+        if self.probing:
+            self.probe.seconds[report.worker_index] = self.probe.seconds.get(report.worker_index, 0.0) + covered
+            before = self._probe_counts()
         for c in report.clients:
             if c.role == "producer":
                 producer_id = int(c.client_id[1:])
@@ -86,6 +101,13 @@ class RunAggregate:
                 continue
             self.received += c.received
             window.received += c.received
+            self.corrupt += c.corrupt
+            self.out_of_order += c.out_of_order
+            if c.received:
+                span = self.span
+                span.received += c.received
+                span.first = min(span.first or c.first_received_at, c.first_received_at)
+                span.last = max(span.last, c.last_received_at)
             self.consumer_pace[c.client_id] = (c.group, report.end_time, c.received / covered if covered else 0.0)
             window.polls += c.polls
             window.max_poll_records = max(window.max_poll_records, c.max_poll_records)
@@ -101,14 +123,47 @@ class RunAggregate:
             for (metric, _partition), wire in c.histograms.items():
                 if metric in ("e2e", WARMUP_PREFIX + "e2e"):
                     window.e2e.merge(Histogram.from_wire(wire))
+                    if self.probing:
+                        self.probe.e2e.merge(Histogram.from_wire(wire))
                 if metric == "e2e":
                     self.e2e_measured.merge(Histogram.from_wire(wire))
+        if self.probing:
+            counts = self.probe.by_worker.setdefault(report.worker_index, Counter())
+            counts.update(self._probe_counts() - before)
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
         received = sum(c.received for c in report.clients)
         self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
             self._recent.popleft()
+
+    def _probe_counts(self) -> Counter:
+        counts = Counter({("sent",): self.sent})
+        counts.update({("acked", topic): n for topic, n in self.acked_by_topic.items()})
+        counts.update({("settled", group): n for group, n in self.settled_by_group.items()})
+        return counts
+
+    def take_probe(self) -> Probe:
+        """A plan's numbers since its previous call: the producers' rate, how far the group that fell
+        furthest behind consumed below what was acknowledged on its topic, and e2e latency."""
+        probe, self.probe = self.probe, Window()
+        behind = {
+            group: probe.rate(("acked", topic)) - probe.rate(("settled", group)) for group, topic in self.groups.items()
+        }
+        slowest = max(behind, key=behind.get, default=None)
+        return Probe(
+            seconds=max(probe.seconds.values(), default=0.0),
+            published=probe.rate(("sent",)),
+            consumed=probe.rate(("settled", slowest)) if slowest else 0.0,
+            behind=max(0.0, behind[slowest]) if slowest else 0.0,
+            e2e=probe.e2e,
+        )
+
+    def mark_receiving(self) -> None:
+        self.span = ReceiveSpan()
+
+    def receiving(self) -> ReceiveSpan:
+        return self.span
 
     def restart_pacing_window(self) -> None:
         """After a rate change the last reports mix old and new targets: judge pacing afresh."""

@@ -16,6 +16,7 @@ LIVE = {
     "consumerProcMsMax": "processing",
     "consumerProcParallelism": "processing",
     "acknowledgement": "consumers",
+    "consumersPaused": "pause",
     "producersPerTopic": "client-count",
     "consumersPerGroup": "client-count",
     "partitionsPerTopic": "partitions",
@@ -45,6 +46,7 @@ REFUSED = {
     "replicationFactor": "replication is set when topics are created; start a new run",
     "consumerType": "a run's consumers are either share groups or consumer groups; start a new run",
     "groupsPerTopic": "groups are created when a run starts; start a new run",
+    "mode": "a run's test mode is chosen when it starts; start a new run",
 }
 
 

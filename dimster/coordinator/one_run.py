@@ -25,6 +25,8 @@ class RunOutcome:
     exit_code: int  # what `dimster run` exits with: 0, or RunFailed's code
     failure: str | None = None
     totals: dict = field(default_factory=dict)
+    stopped_early: bool = False  # Ctrl-C or `dimster stop` ended it before its plan did
+    mode: dict = field(default_factory=dict)  # run.json's: what the test mode found
 
 
 def run_workload(
@@ -34,16 +36,18 @@ def run_workload(
     control: ControlServer | None = None,
     say: Callable[[str], None] = print,
     progress: Callable[[str], None] = print,
+    context: dict | None = None,
 ) -> RunOutcome:
     """Run `workload` on the cluster of `profile`; results go to a new bundle under `results_root`.
     Raises DimsterError when the run cannot start (bad input, cluster, workers); a run that started
-    and failed is an outcome. `control`, when given, serves the run and is closed at its end."""
+    and failed is an outcome. `control`, when given, serves the run and is closed at its end;
+    `context` goes into the run's status (a campaign's point)."""
     if workload.broker_config:
         overrides = {**profile.broker_overrides, **workload.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
     agents = connect_agents(profile, workload.name)
     try:
-        return _run_on(workload, profile, agents, results_root, control, say, progress)
+        return _run_on(workload, profile, agents, results_root, control, say, progress, context)
     finally:
         if agents:
             agents.close()
@@ -59,7 +63,7 @@ def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers 
     return agents
 
 
-def _run_on(workload, profile, agents, results_root, control, say, progress) -> RunOutcome:
+def _run_on(workload, profile, agents, results_root, control, say, progress, context) -> RunOutcome:
     cluster = backend_for(profile)
     cluster.ensure(progress)
     bundle = ResultsBundle(results_root, workload.name)
@@ -89,6 +93,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress) -> 
         say=lambda line: say(bundle.redact_text(line)),
         on_worker_loss=profile.on_worker_loss,
         client_bootstrap=profile.client_bootstrap_servers,
+        context=context,
     )
     failure = None
     try:
@@ -101,4 +106,12 @@ def _run_on(workload, profile, agents, results_root, control, say, progress) -> 
         if control:
             control.close()  # the run is over: free the environment before anything else
     info = bundle.run_info
-    return RunOutcome(bundle.path, info.get("status", "failed"), exit_code, failure, info.get("totals", {}))
+    return RunOutcome(
+        bundle.path,
+        info.get("status", "failed"),
+        exit_code,
+        failure,
+        info.get("totals", {}),
+        stopped_early=coordinator.stop_requested > 0,
+        mode=info.get("mode", {}),
+    )

@@ -17,7 +17,8 @@ from dimster.coordinator.changes import Change, live_changes
 from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
-from dimster.coordinator.plans import RunPlan, SteadyPlan
+from dimster.coordinator.correctness import correctness_verdict
+from dimster.coordinator.plans import RunPlan, SteadyPlan, plan_for
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.self_cost import SelfCost
 from dimster.coordinator.topology import (
@@ -64,6 +65,12 @@ class RunFailed(DimsterError):
     exit_code = 4
 
 
+class CorrectnessFailed(RunFailed):
+    """The run completed, and its records were not all delivered intact, in order, once."""
+
+    exit_code = 7
+
+
 @dataclass
 class WorkerState:
     """What the coordinator knows of one worker, from its messages."""
@@ -92,6 +99,7 @@ class Coordinator:
         on_worker_loss: str = "fail",
         client_bootstrap: str | None = None,
         plan: RunPlan | None = None,
+        context: dict | None = None,
     ):
         self.workload = workload
         self.cluster = cluster
@@ -100,7 +108,8 @@ class Coordinator:
         self.control = control
         self._say = say
         self.on_worker_loss = on_worker_loss  # fail | continue
-        self.plan = plan or SteadyPlan()
+        self.plan = plan or plan_for(workload)
+        self.context = context or {}  # shown in status: the campaign and point a run belongs to
         self.run_id = uuid.uuid4().hex[:8]
         self.topology: Topology = build_topology(workload, self.run_id)
         self.worker_count = max(1, min(capacity, len(self.topology.producers) + len(self.topology.consumers)))
@@ -145,7 +154,8 @@ class Coordinator:
                 Assignment(
                     worker_index=index,
                     bootstrap_servers=self.client_bootstrap,
-                    workload=self.workload.model_dump(by_alias=True),
+                    # consumers join before load starts, paused or not: paused ones leave once it has
+                    workload=self.workload.model_copy(update={"consumers_paused": False}).model_dump(by_alias=True),
                     producers=producers,
                     consumers=consumers,
                     total_producers=max(1, len(self.topology.producers)),
@@ -286,7 +296,7 @@ class Coordinator:
             (add.producers if spec in producers else add.consumers).append(spec)
         for target, add in plan.items():
             self._send(target, add)
-        if consumers:
+        if consumers and not self.workload.consumers_paused:  # paused ones join when they resume
             self._watch_assignments()
         return {client_id(spec): self.placement[client_id(spec)] for spec in [*producers, *consumers]}
 
@@ -385,7 +395,10 @@ class Coordinator:
         self._last_flush = time.time()
         for index in self._live_workers():
             self._send(index, StartLoad(self.load_started))
+            if w.consumers_paused:
+                self._send(index, Update(w.model_dump(by_alias=True), max(1, len(self.topology.producers))))
         self.aggregate.load_started = self.load_started
+        self.aggregate.probing = getattr(self.plan, "probes", False)
         self.aggregate.restart_pacing_window()  # reports from before load start say nothing of pacing
         self.aggregate.take_window()  # the first status line covers load only
         self.broker_watch.start()
@@ -412,7 +425,9 @@ class Coordinator:
 
     def _plan_step(self) -> bool:
         """Ask the plan what to do now; apply its changes. True when the load phase is over."""
-        step = self.plan.step(time.time() - self.load_started, self.workload, self.status)
+        step = self.plan.step(time.time() - self.load_started, self.workload, self.aggregate)
+        if step.evidence:
+            self.bundle.event("plan_evidence", **step.evidence)
         if step.note:
             self.bundle.event("plan", plan=self.plan.name, note=step.note)
             self.say(f"-- {self.plan.name}: {step.note}")
@@ -434,7 +449,9 @@ class Coordinator:
         for index in self._live_workers():
             self._send(index, StopProducers())
         self._wait(lambda: all(x.producers_stopped or x.gone for x in self.states), 90, every)
-        if not self.failure and not forced:
+        if self.workload.consumers_paused:
+            self.bundle.event("drain_skipped", reason="consumers are paused", backlog=self.aggregate.backlog)
+        elif not self.failure and not forced:
             self.bundle.event("drain_started", backlog=self.aggregate.backlog)
             drained = self._wait(lambda: self.aggregate.backlog == 0, self.workload.drain_timeout_seconds, every)
             self.bundle.event("drain_ended", drained=drained, backlog=self.aggregate.backlog)
@@ -497,6 +514,10 @@ class Coordinator:
             "in_doubt": a.in_doubt(self.unconsumed_by_group),
             "backlog": a.backlog,
         }
+        mode = self.plan.result() or {"type": self.workload.mode.type}
+        if mode["type"] == "correctness":
+            totals.update(corrupt=a.corrupt, out_of_order=a.out_of_order)
+            mode = correctness_verdict(self.workload.mode, totals, self.workload.consumer_type)
         status = "failed" if self.failure else ("forced" if forced else "completed")
         self.bundle.run_info.update(
             {
@@ -512,6 +533,7 @@ class Coordinator:
                 "e2e_ms": self.aggregate.e2e_measured.summary_ms(),  # the summary has more
                 "coordinator": self.self_cost.as_record(),
                 "final_workload": self.workload.to_yaml_dict(),
+                "mode": mode,
             }
         )
         self.bundle.save_run_info()
@@ -522,9 +544,23 @@ class Coordinator:
             f"lost {totals['lost']:,}, unconsumed {_count(totals['unconsumed'])}{in_doubt}, "
             f"duplicates {a.duplicates:,}; results in {self.bundle.path}"
         )
+        if mode.get("verdict"):
+            self.say(f"{self.plan.name}: {mode['verdict']}")
         if self.failure:
             raise RunFailed(f"run failed: {self.failure} (results kept in {self.bundle.path})")
+        if mode["type"] == "correctness":
+            return self._correctness_outcome(mode)
         return 0
+
+    def _correctness_outcome(self, verdict: dict) -> int:
+        checked = "loss, corruption, order, duplicates" if verdict["order_checked"] else "loss, corruption, duplicates"
+        if verdict["passed"]:
+            self.say(f"correctness passed ({checked})")
+            return 0
+        self.bundle.event("correctness_failed", reasons=verdict["reasons"])
+        raise CorrectnessFailed(
+            f"correctness failed: {', '.join(verdict['reasons'])} (results kept in {self.bundle.path})"
+        )
 
     # ---- the control API ----------------------------------------------------------------------------
     def _serve(self, request: ControlRequest) -> None:
@@ -575,6 +611,9 @@ class Coordinator:
             "consumers": len(self.topology.consumers),
             "brokers": sorted(self.broker_watch.registered) if self.broker_watch else [],
             "workers": [{**w, "alive": not self.states[w["index"]].gone} for w in self.workers.describe()],
+            "mode": self.workload.mode.type,
+            "consumersPaused": self.workload.consumers_paused,
+            **self.context,
             "settings": self.workload.to_yaml_dict(),
         }
 
@@ -608,8 +647,11 @@ class Coordinator:
             self._resize_clients(new)
         if effects & {"rate", "client-count"}:
             self.aggregate.restart_pacing_window()
+        resumed = "pause" in effects and not new.consumers_paused
         for index in self._live_workers():
             self._send(index, Update(new.model_dump(by_alias=True), max(1, len(self.topology.producers))))
+        if resumed:  # the consumers rejoin their groups: the timeline shows when they hold assignments
+            self._watch_assignments()
         if broker_cluster is not None:
             notes.append("broker config: redeploying in the background (watch the console and events)")
             threading.Thread(target=self._redeploy, args=(broker_cluster,), daemon=True).start()

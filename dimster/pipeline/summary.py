@@ -24,13 +24,14 @@ QUANTILES = {
     "p99_99": (9999, 10000),
 }
 TABLES = ("intervals", "histograms", "delivery_counts", "client_stats")
+THROUGHPUT_FIELDS = ("produced_msgs_per_s", "produced_mb_per_s", "consumed_msgs_per_s", "consumed_mb_per_s")
 
 
 def is_run_folder(path: Path) -> bool:
     return (path / "run.json").is_file() or (path / "metrics").is_dir()
 
 
-def _run_info(path: Path) -> dict:
+def read_run_info(path: Path) -> dict:
     """run.json, or {} when it is missing or unreadable (a run killed while writing it)."""
     try:
         data = json.loads(path.read_text())
@@ -71,7 +72,7 @@ def summarize(run_dir: Path, master: str) -> dict:
     metrics = run_dir / "metrics"
     present = [t for t in TABLES if any((metrics / t).glob("*.parquet"))]
     missing = [t for t in TABLES if t not in present]
-    run_info = _run_info(run_dir / "run.json")
+    run_info = read_run_info(run_dir / "run.json")
     notes = []
     if not (run_dir / "run.json").exists():
         notes.append("run.json is missing: versions, totals and status unknown")
@@ -90,6 +91,7 @@ def summarize(run_dir: Path, master: str) -> dict:
         "timeline": load_timeline(run_dir),
         # seconds each group's consumers took to hold their assignments before load started
         "consumer_assignment_seconds": run_info.get("consumer_assignment_seconds"),
+        "mode": run_info.get("mode"),  # what a test mode found: a limit, a drain, a correctness verdict
     }
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
@@ -119,9 +121,7 @@ def _spark_tables(spark, metrics: Path, present: list[str], summary: dict) -> di
         summary["polls"] = _polls(intervals)
     if "histograms" in frames:
         h = frames["histograms"].withColumn("second", F.floor("run_time_s").cast("long"))
-        # The measured phase's latencies: records intended to be sent in it, whenever they were
-        # consumed (warm-up records carry the prefix; runs from before it: reports during warm-up).
-        measured = h.where(~F.col("metric").startswith(WARMUP_PREFIX) & (F.col("phase") != "warmup"))
+        measured = measured_latencies(h)
         overall = latency_percentiles(measured, []).toPandas()
         summary["latency_ms"] = {r["metric"]: _row(r) for r in overall.to_dict("records")}
         # Per second: whatever was observed in that second, warm-up records included.
@@ -193,27 +193,50 @@ def _throughput(intervals):
     ).orderBy("second")
 
 
-def _overall_throughput(intervals) -> dict:
+def measured_latencies(histograms):
+    """The measured phase's latencies: records intended to be sent in it, whenever they were consumed
+    (warm-up records carry WARMUP_PREFIX; runs from before it: reports during warm-up)."""
     from pyspark.sql import functions as F
 
-    measured = intervals.where(F.col("phase") == "measure")
-    row = measured.agg(
-        F.sum("sent").alias("sent"),
-        F.sum("sent_bytes").alias("sent_bytes"),
-        F.sum("received").alias("received"),
-        F.sum("received_bytes").alias("received_bytes"),
-        F.countDistinct("second").alias("seconds"),
-    ).first()
+    return histograms.where(~F.col("metric").startswith(WARMUP_PREFIX) & (F.col("phase") != "warmup"))
+
+
+def measured_throughput(intervals, keys: list[str]):
+    """Per `keys`: the measured phase's seconds (distinct `second` values) and produced and consumed
+    msg/s and MB/s over them (null where no second was measured)."""
+    from pyspark.sql import functions as F
+
+    sums = (
+        intervals.where(F.col("phase") == "measure")
+        .groupBy(*keys)
+        .agg(
+            F.sum("sent").alias("sent"),
+            F.sum("sent_bytes").alias("sent_bytes"),
+            F.sum("received").alias("received"),
+            F.sum("received_bytes").alias("received_bytes"),
+            F.countDistinct("second").alias("seconds"),
+        )
+    )
+
+    def per_second(column: str, scale: float = 1.0):
+        return F.try_divide(F.coalesce(F.col(column), F.lit(0)), F.col("seconds")) / scale
+
+    return sums.select(
+        *keys,
+        "seconds",
+        per_second("sent").alias("produced_msgs_per_s"),
+        per_second("sent_bytes", 1e6).alias("produced_mb_per_s"),
+        per_second("received").alias("consumed_msgs_per_s"),
+        per_second("received_bytes", 1e6).alias("consumed_mb_per_s"),
+    )
+
+
+def _overall_throughput(intervals) -> dict:
+    row = measured_throughput(intervals, []).first()
     seconds = row["seconds"] or 0
     if not seconds:
         return {"seconds": 0}
-    return {
-        "seconds": seconds,
-        "produced_msgs_per_s": (row["sent"] or 0) / seconds,
-        "produced_mb_per_s": (row["sent_bytes"] or 0) / seconds / 1e6,
-        "consumed_msgs_per_s": (row["received"] or 0) / seconds,
-        "consumed_mb_per_s": (row["received_bytes"] or 0) / seconds / 1e6,
-    }
+    return {key: row[key] for key in ("seconds", *THROUGHPUT_FIELDS)}
 
 
 def _polls(intervals) -> dict:

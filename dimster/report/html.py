@@ -42,7 +42,7 @@ def write_report(run_dir: Path) -> Path:
     """Write `run_dir/report.html` from the run's summary; returns its path."""
     run = load_run(run_dir)
     page = Page(f"dimster: {run.name} ({run.path.name})")
-    page.add(header(run), notes_box("Notes", notes(run)), key_numbers(run))
+    page.add(header(run), notes_box("Notes", notes(run)), key_numbers(run), mode_panel(run))
     page.add(time_charts(run, page), delivery_counts(run, page), partition_table(run), client_tables(run))
     page.add(timeline_table(run), inputs(run))
     target = run_dir / "report.html"
@@ -59,6 +59,38 @@ def notes(run: RunData) -> list[str]:
     if run.load_started is None and (run.timeline.get("modifications") or run.timeline.get("events")):
         found.append("load start time unknown: modifications and events are not drawn on the charts")
     return found
+
+
+def mode_panel(run: RunData) -> str:
+    """A test mode's outcome and evidence: explore-limits' steps, drain-backlog's drain, the
+    correctness verdict."""
+    from dimster.cli.summary import mode_line
+
+    mode = run.run_info.get("mode") or {}
+    if not mode_line(mode):
+        return ""
+    html = f"<p>{escape(mode_line(mode))}</p>"
+    if mode["type"] == "explore-limits" and mode.get("steps"):
+        rows = [
+            [
+                integer(s["step"]),
+                decimal(s["rate"]),
+                "pass" if s["passed"] else "fail",
+                decimal(s["published_msgs_per_s"]),
+                decimal(s["consumed_msgs_per_s"]),
+                decimal(s["e2e_p99_ms"]),
+                decimal(s["backlog_growth_msgs_per_s"]),
+                text((s.get("drain") or {}).get("outcome")),
+                text("; ".join(s["reasons"])),
+            ]
+            for s in mode["steps"]
+        ]
+        headers = ["step", "rate", "verdict", "published/s", "consumed/s", "e2e p99 ms", "backlog/s", "drain", "why"]
+        html += data_table(headers, rows, text_columns=1)
+    else:
+        shown = {k: v for k, v in mode.items() if k not in ("type", "steps") and not isinstance(v, list)}
+        html += kv_table((k, text(v)) for k, v in shown.items())
+    return panel(f"Test mode: {mode['type']}", html)
 
 
 def header(run: RunData) -> str:

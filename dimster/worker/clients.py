@@ -32,7 +32,8 @@ log = logging.getLogger("dimster.worker")
 
 def producer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats) -> ProducerDriver:
     properties = {"bootstrap.servers": bootstrap, **role_properties(workload, "producer")}
-    bodies = make_bodies(workload.message_size, workload.payload.type, workload.payload.compressible_ratio)
+    payload, checksum = workload.payload, workload.mode.type == "correctness"
+    bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, checksum=checksum)
     if workload.client_library.producer == "java":
         from dimster.clients.java import JavaProducer as driver
     else:
@@ -48,7 +49,7 @@ def consumer_driver(workload: Workload, bootstrap: str, client_id: str, spec: Co
         from dimster.clients.java import JavaConsumer as driver
     else:
         from dimster.clients.librdkafka import LibrdkafkaConsumer as driver
-    return driver(properties, client_id, share, on_stats)
+    return driver(properties, client_id, share, on_stats, verify=workload.mode.type == "correctness")
 
 
 class LoadClient:
@@ -233,6 +234,8 @@ class ConsumerClient(LoadClient):
         self.rng = random.Random()
         self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
+        # correctness, consumer groups: (partition, producer id) -> (offset, sequence) of the last record
+        self.last_seen: dict[tuple[int, int], tuple[int, int]] = {}
 
     def take_interval(self) -> ClientInterval:
         interval = super().take_interval()
@@ -240,10 +243,18 @@ class ConsumerClient(LoadClient):
         interval.settled = {pid: to_ranges(sequences) for pid, sequences in interval.settled.items()}
         return interval
 
+    @property
+    def paused(self) -> bool:
+        return self.workload.consumers_paused
+
     def run(self) -> None:
         while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
             self.recreate.clear()
             self.wake.clear()
+            if self.paused:  # a paused consumer holds no Kafka client: it has left its group
+                self.subscribed.set()
+                self.wake.wait(0.2)
+                continue
             self._consume_until_recreated()
 
     def _consume_until_recreated(self) -> None:
@@ -254,7 +265,7 @@ class ConsumerClient(LoadClient):
         try:
             driver.subscribe(self.topic)
             self.subscribed.set()
-            while not self.stopping.is_set() and not self.recreate.is_set():
+            while not self.stopping.is_set() and not self.recreate.is_set() and not self.paused:
                 polled = driver.poll(0.2)
                 if polled is None:
                     continue
@@ -279,6 +290,21 @@ class ConsumerClient(LoadClient):
         outcomes[draws < ack.release_fraction] = RELEASE
         return outcomes
 
+    def _out_of_order(self, polled: Polled, ours: np.ndarray, headers: np.ndarray) -> int:
+        """Records of a producer that follow a later record of it in their partition's log. A record at
+        or below the last offset seen is a re-read (a rebalance, a restart), not disorder."""
+        count = 0
+        last_seen = self.last_seen
+        producer_ids, sequences = headers["producer_id"].tolist(), headers["sequence"].tolist()
+        for i in np.flatnonzero(ours).tolist():
+            key = (int(polled.partitions[i]), producer_ids[i])
+            offset, sequence = int(polled.offsets[i]), sequences[i]
+            previous = last_seen.get(key)
+            if previous is not None and offset > previous[0] and sequence < previous[1]:
+                count += 1
+            last_seen[key] = (offset, sequence)
+        return count
+
     def _record(self, polled: Polled, outcomes: np.ndarray | None) -> None:
         """Account for one poll: counts, delivery counts, outcomes, settled sequences, e2e latency."""
         now_ns = clock.now_ns()
@@ -286,6 +312,12 @@ class ConsumerClient(LoadClient):
         settles = ours
         with self.lock:
             interval = self.interval
+            interval.first_received_at = interval.first_received_at or now_ns / 1e9
+            interval.last_received_at = now_ns / 1e9
+            if polled.intact is not None:
+                interval.corrupt += int((~(ours & polled.intact)).sum())
+                if self.role == "consumer":
+                    interval.out_of_order += self._out_of_order(polled, ours, headers)
             interval.polls += 1
             interval.max_poll_records = max(interval.max_poll_records, polled.count)
             interval.received += polled.count

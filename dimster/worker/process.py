@@ -190,6 +190,8 @@ class Worker:
             consumer.workload = workload
             if rebuild_consumers:
                 consumer.rebuild()
+            elif old.consumers_paused != workload.consumers_paused:
+                consumer.wake.set()  # cut a processing pause short: pause or resume at once
         self._set_measure_from(self.clients)
 
     def _add(self, producers, consumers) -> None:

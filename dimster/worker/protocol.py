@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -91,6 +91,10 @@ class ClientInterval:
     delivery_counts: dict[int, int] = field(default_factory=dict)
     settled: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> sequence ranges
     client_stats: dict | None = None
+    first_received_at: float = 0.0  # epoch s (coordinator's clock) of the interval's first and last
+    last_received_at: float = 0.0  # polls that returned records; 0 when none did
+    corrupt: int = 0  # correctness: records not written by dimster, or whose body checksum fails
+    out_of_order: int = 0  # correctness, consumer groups: a producer's record below its predecessor
 
 
 @dataclass

@@ -2,7 +2,7 @@
 Benchmark and the Dimster posts; Kafka property names are used as they are."""
 
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -73,6 +73,79 @@ class KafkaConfig(Strict):
     topic_config: KafkaProperties = Field(default_factory=dict, alias="topicConfig")
 
 
+class Steady(Strict):
+    """A plain run: load for warmupSeconds + durationSeconds."""
+
+    type: Literal["steady"] = "steady"
+
+
+class ExploreLimits(Strict):
+    """The highest total producer rate that holds `targetE2eP99Ms` with a backlog that does not grow:
+    ramp from `startRate` by `rampFactor` until a step fails, then bisect to `precision`. Each step
+    settles, is judged over `stepSeconds`, then the backlog is drained (producers at 0, processing
+    time removed) before the next one. durationSeconds does not apply: the search ends the run."""
+
+    type: Literal["explore-limits"]
+    target_e2e_p99_ms: float = Field(..., alias="targetE2eP99Ms", gt=0)
+    start_rate: float = Field(1000, alias="startRate", gt=0)
+    min_rate: float = Field(1, alias="minRate", gt=0)
+    max_rate: float = Field(1_000_000, alias="maxRate", gt=0)
+    ramp_factor: float = Field(2, alias="rampFactor", gt=1)
+    precision: float = Field(0.05, gt=0, lt=1)  # stop when the failing rate is within this of the passing one
+    settle_seconds: float = Field(5, alias="settleSeconds", ge=0)
+    step_seconds: float = Field(20, alias="stepSeconds", gt=0)
+    # consumers may fall behind producers by at most this fraction of the rate over a judged step
+    max_backlog_growth: float = Field(0.02, alias="maxBacklogGrowth", ge=0)
+    min_rate_achieved: float = Field(0.95, alias="minRateAchieved", gt=0, le=1)  # producers must reach it
+    confirm: bool = True  # the limit must pass twice
+    max_steps: int = Field(30, alias="maxSteps", ge=1)
+    drain_timeout_seconds: float = Field(120, alias="drainTimeoutSeconds", gt=0)
+    drain_stall_seconds: float = Field(15, alias="drainStallSeconds", gt=0)
+
+    @model_validator(mode="after")
+    def _rates(self):
+        if not self.min_rate <= self.start_rate <= self.max_rate:
+            raise ValueError("explore-limits needs minRate <= startRate <= maxRate")
+        return self
+
+
+class DrainBacklog(Strict):
+    """Build a backlog of `backlogRecords` (or `backlogBytes`) with consumers paused, then resume them
+    with producers at `residualRate`: the drain's throughput and time to empty."""
+
+    type: Literal["drain-backlog"]
+    backlog_records: int | None = Field(None, alias="backlogRecords", ge=1)
+    backlog_bytes: int | None = Field(None, alias="backlogBytes", ge=1)
+    residual_rate: float = Field(0, alias="residualRate", ge=0)
+    build_timeout_seconds: float = Field(600, alias="buildTimeoutSeconds", gt=0)
+    drain_timeout_seconds: float = Field(300, alias="drainTimeoutSeconds", gt=0)
+    drain_stall_seconds: float = Field(30, alias="drainStallSeconds", gt=0)
+
+    @model_validator(mode="after")
+    def _one_size(self):
+        if (self.backlog_records is None) == (self.backlog_bytes is None):
+            raise ValueError("drain-backlog needs either backlogRecords or backlogBytes")
+        return self
+
+
+class Correctness(Strict):
+    """Every record checked: payload checksums (corruption), per-partition order of each producer's
+    records (consumer groups), loss and duplicates. A failed verdict exits with its own code."""
+
+    type: Literal["correctness"]
+    allow_duplicates: bool = Field(False, alias="allowDuplicates")
+
+
+Mode = Annotated[Steady | ExploreLimits | DrainBacklog | Correctness, Field(discriminator="type")]
+MODES = ("steady", "explore-limits", "drain-backlog", "correctness")
+CHECKSUM_SIZE = 4  # correctness: the body starts with the CRC-32 of the rest
+
+
+def mode_mapping(value):
+    """`mode: correctness` is short for `mode: {type: correctness}`."""
+    return {"type": value} if isinstance(value, str) else value
+
+
 Library = Literal["librdkafka", "java"]
 
 
@@ -116,6 +189,7 @@ class Workload(Strict):
     consumer_proc_ms_max: float = Field(0, alias="consumerProcMsMax", ge=0)
     consumer_proc_parallelism: int = Field(1, alias="consumerProcParallelism", ge=-1)
     acknowledgement: Acknowledgement = Field(default_factory=Acknowledgement)
+    consumers_paused: bool = Field(False, alias="consumersPaused")  # paused consumers hold no Kafka client
     warmup_seconds: float = Field(0, alias="warmupSeconds", ge=0)
     duration_seconds: float = Field(60, alias="durationSeconds", ge=0)
     report_interval_seconds: float = Field(10, alias="reportIntervalSeconds", gt=0)
@@ -124,6 +198,14 @@ class Workload(Strict):
     client_library: ClientLibrary = Field(default_factory=ClientLibrary, alias="clientLibrary")
     kafka_config: KafkaConfig = Field(default_factory=KafkaConfig, alias="kafkaConfig")
     broker_config: KafkaProperties = Field(default_factory=dict, alias="brokerConfig")
+    mode: Mode = Field(default_factory=Steady)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_name(cls, value):
+        if isinstance(value, str) and value not in MODES:
+            raise ValueError(f"must be one of {', '.join(MODES)} (or a mapping with 'type')")
+        return mode_mapping(value)
 
     @field_validator("client_library", mode="before")
     @classmethod
@@ -143,6 +225,14 @@ class Workload(Strict):
             raise ValueError("consumerProcParallelism is 1 (serial), N (in flight per consumer) or -1 (whole poll)")
         if self.acknowledgement.mode == "EXPLICIT" and self.consumer_type != "SHARE_GROUP":
             raise ValueError("acknowledgement mode EXPLICIT needs consumerType: SHARE_GROUP")
+        if self.mode.type == "explore-limits" and self.producer_rate_schedule is not None:
+            raise ValueError("mode explore-limits sets the producer rate itself: drop producerRateSchedule")
+        if self.mode.type in ("explore-limits", "drain-backlog") and not (
+            self.total_producers and self.total_consumers
+        ):
+            raise ValueError(f"mode {self.mode.type} needs producers and consumers")
+        if self.mode.type == "correctness" and self.message_size < HEADER_SIZE + CHECKSUM_SIZE:
+            raise ValueError(f"mode correctness needs messageSize of at least {HEADER_SIZE + CHECKSUM_SIZE} (checksum)")
         return self
 
     @property
@@ -172,5 +262,7 @@ def load_workload(path: Path, sets: list[tuple[str, str]] = ()) -> Workload:
     if sets:
         if "clientLibrary" in data:  # so that --set clientLibrary.producer=... works on the short form too
             data["clientLibrary"] = one_library_for_all(data["clientLibrary"])
+        if "mode" in data:  # and --set mode.targetE2eP99Ms=... on `mode: explore-limits`
+            data["mode"] = mode_mapping(data["mode"])
         data = apply_overrides(data, sets)
     return parse_workload(data, display(path))

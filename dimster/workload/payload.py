@@ -5,6 +5,7 @@ consumers count lost and duplicated records."""
 import os
 import random
 import struct
+import zlib
 
 import numpy as np
 
@@ -15,6 +16,7 @@ HEADER_ARRAY = np.dtype(  # the same layout, for reading many headers at once
     [("magic", "S2"), ("version", "u1"), ("producer_id", ">u4"), ("sequence", ">u8"), ("intended_ns", ">i8")]
 )
 VERSION = 1
+CHECKSUM = struct.Struct(">I")  # correctness mode: a body starts with the CRC-32 of the rest of it
 
 
 def pack_header(producer_id: int, sequence: int, intended_ns: int) -> bytes:
@@ -36,11 +38,20 @@ def unpack_headers(headers: bytes) -> tuple[np.ndarray, np.ndarray]:
     return (records["magic"] == MAGIC) & (records["version"] == VERSION), records
 
 
+def body_intact(body: bytes) -> bool:
+    """A checksummed body (see make_bodies) whose bytes are as the producer wrote them."""
+    return len(body) >= CHECKSUM.size and CHECKSUM.unpack_from(body)[0] == zlib.crc32(body[CHECKSUM.size :])
+
+
 def make_bodies(
-    size: int, kind: str, compressible_ratio: float, count: int = 16, seed: int | None = None
+    size: int, kind: str, compressible_ratio: float, count: int = 16, seed: int | None = None, checksum: bool = False
 ) -> list[bytes]:
     """`count` bodies of `size - HEADER_SIZE` bytes to rotate through. COMPRESSIBLE bodies have
-    `compressible_ratio` of their bytes as a repeated pattern and the rest random."""
+    `compressible_ratio` of their bytes as a repeated pattern and the rest random. With `checksum`,
+    each body's first 4 bytes are the CRC-32 of its other bytes, so a consumer can tell it intact."""
+    if checksum:
+        rest = make_bodies(size - CHECKSUM.size, kind, compressible_ratio, count, seed)
+        return [CHECKSUM.pack(zlib.crc32(body)) + body for body in rest]
     length = max(0, size - HEADER_SIZE)
     rng = random.Random(seed)
     bodies = []

@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.zip.CRC32;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -27,8 +28,12 @@ public final class DimsterConsumer {
     public int[] deliveryCounts = new int[0];  // 1 for consumer groups
     public byte[] headers = new byte[0];  // the first HEADER_SIZE bytes of each value, zero-filled when shorter
     public long valueBytes;
+    public long[] offsets = new long[0];
+    public boolean[] intact = new boolean[0];  // when verifying: the body's CRC-32 matches its first 4 bytes
+    private final boolean verify;
 
-    public DimsterConsumer(Map<String, Object> config, boolean shareGroup) {
+    public DimsterConsumer(Map<String, Object> config, boolean shareGroup, boolean verify) {
+        this.verify = verify;
         ByteArrayDeserializer keys = new ByteArrayDeserializer(), values = new ByteArrayDeserializer();
         share = shareGroup ? new KafkaShareConsumer<>(config, keys, values) : null;
         classic = shareGroup ? null : new KafkaConsumer<>(config, keys, values);
@@ -48,6 +53,8 @@ public final class DimsterConsumer {
         polled.clear();
         partitions = new int[count];
         deliveryCounts = new int[count];
+        offsets = new long[count];
+        intact = new boolean[verify ? count : 0];
         headers = new byte[count * size];
         valueBytes = 0;
         int i = 0;
@@ -55,14 +62,27 @@ public final class DimsterConsumer {
             polled.add(record);
             partitions[i] = record.partition();
             deliveryCounts[i] = record.deliveryCount().map(Short::intValue).orElse(1);
+            offsets[i] = record.offset();
             byte[] value = record.value();
             if (value != null) {
                 valueBytes += value.length;
                 System.arraycopy(value, 0, headers, i * size, Math.min(size, value.length));
+                if (verify) intact[i] = bodyIntact(value, size);
             }
             i++;
         }
         return count;
+    }
+
+    /** A checksummed body (see payload.py): its first 4 bytes, big-endian, are the CRC-32 of the rest. */
+    static boolean bodyIntact(byte[] value, int headerSize) {
+        int body = headerSize + 4;
+        if (value.length < body) return false;
+        long expected = ((value[headerSize] & 0xFFL) << 24) | ((value[headerSize + 1] & 0xFFL) << 16)
+            | ((value[headerSize + 2] & 0xFFL) << 8) | (value[headerSize + 3] & 0xFFL);
+        CRC32 crc = new CRC32();
+        crc.update(value, body, value.length - body);
+        return crc.getValue() == expected;
     }
 
     /** Explicit acknowledgement of every record of the last poll: 0 accept, 1 release, 2 reject. */

@@ -1,0 +1,192 @@
+"""Test modes on the real `local` cluster: explore-limits finds a capacity the workload itself sets,
+drain-backlog times the drain of a known backlog, and correctness catches faults made through Kafka
+itself (records deleted under the group, foreign records written into the topic)."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.conftest import REPO, dimster
+from tests.runs import only_bundle, run_info, write_workload
+
+pytestmark = pytest.mark.kafka
+
+CORRECTNESS = {
+    "consumerType": "CONSUMER_GROUP",
+    "messageDistributor": "KEY_ROUND_ROBIN",
+    "keyCount": 50,
+    "producerRate": 400,
+    "warmupSeconds": 0,
+    "durationSeconds": 0,  # the test stops it
+    "mode": "correctness",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_cluster_down_afterwards():
+    yield
+    dimster("stop", "local")
+    assert dimster("cluster", "down", "local").code == 0
+
+
+def bootstrap() -> str:
+    result = dimster("cluster", "status", "local", "--json")
+    return json.loads(result.stdout)["bootstrap_servers"]
+
+
+def status() -> dict:
+    result = dimster("status", "local", "--json")
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def wait(condition: str, timeout: int = 120) -> None:
+    result = dimster("wait", "local", "--until", condition, "--timeout", str(timeout))
+    assert result.code == 0, result.stderr + result.stdout
+
+
+def start(tmp_path, name: str, **keys) -> subprocess.Popen:
+    """A run as a process of its own (so that the test can act on Kafka while it runs)."""
+    workload = write_workload(tmp_path, name, **keys)
+    command = [sys.executable, "-m", "dimster", "run", "local", "-w", str(workload)]
+    command += ["--results", str(tmp_path / "results"), "--no-summary"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if dimster("status", "local", "--json").code == 0 and status()["phase"] in ("warmup", "measure"):
+            return process
+        assert process.poll() is None, process.communicate()
+        time.sleep(1)
+    process.kill()
+    raise AssertionError("the run did not start load within 180 s")
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    assert dimster("stop", "local", "--timeout", "120").code == 0
+    out, err = process.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    return process.returncode, out + err
+
+
+def test_a_clean_correctness_run_passes(tmp_path):
+    process = start(tmp_path, "clean", **CORRECTNESS)
+    wait("received>=3000")
+    code, output = finish(process)
+    mode = run_info(only_bundle(tmp_path / "results"))["mode"]
+    assert code == 0, output
+    assert mode["passed"] and mode["order_checked"], mode
+    assert (mode["lost"], mode["corrupt"], mode["out_of_order"], mode["duplicates"]) == (0, 0, 0, 0)
+    assert "correctness passed" in output
+
+
+def test_records_deleted_under_the_group_are_reported_lost(tmp_path):
+    """Consumers paused (they leave the group), records deleted up to the end of the log through the
+    Admin API, consumers resumed: the group cannot consume what was deleted."""
+    process = start(tmp_path, "deleted", consumersPaused=True, **CORRECTNESS)
+    wait("acked>=2000 and received==0")
+    topic = f"deleted-{status()['runId']}-0"
+    admin = AdminClient({"bootstrap.servers": bootstrap()})
+    partitions = [TopicPartition(topic, p, -1) for p in range(3)]  # -1: up to the high watermark
+    deleted = admin.delete_records(partitions)
+    for future in deleted.values():
+        future.result(timeout=30)
+    acked_at_delete = status()["acked"]
+    assert dimster("run", "local", "--modify", "--set", "consumersPaused=false").code == 0
+    wait(f"received>=1000 and acked>{acked_at_delete + 1000}")
+    code, output = finish(process)
+    info = run_info(only_bundle(tmp_path / "results"))
+    mode = info["mode"]
+    assert code == 7, output
+    assert not mode["passed"] and mode["lost"] > 0 and mode["corrupt"] == 0
+    # what was deleted had been acknowledged before the deletion; nothing acknowledged after it is lost
+    assert mode["lost"] <= acked_at_delete
+    assert any("lost" in reason for reason in mode["reasons"])
+    assert "correctness failed" in output
+
+
+def test_foreign_records_in_the_topic_are_reported_corrupt(tmp_path):
+    process = start(tmp_path, "foreign", **CORRECTNESS)
+    wait("received>=500")
+    topic = f"foreign-{status()['runId']}-0"
+    producer = Producer({"bootstrap.servers": bootstrap()})
+    for n in range(50):
+        producer.produce(topic, value=f"not a dimster record {n}".encode() * 10, partition=n % 3)
+    assert producer.flush(30) == 0
+    time.sleep(3)  # well within the consumers' reach; the stop drains the rest
+    code, output = finish(process)
+    mode = run_info(only_bundle(tmp_path / "results"))["mode"]
+    assert code == 7, output
+    assert mode["corrupt"] == 50 and mode["lost"] == 0 and mode["out_of_order"] == 0, mode
+
+
+def test_drain_backlog_times_the_drain_of_a_known_backlog(tmp_path):
+    workload = write_workload(
+        tmp_path,
+        "drain",
+        producerRate=1000,
+        warmupSeconds=0,
+        mode={"type": "drain-backlog", "backlogRecords": 6000, "drainTimeoutSeconds": 120},
+    )
+    result = dimster("run", "local", "-w", str(workload), "--results", str(tmp_path / "results"), "--no-summary")
+    assert result.code == 0, result.stderr + result.stdout
+    bundle = only_bundle(tmp_path / "results")
+    info = run_info(bundle)
+    mode = info["mode"]
+    assert mode["drained"] and mode["outcome"] == "drained", mode
+    assert mode["backlog"] >= 6000
+    # every record of the backlog was received during the drain, and nothing more was produced
+    assert mode["received"] >= mode["backlog"] and info["totals"]["lost"] == 0
+    assert 0 < mode["first_record_seconds"] < mode["drain_seconds"]
+    assert mode["drain_msgs_per_s"] == pytest.approx(
+        mode["received"] / (mode["drain_seconds"] - mode["first_record_seconds"]), rel=0.01
+    )
+    changes = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
+    assert [(c["key"], c["new"], c["by"]) for c in changes] == [
+        ("consumersPaused", True, "drain-backlog"),
+        ("consumersPaused", False, "drain-backlog"),
+        ("producerRate", 0.0, "drain-backlog"),
+    ]
+    events = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
+    [evidence] = [e for e in events if e["event"] == "plan_evidence"]
+    assert evidence["drain_seconds"] == mode["drain_seconds"]
+
+
+def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
+    """4 consumers that each take 5 ms per record consume at most 800 msg/s together."""
+    workload = write_workload(
+        tmp_path,
+        "explore",
+        partitionsPerTopic=4,
+        consumersPerGroup=4,
+        consumerProcMsMin=5,
+        consumerProcMsMax=5,
+        warmupSeconds=0,
+        kafkaConfig={"producerConfig": {"linger.ms": 5}, "shareConsumerConfig": {"max.poll.records": 50}},
+        mode={
+            "type": "explore-limits",
+            "targetE2eP99Ms": 2000,
+            "startRate": 400,
+            "settleSeconds": 3,
+            "stepSeconds": 10,
+            "drainStallSeconds": 10,
+        },
+    )
+    result = dimster(
+        "run", "local", "-w", str(workload), "--results", str(tmp_path / "results"), "--no-summary", timeout=900
+    )
+    assert result.code == 0, result.stderr + result.stdout
+    bundle = only_bundle(tmp_path / "results")
+    mode = run_info(bundle)["mode"]
+    assert 720 <= mode["limit_msgs_per_s"] <= 880, mode
+    assert mode["lowest_failed_msgs_per_s"] > mode["limit_msgs_per_s"]
+    steps = mode["steps"]
+    assert all(s["drain"]["outcome"] in ("drained", "stalled", "timed out") for s in steps)
+    assert sum(1 for s in steps if s["rate"] == mode["limit_msgs_per_s"] and s["passed"]) == 2  # confirmed
+    events = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
+    assert len([e for e in events if e["event"] == "plan_evidence"]) == len(steps)
+    assert "explore-limits: limit" in result.stdout
