@@ -17,8 +17,18 @@ def summarize(
     run_dir: Path = typer.Argument(..., help="A run's results folder.", show_default=False),
     spark_master_: str = SparkMasterOpt,
 ) -> None:
-    """Summarize a run's metrics with Spark into RUN_DIR/summary/ (summary.json, CSV, Parquet)."""
+    """Summarize a run's metrics with Spark into RUN_DIR/summary/ (summary.json, CSV, Parquet); for a
+    campaign folder, every run of it into campaign/summary/ and campaign.html."""
     from dimster.pipeline.summary import summarize as summarize_run  # pandas and Spark load only here
+
+    if (run_dir / "campaign.json").is_file():
+        from dimster.pipeline.campaign_summary import summarize_campaign
+        from dimster.report.campaign_page import write_campaign_page
+
+        summary = summarize_campaign(run_dir, spark_master(spark_master_))
+        console.print(f"campaign summary of {len(summary['points'])} point(s) in {run_dir / 'campaign' / 'summary'}")
+        console.print(f"campaign page: {write_campaign_page(run_dir)}", markup=False)
+        return
 
     summary = summarize_run(run_dir, spark_master(spark_master_))
     print_summary(run_dir, summary)

@@ -1,0 +1,189 @@
+"""A campaign file: one `base` workload run at every point of its `dimensions` (one key, or several
+keys that co-vary; several dimensions make a cartesian product), each point `repeat` times, in the
+test `mode` it names. Every point is a complete workload, validated before anything runs."""
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from dimster.errors import DimsterError
+from dimster.paths import display
+from dimster.workload.model import (
+    DrainBacklog,
+    ExploreLimits,
+    Mode,
+    Strict,
+    Workload,
+    mode_mapping,
+    one_library_for_all,
+    parse_workload,
+)
+from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides
+from dimster.yamlfile import load_mapping, validation_error_line
+
+
+class Dimension(Strict):
+    """`key` + `values`, or co-varying `keys` + `values` that are lists with one value per key."""
+
+    key: str | None = None
+    keys: list[str] | None = Field(None, min_length=1)
+    values: list[Any] = Field(..., min_length=1)
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if (self.key is None) == (self.keys is None):
+            raise ValueError("a dimension names either 'key' or 'keys'")
+        if self.keys is not None:
+            for value in self.values:
+                if not isinstance(value, list) or len(value) != len(self.keys):
+                    raise ValueError(
+                        f"each value of keys {self.keys} is a list of {len(self.keys)} values, got {value!r}"
+                    )
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        return self.keys if self.keys is not None else [self.key]
+
+    def rows(self) -> list[list[Any]]:
+        """Its values, one list (a value per key) each."""
+        return self.values if self.keys is not None else [[v] for v in self.values]
+
+
+class CampaignFile(Strict):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9._-]{1,60}$")
+    base: str | dict[str, Any]  # a workload file (relative to the campaign file) or the workload itself
+    dimensions: list[Dimension] = Field(default_factory=list)
+    repeat: int = Field(1, ge=1, le=100)
+    mode: Mode | None = None  # overrides the base workload's
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_name(cls, data):
+        if isinstance(data, dict) and "mode" in data:
+            data = {**data, "mode": mode_mapping(data["mode"])}
+        return data
+
+
+@dataclass
+class Point:
+    index: int  # 1-based, shared by the repeats of one point
+    repeat: int  # 1..repeat
+    values: dict[str, Any]  # key -> value, every dimension's keys
+    workload: Workload
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{short_key(k)}={v}" for k, v in self.values.items())
+
+    @property
+    def tag(self) -> str:
+        return f"point {self.index}" + (f" repeat {self.repeat}" if self.repeat > 1 else "")
+
+
+@dataclass
+class Campaign:
+    file: CampaignFile
+    source: str  # where it came from, for error lines
+    path: Path  # the campaign file, resolved: a resume reads it again
+    base: dict[str, Any]  # the base workload document, resolved (a path read, mode applied)
+    points: list[Point]
+
+    def resolved(self) -> dict[str, Any]:
+        """The campaign with its base inlined: what a resumed campaign runs, whatever became of the files."""
+        return {**self.file.model_dump(by_alias=True, exclude_none=True), "base": self.base}
+
+
+def short_key(key: str) -> str:
+    """A key as a label shows it: a client's Kafka property without its section."""
+    for section in PROPERTY_SECTIONS:
+        if section.startswith("kafkaConfig.") and key.startswith(section + "."):
+            return key[len(section) + 1 :]
+    return key
+
+
+def read_campaign_json(campaign_dir: Path) -> dict[str, Any]:
+    """campaign.json of `campaign_dir`; a DimsterError when there is none or it is unreadable."""
+    path = campaign_dir / "campaign.json"
+    try:
+        campaign = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DimsterError(f"{campaign_dir} is not a dimster campaign folder (no campaign.json)") from None
+    except (OSError, ValueError) as e:
+        raise DimsterError(f"{path} is unreadable: {str(e).splitlines()[0]}") from None
+    if not isinstance(campaign, dict) or not isinstance(campaign.get("points", []), list):
+        raise DimsterError(f"{path} is not a campaign file (no list of points)")
+    return campaign
+
+
+def load_campaign(path: Path) -> Campaign:
+    return parse_campaign(load_mapping(path, "campaign"), display(path), path.resolve())
+
+
+def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
+    try:
+        file = CampaignFile.model_validate(data)
+    except ValidationError as e:
+        raise DimsterError(validation_error_line(source, e, CampaignFile)) from None
+    if isinstance(file.base, str):
+        base = load_mapping(path.parent / file.base, f"{source}: base workload")
+    else:
+        base = dict(file.base)
+    if "clientLibrary" in base:
+        base["clientLibrary"] = one_library_for_all(base["clientLibrary"])
+    if file.mode is not None:
+        base["mode"] = file.mode.model_dump(by_alias=True)
+    elif "mode" in base:
+        base["mode"] = mode_mapping(base["mode"])
+    keys = [k for d in file.dimensions for k in d.names]
+    if duplicated := sorted({k for k in keys if keys.count(k) > 1}):
+        raise DimsterError(f"{source}: key '{duplicated[0]}' is in more than one dimension")
+    if "name" in keys or "mode" in keys or any(k.startswith("mode.") for k in keys):
+        raise DimsterError(f"{source}: 'name' and 'mode' cannot be dimensions (a campaign has one mode)")
+    return Campaign(file, source, path, base, list(_points(file, source, base)))
+
+
+def _points(file: CampaignFile, source: str, base: dict) -> list[Point]:
+    """Every point in order (the first dimension varies slowest), each repeat right after the other."""
+    points = []
+    rows = [d.rows() for d in file.dimensions]
+    names = [d.names for d in file.dimensions]
+    for index, combination in enumerate(itertools.product(*rows), start=1):
+        values = {k: v for keys, row in zip(names, combination, strict=True) for k, v in zip(keys, row, strict=True)}
+        workload = _point_workload(file, source, base, index, values)
+        points += [Point(index, r, values, workload) for r in range(1, file.repeat + 1)]
+    return points
+
+
+def _point_workload(file: CampaignFile, source: str, base: dict, index: int, values: dict) -> Workload:
+    where = f"{source}: point {index} ({', '.join(f'{k}={v}' for k, v in values.items()) or 'the base'})"
+    try:
+        data = apply_overrides(base, [(k, json.dumps(v)) for k, v in values.items()])
+    except DimsterError as e:
+        raise DimsterError(f"{where}: {str(e).removeprefix('--set ')}") from None
+    data["name"] = f"{file.name}-p{index}"
+    return parse_workload(data, where)
+
+
+RUN_OVERHEAD_SECONDS = 15  # topics, workers, consumers joining, the close: what a run adds to its load
+
+
+def estimated_seconds(workload: Workload) -> float:
+    """A rough time for one run of the workload, for `--dry-run`."""
+    mode = workload.mode
+    if isinstance(mode, ExploreLimits):
+        ramp = math.log(max(mode.max_rate / mode.start_rate, 1.0)) / math.log(mode.ramp_factor)
+        steps = min(mode.max_steps, math.ceil(min(ramp, 6)) + math.ceil(math.log2(1 / mode.precision)) + 2)
+        load = steps * (mode.settle_seconds + mode.step_seconds + 5)
+    elif isinstance(mode, DrainBacklog):
+        target = mode.backlog_records or mode.backlog_bytes / workload.message_size
+        build = min(target / workload.producer_rate, mode.build_timeout_seconds) if workload.producer_rate else 0
+        load = build + min(mode.drain_timeout_seconds, 30)
+    else:
+        load = workload.warmup_seconds + workload.duration_seconds + min(workload.drain_timeout_seconds, 10)
+    return load + RUN_OVERHEAD_SECONDS

@@ -1,0 +1,121 @@
+"""`dimster campaign ENV -c FILE`: run one workload at every point of its dimensions, then summarize
+all runs with one Spark job into campaign/summary/ and campaign.html."""
+
+from pathlib import Path
+
+import typer
+
+from dimster.campaign.model import Campaign, Point, estimated_seconds, load_campaign
+from dimster.campaign.runner import INTERRUPTED_EXIT, CampaignFolder, run_campaign
+from dimster.cli.output import console, err_console, progress
+from dimster.cli.summary import SparkMasterOpt
+from dimster.clients.properties import check_client_configs
+from dimster.cluster.backend import backend_for
+from dimster.coordinator.control import check_environment_name
+from dimster.environment import EnvironmentProfile, load_environment
+from dimster.errors import DimsterError
+from dimster.paths import project_dir
+from dimster.pipeline.spark import spark_master
+
+
+def campaign(
+    env: str = typer.Argument(..., help="Environment name: run/environments/ENV.yaml.", show_default=False),
+    campaign_file: Path = typer.Option(None, "--campaign", "-c", help="Campaign YAML file.", show_default=False),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the points and the estimated time; run nothing."),
+    resume: Path = typer.Option(None, "--resume", help="A campaign folder: run its unfinished points."),
+    results: Path = typer.Option(None, "--results", help="Folder for campaign folders (default: results/campaigns/)."),
+    no_summary: bool = typer.Option(False, "--no-summary", help="Skip the campaign summary and page at the end."),
+    spark_master_: str = SparkMasterOpt,
+) -> None:
+    """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one."""
+    check_environment_name(env)
+    folder = CampaignFolder.open(resume) if resume else None
+    if campaign_file is None and folder is None:
+        raise DimsterError("dimster campaign needs a campaign file: -c CAMPAIGN.yaml (or --resume FOLDER)")
+    loaded = load_campaign(campaign_file or _recorded_file(folder))
+    if folder:
+        folder.check_matches(loaded, env)
+    profile = load_environment(env)
+    _check_points(loaded, profile)
+    if dry_run:
+        return _list_points(loaded, folder)
+    if folder is None:
+        folder = CampaignFolder.create((results or project_dir() / "results" / "campaigns").resolve(), loaded, env)
+    master = None if no_summary else spark_master(spark_master_)
+    say = lambda line: console.print(line, markup=False)  # noqa: E731
+    outcome = run_campaign(loaded, folder, profile, say=say, progress=progress)
+    if master and outcome.exit_code != INTERRUPTED_EXIT and any(r["bundle"] for r in folder.state["points"]):
+        _summarize(folder.path, master)
+    console.print(f"campaign {outcome.folder}: {_counts(folder.state['points'])}", markup=False)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _recorded_file(folder: CampaignFolder) -> Path:
+    return Path(folder.state["campaign_file"])
+
+
+def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
+    """Before anything runs: every point's client properties (by their libraries) and, on a local
+    cluster, every broker config a point asks for (by Kafka's own parser)."""
+    seen_clients, seen_brokers = set(), set()
+    for point in loaded.points:
+        w = point.workload
+        clients = repr((w.client_library, w.kafka_config, w.consumer_type, w.acknowledgement))
+        if clients not in seen_clients:
+            seen_clients.add(clients)
+            check_client_configs(w, f"{loaded.source}: {_where(point)}", profile.kafka_version)
+        brokers = repr(sorted(w.broker_config.items()))
+        if w.broker_config and brokers not in seen_brokers and profile.backend == "local":
+            seen_brokers.add(brokers)
+            overrides = {**profile.broker_overrides, **w.broker_config}
+            try:
+                backend_for(profile.model_copy(update={"broker_overrides": overrides})).check_broker_config()
+            except DimsterError as e:
+                raise DimsterError(f"{loaded.source}: {_where(point)}: {e}") from None
+
+
+def _where(point: Point) -> str:
+    return f"point {point.index} ({point.label})"
+
+
+def _list_points(loaded: Campaign, folder: CampaignFolder | None) -> None:
+    total = 0.0
+    for number, point in enumerate(loaded.points, start=1):
+        state = folder.record(point)["status"] if folder else "pending"
+        seconds = estimated_seconds(point.workload)
+        if state not in ("completed", "forced", "failed"):
+            total += seconds
+        console.print(
+            f"{number:3}. {point.tag:<18} {point.label or 'the base workload':<60} ~{_duration(seconds):>8}  {state}",
+            markup=False,
+        )
+    mode = loaded.points[0].workload.mode.type if loaded.points else "steady"
+    console.print(
+        f"{len(loaded.points)} run(s) of '{loaded.file.name}' in mode {mode}; "
+        f"estimated {_duration(total)} for those not finished (cluster start-up and redeploys not counted)",
+        markup=False,
+    )
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{rest:02d}s"
+
+
+def _summarize(folder: Path, master: str) -> None:
+    from dimster.pipeline.campaign_summary import summarize_campaign
+    from dimster.report.campaign_page import write_campaign_page
+
+    try:
+        summarize_campaign(folder, master)
+        console.print(f"campaign summary: {folder / 'campaign' / 'summary'}", markup=False)
+    except DimsterError as e:
+        err_console.print(f"dimster: warning: no campaign summary: {e}", markup=False)
+    console.print(f"campaign page: {write_campaign_page(folder)}", markup=False)
+
+
+def _counts(records: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in counts.items())

@@ -1,0 +1,193 @@
+"""Campaigns: files and points without Kafka, then a 2 x 2 campaign on the real `local` cluster that is
+interrupted in its second point and resumed."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from dimster.campaign.model import load_campaign
+from dimster.coordinator.control import control_request
+from dimster.errors import DimsterError
+from tests.conftest import REPO, dimster
+
+BASE = {
+    "name": "base",
+    "partitionsPerTopic": 2,
+    "messageSize": 256,
+    "producerRate": 200,
+    "consumersPerGroup": 1,
+    "warmupSeconds": 0,
+    "durationSeconds": 8,
+    "reportIntervalSeconds": 2,
+    "drainTimeoutSeconds": 30,
+}
+
+
+def write_campaign(folder, **keys):
+    path = folder / "campaign.yaml"
+    data = {
+        "name": "grid",
+        "base": BASE,
+        "dimensions": [
+            {"key": "producerRate", "values": [200, 400]},
+            {"keys": ["consumersPerGroup", "partitionsPerTopic"], "values": [[1, 2], [2, 2]]},
+        ],
+        **keys,
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.unit
+def test_points_are_the_product_of_dimensions_with_co_varying_keys_and_repeats(tmp_path):
+    campaign = load_campaign(write_campaign(tmp_path, repeat=2, mode="correctness"))
+    assert [(p.index, p.repeat) for p in campaign.points] == [(i, r) for i in (1, 2, 3, 4) for r in (1, 2)]
+    assert [p.values for p in campaign.points[::2]] == [
+        {"producerRate": 200, "consumersPerGroup": 1, "partitionsPerTopic": 2},
+        {"producerRate": 200, "consumersPerGroup": 2, "partitionsPerTopic": 2},
+        {"producerRate": 400, "consumersPerGroup": 1, "partitionsPerTopic": 2},
+        {"producerRate": 400, "consumersPerGroup": 2, "partitionsPerTopic": 2},
+    ]
+    last = campaign.points[-1].workload
+    assert (last.producer_rate, last.consumers_per_group, last.mode.type) == (400, 2, "correctness")
+    assert last.name == "grid-p4"
+
+
+@pytest.mark.unit
+def test_a_base_workload_file_and_a_kafka_property_dimension(tmp_path):
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump(BASE))
+    path = write_campaign(
+        tmp_path,
+        base="w.yaml",
+        dimensions=[{"key": "kafkaConfig.producerConfig.batch.size", "values": [16384, 65536]}],
+    )
+    points = load_campaign(path).points
+    assert [p.workload.kafka_config.producer_config["batch.size"] for p in points] == [16384, 65536]
+    assert points[0].label == "batch.size=16384"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (
+            {"dimensions": [{"key": "producerRate", "values": [100, -5]}]},
+            "point 2 (producerRate=-5): key 'producerRate'",
+        ),
+        ({"dimensions": [{"key": "producersPerTopc", "values": [1]}]}, "point 1 (producersPerTopc=1): unknown key"),
+        ({"dimensions": [{"keys": ["a", "b"], "values": [[1]]}]}, "each value of keys ['a', 'b'] is a list of 2"),
+        ({"dimensions": [{"key": "mode", "values": ["correctness"]}]}, "'name' and 'mode' cannot be dimensions"),
+        ({"base": "missing.yaml"}, "missing.yaml does not exist"),
+        ({"repeat": 0}, "key 'repeat'"),
+        ({"mode": "fastest"}, "key 'mode'"),
+    ],
+)
+def test_a_bad_campaign_fails_before_anything_runs_with_one_line(tmp_path, keys, expected):
+    result = dimster("campaign", "local", "-c", str(write_campaign(tmp_path, **keys)), "--dry-run")
+    assert result.code == 2, result.stdout
+    [line] = result.error_lines
+    assert expected in line and "campaign.yaml" in line
+
+
+@pytest.mark.unit
+def test_dry_run_lists_the_points_and_an_estimate(tmp_path):
+    result = dimster("campaign", "local", "-c", str(write_campaign(tmp_path, repeat=2)), "--dry-run")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sum(1 for line in lines if "pending" in line) == 8
+    assert "point 3 repeat 2" in result.stdout and "producerRate=400, consumersPerGroup=1" in result.stdout
+    assert "8 run(s) of 'grid' in mode steady; estimated" in lines[-1]
+
+
+@pytest.fixture
+def local_cluster_down_afterwards():
+    yield
+    dimster("stop", "local")
+    assert dimster("cluster", "down", "local").code == 0
+
+
+def current_status() -> dict | None:
+    """The run's status through the control channel (in process: quicker than the CLI), or None
+    between points."""
+    try:
+        return control_request("local", "GET", "/status", timeout=10)
+    except DimsterError:
+        return None
+
+
+@pytest.mark.kafka
+def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_path, local_cluster_down_afterwards):
+    path = write_campaign(tmp_path)
+    results = tmp_path / "campaigns"
+    command = [sys.executable, "-m", "dimster", "campaign", "local", "-c", str(path), "--results", str(results)]
+    process = subprocess.Popen(
+        [*command, "--no-summary"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            s = current_status()
+            if s and s["campaign"]["point"] == 2 and s["phase"] == "measure":
+                break
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.2)
+        else:
+            raise AssertionError("point 2 did not start within 300 s")
+        assert s["campaign"]["values"] == {"producerRate": 200, "consumersPerGroup": 2, "partitionsPerTopic": 2}
+        human = dimster("status", "local")
+        assert "campaign grid: run 2 of 4, point 2: producerRate=200" in human.stdout
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, out + err
+    assert "Traceback" not in err
+    [folder] = list(results.iterdir())
+    state = json.loads((folder / "campaign.json").read_text())
+    assert [p["status"] for p in state["points"]] == ["completed", "interrupted", "pending", "pending"]
+    interrupted_bundle = state["points"][1]["bundle"]
+    assert interrupted_bundle and (folder / interrupted_bundle / "run.json").exists()  # kept, not lost
+
+    resumed = dimster("campaign", "local", "--resume", str(folder), timeout=900)
+    assert resumed.code == 0, resumed.stderr + resumed.stdout
+    started = [line for line in resumed.stdout.splitlines() if line.startswith("== point")]
+    assert [line.split(" (")[0] for line in started] == ["== point 2", "== point 3", "== point 4"]
+    state = json.loads((folder / "campaign.json").read_text())
+    assert [p["status"] for p in state["points"]] == ["completed"] * 4
+    assert state["points"][1]["bundle"] != interrupted_bundle
+    assert [p["totals"]["lost"] for p in state["points"]] == [0, 0, 0, 0]
+    summary = json.loads((folder / "campaign" / "summary" / "summary.json").read_text())
+    assert len(summary["points"]) == 4
+    rates = {p["point"]: p["metrics"]["produced_msgs_per_s"]["mean"] for p in summary["points"]}
+    assert rates[1] == pytest.approx(200, rel=0.05) and rates[3] == pytest.approx(400, rel=0.05)
+    page = (folder / "campaign.html").read_text()
+    assert page.count("producerRate=400") >= 2
+
+
+@pytest.mark.unit
+def test_resume_refuses_another_campaign_or_environment_and_lists_where_points_stand(tmp_path):
+    from dimster.campaign.runner import CampaignFolder
+
+    path = write_campaign(tmp_path)
+    folder = CampaignFolder.create(tmp_path / "campaigns", load_campaign(path), "local")
+    folder.state["points"][0]["status"] = "completed"
+    folder.save()
+    listed = dimster("campaign", "local", "--resume", str(folder.path), "--dry-run")
+    assert listed.code == 0, listed.stderr
+    assert [line.split()[-1] for line in listed.stdout.splitlines()[:4]] == [
+        "completed",
+        "pending",
+        "pending",
+        "pending",
+    ]
+    elsewhere = dimster("campaign", "elsewhere", "--resume", str(folder.path), "--dry-run")
+    assert elsewhere.code == 2 and "ran on 'local': resume it there, not on 'elsewhere'" in elsewhere.stderr
+    write_campaign(tmp_path, base={**BASE, "producerRate": 999})
+    changed = dimster("campaign", "local", "--resume", str(folder.path), "--dry-run")
+    assert changed.code == 2 and "is no longer the campaign of" in changed.stderr
