@@ -137,3 +137,28 @@ def test_folder_that_is_not_a_run_is_refused(tmp_path):
     assert result.code == 2
     assert result.error_lines == [f"dimster: error: {tmp_path} is not a dimster run folder (no run.json, no metrics/)"]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.spark
+def test_throughput_counts_the_time_each_worker_reports_covered(tmp_path):
+    """Two workers at 1,000 msg/s each, reporting every second at their own offsets, after a warm-up;
+    the load stops 0.4 s into a second: 2,000 msg/s, not less for a last second only partly filled."""
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for worker, offset in ((0, 0.3), (1, 0.7)):
+        ends = [START + offset + second for second in range(10)] + [START + 10.4]
+        previous = START
+        for end in ends:
+            covered = end - previous
+            phase = "warmup" if end <= START + 2 else "measure"
+            producer = ClientInterval(client_id=f"p{worker}", role="producer", topic="t", sent=round(1000 * covered))
+            consumer = ClientInterval(
+                client_id=f"c{worker}", role="consumer", topic="t", group="g", received=round(900 * covered)
+            )
+            writer.add(IntervalReport(worker, end, [producer, consumer]), phase)
+            previous = end
+    writer.flush()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
+    throughput = summarize(tmp_path, "local[1]")["throughput"]
+    assert throughput["produced_msgs_per_s"] == pytest.approx(2000, rel=0.001)
+    assert throughput["consumed_msgs_per_s"] == pytest.approx(1800, rel=0.001)
+    assert throughput["seconds"] == pytest.approx(10.4 - 1.3)  # worker 0: from its last warm-up report

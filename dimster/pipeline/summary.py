@@ -202,38 +202,48 @@ def measured_latencies(histograms):
 
 
 def measured_throughput(intervals, keys: list[str]):
-    """Per `keys`: the measured phase's seconds (distinct `second` values) and produced and consumed
-    msg/s and MB/s over them (null where no second was measured)."""
+    """Per `keys`: produced and consumed msg/s and MB/s of the measured phase, and its `seconds`.
+    Each worker's counts are divided by the time its own measured reports covered (from the end of
+    its previous report, or from load start), then summed over workers: a phase that ends between
+    two reports is not counted as whole seconds it did not fill."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    sums = (
+    per_worker = [*keys, "worker"]
+    reports = intervals.select(*per_worker, "end_time", "run_time_s", "phase").distinct()
+    previous = F.lag("end_time").over(Window.partitionBy(*per_worker).orderBy("end_time"))
+    load_started = F.col("end_time") - F.col("run_time_s")
+    covered = (
+        reports.withColumn("covered", F.col("end_time") - F.coalesce(previous, load_started))
+        .where(F.col("phase") == "measure")
+        .groupBy(*per_worker)
+        .agg(F.sum("covered").alias("covered"))
+    )
+    counts = (
         intervals.where(F.col("phase") == "measure")
-        .groupBy(*keys)
-        .agg(
-            F.sum("sent").alias("sent"),
-            F.sum("sent_bytes").alias("sent_bytes"),
-            F.sum("received").alias("received"),
-            F.sum("received_bytes").alias("received_bytes"),
-            F.countDistinct("second").alias("seconds"),
-        )
+        .groupBy(*per_worker)
+        .agg(*(F.sum(c).alias(c) for c in ("sent", "sent_bytes", "received", "received_bytes")))
     )
 
     def per_second(column: str, scale: float = 1.0):
-        return F.try_divide(F.coalesce(F.col(column), F.lit(0)), F.col("seconds")) / scale
+        return F.sum(F.try_divide(F.coalesce(F.col(column), F.lit(0)), F.col("covered"))) / scale
 
-    return sums.select(
-        *keys,
-        "seconds",
-        per_second("sent").alias("produced_msgs_per_s"),
-        per_second("sent_bytes", 1e6).alias("produced_mb_per_s"),
-        per_second("received").alias("consumed_msgs_per_s"),
-        per_second("received_bytes", 1e6).alias("consumed_mb_per_s"),
+    return (
+        counts.join(covered, on=per_worker)
+        .groupBy(*keys)
+        .agg(
+            F.round(F.max("covered"), 3).alias("seconds"),
+            per_second("sent").alias("produced_msgs_per_s"),
+            per_second("sent_bytes", 1e6).alias("produced_mb_per_s"),
+            per_second("received").alias("consumed_msgs_per_s"),
+            per_second("received_bytes", 1e6).alias("consumed_mb_per_s"),
+        )
     )
 
 
 def _overall_throughput(intervals) -> dict:
     row = measured_throughput(intervals, []).first()
-    seconds = row["seconds"] or 0
+    seconds = (row["seconds"] or 0) if row else 0
     if not seconds:
         return {"seconds": 0}
     return {key: row[key] for key in ("seconds", *THROUGHPUT_FIELDS)}
