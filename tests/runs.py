@@ -89,3 +89,16 @@ def start_run(tmp_path, name, **keys) -> tuple[subprocess.Popen, Path]:
         time.sleep(0.5)
     process.kill()
     raise AssertionError("the run did not start measuring within 120 s: " + process.communicate()[1])
+
+
+def status(env: str = "local") -> dict:
+    """`dimster status ENV --json` of the running run."""
+    result = dimster("status", env, "--json")
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def wait(condition: str, timeout: int = 90, env: str = "local") -> None:
+    """`dimster wait ENV --until CONDITION`, which must hold in time."""
+    result = dimster("wait", env, "--until", condition, "--timeout", str(timeout))
+    assert result.code == 0, result.stderr + result.stdout

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, dimster
+from tests.runs import status, wait
 
 pytestmark = pytest.mark.kafka
 
@@ -65,17 +66,6 @@ def detached_run(tmp_path):
     wait("elapsedSeconds>3 and received>0")
     yield started
     dimster("stop", "local")
-
-
-def status() -> dict:
-    result = dimster("status", "local", "--json")
-    assert result.code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def wait(condition: str, timeout: int = 90) -> None:
-    result = dimster("wait", "local", "--until", condition, "--timeout", str(timeout))
-    assert result.code == 0, result.stderr + result.stdout
 
 
 def modify(*sets: str) -> dict:

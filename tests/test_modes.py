@@ -12,7 +12,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import REPO, dimster
-from tests.runs import only_bundle, run_info, write_workload
+from tests.runs import only_bundle, run_info, status, wait, write_workload
 
 pytestmark = pytest.mark.kafka
 
@@ -37,17 +37,6 @@ def local_cluster_down_afterwards():
 def bootstrap() -> str:
     result = dimster("cluster", "status", "local", "--json")
     return json.loads(result.stdout)["bootstrap_servers"]
-
-
-def status() -> dict:
-    result = dimster("status", "local", "--json")
-    assert result.code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def wait(condition: str, timeout: int = 120) -> None:
-    result = dimster("wait", "local", "--until", condition, "--timeout", str(timeout))
-    assert result.code == 0, result.stderr + result.stdout
 
 
 def start(tmp_path, name: str, **keys) -> subprocess.Popen:
