@@ -191,3 +191,60 @@ def test_resume_refuses_another_campaign_or_environment_and_lists_where_points_s
     write_campaign(tmp_path, base={**BASE, "producerRate": 999})
     changed = dimster("campaign", "local", "--resume", str(folder.path), "--dry-run")
     assert changed.code == 2 and "is no longer the campaign of" in changed.stderr
+
+
+class ScriptedRuns:
+    """Stands in for run_workload: what each point's run returns (or raises), in order, so that the
+    campaign's bookkeeping can be checked without Kafka."""
+
+    def __init__(self, tmp_path, script):
+        self.tmp_path, self.script, self.ran = tmp_path, list(script), []
+
+    def __call__(self, workload, profile, root, **_):
+        from dimster.coordinator.one_run import RunOutcome
+
+        self.ran.append(workload.name)
+        what = self.script.pop(0)
+        if isinstance(what, Exception):
+            raise what
+        bundle = root / f"bundle-{workload.name}-{len(self.ran)}"
+        bundle.mkdir()
+        status, code = what
+        return RunOutcome(bundle, status, code, None if code == 0 else "failed", {"lost": 0}, mode={"type": "steady"})
+
+
+@pytest.mark.unit
+def test_a_failed_point_does_not_stop_the_campaign_and_sets_its_exit_code(tmp_path, monkeypatch):
+    from dimster.campaign import runner
+    from dimster.environment import load_environment
+
+    campaign = load_campaign(write_campaign(tmp_path))
+    runs = ScriptedRuns(tmp_path, [("completed", 0), ("failed", 4), ("completed", 7), ("completed", 0)])
+    monkeypatch.setattr(runner, "run_workload", runs)
+    folder = runner.CampaignFolder.create(tmp_path / "c", campaign, "local")
+    outcome = runner.run_campaign(campaign, folder, load_environment("local"), say=lambda _: None)
+    assert outcome.exit_code == 4 and runs.ran == ["grid-p1", "grid-p2", "grid-p3", "grid-p4"]
+    state = json.loads((folder.path / "campaign.json").read_text())
+    assert [(p["status"], p["exit_code"]) for p in state["points"]] == [
+        ("completed", 0), ("failed", 4), ("completed", 7), ("completed", 0)
+    ]  # fmt: skip
+    assert state["ended"] is not None
+
+
+@pytest.mark.unit
+def test_a_point_that_cannot_start_ends_the_campaign_and_runs_again_on_resume(tmp_path, monkeypatch):
+    from dimster.campaign import runner
+    from dimster.environment import load_environment
+
+    campaign = load_campaign(write_campaign(tmp_path))
+    profile = load_environment("local")
+    runs = ScriptedRuns(tmp_path, [("completed", 0), DimsterError("cluster down", exit_code=3)])
+    monkeypatch.setattr(runner, "run_workload", runs)
+    folder = runner.CampaignFolder.create(tmp_path / "c", campaign, "local")
+    with pytest.raises(DimsterError, match="cluster down"):
+        runner.run_campaign(campaign, folder, profile, say=lambda _: None)
+    assert [p["status"] for p in folder.state["points"]] == ["completed", "not started", "pending", "pending"]
+    runs.script = [("completed", 0)] * 3
+    outcome = runner.run_campaign(campaign, runner.CampaignFolder.open(folder.path), profile, say=lambda _: None)
+    assert outcome.exit_code == 0 and outcome.ran == ["point 2", "point 3", "point 4"]
+    assert runs.ran == ["grid-p1", "grid-p2", "grid-p2", "grid-p3", "grid-p4"]
