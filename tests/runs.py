@@ -102,3 +102,13 @@ def wait(condition: str, timeout: int = 90, env: str = "local") -> None:
     """`dimster wait ENV --until CONDITION`, which must hold in time."""
     result = dimster("wait", env, "--until", condition, "--timeout", str(timeout))
     assert result.code == 0, result.stderr + result.stdout
+
+
+def scrape(url: str) -> dict[str, tuple[dict, float]]:
+    """A Prometheus endpoint's samples: name -> (labels, value)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {s.name: (s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples}

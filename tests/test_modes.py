@@ -12,7 +12,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import REPO, dimster
-from tests.runs import only_bundle, run_info, status, wait, write_workload
+from tests.runs import only_bundle, run_info, scrape, status, wait, write_workload
 
 pytestmark = pytest.mark.kafka
 
@@ -65,6 +65,10 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 def test_a_clean_correctness_run_passes(tmp_path):
     process = start(tmp_path, "clean", **CORRECTNESS)
     wait("received>=3000")
+    live = status()
+    samples = scrape(live["metricsUrl"])  # the run's Prometheus endpoint, on loopback
+    assert samples["dimster_received_messages_total"][1] >= 3000
+    assert samples["dimster_sent_messages_total"][0]["run"] == live["results"].rsplit("/", 1)[-1]
     code, output = finish(process)
     mode = run_info(only_bundle(tmp_path / "results"))["mode"]
     assert code == 0, output

@@ -11,6 +11,7 @@ from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import AddClients, RemoveClients, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
 from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
+from tests.runs import scrape
 
 pytestmark = pytest.mark.unit
 
@@ -184,3 +185,44 @@ def test_a_report_probe_measures_each_worker_over_its_own_reports_and_the_slowes
     # group g settled 90 + 150 msg/s of 250 acknowledged: 10 msg/s behind, whatever group "fast" did
     assert probe.consumed == pytest.approx(240) and probe.behind == pytest.approx(10)
     assert aggregate.take_probe().published == 0  # taken: the next probe starts empty
+
+
+def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_path):
+    from dimster.coordinator.exporter import StatusExporter
+    from dimster.coordinator.status_schema import FIELDS
+
+    exporter = StatusExporter({"environment": "test", "run": "r1", "workload": "w", "mode": "steady"})
+    try:
+        c = coordinator(tmp_path, FakeWorkers())
+        c.exporter = exporter
+        assert c.run() == 0
+        samples = scrape(exporter.url)
+        totals = json.loads((c.bundle.path / "run.json").read_text())["totals"]
+        assert samples["dimster_sent_messages_total"][1] == totals["sent"] > 0
+        assert samples["dimster_received_messages_total"][1] == totals["received"]
+        assert samples["dimster_lost_messages"][1] == totals["lost"] == 0  # known at the end, exported then
+        status = c.status()
+        assert samples["dimster_e2e_latency_p99_seconds"][1] == pytest.approx(status["e2eP99Ms"] / 1000)  # ms -> s
+        assert samples["dimster_backlog_messages"][1] == status["backlog"]
+        labels = samples["dimster_sent_messages_total"][0]
+        assert labels == {"environment": "test", "run": "r1", "workload": "w", "mode": "steady"}
+        assert status["metricsUrl"] == exporter.url
+    finally:
+        exporter.close()
+    # Prometheus naming: counters end in _total, every other name carries its unit or is a count
+    assert len({f.metric for f in FIELDS}) == len(FIELDS)
+    assert all(f.metric.endswith("_total") == (f.kind == "counter") for f in FIELDS)
+
+
+def test_a_metrics_port_in_use_is_one_line():
+    import socket
+
+    from dimster.coordinator.exporter import StatusExporter
+    from dimster.errors import DimsterError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(DimsterError, match=rf"cannot listen on 127.0.0.1:{port}"):
+            StatusExporter({}, port=port)

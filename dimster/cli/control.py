@@ -29,6 +29,8 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
         print_json(s)
         return
     console.print(f"run {s['runId']} on '{env}': {s['phase']}, {s['elapsedSeconds']:.0f}s, results {s['results']}")
+    if s.get("metricsUrl"):
+        console.print(f"metrics: {s['metricsUrl']}", markup=False)
     if c := s.get("campaign"):
         values = ", ".join(f"{k}={v}" for k, v in c["values"].items()) or "the base workload"
         repeat = f" repeat {c['repeat']}" if c["repeat"] > 1 else ""

@@ -4,31 +4,10 @@ such as `backlog<1000` or `consRate>=0.95*pubRate and e2eP99Ms<50`. Parsed with 
 import ast
 import operator
 
+from dimster.coordinator.status_schema import NAMES
 from dimster.errors import DimsterError
 
-FIELDS = (
-    "pubRate",
-    "consRate",
-    "targetRate",
-    "sent",
-    "acked",
-    "received",
-    "backlog",
-    "duplicates",
-    "sendErrors",
-    "lost",
-    "unconsumed",
-    "e2eP50Ms",
-    "e2eP99Ms",
-    "publishP99Ms",
-    "elapsedSeconds",
-    "producers",
-    "consumers",
-    "batchRecordsAvg",
-    "batchBytesAvg",
-    "recordsPerPoll",
-    "maxPollRecords",
-)
+FIELDS = NAMES  # the status schema's numeric fields
 _COMPARE = {
     ast.Lt: operator.lt,
     ast.LtE: operator.le,

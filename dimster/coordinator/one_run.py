@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dimster.cluster.backend import backend_for
 from dimster.coordinator.control import ControlServer
+from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
 from dimster.coordinator.workers import LocalWorkers
@@ -74,8 +75,11 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
         kafka_version=cluster.status().kafka_version,
         run_id=bundle.path.name,
     )
+    exporter = StatusExporter(
+        {"environment": profile.name, "run": bundle.path.name, "workload": workload.name, "mode": workload.mode.type}
+    )
     if control:
-        control.update(run_id=bundle.path.name, results=str(bundle.path))
+        control.update(run_id=bundle.path.name, results=str(bundle.path), metrics=exporter.url)
         control.redactor = bundle.redactor  # the API masks the secrets the run knows
     if agents:
         agents.log_dir = bundle.path / "logs"
@@ -94,6 +98,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
         on_worker_loss=profile.on_worker_loss,
         client_bootstrap=profile.client_bootstrap_servers,
         context=context,
+        exporter=exporter,
     )
     failure = None
     try:
@@ -101,6 +106,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
     except RunFailed as e:
         exit_code, failure = e.exit_code, str(e)
     finally:
+        exporter.close()
         bundle.copy_broker_logs(cluster.log_files())
         bundle.scrub_logs()
         if control:

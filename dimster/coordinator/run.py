@@ -18,6 +18,7 @@ from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
 from dimster.coordinator.correctness import correctness_verdict
+from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.plans import RunPlan, SteadyPlan, plan_for
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.self_cost import SelfCost
@@ -55,6 +56,7 @@ from dimster.workload.model import Workload, parse_workload
 from dimster.workload.overrides import apply_overrides
 
 FLUSH_EVERY = 5.0
+EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
 LOOP_TICK = 0.2
 ASSIGNMENT_TIMEOUT = 120.0  # for every consumer to hold its assignment before load starts
 READY_TIMEOUT = 120.0  # for every worker to build its clients
@@ -100,6 +102,7 @@ class Coordinator:
         client_bootstrap: str | None = None,
         plan: RunPlan | None = None,
         context: dict | None = None,
+        exporter: StatusExporter | None = None,
     ):
         self.workload = workload
         self.cluster = cluster
@@ -110,6 +113,8 @@ class Coordinator:
         self.on_worker_loss = on_worker_loss  # fail | continue
         self.plan = plan or plan_for(workload)
         self.context = context or {}  # shown in status: the campaign and point a run belongs to
+        self.exporter = exporter  # the run's Prometheus endpoint, fed a status snapshot every second
+        self._last_export = 0.0
         self.run_id = uuid.uuid4().hex[:8]
         self.topology: Topology = build_topology(workload, self.run_id)
         self.worker_count = max(1, min(capacity, len(self.topology.producers) + len(self.topology.consumers)))
@@ -336,6 +341,9 @@ class Coordinator:
             self.bundle.event(kind, **details)
             self.say(f"-- {details.get('message', kind)}")
         self._note_assignments()
+        if self.exporter and time.time() - self._last_export >= EXPORT_EVERY:
+            self.exporter.update(self.status())
+            self._last_export = time.time()
         if self.metrics and time.time() - self._last_flush >= FLUSH_EVERY:
             self.metrics.flush()
             self._last_flush = time.time()
@@ -537,6 +545,8 @@ class Coordinator:
             }
         )
         self.bundle.save_run_info()
+        if self.exporter:  # the final numbers (lost and unconsumed are known now)
+            self.exporter.update(self.status())
         self.bundle.event("run_ended", status=status, **totals)
         in_doubt = f", in doubt {totals['in_doubt']:,} (a lost worker's consumers)" if totals["in_doubt"] else ""
         self.say(
@@ -589,6 +599,7 @@ class Coordinator:
             "environment": self.cluster.profile.name,
             "runId": self.run_id,
             "results": str(self.bundle.path),
+            "metricsUrl": self.exporter.url if self.exporter else None,
             "phase": self.phase,
             "elapsedSeconds": round(time.time() - self.load_started, 1) if self.load_started else 0.0,
             **self.aggregate.recent_rates(5.0),

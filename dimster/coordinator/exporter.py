@@ -1,0 +1,49 @@
+"""The run's Prometheus endpoint: `/metrics` on loopback, served by prometheus-client from the latest
+status snapshot the coordinator hands over (so the HTTP thread never reads the run while the main loop
+changes it). Names and units come from the one status schema (status_schema.py)."""
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from dimster.coordinator.status_schema import FIELDS
+from dimster.errors import DimsterError
+
+LABELS = ("environment", "run", "workload", "mode")
+
+
+class StatusExporter:
+    def __init__(self, labels: dict[str, str], host: str = "127.0.0.1", port: int = 0):
+        self.labels = [str(labels.get(name, "")) for name in LABELS]
+        self.snapshot: dict = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+        try:
+            self.server, self.thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            raise DimsterError(f"the run's metrics endpoint cannot listen on {host}:{port}: {e.strerror}") from None
+        self.address = f"{host}:{self.server.server_port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}/metrics"
+
+    def update(self, status: dict) -> None:
+        """The status to export from now on (a reference swap: the HTTP thread reads whole snapshots)."""
+        self.snapshot = status
+
+    def collect(self):
+        snapshot = self.snapshot
+        for field in FIELDS:
+            value = snapshot.get(field.name)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue  # not known yet (no latency measured, lost before the end)
+            if field.kind == "counter":
+                family = CounterMetricFamily(field.metric.removesuffix("_total"), field.help, labels=LABELS)
+            else:
+                family = GaugeMetricFamily(field.metric, field.help, labels=LABELS)
+            family.add_metric(self.labels, value * field.scale)
+            yield family
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

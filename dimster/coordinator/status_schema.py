@@ -1,0 +1,95 @@
+"""The run's numeric status fields, named once: what `dimster status --json` answers, what `dimster
+wait --until` conditions may name, and what the run's Prometheus endpoint exports (Prometheus names
+with their units, `_total` for counters)."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StatusField:
+    name: str  # in status --json and wait conditions
+    metric: str  # the Prometheus name
+    kind: str  # gauge | counter
+    help: str
+    scale: float = 1.0  # status value x scale = exported value (ms -> s)
+
+
+FIELDS: tuple[StatusField, ...] = (
+    StatusField(
+        "pubRate",
+        "dimster_published_messages_per_second",
+        "gauge",
+        "Records handed to the producers, per second, over the last 5 s",
+    ),
+    StatusField(
+        "consRate",
+        "dimster_consumed_messages_per_second",
+        "gauge",
+        "Records received by the consumers, per second, over the last 5 s",
+    ),
+    StatusField("targetRate", "dimster_target_messages_per_second", "gauge", "The producers' target rate"),
+    StatusField("sent", "dimster_sent_messages_total", "counter", "Records handed to the producers"),
+    StatusField("acked", "dimster_acknowledged_messages_total", "counter", "Records the brokers acknowledged"),
+    StatusField("received", "dimster_received_messages_total", "counter", "Records the consumers received"),
+    StatusField(
+        "backlog", "dimster_backlog_messages", "gauge", "Acknowledged records not yet settled, summed over groups"
+    ),
+    StatusField("duplicates", "dimster_duplicate_messages_total", "counter", "Records settled more than once"),
+    StatusField("sendErrors", "dimster_send_errors_total", "counter", "Records the producers failed to send"),
+    StatusField(
+        "lost",
+        "dimster_lost_messages",
+        "gauge",
+        "Acknowledged records no group can consume any more (known at the end)",
+    ),
+    StatusField(
+        "unconsumed", "dimster_unconsumed_messages", "gauge", "Records still within the groups' reach at the end"
+    ),
+    StatusField(
+        "e2eP50Ms",
+        "dimster_e2e_latency_p50_seconds",
+        "gauge",
+        "End-to-end latency p50 over the last status line's window",
+        1e-3,
+    ),
+    StatusField(
+        "e2eP99Ms",
+        "dimster_e2e_latency_p99_seconds",
+        "gauge",
+        "End-to-end latency p99 over the last status line's window",
+        1e-3,
+    ),
+    StatusField(
+        "publishP99Ms",
+        "dimster_publish_latency_p99_seconds",
+        "gauge",
+        "Send-to-acknowledgement latency p99 over the last status line's window",
+        1e-3,
+    ),
+    StatusField("elapsedSeconds", "dimster_load_elapsed_seconds", "gauge", "Seconds since load started"),
+    StatusField("producers", "dimster_producers", "gauge", "Producer clients"),
+    StatusField("consumers", "dimster_consumers", "gauge", "Consumer clients"),
+    StatusField(
+        "batchRecordsAvg",
+        "dimster_producer_batch_records",
+        "gauge",
+        "Records per produced batch, averaged over producers",
+    ),
+    StatusField(
+        "batchBytesAvg", "dimster_producer_batch_bytes", "gauge", "Bytes per produced batch, averaged over producers"
+    ),
+    StatusField(
+        "recordsPerPoll",
+        "dimster_records_per_poll",
+        "gauge",
+        "Records per consumer poll over the last status line's window",
+    ),
+    StatusField(
+        "maxPollRecords",
+        "dimster_max_records_per_poll",
+        "gauge",
+        "Most records one poll returned in the last status line's window",
+    ),
+)
+
+NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
