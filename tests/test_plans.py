@@ -10,7 +10,6 @@ from dimster.coordinator.plans import (
     Probe,
     RateSearch,
     ReceiveSpan,
-    backlog_slope,
     plan_for,
 )
 from dimster.metrics.histogram import Histogram
@@ -65,12 +64,6 @@ def test_without_anything_passing_the_search_stops_at_the_minimum():
     while (rate := search.next_rate()) is not None:
         search.record(rate, False)
     assert search.limit is None and min(r for r, _ in search.verdicts) == 10
-
-
-def test_backlog_slope_is_the_least_squares_growth():
-    assert backlog_slope([(t, 100 + 40 * t) for t in range(10)]) == pytest.approx(40)
-    assert backlog_slope([(t, 500) for t in range(10)]) == 0
-    assert backlog_slope([(0, 5)]) == 0
 
 
 def test_a_drain_ends_drained_stalled_or_timed_out():

@@ -8,7 +8,7 @@ import typer
 from dimster.campaign.model import Campaign, Point, estimated_seconds, load_campaign
 from dimster.campaign.runner import INTERRUPTED_EXIT, CampaignFolder, run_campaign
 from dimster.cli.output import console, err_console, progress
-from dimster.cli.summary import SparkMasterOpt
+from dimster.cli.summary import SparkMasterOpt, summarize_campaign_folder, write_campaign_page_line
 from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import backend_for
 from dimster.coordinator.control import check_environment_name
@@ -103,15 +103,13 @@ def _duration(seconds: float) -> str:
 
 
 def _summarize(folder: Path, master: str) -> None:
-    from dimster.pipeline.campaign_summary import summarize_campaign
-    from dimster.report.campaign_page import write_campaign_page
-
+    """The campaign's summary and page; a failed summary is a warning (the points' bundles stand), and
+    the page is still written from campaign.json."""
     try:
-        summarize_campaign(folder, master)
-        console.print(f"campaign summary: {folder / 'campaign' / 'summary'}", markup=False)
+        summarize_campaign_folder(folder, master)
     except DimsterError as e:
         err_console.print(f"dimster: warning: no campaign summary: {e}", markup=False)
-    console.print(f"campaign page: {write_campaign_page(folder)}", markup=False)
+        write_campaign_page_line(folder)
 
 
 def _counts(records: list[dict]) -> str:

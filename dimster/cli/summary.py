@@ -22,16 +22,27 @@ def summarize(
     from dimster.pipeline.summary import summarize as summarize_run  # pandas and Spark load only here
 
     if (run_dir / "campaign.json").is_file():
-        from dimster.pipeline.campaign_summary import summarize_campaign
-        from dimster.report.campaign_page import write_campaign_page
-
-        summary = summarize_campaign(run_dir, spark_master(spark_master_))
-        console.print(f"campaign summary of {len(summary['points'])} point(s) in {run_dir / 'campaign' / 'summary'}")
-        console.print(f"campaign page: {write_campaign_page(run_dir)}", markup=False)
-        return
+        return summarize_campaign_folder(run_dir, spark_master(spark_master_))
 
     summary = summarize_run(run_dir, spark_master(spark_master_))
     print_summary(run_dir, summary)
+
+
+def summarize_campaign_folder(folder: Path, master: str) -> None:
+    """campaign/summary/ by one Spark job over every run of the campaign, then campaign.html."""
+    from dimster.pipeline.campaign_summary import summarize_campaign
+
+    summary = summarize_campaign(folder, master)
+    console.print(
+        f"campaign summary of {len(summary['points'])} point(s) in {folder / 'campaign' / 'summary'}", markup=False
+    )
+    write_campaign_page_line(folder)
+
+
+def write_campaign_page_line(folder: Path) -> None:
+    from dimster.report.campaign_page import write_campaign_page
+
+    console.print(f"campaign page: {write_campaign_page(folder)}", markup=False)
 
 
 def print_summary(run_dir: Path, summary: dict) -> None:

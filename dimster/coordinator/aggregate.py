@@ -77,9 +77,7 @@ class RunAggregate:
         self._last_report[report.worker_index] = report.end_time
         window.seconds[report.worker_index] = window.seconds.get(report.worker_index, 0.0) + covered
         sent_before = self.sent
-        if self.probing:
-            self.probe.seconds[report.worker_index] = self.probe.seconds.get(report.worker_index, 0.0) + covered
-            before = self._probe_counts()
+        counted = Counter()  # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
         for c in report.clients:
             if c.role == "producer":
                 producer_id = int(c.client_id[1:])
@@ -90,6 +88,8 @@ class RunAggregate:
                 self.acked += c.acked
                 self.acked_by_producer[producer_id] += c.acked
                 self.acked_by_topic[c.topic] += c.acked
+                counted["sent",] += c.sent
+                counted["acked", c.topic] += c.acked
                 self.send_errors += c.send_errors
                 self.target_rate[c.client_id] = c.target_rate
                 if c.client_stats:
@@ -120,28 +120,25 @@ class RunAggregate:
                     duplicates = ranges_of.add(first, last)
                     self.duplicates += duplicates
                     self.settled_by_group[c.group] += last - first + 1 - duplicates
+                    counted["settled", c.group] += last - first + 1 - duplicates
             for (metric, _partition), wire in c.histograms.items():
-                if metric in ("e2e", WARMUP_PREFIX + "e2e"):
-                    window.e2e.merge(Histogram.from_wire(wire))
-                    if self.probing:
-                        self.probe.e2e.merge(Histogram.from_wire(wire))
+                if metric not in ("e2e", WARMUP_PREFIX + "e2e"):
+                    continue
+                histogram = Histogram.from_wire(wire)  # decoded once, merged where it counts
+                window.e2e.merge(histogram)
+                if self.probing:
+                    self.probe.e2e.merge(histogram)
                 if metric == "e2e":
-                    self.e2e_measured.merge(Histogram.from_wire(wire))
+                    self.e2e_measured.merge(histogram)
         if self.probing:
-            counts = self.probe.by_worker.setdefault(report.worker_index, Counter())
-            counts.update(self._probe_counts() - before)
+            self.probe.seconds[report.worker_index] = self.probe.seconds.get(report.worker_index, 0.0) + covered
+            self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
         received = sum(c.received for c in report.clients)
         self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
             self._recent.popleft()
-
-    def _probe_counts(self) -> Counter:
-        counts = Counter({("sent",): self.sent})
-        counts.update({("acked", topic): n for topic, n in self.acked_by_topic.items()})
-        counts.update({("settled", group): n for group, n in self.settled_by_group.items()})
-        return counts
 
     def take_probe(self) -> Probe:
         """A plan's numbers since its previous call: the producers' rate, how far the group that fell

@@ -143,19 +143,6 @@ def _round_rate(rate: float) -> float:
     return round(rate, max(digits, 0))
 
 
-def backlog_slope(samples: list[tuple[float, int]]) -> float:
-    """Least-squares growth of the backlog, records per second, over (elapsed, backlog) samples."""
-    if len(samples) < 2:
-        return 0.0
-    n = len(samples)
-    mean_t = sum(t for t, _ in samples) / n
-    mean_b = sum(b for _, b in samples) / n
-    spread = sum((t - mean_t) ** 2 for t, _ in samples)
-    if spread == 0:
-        return 0.0
-    return sum((t - mean_t) * (b - mean_b) for t, b in samples) / spread
-
-
 @dataclass
 class Drain:
     """Between steps, or the drain of drain-backlog: ends when the backlog reaches `empty_at`, stops
@@ -206,7 +193,7 @@ class ExploreLimitsPlan:
         self.stage = "start"
         self.rate = 0.0
         self.until = 0.0
-        self.samples: list[tuple[float, int]] = []
+        self.backlog_at_judge = 0  # when the judged span began
         self.drain: Drain | None = None
         self.verdict = ""
 
@@ -215,12 +202,10 @@ class ExploreLimitsPlan:
             return self._next_rate(elapsed, run)
         if self.stage == "settle" and elapsed >= self.until:
             run.take_probe()  # what came before belongs to the settling
-            self.samples = [(elapsed, run.backlog)]
+            self.backlog_at_judge = run.backlog
             self.stage, self.until = "judge", elapsed + self.s.step_seconds
-        elif self.stage == "judge":
-            self.samples.append((elapsed, run.backlog))
-            if elapsed >= self.until:
-                return self._judge(elapsed, workload, run)
+        elif self.stage == "judge" and elapsed >= self.until:
+            return self._judge(elapsed, workload, run)
         elif self.stage == "drain":
             return self._draining(elapsed, run)
         return PlanStep()
@@ -245,7 +230,6 @@ class ExploreLimitsPlan:
         probe = run.take_probe()
         seconds, published, consumed = probe.seconds, probe.published, probe.consumed
         p50, p99 = probe.e2e.percentile(50), probe.e2e.percentile(99)
-        slope = backlog_slope(self.samples)  # evidence; the judgement uses the rates, free of report timing
         reasons = []
         if published < self.s.min_rate_achieved * self.rate:
             reasons.append(f"producers reached {published:.0f} of {self.rate:g} msg/s")
@@ -268,9 +252,8 @@ class ExploreLimitsPlan:
             "e2e_p50_ms": None if p50 is None else round(p50 / 1000, 2),
             "e2e_p99_ms": None if p99 is None else round(p99 / 1000, 2),
             "backlog_growth_msgs_per_s": round(probe.behind, 1),
-            "backlog_slope_msgs_per_s": round(slope, 1),  # of the sampled backlog, for comparison
-            "backlog_start": self.samples[0][1],
-            "backlog_end": self.samples[-1][1],
+            "backlog_start": self.backlog_at_judge,
+            "backlog_end": run.backlog,
         }
         self.steps.append(evidence)
         verdict = "pass" if passed else "fail: " + "; ".join(reasons)
