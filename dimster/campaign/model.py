@@ -19,8 +19,8 @@ from dimster.workload.model import (
     Mode,
     Strict,
     Workload,
+    long_forms,
     mode_mapping,
-    one_library_for_all,
     parse_workload,
 )
 from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides
@@ -130,16 +130,11 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
         file = CampaignFile.model_validate(data)
     except ValidationError as e:
         raise DimsterError(validation_error_line(source, e, CampaignFile)) from None
-    if isinstance(file.base, str):
-        base = load_mapping(path.parent / file.base, f"{source}: base workload")
-    else:
-        base = dict(file.base)
-    if "clientLibrary" in base:
-        base["clientLibrary"] = one_library_for_all(base["clientLibrary"])
+    base = long_forms(
+        load_mapping(path.parent / file.base, f"{source}: base workload") if isinstance(file.base, str) else file.base
+    )
     if file.mode is not None:
         base["mode"] = file.mode.model_dump(by_alias=True)
-    elif "mode" in base:
-        base["mode"] = mode_mapping(base["mode"])
     keys = [k for d in file.dimensions for k in d.names]
     if duplicated := sorted({k for k in keys if keys.count(k) > 1}):
         raise DimsterError(f"{source}: key '{duplicated[0]}' is in more than one dimension")

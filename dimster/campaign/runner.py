@@ -15,6 +15,7 @@ import yaml
 from dimster.campaign.model import Campaign, Point, read_campaign_json
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.one_run import run_workload
+from dimster.coordinator.run import CorrectnessFailed
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import display
@@ -194,7 +195,6 @@ def _live_modifications(bundle: Path) -> int:
 
 
 def _exit_code(records: list[dict]) -> int:
-    codes = {r["exit_code"] for r in records if r["exit_code"]}
-    if any(c not in (7,) for c in codes):
-        return 4
-    return 7 if codes else 0
+    """0; 7 when only correctness verdicts failed; 4 when a run failed."""
+    codes = {r["exit_code"] for r in records} - {0, None}
+    return 4 if codes - {CorrectnessFailed.exit_code} else (7 if codes else 0)

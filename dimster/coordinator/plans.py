@@ -324,7 +324,6 @@ class DrainBacklogPlan:
         self.s = settings
         self.target = settings.backlog_records or math.ceil(settings.backlog_bytes / workload.message_size)
         self.stage = "start"
-        self.built_at = 0.0
         self.resumed_at = 0.0  # epoch s
         self.backlog = 0
         self.drain: Drain | None = None
@@ -342,7 +341,7 @@ class DrainBacklogPlan:
             timed_out = elapsed >= self.s.build_timeout_seconds
             if run.backlog < self.target and not timed_out:
                 return PlanStep()
-            self.backlog, self.built_at = run.backlog, elapsed
+            self.backlog = run.backlog
             self.resumed_at = run.load_started + elapsed
             self.stage = "drain"
             # with residual load, a backlog of two seconds of it (reports every second, plus latency) is empty

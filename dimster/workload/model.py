@@ -254,15 +254,22 @@ def parse_workload(data: dict, source: str) -> Workload:
         raise DimsterError(validation_error_line(source, e, Workload)) from None
 
 
+def long_forms(data: dict) -> dict:
+    """The document with its short forms written out (`clientLibrary: java`, `mode: explore-limits`),
+    so that overrides of a nested key (`clientLibrary.producer`, `mode.targetE2eP99Ms`) find a mapping."""
+    data = dict(data)
+    if "clientLibrary" in data:
+        data["clientLibrary"] = one_library_for_all(data["clientLibrary"])
+    if "mode" in data:
+        data["mode"] = mode_mapping(data["mode"])
+    return data
+
+
 def load_workload(path: Path, sets: list[tuple[str, str]] = ()) -> Workload:
     """Read and validate a workload file, with `--set` overrides applied first."""
     from dimster.workload.overrides import apply_overrides
 
     data = load_mapping(path, "workload")
     if sets:
-        if "clientLibrary" in data:  # so that --set clientLibrary.producer=... works on the short form too
-            data["clientLibrary"] = one_library_for_all(data["clientLibrary"])
-        if "mode" in data:  # and --set mode.targetE2eP99Ms=... on `mode: explore-limits`
-            data["mode"] = mode_mapping(data["mode"])
-        data = apply_overrides(data, sets)
+        data = apply_overrides(long_forms(data), sets)
     return parse_workload(data, display(path))
