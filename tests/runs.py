@@ -104,11 +104,16 @@ def wait(condition: str, timeout: int = 90, env: str = "local") -> None:
     assert result.code == 0, result.stderr + result.stdout
 
 
-def scrape(url: str) -> dict[str, tuple[dict, float]]:
-    """A Prometheus endpoint's samples: name -> (labels, value)."""
+def scrape_samples(url: str) -> list:
+    """A Prometheus endpoint's samples (each with .name, .labels, .value)."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
     text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return {s.name: (s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples}
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def scrape(url: str) -> dict[str, tuple[dict, float]]:
+    """A Prometheus endpoint's samples: name -> (labels, value) of one series of each name."""
+    return {s.name: (s.labels, s.value) for s in scrape_samples(url)}

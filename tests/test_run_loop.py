@@ -11,7 +11,7 @@ from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import AddClients, RemoveClients, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
 from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
-from tests.runs import scrape
+from tests.runs import scrape, scrape_samples
 
 pytestmark = pytest.mark.unit
 
@@ -200,6 +200,8 @@ def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_p
         totals = json.loads((c.bundle.path / "run.json").read_text())["totals"]
         assert samples["dimster_sent_messages_total"][1] == totals["sent"] > 0
         assert samples["dimster_received_messages_total"][1] == totals["received"]
+        per_client = [s for s in scrape_samples(exporter.url) if s.name == "dimster_client_received_messages_total"]
+        assert sum(s.value for s in per_client) == totals["received"]  # the series per kind of client add up
         assert samples["dimster_lost_messages"][1] == totals["lost"] == 0  # known at the end, exported then
         status = c.status()
         assert samples["dimster_e2e_latency_p99_seconds"][1] == pytest.approx(status["e2eP99Ms"] / 1000)  # ms -> s
@@ -212,6 +214,71 @@ def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_p
     # Prometheus naming: counters end in _total, every other name carries its unit or is a count
     assert len({f.metric for f in FIELDS}) == len(FIELDS)
     assert all(f.metric.endswith("_total") == (f.kind == "counter") for f in FIELDS)
+
+
+def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
+    import numpy as np
+
+    from dimster.coordinator.client_series import LADDER_SECONDS
+    from dimster.coordinator.exporter import StatusExporter
+    from dimster.metrics.histogram import Histogram
+    from dimster.worker.protocol import ClientInterval, IntervalReport
+
+    e2e_us = np.array([150, 900, 1_000, 1_100, 40_000, 3_000_000], dtype=float)  # 0.15 ms .. 3 s
+    histogram = Histogram()
+    histogram.record_array(e2e_us)
+    stats = {"tx_requests": 10.0, "batch_records_avg": 4.0}
+
+    def report(worker, received):
+        return IntervalReport(
+            worker,
+            100.0,
+            [
+                ClientInterval("p0", "producer", "t", library="java", sent=7, acked=6, client_stats=stats),
+                ClientInterval(
+                    "c0",
+                    "share_consumer",
+                    "t",
+                    "g",
+                    library="librdkafka",
+                    received=received,
+                    polls=2,
+                    max_poll_records=3,
+                    histograms={("e2e", 0): histogram.to_wire(), ("warmup_e2e", 1): histogram.to_wire()},
+                ),
+            ],
+        )
+
+    exporter = StatusExporter({"run": "r1"})
+    try:
+        exporter.add(report(0, received=5))
+        exporter.add(report(0, received=4))
+        exporter.add(report(1, received=1))
+        samples = scrape_samples(exporter.url)
+    finally:
+        exporter.close()
+
+    def values(name, **labels):
+        return [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
+
+    assert values("dimster_client_received_messages_total", worker="0", role="share_consumer", group="g") == [9]
+    assert values("dimster_client_received_messages_total", worker="1") == [1]
+    assert values("dimster_client_sent_messages_total", worker="0", role="producer", client_library="java") == [14]
+    assert values("dimster_client_polls_total", worker="0") == [4]
+    assert values("dimster_client_requests_total", worker="0", role="producer") == [10.0]  # latest, not summed
+    assert values("dimster_producer_batch_records_avg", worker="0") == [4.0]
+    # e2e: measured and warm-up, both partitions, two reports on worker 0 = 4 x each value, in seconds
+    buckets = {
+        s.labels["le"]: s.value
+        for s in samples
+        if s.name == "dimster_e2e_latency_seconds_bucket" and s.labels["worker"] == "0"
+    }
+    assert len(buckets) == len(LADDER_SECONDS) + 1 and buckets["+Inf"] == 4 * len(e2e_us)
+    for le, count in buckets.items():
+        bound = float(le)  # a dimster bucket edge within 1 % of the ladder's value
+        assert count == 4 * int((e2e_us <= bound * 1e6).sum()), le
+    assert values("dimster_e2e_latency_seconds_count", worker="0") == [4 * len(e2e_us)]
+    assert values("dimster_e2e_latency_seconds_sum", worker="0")[0] == pytest.approx(4 * e2e_us.sum() / 1e6, rel=0.01)
 
 
 def test_a_metrics_port_in_use_is_one_line():

@@ -1,12 +1,15 @@
 """The run's Prometheus endpoint: `/metrics` on loopback, served by prometheus-client from the latest
 status snapshot the coordinator hands over (so the HTTP thread never reads the run while the main loop
-changes it). Names and units come from the one status schema (status_schema.py)."""
+changes it) and from the series per kind of client the workers' reports feed (client_series.py).
+Run-wide names and units come from the one status schema (status_schema.py)."""
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from dimster.coordinator.client_series import ClientSeries
 from dimster.coordinator.status_schema import FIELDS
 from dimster.errors import DimsterError
+from dimster.worker.protocol import IntervalReport
 
 LABELS = ("environment", "run", "workload", "mode")
 
@@ -15,6 +18,7 @@ class StatusExporter:
     def __init__(self, labels: dict[str, str], host: str = "127.0.0.1", port: int = 0):
         self.labels = [str(labels.get(name, "")) for name in LABELS]
         self.snapshot: dict = {}
+        self.clients = ClientSeries()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         try:
@@ -31,6 +35,9 @@ class StatusExporter:
         """The status to export from now on (a reference swap: the HTTP thread reads whole snapshots)."""
         self.snapshot = status
 
+    def add(self, report: IntervalReport) -> None:
+        self.clients.add(report)
+
     def collect(self):
         snapshot = self.snapshot
         for field in FIELDS:
@@ -43,6 +50,7 @@ class StatusExporter:
                 family = GaugeMetricFamily(field.metric, field.help, labels=LABELS)
             family.add_metric(self.labels, value * field.scale)
             yield family
+        yield from self.clients.collect()
 
     def close(self) -> None:
         self.server.shutdown()

@@ -243,6 +243,8 @@ class Coordinator:
             if self.load_started:
                 self.self_cost.report_handled(message.report.end_time)
             self.aggregate.add(message.report)
+            if self.exporter:
+                self.exporter.add(message.report)
             if self.metrics:
                 self.metrics.add(message.report, self.phase)
         elif isinstance(message, Ready):

@@ -1,0 +1,152 @@
+"""The run's Prometheus series per kind of client: counters, latency histograms and the clients' own
+statistics summed per (worker, role, topic, group, client library), fed from the workers' interval
+reports. Prometheus takes rates and quantiles of these; the run-wide status gauges stay in
+status_schema.py."""
+
+import math
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from dimster.metrics.histogram import GAMMA, bucket_value
+from dimster.worker.protocol import WARMUP_PREFIX, IntervalReport
+
+SERIES_LABELS = ("worker", "role", "topic", "group", "client_library")
+
+
+def _bucket_index(seconds: float) -> int:
+    """The dimster histogram bucket (microseconds) whose upper edge is nearest `seconds`."""
+    return round(math.log(seconds * 1e6) / math.log(GAMMA))
+
+
+# Prometheus bucket bounds on edges of dimster's own buckets, near a 1-2-5 ladder from 100 us to
+# 60 s: every dimster bucket falls wholly below or above each bound, so the cumulative counts are exact.
+LADDER_SECONDS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 60)
+BOUNDS: tuple[int, ...] = tuple(_bucket_index(seconds) for seconds in LADDER_SECONDS)
+
+LATENCIES = {  # dimster histogram -> (Prometheus name, help)
+    "publish": ("dimster_publish_latency_seconds", "Send to acknowledgement, per record"),
+    "publish_delay": ("dimster_publish_delay_seconds", "Scheduled send time to the send call, per record"),
+    "e2e": ("dimster_e2e_latency_seconds", "Producer's send to the consumer's receipt, per record"),
+}
+
+PRODUCING = ("producer",)
+CONSUMING = ("consumer", "share_consumer")
+COUNTERS = {  # ClientInterval field -> (Prometheus name without _total, help, the roles that count it)
+    "sent": ("dimster_client_sent_messages", "Records handed to the producers", PRODUCING),
+    "sent_bytes": ("dimster_client_sent_bytes", "Record bytes handed to the producers", PRODUCING),
+    "acked": ("dimster_client_acknowledged_messages", "Records the brokers acknowledged", PRODUCING),
+    "send_errors": ("dimster_client_send_errors", "Records the producers failed to send", PRODUCING),
+    "received": ("dimster_client_received_messages", "Records the consumers received", CONSUMING),
+    "received_bytes": ("dimster_client_received_bytes", "Record bytes the consumers received", CONSUMING),
+    "polls": ("dimster_client_polls", "Consumer polls (records per poll = received / polls)", CONSUMING),
+    "accepted": ("dimster_client_share_accepted_messages", "Records acknowledged ACCEPT", ("share_consumer",)),
+    "released": ("dimster_client_share_released_messages", "Records acknowledged RELEASE", ("share_consumer",)),
+    "rejected": ("dimster_client_share_rejected_messages", "Records acknowledged REJECT", ("share_consumer",)),
+}
+
+# The clients' own statistics (metrics/client_stats.py): cumulative counters summed over clients
+# (a rebuilt client starts again from 0, which Prometheus reads as a counter reset) ...
+STATS_COUNTERS = {
+    "tx_requests": ("dimster_client_requests", "Requests the Kafka clients sent"),
+    "tx_bytes": ("dimster_client_network_sent_bytes", "Bytes the Kafka clients sent over the network"),
+    "rx_bytes": ("dimster_client_network_received_bytes", "Bytes the Kafka clients received over the network"),
+}
+# ... and averages, averaged over the clients that report them.
+STATS_GAUGES = {
+    "batch_records_avg": ("dimster_producer_batch_records_avg", "Records per produced batch"),
+    "batch_bytes_avg": ("dimster_producer_batch_bytes_avg", "Bytes per produced batch"),
+    "fetch_records_avg": ("dimster_consumer_fetch_records_avg", "Records per fetch response (Java clients)"),
+}
+
+
+@dataclass
+class Series:
+    counts: Counter = field(default_factory=Counter)  # ClientInterval field -> total
+    latencies: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # metric -> bucket counts
+    max_poll_records: int = 0  # in the latest report
+    stats: dict[str, dict] = field(default_factory=dict)  # client id -> its latest statistics
+
+
+class ClientSeries:
+    def __init__(self):
+        self.series: dict[tuple[str, ...], Series] = defaultdict(Series)
+        self.lock = threading.Lock()  # add() runs in the run loop, collect() in the HTTP thread
+
+    def add(self, report: IntervalReport) -> None:
+        with self.lock:
+            for c in report.clients:
+                key = (str(report.worker_index), c.role, c.topic, c.group, c.library)
+                series = self.series[key]
+                series.counts.update({name: getattr(c, name) for name in COUNTERS})
+                if c.role != "producer":
+                    series.max_poll_records = c.max_poll_records
+                for (metric, _partition), (counts, *_rest) in c.histograms.items():
+                    name = metric.removeprefix(WARMUP_PREFIX)  # live series include the warm-up
+                    if name in LATENCIES:
+                        series.latencies[name].update(counts)
+                if c.client_stats:
+                    series.stats[c.client_id] = c.client_stats
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        with self.lock:
+            series = {
+                key: (
+                    s.counts.copy(),
+                    {m: c.copy() for m, c in s.latencies.items()},
+                    s.max_poll_records,
+                    list(s.stats.values()),
+                )
+                for key, s in self.series.items()
+            }
+        for field_name, (name, help_text, roles) in COUNTERS.items():
+            family = CounterMetricFamily(name, help_text, labels=SERIES_LABELS)
+            for key, (counts, *_) in series.items():
+                if key[1] in roles:
+                    family.add_metric(key, counts[field_name])
+            yield family
+        for metric, (name, help_text) in LATENCIES.items():
+            family = HistogramMetricFamily(name, help_text, labels=SERIES_LABELS)
+            for key, (_, latencies, *_) in series.items():
+                if metric in latencies:
+                    family.add_metric(key, *prometheus_buckets(latencies[metric]))
+            yield family
+        polls = GaugeMetricFamily(
+            "dimster_client_max_records_per_poll",
+            "Most records one poll returned in the latest report",
+            labels=SERIES_LABELS,
+        )
+        for key, (_, _, most, _) in series.items():
+            if key[1] != "producer":
+                polls.add_metric(key, most)
+        yield polls
+        for column, (name, help_text) in STATS_COUNTERS.items():
+            family = CounterMetricFamily(name, help_text, labels=SERIES_LABELS)
+            for key, (*_, stats) in series.items():
+                if stats:
+                    family.add_metric(key, sum(s.get(column, 0.0) for s in stats))
+            yield family
+        for column, (name, help_text) in STATS_GAUGES.items():
+            family = GaugeMetricFamily(name, help_text, labels=SERIES_LABELS)
+            for key, (*_, stats) in series.items():
+                values = [s[column] for s in stats if s.get(column)]
+                if values:
+                    family.add_metric(key, sum(values) / len(values))
+            yield family
+
+
+def prometheus_buckets(counts: Counter) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative (le, count) pairs in seconds, +Inf last, and the sum of the values in seconds (each
+    bucket's count at its representative value: within 1 % like the histogram itself)."""
+    ordered = sorted(counts.items())
+    buckets, seen, position = [], 0, 0
+    for bound in BOUNDS:
+        while position < len(ordered) and ordered[position][0] <= bound:
+            seen += ordered[position][1]
+            position += 1
+        buckets.append((f"{GAMMA**bound / 1e6:.6g}", seen))
+    buckets.append(("+Inf", sum(counts.values())))
+    total_us = sum(bucket_value(index) * count for index, count in ordered)
+    return buckets, total_us / 1e6
