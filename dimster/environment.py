@@ -12,7 +12,16 @@ from dimster.yamlfile import load_mapping, validation_error_line
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
 # Fields that describe the nodes a `local` cluster runs; an `external` profile may not set them.
-LOCAL_LAYOUT = {"nodes", "first_node_id", "heap", "broker_port_base", "controller_port_base", "data_dir"}
+LOCAL_LAYOUT = {
+    "nodes",
+    "first_node_id",
+    "heap",
+    "broker_port_base",
+    "controller_port_base",
+    "data_dir",
+    "broker_metrics",
+    "broker_metrics_port_base",
+}
 
 
 class AgentAddress(BaseModel):
@@ -35,6 +44,11 @@ class EnvironmentProfile(BaseModel):
     broker_port_base: int = Field(19092, alias="brokerPortBase", ge=1024, le=65000)
     controller_port_base: int = Field(19192, alias="controllerPortBase", ge=1024, le=65000)
     data_dir: str | None = Field(None, alias="dataDir")
+    # brokers serve their JMX metrics for Prometheus (the JMX exporter agent) on this base + node index;
+    # by default controllerPortBase + 10
+    broker_metrics: bool = Field(True, alias="brokerMetrics")
+    metrics_endpoint: bool = Field(True, alias="metricsEndpoint")  # the run's own /metrics
+    broker_metrics_port_base: int | None = Field(None, alias="brokerMetricsPortBase", ge=1024, le=65000)
     kafka_version: str = Field(DEFAULT_KAFKA_VERSION, alias="kafkaVersion", pattern=r"^\d+\.\d+\.\d+$")
     broker_config: str = Field("run/broker-configs/default.yaml", alias="brokerConfig")
     broker_overrides: dict[str, str | int | float | bool] = Field(default_factory=dict, alias="brokerOverrides")
@@ -112,6 +126,19 @@ class EnvironmentProfile(BaseModel):
 
     def controller_port(self, node_index: int) -> int:
         return self.controller_port_base + node_index
+
+    def broker_metrics_port(self, node_index: int) -> int:
+        return (self.broker_metrics_port_base or self.controller_port_base + 10) + node_index
+
+    @property
+    def broker_metrics_urls(self) -> dict[int, str]:
+        """Node id -> the /metrics URL of its JMX exporter; empty when brokers run without it."""
+        if self.backend != "local" or not self.broker_metrics:
+            return {}
+        return {
+            node_id: f"http://{self.host}:{self.broker_metrics_port(i)}/metrics"
+            for i, node_id in enumerate(self.node_ids)
+        }
 
     @model_validator(mode="after")
     def _external_needs_bootstrap(self):

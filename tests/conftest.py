@@ -23,10 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 SHIPPED_ENVIRONMENTS = REPO / "run" / "environments"
 MARKERS = ("unit", "kafka", "spark", "browser")
 
-# Test ports come in slots of SLOT ports: brokers on the slot's first ten, controllers on the next ten
-# (a profile has at most 9 nodes). The scratch copies of the shipped profiles take the first slots in
-# name order; tests that write their own profile take a spare slot (`spare_ports`).
-SLOT = 20
+# Test ports come in slots of SLOT ports: brokers on the slot's first ten, controllers on the next ten,
+# the brokers' metrics (JMX exporter) on the last ten (a profile has at most 9 nodes). The scratch
+# copies of the shipped profiles take the first slots in name order; tests that write their own
+# profile take a spare slot (`spare_ports`).
+SLOT = 30
 SLOTS = 6
 SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
 
@@ -68,13 +69,18 @@ def our_java_processes(state_dir: Path) -> list[psutil.Process]:
 
 
 def shipped_ports() -> set[int]:
-    """Every broker and controller port a shipped environment profile uses."""
+    """Every broker, controller and broker-metrics port a shipped environment profile uses."""
     ports = set()
     for path in SHIPPED_ENVIRONMENTS.glob("*.yaml"):
         profile = yaml.safe_load(path.read_text()) or {}
         nodes = profile.get("nodes", 1)
-        for key, default in (("brokerPortBase", 19092), ("controllerPortBase", 19192)):
-            base = profile.get(key, default)
+        controllers = profile.get("controllerPortBase", 19192)
+        bases = (
+            profile.get("brokerPortBase", 19092),
+            controllers,
+            profile.get("brokerMetricsPortBase", controllers + 10),
+        )
+        for base in bases:
             ports.update(range(base, base + nodes))
     return ports
 
@@ -101,7 +107,7 @@ def free_port_block() -> int:
 
 def profile_ports(first_port: int, slot: int) -> dict[str, int]:
     start = first_port + slot * SLOT
-    return {"brokerPortBase": start, "controllerPortBase": start + SLOT // 2}
+    return {"brokerPortBase": start, "controllerPortBase": start + 10, "brokerMetricsPortBase": start + 20}
 
 
 def with_ports(text: str, ports: dict[str, int]) -> str:
@@ -138,8 +144,8 @@ def scratch_project(tmp_path_factory) -> Path:
 
 
 def spare_ports(number: int = 1) -> dict[str, int]:
-    """brokerPortBase and controllerPortBase for a profile a test writes itself (`number` 1 or 2 of
-    the session's spare slots: free when the suite started, used by nothing of the session else)."""
+    """The port keys for a profile a test writes itself (`number` 1 or 2 of the session's spare
+    slots: free when the suite started, used by nothing of the session else)."""
     spare = len(list(SHIPPED_ENVIRONMENTS.glob("*.yaml"))) + number - 1
     assert number >= 1 and spare < SLOTS, f"no spare port slot {number}"
     return profile_ports(int(os.environ["DIMSTER_TEST_FIRST_PORT"]), spare)

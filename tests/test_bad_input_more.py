@@ -14,6 +14,7 @@ from dimster.coordinator.control import TOKEN_HEADER, ControlServer
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import ClusterError
 from dimster.kafka.distribution import kafka_distribution, run_helper, version_home
+from dimster.kafka.jmx_exporter import agent_jar
 from tests.conftest import dimster, spare_ports_yaml, write_environment
 from tests.test_summary import synthetic_run
 
@@ -182,11 +183,28 @@ def test_kafka_fetch_failure_is_one_line_with_mvns_log(tmp_path):
     assert "Scanning for projects" in result.stderr  # mvn's last lines follow the error, as its detail
 
 
+@pytest.mark.unit
+def test_a_jmx_exporter_agent_that_cannot_be_fetched_is_one_line(tmp_path):
+    env = fake_mvn(
+        tmp_path, 'echo "[ERROR] Could not find artifact io.prometheus.jmx:jmx_prometheus_javaagent"; exit 1'
+    )
+    jars = version_home(DEFAULT_KAFKA_VERSION) / "libs"
+    (tmp_path / "cache" / "kafka").mkdir(parents=True)
+    (tmp_path / "cache" / "kafka" / DEFAULT_KAFKA_VERSION).mkdir()
+    (tmp_path / "cache" / "kafka" / DEFAULT_KAFKA_VERSION / "libs").symlink_to(jars)  # Kafka is there, the agent not
+    result = dimster("kafka", "fetch", "--version", DEFAULT_KAFKA_VERSION, env=env)
+    assert result.code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("dimster: error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "jmx_prometheus_javaagent" in errors[0] and "Could not find artifact" in errors[0]
+
+
 @pytest.mark.kafka
 def test_cluster_up_json_on_a_fresh_cache_is_valid_json(tmp_path, project):
     """The fetch's progress goes to stderr and mvn's output to its log: stdout is the JSON alone."""
     jars = version_home(DEFAULT_KAFKA_VERSION) / "libs"
-    env = fake_mvn(tmp_path, f'mkdir -p "$out" && cp {jars}/*.jar "$out"/')
+    copy = f'case "$*" in *jmx_prometheus_javaagent*) cp {agent_jar()} "$out"/;; *) cp {jars}/*.jar "$out"/;; esac'
+    env = fake_mvn(tmp_path, f'mkdir -p "$out" && {copy}')
     env["DIMSTER_PROJECT_DIR"] = str(project)
     write_environment(project, "fresh", f"nodes: 1\nkafkaVersion: {DEFAULT_KAFKA_VERSION}\n" + spare_ports_yaml())
     try:

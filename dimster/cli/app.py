@@ -12,6 +12,8 @@ from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import kafka_distribution
+from dimster.kafka.jmx_exporter import VERSION as JMX_EXPORTER_VERSION
+from dimster.kafka.jmx_exporter import agent_jar
 from dimster.results.redaction import redact_text
 
 app = typer.Typer(
@@ -55,12 +57,14 @@ def kafka_fetch(
         [], "--version", help="Kafka version(s); default: every version named in run/environments."
     ),
 ) -> None:
-    """Fetch Kafka jars from Maven Central into the cache (nothing to do when already there)."""
+    """Fetch Kafka jars and the brokers' JMX exporter agent from Maven Central into the cache (nothing
+    to do when already there)."""
     versions = version or sorted({load_environment(name).kafka_version for name in known_environments()})
     for wanted in versions:
         distribution = kafka_distribution(wanted)
         tools = "with" if distribution.has_perf_tools else "without"
         console.print(f"Kafka {distribution.version} ready ({tools} perf tools): {distribution.libs}")
+    console.print(f"JMX exporter agent {JMX_EXPORTER_VERSION} ready: {agent_jar()}")
 
 
 def main() -> None:

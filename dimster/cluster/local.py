@@ -24,6 +24,7 @@ from dimster.kafka.broker_config import (
     property_text,
 )
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution, run_helper
+from dimster.kafka.jmx_exporter import agent_jar, agent_option
 from dimster.paths import display
 
 
@@ -164,7 +165,12 @@ class LocalCluster:
     def _jvm_options(self, index: int) -> tuple[str, ...]:
         log4j = resources.files("dimster.kafka") / "log4j2.properties"
         heap = self.profile.heap
+        agent = ()
+        if self.profile.broker_metrics:
+            port = self.profile.broker_metrics_port(index)
+            agent = (agent_option(agent_jar(), self.profile.host, port),)
         return (
+            *agent,
             f"-Xmx{heap}",
             f"-Xms{heap}",
             "-XX:+UseG1GC",
@@ -200,10 +206,13 @@ class LocalCluster:
 
     def _check_ports_free(self) -> None:
         for index in range(self.profile.nodes):
-            for kind, port, key in (
+            listeners = [
                 ("client", self.profile.broker_port(index), "brokerPortBase"),
                 ("controller", self.profile.controller_port(index), "controllerPortBase"),
-            ):
+            ]
+            if self.profile.broker_metrics:
+                listeners.append(("metrics", self.profile.broker_metrics_port(index), "brokerMetricsPortBase"))
+            for kind, port, key in listeners:
                 with socket.socket() as s:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     try:

@@ -75,11 +75,10 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
         kafka_version=cluster.status().kafka_version,
         run_id=bundle.path.name,
     )
-    exporter = StatusExporter(
-        {"environment": profile.name, "run": bundle.path.name, "workload": workload.name, "mode": workload.mode.type}
-    )
+    labels = {"environment": profile.name, "run": bundle.path.name, "workload": workload.name}
+    exporter = StatusExporter({**labels, "mode": workload.mode.type}) if profile.metrics_endpoint else None
     if control:
-        control.update(run_id=bundle.path.name, results=str(bundle.path), metrics=exporter.url)
+        control.update(run_id=bundle.path.name, results=str(bundle.path), metrics=exporter and exporter.url)
         control.redactor = bundle.redactor  # the API masks the secrets the run knows
     if agents:
         agents.log_dir = bundle.path / "logs"
@@ -106,7 +105,8 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
     except RunFailed as e:
         exit_code, failure = e.exit_code, str(e)
     finally:
-        exporter.close()
+        if exporter:
+            exporter.close()
         bundle.copy_broker_logs(cluster.log_files())
         bundle.scrub_logs()
         if control:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import ClusterBackend, backend_for
 from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.broker_scrape import BrokerScraper
 from dimster.coordinator.changes import Change, live_changes
 from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.coordinator.console import status_line
@@ -131,6 +132,8 @@ class Coordinator:
         self.metrics: MetricsWriter | None = None
         self.last_window: dict = {}
         self.broker_watch: BrokerWatch | None = None  # once the cluster has said which brokers it has
+        self.broker_scraper: BrokerScraper | None = None  # the brokers' own metrics, while load runs
+        self.broker_samples: queue.Queue[tuple[float, int, list]] = queue.Queue()
         self.assignment_watches: list[AssignmentWatch] = []
         self.assignment_seconds: dict[str, float] = {}  # group -> seconds its consumers took to hold assignments
         # per group: records still there for it to consume, read once its consumers have closed
@@ -343,12 +346,32 @@ class Coordinator:
             self.bundle.event(kind, **details)
             self.say(f"-- {details.get('message', kind)}")
         self._note_assignments()
+        self._write_broker_samples()
         if self.exporter and time.time() - self._last_export >= EXPORT_EVERY:
             self.exporter.update(self.status())
             self._last_export = time.time()
         if self.metrics and time.time() - self._last_flush >= FLUSH_EVERY:
             self.metrics.flush()
             self._last_flush = time.time()
+
+    def _scrape_brokers(self) -> None:
+        urls = self.cluster.profile.broker_metrics_urls
+        if not urls:
+            return
+        self.broker_scraper = BrokerScraper(
+            urls,
+            deliver=lambda at, broker, samples: self.broker_samples.put((at, broker, samples)),
+            note=lambda message: self.background.put(("broker_metrics", {"message": message})),
+        )
+        self.broker_scraper.start()
+
+    def _write_broker_samples(self) -> None:
+        while self.metrics:
+            try:
+                at, broker, samples = self.broker_samples.get_nowait()
+            except queue.Empty:
+                break
+            self.metrics.add_broker_samples(at, broker, samples, self.phase)
 
     def _wait(self, condition, timeout: float, report_every: float) -> bool:
         deadline = time.time() + timeout
@@ -382,6 +405,8 @@ class Coordinator:
         finally:
             if self.broker_watch:
                 self.broker_watch.stop()
+            if self.broker_scraper:
+                self.broker_scraper.stopped.set()
             for watch in self.assignment_watches:
                 watch.stop()
             for s, handler in handlers.items():
@@ -412,6 +437,7 @@ class Coordinator:
         self.aggregate.restart_pacing_window()  # reports from before load start say nothing of pacing
         self.aggregate.take_window()  # the first status line covers load only
         self.broker_watch.start()
+        self._scrape_brokers()
         self.self_cost.start()
         self.bundle.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
         self.phase = "warmup" if w.warmup_seconds else "measure"
@@ -472,6 +498,9 @@ class Coordinator:
         for killed in self.workers.close():
             self.bundle.event("worker_killed", worker=killed)
         self.phase = "done"
+        if self.broker_scraper:
+            self.broker_scraper.stop()  # and a last scrape: the brokers' counts at the end
+            self._write_broker_samples()
         if self.metrics:
             self.metrics.flush()
         self._read_unconsumed()

@@ -9,6 +9,7 @@ import pandas as pd
 
 from dimster.errors import DimsterError
 from dimster.metrics.histogram import GAMMA
+from dimster.pipeline.broker_summary import summarize_brokers
 from dimster.pipeline.spark import spark_session
 from dimster.results.bundle import load_timeline
 from dimster.worker.protocol import WARMUP_PREFIX
@@ -23,7 +24,8 @@ QUANTILES = {
     "p99_9": (999, 1000),
     "p99_99": (9999, 10000),
 }
-TABLES = ("intervals", "histograms", "delivery_counts", "client_stats")
+TABLES = ("intervals", "histograms", "delivery_counts", "client_stats", "brokers")
+OPTIONAL_TABLES = ("delivery_counts", "brokers")  # consumer groups have no delivery counts; external brokers no scrape
 THROUGHPUT_FIELDS = ("produced_msgs_per_s", "produced_mb_per_s", "consumed_msgs_per_s", "consumed_mb_per_s")
 
 
@@ -80,7 +82,7 @@ def summarize(run_dir: Path, master: str) -> dict:
         notes.append("run.json is unreadable: versions, totals and status unknown")
     elif run_info.get("status") not in ("completed",):
         notes.append(f"the run did not complete (status {run_info.get('status')}): the summary covers what exists")
-    notes += [f"metrics/{t} is missing" for t in missing if t != "delivery_counts"]
+    notes += [f"metrics/{t} is missing" for t in missing if t not in OPTIONAL_TABLES]
     out = run_dir / "summary"
     out.mkdir(exist_ok=True)
     summary: dict = {
@@ -95,7 +97,7 @@ def summarize(run_dir: Path, master: str) -> dict:
     }
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
-            tables = _spark_tables(spark, metrics, present, summary)
+            tables = _spark_tables(spark, metrics, present, summary, list(run_info.get("groups") or {}))
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
             # read while Spark's JVM still runs: a Java exception's text comes from there
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
@@ -108,7 +110,9 @@ def summarize(run_dir: Path, master: str) -> dict:
     return summary
 
 
-def _spark_tables(spark, metrics: Path, present: list[str], summary: dict) -> dict[str, pd.DataFrame]:
+def _spark_tables(
+    spark, metrics: Path, present: list[str], summary: dict, groups: list[str]
+) -> dict[str, pd.DataFrame]:
     """Run the Spark side: fills `summary` with overall numbers, returns the tables to write."""
     from pyspark.sql import functions as F
 
@@ -140,6 +144,9 @@ def _spark_tables(spark, metrics: Path, present: list[str], summary: dict) -> di
         per_client = _client_ratios(frames["client_stats"], frames["intervals"])
         tables["client_stats"] = per_client.toPandas()
         summary["client_stats"] = _overall_client_ratios(tables["client_stats"])
+    if "brokers" in frames:
+        summary["brokers"], broker_tables = summarize_brokers(frames["brokers"], groups)
+        tables.update(broker_tables)
     return tables
 
 

@@ -159,6 +159,40 @@ def latency_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure | No
     return fig
 
 
+def in_flight_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure | None:
+    """The brokers' in-flight records per share-partition against the lock budget (KIP-932)."""
+    table = run.table("share_partition_in_flight")
+    if table is None or table.empty:
+        return None
+    fig = go.Figure()
+    series = table.groupby(["group", "topic", "partition"], sort=True)
+    for index, ((group, topic, partition), rows) in enumerate(series):
+        name = f"{topic}-{partition}" if table["group"].nunique() == 1 else f"{group} {topic}-{partition}"
+        fig.add_trace(run_trace(rows["run_time_s"], rows["in_flight_messages"], name, index, unit="records"))
+    budget = run.lock_budget
+    fig.add_trace(_line(list(x_range), [budget, budget], f"lock budget ({budget:,})", COLORS["target"], dash="dash"))
+    time_layout(fig, "Brokers: in-flight records per share-partition", "records", x_range, legend=len(series) <= 12)
+    add_timeline(fig, run, x_range)
+    return fig
+
+
+def purgatory_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure | None:
+    """The brokers' purgatory sizes over time, per delayed operation that held anything."""
+    table = run.table("broker_purgatory")
+    if table is None or table.empty:
+        return None
+    used = table.groupby("operation")["size"].max()
+    fig = go.Figure()
+    for index, operation in enumerate(sorted(used[used > 0].index)):
+        rows = table[table["operation"] == operation].groupby("run_time_s", as_index=False)["size"].sum()
+        fig.add_trace(run_trace(rows["run_time_s"], rows["size"], operation, index, unit="operations"))
+    if not fig.data:
+        return None
+    time_layout(fig, "Brokers: purgatory size per delayed operation", "operations waiting", x_range)
+    add_timeline(fig, run, x_range)
+    return fig
+
+
 def delivery_figure(run: RunData) -> go.Figure | None:
     table = run.table("delivery_counts")
     if table is None:

@@ -22,6 +22,9 @@ SUMMARY_TABLES = (
     "latency_per_client",
     "delivery_counts",
     "client_stats",
+    "broker_requests",
+    "broker_purgatory",
+    "share_partition_in_flight",
 )
 INPUT_FILES = ("workload.yaml", "environment.yaml", "broker-config.yaml")
 
@@ -42,6 +45,15 @@ class RunData:
         if isinstance(self.run_info.get("final_workload"), dict):
             return self.run_info["final_workload"]
         return parse_yaml(self.inputs.get("workload.yaml"))
+
+    @property
+    def lock_budget(self) -> int:
+        """In-flight records a share-partition may hold (Kafka's default 2000 when not configured)."""
+        config = self.run_info.get("broker_config") or parse_yaml(self.inputs.get("broker-config.yaml"))
+        try:
+            return int(config.get("group.share.partition.max.record.locks", 2000))
+        except (TypeError, ValueError, AttributeError):
+            return 2000
 
     @property
     def started(self) -> datetime | None:

@@ -44,6 +44,7 @@ def write_report(run_dir: Path) -> Path:
     page = Page(f"dimster: {run.name} ({run.path.name})")
     page.add(header(run), notes_box("Notes", notes(run)), key_numbers(run), mode_panel(run))
     page.add(time_charts(run, page), delivery_counts(run, page), partition_table(run), client_tables(run))
+    page.add(broker_section(run, page))
     page.add(timeline_table(run), inputs(run))
     target = run_dir / "report.html"
     target.write_text(page.render(), encoding="utf-8")
@@ -309,6 +310,34 @@ def delivery_counts(run: RunData, page: Page) -> str:
     if fig is None:
         return ""
     return f'<section id="delivery-counts"><h2>Delivery counts</h2>{page.figure(fig)}</section>'
+
+
+def broker_section(run: RunData, page: Page) -> str:
+    """What the brokers measured (their JMX metrics, scraped every 5 s): request rates and latency per
+    API, purgatories and the share partitions' in-flight records."""
+    requests = run.table("broker_requests")
+    x_range = charts.time_range(run)
+    figures = [charts.in_flight_figure(run, x_range), charts.purgatory_figure(run, x_range)]
+    body = "".join(page.figure(fig) for fig in figures if fig is not None)
+    if requests is not None and not requests.empty:
+        rows = [
+            [
+                integer(r["broker"]),
+                text(r["request"]),
+                decimal(r.get("requests_per_s")),
+                *(decimal(r.get(c)) for c in ("p50_ms", "p99_ms", "p999_ms", "p99_ms_max")),
+            ]
+            for r in requests.to_dict("records")
+        ]
+        headers = ["broker", "API", "requests/s", "total time p50 ms", "p99", "p99.9", "largest p99"]
+        body = (
+            '<p class="hint">Request total time as the brokers measure it (Kafka\'s decaying samples of the '
+            "last minutes): the median of the scrapes in the measured phase, and the largest p99 seen.</p>"
+            f'<div class="scroll">{data_table(headers, rows, text_columns=2)}</div>' + body
+        )
+    if not body:
+        return ""
+    return f'<section id="brokers"><h2>Brokers</h2>{body}</section>'
 
 
 # ---- tables ------------------------------------------------------------------------------------------

@@ -28,6 +28,21 @@ INTERVAL_FIELDS = (
 )
 
 
+# The brokers' samples (coordinator/broker_scrape.py): one row per series per scrape.
+BROKER_SCHEMA = pa.schema(
+    [
+        ("end_time", pa.float64()),
+        ("run_time_s", pa.float64()),
+        ("phase", pa.string()),
+        ("broker", pa.int32()),
+        ("metric", pa.string()),
+        ("labels", pa.map_(pa.string(), pa.string())),
+        ("value", pa.float64()),
+    ]
+)
+SCHEMAS = {"brokers": BROKER_SCHEMA}
+
+
 class MetricsWriter:
     def __init__(self, folder: Path, load_started: float):
         self.folder = folder
@@ -64,12 +79,19 @@ class MetricsWriter:
             if c.client_stats:
                 self.rows["client_stats"].append({**client, **c.client_stats})
 
+    def add_broker_samples(self, at: float, broker: int, samples, phase: str) -> None:
+        common = {"end_time": at, "run_time_s": round(at - self.load_started, 3), "phase": phase, "broker": broker}
+        self.rows["brokers"].extend(
+            {**common, "metric": name, "labels": sorted(labels.items()), "value": value}
+            for name, labels, value in samples
+        )
+
     def flush(self) -> None:
         for table, rows in self.rows.items():
             if not rows:
                 continue
             path = self.folder / table / f"part-{self.parts:05d}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_pylist(rows), path)
+            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)), path)
         self.rows.clear()
         self.parts += 1

@@ -1,0 +1,69 @@
+"""The brokers' own metrics during a run: every SCRAPE_EVERY seconds a thread reads each broker's JMX
+exporter endpoint and hands the samples to the run loop, which writes them into the bundle
+(metrics/brokers/). A broker that does not answer (down, restarting) is noted once and scraped again
+at the next turn; its missing samples never stop the run."""
+
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+SCRAPE_EVERY = 5.0
+TIMEOUT = 4.0
+KEPT_JVM = {"jvm_memory_used_bytes", "jvm_memory_max_bytes", "jvm_gc_collection_seconds_sum", "jvm_threads_current"}
+
+
+def parse_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of the Kafka series and a few JVM ones of one exposition text."""
+    return [
+        (s.name, s.labels, s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("kafka_") or s.name in KEPT_JVM
+    ]
+
+
+class BrokerScraper:
+    def __init__(self, urls: dict[int, str], deliver, note):
+        """`deliver(time, broker, samples)` gets each scrape; `note(message)` a broker's first failure
+        (and its recovery). Both are called from the scraper's thread."""
+        self.urls = urls
+        self.deliver = deliver
+        self.note = note
+        self.failing: set[int] = set()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="broker-scrape", daemon=True)
+
+    def start(self) -> None:
+        if self.urls:
+            self.thread.start()
+
+    def scrape_once(self) -> None:
+        for broker, url in self.urls.items():
+            at = time.time()
+            try:
+                with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+                    text = response.read().decode()
+            except (OSError, urllib.error.URLError) as e:
+                if broker not in self.failing:
+                    self.failing.add(broker)
+                    self.note(f"broker {broker}'s metrics at {url} do not answer ({getattr(e, 'reason', e)})")
+                continue
+            if broker in self.failing:
+                self.failing.discard(broker)
+                self.note(f"broker {broker}'s metrics answer again")
+            self.deliver(at, broker, parse_samples(text))
+
+    def _loop(self) -> None:
+        self.scrape_once()  # at load start: the baseline of the brokers' counters
+        while not self.stopped.wait(SCRAPE_EVERY):
+            self.scrape_once()
+
+    def stop(self) -> None:
+        """Stop the thread, then scrape once more: the bundle ends with the brokers' final counts."""
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=TIMEOUT * (len(self.urls) + 1))
+            self.scrape_once()

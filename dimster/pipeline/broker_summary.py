@@ -1,0 +1,141 @@
+"""The brokers' side of a run, from the samples scraped into metrics/brokers/ (their JMX exporter,
+every 5 s): request rates and latency per API, purgatory sizes over time, and the share-group
+metrics. Counters become rates between the first and last scrape of the measured phase; Kafka's
+latency quantiles (decaying samples of the last minutes) are taken as the median of the measured
+scrapes, and their largest value."""
+
+import pandas as pd
+
+REQUEST_APIS = ("Produce", "Fetch", "ShareFetch", "ShareAcknowledge")
+ACKS = "kafka_server_share_record_acknowledgements_total"
+QUANTILES = {"0.50": "p50_ms", "0.99": "p99_ms", "0.999": "p999_ms"}
+
+
+def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """(summary.json's `brokers`, the tables to write) of the Spark frame of metrics/brokers/. A
+    broker keeps the share partitions of earlier runs' groups: only the run's `groups` count."""
+    from pyspark.sql import functions as F
+
+    measured = brokers.where(F.col("phase") == "measure")
+    if measured.isEmpty():  # a run stopped in its warm-up: what there is
+        measured = brokers
+    label = F.col("labels").getItem
+    requests = _requests(measured, label)
+    counters = _counter_rates(measured, label)
+    purgatory = (
+        brokers.where(F.col("metric") == "kafka_server_purgatory_purgatorysize")
+        .select("run_time_s", "phase", "broker", label("operation").alias("operation"), F.col("value").alias("size"))
+        .orderBy("operation", "broker", "run_time_s")
+        .toPandas()
+    )
+    in_flight = (
+        brokers.where(F.col("metric") == "kafka_server_share_partition_in_flight_messages")
+        .where(label("group").isin(*groups))
+        .select(
+            "run_time_s",
+            "phase",
+            "broker",
+            label("group").alias("group"),
+            label("topic").alias("topic"),
+            label("partition").cast("int").alias("partition"),
+            F.col("value").alias("in_flight_messages"),
+        )
+        .orderBy("group", "topic", "partition", "run_time_s")
+        .toPandas()
+    )
+    measured_purgatory = purgatory[purgatory.phase == "measure"] if (purgatory.phase == "measure").any() else purgatory
+    measured_in_flight = in_flight[in_flight.phase == "measure"] if (in_flight.phase == "measure").any() else in_flight
+    summary = {
+        "scrapes": brokers.select("end_time", "broker").distinct().count(),
+        "requests": requests.astype(object).where(requests.notna(), None).to_dict("records"),
+        "purgatory": [
+            {"broker": int(b), "operation": op, "size_avg": float(g["size"].mean()), "size_max": float(g["size"].max())}
+            for (b, op), g in measured_purgatory.groupby(["broker", "operation"])
+            if g["size"].max() > 0
+        ],
+        "bytes_in_per_s": counters.get(("kafka_server_topics_bytesin_total", "")),
+        "bytes_out_per_s": counters.get(("kafka_server_topics_bytesout_total", "")),
+        "share": {
+            "acknowledgements_per_s": {
+                ack: rate
+                for (metric, ack), rate in counters.items()
+                if metric == "kafka_server_share_record_acknowledgements_total"
+            },
+            "acquisition_lock_timeouts_per_s": counters.get(
+                ("kafka_server_share_partition_acquisition_lock_timeouts_total", "")
+            ),
+            "in_flight_messages": [
+                {
+                    "group": group,
+                    "topic": topic,
+                    "partition": int(partition),
+                    "avg": float(g.in_flight_messages.mean()),
+                    "max": float(g.in_flight_messages.max()),
+                }
+                for (group, topic, partition), g in measured_in_flight.groupby(["group", "topic", "partition"])
+            ],
+        },
+    }
+    tables = {"broker_requests": requests, "broker_purgatory": purgatory, "share_partition_in_flight": in_flight}
+    return summary, tables
+
+
+def _requests(measured, label) -> pd.DataFrame:
+    """Per broker and API: requests per second and total time quantiles (ms)."""
+    from pyspark.sql import functions as F
+
+    times = (
+        measured.where(F.col("metric") == "kafka_network_request_totaltime_ms")
+        .select("broker", label("request").alias("request"), label("quantile").alias("quantile"), "value")
+        .where(F.col("request").isin(*REQUEST_APIS))
+        .groupBy("broker", "request")
+        .pivot("quantile", list(QUANTILES))
+        .agg(F.median("value"))
+    )
+    for quantile, name in QUANTILES.items():
+        times = times.withColumnRenamed(quantile, name)
+    worst = (
+        measured.where((F.col("metric") == "kafka_network_request_totaltime_ms") & (label("quantile") == "0.99"))
+        .groupBy("broker", label("request").alias("request"))
+        .agg(F.max("value").alias("p99_ms_max"))
+    )
+    rates = _span_rates(
+        measured.where(F.col("metric") == "kafka_network_requests_total").withColumn("request", label("request")),
+        ["broker", "request", label("version").alias("version")],
+    )
+    rates = rates.groupBy("broker", "request").agg(F.sum("rate").alias("requests_per_s"))
+    table = rates.join(times, ["broker", "request"], "outer").join(worst, ["broker", "request"], "left")
+    used = (F.coalesce("requests_per_s", F.lit(0.0)) > 0) | (F.coalesce("p99_ms_max", F.lit(0.0)) > 0)
+    return table.where(F.col("request").isin(*REQUEST_APIS) & used).orderBy("request", "broker").toPandas()
+
+
+def _span_rates(frame, keys):
+    """Per key: (last - first) / seconds between them, over the rows of counters in `frame`."""
+    from pyspark.sql import functions as F
+
+    return (
+        frame.groupBy(*keys)
+        .agg(
+            F.max_by("value", "end_time").alias("last"),
+            F.min_by("value", "end_time").alias("first"),
+            (F.max("end_time") - F.min("end_time")).alias("seconds"),
+        )
+        .withColumn("rate", F.when(F.col("seconds") > 0, (F.col("last") - F.col("first")) / F.col("seconds")))
+    )
+
+
+def _counter_rates(measured, label) -> dict[tuple[str, str], float]:
+    """(metric, ack_type or "") -> per second over the measured scrapes, summed over brokers and series."""
+    from pyspark.sql import functions as F
+
+    counters = measured.where(
+        F.col("metric").isin(
+            "kafka_server_topics_bytesin_total",
+            "kafka_server_topics_bytesout_total",
+            ACKS,
+            "kafka_server_share_partition_acquisition_lock_timeouts_total",
+        )
+    ).withColumn("series", F.to_json("labels"))
+    rates = _span_rates(counters, ["metric", "broker", "series", F.coalesce(label("ack_type"), F.lit("")).alias("ack")])
+    rows = rates.groupBy("metric", "ack").agg(F.sum("rate").alias("rate")).collect()
+    return {(r["metric"], r["ack"]): r["rate"] for r in rows if r["rate"] is not None}
