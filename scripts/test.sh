@@ -7,11 +7,12 @@ cd "$root"
 scripts/setup.sh
 .venv/bin/ruff check dimster tests scripts
 # Debian packages the tests use: Chromium opens the HTML reports, libfaketime skews an agent's clock,
-# iproute2 makes the network namespaces agents run in.
+# iproute2 makes the network namespaces agents run in, Prometheus scrapes a run (`dimster monitor`).
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 command -v faketime >/dev/null || missing+=(faketime)
 command -v ip >/dev/null || missing+=(iproute2)
+command -v prometheus >/dev/null || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >/dev/null 2>&1 ||
     echo "warning: could not install ${missing[*]} (apt-get install ${missing[*]}); tests that need them will fail" >&2

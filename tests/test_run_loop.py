@@ -293,3 +293,31 @@ def test_a_metrics_port_in_use_is_one_line():
         port = taken.getsockname()[1]
         with pytest.raises(DimsterError, match=rf"cannot listen on 127.0.0.1:{port}"):
             StatusExporter({}, port=port)
+
+
+@pytest.mark.unit
+def test_the_console_line_reads_the_status_schema():
+    from dimster.coordinator.console import POLLS, SEGMENTS, field_names, status_line
+    from dimster.coordinator.status_schema import NAMES
+
+    assert {name for segment in (*SEGMENTS, POLLS) for name in field_names(segment)} <= set(NAMES)
+    window = {
+        "pubRate": 1000.0,
+        "consRate": 998.4,
+        "targetRate": 1000.0,
+        "pubRate10s": 1000.0,
+        "sent": 12_345,
+        "received": 12_300,
+        "backlog": 45,
+        "e2eP50Ms": 5.06,
+        "e2eP99Ms": None,
+        "publishP99Ms": 20.0,
+        "recordsPerPoll": 6.25,
+        "maxPollRecords": 40,
+        "sendErrors": 0,
+        "duplicates": 2,
+    }
+    assert status_line(12.0, "measure", window) == (
+        "[    12s measure] pub     1,000 msg/s | cons       998 msg/s | sent      12,345 | recv      12,300 | "
+        "backlog        45 | e2e p50 5.1 ms p99 - | pub p99 20.0 ms | poll avg 6.2 max 40  !! 2 duplicates"
+    )

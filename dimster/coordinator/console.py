@@ -1,19 +1,36 @@
-"""The run's status line: the same numbers `dimster status --json` gives, as one line of text."""
+"""The run's status line: the same numbers `dimster status --json` gives, as one line of text. Its
+segments name status fields of the one status schema (status_schema.py)."""
+
+import string
+
+from dimster.coordinator.status_schema import FIELDS
+
+MILLISECONDS = {f.name for f in FIELDS if f.scale == 1e-3}  # shown as "12.3 ms", "-" while unknown
+SEGMENTS = (
+    "pub {pubRate:>9,.0f} msg/s",
+    "cons {consRate:>9,.0f} msg/s",
+    "sent {sent:>11,}",
+    "recv {received:>11,}",
+    "backlog {backlog:>9,}",
+    "e2e p50 {e2eP50Ms} p99 {e2eP99Ms}",
+    "pub p99 {publishP99Ms}",
+)
+POLLS = "poll avg {recordsPerPoll:.1f} max {maxPollRecords}"  # consumers only
+
+
+def field_names(template: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+def status_line(elapsed: float, phase: str, s: dict) -> str:
+    values = {k: (_ms(v) if k in MILLISECONDS else v) for k, v in s.items()}
+    segments = [*SEGMENTS, POLLS] if s.get("recordsPerPoll") is not None else SEGMENTS
+    line = f"[{elapsed:6.0f}s {phase:7}] " + " | ".join(segment.format_map(values) for segment in segments)
+    return line + "".join(f"  !! {w}" for w in warnings(phase, s))
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
-
-
-def status_line(elapsed: float, phase: str, s: dict) -> str:
-    line = (
-        f"[{elapsed:6.0f}s {phase:7}] pub {s['pubRate']:>9,.0f} msg/s | cons {s['consRate']:>9,.0f} msg/s | "
-        f"sent {s['sent']:>11,} | recv {s['received']:>11,} | backlog {s['backlog']:>9,} | "
-        f"e2e p50 {_ms(s['e2eP50Ms'])} p99 {_ms(s['e2eP99Ms'])} | pub p99 {_ms(s['publishP99Ms'])}"
-    )
-    if s.get("recordsPerPoll") is not None:
-        line += f" | poll avg {s['recordsPerPoll']:.1f} max {s['maxPollRecords']}"
-    return line + "".join(f"  !! {w}" for w in warnings(phase, s))
 
 
 def warnings(phase: str, s: dict) -> list[str]:

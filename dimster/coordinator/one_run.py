@@ -14,6 +14,7 @@ from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
 from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile
+from dimster.monitor import announce_run
 from dimster.remote.security import read_token
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import Workload
@@ -77,6 +78,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
     )
     labels = {"environment": profile.name, "run": bundle.path.name, "workload": workload.name}
     exporter = StatusExporter({**labels, "mode": workload.mode.type}) if profile.metrics_endpoint else None
+    target = announce_run(profile.name, bundle.path.name, exporter.address, labels) if exporter else None
     if control:
         control.update(run_id=bundle.path.name, results=str(bundle.path), metrics=exporter and exporter.url)
         control.redactor = bundle.redactor  # the API masks the secrets the run knows
@@ -107,6 +109,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
     finally:
         if exporter:
             exporter.close()
+            target.unlink(missing_ok=True)
         bundle.copy_broker_logs(cluster.log_files())
         bundle.scrub_logs()
         if control:

@@ -1,0 +1,106 @@
+"""`dimster monitor` with Debian's real Prometheus: it scrapes a run on `local` and the brokers' JMX
+exporter; its numbers agree with the results bundle's, and the bundle carries the brokers' metrics."""
+
+import json
+import socket
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from tests.conftest import dimster, spare_ports
+from tests.runs import run_info, run_to_end, table
+
+
+def monitor_port() -> int:
+    """A port of this session's block that nothing else uses."""
+    return spare_ports(4)["brokerMetricsPortBase"] + 5
+
+
+def query(url: str, expr: str, at: float) -> list[dict]:
+    """A PromQL instant query through Prometheus' HTTP API."""
+    address = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": at})
+    with urllib.request.urlopen(address, timeout=10) as response:
+        answer = json.load(response)
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+@pytest.fixture
+def prometheus():
+    up = dimster("monitor", "up", "local", "--port", str(monitor_port()), "--json")
+    assert up.code == 0, up.stderr
+    try:
+        yield json.loads(up.stdout)["url"]
+    finally:
+        assert dimster("monitor", "down", "local").code == 0
+        assert dimster("cluster", "down", "local").code == 0
+
+
+@pytest.mark.kafka
+def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp_path, prometheus):
+    assert dimster("monitor", "status", "local").code == 0
+    bundle = run_to_end(
+        tmp_path,
+        "monitored",
+        summary=True,
+        producersPerTopic=1,
+        producerRate=1000,
+        durationSeconds=30,
+        warmupSeconds=3,
+        consumerType="SHARE_GROUP",
+    )
+    run_id, ended = bundle.name, run_info(bundle)["ended"]
+
+    # The consumption rate between two of Prometheus' scrapes in the measured phase, against the
+    # bundle's for the same window: the records of the reports that ended between the two scrapes.
+    [series] = query(prometheus, f'dimster_client_received_messages_total{{run="{run_id}"}}[10m]', ended)
+    assert series["metric"]["role"] == "share_consumer" and series["metric"]["job"] == "dimster"
+    intervals = table(bundle, "intervals")
+    consumers = intervals[intervals.role != "producer"]
+    measured = consumers[consumers.phase == "measure"]
+    scrapes = [(float(at), float(value)) for at, value in series["values"]]
+    inside = [(at, v) for at, v in scrapes if measured.end_time.min() <= at <= measured.end_time.max()]
+    (first, first_value), (last, last_value) = inside[0], inside[-1]
+    assert last - first >= 20, inside
+    prometheus_rate = (last_value - first_value) / (last - first)
+    reported = consumers[(consumers.end_time > first) & (consumers.end_time <= last)].received.sum()
+    bundle_rate = reported / (last - first)
+    assert bundle_rate > 500
+    assert prometheus_rate == pytest.approx(bundle_rate, rel=0.02)
+
+    # The brokers' own series, scraped by the same Prometheus.
+    share_fetch = query(prometheus, 'kafka_network_request_totaltime_ms{request="ShareFetch",quantile="0.99"}', ended)
+    assert share_fetch and share_fetch[0]["metric"]["job"] == "kafka-brokers"
+    [topic] = run_info(bundle)["topics"]
+    in_flight = query(prometheus, f'kafka_server_share_partition_in_flight_messages{{topic="{topic}"}}', ended)
+    assert sorted(int(s["metric"]["partition"]) for s in in_flight) == [0, 1, 2]
+
+    # The bundle explains itself without Prometheus: the brokers' metrics, scraped and summarized.
+    brokers = table(bundle, "brokers")
+    assert set(brokers.phase) >= {"warmup", "measure"} and brokers.end_time.nunique() >= 6
+    summary = json.loads((bundle / "summary" / "summary.json").read_text())["brokers"]
+    apis = {r["request"]: r for r in summary["requests"]}
+    assert apis["ShareFetch"]["requests_per_s"] > 0 and apis["Produce"]["requests_per_s"] > 0
+    assert apis["ShareFetch"]["p99_ms"] is not None
+    assert summary["share"]["acknowledgements_per_s"]["Accept"] > 500
+    assert {p["partition"] for p in summary["share"]["in_flight_messages"] if p["topic"] == topic} == {0, 1, 2}
+    assert "Brokers: in-flight records per share-partition" in (bundle / "report.html").read_text()
+
+
+@pytest.mark.unit
+def test_monitor_bad_input_is_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = dimster("monitor", "up", "local", "--port", str(port))
+    errors = [line for line in result.stderr.splitlines() if line.startswith("dimster: error:")]
+    assert result.code != 0 and len(errors) == 1 and "Traceback" not in result.stderr
+    assert f"port {port}" in errors[0] and "in use" in errors[0]
+
+    no_prometheus = dimster("monitor", "up", "local", env={"PATH": str(tmp_path)})  # nothing on PATH
+    errors = [line for line in no_prometheus.stderr.splitlines() if line.startswith("dimster: error:")]
+    assert no_prometheus.code != 0 and len(errors) == 1, no_prometheus.stderr
+    assert "apt-get install prometheus" in errors[0]
+    assert dimster("monitor", "status", "local").code == 1  # nothing was started
