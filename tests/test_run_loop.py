@@ -263,6 +263,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
 
     assert values("dimster_client_received_messages_total", worker="0", role="share_consumer", group="g") == [9]
     assert values("dimster_client_received_messages_total", worker="1") == [1]
+    assert all(s.labels["run"] == "r1" for s in samples if s.name.startswith("dimster_client_"))  # the run's too
     assert values("dimster_client_sent_messages_total", worker="0", role="producer", client_library="java") == [14]
     assert values("dimster_client_polls_total", worker="0") == [4]
     assert values("dimster_client_requests_total", worker="0", role="producer") == [10.0]  # latest, not summed

@@ -69,7 +69,10 @@ class Series:
 
 
 class ClientSeries:
-    def __init__(self):
+    def __init__(self, run_labels: dict[str, str] | None = None):
+        """`run_labels` (environment, run, ...) go on every series, before the client's own."""
+        self.names = (*(run_labels or {}), *SERIES_LABELS)
+        self.prefix = tuple((run_labels or {}).values())
         self.series: dict[tuple[str, ...], Series] = defaultdict(Series)
         self.lock = threading.Lock()  # add() runs in the run loop, collect() in the HTTP thread
 
@@ -102,38 +105,38 @@ class ClientSeries:
                 for key, s in self.series.items()
             }
         for field_name, (name, help_text, roles) in COUNTERS.items():
-            family = CounterMetricFamily(name, help_text, labels=SERIES_LABELS)
+            family = CounterMetricFamily(name, help_text, labels=self.names)
             for key, (counts, *_) in series.items():
                 if key[1] in roles:
-                    family.add_metric(key, counts[field_name])
+                    family.add_metric((*self.prefix, *key), counts[field_name])
             yield family
         for metric, (name, help_text) in LATENCIES.items():
-            family = HistogramMetricFamily(name, help_text, labels=SERIES_LABELS)
+            family = HistogramMetricFamily(name, help_text, labels=self.names)
             for key, (_, latencies, *_) in series.items():
                 if metric in latencies:
-                    family.add_metric(key, *prometheus_buckets(latencies[metric]))
+                    family.add_metric((*self.prefix, *key), *prometheus_buckets(latencies[metric]))
             yield family
         polls = GaugeMetricFamily(
             "dimster_client_max_records_per_poll",
             "Most records one poll returned in the latest report",
-            labels=SERIES_LABELS,
+            labels=self.names,
         )
         for key, (_, _, most, _) in series.items():
             if key[1] != "producer":
-                polls.add_metric(key, most)
+                polls.add_metric((*self.prefix, *key), most)
         yield polls
         for column, (name, help_text) in STATS_COUNTERS.items():
-            family = CounterMetricFamily(name, help_text, labels=SERIES_LABELS)
+            family = CounterMetricFamily(name, help_text, labels=self.names)
             for key, (*_, stats) in series.items():
                 if stats:
-                    family.add_metric(key, sum(s.get(column, 0.0) for s in stats))
+                    family.add_metric((*self.prefix, *key), sum(s.get(column, 0.0) for s in stats))
             yield family
         for column, (name, help_text) in STATS_GAUGES.items():
-            family = GaugeMetricFamily(name, help_text, labels=SERIES_LABELS)
+            family = GaugeMetricFamily(name, help_text, labels=self.names)
             for key, (*_, stats) in series.items():
                 values = [s[column] for s in stats if s.get(column)]
                 if values:
-                    family.add_metric(key, sum(values) / len(values))
+                    family.add_metric((*self.prefix, *key), sum(values) / len(values))
             yield family
 
 

@@ -18,7 +18,7 @@ class StatusExporter:
     def __init__(self, labels: dict[str, str], host: str = "127.0.0.1", port: int = 0):
         self.labels = [str(labels.get(name, "")) for name in LABELS]
         self.snapshot: dict = {}
-        self.clients = ClientSeries()
+        self.clients = ClientSeries(dict(zip(LABELS, self.labels, strict=True)))
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         try:
