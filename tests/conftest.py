@@ -5,6 +5,7 @@ The session runs on a scratch copy of run/ whose environment profiles listen on 
 when the suite starts, in a block no shipped profile uses: a user's clusters of the shipped
 profiles (local, localBeefy) may run beside the suite and are never touched."""
 
+import contextlib
 import os
 import random
 import re
@@ -92,6 +93,15 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+@contextlib.contextmanager
+def busy_port():
+    """A loopback port something listens on while the block lasts."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
 
 
 def free_port_block() -> int:

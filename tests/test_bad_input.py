@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import dimster, spare_ports, spare_ports_yaml, write_environment
+from tests.conftest import busy_port, dimster, spare_ports, spare_ports_yaml, write_environment
 
 
 def assert_one_error_line(result, *fragments: str) -> str:
@@ -88,10 +88,7 @@ def test_managed_broker_property_is_refused(project):
 
 @pytest.mark.unit
 def test_port_in_use(project):
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with busy_port() as port:
         write_environment(project, "busy", f"brokerPortBase: {port}\ncontrollerPortBase: {port + 1}\n")
         result = dimster("cluster", "up", "busy", env={"DIMSTER_PROJECT_DIR": str(project)})
     assert_one_error_line(result, f"port {port}", "in use", "brokerPortBase")
@@ -100,10 +97,7 @@ def test_port_in_use(project):
 @pytest.mark.unit
 def test_broker_metrics_port_in_use(project):
     ports = spare_ports()
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with busy_port() as port:
         profile = f"brokerPortBase: {ports['brokerPortBase']}\ncontrollerPortBase: {ports['controllerPortBase']}\n"
         write_environment(project, "busy", profile + f"brokerMetricsPortBase: {port}\n")
         result = dimster("cluster", "up", "busy", env={"DIMSTER_PROJECT_DIR": str(project)})

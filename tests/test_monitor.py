@@ -2,13 +2,12 @@
 exporter; its numbers agree with the results bundle's, and the bundle carries the brokers' metrics."""
 
 import json
-import socket
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from tests.conftest import dimster, spare_ports
+from tests.conftest import busy_port, dimster, spare_ports
 from tests.runs import run_info, run_to_end, table
 
 
@@ -90,10 +89,7 @@ def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp
 
 @pytest.mark.unit
 def test_monitor_bad_input_is_one_line(tmp_path):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+    with busy_port() as port:
         result = dimster("monitor", "up", "local", "--port", str(port))
     errors = [line for line in result.stderr.splitlines() if line.startswith("dimster: error:")]
     assert result.code != 0 and len(errors) == 1 and "Traceback" not in result.stderr

@@ -10,6 +10,7 @@ from dimster.coordinator.run import Coordinator, RunFailed
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import AddClients, RemoveClients, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
+from tests.conftest import busy_port
 from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
 from tests.runs import scrape, scrape_samples
 
@@ -283,17 +284,12 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
 
 
 def test_a_metrics_port_in_use_is_one_line():
-    import socket
 
     from dimster.coordinator.exporter import StatusExporter
     from dimster.errors import DimsterError
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        with pytest.raises(DimsterError, match=rf"cannot listen on 127.0.0.1:{port}"):
-            StatusExporter({}, port=port)
+    with busy_port() as port, pytest.raises(DimsterError, match=rf"cannot listen on 127.0.0.1:{port}"):
+        StatusExporter({}, port=port)
 
 
 @pytest.mark.unit
