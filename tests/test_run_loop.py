@@ -318,3 +318,23 @@ def test_the_console_line_reads_the_status_schema():
         "[    12s measure] pub     1,000 msg/s | cons       998 msg/s | sent      12,345 | recv      12,300 | "
         "backlog        45 | e2e p50 5.1 ms p99 - | pub p99 20.0 ms | poll avg 6.2 max 40  !! 2 duplicates"
     )
+
+
+@pytest.mark.unit
+def test_producer_batch_averages_leave_out_clients_gone_quiet():
+    from dimster.clients import STATS_INTERVAL_S
+    from dimster.coordinator.client_series import ClientSeries
+    from dimster.worker.protocol import ClientInterval, IntervalReport
+
+    def producer(client_id, batch_records):
+        stats = {"batch_records_avg": batch_records, "tx_requests": 5.0}
+        return ClientInterval(client_id, "producer", "t", library="java", client_stats=stats)
+
+    series = ClientSeries({"run": "r"})
+    series.add(IntervalReport(0, 100.0, [producer("p0", 2.0), producer("p1", 4.0)]))
+    series.add(IntervalReport(0, 100.0 + 3 * STATS_INTERVAL_S, [producer("p1", 8.0)]))  # p0 was removed
+    families = {f.name: f for f in series.collect()}
+    [batch] = families["dimster_producer_batch_records_avg"].samples
+    assert batch.value == 8.0 and batch.labels["run"] == "r"
+    [requests] = families["dimster_client_requests"].samples  # counters keep what p0 sent
+    assert requests.value == 10.0

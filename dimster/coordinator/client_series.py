@@ -8,6 +8,7 @@ import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from dimster.clients import STATS_INTERVAL_S
 from dimster.metrics.histogram import GAMMA, bucket_value
 from dimster.worker.protocol import WARMUP_PREFIX, IntervalReport
 
@@ -65,7 +66,7 @@ class Series:
     counts: Counter = field(default_factory=Counter)  # ClientInterval field -> total
     latencies: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # metric -> bucket counts
     max_poll_records: int = 0  # in the latest report
-    stats: dict[str, dict] = field(default_factory=dict)  # client id -> its latest statistics
+    stats: dict[str, tuple[float, dict]] = field(default_factory=dict)  # client id -> (report end, its latest)
 
 
 class ClientSeries:
@@ -89,7 +90,7 @@ class ClientSeries:
                     if name in LATENCIES:
                         series.latencies[name].update(counts)
                 if c.client_stats:
-                    series.stats[c.client_id] = c.client_stats
+                    series.stats[c.client_id] = (report.end_time, c.client_stats)
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -129,12 +130,14 @@ class ClientSeries:
             family = CounterMetricFamily(name, help_text, labels=self.names)
             for key, (*_, stats) in series.items():
                 if stats:
-                    family.add_metric((*self.prefix, *key), sum(s.get(column, 0.0) for s in stats))
+                    family.add_metric((*self.prefix, *key), sum(s.get(column, 0.0) for _, s in stats))
             yield family
         for column, (name, help_text) in STATS_GAUGES.items():
             family = GaugeMetricFamily(name, help_text, labels=self.names)
             for key, (*_, stats) in series.items():
-                values = [s[column] for s in stats if s.get(column)]
+                newest = max((at for at, _ in stats), default=0.0)
+                # averages of clients gone for two statistics intervals (removed, rebuilt) drop out
+                values = [s[column] for at, s in stats if s.get(column) and at >= newest - 2 * STATS_INTERVAL_S]
                 if values:
                     family.add_metric((*self.prefix, *key), sum(values) / len(values))
             yield family
