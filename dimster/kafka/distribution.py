@@ -193,7 +193,7 @@ def _fetch_with_maven(version: str, libs: Path) -> None:
             if _mvn(version, partial, log, progress, "-P", "!perf-tools") != 0:
                 output = log.read_text(errors="replace")
                 raise DimsterError(
-                    f"could not fetch Kafka {version} from Maven Central: {_last_error_line(output)} (log: {log})",
+                    f"could not fetch Kafka {version} from Maven Central: {last_error_line(output)} (log: {log})",
                     detail="\n".join(output.splitlines()[-15:]),
                 )
             progress.note(
@@ -204,7 +204,7 @@ def _fetch_with_maven(version: str, libs: Path) -> None:
     partial.rename(libs)
 
 
-def _last_error_line(output: str) -> str:
+def last_error_line(output: str) -> str:
     errors = [line.removeprefix("[ERROR] ").strip() for line in output.splitlines() if "ERROR" in line]
     return errors[0] if errors else (output.strip().splitlines() or ["mvn failed"])[-1]
 
@@ -233,7 +233,7 @@ def _compile_helper(distribution: KafkaDistribution) -> None:
         shutil.rmtree(partial, ignore_errors=True)
         raise DimsterError(
             f"could not compile dimster's Java classes against Kafka {distribution.version}: "
-            f"{_last_error_line(result.stderr) or result.stderr.strip()}"
+            f"{last_error_line(result.stderr) or result.stderr.strip()}"
         )
     (partial / "sources.java").write_text(source_text)
     old = helper_dir.with_name(f"{partial.name}.old")

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import MVN_HINT, _last_error_line
+from dimster.kafka.distribution import MVN_HINT, last_error_line
 from dimster.paths import cache_dir
 
 VERSION = "1.0.1"
@@ -44,7 +44,7 @@ def agent_jar(*, fetch: bool = True) -> Path:
         code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=jar.parent).returncode
     fetched = partial / jar.name
     if code != 0 or not fetched.exists():
-        reason = _last_error_line(log.read_text(errors="replace")) if code else f"mvn left no {jar.name}"
+        reason = last_error_line(log.read_text(errors="replace")) if code else f"mvn left no {jar.name}"
         raise DimsterError(f"could not fetch {ARTIFACT} from Maven Central: {reason} (log: {log})")
     fetched.rename(jar)
     shutil.rmtree(partial, ignore_errors=True)
