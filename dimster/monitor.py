@@ -18,7 +18,7 @@ from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
 
-DEFAULT_PORT = 9090
+DEFAULT_PORT = 19090  # not Prometheus' 9090: Debian's package may run its own service there
 INSTALL_HINT = "install Debian's prometheus package (apt-get install prometheus)"
 RUN_SCRAPE_SECONDS = 1  # the run's endpoint changes every second
 BROKER_SCRAPE_SECONDS = 5
@@ -99,10 +99,10 @@ class Monitor:
     def up(self, port: int = DEFAULT_PORT, timeout: float = 60) -> MonitorState:
         if running := self.state():
             return running
+        _check_port_free(port)
         prometheus = shutil.which("prometheus")
         if not prometheus:
             raise DimsterError(f"prometheus not found: {INSTALL_HINT}")
-        _check_port_free(port)
         targets_dir(self.profile.name).mkdir(parents=True, exist_ok=True)
         config = self.folder / "prometheus.yml"
         config.write_text(
@@ -117,15 +117,21 @@ class Monitor:
         ]
         process = spawn(command, self.log)
         state = MonitorState(process.pid, process.started, port)
-        deadline = time.monotonic() + timeout
-        while not _ready(state.url):
-            if not process.alive() or time.monotonic() > deadline:
-                process.stop()
-                last = " | ".join(tail(self.log, 3)) or "no output"
-                raise DimsterError(f"Prometheus did not get ready on {state.url}: {last} (log: {self.log})")
-            time.sleep(0.3)
+        try:
+            self._wait_ready(process, state.url, timeout)
+        except BaseException:  # not ready, or Ctrl-C while waiting: nothing is left running
+            process.stop()
+            raise
         self.state_file.write_text(json.dumps(asdict(state)))
         return state
+
+    def _wait_ready(self, process: TrackedProcess, url: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not _ready(url):
+            if not process.alive() or time.monotonic() > deadline:
+                last = " | ".join(tail(self.log, 3)) or "no output"
+                raise DimsterError(f"Prometheus did not get ready on {url}: {last} (log: {self.log})")
+            time.sleep(0.3)
 
     def down(self) -> bool:
         state = self.state()

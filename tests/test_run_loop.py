@@ -236,6 +236,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
             100.0,
             [
                 ClientInterval("p0", "producer", "t", library="java", sent=7, acked=6, client_stats=stats),
+                ClientInterval("c9", "share_consumer", "t", "g", library="librdkafka", max_poll_records=500),
                 ClientInterval(
                     "c0",
                     "share_consumer",
@@ -267,6 +268,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
     assert all(s.labels["run"] == "r1" for s in samples if s.name.startswith("dimster_client_"))  # the run's too
     assert values("dimster_client_sent_messages_total", worker="0", role="producer", client_library="java") == [14]
     assert values("dimster_client_polls_total", worker="0") == [4]
+    assert values("dimster_client_max_records_per_poll", worker="0") == [500]  # the most of c0 and c9
     assert values("dimster_client_requests_total", worker="0", role="producer") == [10.0]  # latest, not summed
     assert values("dimster_producer_batch_records_avg", worker="0") == [4.0]
     # e2e: measured and warm-up, both partitions, two reports on worker 0 = 4 x each value, in seconds
@@ -321,20 +323,51 @@ def test_the_console_line_reads_the_status_schema():
 
 
 @pytest.mark.unit
-def test_producer_batch_averages_leave_out_clients_gone_quiet():
+def test_client_statistics_leave_out_quiet_clients_and_survive_rebuilds():
     from dimster.clients import STATS_INTERVAL_S
     from dimster.coordinator.client_series import ClientSeries
     from dimster.worker.protocol import ClientInterval, IntervalReport
 
-    def producer(client_id, batch_records):
-        stats = {"batch_records_avg": batch_records, "tx_requests": 5.0}
+    def producer(client_id, batch_records, requests):
+        stats = {"batch_records_avg": batch_records, "tx_requests": requests}
         return ClientInterval(client_id, "producer", "t", library="java", client_stats=stats)
 
     series = ClientSeries({"run": "r"})
-    series.add(IntervalReport(0, 100.0, [producer("p0", 2.0), producer("p1", 4.0)]))
-    series.add(IntervalReport(0, 100.0 + 3 * STATS_INTERVAL_S, [producer("p1", 8.0)]))  # p0 was removed
+    series.add(IntervalReport(0, 100.0, [producer("p0", 2.0, 5.0), producer("p1", 4.0, 5.0)]))
+    series.add(IntervalReport(0, 101.0, [producer("p1", 4.0, 7.0)]))
+    series.add(IntervalReport(0, 100.0 + 3 * STATS_INTERVAL_S, [producer("p1", 8.0, 1.0)]))  # p0 removed, p1 rebuilt
     families = {f.name: f for f in series.collect()}
     [batch] = families["dimster_producer_batch_records_avg"].samples
     assert batch.value == 8.0 and batch.labels["run"] == "r"
-    [requests] = families["dimster_client_requests"].samples  # counters keep what p0 sent
-    assert requests.value == 10.0
+    # a counter never goes back: p0's 5 requests stay, and p1's 7 before its rebuild count beside its new 1
+    [requests] = families["dimster_client_requests"].samples
+    assert requests.value == 5 + 7 + 1
+
+
+@pytest.mark.unit
+def test_the_broker_scraper_lines_brokers_up_and_notes_one_that_does_not_answer_once():
+    from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+    from dimster.coordinator.broker_scrape import BrokerScraper
+
+    servers, urls = [], {}
+    for broker in (1, 2):
+        registry = CollectorRegistry()
+        Gauge("kafka_server_underreplicatedpartitions", "", registry=registry).set(broker)
+        Gauge("some_other_series", "", registry=registry).set(1)  # not kept
+        server, _ = start_http_server(0, addr="127.0.0.1", registry=registry)
+        servers.append(server)
+        urls[broker] = f"http://127.0.0.1:{server.server_port}/metrics"
+    with busy_port() as port:  # listens, but never answers HTTP
+        urls[3] = f"http://127.0.0.1:{port}/metrics"
+        delivered, notes = [], []
+        scraper = BrokerScraper(urls, lambda at, broker, samples: delivered.append((at, broker, samples)), notes.append)
+        scraper.scrape_once()
+        scraper.scrape_once()
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    assert [broker for _, broker, _ in delivered] == [1, 2, 1, 2]
+    assert delivered[0][0] == delivered[1][0] != delivered[2][0]  # one time per round
+    assert delivered[1][2] == [("kafka_server_underreplicatedpartitions", {}, 2.0)]
+    assert len(notes) == 1 and "broker 3" in notes[0]  # said once, not at every round

@@ -162,3 +162,42 @@ def test_throughput_counts_the_time_each_worker_reports_covered(tmp_path):
     assert throughput["produced_msgs_per_s"] == pytest.approx(2000, rel=0.001)
     assert throughput["consumed_msgs_per_s"] == pytest.approx(1800, rel=0.001)
     assert throughput["seconds"] == pytest.approx(10.4 - 1.3)  # worker 0: from its last warm-up report
+
+
+@pytest.mark.spark
+def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path):
+    """Two brokers scraped every 5 s; broker 1 restarts mid-run (its counters start again)."""
+    synthetic_run(tmp_path, seconds=4, consumers=1, per_second=100)
+    info = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**info, "groups": {"g": "t"}}))
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    produce = {1: [0, 500, 1000, 100, 600], 2: [0, 250, 500, 750, 1000]}  # broker 1 restarted at 15 s
+    for scrape in range(5):
+        at = START + 5 * scrape
+        for broker in (1, 2):
+            samples = [
+                ("kafka_network_requests_total", {"request": "Produce", "version": "11"}, produce[broker][scrape]),
+                ("kafka_network_request_totaltime_ms", {"request": "Produce", "quantile": "0.99"}, 10.0 * (scrape + 1)),
+                ("kafka_server_purgatory_purgatorysize", {"operation": "ShareFetch"}, float(broker + 1)),
+                ("kafka_server_share_record_acknowledgements_total", {"ack_type": "Accept"}, 1000.0 * scrape),
+                (
+                    "kafka_server_share_partition_in_flight_messages",
+                    {"group": "g", "topic": "t", "partition": "0"},
+                    7.0,
+                ),
+                (
+                    "kafka_server_share_partition_in_flight_messages",
+                    {"group": "old", "topic": "o", "partition": "0"},
+                    9.0,
+                ),
+            ]
+            writer.add_broker_samples(at, broker, samples, "measure")
+    writer.flush()
+    brokers = summarize(tmp_path, "local[1]")["brokers"]
+    produce_rates = {r["broker"]: r for r in brokers["requests"] if r["request"] == "Produce"}
+    assert produce_rates[1]["requests_per_s"] == pytest.approx((500 + 500 + 100 + 500) / 20)  # not (600 - 0) / 20
+    assert produce_rates[2]["requests_per_s"] == pytest.approx(1000 / 20)
+    assert produce_rates[1]["p99_ms"] == 30.0 and produce_rates[1]["p99_ms_max"] == 50.0  # median and largest
+    assert brokers["share"]["acknowledgements_per_s"]["Accept"] == pytest.approx(2 * 4000 / 20)
+    assert [(p["broker"], p["size_max"]) for p in brokers["purgatory"]] == [(1, 2.0), (2, 3.0)]
+    assert [(p["group"], p["max"]) for p in brokers["share"]["in_flight_messages"]] == [("g", 7.0)]  # the run's

@@ -421,6 +421,8 @@ class LocalCluster:
             raise ClusterError(f"the Admin API refused the broker config change: {reason}")
 
     def _rolling_restart(self, distribution: KafkaDistribution, state: ClusterState, progress) -> list[int]:
+        if self.profile.broker_metrics:
+            agent_jar()  # fetched, if it must be, before a node goes down
         restarted = []
         for index, node in enumerate(state.nodes):
             progress(f"node {node.node_id}: stopping (pid {node.pid})")

@@ -5,7 +5,6 @@ at the next turn; its missing samples never stop the run."""
 
 import threading
 import time
-import urllib.error
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -41,12 +40,12 @@ class BrokerScraper:
             self.thread.start()
 
     def scrape_once(self) -> None:
+        at = time.time()  # one time for the round: the brokers' samples line up
         for broker, url in self.urls.items():
-            at = time.time()
             try:
                 with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
-                    text = response.read().decode()
-            except (OSError, urllib.error.URLError) as e:
+                    samples = parse_samples(response.read().decode())
+            except Exception as e:  # down, restarting, cut off mid-answer, or not a JMX exporter
                 if broker not in self.failing:
                     self.failing.add(broker)
                     self.note(f"broker {broker}'s metrics at {url} do not answer ({getattr(e, 'reason', e)})")
@@ -54,7 +53,7 @@ class BrokerScraper:
             if broker in self.failing:
                 self.failing.discard(broker)
                 self.note(f"broker {broker}'s metrics answer again")
-            self.deliver(at, broker, parse_samples(text))
+            self.deliver(at, broker, samples)
 
     def _loop(self) -> None:
         self.scrape_once()  # at load start: the baseline of the brokers' counters

@@ -46,8 +46,8 @@ COUNTERS = {  # ClientInterval field -> (Prometheus name without _total, help, t
     "rejected": ("dimster_client_share_rejected_messages", "Records acknowledged REJECT", ("share_consumer",)),
 }
 
-# The clients' own statistics (metrics/client_stats.py): cumulative counters summed over clients
-# (a rebuilt client starts again from 0, which Prometheus reads as a counter reset) ...
+# The clients' own statistics (metrics/client_stats.py): cumulative counters summed over clients (a
+# client rebuilt by a live change starts again from 0: what it had counted stays in the series) ...
 STATS_COUNTERS = {
     "tx_requests": ("dimster_client_requests", "Requests the Kafka clients sent"),
     "tx_bytes": ("dimster_client_network_sent_bytes", "Bytes the Kafka clients sent over the network"),
@@ -67,6 +67,17 @@ class Series:
     latencies: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # metric -> bucket counts
     max_poll_records: int = 0  # in the latest report
     stats: dict[str, tuple[float, dict]] = field(default_factory=dict)  # client id -> (report end, its latest)
+    retired: Counter = field(default_factory=Counter)  # statistics column -> counts of clients' earlier runs
+
+    def new_stats(self, client_id: str, at: float, stats: dict) -> None:
+        _, previous = self.stats.get(client_id, (0.0, {}))
+        for column in STATS_COUNTERS:
+            if stats.get(column, 0.0) < previous.get(column, 0.0):  # the client was rebuilt: counts restarted
+                self.retired[column] += previous[column]
+        self.stats[client_id] = (at, stats)
+
+    def stats_total(self, column: str) -> float:
+        return self.retired[column] + sum(s.get(column, 0.0) for _, s in self.stats.values())
 
 
 class ClientSeries:
@@ -78,19 +89,22 @@ class ClientSeries:
         self.lock = threading.Lock()  # add() runs in the run loop, collect() in the HTTP thread
 
     def add(self, report: IntervalReport) -> None:
+        most: dict[tuple[str, ...], int] = {}  # per series, the most records one poll returned in this report
         with self.lock:
             for c in report.clients:
                 key = (str(report.worker_index), c.role, c.topic, c.group, c.library)
                 series = self.series[key]
                 series.counts.update({name: getattr(c, name) for name in COUNTERS})
                 if c.role != "producer":
-                    series.max_poll_records = c.max_poll_records
+                    most[key] = max(most.get(key, 0), c.max_poll_records)
                 for (metric, _partition), (counts, *_rest) in c.histograms.items():
                     name = metric.removeprefix(WARMUP_PREFIX)  # live series include the warm-up
                     if name in LATENCIES:
                         series.latencies[name].update(counts)
                 if c.client_stats:
-                    series.stats[c.client_id] = (report.end_time, c.client_stats)
+                    series.new_stats(c.client_id, report.end_time, c.client_stats)
+            for key, value in most.items():
+                self.series[key].max_poll_records = value
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -102,6 +116,7 @@ class ClientSeries:
                     {m: c.copy() for m, c in s.latencies.items()},
                     s.max_poll_records,
                     list(s.stats.values()),
+                    {column: s.stats_total(column) for column in STATS_COUNTERS} if s.stats else None,
                 )
                 for key, s in self.series.items()
             }
@@ -122,19 +137,19 @@ class ClientSeries:
             "Most records one poll returned in the latest report",
             labels=self.names,
         )
-        for key, (_, _, most, _) in series.items():
+        for key, (_, _, most, *_) in series.items():
             if key[1] != "producer":
                 polls.add_metric((*self.prefix, *key), most)
         yield polls
         for column, (name, help_text) in STATS_COUNTERS.items():
             family = CounterMetricFamily(name, help_text, labels=self.names)
-            for key, (*_, stats) in series.items():
-                if stats:
-                    family.add_metric((*self.prefix, *key), sum(s.get(column, 0.0) for _, s in stats))
+            for key, (*_, totals) in series.items():
+                if totals:
+                    family.add_metric((*self.prefix, *key), totals[column])
             yield family
         for column, (name, help_text) in STATS_GAUGES.items():
             family = GaugeMetricFamily(name, help_text, labels=self.names)
-            for key, (*_, stats) in series.items():
+            for key, (*_, stats, _) in series.items():
                 newest = max((at for at, _ in stats), default=0.0)
                 # averages of clients gone for two statistics intervals (removed, rebuilt) drop out
                 values = [s[column] for at, s in stats if s.get(column) and at >= newest - 2 * STATS_INTERVAL_S]

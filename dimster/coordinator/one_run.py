@@ -78,37 +78,43 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
     )
     labels = {"environment": profile.name, "run": bundle.path.name, "workload": workload.name}
     exporter = StatusExporter({**labels, "mode": workload.mode.type}) if profile.metrics_endpoint else None
-    target = announce_run(profile.name, bundle.path.name, exporter.address, labels) if exporter else None
-    if control:
-        control.update(run_id=bundle.path.name, results=str(bundle.path), metrics=exporter and exporter.url)
-        control.redactor = bundle.redactor  # the API masks the secrets the run knows
-    if agents:
-        agents.log_dir = bundle.path / "logs"
-        bundle.redactor.learn({"workerToken": agents.token})
-        for link in agents.links:
-            bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
-    workers, capacity = (agents, agents.capacity) if agents else (LocalWorkers(bundle.path / "logs"), profile.workers)
-    coordinator = Coordinator(
-        workload,
-        cluster,
-        bundle,
-        workers,
-        capacity,
-        control=control,
-        say=lambda line: say(bundle.redact_text(line)),
-        on_worker_loss=profile.on_worker_loss,
-        client_bootstrap=profile.client_bootstrap_servers,
-        context=context,
-        exporter=exporter,
-    )
+    target = None
     failure = None
     try:
-        exit_code = coordinator.run()
-    except RunFailed as e:
-        exit_code, failure = e.exit_code, str(e)
+        target = announce_run(profile.name, bundle.path.name, exporter.address, labels) if exporter else None
+        if control:
+            control.update(run_id=bundle.path.name, results=str(bundle.path), metrics=exporter and exporter.url)
+            control.redactor = bundle.redactor  # the API masks the secrets the run knows
+        if agents:
+            agents.log_dir = bundle.path / "logs"
+            bundle.redactor.learn({"workerToken": agents.token})
+            for link in agents.links:
+                bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
+        if agents:
+            workers, capacity = agents, agents.capacity
+        else:
+            workers, capacity = LocalWorkers(bundle.path / "logs"), profile.workers
+        coordinator = Coordinator(
+            workload,
+            cluster,
+            bundle,
+            workers,
+            capacity,
+            control=control,
+            say=lambda line: say(bundle.redact_text(line)),
+            on_worker_loss=profile.on_worker_loss,
+            client_bootstrap=profile.client_bootstrap_servers,
+            context=context,
+            exporter=exporter,
+        )
+        try:
+            exit_code = coordinator.run()
+        except RunFailed as e:
+            exit_code, failure = e.exit_code, str(e)
     finally:
         if exporter:
             exporter.close()
+        if target:
             target.unlink(missing_ok=True)
         bundle.copy_broker_logs(cluster.log_files())
         bundle.scrub_logs()

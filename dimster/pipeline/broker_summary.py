@@ -99,9 +99,10 @@ def _requests(measured, label) -> pd.DataFrame:
         .groupBy("broker", label("request").alias("request"))
         .agg(F.max("value").alias("p99_ms_max"))
     )
+    requests = measured.where(F.col("metric") == "kafka_network_requests_total")
     rates = _span_rates(
-        measured.where(F.col("metric") == "kafka_network_requests_total").withColumn("request", label("request")),
-        ["broker", "request", label("version").alias("version")],
+        requests.withColumn("request", label("request")).withColumn("version", label("version")),
+        ["broker", "request", "version"],
     )
     rates = rates.groupBy("broker", "request").agg(F.sum("rate").alias("requests_per_s"))
     table = rates.join(times, ["broker", "request"], "outer").join(worst, ["broker", "request"], "left")
@@ -109,18 +110,21 @@ def _requests(measured, label) -> pd.DataFrame:
     return table.where(F.col("request").isin(*REQUEST_APIS) & used).orderBy("request", "broker").toPandas()
 
 
-def _span_rates(frame, keys):
-    """Per key: (last - first) / seconds between them, over the rows of counters in `frame`."""
+def _span_rates(frame, keys: list[str]):
+    """Per key (columns of `frame`, whose rows are a counter's scrapes): its increase per second from
+    the first scrape to the last. A counter that went down started again (its broker restarted): its
+    new value is all increase, as Prometheus' increase() counts it."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    before = F.lag("value").over(Window.partitionBy(*keys).orderBy("end_time"))
+    value = F.col("value")
+    step = F.when(before.isNull(), 0.0).when(value >= before, value - before).otherwise(value)
     return (
-        frame.groupBy(*keys)
-        .agg(
-            F.max_by("value", "end_time").alias("last"),
-            F.min_by("value", "end_time").alias("first"),
-            (F.max("end_time") - F.min("end_time")).alias("seconds"),
-        )
-        .withColumn("rate", F.when(F.col("seconds") > 0, (F.col("last") - F.col("first")) / F.col("seconds")))
+        frame.withColumn("step", step)
+        .groupBy(*keys)
+        .agg(F.sum("step").alias("increase"), (F.max("end_time") - F.min("end_time")).alias("seconds"))
+        .withColumn("rate", F.when(F.col("seconds") > 0, F.col("increase") / F.col("seconds")))
     )
 
 
@@ -135,7 +139,10 @@ def _counter_rates(measured, label) -> dict[tuple[str, str], float]:
             ACKS,
             "kafka_server_share_partition_acquisition_lock_timeouts_total",
         )
-    ).withColumn("series", F.to_json("labels"))
-    rates = _span_rates(counters, ["metric", "broker", "series", F.coalesce(label("ack_type"), F.lit("")).alias("ack")])
+    )
+    counters = counters.withColumn("series", F.to_json("labels")).withColumn(
+        "ack", F.coalesce(label("ack_type"), F.lit(""))
+    )
+    rates = _span_rates(counters, ["metric", "broker", "series", "ack"])
     rows = rates.groupBy("metric", "ack").agg(F.sum("rate").alias("rate")).collect()
     return {(r["metric"], r["ack"]): r["rate"] for r in rows if r["rate"] is not None}

@@ -126,7 +126,7 @@ def run_side(side: str, workload: Path, results: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=30, help="durationSeconds of each run")
-    parser.add_argument("--repeat", type=int, default=3, help="measured rounds (after one warm-up round)")
+    parser.add_argument("--repeat", type=int, default=4, help="measured rounds (after one warm-up round)")
     parser.add_argument("--json-out", type=Path, help="write the table and every run as JSON")
     args = parser.parse_args()
 
