@@ -26,6 +26,7 @@ SUMMARY_TABLES = (
     "broker_purgatory",
     "share_partition_in_flight",
 )
+BROKER_TABLES = ("broker_requests", "broker_purgatory", "share_partition_in_flight")
 INPUT_FILES = ("workload.yaml", "environment.yaml", "broker-config.yaml")
 
 
@@ -113,12 +114,14 @@ def load_run(run_dir: Path) -> RunData:
     run_info = _read_json(run_dir / "run.json", "run.json", missing)
     summary = _read_json(summary_dir / "summary.json", "summary/summary.json", missing)
     share_group = _is_share_group(run_info, run_dir)
+    brokers_scraped = (run_dir / "metrics" / "brokers").is_dir()  # not with brokerMetrics: false or external
     tables: dict[str, pd.DataFrame] = {}
     for name in SUMMARY_TABLES:
         frame = _read_table(summary_dir, name)
+        expected = {"delivery_counts": share_group}.get(name, brokers_scraped if name in BROKER_TABLES else True)
         if frame is not None:
             tables[name] = frame
-        elif name != "delivery_counts" or share_group:  # delivery counts exist for share groups only
+        elif expected:  # delivery counts exist for share groups only, broker tables for scraped brokers
             missing.append(f"summary/{name}.csv")
     inputs = {}
     for name in INPUT_FILES:
