@@ -23,16 +23,11 @@ def rules_file() -> Path:
     return Path(str(resources.files("dimster.kafka") / "jmx-exporter.yaml"))
 
 
-def agent_jar(*, fetch: bool = True) -> Path:
+def agent_jar() -> Path:
     """The agent's jar, fetched with mvn into the cache when missing."""
     jar = agent_jar_path()
     if jar.exists():
         return jar
-    if not fetch:
-        raise DimsterError(
-            f"the JMX exporter agent is missing ({jar.name}): run `dimster kafka fetch`, "
-            "or set brokerMetrics: false in the environment"
-        )
     if not shutil.which("mvn"):
         raise DimsterError(f"mvn not found, needed to fetch the JMX exporter agent from Maven Central: {MVN_HINT}")
     jar.parent.mkdir(parents=True, exist_ok=True)

@@ -43,8 +43,7 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
         .orderBy("group", "topic", "partition", "run_time_s")
         .toPandas()
     )
-    measured_purgatory = purgatory[purgatory.phase == "measure"] if (purgatory.phase == "measure").any() else purgatory
-    measured_in_flight = in_flight[in_flight.phase == "measure"] if (in_flight.phase == "measure").any() else in_flight
+    measured_purgatory, measured_in_flight = _measured(purgatory), _measured(in_flight)
     summary = {
         "scrapes": brokers.select("end_time", "broker").distinct().count(),
         "requests": requests.astype(object).where(requests.notna(), None).to_dict("records"),
@@ -78,6 +77,12 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
     }
     tables = {"broker_requests": requests, "broker_purgatory": purgatory, "share_partition_in_flight": in_flight}
     return summary, tables
+
+
+def _measured(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the measured phase; all rows when the run stopped before it."""
+    measured = table[table.phase == "measure"]
+    return measured if not measured.empty else table
 
 
 def _requests(measured, label) -> pd.DataFrame:
