@@ -166,6 +166,9 @@ class FakeKafka:
     def prepare(self, workload, topics, groups) -> int:
         return 5
 
+    def group_config(self, group, prefix) -> dict[str, str]:
+        return {f"{prefix}delivery.count.limit": "5"}
+
     def broker_watch(self):
         return SimpleNamespace(changes=queue.Queue(), registered={1}, start=lambda: None, stop=lambda: None)
 

@@ -31,6 +31,15 @@ class Polled:
         return len(self.partitions)
 
 
+@dataclass
+class Refused:
+    """Acknowledgements the broker refused since the last look (share groups)."""
+
+    lock_lapsed: list[tuple[int, int]]  # (partition, offset): the record's lock had timed out
+    renewals: int = 0  # renewals refused
+    other: int = 0  # refused for another reason
+
+
 class ProducerDriver(Protocol):
     def send(self, first_sequence: int, intended: list[float], choices: list[Choice]) -> tuple[np.ndarray, int]:
         """Hand records first_sequence.. over to the client, one per intended send time (epoch s) and
@@ -54,6 +63,16 @@ class ConsumerDriver(Protocol):
 
     def acknowledge(self, outcomes: np.ndarray) -> None:
         """Explicit share acknowledgement of every record of the last poll (ACCEPT, RELEASE, REJECT)."""
+
+    def take_refused(self) -> Refused:
+        """Share groups: acknowledgements the broker refused since the last call."""
+
+    def lock_timeout_ms(self) -> float | None:
+        """Share groups: the acquisition lock time-out the broker reported, when the library tells."""
+
+    def renew(self) -> np.ndarray:
+        """Share groups, explicit mode (KIP-1222): renew the locks of the last poll's records; per
+        record, whether this consumer still holds it."""
 
     def close(self) -> None:
         """Settle the last poll (share groups) and leave the group."""

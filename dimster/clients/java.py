@@ -8,7 +8,7 @@ import time
 import jpype
 import numpy as np
 
-from dimster.clients import STATS_INTERVAL_S, Polled
+from dimster.clients import STATS_INTERVAL_S, Polled, Refused
 from dimster.clients.properties import property_text
 from dimster.metrics.client_stats import JAVA_METRICS, java_client_stats
 from dimster.workload.distributor import Choice
@@ -106,6 +106,20 @@ class JavaConsumer:
 
     def acknowledge(self, outcomes: np.ndarray) -> None:
         self.java.acknowledge(jpype.JArray(jpype.JByte)(outcomes.astype(np.int8)))
+
+    def take_refused(self) -> Refused:
+        pairs = np.asarray(self.java.takeLockLapsed(), dtype=np.int64).reshape(-1, 2).tolist()
+        java = self.java
+        refused = Refused([(p, o) for p, o in pairs], int(java.renewalsRefused), int(java.otherRefusals))
+        java.renewalsRefused = java.otherRefusals = 0
+        return refused
+
+    def lock_timeout_ms(self) -> float | None:
+        reported = int(self.java.acquisitionLockTimeoutMs())
+        return None if reported < 0 else float(reported)
+
+    def renew(self) -> np.ndarray:
+        return np.asarray(self.java.renew(30_000), dtype=bool)
 
     def close(self) -> None:
         try:

@@ -6,9 +6,9 @@ import logging
 import time
 
 import numpy as np
-from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer
 
-from dimster.clients import STATS_INTERVAL_S, Polled
+from dimster.clients import STATS_INTERVAL_S, Polled, Refused
 from dimster.clients.properties import property_text
 from dimster.metrics.client_stats import extract_client_stats
 from dimster.workload.distributor import Choice
@@ -99,8 +99,10 @@ class LibrdkafkaConsumer:
         self.share, self.verify = share, verify
         self._messages: list = []  # the last poll's, for explicit acknowledgement
         config = _config(properties, client_id, on_stats)
+        self._refused = Refused([])
         if share:
             self.consumer, self.batch = ShareConsumer(config), 0
+            self.consumer.set_acknowledgement_commit_callback(self._on_acknowledged)
         else:
             self.batch = int(config.pop("max.poll.records", 500))  # a Java setting: the consume() batch here
             self.consumer = Consumer(config)
@@ -138,6 +140,25 @@ class LibrdkafkaConsumer:
         acknowledge = self.consumer.acknowledge
         for message, outcome in zip(self._messages, outcomes.tolist(), strict=True):
             acknowledge(message, OUTCOMES[outcome])
+
+    def _on_acknowledged(self, offsets: dict, exception) -> None:
+        # Runs inside poll()/commit_sync()/close() on the client's thread.
+        if exception is None:
+            return
+        if exception.args[0].code() == KafkaError.INVALID_RECORD_STATE:  # the record's lock had timed out
+            self._refused.lock_lapsed.extend((tp.partition, o) for tp, found in offsets.items() for o in found)
+        else:
+            self._refused.other += sum(len(found) for found in offsets.values())
+
+    def take_refused(self) -> Refused:
+        refused, self._refused = self._refused, Refused([])
+        return refused
+
+    def lock_timeout_ms(self) -> float | None:
+        return None  # confluent-kafka 2.16 does not tell
+
+    def renew(self) -> np.ndarray:
+        raise NotImplementedError("librdkafka has no AcknowledgeType.RENEW (refused when the workload is read)")
 
     def close(self) -> None:
         try:

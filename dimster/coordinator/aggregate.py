@@ -53,6 +53,10 @@ class RunAggregate:
         self.producer_topic: dict[int, str] = {}
         self.settled: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)  # (group, producer id)
         self.settled_by_group: dict[str, int] = defaultdict(int)
+        # share groups: of the settled records, the rejected and the archived ones, each counted once
+        self.settled_as: dict[tuple[str, str, int], RangeSet] = defaultdict(RangeSet)  # (outcome, group, producer)
+        self.settled_as_by_group: dict[tuple[str, str], int] = defaultdict(int)  # (outcome, group)
+        self.renewed = self.renewals_refused = self.lock_timeouts = self.ack_errors = 0
         self.duplicates = 0
         self.target_rate: dict[str, float] = {}  # producer client id -> latest target
         # producer client id -> (report end time, its latest client statistics)
@@ -114,6 +118,15 @@ class RunAggregate:
             self.accepted += c.accepted
             self.released += c.released
             self.rejected += c.rejected
+            self.renewed += c.renewed
+            self.renewals_refused += c.renewals_refused
+            self.lock_timeouts += c.lock_timeouts
+            self.ack_errors += c.ack_errors
+            for outcome, settled in (("rejected", c.settled_rejected), ("archived", c.settled_archived)):
+                for producer_id, ranges in settled.items():
+                    ranges_of = self.settled_as[(outcome, c.group, producer_id)]
+                    for first, last in ranges:
+                        self.settled_as_by_group[(outcome, c.group)] += last - first + 1 - ranges_of.add(first, last)
             for producer_id, ranges in c.settled.items():
                 ranges_of = self.settled[(c.group, producer_id)]
                 for first, last in ranges:
@@ -224,19 +237,52 @@ class RunAggregate:
         """Acknowledged records a group never settled and can no longer consume: those still within
         its reach at the end (`unconsumed`, from the group's own position) are not lost, nor are
         those a lost worker's consumers may have settled unreported (`in_doubt`)."""
-        unconsumed = unconsumed or {}
-        return sum(
-            max(0, n - unconsumed.get(group, 0) - self.in_doubt_by_group.get(group, 0))
+        return sum(self._lost_by_group(unconsumed or {}).values())
+
+    def _lost_by_group(self, unconsumed: dict[str, int]) -> dict[str, int]:
+        return {
+            group: max(0, n - unconsumed.get(group, 0) - self.in_doubt_by_group.get(group, 0))
             for group, n in self.missing_by_group().items()
-        )
+        }
 
     def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
         """Of the records missing at the end, those only a lost worker's consumers can account for."""
-        unconsumed = unconsumed or {}
-        return sum(
-            min(self.in_doubt_by_group.get(group, 0), max(0, n - unconsumed.get(group, 0)))
+        return sum(self._in_doubt_by_group(unconsumed or {}).values())
+
+    def _in_doubt_by_group(self, unconsumed: dict[str, int]) -> dict[str, int]:
+        return {
+            group: min(self.in_doubt_by_group.get(group, 0), max(0, n - unconsumed.get(group, 0)))
             for group, n in self.missing_by_group().items()
-        )
+        }
+
+    def account(self, unconsumed: dict[str, int] | None) -> dict[str, dict]:
+        """Per group, where every acknowledged record went: acked = accepted + rejected + archived +
+        unconsumed + in_doubt + lost. Each term but `lost` is counted on its own (each record once);
+        `lost` is what the others leave, never negative, so an account whose terms add up to more
+        than was acknowledged does not close, by `unaccounted` (negative) records."""
+        known = unconsumed is not None
+        unconsumed = unconsumed or {}
+        lost, in_doubt = self._lost_by_group(unconsumed), self._in_doubt_by_group(unconsumed)
+        accounts = {}
+        for group, topic in self.groups.items():
+            rejected = self.settled_as_by_group[("rejected", group)]
+            archived = self.settled_as_by_group[("archived", group)]
+            terms = {
+                "accepted": self.settled_by_group[group] - rejected - archived,
+                "rejected": rejected,
+                "archived": archived,
+                "unconsumed": unconsumed.get(group) if known else None,
+                "in_doubt": in_doubt.get(group, 0),
+                "lost": lost.get(group, 0) if known else None,
+            }
+            unaccounted = self.acked_by_topic[topic] - sum(v or 0 for v in terms.values())
+            accounts[group] = {
+                "acked": self.acked_by_topic[topic],
+                **terms,
+                "closes": known and unaccounted == 0,
+                "unaccounted": unaccounted,
+            }
+        return accounts
 
     def missing_by_group(self) -> dict[str, int]:
         """Per group: acknowledged records it never settled (meaningful once consumers have closed)."""

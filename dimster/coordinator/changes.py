@@ -34,6 +34,7 @@ LIVE = {
     "kafkaConfig.commonConfig": "all-clients",
     "kafkaConfig.topicConfig": "topic-config",
     "brokerConfig": "broker",
+    "groupConfig": "group-config",
     "durationSeconds": "coordinator",
     "reportIntervalSeconds": "coordinator",
     "drainTimeoutSeconds": "coordinator",

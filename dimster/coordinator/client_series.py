@@ -44,6 +44,12 @@ COUNTERS = {  # ClientInterval field -> (Prometheus name without _total, help, t
     "accepted": ("dimster_client_share_accepted_messages", "Records acknowledged ACCEPT", ("share_consumer",)),
     "released": ("dimster_client_share_released_messages", "Records acknowledged RELEASE", ("share_consumer",)),
     "rejected": ("dimster_client_share_rejected_messages", "Records acknowledged REJECT", ("share_consumer",)),
+    "renewed": ("dimster_client_share_lock_renewals", "Acquisition locks renewed (KIP-1222)", ("share_consumer",)),
+    "lock_timeouts": (
+        "dimster_client_share_lock_timeouts",
+        "Acknowledgements refused because the record's acquisition lock had timed out",
+        ("share_consumer",),
+    ),
 }
 
 # The clients' own statistics (metrics/client_stats.py): cumulative counters summed over clients (a

@@ -151,7 +151,22 @@ class Coordinator:
         """Create the run's topics; returns the broker's delivery-count limit for share groups."""
         limit = self.kafka.prepare(self.workload, self.topology.topics, list(self.topology.groups))
         self.broker_watch = self.kafka.broker_watch()
+        self.bundle.run_info.update(topics=self.topology.topics, groups=self.topology.groups)
+        self._note_group_config("start")
         return limit
+
+    def _note_group_config(self, when: str) -> None:
+        """Keep the groups' effective configs (every group of a run gets the same) in run.json."""
+        if not self.topology.groups:
+            return
+        prefix = "share." if self.workload.consumer_type == "SHARE_GROUP" else "consumer."
+        try:
+            effective = self.kafka.group_config(next(iter(self.topology.groups)), prefix)
+        except Exception as e:  # a note, not a failure: the run's numbers do not depend on it
+            self.say(f"-- the groups' config could not be read {when}: {e}")
+            return
+        self.bundle.run_info.setdefault("groupConfig", {})[when] = effective
+        self.bundle.save_run_info()
 
     def start_workers(self, delivery_count_limit: int) -> None:
         self.placement = place(self.topology, self.worker_count)
@@ -514,6 +529,11 @@ class Coordinator:
         (a drain that timed out, a forced stop) are unconsumed, not lost."""
         try:
             self.unconsumed_by_group = self.kafka.unconsumed(self._group_specs())
+            if any(not g["closes"] for g in self.aggregate.account(self.unconsumed_by_group).values()):
+                # a share partition's state reaches the share coordinator moments after the last
+                # acknowledgements: look once more before calling the account open
+                time.sleep(POSITIONS_SETTLE_SECONDS)
+                self.unconsumed_by_group = self.kafka.unconsumed(self._group_specs())
         except DimsterError as e:
             self.bundle.event("group_positions_unknown", reason=str(e))
             self.say(f"-- {e}: 'lost' counts every record not consumed")
@@ -552,7 +572,13 @@ class Coordinator:
             "unconsumed": self.unconsumed,
             "in_doubt": a.in_doubt(self.unconsumed_by_group),
             "backlog": a.backlog,
+            "renewed": a.renewed,
+            "renewals_refused": a.renewals_refused,
+            "lock_timeouts": a.lock_timeouts,
+            "ack_errors": a.ack_errors,
         }
+        account = a.account(self.unconsumed_by_group)
+        totals["archived"] = sum(g["archived"] for g in account.values())
         mode = self.plan.result() or {"type": self.workload.mode.type}
         if mode["type"] == "correctness":
             totals.update(corrupt=a.corrupt, out_of_order=a.out_of_order)
@@ -563,6 +589,7 @@ class Coordinator:
                 "status": status,
                 "failure": self.failure,
                 "totals": totals,
+                "account": account,
                 "ended": time.time(),
                 "load_started": self.load_started,
                 "topics": self.topology.topics,
@@ -579,6 +606,7 @@ class Coordinator:
         if self.exporter:  # the final numbers (lost and unconsumed are known now)
             self.exporter.update(self.status())
         self.bundle.event("run_ended", status=status, **totals)
+        self._say_account(account)
         in_doubt = f", in doubt {totals['in_doubt']:,} (a lost worker's consumers)" if totals["in_doubt"] else ""
         self.say(
             f"run {status}: sent {a.sent:,} (acked {a.acked:,}), received {a.received:,}, "
@@ -592,6 +620,19 @@ class Coordinator:
         if mode["type"] == "correctness":
             return self._correctness_outcome(mode)
         return 0
+
+    def _say_account(self, account: dict[str, dict]) -> None:
+        for group, terms in account.items():
+            if terms["closes"]:
+                continue
+            if terms["unconsumed"] is None:
+                why = "the group's position is unknown"
+            else:
+                why = f"its terms add up to {-terms['unaccounted']:,} more than the {terms['acked']:,} acknowledged"
+                if self.aggregate.lock_timeouts:  # settled on receipt, then back in the group's reach
+                    why += f" ({self.aggregate.lock_timeouts:,} acknowledgements were refused: lock time-outs)"
+            self.bundle.event("account_open", group=group, **terms)
+            self.say(f"-- the account of group {group} does not close: {why}")
 
     def _correctness_outcome(self, verdict: dict) -> int:
         checked = "loss, corruption, order, duplicates" if verdict["order_checked"] else "loss, corruption, duplicates"
@@ -640,6 +681,8 @@ class Coordinator:
             "backlog": self.aggregate.backlog,
             "duplicates": self.aggregate.duplicates,
             "sendErrors": self.aggregate.send_errors,
+            "lockRenewals": self.aggregate.renewed,
+            "lockTimeouts": self.aggregate.lock_timeouts,
             # known once the consumers have closed at the end of the run
             "lost": self.aggregate.lost(self.unconsumed_by_group) if self.unconsumed_by_group is not None else None,
             "unconsumed": self.unconsumed,
@@ -674,16 +717,17 @@ class Coordinator:
         if not changes:
             return {"applied": [], "notes": ["nothing changed"]}
         effects = {c.effect for c in changes}
-        topic_changes = None
-        if effects & {"topic-config", "partitions"}:
-            topic_changes = self.kafka.topic_changes(old, new, self.topology.topics, effects)
-            topic_changes.validate()  # on the broker first: all or nothing
+        config_changes = None
+        if effects & {"topic-config", "partitions", "group-config"}:
+            groups = list(self.topology.groups)
+            config_changes = self.kafka.config_changes(old, new, self.topology.topics, effects, groups)
+            config_changes.validate()  # on the broker first: all or nothing
         broker_cluster = self._broker_cluster(new) if "broker" in effects else None
         if broker_cluster is not None:
             broker_cluster.check_broker_config()
 
         applied_at = time.time()
-        notes = topic_changes.apply() if topic_changes else []
+        notes = config_changes.apply() if config_changes else []
         self.workload = new
         if "client-count" in effects:
             self._resize_clients(new)
@@ -746,6 +790,9 @@ class Coordinator:
         except Exception as e:  # a thread's failure must reach the run's events, not a thread traceback
             message = f"broker redeploy failed: {type(e).__name__}: {e}"
             self.background.put(("broker_redeploy_failed", {"message": message}))
+
+
+POSITIONS_SETTLE_SECONDS = 3.0
 
 
 def _count(value: int | None) -> str:

@@ -15,6 +15,7 @@ from dimster.kafka.groups import AssignmentWatch, GroupSpec, unconsumed_records
 from dimster.workload.model import Workload
 
 ADMIN_TIMEOUT = 15.0
+SHARE_GROUP_START = {"share.auto.offset.reset": "earliest"}  # a run's share groups read its whole topic
 SERVE_TIMEOUT = 30.0  # for new partitions to be served (see wait_until_partitions_serve)
 
 
@@ -40,18 +41,29 @@ class RunKafka:
             self.bootstrap, {t: range(w.partitions_per_topic) for t in topics}, SERVE_TIMEOUT
         ):
             raise DimsterError(f"the partitions of the run's topics were not served within {SERVE_TIMEOUT:.0f}s")
-        if w.consumer_type == "SHARE_GROUP" and groups:
-            earliest = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
-            resources = [ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=earliest) for g in groups]
-            self.results(admin.incremental_alter_configs(resources), "group")
+        if groups:
+            configs = {**(SHARE_GROUP_START if w.consumer_type == "SHARE_GROUP" else {}), **w.group_config}
+            resources = group_config_resources(groups, {}, configs)
+            if resources:
+                for validate_only in (True, False):
+                    futures = admin.incremental_alter_configs(resources, validate_only=validate_only)
+                    self.results(futures, "the config of")
         broker = ConfigResource(ConfigResource.Type.BROKER, str(self.brokers[0]))
         [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
         entry = described.result(timeout=ADMIN_TIMEOUT).get("group.share.delivery.count.limit")
         return int(entry.value) if entry is not None and entry.value else 5
 
+    def group_config(self, group: str, prefix: str) -> dict[str, str]:
+        """The effective configs of `group` whose names start with `prefix` (`share.`, `consumer.`)."""
+        admin = admin_client(self.bootstrap)
+        [described] = admin.describe_configs([ConfigResource(ConfigResource.Type.GROUP, group)]).values()
+        entries = described.result(timeout=ADMIN_TIMEOUT)
+        return {name: entry.value for name, entry in sorted(entries.items()) if name.startswith(prefix)}
+
     def results(self, futures: dict, what: str) -> None:
         """Wait for Admin API futures; a refusal or a silent cluster becomes one DimsterError."""
-        for name, future in futures.items():
+        for key, future in futures.items():
+            name = f"{key.restype.name.lower()} {key.name}" if isinstance(key, ConfigResource) else key
             try:
                 future.result(timeout=ADMIN_TIMEOUT + 5)
             except KafkaException as e:
@@ -82,34 +94,54 @@ class RunKafka:
                 problems.append(f"could not delete topic: {e}")
         return problems
 
-    def topic_changes(self, old: Workload, new: Workload, topics: list[str], effects: set[str]) -> "TopicChanges":
-        return TopicChanges(self, old, new, topics, effects)
+    def config_changes(
+        self, old: Workload, new: Workload, topics: list[str], effects: set[str], groups: list[str]
+    ) -> "ConfigChanges":
+        return ConfigChanges(self, old, new, topics, effects, groups)
 
 
-class TopicChanges:
-    """A live change to the run's topics (config, partitions): validated on the broker first, so that
-    a modification applies all or nothing."""
+def config_entries(old: dict, wanted: dict) -> list[ConfigEntry]:
+    """Incremental operations from `old` to `wanted` properties: SET what changed, DELETE what went."""
+    return [
+        ConfigEntry(k, property_text(v), incremental_operation=AlterConfigOpType.SET)
+        for k, v in wanted.items()
+        if old.get(k) != v
+    ] + [ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE) for k in old if k not in wanted]
 
-    def __init__(self, kafka: RunKafka, old: Workload, new: Workload, topics: list[str], effects: set[str]):
+
+def group_config_resources(groups: list[str], old: dict, wanted: dict) -> list[ConfigResource]:
+    """The group configs (KIP-848/932 dynamic group configs) of each group, from `old` to `wanted`."""
+    entries = config_entries(old, wanted)
+    return (
+        [ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=entries) for g in groups] if entries else []
+    )
+
+
+class ConfigChanges:
+    """A live change to the run's topics (config, partitions) and groups (group config): validated on
+    the broker first, so that a modification applies all or nothing."""
+
+    def __init__(
+        self, kafka: RunKafka, old: Workload, new: Workload, topics: list[str], effects: set[str], groups: list[str]
+    ):
         self.kafka, self.old, self.new, self.topics = kafka, old, new, topics
-        self.admin = admin_client(kafka.bootstrap) if effects & {"topic-config", "partitions"} else None
+        self.admin = admin_client(kafka.bootstrap) if effects & {"topic-config", "partitions", "group-config"} else None
         self.resources = self._config_resources() if "topic-config" in effects else []
+        if "group-config" in effects:
+            self.resources += group_config_resources(groups, old.group_config, new.group_config)
         self.partitions = (
             [NewPartitions(t, new.partitions_per_topic) for t in topics] if "partitions" in effects else []
         )
 
     def _config_resources(self) -> list[ConfigResource]:
-        old, wanted = self.old.kafka_config.topic_config, self.new.kafka_config.topic_config
-        entries = [
-            ConfigEntry(k, property_text(v), incremental_operation=AlterConfigOpType.SET)
-            for k, v in wanted.items()
-            if old.get(k) != v
-        ] + [ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE) for k in old if k not in wanted]
+        entries = config_entries(self.old.kafka_config.topic_config, self.new.kafka_config.topic_config)
         return [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=entries) for t in self.topics]
 
     def validate(self) -> None:
         if self.resources:
-            self.kafka.results(self.admin.incremental_alter_configs(self.resources, validate_only=True), "topic config")
+            self.kafka.results(
+                self.admin.incremental_alter_configs(self.resources, validate_only=True), "the config of"
+            )
         if self.partitions:
             self.kafka.results(self.admin.create_partitions(self.partitions, validate_only=True), "partitions of")
 
@@ -117,7 +149,7 @@ class TopicChanges:
         """Apply; returns notes for the caller."""
         notes = []
         if self.resources:
-            self.kafka.results(self.admin.incremental_alter_configs(self.resources), "topic config")
+            self.kafka.results(self.admin.incremental_alter_configs(self.resources), "the config of")
         if self.partitions:
             self.kafka.results(self.admin.create_partitions(self.partitions), "partitions of")
             grown = dict.fromkeys(self.topics, range(self.old.partitions_per_topic, self.new.partitions_per_topic))

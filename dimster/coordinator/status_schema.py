@@ -37,6 +37,15 @@ FIELDS: tuple[StatusField, ...] = (
     StatusField("duplicates", "dimster_duplicate_messages_total", "counter", "Records settled more than once"),
     StatusField("sendErrors", "dimster_send_errors_total", "counter", "Records the producers failed to send"),
     StatusField(
+        "lockRenewals", "dimster_lock_renewals_total", "counter", "Acquisition locks the share consumers renewed"
+    ),
+    StatusField(
+        "lockTimeouts",
+        "dimster_lock_timeouts_total",
+        "counter",
+        "Share acknowledgements refused because the record's acquisition lock had timed out",
+    ),
+    StatusField(
         "lost",
         "dimster_lost_messages",
         "gauge",

@@ -23,6 +23,10 @@ INTERVAL_FIELDS = (
     "accepted",
     "released",
     "rejected",
+    "renewed",
+    "renewals_refused",
+    "lock_timeouts",
+    "ack_errors",
     "polls",
     "max_poll_records",
 )

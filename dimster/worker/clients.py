@@ -28,6 +28,7 @@ from dimster.workload.processing import makespan_ms, processing_times_ms
 from dimster.workload.schedule import Pacer, rate_at
 
 log = logging.getLogger("dimster.worker")
+DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
 
 
 def producer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats) -> ProducerDriver:
@@ -230,7 +231,7 @@ class ConsumerClient(LoadClient):
         super().__init__(f"c{spec.consumer_id}", spec.topic, spec.group, workload.client_library.of(self.role))
         self.workload = workload
         self.bootstrap = bootstrap
-        self.delivery_count_limit = delivery_count_limit
+        self.broker_delivery_count_limit = delivery_count_limit
         self.rng = random.Random()
         self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
@@ -240,8 +241,16 @@ class ConsumerClient(LoadClient):
     def take_interval(self) -> ClientInterval:
         interval = super().take_interval()
         # collected as sequence numbers per producer (see _record), sent as ranges
-        interval.settled = {pid: to_ranges(sequences) for pid, sequences in interval.settled.items()}
+        for name in ("settled", "settled_rejected", "settled_archived"):
+            by_producer = getattr(interval, name)
+            setattr(interval, name, {pid: to_ranges(sequences) for pid, sequences in by_producer.items()})
         return interval
+
+    @property
+    def delivery_count_limit(self) -> int:
+        """The group's: its group config when the workload sets one (live changes too), else the broker's."""
+        limit = self.workload.group_config.get("share.delivery.count.limit")
+        return self.broker_delivery_count_limit if limit is None else int(limit)
 
     @property
     def paused(self) -> bool:
@@ -267,19 +276,71 @@ class ConsumerClient(LoadClient):
             self.subscribed.set()
             while not self.stopping.is_set() and not self.recreate.is_set() and not self.paused:
                 polled = driver.poll(0.2)
+                polled_at = time.monotonic()
+                if self.role == "share_consumer":
+                    self._count_refused(driver)
                 if polled is None:
                     continue
                 outcomes = self._outcomes(polled.count) if explicit else None
-                if outcomes is not None:
-                    driver.acknowledge(outcomes)
                 self._record(polled, outcomes)
-                w = self.workload
-                times = processing_times_ms(polled.count, w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
-                busy = makespan_ms(times, w.consumer_proc_parallelism)
-                if busy > 0:
-                    self.wake.wait(busy / 1000)
+                lock_s = self._lock_timeout_s(driver) if self.role == "share_consumer" else None
+                held = self._process(driver, polled, polled_at, lock_s)
+                if lock_s is not None and held and time.monotonic() - polled_at > lock_s:
+                    self._lapsed_on_last_delivery(polled, outcomes)
+                if outcomes is not None:
+                    driver.acknowledge(outcomes)  # sent with the next poll
         finally:
             driver.close()
+
+    def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
+        """Simulated processing of one poll's records; with `renewLocks`, renewing their acquisition
+        locks at half the lock time-out for as long as processing outlasts it. Returns whether the
+        locks ran from the poll (False once renewed)."""
+        w = self.workload
+        times = processing_times_ms(polled.count, w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
+        done_at = polled_at + makespan_ms(times, w.consumer_proc_parallelism) / 1000
+        renew_every = lock_s / 2 if lock_s and w.acknowledgement.renew_locks else None
+        next_renewal = polled_at + renew_every if renew_every else float("inf")
+        from_poll = True
+        while (now := time.monotonic()) < done_at and not self.wake.is_set():
+            if now >= next_renewal:
+                held = driver.renew()
+                from_poll = False
+                with self.lock:
+                    self.interval.renewed += int(held.sum())
+                next_renewal = time.monotonic() + renew_every
+            self.wake.wait(min(done_at, next_renewal) - now)
+        return from_poll
+
+    def _lapsed_on_last_delivery(self, polled: Polled, outcomes: np.ndarray | None) -> None:
+        """Processing outlasted the locks of the poll: its records on their last delivery are archived
+        by the broker (which refuses their acknowledgements without a word to the client); the others
+        come back, and their refusals are counted when they arrive (`_count_refused`)."""
+        ours, headers = unpack_headers(polled.headers)
+        last = ours & (polled.delivery_counts >= self.delivery_count_limit)
+        if outcomes is not None:
+            last &= outcomes != REJECT  # rejected either way
+        if not last.any():
+            return
+        with self.lock:
+            self.interval.lock_timeouts += int(last.sum())
+            self._settle(self.interval.settled_archived, headers[last])
+
+    def _lock_timeout_s(self, driver: ConsumerDriver) -> float:
+        """The acquisition lock time-out: as the client last heard it, else the group's config, else Kafka's default."""
+        reported = driver.lock_timeout_ms()
+        if reported is None:
+            reported = self.workload.group_config.get("share.record.lock.duration.ms", DEFAULT_LOCK_MS)
+        return max(float(reported), 200.0) / 1000
+
+    def _count_refused(self, driver: ConsumerDriver) -> None:
+        """Acknowledgements the broker refused since the last poll (records that come back)."""
+        refused = driver.take_refused()
+        if refused.lock_lapsed or refused.renewals or refused.other:
+            with self.lock:
+                self.interval.lock_timeouts += len(refused.lock_lapsed)
+                self.interval.renewals_refused += refused.renewals
+                self.interval.ack_errors += refused.other
 
     def _outcomes(self, count: int) -> np.ndarray:
         """ACCEPT, RELEASE or REJECT per record, with the workload's release and reject fractions."""
@@ -289,6 +350,13 @@ class ConsumerClient(LoadClient):
         outcomes[draws < ack.release_fraction + ack.reject_fraction] = REJECT
         outcomes[draws < ack.release_fraction] = RELEASE
         return outcomes
+
+    @staticmethod
+    def _settle(by_producer: dict[int, list[int]], headers: np.ndarray) -> None:
+        """Add the records' sequence numbers under their producers."""
+        producer_ids, sequences = headers["producer_id"], headers["sequence"]
+        for producer_id in np.unique(producer_ids).tolist():
+            by_producer.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
 
     def _out_of_order(self, polled: Polled, ours: np.ndarray, headers: np.ndarray) -> int:
         """Records of a producer that follow a later record of it in their partition's log. A record at
@@ -333,14 +401,16 @@ class ConsumerClient(LoadClient):
                     interval.released += int(released.sum())
                     interval.rejected += int((outcomes == REJECT).sum())
                     interval.accepted += int((outcomes == ACCEPT).sum())
-                    # a released record comes back (not settled yet) unless it used its last delivery
-                    settles = ours & ~(released & (polled.delivery_counts < self.delivery_count_limit))
+                    last_delivery = polled.delivery_counts >= self.delivery_count_limit
+                    # a released record comes back (not settled yet) unless it used its last delivery:
+                    # then the broker archives it
+                    settles = ours & ~(released & ~last_delivery)
+                    self._settle(interval.settled_rejected, headers[ours & (outcomes == REJECT)])
+                    self._settle(interval.settled_archived, headers[ours & released & last_delivery])
             if not settles.any():
                 return
             settled = headers[settles]
-            producer_ids, sequences = settled["producer_id"], settled["sequence"]
-            for producer_id in np.unique(producer_ids).tolist():
-                interval.settled.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
+            self._settle(interval.settled, settled)
             intended_ns = settled["intended_ns"]
             latency_us = np.maximum(now_ns - intended_ns, 0) / 1000
             partitions = polled.partitions[settles]

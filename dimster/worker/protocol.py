@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -90,6 +90,14 @@ class ClientInterval:
     histograms: dict[tuple[str, int], HistogramWire] = field(default_factory=dict)  # (metric, partition)
     delivery_counts: dict[int, int] = field(default_factory=dict)
     settled: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> sequence ranges
+    # share groups: of the settled records, those rejected, and those the broker archived (released or
+    # timed out on their last delivery); the rest were accepted. Producer id -> sequence ranges.
+    settled_rejected: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    settled_archived: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    renewed: int = 0  # records whose acquisition lock was renewed (KIP-1222), once per renewal
+    renewals_refused: int = 0
+    lock_timeouts: int = 0  # acknowledgements refused because the record's lock had timed out
+    ack_errors: int = 0  # acknowledgements refused for another reason
     client_stats: dict | None = None
     first_received_at: float = 0.0  # epoch s (coordinator's clock) of the interval's first and last
     last_received_at: float = 0.0  # polls that returned records; 0 when none did

@@ -55,6 +55,8 @@ class Acknowledgement(Strict):
     mode: Literal["IMPLICIT", "EXPLICIT"] = "IMPLICIT"
     release_fraction: float = Field(0.0, alias="releaseFraction", ge=0, le=1)
     reject_fraction: float = Field(0.0, alias="rejectFraction", ge=0, le=1)
+    # KIP-1222: renew the acquisition lock of records still being processed at half its time-out
+    renew_locks: bool = Field(False, alias="renewLocks")
 
     @model_validator(mode="after")
     def _fractions(self):
@@ -62,6 +64,8 @@ class Acknowledgement(Strict):
             raise ValueError("releaseFraction + rejectFraction must be at most 1")
         if self.mode == "IMPLICIT" and (self.release_fraction or self.reject_fraction):
             raise ValueError("releaseFraction and rejectFraction need mode: EXPLICIT")
+        if self.mode == "IMPLICIT" and self.renew_locks:
+            raise ValueError("renewLocks needs mode: EXPLICIT (Kafka renews locks only on explicit acknowledgement)")
         return self
 
 
@@ -198,6 +202,8 @@ class Workload(Strict):
     client_library: ClientLibrary = Field(default_factory=ClientLibrary, alias="clientLibrary")
     kafka_config: KafkaConfig = Field(default_factory=KafkaConfig, alias="kafkaConfig")
     broker_config: KafkaProperties = Field(default_factory=dict, alias="brokerConfig")
+    # dynamic group configs (share.record.lock.duration.ms, ...) of every group of the run
+    group_config: KafkaProperties = Field(default_factory=dict, alias="groupConfig")
     mode: Mode = Field(default_factory=Steady)
 
     @field_validator("mode", mode="before")
@@ -225,6 +231,11 @@ class Workload(Strict):
             raise ValueError("consumerProcParallelism is 1 (serial), N (in flight per consumer) or -1 (whole poll)")
         if self.acknowledgement.mode == "EXPLICIT" and self.consumer_type != "SHARE_GROUP":
             raise ValueError("acknowledgement mode EXPLICIT needs consumerType: SHARE_GROUP")
+        if self.acknowledgement.renew_locks and self.client_library.share_consumer != "java":
+            raise ValueError(
+                "acknowledgement.renewLocks needs Kafka's Java share consumer (librdkafka has no "
+                "AcknowledgeType.RENEW): set clientLibrary.shareConsumer: java"
+            )
         if self.mode.type == "explore-limits" and self.producer_rate_schedule is not None:
             raise ValueError("mode explore-limits sets the producer rate itself: drop producerRateSchedule")
         if self.mode.type in ("explore-limits", "drain-backlog") and not (

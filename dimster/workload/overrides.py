@@ -16,6 +16,7 @@ PROPERTY_SECTIONS = (
     "kafkaConfig.shareConsumerConfig",
     "kafkaConfig.topicConfig",
     "brokerConfig",
+    "groupConfig",
 )
 
 

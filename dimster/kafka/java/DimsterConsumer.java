@@ -4,16 +4,22 @@
 // crosses into Java once per poll rather than once per record.
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
 import java.util.zip.CRC32;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.errors.InvalidRecordStateException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public final class DimsterConsumer {
@@ -21,7 +27,16 @@ public final class DimsterConsumer {
 
     private final KafkaShareConsumer<byte[], byte[]> share;  // exactly one of these two is set
     private final KafkaConsumer<byte[], byte[]> classic;
+    // The last poll's records still in flight; null where a renewal was refused (no longer ours to acknowledge).
     private final List<ConsumerRecord<byte[], byte[]>> polled = new ArrayList<>();
+    // New records a renewal's poll returned besides the renewed ones: the next poll hands them over.
+    private final List<ConsumerRecord<byte[], byte[]>> fetchedWhileRenewing = new ArrayList<>();
+    // Acknowledgements the broker refused because the records were no longer acquired by this member
+    // (their lock had timed out), as (partition, offset) pairs; and other refusals, counted.
+    private final List<long[]> lockLapsed = new ArrayList<>();
+    public int otherRefusals;
+    public int renewalsRefused;
+    private boolean renewing;
 
     // The last poll, for Python to read.
     public int[] partitions = new int[0];
@@ -37,6 +52,72 @@ public final class DimsterConsumer {
         ByteArrayDeserializer keys = new ByteArrayDeserializer(), values = new ByteArrayDeserializer();
         share = shareGroup ? new KafkaShareConsumer<>(config, keys, values) : null;
         classic = shareGroup ? null : new KafkaConsumer<>(config, keys, values);
+        if (share != null) share.setAcknowledgementCommitCallback(this::onAcknowledged);
+    }
+
+    /** Runs on the application thread, inside poll, commitSync or close. */
+    private void onAcknowledged(Map<TopicIdPartition, Set<Long>> offsets, Exception exception) {
+        if (exception == null) return;
+        for (Map.Entry<TopicIdPartition, Set<Long>> entry : offsets.entrySet()) {
+            for (long offset : entry.getValue()) {
+                if (renewing) renewalsRefused++;
+                else if (exception instanceof InvalidRecordStateException) lockLapsed.add(new long[] {entry.getKey().partition(), offset});
+                else otherRefusals++;
+            }
+        }
+    }
+
+    /** The (partition, offset) pairs refused since the last call, flattened. */
+    public long[] takeLockLapsed() {
+        long[] pairs = new long[lockLapsed.size() * 2];
+        for (int i = 0; i < lockLapsed.size(); i++) {
+            pairs[2 * i] = lockLapsed.get(i)[0];
+            pairs[2 * i + 1] = lockLapsed.get(i)[1];
+        }
+        lockLapsed.clear();
+        return pairs;
+    }
+
+    /** The acquisition lock time-out the broker last reported, or -1 before it has. */
+    public int acquisitionLockTimeoutMs() {
+        return share.acquisitionLockTimeoutMs().orElse(-1);
+    }
+
+    /** KIP-1222: renews the acquisition lock of the last poll's records still held and takes them back
+     *  in flight (the poll after a renewal returns the renewed records and nothing new). Returns per
+     *  record of the last poll whether it is still held; a refused renewal leaves the record to time out. */
+    public boolean[] renew(long timeoutMs) {
+        boolean[] held = new boolean[polled.size()];
+        Map<Long, Integer> index = new HashMap<>();
+        for (int i = 0; i < polled.size(); i++) {
+            ConsumerRecord<byte[], byte[]> record = polled.get(i);
+            if (record == null) continue;
+            share.acknowledge(record, AcknowledgeType.RENEW);
+            index.put(key(record), i);
+        }
+        Map<TopicIdPartition, Optional<KafkaException>> answers;
+        renewing = true;
+        try {
+            answers = share.commitSync(Duration.ofMillis(timeoutMs));
+        } finally {
+            renewing = false;
+        }
+        if (answers.values().stream().anyMatch(Optional::isEmpty)) {
+            for (ConsumerRecord<byte[], byte[]> record : share.poll(Duration.ofMillis(timeoutMs))) {
+                Integer i = index.get(key(record));
+                if (i == null) fetchedWhileRenewing.add(record);
+                else {
+                    polled.set(i, record);
+                    held[i] = true;
+                }
+            }
+        }
+        for (int i = 0; i < held.length; i++) if (!held[i]) polled.set(i, null);
+        return held;
+    }
+
+    private static long key(ConsumerRecord<byte[], byte[]> record) {
+        return ((long) record.partition() << 40) ^ record.offset();
     }
 
     public void subscribe(String topic) {
@@ -47,8 +128,17 @@ public final class DimsterConsumer {
     /** Polls once; returns the number of records, described by the public fields. */
     public int poll(long timeoutMs) {
         Duration timeout = Duration.ofMillis(timeoutMs);
-        ConsumerRecords<byte[], byte[]> records = share != null ? share.poll(timeout) : classic.poll(timeout);
-        int count = records.count();
+        Iterable<ConsumerRecord<byte[], byte[]>> records;
+        int count;
+        if (!fetchedWhileRenewing.isEmpty()) {
+            records = new ArrayList<>(fetchedWhileRenewing);
+            count = fetchedWhileRenewing.size();
+            fetchedWhileRenewing.clear();
+        } else {
+            ConsumerRecords<byte[], byte[]> fetched = share != null ? share.poll(timeout) : classic.poll(timeout);
+            records = fetched;
+            count = fetched.count();
+        }
         int size = DimsterProducer.HEADER_SIZE;
         polled.clear();
         partitions = new int[count];
@@ -85,10 +175,10 @@ public final class DimsterConsumer {
         return crc.getValue() == expected;
     }
 
-    /** Explicit acknowledgement of every record of the last poll: 0 accept, 1 release, 2 reject. */
+    /** Explicit acknowledgement of every record of the last poll still held: 0 accept, 1 release, 2 reject. */
     public void acknowledge(byte[] outcomes) {
         for (int i = 0; i < outcomes.length; i++) {
-            share.acknowledge(polled.get(i), OUTCOMES[outcomes[i]]);
+            if (polled.get(i) != null) share.acknowledge(polled.get(i), OUTCOMES[outcomes[i]]);
         }
     }
 

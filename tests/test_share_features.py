@@ -1,0 +1,164 @@
+"""Share-group features of Kafka 4.2/4.3 on a real cluster whose brokers allow short acquisition locks
+(group.share.min.record.lock.duration.ms 1000): per-group configs at start and live (KIP-1240),
+lock renewal (KIP-1222), lock time-outs, archiving and the account of every record."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from tests.conftest import copy_project, dimster, spare_ports, spare_ports_yaml
+from tests.runs import BASE, only_bundle, run_info, table
+
+pytestmark = pytest.mark.kafka
+
+ENV = "shortlocks"
+LOCK_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def shortlocks(tmp_path_factory, scratch_project) -> dict[str, str]:
+    """The environment's variables: a project with the `shortlocks` profile; its cluster goes down at the end."""
+    project = copy_project(scratch_project, tmp_path_factory.mktemp("shortlocks-project"))
+    (project / "run/broker-configs/short-locks.yaml").write_text(
+        "num.partitions: 1\ngroup.share.min.record.lock.duration.ms: 1000\n"
+    )
+    (project / f"run/environments/{ENV}.yaml").write_text(
+        "backend: local\nnodes: 1\nheap: 512m\nhost: 127.0.0.1\nkafkaVersion: 4.3.1\nworkers: 1\n"
+        "brokerConfig: run/broker-configs/short-locks.yaml\n" + spare_ports_yaml(1)
+    )
+    env = {"DIMSTER_PROJECT_DIR": str(project)}
+    yield env
+    dimster("stop", ENV, env=env)
+    assert dimster("cluster", "down", ENV, env=env).code == 0
+
+
+def bootstrap() -> str:
+    return f"127.0.0.1:{spare_ports(1)['brokerPortBase']}"
+
+
+def run(env: dict, tmp_path: Path, name: str, **keys) -> tuple[Path, str]:
+    """A run of BASE with `keys` on the shortlocks cluster to its end: its bundle and console output."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    workload = tmp_path / f"{name}.yaml"
+    workload.write_text(yaml.safe_dump({**BASE, "name": name, **keys}))
+    results = tmp_path / "results"
+    result = dimster("run", ENV, "-w", str(workload), "--results", str(results), "--no-summary", env=env, timeout=400)
+    assert result.code == 0 and "run completed" in result.stdout, result.stderr + result.stdout
+    return only_bundle(results), result.stdout
+
+
+def group_config(group: str) -> dict[str, str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap()})
+    [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.GROUP, group)]).values()
+    return {name: entry.value for name, entry in future.result(timeout=30).items()}
+
+
+# One record at a time, each processed for twice the lock duration: 1 partition, record batches of
+# one record (linger 0), record_limit acquisition of max.poll.records 1, 3 consumers.
+SLOW = {
+    "partitionsPerTopic": 1,
+    "messageSize": 128,
+    "producerRate": 1,
+    "durationSeconds": 12,
+    "warmupSeconds": 0,
+    "reportIntervalSeconds": 2,
+    "drainTimeoutSeconds": 40,
+    "consumersPerGroup": 3,
+    "consumerProcMsMin": 2 * LOCK_MS,
+    "consumerProcMsMax": 2 * LOCK_MS,
+    "clientLibrary": {"shareConsumer": "java"},
+    "groupConfig": {"share.record.lock.duration.ms": LOCK_MS, "share.delivery.count.limit": 3},
+    "kafkaConfig": {
+        "producerConfig": {"linger.ms": 0},
+        "shareConsumerConfig": {"max.poll.records": 1, "share.acquire.mode": "record_limit"},
+    },
+}
+
+
+def client_totals(bundle: Path) -> dict:
+    intervals = table(bundle, "intervals")
+    share = intervals[intervals.role == "share_consumer"]
+    return {c: int(share[c].sum()) for c in ("received", "renewed", "lock_timeouts", "renewals_refused")}
+
+
+def test_processing_past_the_lock_redelivers_without_renewal_and_not_with_it(shortlocks, tmp_path):
+    lapsing, _ = run(shortlocks, tmp_path / "lapse", "lapse", **SLOW, acknowledgement={"mode": "EXPLICIT"})
+    renewing, _ = run(
+        shortlocks, tmp_path / "renew", "renew", **SLOW, acknowledgement={"mode": "EXPLICIT", "renewLocks": True}
+    )
+
+    info = run_info(renewing)
+    acked = info["totals"]["acked"]
+    counts = client_totals(renewing)
+    deliveries = table(renewing, "delivery_counts")
+    assert set(deliveries.delivery_count) == {1}  # no record came back
+    assert counts["received"] == acked and info["totals"]["duplicates"] == 0
+    assert counts["lock_timeouts"] == 0 and counts["renewals_refused"] == 0
+    # each record is processed for 2 lock durations and renewed every half lock: 3 times, at most 4
+    # (the last few, still in processing when the drain ends, are cut short)
+    assert 3 * (acked - 3) <= counts["renewed"] <= 4 * acked
+    assert info["totals"]["renewed"] == counts["renewed"]
+    [account] = info["account"].values()
+    assert account["accepted"] == acked and account["closes"], account
+
+    info = run_info(lapsing)
+    counts = client_totals(lapsing)
+    deliveries = table(lapsing, "delivery_counts")
+    assert counts["renewed"] == 0 and counts["lock_timeouts"] > 0
+    assert max(deliveries.delivery_count) > 1  # records came back after their locks timed out
+    assert info["totals"]["lock_timeouts"] == counts["lock_timeouts"]
+    assert info["groupConfig"]["start"]["share.record.lock.duration.ms"] == str(LOCK_MS)
+    # a record whose lock timed out on its 3rd delivery (the group's limit) is archived by the broker
+    [account] = info["account"].values()
+    assert (
+        0
+        < account["archived"]
+        == info["totals"]["archived"]
+        <= deliveries[deliveries.delivery_count == 3]["count"].sum()
+    )
+
+
+def dimster_json(env: dict, *args: str) -> dict:
+    result = dimster(*args, "--json", env=env)
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_group_config_applies_at_start_and_changes_live(shortlocks, tmp_path):
+    """KIP-1240: the in-flight budget of a share partition is a group config, changed with no broker
+    restart; a value outside the broker's bounds is refused with Kafka's message, changing nothing."""
+    workload = tmp_path / "budget.yaml"
+    keys = {"durationSeconds": 0, "producerRate": 200, "groupConfig": {"share.partition.max.record.locks": 200}}
+    workload.write_text(yaml.safe_dump({**BASE, "name": "budget", **keys}))
+    results = tmp_path / "results"
+    started = dimster_json(
+        shortlocks, "run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(results)
+    )
+    bundle = Path(started["results"])
+    try:
+        assert dimster("wait", ENV, "--until", "received>100", "--timeout", "90", env=shortlocks).code == 0
+        [group] = run_info(bundle)["groups"]
+        assert group_config(group)["share.partition.max.record.locks"] == "200"
+        assert run_info(bundle)["groupConfig"]["start"]["share.partition.max.record.locks"] == "200"
+
+        key = "groupConfig.share.partition.max.record.locks"
+        answer = dimster_json(shortlocks, "run", ENV, "--modify", "--set", f"{key}=400")
+        assert [(c["key"], c["old"], c["new"], c["effect"]) for c in answer["applied"]] == [
+            (key, 200, 400, "group-config")
+        ]
+        assert group_config(group)["share.partition.max.record.locks"] == "400"
+
+        refused = dimster("run", ENV, "--modify", "--set", f"{key}=9000", env=shortlocks)
+        assert refused.code == 2 and len(refused.error_lines) == 1, refused.stderr
+        assert f"the cluster refused the config of group {group}: " in refused.error_lines[0]
+        assert "share.partition.max.record.locks" in refused.error_lines[0]  # Kafka's own words follow
+        assert group_config(group)["share.partition.max.record.locks"] == "400"
+    finally:
+        dimster("stop", ENV, env=shortlocks)
+    events = [json.loads(line)["event"] for line in (bundle / "events.jsonl").read_text().splitlines()]
+    assert not [e for e in events if e.startswith("broker_redeploy")]
+    modifications = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
+    assert [(m["key"], m["new"]) for m in modifications] == [(key, 400)]
