@@ -175,6 +175,9 @@ class FakeKafka:
     def watch_assignments(self, groups, timeout):
         return _Watch(groups)
 
+    def watch_lag(self, groups, interval):
+        return SimpleNamespace(take=list, stop=lambda: None, errors=queue.Queue())
+
     def unconsumed(self, groups) -> dict[str, int]:
         return {g: len(self.workers.pending[g]) for g in groups}
 

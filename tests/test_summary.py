@@ -6,6 +6,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dimster.metrics.histogram import ALPHA, Histogram
@@ -201,3 +202,32 @@ def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path
     assert brokers["share"]["acknowledgements_per_s"]["Accept"] == pytest.approx(2 * 4000 / 20)
     assert [(p["broker"], p["size_max"]) for p in brokers["purgatory"]] == [(1, 2.0), (2, 3.0)]
     assert [(p["group"], p["max"]) for p in brokers["share"]["in_flight_messages"]] == [("g", 7.0)]  # the run's
+
+
+@pytest.mark.spark
+def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path):
+    """The brokers' lag every 5 s beside dimster's backlog; the account and the lock counts from run.json."""
+    from dimster.kafka.groups import LagSample
+    from dimster.report.html import write_report
+
+    synthetic_run(tmp_path, seconds=4, consumers=1, per_second=100)
+    info = json.loads((tmp_path / "run.json").read_text())
+    account = {"g": {"acked": 400, "accepted": 390, "rejected": 4, "archived": 5, "unconsumed": 3, "in_doubt": 0,
+                     "lost": 0, "closes": False, "unaccounted": -2}}  # fmt: skip
+    totals = {**info["totals"], "archived": 5, "renewed": 12, "lock_timeouts": 7}
+    (tmp_path / "run.json").write_text(json.dumps({**info, "groups": {"g": "t"}, "account": account, "totals": totals}))
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    lags = [(120, 100), (300, 300), (40, 35), (0, 0)]  # (brokers' lag, dimster's backlog)
+    for i, (lag, backlog) in enumerate(lags):
+        sample = LagSample(START + 5 * i, {"g": {0: (10 * i, lag - lag // 2), 1: (0, lag // 2)}})
+        writer.add_group_lag(sample, {"g": backlog}, "measure")
+    writer.flush()
+    summary = summarize(tmp_path, "local[1]")
+    assert summary["broker_lag"] == {"g": {"end": 0, "max": 300, "backlog_max": 300}}
+    assert summary["account"] == account
+    assert summary["share_outcomes"]["archived"] == 5 and summary["share_outcomes"]["lock_timeouts"] == 7
+    table = pd.read_csv(tmp_path / "summary" / "broker_lag.csv")
+    assert table.lag.tolist() == [lag for lag, _ in lags] and table.backlog.tolist() == [b for _, b in lags]
+    page = write_report(tmp_path).read_text()
+    assert "brokers&#x27; lag" in page or "brokers' lag" in page
+    assert "no (-2)" in page and "archived by the broker" in page

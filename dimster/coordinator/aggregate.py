@@ -220,9 +220,13 @@ class RunAggregate:
     @property
     def backlog(self) -> int:
         """Acknowledged records not yet settled, summed over groups."""
-        return sum(
-            max(0, self.acked_by_topic[topic] - self.settled_by_group[group]) for group, topic in self.groups.items()
-        )
+        return sum(self.backlog_by_group().values())
+
+    def backlog_by_group(self) -> dict[str, int]:
+        return {
+            group: max(0, self.acked_by_topic[topic] - self.settled_by_group[group])
+            for group, topic in self.groups.items()
+        }
 
     def consumers_lost(self, client_ids: list[str], last_heard: float) -> None:
         """Consumers whose worker was lost: what they settled between their last report and the last

@@ -35,7 +35,7 @@ from dimster.coordinator.topology import (
 )
 from dimster.coordinator.workers import WorkerLost, Workers
 from dimster.errors import DimsterError
-from dimster.kafka.groups import AssignmentWatch, GroupSpec
+from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagSample, LagWatch
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import (
@@ -134,6 +134,9 @@ class Coordinator:
         self.broker_watch: BrokerWatch | None = None  # once the cluster has said which brokers it has
         self.broker_scraper: BrokerScraper | None = None  # the brokers' own metrics, while load runs
         self.broker_samples: queue.Queue[tuple[float, int, list]] = queue.Queue()
+        self.lag_watch: LagWatch | None = None  # the groups' lag as the brokers see it, while load runs
+        self.broker_lag: LagSample | None = None  # its latest sample
+        self._lag_error_said = False
         self.assignment_watches: list[AssignmentWatch] = []
         self.assignment_seconds: dict[str, float] = {}  # group -> seconds its consumers took to hold assignments
         # per group: records still there for it to consume, read once its consumers have closed
@@ -362,6 +365,7 @@ class Coordinator:
             self.say(f"-- {details.get('message', kind)}")
         self._note_assignments()
         self._write_broker_samples()
+        self._take_lag()
         if self.exporter and time.time() - self._last_export >= EXPORT_EVERY:
             self.exporter.update(self.status())
             self._last_export = time.time()
@@ -387,6 +391,24 @@ class Coordinator:
             except queue.Empty:
                 break
             self.metrics.add_broker_samples(at, broker, samples, self.phase)
+
+    def _take_lag(self) -> None:
+        """The groups' positions as the brokers see them, beside dimster's own backlog."""
+        if self.lag_watch is None:
+            return
+        for sample in self.lag_watch.take():
+            self.broker_lag = sample
+            if self.metrics:
+                self.metrics.add_group_lag(sample, self.aggregate.backlog_by_group(), self.phase)
+        while True:
+            try:
+                error = self.lag_watch.errors.get_nowait()
+            except queue.Empty:
+                break
+            if not self._lag_error_said:  # once: a cluster that does not answer says so elsewhere too
+                self._lag_error_said = True
+                self.bundle.event("broker_lag_unknown", reason=error)
+                self.say(f"-- the groups' lag could not be read from the brokers: {error}")
 
     def _wait(self, condition, timeout: float, report_every: float) -> bool:
         deadline = time.time() + timeout
@@ -424,6 +446,8 @@ class Coordinator:
                 self.broker_scraper.stopped.set()
             for watch in self.assignment_watches:
                 watch.stop()
+            if self.lag_watch:
+                self.lag_watch.stop()
             for s, handler in handlers.items():
                 signal.signal(s, handler)
 
@@ -453,6 +477,8 @@ class Coordinator:
         self.aggregate.take_window()  # the first status line covers load only
         self.broker_watch.start()
         self._scrape_brokers()
+        if self.topology.groups:
+            self.lag_watch = self.kafka.watch_lag(self._group_specs(), LAG_EVERY)
         self.self_cost.start()
         self.bundle.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
         self.phase = "warmup" if w.warmup_seconds else "measure"
@@ -516,6 +542,9 @@ class Coordinator:
         if self.broker_scraper:
             self.broker_scraper.stop()  # and a last scrape: the brokers' counts at the end
             self._write_broker_samples()
+        if self.lag_watch:
+            self.lag_watch.stop()
+            self._take_lag()
         if self.metrics:
             self.metrics.flush()
         self._read_unconsumed()
@@ -681,6 +710,7 @@ class Coordinator:
             "backlog": self.aggregate.backlog,
             "duplicates": self.aggregate.duplicates,
             "sendErrors": self.aggregate.send_errors,
+            "brokerLag": sum(self.broker_lag.lag(g) for g in self.topology.groups) if self.broker_lag else None,
             "lockRenewals": self.aggregate.renewed,
             "lockTimeouts": self.aggregate.lock_timeouts,
             # known once the consumers have closed at the end of the run
@@ -793,6 +823,7 @@ class Coordinator:
 
 
 POSITIONS_SETTLE_SECONDS = 3.0
+LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
 
 
 def _count(value: int | None) -> str:

@@ -11,7 +11,7 @@ from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.errors import DimsterError
 from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
 from dimster.kafka.distribution import kafka_distribution
-from dimster.kafka.groups import AssignmentWatch, GroupSpec, unconsumed_records
+from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagWatch, unconsumed_records
 from dimster.workload.model import Workload
 
 ADMIN_TIMEOUT = 15.0
@@ -78,6 +78,9 @@ class RunKafka:
 
     def watch_assignments(self, groups: dict[str, GroupSpec], timeout: float) -> AssignmentWatch:
         return AssignmentWatch(kafka_distribution(self.kafka_version), self.bootstrap, groups, timeout)
+
+    def watch_lag(self, groups: dict[str, GroupSpec], interval: float) -> LagWatch:
+        return LagWatch(kafka_distribution(self.kafka_version), self.bootstrap, groups, interval)
 
     def unconsumed(self, groups: dict[str, GroupSpec]) -> dict[str, int]:
         """Per group: records it could still consume (raises DimsterError when that cannot be read)."""

@@ -34,6 +34,12 @@ FIELDS: tuple[StatusField, ...] = (
     StatusField(
         "backlog", "dimster_backlog_messages", "gauge", "Acknowledged records not yet settled, summed over groups"
     ),
+    StatusField(
+        "brokerLag",
+        "dimster_broker_lag_messages",
+        "gauge",
+        "Records the groups have yet to consume as the brokers count them (share groups: KIP-1226 lag), every 5 s",
+    ),
     StatusField("duplicates", "dimster_duplicate_messages_total", "counter", "Records settled more than once"),
     StatusField("sendErrors", "dimster_send_errors_total", "counter", "Records the producers failed to send"),
     StatusField(

@@ -96,3 +96,65 @@ def unconsumed_records(distribution: KafkaDistribution, bootstrap: str, groups: 
     if result.returncode != 0:
         raise DimsterError(f"the groups' positions could not be read: {result.stdout.strip() or result.stderr[-200:]}")
     return {g: int(n) for g, n in json.loads(result.stdout).items()}
+
+
+@dataclass(frozen=True)
+class LagSample:
+    """The groups' positions as the brokers see them at one moment."""
+
+    at: float  # epoch seconds
+    groups: dict[str, dict[int, tuple[int, int]]]  # group -> partition -> (start offset, lag)
+
+    def lag(self, group: str) -> int:
+        return sum(lag for _, lag in self.groups.get(group, {}).values())
+
+
+class LagWatch:
+    """Reads every group's start offset and lag per partition from the brokers every `interval`
+    seconds (KIP-1226's share-partition lag through the Admin API), in a background helper process
+    that ends when its stdin closes. `take()` returns the samples since the last call."""
+
+    def __init__(self, distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], interval: float):
+        specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
+        command = distribution.java(
+            HELPER_CLASS, "watch-lag", bootstrap, str(int(interval * 1000)), specs,
+            jvm_options=("-Xmx128m", "-Dlog4j2.level=ERROR"),
+        )  # fmt: skip
+        self.errors: queue.Queue[str] = queue.Queue()
+        self._samples: queue.Queue[LagSample] = queue.Queue()
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        threading.Thread(target=self._read, name="lag-watch", daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self._process.stdout:
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            if "error" in answer:
+                self.errors.put(answer["error"])
+                continue
+            groups = {
+                group: {int(p): (int(v["start"]), int(v["lag"])) for p, v in partitions.items()}
+                for group, partitions in answer.get("groups", {}).items()
+            }
+            self._samples.put(LagSample(answer["atMs"] / 1000, groups))
+
+    def take(self) -> list[LagSample]:
+        taken = []
+        while True:
+            try:
+                taken.append(self._samples.get_nowait())
+            except queue.Empty:
+                return taken
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.stdin.close()  # the helper exits when its stdin closes
+            try:
+                self._process.wait(5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(5)

@@ -24,8 +24,9 @@ QUANTILES = {
     "p99_9": (999, 1000),
     "p99_99": (9999, 10000),
 }
-TABLES = ("intervals", "histograms", "delivery_counts", "client_stats", "brokers")
-OPTIONAL_TABLES = ("delivery_counts", "brokers")  # consumer groups have no delivery counts; external brokers no scrape
+TABLES = ("intervals", "histograms", "delivery_counts", "client_stats", "brokers", "group_lag")
+# consumer groups have no delivery counts; external brokers no scrape; runs without groups no lag
+OPTIONAL_TABLES = ("delivery_counts", "brokers", "group_lag")
 THROUGHPUT_FIELDS = ("produced_msgs_per_s", "produced_mb_per_s", "consumed_msgs_per_s", "consumed_mb_per_s")
 
 
@@ -94,6 +95,8 @@ def summarize(run_dir: Path, master: str) -> dict:
         # seconds each group's consumers took to hold their assignments before load started
         "consumer_assignment_seconds": run_info.get("consumer_assignment_seconds"),
         "mode": run_info.get("mode"),  # what a test mode found: a limit, a drain, a correctness verdict
+        # per group: acked = accepted + rejected + archived + unconsumed + in_doubt + lost
+        "account": run_info.get("account"),
     }
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
@@ -147,7 +150,23 @@ def _spark_tables(
     if "brokers" in frames:
         summary["brokers"], broker_tables = summarize_brokers(frames["brokers"], groups)
         tables.update(broker_tables)
+    if "group_lag" in frames:
+        totals = frames["group_lag"].where(F.col("partition") == -1).select("group", "run_time_s", "lag", "backlog")
+        tables["broker_lag"] = totals.orderBy("group", "run_time_s").toPandas()
+        summary["broker_lag"] = _broker_lag(tables["broker_lag"])
     return tables
+
+
+def _broker_lag(table: pd.DataFrame) -> dict:
+    """Per group: the brokers' lag at the last reading and at most, and dimster's backlog at most."""
+    out = {}
+    for group, rows in table.groupby("group"):
+        out[group] = {
+            "end": int(rows["lag"].iloc[-1]),
+            "max": int(rows["lag"].max()),
+            "backlog_max": None if rows["backlog"].isna().all() else int(rows["backlog"].max()),
+        }
+    return out
 
 
 def _json_default(value):
@@ -175,6 +194,7 @@ def _throughput(intervals):
             )
         ).alias("settled"),
         F.first("phase").alias("phase"),
+        *(F.sum(c).alias(c) for c in ("renewed", "lock_timeouts") if c in intervals.columns),
     )
     # A client's target is a level, not a count: average it per client within the second, then add
     # the clients up; it is 0 once producers have stopped.
@@ -322,6 +342,11 @@ def _num(value) -> float | None:
     return None if value is None or value != value else float(value)
 
 
+SHARE_OUTCOMES = (
+    "accepted", "released", "rejected", "archived", "lost", "unconsumed", "duplicates", "renewed", "lock_timeouts",
+)  # fmt: skip
+
+
 def _share_outcomes(run_info: dict) -> dict:
     totals = run_info.get("totals") or {}
-    return {key: totals.get(key) for key in ("accepted", "released", "rejected", "lost", "unconsumed", "duplicates")}
+    return {key: totals.get(key) for key in SHARE_OUTCOMES}

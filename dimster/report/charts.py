@@ -17,6 +17,7 @@ COLORS = {
     "consumed": "#2f9e44",
     "target": "#868e96",
     "backlog": "#ae3ec9",
+    "broker lag": "#495057",
     "e2e p50": "#74c0fc",
     "e2e p99": "#1c7ed6",
     "e2e p99.9": "#0b3d91",
@@ -131,7 +132,12 @@ def backlog_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure | No
     fig = go.Figure(
         _line(table["second"], table["backlog"], "backlog", COLORS["backlog"], fill="tozeroy"),
     )
-    time_layout(fig, "Backlog: acknowledged records not yet consumed", "records", x_range, legend=False)
+    lag = run.table("broker_lag")
+    if lag is not None and not lag.empty:  # the brokers' own count, every 5 s (KIP-1226 for share groups)
+        summed = lag.groupby("run_time_s", as_index=False)["lag"].sum()
+        fig.add_trace(_line(summed["run_time_s"], summed["lag"], "brokers' lag", COLORS["broker lag"]))
+    title = "Backlog: acknowledged records not yet consumed (dimster) and the groups' lag (brokers)"
+    time_layout(fig, title, "records", x_range, legend=lag is not None and not lag.empty)
     add_timeline(fig, run, x_range)
     return fig
 

@@ -25,6 +25,7 @@ SUMMARY_TABLES = (
     "broker_requests",
     "broker_purgatory",
     "share_partition_in_flight",
+    "broker_lag",
 )
 BROKER_TABLES = ("broker_requests", "broker_purgatory", "share_partition_in_flight")
 INPUT_FILES = ("workload.yaml", "environment.yaml", "broker-config.yaml")
@@ -118,7 +119,10 @@ def load_run(run_dir: Path) -> RunData:
     tables: dict[str, pd.DataFrame] = {}
     for name in SUMMARY_TABLES:
         frame = _read_table(summary_dir, name)
-        expected = {"delivery_counts": share_group}.get(name, brokers_scraped if name in BROKER_TABLES else True)
+        lag_read = (run_dir / "metrics" / "group_lag").is_dir()
+        expected = {"delivery_counts": share_group, "broker_lag": lag_read}.get(
+            name, brokers_scraped if name in BROKER_TABLES else True
+        )
         if frame is not None:
             tables[name] = frame
         elif expected:  # delivery counts exist for share groups only, broker tables for scraped brokers

@@ -242,12 +242,33 @@ def share_panel(run: RunData) -> str:
         ("accepted", integer(outcomes.get("accepted"))),
         ("released", integer(outcomes.get("released"))),
         ("rejected", integer(outcomes.get("rejected"))),
+        ("archived by the broker", integer(outcomes.get("archived"))),
+        ("lock renewals", integer(outcomes.get("renewed"))),
+        ("lock time-outs", integer(outcomes.get("lock_timeouts"))),
     ]
     counts = run.summary.get("delivery_counts") or {}
     redelivered = sum(int(v) for k, v in counts.items() if str(k) != "1")
     if counts:
         rows.append(("delivered more than once", integer(redelivered)))
-    return panel("Share outcomes", kv_table(rows))
+    return panel("Share outcomes", kv_table(rows) + account_table(run.summary.get("account") or {}))
+
+
+ACCOUNT_TERMS = ("acked", "accepted", "rejected", "archived", "unconsumed", "in_doubt", "lost")
+ACCOUNT_HINT = "acked = accepted + rejected + archived + unconsumed + in doubt + lost, each record once"
+
+
+def account_table(account: dict[str, Any]) -> str:
+    """Where each group's acknowledged records went; a group whose terms do not add up is flagged."""
+    if not account:
+        return ""
+    rows = []
+    for group, terms in sorted(account.items()):
+        closes = "yes" if terms.get("closes") else f"no ({terms.get('unaccounted'):+,})"
+        shown = text(closes) if terms.get("closes") else f'<span class="bad">{text(closes)}</span>'
+        rows.append([text(group), *(integer(terms.get(term)) for term in ACCOUNT_TERMS), shown])
+    headers = ["group", *(t.replace("_", " ") for t in ACCOUNT_TERMS), "closes"]
+    table = data_table(headers, rows)
+    return f'<p class="hint">{ACCOUNT_HINT}.</p><div class="scroll">{table}</div>'
 
 
 def clients_panel(run: RunData) -> str:

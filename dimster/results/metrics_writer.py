@@ -44,7 +44,21 @@ BROKER_SCHEMA = pa.schema(
         ("value", pa.float64()),
     ]
 )
-SCHEMAS = {"brokers": BROKER_SCHEMA}
+# The groups' positions as the brokers see them (kafka/groups.py LagWatch): a row per partition, and a
+# row of partition -1 per group with the sum and dimster's own backlog of the group at that moment.
+GROUP_LAG_SCHEMA = pa.schema(
+    [
+        ("end_time", pa.float64()),
+        ("run_time_s", pa.float64()),
+        ("phase", pa.string()),
+        ("group", pa.string()),
+        ("partition", pa.int32()),
+        ("start_offset", pa.int64()),
+        ("lag", pa.int64()),
+        ("backlog", pa.int64()),
+    ]
+)
+SCHEMAS = {"brokers": BROKER_SCHEMA, "group_lag": GROUP_LAG_SCHEMA}
 
 
 class MetricsWriter:
@@ -89,6 +103,17 @@ class MetricsWriter:
             {**common, "metric": name, "labels": sorted(labels.items()), "value": value}
             for name, labels, value in samples
         )
+
+    def add_group_lag(self, sample, backlogs: dict[str, int], phase: str) -> None:
+        """A LagSample, with dimster's backlog per group (acknowledged, not yet settled) beside it."""
+        common = {"end_time": sample.at, "run_time_s": round(sample.at - self.load_started, 3), "phase": phase}
+        for group, partitions in sample.groups.items():
+            rows = [
+                {**common, "group": group, "partition": p, "start_offset": start, "lag": lag, "backlog": None}
+                for p, (start, lag) in sorted(partitions.items())
+            ]
+            total = {"partition": -1, "start_offset": None, "lag": sample.lag(group), "backlog": backlogs.get(group)}
+            self.rows["group_lag"].extend([*rows, {**common, "group": group, **total}])
 
     def flush(self) -> None:
         for table, rows in self.rows.items():

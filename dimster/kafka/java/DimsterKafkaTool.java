@@ -10,6 +10,8 @@
 //                                       milliseconds {"timeout": true, "pending": {"<group>": "why"}}
 //   group-positions BOOTSTRAP J      -> JSON {"<group>": records of its topic the group has yet to
 //                                       consume}; J as above (share groups: the share-partition lag)
+//   watch-lag BOOTSTRAP MS J         -> every MS milliseconds one JSON line: per group and partition the
+//                                       group's start offset and lag, until stdin closes
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.FileReader;
 import java.util.ArrayList;
@@ -52,6 +54,7 @@ public class DimsterKafkaTool {
             case "alter-broker-configs" -> alterBrokerConfigs(args[1], args[2]);
             case "await-assignment" -> awaitAssignment(args[1], Long.parseLong(args[2]), args[3]);
             case "group-positions" -> groupPositions(args[1], args[2]);
+            case "watch-lag" -> watchLag(args[1], Long.parseLong(args[2]), args[3]);
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
     }
@@ -209,52 +212,91 @@ public class DimsterKafkaTool {
         System.exit(pending.isEmpty() ? 0 : 3);
     }
 
+    /** Per group, per partition: {"start": the group's start offset, "lag": records of the partition it
+     *  has yet to consume}. A share group's lag is the broker's own (KIP-1226); a consumer group's runs
+     *  from its committed offset to the end. A partition the group never started on lags from the log start. */
+    static Map<String, Map<Integer, Map<String, Long>>> positions(Admin admin, Map<String, Map<String, Object>> specs)
+            throws Exception {
+        Map<String, Map<Integer, Map<String, Long>>> out = new LinkedHashMap<>();
+        for (Map.Entry<String, Map<String, Object>> spec : specs.entrySet()) {
+            String group = spec.getKey();
+            String topic = (String) spec.getValue().get("topic");
+            int partitions = ((Number) spec.getValue().get("partitions")).intValue();
+            Set<TopicPartition> tps = new HashSet<>();
+            for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            Map<TopicPartition, OffsetSpec> earliest = new HashMap<>();
+            tps.forEach(tp -> { latest.put(tp, OffsetSpec.latest()); earliest.put(tp, OffsetSpec.earliest()); });
+            var ends = admin.listOffsets(latest).all().get();
+            var starts = admin.listOffsets(earliest).all().get();
+            Map<Integer, Map<String, Long>> byPartition = new LinkedHashMap<>();
+            if ("share".equals(spec.getValue().get("kind"))) {
+                Map<TopicPartition, SharePartitionOffsetInfo> infos = admin
+                    .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(tps)))
+                    .partitionsToOffsetInfo(group).get();
+                for (TopicPartition tp : tps) {
+                    SharePartitionOffsetInfo info = infos.get(tp);
+                    long end = ends.get(tp).offset();
+                    long start = info == null ? starts.get(tp).offset() : info.startOffset();
+                    long lag = info == null ? end - start : info.lag().orElse(Math.max(0, end - start));
+                    byPartition.put(tp.partition(), Map.of("start", start, "lag", lag));
+                }
+            } else {
+                Map<TopicPartition, OffsetAndMetadata> committed = admin
+                    .listConsumerGroupOffsets(Map.of(group, new ListConsumerGroupOffsetsSpec().topicPartitions(tps)))
+                    .partitionsToOffsetAndMetadata(group).get();
+                for (TopicPartition tp : tps) {
+                    OffsetAndMetadata at = committed.get(tp);
+                    long from = at == null ? starts.get(tp).offset() : at.offset();
+                    byPartition.put(tp.partition(), Map.of("start", from, "lag", Math.max(0, ends.get(tp).offset() - from)));
+                }
+            }
+            out.put(group, byPartition);
+        }
+        return out;
+    }
+
     static void groupPositions(String bootstrap, String json) throws Exception {
-        Map<String, Map<String, Object>> specs = groupSpecs(json);
         Map<String, Long> out = new LinkedHashMap<>();
         try (Admin admin = admin(bootstrap)) {
-            for (Map.Entry<String, Map<String, Object>> spec : specs.entrySet()) {
-                String group = spec.getKey();
-                String topic = (String) spec.getValue().get("topic");
-                int partitions = ((Number) spec.getValue().get("partitions")).intValue();
-                Set<TopicPartition> tps = new HashSet<>();
-                for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
-                Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
-                Map<TopicPartition, OffsetSpec> earliest = new HashMap<>();
-                tps.forEach(tp -> { latest.put(tp, OffsetSpec.latest()); earliest.put(tp, OffsetSpec.earliest()); });
-                var ends = admin.listOffsets(latest).all().get();
-                var starts = admin.listOffsets(earliest).all().get();
-                long unconsumed = 0;
-                if ("share".equals(spec.getValue().get("kind"))) {
-                    Map<TopicPartition, SharePartitionOffsetInfo> infos = admin
-                        .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(tps)))
-                        .partitionsToOffsetInfo(group).get();
-                    for (TopicPartition tp : tps) {
-                        SharePartitionOffsetInfo info = infos.get(tp);
-                        long end = ends.get(tp).offset();
-                        if (info == null) {  // the group never started on this partition
-                            unconsumed += end - starts.get(tp).offset();
-                        } else {
-                            unconsumed += info.lag().orElse(Math.max(0, end - info.startOffset()));
-                        }
-                    }
-                } else {
-                    Map<TopicPartition, OffsetAndMetadata> committed = admin
-                        .listConsumerGroupOffsets(Map.of(group, new ListConsumerGroupOffsetsSpec().topicPartitions(tps)))
-                        .partitionsToOffsetAndMetadata(group).get();
-                    for (TopicPartition tp : tps) {
-                        OffsetAndMetadata at = committed.get(tp);
-                        long from = at == null ? starts.get(tp).offset() : at.offset();
-                        unconsumed += Math.max(0, ends.get(tp).offset() - from);
-                    }
-                }
-                out.put(group, unconsumed);
-            }
+            positions(admin, groupSpecs(json)).forEach((group, partitions) ->
+                out.put(group, partitions.values().stream().mapToLong(p -> p.get("lag")).sum()));
         } catch (Exception e) {
             Throwable cause = e.getCause() == null ? e : e.getCause();
             System.out.println(cause.getClass().getSimpleName() + ": " + cause.getMessage());
             System.exit(1);
         }
         System.out.println(new ObjectMapper().writeValueAsString(out));
+    }
+
+    /** One JSON line every intervalMs until stdin closes: {"atMs": ..., "groups": positions} or
+     *  {"atMs": ..., "error": "..."} for a round the cluster did not answer. */
+    static void watchLag(String bootstrap, long intervalMs, String json) throws Exception {
+        Map<String, Map<String, Object>> specs = groupSpecs(json);
+        ObjectMapper mapper = new ObjectMapper();
+        Thread watchStdin = new Thread(() -> {
+            try {
+                while (System.in.read() >= 0) { }
+            } catch (Exception ignored) { }
+            System.exit(0);
+        });
+        watchStdin.setDaemon(true);
+        watchStdin.start();
+        try (Admin admin = admin(bootstrap)) {
+            while (true) {
+                long started = System.currentTimeMillis();
+                Map<String, Object> line = new LinkedHashMap<>();
+                line.put("atMs", started);
+                try {
+                    line.put("groups", positions(admin, specs));
+                } catch (Exception e) {
+                    Throwable cause = e.getCause() == null ? e : e.getCause();
+                    line.put("error", cause.getClass().getSimpleName() + ": " + cause.getMessage());
+                }
+                System.out.println(mapper.writeValueAsString(line));
+                System.out.flush();
+                Thread.sleep(Math.max(0, intervalMs - (System.currentTimeMillis() - started)));
+            }
+        }
     }
 }
