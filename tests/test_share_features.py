@@ -197,3 +197,62 @@ def test_broker_lag_agrees_with_dimster_backlog_on_a_settled_run(shortlocks, tmp
     assert totals.sort_values("end_time").lag.iloc[-1] == 0
     per_partition = lag[lag.partition >= 0]
     assert set(per_partition.partition) == set(range(BASE["partitionsPerTopic"]))
+
+
+def test_crashed_consumers_records_come_back_after_the_lock_timeout(shortlocks, tmp_path):
+    """A crash scheduled 3 s into load and one asked for live: each crashed consumer's unacknowledged
+    records are received again by the group, every one of them, and the redelivery is timed."""
+    workload = tmp_path / "crash.yaml"
+    keys = {
+        "durationSeconds": 0,
+        "producerRate": 20,
+        "consumersPerGroup": 3,
+        "consumerProcMsMin": 100,
+        "consumerProcMsMax": 100,
+        "consumerCrashes": [{"atSeconds": 3, "consumers": 1}],
+        "groupConfig": {"share.record.lock.duration.ms": LOCK_MS},
+        "kafkaConfig": {"shareConsumerConfig": {"max.poll.records": 5}},
+    }
+    workload.write_text(yaml.safe_dump({**BASE, "name": "crash", **keys}))
+    started = dimster_json(
+        shortlocks, "run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(tmp_path / "r")
+    )
+    bundle = Path(started["results"])
+
+    def events(kind: str) -> list[dict]:
+        lines = (bundle / "events.jsonl").read_text().splitlines()
+        return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+    try:
+        assert dimster("wait", ENV, "--until", "elapsedSeconds>5", "--timeout", "90", env=shortlocks).code == 0
+        answer = dimster_json(shortlocks, "run", ENV, "--modify", "--set", "crashConsumers=1")
+        assert [(c["key"], c["new"], c["effect"]) for c in answer["applied"]] == [("crashConsumers", 1, "crash")]
+        refused = dimster("run", ENV, "--modify", "--set", "crashConsumers=4", env=shortlocks)
+        assert refused.code == 2 and refused.error_lines == [
+            "dimster: error: --set crashConsumers=4: the run has 3 share consumer(s)"
+        ], refused.stderr
+        wait = dimster(
+            "wait", ENV, "--until", f"elapsedSeconds>{5 + 3 * LOCK_MS / 1000}", "--timeout", "90", env=shortlocks
+        )
+        assert wait.code == 0
+    finally:
+        dimster("stop", ENV, env=shortlocks)
+    crashes = events("consumer_crashed")
+    assert len(crashes) == 2 and len({c["client"] for c in crashes}) == 2  # they take turns
+    held = sum(c["held"] for c in crashes)
+    assert held > 0
+    info = run_info(bundle)
+    assert info["totals"]["consumer_crashes"] == 2
+    assert info["totals"]["redelivered_after_crash"] == held  # every record held came back
+    histograms = table(bundle, "histograms")
+    redelivery = histograms[histograms.metric == "redelivery"]
+    assert redelivery["count"].sum() == held  # one delay per record that came back
+    # a record comes back when its lock, taken at most one poll's processing (5 x 100 ms) before the
+    # crash, times out: never sooner than that after the crash
+    assert redelivery.hist_min.min() >= (LOCK_MS - 5 * 100) * 1000
+    assert info["totals"]["lost"] == 0
+    modifications = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
+    assert [(m["key"], m["by"]) for m in modifications] == [
+        ("crashConsumers", "schedule"),
+        ("crashConsumers", "control"),
+    ]

@@ -57,6 +57,7 @@ class RunAggregate:
         self.settled_as: dict[tuple[str, str, int], RangeSet] = defaultdict(RangeSet)  # (outcome, group, producer)
         self.settled_as_by_group: dict[tuple[str, str], int] = defaultdict(int)  # (outcome, group)
         self.renewed = self.renewals_refused = self.lock_timeouts = self.ack_errors = 0
+        self.crashes = self.redelivered_after_crash = 0
         self.duplicates = 0
         self.target_rate: dict[str, float] = {}  # producer client id -> latest target
         # producer client id -> (report end time, its latest client statistics)
@@ -122,6 +123,8 @@ class RunAggregate:
             self.renewals_refused += c.renewals_refused
             self.lock_timeouts += c.lock_timeouts
             self.ack_errors += c.ack_errors
+            self.crashes += 1 if c.crashed_at else 0
+            self.redelivered_after_crash += c.redelivered_after_crash
             for outcome, settled in (("rejected", c.settled_rejected), ("archived", c.settled_archived)):
                 for producer_id, ranges in settled.items():
                     ranges_of = self.settled_as[(outcome, c.group, producer_id)]

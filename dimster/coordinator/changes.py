@@ -17,6 +17,7 @@ LIVE = {
     "consumerProcParallelism": "processing",
     "acknowledgement": "consumers",
     "consumersPaused": "pause",
+    "consumerCrashes": "coordinator",
     "producersPerTopic": "client-count",
     "consumersPerGroup": "client-count",
     "partitionsPerTopic": "partitions",

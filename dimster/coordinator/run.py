@@ -19,6 +19,7 @@ from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
 from dimster.coordinator.correctness import correctness_verdict
+from dimster.coordinator.crashes import CRASH_KEY, crash_count, due_crashes, victims
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.plans import RunPlan, SteadyPlan, plan_for
 from dimster.coordinator.run_kafka import RunKafka
@@ -43,6 +44,7 @@ from dimster.worker.protocol import (
     Assignment,
     Close,
     Closed,
+    CrashConsumers,
     Failed,
     Message,
     ProducersStopped,
@@ -52,6 +54,7 @@ from dimster.worker.protocol import (
     StartLoad,
     StopProducers,
     Update,
+    WatchRedeliveries,
 )
 from dimster.workload.model import Workload, parse_workload
 from dimster.workload.overrides import apply_overrides
@@ -134,6 +137,8 @@ class Coordinator:
         self.broker_watch: BrokerWatch | None = None  # once the cluster has said which brokers it has
         self.broker_scraper: BrokerScraper | None = None  # the brokers' own metrics, while load runs
         self.broker_samples: queue.Queue[tuple[float, int, list]] = queue.Queue()
+        self.crashed = 0  # consumers crashed so far (crashConsumers, consumerCrashes)
+        self.scheduled_crashes_fired = 0  # of consumerCrashes
         self.lag_watch: LagWatch | None = None  # the groups' lag as the brokers see it, while load runs
         self.broker_lag: LagSample | None = None  # its latest sample
         self._lag_error_said = False
@@ -264,6 +269,7 @@ class Coordinator:
             if self.load_started:
                 self.self_cost.report_handled(message.report.end_time)
             self.aggregate.add(message.report)
+            self._note_crashes(message.report)
             if self.exporter:
                 self.exporter.add(message.report)
             if self.metrics:
@@ -278,6 +284,46 @@ class Coordinator:
             self._fail(message.reason)
         elif isinstance(message, WorkerLost) and not state.gone:
             self._worker_lost(index, message)
+
+    def _note_crashes(self, report) -> None:
+        """A crashed consumer reported what it held: the group's consumers watch for those records."""
+        for c in report.clients:
+            if not c.crashed_at:
+                continue
+            held = sum(last - first + 1 for ranges in c.crash_held.values() for first, last in ranges)
+            self.bundle.event("consumer_crashed", client=c.client_id, group=c.group, at=c.crashed_at, held=held)
+            self.say(f"-- consumer {c.client_id} crashed holding {held:,} record(s): back after their lock time-out")
+            for index in self._live_workers():
+                self._send(index, WatchRedeliveries(c.group, c.crashed_at, c.crash_held))
+
+    def crash_consumers(self, count: int, by: str) -> dict:
+        """Crash `count` share consumers now (see ConsumerClient.crash); recorded like a modification."""
+        chosen = victims(self._live_consumers(), count, self.crashed)
+        self.crashed += count
+        by_worker: dict[int, list[str]] = {}
+        for victim in chosen:
+            by_worker.setdefault(self.placement[victim], []).append(victim)
+        for index, client_ids in by_worker.items():
+            self._send(index, CrashConsumers(client_ids))
+        entry = self.bundle.modification(
+            key=CRASH_KEY, old=None, new=count, effect="crash", applied=time.time(), by=by, clients=chosen
+        )
+        plan = f", by the {by}" if by != "control" else ""
+        self.say(f"-- crash {', '.join(chosen)}: they stop without acknowledging what they hold{plan}")
+        return entry
+
+    def _live_consumers(self) -> list[str]:
+        return [c for c in map(client_id, self.topology.consumers) if not self.states[self.placement[c]].gone]
+
+    def _crash_when_due(self) -> None:
+        """Scheduled crashes (consumerCrashes) whose time has come."""
+        if not self.load_started or self.phase not in ("warmup", "measure"):
+            return
+        for index in due_crashes(self.workload, time.time() - self.load_started, self.scheduled_crashes_fired):
+            self.scheduled_crashes_fired = index + 1
+            count = min(self.workload.consumer_crashes[index].consumers, len(self._live_consumers()))
+            if count and not self.workload.consumers_paused:
+                self.crash_consumers(count, by="schedule")
 
     def _send(self, worker_index: int, message: Message) -> None:
         if not self.states[worker_index].gone:
@@ -366,6 +412,7 @@ class Coordinator:
         self._note_assignments()
         self._write_broker_samples()
         self._take_lag()
+        self._crash_when_due()
         if self.exporter and time.time() - self._last_export >= EXPORT_EVERY:
             self.exporter.update(self.status())
             self._last_export = time.time()
@@ -605,6 +652,8 @@ class Coordinator:
             "renewals_refused": a.renewals_refused,
             "lock_timeouts": a.lock_timeouts,
             "ack_errors": a.ack_errors,
+            "consumer_crashes": a.crashes,
+            "redelivered_after_crash": a.redelivered_after_crash,
         }
         account = a.account(self.unconsumed_by_group)
         totals["archived"] = sum(g["archived"] for g in account.values())
@@ -737,14 +786,17 @@ class Coordinator:
         who asked (the control API, or the run's plan), recorded with each change."""
         if self.phase not in ("warmup", "measure"):
             raise DimsterError(f"the run is {self.phase}: modifications apply only while load runs")
+        crashes = [text for key, text in pairs if key == CRASH_KEY]
+        pairs = [(key, text) for key, text in pairs if key != CRASH_KEY]
         old = self.workload
         new = parse_workload(apply_overrides(old.to_yaml_dict(), pairs), "--set")
+        crash = sum(crash_count(text, new, len(self._live_consumers())) for text in crashes)
         check_client_configs(new, "--set", self.cluster.profile.kafka_version)
         try:
             changes = live_changes(old.to_yaml_dict(), new.to_yaml_dict())
         except ValueError as e:
             raise DimsterError(f"--set: {e}") from None
-        if not changes:
+        if not changes and not crash:
             return {"applied": [], "notes": ["nothing changed"]}
         effects = {c.effect for c in changes}
         config_changes = None
@@ -771,7 +823,10 @@ class Coordinator:
         if broker_cluster is not None:
             notes.append("broker config: redeploying in the background (watch the console and events)")
             threading.Thread(target=self._redeploy, args=(broker_cluster,), daemon=True).start()
-        return {"applied": [self._record(change, applied_at, by) for change in changes], "notes": notes}
+        applied = [self._record(change, applied_at, by) for change in changes]
+        if crash:
+            applied.append(self.crash_consumers(crash, by))
+        return {"applied": applied, "notes": notes}
 
     def _record(self, change: Change, applied_at: float, by: str) -> dict:
         entry = self.bundle.modification(

@@ -35,7 +35,12 @@ PERCENTILES = (
     ("p99_99", "p99.99"),
     ("max", "max"),
 )
-LATENCY_METRICS = {"e2e": "end to end", "publish": "publish (send to ack)", "publish_delay": "publish delay"}
+LATENCY_METRICS = {
+    "e2e": "end to end",
+    "publish": "publish (send to ack)",
+    "publish_delay": "publish delay",
+    "redelivery": "redelivery after a consumer crash",
+}
 
 
 def write_report(run_dir: Path) -> Path:

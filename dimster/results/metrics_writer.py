@@ -27,6 +27,7 @@ INTERVAL_FIELDS = (
     "renewals_refused",
     "lock_timeouts",
     "ack_errors",
+    "redelivered_after_crash",
     "polls",
     "max_poll_records",
 )

@@ -29,6 +29,7 @@ from dimster.workload.schedule import Pacer, rate_at
 
 log = logging.getLogger("dimster.worker")
 DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
+CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
 
 
 def producer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats) -> ProducerDriver:
@@ -235,13 +236,17 @@ class ConsumerClient(LoadClient):
         self.rng = random.Random()
         self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
+        self.crashing = threading.Event()  # set by crash(): stop dead at the next chance
+        self.graveyard: list[tuple[float, ConsumerDriver]] = []  # crashed clients: (close at, driver)
+        # records a crashed consumer of the group held: (crashed at, {(producer id, sequence)}), under lock
+        self.watches: list[tuple[float, set[tuple[int, int]]]] = []
         # correctness, consumer groups: (partition, producer id) -> (offset, sequence) of the last record
         self.last_seen: dict[tuple[int, int], tuple[int, int]] = {}
 
     def take_interval(self) -> ClientInterval:
         interval = super().take_interval()
         # collected as sequence numbers per producer (see _record), sent as ranges
-        for name in ("settled", "settled_rejected", "settled_archived"):
+        for name in ("settled", "settled_rejected", "settled_archived", "crash_held"):
             by_producer = getattr(interval, name)
             setattr(interval, name, {pid: to_ranges(sequences) for pid, sequences in by_producer.items()})
         return interval
@@ -257,40 +262,95 @@ class ConsumerClient(LoadClient):
         return self.workload.consumers_paused
 
     def run(self) -> None:
-        while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
-            self.recreate.clear()
-            self.wake.clear()
-            if self.paused:  # a paused consumer holds no Kafka client: it has left its group
-                self.subscribed.set()
-                self.wake.wait(0.2)
-                continue
-            self._consume_until_recreated()
+        try:
+            while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
+                self.recreate.clear()
+                self.wake.clear()
+                self._bury()
+                if self.paused:  # a paused consumer holds no Kafka client: it has left its group
+                    self.subscribed.set()
+                    self.wake.wait(0.2)
+                    continue
+                self._consume_until_recreated()
+        finally:
+            self._bury(everyone=True)
+
+    def crash(self) -> None:
+        """Stop dead, as a consumer process that crashes mid-processing: no acknowledgement and no
+        close, so what it holds comes back only when its acquisition locks time out. (Its Kafka client
+        stays open, silent, until then, and is closed after; a new client takes its place at once.)"""
+        self.crashing.set()
+        self.wake.set()
+
+    def watch(self, held: dict[int, list[tuple[int, int]]], crashed_at: float) -> None:
+        """Time the redelivery of these records (a crashed consumer's) when this consumer receives them."""
+        keys = {(pid, sequence) for pid, ranges in held.items() for a, b in ranges for sequence in range(a, b + 1)}
+        if keys:
+            with self.lock:
+                self.watches.append((crashed_at, keys))
+
+    def _bury(self, everyone: bool = False) -> None:
+        """Close the crashed clients whose records' locks have timed out (all of them at the end)."""
+        now = time.monotonic()
+        for close_at, driver in [g for g in self.graveyard if everyone or g[0] <= now]:
+            self.graveyard.remove((close_at, driver))
+            try:
+                driver.close()
+            except Exception as e:  # a crashed client's close is best effort: the run goes on
+                log.warning("%s: closing a crashed client: %s", self.client_id, e)
 
     def _consume_until_recreated(self) -> None:
         w = self.workload
         driver = consumer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats)
         self._new_generation(w.client_library.of(self.role))
         explicit = self.role == "share_consumer" and w.acknowledgement.mode == "EXPLICIT"
+        last: Polled | None = None  # the last poll's records: unacknowledged until the next poll sends them
         try:
             driver.subscribe(self.topic)
             self.subscribed.set()
             while not self.stopping.is_set() and not self.recreate.is_set() and not self.paused:
+                if self.crashing.is_set():
+                    break
                 polled = driver.poll(0.2)
                 polled_at = time.monotonic()
                 if self.role == "share_consumer":
                     self._count_refused(driver)
+                    self._bury()
                 if polled is None:
+                    last = None
                     continue
+                last = polled
                 outcomes = self._outcomes(polled.count) if explicit else None
                 self._record(polled, outcomes)
                 lock_s = self._lock_timeout_s(driver) if self.role == "share_consumer" else None
                 held = self._process(driver, polled, polled_at, lock_s)
+                if self.crashing.is_set():
+                    break
                 if lock_s is not None and held and time.monotonic() - polled_at > lock_s:
                     self._lapsed_on_last_delivery(polled, outcomes)
                 if outcomes is not None:
                     driver.acknowledge(outcomes)  # sent with the next poll
         finally:
-            driver.close()
+            if self.crashing.is_set() and self.role == "share_consumer":
+                self._crashed(driver, last)
+            else:
+                driver.close()
+
+    def _crashed(self, driver: ConsumerDriver, held: Polled | None) -> None:
+        """Leave the Kafka client as a crash would (see crash()) and report what it held."""
+        self.crashing.clear()
+        lock_s = self._lock_timeout_s(driver)
+        self.graveyard.append((time.monotonic() + lock_s + CLOSE_AFTER_LOCK_S, driver))
+        with self.lock:
+            self.interval.crashed_at = clock.now()
+            if held is None:
+                return
+            ours, headers = unpack_headers(held.headers)
+            self._settle(self.interval.crash_held, headers[ours])
+            # records on their last delivery do not come back: the broker archives them
+            last_delivery = held.delivery_counts >= self.delivery_count_limit
+            self._settle(self.interval.settled_archived, headers[ours & last_delivery])
+        log.warning("%s crashed holding %d record(s)", self.client_id, held.count)
 
     def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
         """Simulated processing of one poll's records; with `renewLocks`, renewing their acquisition
@@ -351,6 +411,21 @@ class ConsumerClient(LoadClient):
         outcomes[draws < ack.release_fraction] = RELEASE
         return outcomes
 
+    def _time_redeliveries(self, polled: Polled, ours: np.ndarray, headers: np.ndarray, now_ns: int) -> None:
+        """Records a crashed consumer held, received again: the time from the crash (lock held)."""
+        again = np.flatnonzero(ours & (polled.delivery_counts > 1))
+        if not len(again):
+            return
+        keys = list(zip(headers["producer_id"][again].tolist(), headers["sequence"][again].tolist(), strict=True))
+        for crashed_at, watched in self.watches:
+            found = [key for key in keys if key in watched]
+            if found:
+                watched.difference_update(found)
+                delays_us = np.full(len(found), max(0.0, now_ns / 1e3 - crashed_at * 1e6))
+                self.histograms[("redelivery", -1)].record_array(delays_us)
+                self.interval.redelivered_after_crash += len(found)
+        self.watches = [w for w in self.watches if w[1]]
+
     @staticmethod
     def _settle(by_producer: dict[int, list[int]], headers: np.ndarray) -> None:
         """Add the records' sequence numbers under their producers."""
@@ -391,6 +466,8 @@ class ConsumerClient(LoadClient):
             interval.received += polled.count
             interval.received_bytes += polled.value_bytes
             if self.role == "share_consumer":
+                if self.watches:
+                    self._time_redeliveries(polled, ours, headers, now_ns)
                 counts, times = np.unique(polled.delivery_counts, return_counts=True)
                 for count, times_seen in zip(counts.tolist(), times.tolist(), strict=True):
                     interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + times_seen

@@ -21,6 +21,7 @@ from dimster.worker.protocol import (
     Assignment,
     Close,
     Closed,
+    CrashConsumers,
     Failed,
     IntervalReport,
     Message,
@@ -32,6 +33,7 @@ from dimster.worker.protocol import (
     StartLoad,
     StopProducers,
     Update,
+    WatchRedeliveries,
     decode,
     encode,
 )
@@ -100,6 +102,8 @@ class Worker:
             RemoveClients: lambda m: self._remove(set(m.client_ids)),
             SetClock: lambda m: clock.set_offset(m.offset),
             StopProducers: self._stop_producers,
+            CrashConsumers: lambda m: [c.crash() for c in self.consumers if c.client_id in m.client_ids],
+            WatchRedeliveries: lambda m: [c.watch(m.held, m.crashed_at) for c in self.consumers if c.group == m.group],
             Close: self._close,
         }
         self.closed = False

@@ -4,7 +4,7 @@ field converted by its type hint, never pickle).
 
 Coordinator -> worker: Hello (remote only, the handshake), Assign (remote only: a local worker gets its
 assignment when it starts), StartLoad, Update, AddClients, RemoveClients, StopProducers, Close,
-ClockProbe, SetClock.
+ClockProbe, SetClock, CrashConsumers, WatchRedeliveries.
 Worker -> coordinator: Welcome or Refused (the handshake's answer), Ready, Report, ProducersStopped,
 LogFile (a remote agent's logs, before Closed), Closed, Failed, ClockReply.
 """
@@ -98,6 +98,10 @@ class ClientInterval:
     renewals_refused: int = 0
     lock_timeouts: int = 0  # acknowledgements refused because the record's lock had timed out
     ack_errors: int = 0  # acknowledgements refused for another reason
+    # a simulated crash (CrashConsumers): when, and the records the crashed client held unacknowledged
+    crashed_at: float = 0.0  # epoch s, coordinator's clock; 0 when it did not crash in this interval
+    crash_held: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> ranges
+    redelivered_after_crash: int = 0  # records of a crashed consumer this one received again
     client_stats: dict | None = None
     first_received_at: float = 0.0  # epoch s (coordinator's clock) of the interval's first and last
     last_received_at: float = 0.0  # polls that returned records; 0 when none did
@@ -152,6 +156,22 @@ class RemoveClients:
 @dataclass
 class StopProducers:
     pass
+
+
+@dataclass
+class CrashConsumers:
+    """Each of these share consumers stops dead: no acknowledgement, no close (see ConsumerClient.crash)."""
+
+    client_ids: list[str]
+
+
+@dataclass
+class WatchRedeliveries:
+    """Tell the group's consumers which records a crashed consumer held, to time their redelivery."""
+
+    group: str
+    crashed_at: float  # epoch s, coordinator's clock
+    held: dict[int, list[tuple[int, int]]]  # producer id -> sequence ranges
 
 
 @dataclass
@@ -226,6 +246,7 @@ MESSAGES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         Hello, Assign, StartLoad, Update, AddClients, RemoveClients, StopProducers, Close, ClockProbe, SetClock,
+        CrashConsumers, WatchRedeliveries,
         Welcome, Refused, Ready, Report, ProducersStopped, LogFile, Closed, Failed, ClockReply,
     )
 }  # fmt: skip

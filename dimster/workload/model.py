@@ -69,6 +69,13 @@ class Acknowledgement(Strict):
         return self
 
 
+class ConsumerCrash(Strict):
+    """`consumers` share consumers crash `atSeconds` after load starts (see coordinator/crashes.py)."""
+
+    at_seconds: float = Field(..., alias="atSeconds", ge=0)
+    consumers: int = Field(1, ge=1)
+
+
 class KafkaConfig(Strict):
     common_config: KafkaProperties = Field(default_factory=dict, alias="commonConfig")
     producer_config: KafkaProperties = Field(default_factory=dict, alias="producerConfig")
@@ -194,6 +201,7 @@ class Workload(Strict):
     consumer_proc_parallelism: int = Field(1, alias="consumerProcParallelism", ge=-1)
     acknowledgement: Acknowledgement = Field(default_factory=Acknowledgement)
     consumers_paused: bool = Field(False, alias="consumersPaused")  # paused consumers hold no Kafka client
+    consumer_crashes: list[ConsumerCrash] = Field(default_factory=list, alias="consumerCrashes")
     warmup_seconds: float = Field(0, alias="warmupSeconds", ge=0)
     duration_seconds: float = Field(60, alias="durationSeconds", ge=0)
     report_interval_seconds: float = Field(10, alias="reportIntervalSeconds", gt=0)
@@ -231,6 +239,10 @@ class Workload(Strict):
             raise ValueError("consumerProcParallelism is 1 (serial), N (in flight per consumer) or -1 (whole poll)")
         if self.acknowledgement.mode == "EXPLICIT" and self.consumer_type != "SHARE_GROUP":
             raise ValueError("acknowledgement mode EXPLICIT needs consumerType: SHARE_GROUP")
+        if self.consumer_crashes and self.consumer_type != "SHARE_GROUP":
+            raise ValueError("consumerCrashes needs consumerType: SHARE_GROUP (share consumers crash, holding records)")
+        if [c.at_seconds for c in self.consumer_crashes] != sorted(c.at_seconds for c in self.consumer_crashes):
+            raise ValueError("consumerCrashes must be in order of atSeconds")
         if self.acknowledgement.renew_locks and self.client_library.share_consumer != "java":
             raise ValueError(
                 "acknowledgement.renewLocks needs Kafka's Java share consumer (librdkafka has no "
