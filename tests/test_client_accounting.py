@@ -135,3 +135,34 @@ def test_java_producer_reports_each_record_it_could_not_send():
     assert driver.close(1.0) == 0  # nothing was left in flight: each send had failed already
     latencies, failed = driver.take_acks()
     assert len(latencies) == 0 and failed == [40, 41, 42, 43]
+
+
+def test_a_lock_that_ran_out_on_the_last_delivery_archives_the_record():
+    """The broker refuses such acknowledgements without a word: the consumer counts them itself,
+    except those it rejected (rejected either way); earlier deliveries come back and are not archived."""
+    client = consumer(acknowledgement={"mode": "EXPLICIT"})
+    records = [(1, s, 0, 0) for s in range(4)]
+    outcomes = np.array([ACCEPT, RELEASE, REJECT, ACCEPT], dtype=np.int8)
+    client._lapsed_on_last_delivery(polled(records, delivery_counts=[5, 5, 5, 4]), outcomes)
+    interval = client.take_interval()
+    assert interval.settled_archived == {1: [(0, 1)]} and interval.lock_timeouts == 2
+
+
+def test_the_group_config_sets_the_delivery_count_limit_live():
+    client = consumer(acknowledgement={"mode": "EXPLICIT"}, groupConfig={"share.delivery.count.limit": 3})
+    assert client.delivery_count_limit == 3
+    client.workload = Workload.model_validate({"name": "w", "acknowledgement": {"mode": "EXPLICIT"}})
+    assert client.delivery_count_limit == 5  # the broker's again
+
+
+def test_a_crashed_consumers_records_are_timed_when_they_come_back():
+    client = consumer()
+    crashed_at = time.time() - 2.0
+    client.watch({1: [(0, 2)], 2: [(7, 7)]}, crashed_at)
+    # sequence 0 again (delivery 2), 1 on a first delivery (not a redelivery), 7 of producer 2 again
+    client._record(polled([(1, 0, 0, 0), (1, 1, 0, 0), (2, 7, 0, 1)], delivery_counts=[2, 1, 2]), None)
+    interval = client.take_interval()
+    assert interval.redelivered_after_crash == 2
+    delays = Histogram.from_wire(interval.histograms[("redelivery", -1)])
+    assert delays.total == 2 and delays.min >= 2_000_000  # µs since the crash
+    assert client.watches == [(crashed_at, {(1, 1), (1, 2)})]  # still waiting for these

@@ -108,8 +108,10 @@ class JavaConsumer:
         self.java.acknowledge(jpype.JArray(jpype.JByte)(outcomes.astype(np.int8)))
 
     def take_refused(self) -> Refused:
-        pairs = np.asarray(self.java.takeLockLapsed(), dtype=np.int64).reshape(-1, 2).tolist()
         java = self.java
+        if not java.refused:  # the usual case: one field read per poll
+            return Refused([])
+        pairs = np.asarray(java.takeLockLapsed(), dtype=np.int64).reshape(-1, 2).tolist()
         refused = Refused([(p, o) for p, o in pairs], int(java.renewalsRefused), int(java.otherRefusals))
         java.renewalsRefused = java.otherRefusals = 0
         return refused

@@ -36,6 +36,7 @@ public final class DimsterConsumer {
     private final List<long[]> lockLapsed = new ArrayList<>();
     public int otherRefusals;
     public int renewalsRefused;
+    public int refused;  // all refusals not taken yet: Python looks at this one field per poll
     private boolean renewing;
 
     // The last poll, for Python to read.
@@ -60,6 +61,7 @@ public final class DimsterConsumer {
         if (exception == null) return;
         for (Map.Entry<TopicIdPartition, Set<Long>> entry : offsets.entrySet()) {
             for (long offset : entry.getValue()) {
+                refused++;
                 if (renewing) renewalsRefused++;
                 else if (exception instanceof InvalidRecordStateException) lockLapsed.add(new long[] {entry.getKey().partition(), offset});
                 else otherRefusals++;
@@ -75,6 +77,7 @@ public final class DimsterConsumer {
             pairs[2 * i + 1] = lockLapsed.get(i)[1];
         }
         lockLapsed.clear();
+        refused = 0;
         return pairs;
     }
 
