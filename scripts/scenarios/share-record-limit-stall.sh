@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Jack Vanlightly's "pathological fetch waits with record_limit" (2026-06-24), at a scale a 2-core
+# machine sustains: with share.acquire.mode=record_limit, fewer share consumers than partitions and
+# skewed partitions, draining a backlog is said to stall on fetch.max.wait.ms, so the drain rate falls
+# well below batch_optimized's, and lowering fetch.max.wait.ms from 500 to 50 recovers much of it.
+#
+# One campaign, run/campaigns/share-record-limit-stall.yaml, in the drain-backlog test mode: for each
+# of share.acquire.mode {batch_optimized, record_limit} x fetch.max.wait.ms {500, 50}, a fresh topic
+# of 6 partitions fills with the same backlog (200,000 records of 512 bytes, PARTITION_ZIPF: 41 % on
+# partition 0, 7 % on partition 5) while the 2 Java share consumers are paused (they leave the group),
+# then they resume and drain it with producers stopped. The drain rate is the plan's own figure
+# (run.json's mode.drain_msgs_per_s: records received over first to last record, so the consumers'
+# rejoining is left out). The script prints one row per cell, then the direction checks, and leaves
+# the campaign folder (campaign.json, campaign.html, one bundle per cell) for a closer look.
+#
+# It exits non-zero when the campaign fails or a cell did not drain; a direction that does not show
+# is reported, not failed: the figures are what this machine measured. Ctrl-C or a failure stops the
+# running cell (`dimster stop`). The cluster is left up, as after any run (`dimster cluster down ENV`).
+#
+# Usage: scripts/scenarios/share-record-limit-stall.sh [ENV]    (default: local)
+# BACKLOG_RECORDS (default 200000): the backlog each cell drains (built at 20,000 msg/s).
+# REPEAT (default 1): runs per cell; the table then gives the mean and the range.
+# RESULTS_DIR (default results/campaigns of the project): where the campaign folder goes.
+# About 4-5 minutes with the defaults on a 2-core machine (4 cells of about a minute, plus summaries).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+dimster="$root/scripts/dimster"
+python="$root/.venv/bin/python"
+env="${1:-local}"
+name=share-record-limit-stall
+campaign="$root/run/campaigns/$name.yaml"
+results="${RESULTS_DIR:-$root/results/campaigns}"
+mkdir -p "$results"
+results="$(cd "$results" && pwd)"
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")"
+pid=""
+
+cleanup() {
+  local code=$?
+  trap - EXIT INT TERM
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    echo "== stopping the running cell"
+    "$dimster" stop "$env" --timeout 120 >/dev/null 2>&1 || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$scratch"
+  exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+"$dimster" validate "$root/run/workloads/$name.yaml" >/dev/null
+if [ -n "${BACKLOG_RECORDS:-}" ] || [ -n "${REPEAT:-}" ]; then
+  # the shipped campaign with the scale asked for: a copy, its base named by absolute path
+  "$python" - "$campaign" "$scratch/$name.yaml" "${BACKLOG_RECORDS:-}" "${REPEAT:-}" <<'EOF'
+import sys, pathlib, yaml
+src, dst, backlog, repeat = sys.argv[1:]
+doc = yaml.safe_load(pathlib.Path(src).read_text())
+doc["base"] = str((pathlib.Path(src).parent / doc["base"]).resolve())
+if backlog:
+    doc["mode"]["backlogRecords"] = int(backlog)
+if repeat:
+    doc["repeat"] = int(repeat)
+pathlib.Path(dst).write_text(yaml.safe_dump(doc, sort_keys=False))
+EOF
+  campaign="$scratch/$name.yaml"
+fi
+
+touch "$scratch/started"
+echo "== $name on $env: share.acquire.mode x fetch.max.wait.ms, each cell drains the same backlog"
+"$dimster" campaign "$env" -c "$campaign" --dry-run
+# in the background, so that Ctrl-C reaches the trap at once and the cell is stopped cleanly
+"$dimster" campaign "$env" -c "$campaign" --results "$results" &
+pid=$!
+status=0
+wait "$pid" || status=$?
+pid=""
+
+folder="$(find "$results" -maxdepth 1 -type d -name "*-$name" -newer "$scratch/started" | sort | tail -1)"
+if [ -z "$folder" ] || [ ! -f "$folder/campaign.json" ]; then
+  echo "FAILED: the campaign (exit $status) left no campaign folder in $results"
+  exit 1
+fi
+
+echo
+echo "== drain of the backlog per cell ($folder)"
+"$python" - "$folder" "$status" <<'EOF'
+import json, statistics, sys
+from collections import defaultdict
+from pathlib import Path
+
+folder, status = Path(sys.argv[1]), int(sys.argv[2])
+state = json.loads((folder / "campaign.json").read_text())
+cells, failed = defaultdict(list), []
+for point in state["points"]:
+    values = point.get("values", {})
+    mode = values.get("kafkaConfig.shareConsumerConfig.share.acquire.mode")
+    wait = values.get("kafkaConfig.shareConsumerConfig.fetch.max.wait.ms")
+    bundle = point.get("bundle")
+    run = json.loads((folder / Path(bundle).name / "run.json").read_text()) if bundle else {}
+    found = run.get("mode") or {}
+    if point.get("status") != "completed" or not found.get("drained"):
+        failed.append(f"{mode} / {wait} ms: {point.get('status')}, drain {found.get('outcome', 'not run')}")
+        continue
+    cells[(mode, wait)].append(found)
+
+def mean(key, runs):
+    return statistics.mean(r[key] for r in runs)
+
+print(f"{'share.acquire.mode':<18} {'fetch.max.wait.ms':>17} {'backlog':>9} {'drain msg/s':>12} "
+      f"{'drain s':>8} {'rejoin s':>8} {'runs':>4}")
+for (mode, wait), runs in cells.items():
+    rates = [r["drain_msgs_per_s"] for r in runs]
+    spread = f" ({min(rates):,.0f}-{max(rates):,.0f})" if len(rates) > 1 else ""
+    print(f"{mode:<18} {wait:>17} {mean('backlog', runs):>9,.0f} {statistics.mean(rates):>12,.0f}{spread} "
+          f"{mean('drain_seconds', runs):>8.1f} {mean('first_record_seconds', runs):>8.1f} {len(runs):>4}")
+
+rate = {cell: statistics.mean(r["drain_msgs_per_s"] for r in runs) for cell, runs in cells.items()}
+# a direction shows when it is more than 10 % (one run's noise here is of that order)
+checks = [
+    ("record_limit drains slower than batch_optimized at fetch.max.wait.ms=500",
+     ("record_limit", 500), ("batch_optimized", 500), lambda ratio: ratio < 0.9),
+    ("fetch.max.wait.ms=50 recovers record_limit's drain (faster than at 500)",
+     ("record_limit", 50), ("record_limit", 500), lambda ratio: ratio > 1.1),
+]
+print()
+for text, a, b, holds in checks:
+    if a in rate and b in rate:
+        ratio = rate[a] / rate[b]
+        verdict = "yes" if holds(ratio) else "NO"
+        print(f"{verdict:>3}: {text}: {rate[a]:,.0f} against {rate[b]:,.0f} msg/s, ratio {ratio:.2f}")
+if ("batch_optimized", 500) in rate and ("batch_optimized", 50) in rate:
+    print(f"     batch_optimized at 50 ms against 500 ms: ratio "
+          f"{rate[('batch_optimized', 50)] / rate[('batch_optimized', 500)]:.2f}")
+print(f"\ncharts: {folder / 'campaign.html'}")
+if failed or status:
+    print(f"FAILED: campaign exit code {status}" + "".join(f"\n  {f}" for f in failed))
+    sys.exit(1)
+EOF
