@@ -2,11 +2,12 @@
 statistics land in the same columns. No broker: polls are built from dimster's own headers."""
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from dimster.clients import ACCEPT, REJECT, RELEASE, Polled
+from dimster.clients import ACCEPT, REJECT, RELEASE, Polled, Refused
 from dimster.metrics.client_stats import COLUMNS, JAVA_METRICS, extract_client_stats, java_client_stats
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
@@ -166,3 +167,24 @@ def test_a_crashed_consumers_records_are_timed_when_they_come_back():
     delays = Histogram.from_wire(interval.histograms[("redelivery", -1)])
     assert delays.total == 2 and delays.min >= 2_000_000  # µs since the crash
     assert client.watches == [(crashed_at, {(1, 1), (1, 2)})]  # still waiting for these
+
+
+def test_a_crash_heard_of_late_still_times_the_records_received_before():
+    client = consumer()
+    crashed_at = time.time() - 3.0
+    client._record(polled([(1, 0, 0, 0)], delivery_counts=[2]), None)  # back before the watch arrived
+    client.watch({1: [(0, 1)]}, crashed_at)
+    interval = client.take_interval()
+    assert interval.redelivered_after_crash == 1
+    assert Histogram.from_wire(interval.histograms[("redelivery", -1)]).min >= 3_000_000
+    assert client.watches == [(crashed_at, {(1, 1)})]
+
+
+def test_a_refusal_of_a_lapse_counted_already_is_not_counted_again():
+    client = consumer(acknowledgement={"mode": "EXPLICIT"})
+    lapsed = polled([(1, 0, 0, 0)], delivery_counts=[5])
+    lapsed.offsets = np.array([42])
+    client._lapsed_on_last_delivery(lapsed, None)
+    driver = SimpleNamespace(take_refused=lambda: Refused([(0, 42), (0, 43)]))
+    client._count_refused(driver)
+    assert client.take_interval().lock_timeouts == 2  # offset 42 once, 43 once

@@ -34,6 +34,13 @@ def local_cluster_down_afterwards():
     assert dimster("cluster", "down", "local").code == 0
 
 
+@pytest.fixture(autouse=True)
+def no_run_left_behind():
+    """A test that fails half-way leaves no run going for the next one to trip over."""
+    yield
+    dimster("stop", "local")
+
+
 def bootstrap() -> str:
     result = dimster("cluster", "status", "local", "--json")
     return json.loads(result.stdout)["bootstrap_servers"]
@@ -66,8 +73,11 @@ def test_a_clean_correctness_run_passes(tmp_path):
     process = start(tmp_path, "clean", **CORRECTNESS)
     wait("received>=3000")
     live = status()
-    samples = scrape(live["metricsUrl"])  # the run's Prometheus endpoint, on loopback
-    assert samples["dimster_received_messages_total"][1] >= 3000
+    # the run's Prometheus endpoint, on loopback: it serves a snapshot of the status taken every second
+    deadline = time.time() + 10
+    while (samples := scrape(live["metricsUrl"]))["dimster_received_messages_total"][1] < 3000:
+        assert time.time() < deadline, samples["dimster_received_messages_total"]
+        time.sleep(0.2)
     assert samples["dimster_sent_messages_total"][0]["run"] == live["results"].rsplit("/", 1)[-1]
     code, output = finish(process)
     mode = run_info(only_bundle(tmp_path / "results"))["mode"]

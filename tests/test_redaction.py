@@ -152,3 +152,12 @@ def test_bundle_keeps_secrets_out_of_every_file(tmp_path, monkeypatch):
     assert run["final_workload"]["kafkaConfig"]["commonConfig"] == {"sasl.jaas.config": MASK, "acks": "all"}
     [change] = load_timeline(bundle.path)["modifications"]
     assert (change["old"], change["new"]) == (MASK, MASK)
+
+
+def test_names_dimster_made_are_not_secret_keys():
+    """A workload called "secrets" names its groups and topics so: run.json keeps them readable."""
+    redactor = Redactor()
+    redactor.names.update(["secrets-1a2b-t0-g0", "secrets-1a2b-0"])
+    info = {"groups": {"secrets-1a2b-t0-g0": "secrets-1a2b-0"}, "account": {"secrets-1a2b-t0-g0": {"lost": 0}}}
+    assert redactor.redact(info) == info
+    assert redactor.redact({"secret.key": "hunter22"}) == {"secret.key": "***"}

@@ -70,9 +70,9 @@ class ConsumerDriver(Protocol):
     def lock_timeout_ms(self) -> float | None:
         """Share groups: the acquisition lock time-out the broker reported, when the library tells."""
 
-    def renew(self) -> np.ndarray:
-        """Share groups, explicit mode (KIP-1222): renew the locks of the last poll's records; per
-        record, whether this consumer still holds it."""
+    def renew(self, timeout: float) -> np.ndarray:
+        """Share groups, explicit mode (KIP-1222): renew the locks of the last poll's records (within
+        `timeout` s); per record, whether this consumer still holds it."""
 
     def close(self) -> None:
         """Settle the last poll (share groups) and leave the group."""

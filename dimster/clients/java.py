@@ -120,8 +120,8 @@ class JavaConsumer:
         reported = int(self.java.acquisitionLockTimeoutMs())
         return None if reported < 0 else float(reported)
 
-    def renew(self) -> np.ndarray:
-        return np.asarray(self.java.renew(30_000), dtype=bool)
+    def renew(self, timeout: float) -> np.ndarray:
+        return np.asarray(self.java.renew(max(100, int(timeout * 1000))), dtype=bool)
 
     def close(self) -> None:
         try:

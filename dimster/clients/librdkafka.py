@@ -157,7 +157,7 @@ class LibrdkafkaConsumer:
     def lock_timeout_ms(self) -> float | None:
         return None  # confluent-kafka 2.16 does not tell
 
-    def renew(self) -> np.ndarray:
+    def renew(self, timeout: float) -> np.ndarray:
         raise NotImplementedError("librdkafka has no AcknowledgeType.RENEW (refused when the workload is read)")
 
     def close(self) -> None:

@@ -121,6 +121,7 @@ class Coordinator:
         self._last_export = 0.0
         self.run_id = uuid.uuid4().hex[:8]
         self.topology: Topology = build_topology(workload, self.run_id)
+        bundle.redactor.names.update(self.topology.topics, self.topology.groups)
         self.worker_count = max(1, min(capacity, len(self.topology.producers) + len(self.topology.consumers)))
         self.bootstrap = cluster.profile.bootstrap_servers
         self.client_bootstrap = client_bootstrap or self.bootstrap  # what workers' clients connect to
@@ -138,6 +139,7 @@ class Coordinator:
         self.broker_scraper: BrokerScraper | None = None  # the brokers' own metrics, while load runs
         self.broker_samples: queue.Queue[tuple[float, int, list]] = queue.Queue()
         self.crashed = 0  # consumers crashed so far (crashConsumers, consumerCrashes)
+        self.record_lock_ms = 30_000  # the share groups' lock duration at start (read from the broker)
         self.scheduled_crashes_fired = 0  # of consumerCrashes
         self.lag_watch: LagWatch | None = None  # the groups' lag as the brokers see it, while load runs
         self.broker_lag: LagSample | None = None  # its latest sample
@@ -175,6 +177,7 @@ class Coordinator:
             return
         self.bundle.run_info.setdefault("groupConfig", {})[when] = effective
         self.bundle.save_run_info()
+        self.record_lock_ms = int(effective.get("share.record.lock.duration.ms") or self.record_lock_ms)
 
     def start_workers(self, delivery_count_limit: int) -> None:
         self.placement = place(self.topology, self.worker_count)
@@ -193,6 +196,7 @@ class Coordinator:
                     delivery_count_limit=delivery_count_limit,
                     log_file="",
                     kafka_version=self.cluster.profile.kafka_version,
+                    record_lock_ms=self.record_lock_ms,
                 )
             )
         self.states = [WorkerState() for _ in assignments]
@@ -495,8 +499,17 @@ class Coordinator:
                 watch.stop()
             if self.lag_watch:
                 self.lag_watch.stop()
+            if self.phase != "done":  # ended by an exception: no worker may outlive the run
+                self._close_workers_quietly()
             for s, handler in handlers.items():
                 signal.signal(s, handler)
+
+    def _close_workers_quietly(self) -> None:
+        try:
+            for killed in self.workers.close():
+                self.bundle.event("worker_killed", worker=killed)
+        except Exception as e:  # already failing: keep the first error, note this one
+            self.bundle.event("workers_not_closed", reason=f"{type(e).__name__}: {e}")
 
     def _run(self) -> int:
         w = self.workload
@@ -707,8 +720,14 @@ class Coordinator:
                 why = "the group's position is unknown"
             else:
                 why = f"its terms add up to {-terms['unaccounted']:,} more than the {terms['acked']:,} acknowledged"
-                if self.aggregate.lock_timeouts:  # settled on receipt, then back in the group's reach
-                    why += f" ({self.aggregate.lock_timeouts:,} acknowledgements were refused: lock time-outs)"
+                # records counted on receipt, then back in the group's reach
+                causes = []
+                if self.aggregate.lock_timeouts:
+                    causes.append(f"{self.aggregate.lock_timeouts:,} acknowledgements refused after lock time-outs")
+                if self.aggregate.crashes:
+                    causes.append(f"{self.aggregate.crashes:,} consumer crash(es)")
+                if causes:
+                    why += f" (records received, then back in the group's reach: {', '.join(causes)})"
             self.bundle.event("account_open", group=group, **terms)
             self.say(f"-- the account of group {group} does not close: {why}")
 

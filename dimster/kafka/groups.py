@@ -13,6 +13,25 @@ from dimster.errors import DimsterError
 from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, run_helper
 
 
+def json_lines(stream):
+    """The JSON objects a helper prints, one per line (any other line is skipped)."""
+    for line in stream:
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue
+
+
+def drain(pending: queue.Queue) -> list:
+    """Everything in the queue now."""
+    taken = []
+    while True:
+        try:
+            taken.append(pending.get_nowait())
+        except queue.Empty:
+            return taken
+
+
 @dataclass(frozen=True)
 class GroupSpec:
     kind: str  # "share" | "consumer"
@@ -48,11 +67,7 @@ class AssignmentWatch:
         self._reader.start()
 
     def _read(self) -> None:
-        for line in self._process.stdout:
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                continue
+        for answer in json_lines(self._process.stdout):
             if "group" in answer:
                 self._assigned.put((answer["group"], answer["assignedAtMs"] / 1000))
             elif answer.get("done"):
@@ -65,12 +80,7 @@ class AssignmentWatch:
             self.outcome = f"the assignment watch exited with code {self._process.returncode}"
 
     def take(self) -> list[tuple[str, float]]:
-        taken = []
-        while True:
-            try:
-                taken.append(self._assigned.get_nowait())
-            except queue.Empty:
-                return taken
+        return drain(self._assigned)
 
     @property
     def finished(self) -> bool:
@@ -128,11 +138,7 @@ class LagWatch:
         threading.Thread(target=self._read, name="lag-watch", daemon=True).start()
 
     def _read(self) -> None:
-        for line in self._process.stdout:
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                continue
+        for answer in json_lines(self._process.stdout):
             if "error" in answer:
                 self.errors.put(answer["error"])
                 continue
@@ -143,12 +149,7 @@ class LagWatch:
             self._samples.put(LagSample(answer["atMs"] / 1000, groups))
 
     def take(self) -> list[LagSample]:
-        taken = []
-        while True:
-            try:
-                taken.append(self._samples.get_nowait())
-            except queue.Empty:
-                return taken
+        return drain(self._samples)
 
     def stop(self) -> None:
         if self._process.poll() is None:

@@ -29,12 +29,18 @@ class Redactor:
 
     def __init__(self) -> None:
         self.secrets: set[str] = set()
+        # names dimster made (the run's topics and groups, from the workload's name): never secret
+        # keys, whatever words the name holds (a workload called "secrets" names its groups so)
+        self.names: set[str] = set()
+
+    def _secret_key(self, key: Any) -> bool:
+        return key not in self.names and is_secret_key(key)
 
     def learn(self, value: Any) -> None:
         """Remember the values under secret keys in `value` (mappings, change records, lists)."""
         if isinstance(value, dict):
             for key, item in value.items():
-                if is_secret_key(key):
+                if self._secret_key(key):
                     self._remember(item)
                 else:
                     self.learn(item)
@@ -61,7 +67,7 @@ class Redactor:
         if isinstance(value, dict):
             secret_change = is_secret_key(value.get("key"))
             return {
-                key: MASK if is_secret_key(key) or (secret_change and key in CHANGE_VALUES) else self._masked(item)
+                key: MASK if self._secret_key(key) or (secret_change and key in CHANGE_VALUES) else self._masked(item)
                 for key, item in value.items()
             }
         if isinstance(value, list | tuple):

@@ -10,7 +10,7 @@ import logging
 import random
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from dimster.workload.schedule import Pacer, rate_at
 log = logging.getLogger("dimster.worker")
 DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
+RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
 
 
 def producer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats) -> ProducerDriver:
@@ -226,18 +227,30 @@ class ProducerClient(LoadClient):
 class ConsumerClient(LoadClient):
     """A consumer-group member (CONSUMER_GROUP) or a share-group member (SHARE_GROUP)."""
 
-    def __init__(self, spec: ConsumerSpec, workload: Workload, bootstrap: str, delivery_count_limit: int):
+    def __init__(
+        self,
+        spec: ConsumerSpec,
+        workload: Workload,
+        bootstrap: str,
+        delivery_count_limit: int,
+        record_lock_ms: int = DEFAULT_LOCK_MS,
+    ):
         self.role = "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
         self.spec = spec
         super().__init__(f"c{spec.consumer_id}", spec.topic, spec.group, workload.client_library.of(self.role))
         self.workload = workload
         self.bootstrap = bootstrap
         self.broker_delivery_count_limit = delivery_count_limit
+        self.record_lock_ms = record_lock_ms  # the group's at start (the broker's default unless set)
         self.rng = random.Random()
         self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
         self.crashing = threading.Event()  # set by crash(): stop dead at the next chance
-        self.graveyard: list[tuple[float, ConsumerDriver]] = []  # crashed clients: (close at, driver)
+        self.burials: list[tuple[threading.Thread, float]] = []  # (closes a crashed client, its lock s)
+        # (partition, offset) of records whose lock ran out on their last delivery, counted already
+        self.lapsed_counted: set[tuple[int, int]] = set()
+        # redelivered records received lately: (epoch s received, producer id, sequence)
+        self.redelivered: deque[tuple[float, int, int]] = deque(maxlen=RECENT_REDELIVERIES)
         # records a crashed consumer of the group held: (crashed at, {(producer id, sequence)}), under lock
         self.watches: list[tuple[float, set[tuple[int, int]]]] = []
         # correctness, consumer groups: (partition, producer id) -> (offset, sequence) of the last record
@@ -266,14 +279,14 @@ class ConsumerClient(LoadClient):
             while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
                 self.recreate.clear()
                 self.wake.clear()
-                self._bury()
                 if self.paused:  # a paused consumer holds no Kafka client: it has left its group
                     self.subscribed.set()
                     self.wake.wait(0.2)
                     continue
                 self._consume_until_recreated()
         finally:
-            self._bury(everyone=True)
+            for burial, lock_s in self.burials:  # a crash near the end still runs its course
+                burial.join(lock_s + 2 * CLOSE_AFTER_LOCK_S)
 
     def crash(self) -> None:
         """Stop dead, as a consumer process that crashes mid-processing: no acknowledgement and no
@@ -283,21 +296,35 @@ class ConsumerClient(LoadClient):
         self.wake.set()
 
     def watch(self, held: dict[int, list[tuple[int, int]]], crashed_at: float) -> None:
-        """Time the redelivery of these records (a crashed consumer's) when this consumer receives them."""
+        """Time the redelivery of these records (a crashed consumer's) when this consumer receives them,
+        including those it received before it heard of the crash."""
         keys = {(pid, sequence) for pid, ranges in held.items() for a, b in ranges for sequence in range(a, b + 1)}
-        if keys:
-            with self.lock:
+        with self.lock:
+            early = [(at, (pid, seq)) for at, pid, seq in self.redelivered if at >= crashed_at and (pid, seq) in keys]
+            if early:
+                keys.difference_update(key for _, key in early)
+                delays_us = np.array([(at - crashed_at) * 1e6 for at, _ in early])
+                self.histograms[("redelivery", -1)].record_array(delays_us)
+                self.interval.redelivered_after_crash += len(early)
+            if keys:
                 self.watches.append((crashed_at, keys))
 
-    def _bury(self, everyone: bool = False) -> None:
-        """Close the crashed clients whose records' locks have timed out (all of them at the end)."""
-        now = time.monotonic()
-        for close_at, driver in [g for g in self.graveyard if everyone or g[0] <= now]:
-            self.graveyard.remove((close_at, driver))
+    def _bury(self, driver: ConsumerDriver, lock_s: float) -> None:
+        """Close a crashed client once its records' locks have run out, on a thread of its own (a close
+        may take seconds). Not before: a close would release, or in implicit mode accept, what it held."""
+
+        def close_later() -> None:
             try:
+                time.sleep(lock_s + CLOSE_AFTER_LOCK_S)
                 driver.close()
             except Exception as e:  # a crashed client's close is best effort: the run goes on
                 log.warning("%s: closing a crashed client: %s", self.client_id, e)
+            finally:
+                detach_thread()
+
+        burial = threading.Thread(target=close_later, name=f"{self.client_id}-crashed", daemon=True)
+        burial.start()
+        self.burials.append((burial, lock_s))
 
     def _consume_until_recreated(self) -> None:
         w = self.workload
@@ -305,6 +332,7 @@ class ConsumerClient(LoadClient):
         self._new_generation(w.client_library.of(self.role))
         explicit = self.role == "share_consumer" and w.acknowledgement.mode == "EXPLICIT"
         last: Polled | None = None  # the last poll's records: unacknowledged until the next poll sends them
+        last_outcomes: np.ndarray | None = None
         try:
             driver.subscribe(self.topic)
             self.subscribed.set()
@@ -315,12 +343,11 @@ class ConsumerClient(LoadClient):
                 polled_at = time.monotonic()
                 if self.role == "share_consumer":
                     self._count_refused(driver)
-                    self._bury()
                 if polled is None:
-                    last = None
+                    last = last_outcomes = None
                     continue
-                last = polled
                 outcomes = self._outcomes(polled.count) if explicit else None
+                last, last_outcomes = polled, outcomes
                 self._record(polled, outcomes)
                 lock_s = self._lock_timeout_s(driver) if self.role == "share_consumer" else None
                 held = self._process(driver, polled, polled_at, lock_s)
@@ -332,24 +359,25 @@ class ConsumerClient(LoadClient):
                     driver.acknowledge(outcomes)  # sent with the next poll
         finally:
             if self.crashing.is_set() and self.role == "share_consumer":
-                self._crashed(driver, last)
+                self._crashed(driver, last, last_outcomes)
             else:
                 driver.close()
 
-    def _crashed(self, driver: ConsumerDriver, held: Polled | None) -> None:
-        """Leave the Kafka client as a crash would (see crash()) and report what it held."""
+    def _crashed(self, driver: ConsumerDriver, held: Polled | None, outcomes: np.ndarray | None) -> None:
+        """Leave the Kafka client as a crash would (see crash()) and report what it held: the records
+        that come back after their lock time-out, and those the broker archives instead (on their
+        last delivery; a rejected one counts as rejected either way)."""
         self.crashing.clear()
-        lock_s = self._lock_timeout_s(driver)
-        self.graveyard.append((time.monotonic() + lock_s + CLOSE_AFTER_LOCK_S, driver))
+        self._bury(driver, self._lock_timeout_s(driver))
         with self.lock:
             self.interval.crashed_at = clock.now()
             if held is None:
                 return
             ours, headers = unpack_headers(held.headers)
-            self._settle(self.interval.crash_held, headers[ours])
-            # records on their last delivery do not come back: the broker archives them
             last_delivery = held.delivery_counts >= self.delivery_count_limit
-            self._settle(self.interval.settled_archived, headers[ours & last_delivery])
+            self._settle(self.interval.crash_held, headers[ours & ~last_delivery])
+            archived = ours & last_delivery & (True if outcomes is None else outcomes != REJECT)
+            self._settle(self.interval.settled_archived, headers[archived])
         log.warning("%s crashed holding %d record(s)", self.client_id, held.count)
 
     def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
@@ -360,11 +388,12 @@ class ConsumerClient(LoadClient):
         times = processing_times_ms(polled.count, w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
         done_at = polled_at + makespan_ms(times, w.consumer_proc_parallelism) / 1000
         renew_every = lock_s / 2 if lock_s and w.acknowledgement.renew_locks else None
+        renew_timeout_s = lock_s / 4 if renew_every else 0.0
         next_renewal = polled_at + renew_every if renew_every else float("inf")
         from_poll = True
         while (now := time.monotonic()) < done_at and not self.wake.is_set():
             if now >= next_renewal:
-                held = driver.renew()
+                held = driver.renew(renew_timeout_s)
                 from_poll = False
                 with self.lock:
                     self.interval.renewed += int(held.sum())
@@ -382,23 +411,31 @@ class ConsumerClient(LoadClient):
             last &= outcomes != REJECT  # rejected either way
         if not last.any():
             return
+        if polled.offsets is not None:  # the refusal the broker may send for them is not counted again
+            partitions, offsets = polled.partitions[last].tolist(), polled.offsets[last].tolist()
+            if len(self.lapsed_counted) > RECENT_REDELIVERIES:
+                self.lapsed_counted.clear()
+            self.lapsed_counted.update(zip(partitions, offsets, strict=True))
         with self.lock:
             self.interval.lock_timeouts += int(last.sum())
             self._settle(self.interval.settled_archived, headers[last])
 
     def _lock_timeout_s(self, driver: ConsumerDriver) -> float:
-        """The acquisition lock time-out: as the client last heard it, else the group's config, else Kafka's default."""
+        """The acquisition lock time-out: as the client last heard it (Java), else the group's config as
+        the workload sets it now, else as the broker reported it when the run started."""
         reported = driver.lock_timeout_ms()
         if reported is None:
-            reported = self.workload.group_config.get("share.record.lock.duration.ms", DEFAULT_LOCK_MS)
+            reported = self.workload.group_config.get("share.record.lock.duration.ms", self.record_lock_ms)
         return max(float(reported), 200.0) / 1000
 
     def _count_refused(self, driver: ConsumerDriver) -> None:
         """Acknowledgements the broker refused since the last poll (records that come back)."""
         refused = driver.take_refused()
         if refused.lock_lapsed or refused.renewals or refused.other:
+            new = [pair for pair in refused.lock_lapsed if pair not in self.lapsed_counted]
+            self.lapsed_counted.difference_update(refused.lock_lapsed)
             with self.lock:
-                self.interval.lock_timeouts += len(refused.lock_lapsed)
+                self.interval.lock_timeouts += len(new)
                 self.interval.renewals_refused += refused.renewals
                 self.interval.ack_errors += refused.other
 
@@ -417,6 +454,8 @@ class ConsumerClient(LoadClient):
         if not len(again):
             return
         keys = list(zip(headers["producer_id"][again].tolist(), headers["sequence"][again].tolist(), strict=True))
+        received_at = now_ns / 1e9
+        self.redelivered.extend((received_at, pid, seq) for pid, seq in keys)
         for crashed_at, watched in self.watches:
             found = [key for key in keys if key in watched]
             if found:
@@ -466,8 +505,7 @@ class ConsumerClient(LoadClient):
             interval.received += polled.count
             interval.received_bytes += polled.value_bytes
             if self.role == "share_consumer":
-                if self.watches:
-                    self._time_redeliveries(polled, ours, headers, now_ns)
+                self._time_redeliveries(polled, ours, headers, now_ns)
                 counts, times = np.unique(polled.delivery_counts, return_counts=True)
                 for count, times_seen in zip(counts.tolist(), times.tolist(), strict=True):
                     interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + times_seen

@@ -120,9 +120,8 @@ class Worker:
         return client
 
     def _consumer(self, spec) -> ConsumerClient:
-        return ConsumerClient(
-            spec, self.workload, self.assignment.bootstrap_servers, self.assignment.delivery_count_limit
-        )
+        a = self.assignment
+        return ConsumerClient(spec, self.workload, a.bootstrap_servers, a.delivery_count_limit, a.record_lock_ms)
 
     @property
     def clients(self):

@@ -59,6 +59,7 @@ class Assignment:
     log_file: str  # a local worker's; a remote agent writes into its own folder and ships the files
     kafka_version: str  # the cluster's: clients with clientLibrary java run its Java clients
     clock_offset: float = 0.0  # seconds this host's clock is ahead of the coordinator's
+    record_lock_ms: int = 30_000  # the groups' acquisition lock duration at start, as the broker said
 
 
 @dataclass

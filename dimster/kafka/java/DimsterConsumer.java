@@ -37,7 +37,7 @@ public final class DimsterConsumer {
     public int otherRefusals;
     public int renewalsRefused;
     public int refused;  // all refusals not taken yet: Python looks at this one field per poll
-    private boolean renewing;
+    private final java.util.Set<Long> renewing = new java.util.HashSet<>();  // keys of records being renewed
 
     // The last poll, for Python to read.
     public int[] partitions = new int[0];
@@ -61,9 +61,9 @@ public final class DimsterConsumer {
         if (exception == null) return;
         for (Map.Entry<TopicIdPartition, Set<Long>> entry : offsets.entrySet()) {
             for (long offset : entry.getValue()) {
+                if (renewing.contains(key(entry.getKey().partition(), offset))) continue;  // renew() counts those
                 refused++;
-                if (renewing) renewalsRefused++;
-                else if (exception instanceof InvalidRecordStateException) lockLapsed.add(new long[] {entry.getKey().partition(), offset});
+                if (exception instanceof InvalidRecordStateException) lockLapsed.add(new long[] {entry.getKey().partition(), offset});
                 else otherRefusals++;
             }
         }
@@ -88,7 +88,8 @@ public final class DimsterConsumer {
 
     /** KIP-1222: renews the acquisition lock of the last poll's records still held and takes them back
      *  in flight (the poll after a renewal returns the renewed records and nothing new). Returns per
-     *  record of the last poll whether it is still held; a refused renewal leaves the record to time out. */
+     *  record of the last poll whether it is still held. A renewal the broker refuses, or that fails
+     *  (a broker restarting), counts in renewalsRefused and leaves its record to time out. */
     public boolean[] renew(long timeoutMs) {
         boolean[] held = new boolean[polled.size()];
         Map<Long, Integer> index = new HashMap<>();
@@ -98,29 +99,39 @@ public final class DimsterConsumer {
             share.acknowledge(record, AcknowledgeType.RENEW);
             index.put(key(record), i);
         }
-        Map<TopicIdPartition, Optional<KafkaException>> answers;
-        renewing = true;
+        renewing.addAll(index.keySet());
         try {
-            answers = share.commitSync(Duration.ofMillis(timeoutMs));
-        } finally {
-            renewing = false;
-        }
-        if (answers.values().stream().anyMatch(Optional::isEmpty)) {
-            for (ConsumerRecord<byte[], byte[]> record : share.poll(Duration.ofMillis(timeoutMs))) {
-                Integer i = index.get(key(record));
-                if (i == null) fetchedWhileRenewing.add(record);
-                else {
-                    polled.set(i, record);
-                    held[i] = true;
+            Map<TopicIdPartition, Optional<KafkaException>> answers = share.commitSync(Duration.ofMillis(timeoutMs));
+            if (answers.values().stream().anyMatch(Optional::isEmpty)) {
+                for (ConsumerRecord<byte[], byte[]> record : share.poll(Duration.ofMillis(timeoutMs))) {
+                    Integer i = index.get(key(record));
+                    if (i == null) fetchedWhileRenewing.add(record);
+                    else {
+                        polled.set(i, record);
+                        held[i] = true;
+                    }
                 }
             }
+        } catch (KafkaException e) {  // not renewed: the records time out and come back
+        } finally {
+            renewing.clear();
         }
-        for (int i = 0; i < held.length; i++) if (!held[i]) polled.set(i, null);
+        for (int i = 0; i < held.length; i++) {
+            if (!held[i] && polled.get(i) != null) {
+                polled.set(i, null);
+                renewalsRefused++;
+                refused++;
+            }
+        }
         return held;
     }
 
     private static long key(ConsumerRecord<byte[], byte[]> record) {
-        return ((long) record.partition() << 40) ^ record.offset();
+        return key(record.partition(), record.offset());
+    }
+
+    private static long key(int partition, long offset) {
+        return ((long) partition << 40) ^ offset;
     }
 
     public void subscribe(String topic) {
