@@ -36,7 +36,7 @@ from dimster.coordinator.topology import (
 )
 from dimster.coordinator.workers import WorkerLost, Workers
 from dimster.errors import DimsterError
-from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagSample, LagWatch
+from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagSample, LagWatch, drain
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import (
@@ -162,20 +162,20 @@ class Coordinator:
         limit = self.kafka.prepare(self.workload, self.topology.topics, list(self.topology.groups))
         self.broker_watch = self.kafka.broker_watch()
         self.bundle.run_info.update(topics=self.topology.topics, groups=self.topology.groups)
-        self._note_group_config("start")
+        self._note_group_config()
         return limit
 
-    def _note_group_config(self, when: str) -> None:
-        """Keep the groups' effective configs (every group of a run gets the same) in run.json."""
+    def _note_group_config(self) -> None:
+        """Keep the groups' effective configs at start (every group of a run gets the same) in run.json."""
         if not self.topology.groups:
             return
         prefix = "share." if self.workload.consumer_type == "SHARE_GROUP" else "consumer."
         try:
             effective = self.kafka.group_config(next(iter(self.topology.groups)), prefix)
         except Exception as e:  # a note, not a failure: the run's numbers do not depend on it
-            self.say(f"-- the groups' config could not be read {when}: {e}")
+            self.say(f"-- the groups' config could not be read at start: {e}")
             return
-        self.bundle.run_info.setdefault("groupConfig", {})[when] = effective
+        self.bundle.run_info["groupConfig"] = {"start": effective}
         self.bundle.save_run_info()
         self.record_lock_ms = int(effective.get("share.record.lock.duration.ms") or self.record_lock_ms)
 
@@ -451,11 +451,7 @@ class Coordinator:
             self.broker_lag = sample
             if self.metrics:
                 self.metrics.add_group_lag(sample, self.aggregate.backlog_by_group(), self.phase)
-        while True:
-            try:
-                error = self.lag_watch.errors.get_nowait()
-            except queue.Empty:
-                break
+        for error in drain(self.lag_watch.errors):
             if not self._lag_error_said:  # once: a cluster that does not answer says so elsewhere too
                 self._lag_error_said = True
                 self.bundle.event("broker_lag_unknown", reason=error)

@@ -29,6 +29,7 @@ from dimster.workload.schedule import Pacer, rate_at
 
 log = logging.getLogger("dimster.worker")
 DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
+MIN_LOCK_S = 1.0  # the shortest acquisition lock a broker allows (group.share.min.record.lock.duration.ms)
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
 RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
 
@@ -303,9 +304,7 @@ class ConsumerClient(LoadClient):
             early = [(at, (pid, seq)) for at, pid, seq in self.redelivered if at >= crashed_at and (pid, seq) in keys]
             if early:
                 keys.difference_update(key for _, key in early)
-                delays_us = np.array([(at - crashed_at) * 1e6 for at, _ in early])
-                self.histograms[("redelivery", -1)].record_array(delays_us)
-                self.interval.redelivered_after_crash += len(early)
+                self._redelivered([(at - crashed_at) * 1e6 for at, _ in early])
             if keys:
                 self.watches.append((crashed_at, keys))
 
@@ -349,11 +348,13 @@ class ConsumerClient(LoadClient):
                 outcomes = self._outcomes(polled.count) if explicit else None
                 last, last_outcomes = polled, outcomes
                 self._record(polled, outcomes)
-                lock_s = self._lock_timeout_s(driver) if self.role == "share_consumer" else None
-                held = self._process(driver, polled, polled_at, lock_s)
+                renewing = self.role == "share_consumer" and w.acknowledgement.renew_locks
+                held = self._process(driver, polled, polled_at, self._lock_timeout_s(driver) if renewing else None)
                 if self.crashing.is_set():
                     break
-                if lock_s is not None and held and time.monotonic() - polled_at > lock_s:
+                busy = time.monotonic() - polled_at
+                # the lock is asked for only when processing took longer than any lock can last
+                if self.role == "share_consumer" and held and busy > MIN_LOCK_S and busy > self._lock_timeout_s(driver):
                     self._lapsed_on_last_delivery(polled, outcomes)
                 if outcomes is not None:
                     driver.acknowledge(outcomes)  # sent with the next poll
@@ -381,13 +382,13 @@ class ConsumerClient(LoadClient):
         log.warning("%s crashed holding %d record(s)", self.client_id, held.count)
 
     def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
-        """Simulated processing of one poll's records; with `renewLocks`, renewing their acquisition
-        locks at half the lock time-out for as long as processing outlasts it. Returns whether the
-        locks ran from the poll (False once renewed)."""
+        """Simulated processing of one poll's records; given the lock time-out (`renewLocks`), renewing
+        their acquisition locks at half of it for as long as processing outlasts it. Returns whether
+        the locks ran from the poll (False once renewed)."""
         w = self.workload
         times = processing_times_ms(polled.count, w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
         done_at = polled_at + makespan_ms(times, w.consumer_proc_parallelism) / 1000
-        renew_every = lock_s / 2 if lock_s and w.acknowledgement.renew_locks else None
+        renew_every = lock_s / 2 if lock_s else None
         renew_timeout_s = lock_s / 4 if renew_every else 0.0
         next_renewal = polled_at + renew_every if renew_every else float("inf")
         from_poll = True
@@ -460,10 +461,13 @@ class ConsumerClient(LoadClient):
             found = [key for key in keys if key in watched]
             if found:
                 watched.difference_update(found)
-                delays_us = np.full(len(found), max(0.0, now_ns / 1e3 - crashed_at * 1e6))
-                self.histograms[("redelivery", -1)].record_array(delays_us)
-                self.interval.redelivered_after_crash += len(found)
+                self._redelivered([max(0.0, now_ns / 1e3 - crashed_at * 1e6)] * len(found))
         self.watches = [w for w in self.watches if w[1]]
+
+    def _redelivered(self, delays_us: list[float]) -> None:
+        """A crashed consumer's records, received again this long after the crash (lock held)."""
+        self.histograms[("redelivery", -1)].record_array(np.array(delays_us))
+        self.interval.redelivered_after_crash += len(delays_us)
 
     @staticmethod
     def _settle(by_producer: dict[int, list[int]], headers: np.ndarray) -> None:
