@@ -1,4 +1,7 @@
-"""Environment profiles: `run/environments/<name>.yaml` says where and how a cluster runs."""
+"""Environment profiles: `run/environments/<name>.yaml` says where and how a cluster runs.
+
+A profile is one of three models, picked by its `backend` key: `local` (KRaft nodes as JVM processes on
+this host), `docker` (KRaft nodes as containers) and `external` (a cluster someone else runs)."""
 
 import re
 from pathlib import Path
@@ -11,17 +14,6 @@ from dimster.paths import environments_dir, project_dir, state_dir
 from dimster.yamlfile import load_mapping, validation_error_line
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
-# Fields that describe the nodes a `local` cluster runs; an `external` profile may not set them.
-LOCAL_LAYOUT = {
-    "nodes",
-    "first_node_id",
-    "heap",
-    "broker_port_base",
-    "controller_port_base",
-    "data_dir",
-    "broker_metrics",
-    "broker_metrics_port_base",
-}
 
 
 class AgentAddress(BaseModel):
@@ -31,27 +23,17 @@ class AgentAddress(BaseModel):
     address: str = Field(..., pattern=r"^\S+:\d{1,5}$")
 
 
-class EnvironmentProfile(BaseModel):
+class ProfileBase(BaseModel):
+    """What every backend's profile has: the Kafka version, the broker config, the workers."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str = ""
-    backend: Literal["local", "external"] = "local"
-    external_bootstrap: str | None = Field(None, alias="bootstrapServers", min_length=3)
-    nodes: int = Field(1, ge=1, le=9)
-    first_node_id: int = Field(1, alias="firstNodeId", ge=0, le=1000)
-    heap: str = Field("1g", pattern=r"^\d+[mMgG]$")
-    host: str = "127.0.0.1"
-    broker_port_base: int = Field(19092, alias="brokerPortBase", ge=1024, le=65000)
-    controller_port_base: int = Field(19192, alias="controllerPortBase", ge=1024, le=65000)
-    data_dir: str | None = Field(None, alias="dataDir")
-    # brokers serve their JMX metrics for Prometheus (the JMX exporter agent) on this base + node index;
-    # by default controllerPortBase + 10
-    broker_metrics: bool = Field(True, alias="brokerMetrics")
-    metrics_endpoint: bool = Field(True, alias="metricsEndpoint")  # the run's own /metrics
-    broker_metrics_port_base: int | None = Field(None, alias="brokerMetricsPortBase", ge=1024, le=65000)
+    backend: str
     kafka_version: str = Field(DEFAULT_KAFKA_VERSION, alias="kafkaVersion", pattern=r"^\d+\.\d+\.\d+$")
     broker_config: str = Field("run/broker-configs/default.yaml", alias="brokerConfig")
     broker_overrides: dict[str, str | int | float | bool] = Field(default_factory=dict, alias="brokerOverrides")
+    metrics_endpoint: bool = Field(True, alias="metricsEndpoint")  # the run's own /metrics
     # a count of worker processes on this host, or the agents that run the clients
     workers: int | list[AgentAddress] = 1
     worker_token_file: str | None = Field(None, alias="workerTokenFile")
@@ -77,6 +59,25 @@ class EnvironmentProfile(BaseModel):
             )
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _keys_of_other_backends(cls, data):
+        """A key another backend has, named with the backends that take it."""
+        if not isinstance(data, dict):
+            return data
+        own = _keys(cls)
+        foreign = {}
+        for key in data:
+            if key not in own:
+                takers = [backend for backend, model in PROFILES.items() if key in _keys(model)]
+                if takers:
+                    foreign[key] = takers
+        if foreign:
+            key, takers = next(iter(foreign.items()))
+            why = " (an external cluster's brokers are read from it)" if data.get("backend") == "external" else ""
+            raise ValueError(f"{key}: only for backend: {' or '.join(takers)}{why}")
+        return data
+
     @field_validator("workers")
     @classmethod
     def _worker_count(cls, workers):
@@ -85,11 +86,6 @@ class EnvironmentProfile(BaseModel):
         if isinstance(workers, list) and not workers:
             raise ValueError("list at least one agent ({address: HOST:PORT}) or give a count")
         return workers
-
-    @property
-    def agents(self) -> list[str]:
-        """Addresses of the agents that run the workers; empty when they are local processes."""
-        return [] if isinstance(self.workers, int) else [a.address for a in self.workers]
 
     @field_validator("kafka_version")
     @classmethod
@@ -100,12 +96,9 @@ class EnvironmentProfile(BaseModel):
         return version
 
     @property
-    def cluster_dir(self) -> Path:
-        """Data, configs, logs and process ids of this environment's nodes."""
-        if self.data_dir:
-            path = Path(self.data_dir).expanduser()
-            return path if path.is_absolute() else project_dir() / path
-        return state_dir() / "clusters" / self.name
+    def agents(self) -> list[str]:
+        """Addresses of the agents that run the workers; empty when they are local processes."""
+        return [] if isinstance(self.workers, int) else [a.address for a in self.workers]
 
     @property
     def broker_config_path(self) -> Path:
@@ -113,8 +106,36 @@ class EnvironmentProfile(BaseModel):
         return path if path.is_absolute() else project_dir() / path
 
     @property
+    def bootstrap_servers(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def broker_metrics_urls(self) -> dict[int, str]:
+        """Node id -> the /metrics URL of its JMX exporter; empty when dimster does not run the brokers."""
+        return {}
+
+
+class NodesProfile(ProfileBase):
+    """A cluster dimster runs itself: `nodes` KRaft nodes (each broker and controller) with consecutive
+    ids, listening for clients on consecutive ports of this host."""
+
+    nodes: int = Field(1, ge=1, le=9)
+    first_node_id: int = Field(1, alias="firstNodeId", ge=0, le=1000)
+    heap: str = Field("1g", pattern=r"^\d+[mMgG]$")
+    host: str = "127.0.0.1"
+    broker_port_base: int = Field(19092, alias="brokerPortBase", ge=1024, le=65000)
+    # brokers serve their JMX metrics for Prometheus (the JMX exporter agent) on this base + node index
+    broker_metrics: bool = Field(True, alias="brokerMetrics")
+    broker_metrics_port_base: int | None = Field(None, alias="brokerMetricsPortBase", ge=1024, le=65000)
+
+    @property
+    def cluster_dir(self) -> Path:
+        """Configs, state and (for `local`) data and logs of this environment's nodes."""
+        return state_dir() / "clusters" / self.name
+
+    @property
     def node_ids(self) -> list[int]:
-        """Kafka node ids of a local cluster: `nodes` consecutive ids from `firstNodeId`."""
+        """Kafka node ids: `nodes` consecutive ids from `firstNodeId`."""
         return [self.first_node_id + i for i in range(self.nodes)]
 
     def node_index(self, node_id: int) -> int:
@@ -124,43 +145,98 @@ class EnvironmentProfile(BaseModel):
     def broker_port(self, node_index: int) -> int:
         return self.broker_port_base + node_index
 
-    def controller_port(self, node_index: int) -> int:
-        return self.controller_port_base + node_index
-
     def broker_metrics_port(self, node_index: int) -> int:
-        return (self.broker_metrics_port_base or self.controller_port_base + 10) + node_index
+        return (self.broker_metrics_port_base or self.default_metrics_port_base) + node_index
+
+    @property
+    def default_metrics_port_base(self) -> int:
+        return self.broker_port_base + 10
 
     @property
     def broker_metrics_urls(self) -> dict[int, str]:
-        """Node id -> the /metrics URL of its JMX exporter; empty when brokers run without it."""
-        if self.backend != "local" or not self.broker_metrics:
+        if not self.broker_metrics:
             return {}
         return {
             node_id: f"http://{self.host}:{self.broker_metrics_port(i)}/metrics"
             for i, node_id in enumerate(self.node_ids)
         }
 
-    @model_validator(mode="after")
-    def _external_needs_bootstrap(self):
-        if self.backend == "external" and not self.external_bootstrap:
-            raise ValueError("backend: external needs bootstrapServers (host:port[,host:port...])")
-        return self
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.host}:{self.broker_port(i)}" for i in range(self.nodes))
+
+
+class LocalProfile(NodesProfile):
+    """The `local` backend: the nodes are JVM processes on this host."""
+
+    backend: Literal["local"] = "local"
+    controller_port_base: int = Field(19192, alias="controllerPortBase", ge=1024, le=65000)
+    data_dir: str | None = Field(None, alias="dataDir")
+
+    @property
+    def cluster_dir(self) -> Path:
+        if self.data_dir:
+            path = Path(self.data_dir).expanduser()
+            return path if path.is_absolute() else project_dir() / path
+        return super().cluster_dir
+
+    def controller_port(self, node_index: int) -> int:
+        return self.controller_port_base + node_index
+
+    @property
+    def default_metrics_port_base(self) -> int:
+        return self.controller_port_base + 10
+
+
+class DockerProfile(NodesProfile):
+    """The `docker` backend: the nodes are containers of a Docker-compatible daemon; their client and
+    metrics ports are published on `host`."""
+
+    backend: Literal["docker"] = "docker"
+    docker_host: str | None = Field(None, alias="dockerHost", min_length=3)  # default: $DOCKER_HOST, the SDK's
+    image: str | None = Field(None, min_length=1)  # default: apache/kafka:<kafkaVersion>
+
+    @property
+    def kafka_image(self) -> str:
+        return self.image or f"apache/kafka:{self.kafka_version}"
+
+
+class ExternalProfile(ProfileBase):
+    """The `external` backend: a cluster someone else runs; its brokers are read from it."""
+
+    backend: Literal["external"] = "external"
+    external_bootstrap: str | None = Field(None, alias="bootstrapServers", min_length=3)
 
     @model_validator(mode="after")
-    def _layout_keys_are_local(self):
-        """An external cluster's brokers, ids and count are read from the cluster, never from the profile."""
-        given = sorted(type(self).model_fields[f].alias or f for f in self.model_fields_set & LOCAL_LAYOUT)
-        if self.backend == "external" and given:
-            raise ValueError(
-                f"{', '.join(given)}: only for backend: local (an external cluster's brokers are read from it)"
-            )
+    def _needs_bootstrap(self):
+        if not self.external_bootstrap:
+            raise ValueError("backend: external needs bootstrapServers (host:port[,host:port...])")
         return self
 
     @property
     def bootstrap_servers(self) -> str:
-        if self.external_bootstrap:
-            return self.external_bootstrap
-        return ",".join(f"{self.host}:{self.broker_port(i)}" for i in range(self.nodes))
+        return self.external_bootstrap or ""
+
+
+EnvironmentProfile = LocalProfile | DockerProfile | ExternalProfile
+PROFILES: dict[str, type[ProfileBase]] = {"local": LocalProfile, "docker": DockerProfile, "external": ExternalProfile}
+
+
+def _keys(model: type[BaseModel]) -> set[str]:
+    return {field.alias or name for name, field in model.model_fields.items()}
+
+
+def profile_model(data: dict) -> type[ProfileBase]:
+    """The profile model of the backend `data` names (`local` when it names none)."""
+    backend = data.get("backend", "local")
+    if backend not in PROFILES:
+        raise DimsterError(f"backend: '{backend}' is not a backend (valid: {', '.join(PROFILES)})")
+    return PROFILES[backend]
+
+
+def parse_profile(data: dict) -> EnvironmentProfile:
+    """Validate `data` as the profile of the backend it names; raises pydantic's ValidationError."""
+    return profile_model(data).model_validate(data)  # type: ignore[return-value]
 
 
 ENVIRONMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -182,9 +258,13 @@ def load_environment(name: str) -> EnvironmentProfile:
     if not path.is_file():
         known = ", ".join(known_environments()) or "none"
         raise DimsterError(f"unknown environment '{name}': no {path.name} in run/environments (known: {known})")
-    data = load_mapping(path, "environment")
+    data = {**load_mapping(path, "environment"), "name": name}
+    source = f"run/environments/{path.name}"
     try:
-        profile = EnvironmentProfile.model_validate({**data, "name": name})
+        model = profile_model(data)
+    except DimsterError as e:
+        raise DimsterError(f"{source}: {e}") from None
+    try:
+        return model.model_validate(data)  # type: ignore[return-value]
     except ValidationError as e:
-        raise DimsterError(validation_error_line(f"run/environments/{path.name}", e, EnvironmentProfile)) from None
-    return profile
+        raise DimsterError(validation_error_line(source, e, model)) from None

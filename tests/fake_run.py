@@ -11,7 +11,7 @@ import numpy as np
 
 from dimster.coordinator.topology import client_id
 from dimster.coordinator.workers import WorkerLost
-from dimster.environment import EnvironmentProfile
+from dimster.environment import parse_profile
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import (
@@ -187,5 +187,5 @@ class FakeKafka:
 
 
 def fake_cluster():
-    profile = EnvironmentProfile.model_validate({"name": "fake", "bootstrapServers": "memory:1", "backend": "external"})
+    profile = parse_profile({"name": "fake", "bootstrapServers": "memory:1", "backend": "external"})
     return SimpleNamespace(profile=profile)

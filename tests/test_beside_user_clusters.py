@@ -10,7 +10,7 @@ import psutil
 import pytest
 import yaml
 
-from dimster.environment import EnvironmentProfile
+from dimster.environment import EnvironmentProfile, parse_profile
 from tests.conftest import REPO, dimster, port_is_free, without_data_dir
 from tests.runs import run_to_end
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.kafka
 
 def shipped_local_profile() -> EnvironmentProfile:
     data = yaml.safe_load((REPO / "run" / "environments" / "local.yaml").read_text())
-    return EnvironmentProfile.model_validate({**data, "name": "local"})
+    return parse_profile({**data, "name": "local"})
 
 
 def listeners(ports: list[int]) -> dict[int, int | None]:

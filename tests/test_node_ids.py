@@ -5,13 +5,13 @@ import pytest
 from pydantic import ValidationError
 
 from dimster.cluster.local import LocalCluster
-from dimster.environment import EnvironmentProfile
+from dimster.environment import EnvironmentProfile, parse_profile
 
 pytestmark = pytest.mark.unit
 
 
 def profile(**keys) -> EnvironmentProfile:
-    return EnvironmentProfile.model_validate({"name": "ids", **keys})
+    return parse_profile({"name": "ids", **keys})
 
 
 def local(folder, **keys) -> LocalCluster:

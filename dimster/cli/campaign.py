@@ -65,7 +65,7 @@ def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
             seen_clients.add(clients)
             check_client_configs(w, f"{loaded.source}: {_where(point)}", profile.kafka_version)
         brokers = repr(sorted(w.broker_config.items()))
-        if w.broker_config and brokers not in seen_brokers and profile.backend == "local":
+        if w.broker_config and brokers not in seen_brokers and profile.backend != "external":
             seen_brokers.add(brokers)
             overrides = {**profile.broker_overrides, **w.broker_config}
             try:

@@ -1,29 +1,21 @@
 """The `local` backend: KRaft nodes (broker and controller combined) as JVM processes on this host."""
 
-import base64
 import json
 import shutil
 import socket
 import subprocess
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
-from dimster.cluster.backend import ClusterStatus, NodeStatus, RedeployReport
+from dimster.cluster.backend import ClusterStatus, NodeStatus
+from dimster.cluster.nodes import NodeCluster, new_cluster_id
 from dimster.cluster.processes import TrackedProcess, spawn, tail
-from dimster.environment import EnvironmentProfile
+from dimster.environment import LocalProfile
 from dimster.errors import ClusterError, DimsterError
-from dimster.kafka.admin import registered_brokers, under_replicated_partitions
-from dimster.kafka.broker_config import (
-    check_names,
-    check_values,
-    config_definitions,
-    load_broker_config,
-    property_text,
-)
-from dimster.kafka.distribution import KafkaDistribution, kafka_distribution, run_helper
+from dimster.kafka.admin import registered_brokers
+from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
 from dimster.kafka.jmx_exporter import agent_jar, agent_option
 from dimster.paths import display
 
@@ -67,10 +59,12 @@ class ClusterState:
         tmp.replace(path)
 
 
-class LocalCluster:
-    def __init__(self, profile: EnvironmentProfile):
-        self.profile = profile
-        self.root = profile.cluster_dir
+class LocalCluster(NodeCluster):
+    profile: LocalProfile
+    backend = "local"
+
+    def __init__(self, profile: LocalProfile):
+        super().__init__(profile)
         self.state_file = self.root / "state.json"
 
     # ---- layout -------------------------------------------------------------------------------
@@ -91,35 +85,13 @@ class LocalCluster:
         path = self.root / "cluster.id"
         if not path.exists():
             self.root.mkdir(parents=True, exist_ok=True)
-            cluster_id = "-"
-            while cluster_id.startswith("-"):  # Kafka's Uuid.randomUuid avoids a leading dash too
-                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-            path.write_text(cluster_id)
+            path.write_text(new_cluster_id())
         return path.read_text().strip()
 
     # ---- configuration ------------------------------------------------------------------------
-    def desired_broker_config(self, distribution: KafkaDistribution) -> dict[str, str]:
-        """The environment's broker-config file plus its `brokerOverrides`, names checked."""
-        path = self.profile.broker_config_path
-        properties = load_broker_config(path)
-        check_names(properties, config_definitions(distribution), display(path))
-        overrides = {k: property_text(v) for k, v in self.profile.broker_overrides.items()}
-        check_names(overrides, config_definitions(distribution), f"run/environments/{self.profile.name}.yaml")
-        return {**properties, **overrides}
-
-    def node_properties(self, index: int, broker_config: dict[str, str]) -> dict[str, str]:
+    def managed_properties(self, index: int) -> dict[str, str]:
         p, n, host = self.profile, self.profile.nodes, self.profile.host
-        replicas, min_isr = str(min(3, n)), str(min(2, n))
-        derived = {  # follow the node count; the broker-config file may override them
-            "offsets.topic.replication.factor": replicas,
-            "transaction.state.log.replication.factor": replicas,
-            "transaction.state.log.min.isr": min_isr,
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "share.coordinator.state.topic.min.isr": min_isr,
-            "default.replication.factor": replicas,
-            "group.initial.rebalance.delay.ms": "0",
-        }
-        managed = {
+        return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id(index)),
             "controller.quorum.voters": ",".join(f"{self.node_id(i)}@{host}:{p.controller_port(i)}" for i in range(n)),
@@ -130,36 +102,12 @@ class LocalCluster:
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.node_dir(index) / "data"),
         }
-        return {**derived, **broker_config, **managed}
 
-    def _write_node_config(self, index: int, broker_config: dict[str, str], path: Path | None = None) -> Path:
-        path = path or self.node_dir(index) / "server.properties"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [f"{k}={v}" for k, v in sorted(self.node_properties(index, broker_config).items())]
-        path.write_text(
-            "# written by dimster from the environment profile and broker config\n" + "\n".join(lines) + "\n"
-        )
-        return path
-
-    def _prepare_configs(self, distribution: KafkaDistribution) -> dict[str, str]:
-        """Check the broker config completely (names, then Kafka's own parse), then write every node's file."""
-        broker_config = self.check_broker_config(distribution)
+    def write_configs(self, broker_config: dict[str, str]) -> None:
         for index in range(self.profile.nodes):
-            self._write_node_config(index, broker_config)
-        return broker_config
-
-    def check_broker_config(self, distribution: KafkaDistribution | None = None) -> dict[str, str]:
-        """The broker config the profile asks for, checked by name and by Kafka's own parser; writes
-        nothing the nodes read."""
-        distribution = distribution or kafka_distribution(self.profile.kafka_version)
-        broker_config = self.desired_broker_config(distribution)
-        scratch = self.root / "check.properties"
-        self._write_node_config(0, broker_config, scratch)
-        try:
-            check_values(scratch, distribution, display(self.profile.broker_config_path))
-        finally:
-            scratch.unlink(missing_ok=True)
-        return broker_config
+            path = self.node_dir(index) / "server.properties"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.node_config_text(index, broker_config))
 
     # ---- processes ----------------------------------------------------------------------------
     def _jvm_options(self, index: int) -> tuple[str, ...]:
@@ -230,55 +178,22 @@ class LocalCluster:
         process = spawn(command, self._stdout_file(index))
         return NodeProcess(self.node_id(index), process.pid, process.started)
 
-    def _failure_detail(self, index: int) -> str:
+    def failure_detail(self, index: int) -> str:
         """What the node said last: its errors from server.log, and the JVM's own output."""
         server_log = self.node_dir(index) / "logs" / "server.log"
         errors = [line for line in tail(server_log, 400) if " ERROR " in line or " FATAL " in line]
         jvm = [line for line in tail(self._stdout_file(index), 6) if line.strip()]
         return "\n".join(errors[-6:] + jvm)
 
-    def _wait_registered(self, state: ClusterState, node_ids: set[int], deadline: float) -> None:
-        """Until every node in `node_ids` is registered; a node process that dies ends the wait."""
-        while True:
-            for node in state.nodes:
-                if not node.process.alive():
-                    raise ClusterError(
-                        f"broker node {node.node_id} of '{self.profile.name}' exited during start-up; "
-                        f"its log: {display(self.log_files()[node.node_id])}",
-                        detail=self._failure_detail(self.profile.node_index(node.node_id)),
-                    )
-            if node_ids <= registered_brokers(self.profile.bootstrap_servers):
-                return
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"'{self.profile.name}' brokers {sorted(node_ids)} did not register within "
-                    f"{self.profile.start_timeout_seconds}s (startTimeoutSeconds)",
-                    detail=self._failure_detail(0),
-                )
-            time.sleep(0.5)
-
-    def _wait_share_groups(self, distribution: KafkaDistribution) -> None:
-        result = run_helper(distribution, "share-health", self.profile.bootstrap_servers)
-        try:
-            health = json.loads(result.stdout.strip().splitlines()[-1])
-        except (IndexError, json.JSONDecodeError):
-            reason = next((line for line in result.stderr.splitlines() if "Exception" in line), "no answer")
-            raise ClusterError(f"could not check share groups on '{self.profile.name}': {reason.strip()}") from None
-        if health["shareVersion"] < 1 or health["shareGroupDescribe"] != "ok":
+    def check_node_alive(self, node_id: int) -> None:
+        state = ClusterState.load(self.state_file)
+        node = next((n for n in state.nodes if n.node_id == node_id), None) if state else None
+        if node is not None and not node.process.alive():
             raise ClusterError(
-                f"share groups are not usable on '{self.profile.name}': share.version={health['shareVersion']}, "
-                f"describe: {health['shareGroupDescribe']}"
+                f"broker node {node_id} of '{self.profile.name}' exited during start-up; "
+                f"its log: {display(self.log_files()[node_id])}",
+                detail=self.failure_detail(self.profile.node_index(node_id)),
             )
-
-    def _wait_replicas_in_sync(self, deadline: float, progress) -> None:
-        while True:
-            urp = under_replicated_partitions(self.profile.bootstrap_servers)
-            if urp == 0:
-                return
-            if time.monotonic() > deadline:
-                raise ClusterError(f"{urp} partitions of '{self.profile.name}' stayed under-replicated")
-            progress(f"  waiting for {urp if urp is not None else '?'} under-replicated partitions to recover")
-            time.sleep(2)
 
     # ---- the backend interface -----------------------------------------------------------------
     def _live_state(self, progress) -> ClusterState | None:
@@ -300,10 +215,10 @@ class LocalCluster:
         state = self._live_state(progress)
         if state is not None:
             deadline = time.monotonic() + self.profile.start_timeout_seconds
-            self._wait_registered(state, {n.node_id for n in state.nodes}, deadline)
+            self.wait_registered({n.node_id for n in state.nodes}, deadline)
             progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
             return self.status()
-        broker_config = self._prepare_configs(distribution)
+        broker_config = self.prepare_configs(distribution)
         self._check_ports_free()
         for index in range(self.profile.nodes):
             self._format_storage(distribution, index)
@@ -314,21 +229,14 @@ class LocalCluster:
                 state.nodes.append(self._start_node(distribution, index))
                 state.save(self.state_file)
             deadline = time.monotonic() + self.profile.start_timeout_seconds
-            self._wait_registered(state, {n.node_id for n in state.nodes}, deadline)
-            self._wait_share_groups(distribution)
+            self.wait_registered({n.node_id for n in state.nodes}, deadline)
+            self.wait_share_groups(distribution)
         except BaseException:
             for node in state.nodes:
                 node.process.stop(timeout=10)
             self.state_file.unlink(missing_ok=True)
             raise
         return self.status()
-
-    def ensure(self, progress=print) -> None:
-        """Running with the profile's broker config: started, or redeployed where it differs."""
-        if self.status().healthy:
-            self.redeploy(progress)
-        else:
-            self.up(progress)
 
     def down(self, progress=print) -> list[int]:
         state = ClusterState.load(self.state_file)
@@ -371,71 +279,26 @@ class LocalCluster:
             nodes=nodes,
         )
 
-    def redeploy(self, progress=print) -> RedeployReport:
-        """Bring the running nodes to the current broker config: dynamic keys through the Admin API,
-        the rest by restarting one node at a time. Data is kept."""
-        distribution = kafka_distribution(self.profile.kafka_version)
+    def running_config(self, progress) -> tuple[str, dict[str, str]] | None:
         state = self._live_state(progress)
-        if state is None:
-            progress(f"'{self.profile.name}' is not running: starting it with the current broker config")
-            self.up(progress)
-            return RedeployReport({}, {}, [])
-        if state.kafka_version != distribution.version:
-            raise DimsterError(
-                f"'{self.profile.name}' runs Kafka {state.kafka_version} but the profile asks for "
-                f"{distribution.version}; `dimster cluster down {self.profile.name}` first to change versions"
-            )
-        new = self._prepare_configs(distribution)  # validated before anything changes
-        old = state.broker_config
-        changes: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
-        changes.update({k: None for k in old if k not in new})
-        definitions = config_definitions(distribution)
-        dynamic = {k: v for k, v in changes.items() if k in definitions and definitions[k].dynamic}
-        static = {k: v for k, v in changes.items() if k not in dynamic}
-        if dynamic:
-            self._alter_dynamic(distribution, dynamic, definitions, state)
-            for key, value in dynamic.items():
-                progress(f"applied {key}={value if value is not None else '(default)'} through the Admin API")
-        restarted = []
-        if static:
-            progress(f"restarting nodes one at a time for: {', '.join(sorted(static))}")
-            restarted = self._rolling_restart(distribution, state, progress)
-        state.broker_config = new
-        state.save(self.state_file)
-        if not changes:
-            progress("broker config unchanged: nothing to do")
-        return RedeployReport(dynamic, static, restarted)
+        return (state.kafka_version, state.broker_config) if state else None
 
-    def _alter_dynamic(
-        self, distribution: KafkaDistribution, changes: dict[str, str | None], definitions, state: ClusterState
-    ) -> None:
-        """Cluster-wide keys go to the cluster default resource, per-broker keys to every broker."""
-        wanted: dict[str, dict[str, str | None]] = {}
-        for key, value in changes.items():
-            targets = [""] if definitions[key].update_mode == "cluster-wide" else [str(n.node_id) for n in state.nodes]
-            for target in targets:
-                wanted.setdefault(target, {})[key] = value
-        result = run_helper(distribution, "alter-broker-configs", self.profile.bootstrap_servers, json.dumps(wanted))
-        if result.returncode != 0:
-            reason = (result.stdout.strip().splitlines() or ["no answer"])[-1]
-            raise ClusterError(f"the Admin API refused the broker config change: {reason}")
-
-    def _rolling_restart(self, distribution: KafkaDistribution, state: ClusterState, progress) -> list[int]:
-        if self.profile.broker_metrics:
-            agent_jar()  # fetched, if it must be, before a node goes down
-        restarted = []
-        for index, node in enumerate(state.nodes):
-            progress(f"node {node.node_id}: stopping (pid {node.pid})")
-            node.process.stop()
-            state.nodes[index] = self._start_node(distribution, index)
+    def record_config(self, broker_config: dict[str, str]) -> None:
+        state = ClusterState.load(self.state_file)
+        if state is not None:
+            state.broker_config = broker_config
             state.save(self.state_file)
-            deadline = time.monotonic() + self.profile.start_timeout_seconds
-            self._wait_registered(state, {node.node_id}, deadline)
-            progress(f"node {node.node_id}: up again (pid {state.nodes[index].pid})")
-            if self.profile.nodes > 1:
-                self._wait_replicas_in_sync(deadline, progress)
-            restarted.append(node.node_id)
-        return restarted
+
+    def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
+        if self.profile.broker_metrics:
+            agent_jar()  # fetched, if it must be, before the node goes down
+        state = ClusterState.load(self.state_file)
+        assert state is not None, "restart_node on a cluster that is not running"
+        node = state.nodes[index]
+        progress(f"node {node.node_id}: stopping (pid {node.pid})")
+        node.process.stop()
+        state.nodes[index] = self._start_node(distribution, index)
+        state.save(self.state_file)
 
     def broker_config(self) -> dict[str, str]:
         """The broker-config properties the running nodes were started or redeployed with."""

@@ -14,6 +14,7 @@ from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
 from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile
+from dimster.kafka.admin import registered_brokers
 from dimster.monitor import announce_run
 from dimster.remote.security import read_token
 from dimster.results.bundle import ResultsBundle
@@ -68,13 +69,15 @@ def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers 
 def _run_on(workload, profile, agents, results_root, control, say, progress, context) -> RunOutcome:
     cluster = backend_for(profile)
     cluster.ensure(progress)
+    status = cluster.status()
     bundle = ResultsBundle(results_root, workload.name)
     bundle.start(
         workload=workload.to_yaml_dict(),
         environment=profile.model_dump(by_alias=True),
         broker_config=cluster.broker_config(),
-        kafka_version=cluster.status().kafka_version,
+        kafka_version=status.kafka_version,
         run_id=bundle.path.name,
+        brokers=sorted(registered_brokers(profile.bootstrap_servers)),
     )
     labels = {"environment": profile.name, "run": bundle.path.name, "workload": workload.name}
     exporter = StatusExporter({**labels, "mode": workload.mode.type}) if profile.metrics_endpoint else None

@@ -129,7 +129,8 @@ def environment_line(run: RunData) -> str:
     name = run.run_info.get("environment") or environment.get("name")
     if not name:
         return MISSING
-    details = [f"{environment['nodes']} node(s)"] if environment.get("nodes") else []
+    brokers = len(run.run_info.get("brokers") or []) or environment.get("nodes")  # what the cluster registered
+    details = [f"{brokers} broker(s)"] if brokers else []
     if environment.get("backend"):
         details.append(str(environment["backend"]))
     return escape(str(name)) + (f" ({escape(', '.join(details))})" if details else "")

@@ -64,7 +64,17 @@ class ResultsBundle:
     def write_yaml(self, name: str, data: dict) -> None:
         (self.path / name).write_text(yaml.safe_dump(self.redactor.redact(data), sort_keys=False))
 
-    def start(self, *, workload: dict, environment: dict, broker_config: dict, kafka_version: str, run_id: str) -> None:
+    def start(
+        self,
+        *,
+        workload: dict,
+        environment: dict,
+        broker_config: dict,
+        kafka_version: str,
+        run_id: str,
+        brokers: list[int] | None = None,
+    ) -> None:
+        """`brokers`: the ids of the brokers the cluster registers as the run starts."""
         for timeline in ("events.jsonl", "modifications.jsonl", "console.log"):
             (self.path / timeline).touch()
         for data in (workload, environment, broker_config):  # all secrets known before the first write
@@ -89,6 +99,7 @@ class ResultsBundle:
                 "python": platform.python_version(),
             },
             "hardware": hardware(),
+            "brokers": brokers or [],
             "status": "running",
         }
         self.save_run_info()

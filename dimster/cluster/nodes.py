@@ -1,0 +1,232 @@
+"""What the backends that run their own KRaft nodes share (`local` processes, `docker` containers): the
+broker config each node runs with, the waits for a healthy cluster, and redeploys (dynamic keys through
+the Admin API, the others by restarting one node at a time)."""
+
+import base64
+import json
+import time
+import uuid
+from pathlib import Path
+
+from dimster.cluster.backend import RedeployReport
+from dimster.environment import NodesProfile
+from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.admin import registered_brokers, under_replicated_partitions
+from dimster.kafka.broker_config import check_names, check_values, config_definitions, load_broker_config, property_text
+from dimster.kafka.distribution import KafkaDistribution, kafka_distribution, run_helper
+from dimster.paths import display
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id, as `kafka-storage.sh random-uuid` makes one."""
+    cluster_id = "-"
+    while cluster_id.startswith("-"):  # Kafka's Uuid.randomUuid avoids a leading dash too
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    return cluster_id
+
+
+class NodeCluster:
+    """A cluster of `profile.nodes` KRaft nodes, each broker and controller. Subclasses say how a node
+    runs: its own properties (listeners, data), how it starts, stops and restarts."""
+
+    profile: NodesProfile
+    backend = ""
+
+    def __init__(self, profile: NodesProfile):
+        self.profile = profile
+        self.root = profile.cluster_dir
+
+    # ---- what a backend provides --------------------------------------------------------------
+    def managed_properties(self, index: int) -> dict[str, str]:
+        """The properties the backend owns: node id, quorum, listeners, data folder."""
+        raise NotImplementedError
+
+    def running_config(self, progress) -> tuple[str, dict[str, str]] | None:
+        """The Kafka version and broker config of the running nodes; None when the cluster is not running."""
+        raise NotImplementedError
+
+    def record_config(self, broker_config: dict[str, str]) -> None:
+        """Remember `broker_config` as what the running nodes now run with."""
+        raise NotImplementedError
+
+    def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
+        """Stop node `index` and start it again with its current config file; returns once it runs."""
+        raise NotImplementedError
+
+    def write_configs(self, broker_config: dict[str, str]) -> None:
+        """Put every node's server.properties where the node reads it."""
+        raise NotImplementedError
+
+    def up(self, progress=print):
+        raise NotImplementedError
+
+    def status(self):
+        raise NotImplementedError
+
+    def check_node_alive(self, node_id: int) -> None:
+        """Raise ClusterError when node `node_id` has stopped (so waits for it end early)."""
+
+    def failure_detail(self, index: int) -> str:
+        """What node `index` said last, for an error's detail."""
+        return ""
+
+    # ---- configuration ------------------------------------------------------------------------
+    def desired_broker_config(self, distribution: KafkaDistribution) -> dict[str, str]:
+        """The environment's broker-config file plus its `brokerOverrides`, names checked."""
+        path = self.profile.broker_config_path
+        properties = load_broker_config(path)
+        check_names(properties, config_definitions(distribution), display(path))
+        overrides = {k: property_text(v) for k, v in self.profile.broker_overrides.items()}
+        check_names(overrides, config_definitions(distribution), f"run/environments/{self.profile.name}.yaml")
+        return {**properties, **overrides}
+
+    def node_properties(self, index: int, broker_config: dict[str, str]) -> dict[str, str]:
+        n = self.profile.nodes
+        replicas, min_isr = str(min(3, n)), str(min(2, n))
+        derived = {  # follow the node count; the broker-config file may override them
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "default.replication.factor": replicas,
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        return {**derived, **broker_config, **self.managed_properties(index)}
+
+    def node_config_text(self, index: int, broker_config: dict[str, str]) -> str:
+        lines = [f"{k}={v}" for k, v in sorted(self.node_properties(index, broker_config).items())]
+        return "# written by dimster from the environment profile and broker config\n" + "\n".join(lines) + "\n"
+
+    def check_broker_config(self, distribution: KafkaDistribution | None = None) -> dict[str, str]:
+        """The broker config the profile asks for, checked by name and by Kafka's own parser; writes
+        nothing the nodes read."""
+        distribution = distribution or kafka_distribution(self.profile.kafka_version)
+        broker_config = self.desired_broker_config(distribution)
+        scratch = self.root / "check.properties"
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        scratch.write_text(self.node_config_text(0, broker_config))
+        try:
+            check_values(scratch, distribution, display(self.profile.broker_config_path))
+        finally:
+            scratch.unlink(missing_ok=True)
+        return broker_config
+
+    def prepare_configs(self, distribution: KafkaDistribution) -> dict[str, str]:
+        """Check the broker config completely (names, then Kafka's own parse), then write every node's file."""
+        broker_config = self.check_broker_config(distribution)
+        self.write_configs(broker_config)
+        return broker_config
+
+    # ---- waits --------------------------------------------------------------------------------
+    def wait_registered(self, node_ids: set[int], deadline: float) -> None:
+        """Until every node in `node_ids` is registered; a node that stops ends the wait."""
+        while True:
+            for node_id in sorted(node_ids):
+                self.check_node_alive(node_id)
+            if node_ids <= registered_brokers(self.profile.bootstrap_servers):
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"'{self.profile.name}' brokers {sorted(node_ids)} did not register within "
+                    f"{self.profile.start_timeout_seconds}s (startTimeoutSeconds)",
+                    detail=self.failure_detail(0),
+                )
+            time.sleep(0.5)
+
+    def wait_share_groups(self, distribution: KafkaDistribution) -> None:
+        result = run_helper(distribution, "share-health", self.profile.bootstrap_servers)
+        try:
+            health = json.loads(result.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            reason = next((line for line in result.stderr.splitlines() if "Exception" in line), "no answer")
+            raise ClusterError(f"could not check share groups on '{self.profile.name}': {reason.strip()}") from None
+        if health["shareVersion"] < 1 or health["shareGroupDescribe"] != "ok":
+            raise ClusterError(
+                f"share groups are not usable on '{self.profile.name}': share.version={health['shareVersion']}, "
+                f"describe: {health['shareGroupDescribe']}"
+            )
+
+    def wait_replicas_in_sync(self, deadline: float, progress) -> None:
+        while True:
+            urp = under_replicated_partitions(self.profile.bootstrap_servers)
+            if urp == 0:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{urp} partitions of '{self.profile.name}' stayed under-replicated")
+            progress(f"  waiting for {urp if urp is not None else '?'} under-replicated partitions to recover")
+            time.sleep(2)
+
+    # ---- the backend interface -----------------------------------------------------------------
+    def ensure(self, progress=print) -> None:
+        """Running with the profile's broker config: started, or redeployed where it differs."""
+        if self.status().healthy:
+            self.redeploy(progress)
+        else:
+            self.up(progress)
+
+    def broker_config(self) -> dict[str, str]:
+        """The broker-config properties the running nodes were started or redeployed with."""
+        running = self.running_config(lambda _line: None)
+        return dict(running[1]) if running else {}
+
+    def redeploy(self, progress=print) -> RedeployReport:
+        """Bring the running nodes to the current broker config: dynamic keys through the Admin API,
+        the rest by restarting one node at a time. Data is kept."""
+        distribution = kafka_distribution(self.profile.kafka_version)
+        running = self.running_config(progress)
+        if running is None:
+            progress(f"'{self.profile.name}' is not running: starting it with the current broker config")
+            self.up(progress)
+            return RedeployReport({}, {}, [])
+        version, old = running
+        if version != distribution.version:
+            raise DimsterError(
+                f"'{self.profile.name}' runs Kafka {version} but the profile asks for "
+                f"{distribution.version}; `dimster cluster down {self.profile.name}` first to change versions"
+            )
+        new = self.prepare_configs(distribution)  # validated before anything changes
+        changes: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
+        changes.update({k: None for k in old if k not in new})
+        definitions = config_definitions(distribution)
+        dynamic = {k: v for k, v in changes.items() if k in definitions and definitions[k].dynamic}
+        static = {k: v for k, v in changes.items() if k not in dynamic}
+        if dynamic:
+            self._alter_dynamic(distribution, dynamic, definitions)
+            for key, value in dynamic.items():
+                progress(f"applied {key}={value if value is not None else '(default)'} through the Admin API")
+        restarted = []
+        if static:
+            progress(f"restarting nodes one at a time for: {', '.join(sorted(static))}")
+            restarted = self._rolling_restart(distribution, progress)
+        self.record_config(new)
+        if not changes:
+            progress("broker config unchanged: nothing to do")
+        return RedeployReport(dynamic, static, restarted)
+
+    def _alter_dynamic(self, distribution: KafkaDistribution, changes: dict[str, str | None], definitions) -> None:
+        """Cluster-wide keys go to the cluster default resource, per-broker keys to every broker."""
+        wanted: dict[str, dict[str, str | None]] = {}
+        for key, value in changes.items():
+            targets = [""] if definitions[key].update_mode == "cluster-wide" else list(map(str, self.profile.node_ids))
+            for target in targets:
+                wanted.setdefault(target, {})[key] = value
+        result = run_helper(distribution, "alter-broker-configs", self.profile.bootstrap_servers, json.dumps(wanted))
+        if result.returncode != 0:
+            reason = (result.stdout.strip().splitlines() or ["no answer"])[-1]
+            raise ClusterError(f"the Admin API refused the broker config change: {reason}")
+
+    def _rolling_restart(self, distribution: KafkaDistribution, progress) -> list[int]:
+        restarted = []
+        for index, node_id in enumerate(self.profile.node_ids):
+            self.restart_node(index, distribution, progress)
+            deadline = time.monotonic() + self.profile.start_timeout_seconds
+            self.wait_registered({node_id}, deadline)
+            progress(f"node {node_id}: up again")
+            if self.profile.nodes > 1:
+                self.wait_replicas_in_sync(deadline, progress)
+            restarted.append(node_id)
+        return restarted
+
+    def log_files(self) -> dict[int, Path]:
+        return {}
