@@ -23,6 +23,15 @@ class AgentAddress(BaseModel):
     address: str = Field(..., pattern=r"^\S+:\d{1,5}$")
 
 
+class DockerWorkers(BaseModel):
+    """`workers: {docker: N}`: N agents as containers of dimster's worker image, for the run only."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    docker: int = Field(..., ge=1, le=64)
+    image: str | None = Field(None, min_length=1)  # default: `dimster image build`'s, built when missing
+    docker_host: str | None = Field(None, alias="dockerHost", min_length=3)  # default: the profile's, $DOCKER_HOST
+
+
 class ProfileBase(BaseModel):
     """What every backend's profile has: the Kafka version, the broker config, the workers."""
 
@@ -34,8 +43,8 @@ class ProfileBase(BaseModel):
     broker_config: str = Field("run/broker-configs/default.yaml", alias="brokerConfig")
     broker_overrides: dict[str, str | int | float | bool] = Field(default_factory=dict, alias="brokerOverrides")
     metrics_endpoint: bool = Field(True, alias="metricsEndpoint")  # the run's own /metrics
-    # a count of worker processes on this host, or the agents that run the clients
-    workers: int | list[AgentAddress] = 1
+    # a count of worker processes on this host, the agents that run the clients, or agent containers
+    workers: int | list[AgentAddress] | DockerWorkers = 1
     worker_token_file: str | None = Field(None, alias="workerTokenFile")
     worker_token_env: str = Field("DIMSTER_WORKER_TOKEN", alias="workerTokenEnv", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     worker_timeout_seconds: float = Field(10, alias="workerTimeoutSeconds", ge=2, le=600)
@@ -97,8 +106,12 @@ class ProfileBase(BaseModel):
 
     @property
     def agents(self) -> list[str]:
-        """Addresses of the agents that run the workers; empty when they are local processes."""
-        return [] if isinstance(self.workers, int) else [a.address for a in self.workers]
+        """Addresses of the agents that run the workers; empty when they are local processes or containers."""
+        return [a.address for a in self.workers] if isinstance(self.workers, list) else []
+
+    @property
+    def docker_workers(self) -> DockerWorkers | None:
+        return self.workers if isinstance(self.workers, DockerWorkers) else None
 
     @property
     def broker_config_path(self) -> Path:

@@ -20,6 +20,8 @@ import psutil
 import pytest
 import yaml
 
+from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_ENVIRONMENTS = REPO / "run" / "environments"
 MARKERS = ("unit", "kafka", "spark", "browser")
@@ -29,7 +31,7 @@ MARKERS = ("unit", "kafka", "spark", "browser")
 # copies of the shipped profiles take the first slots in name order; tests that write their own
 # profile take a spare slot (`spare_ports`).
 SLOT = 30
-SLOTS = 6
+SLOTS = 10
 SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
 
 
@@ -145,24 +147,32 @@ def scratch_project(tmp_path_factory) -> Path:
     assert len(profiles) < SLOTS, "more shipped profiles than port slots"
     for slot, path in enumerate(profiles):
         text = without_data_dir(path.read_text())
-        if (yaml.safe_load(text) or {}).get("backend", "local") == "local":
-            text = with_ports(text, profile_ports(first_port, slot))
+        backend = (yaml.safe_load(text) or {}).get("backend", "local")
+        ports = profile_ports(first_port, slot)
+        if backend == "docker":  # its controllers listen inside the cluster's network only
+            ports.pop("controllerPortBase")
+        if backend != "external":
+            text = with_ports(text, ports)
         path.write_text(text)
     os.environ["DIMSTER_PROJECT_DIR"] = str(project)
     os.environ["DIMSTER_TEST_FIRST_PORT"] = str(first_port)
     return project
 
 
-def spare_ports(number: int = 1) -> dict[str, int]:
+def spare_ports(number: int = 1, backend: str = "local") -> dict[str, int]:
     """The port keys for a profile a test writes itself (`number` 1 or 2 of the session's spare
-    slots: free when the suite started, used by nothing of the session else)."""
+    slots: free when the suite started, used by nothing of the session else). A docker profile has
+    no controller port on the host."""
     spare = len(list(SHIPPED_ENVIRONMENTS.glob("*.yaml"))) + number - 1
     assert number >= 1 and spare < SLOTS, f"no spare port slot {number}"
-    return profile_ports(int(os.environ["DIMSTER_TEST_FIRST_PORT"]), spare)
+    ports = profile_ports(int(os.environ["DIMSTER_TEST_FIRST_PORT"]), spare)
+    if backend == "docker":
+        ports.pop("controllerPortBase")
+    return ports
 
 
-def spare_ports_yaml(number: int = 1) -> str:
-    return "".join(f"{key}: {port}\n" for key, port in spare_ports(number).items())
+def spare_ports_yaml(number: int = 1, backend: str = "local") -> str:
+    return "".join(f"{key}: {port}\n" for key, port in spare_ports(number, backend).items())
 
 
 @pytest.fixture(scope="session", autouse=True)

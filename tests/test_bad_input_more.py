@@ -216,3 +216,15 @@ def test_cluster_up_json_on_a_fresh_cache_is_valid_json(tmp_path, project):
         assert "Scanning for projects" not in result.stderr + result.stdout
     finally:
         assert dimster("cluster", "down", "fresh", env=env).code == 0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", [("cluster", "up"), ("cluster", "redeploy"), ("run",)])
+def test_a_docker_daemon_that_is_not_running_is_one_line(project, tmp_path, command):
+    socket_path = tmp_path / "no-daemon.sock"
+    write_environment(
+        project, "nodaemon", f"backend: docker\ndockerHost: unix://{socket_path}\n{spare_ports_yaml(backend='docker')}"
+    )
+    workload = ("-w", "run/workloads/quickstart.yaml") if command == ("run",) else ()
+    result = dimster(*command, "nodaemon", *workload, env={"DIMSTER_PROJECT_DIR": str(project)})
+    one_error_line(result, f"no Docker daemon answers at unix://{socket_path}", "podman system service", code=2)

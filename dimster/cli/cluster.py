@@ -1,13 +1,10 @@
 """`dimster cluster ...`: bring an environment's Kafka cluster up, down, redeploy it, look at it."""
 
-import time
-
 import typer
 
 from dimster.cli.control import notify_run
 from dimster.cli.output import cluster_table, console, print_json, progress
 from dimster.cluster.backend import backend_for
-from dimster.cluster.processes import tail
 from dimster.environment import load_environment
 from dimster.errors import ClusterError, DimsterError
 
@@ -90,34 +87,21 @@ def logs(
     lines: int = typer.Option(40, "--lines", "-l", min=1, help="How many last lines."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines (Ctrl-C stops)."),
 ) -> None:
-    """The brokers' server logs."""
-    files = backend_for(load_environment(env)).log_files()
+    """The brokers' server logs (a docker cluster's through the daemon)."""
+    cluster = backend_for(load_environment(env))
+    logs = cluster.log_lines(lines)
     if node is not None:
-        if node not in files:
-            raise DimsterError(f"'{env}' has nodes {', '.join(map(str, files))}; there is no node {node}")
-        files = {node: files[node]}
-    for node_id, path in files.items():
-        if not path.exists():
-            console.print(f"[dim]node {node_id}: no log yet ({path})[/dim]")
-            continue
-        for line in tail(path, lines):
+        if node not in logs:
+            raise DimsterError(f"'{env}' has nodes {', '.join(map(str, logs))}; there is no node {node}")
+        logs = {node: logs[node]}
+    for node_id, text in logs.items():
+        if not text:
+            console.print(f"[dim]node {node_id}: no log yet[/dim]")
+        for line in text:
             console.print(f"[{node_id}] {line}", markup=False)
     if follow:
-        _follow(files)
-
-
-def _follow(files) -> None:
-    handles = {n: open(p, errors="replace") for n, p in files.items() if p.exists()}  # noqa: SIM115
-    for handle in handles.values():
-        handle.seek(0, 2)
-    try:
-        while True:
-            quiet = True
-            for node_id, handle in handles.items():
-                for line in handle.readlines():
-                    quiet = False
-                    console.print(f"[{node_id}] {line.rstrip()}", markup=False)
-            if quiet:
-                time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+        try:
+            for node_id, line in cluster.follow_logs(list(logs)):
+                console.print(f"[{node_id}] {line}", markup=False)
+        except KeyboardInterrupt:
+            pass

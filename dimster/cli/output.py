@@ -30,7 +30,7 @@ def cluster_table(status) -> Table:
             str(node.pid or "-"),
             "running" if node.alive else "stopped",
             "yes" if node.registered else "no",
-            str(node.broker_port),
-            str(node.controller_port),
+            str(node.broker_port or "-"),
+            str(node.controller_port or "-"),  # a docker node's is inside the cluster's network
         )
     return table

@@ -1,5 +1,6 @@
 """What every cluster backend offers; `backend_for` picks the one an environment names."""
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -47,14 +48,17 @@ class ClusterBackend(Protocol):
     def down(self, progress=print) -> list[int]: ...
     def status(self) -> ClusterStatus: ...
     def redeploy(self, progress=print) -> RedeployReport: ...
-    def log_files(self) -> dict[int, Path]: ...
+    def log_files(self) -> dict[int, Path]: ...  # each node's log as a file (a run's bundle copies them)
+    def log_lines(self, lines: int) -> dict[int, list[str]]: ...  # the last lines of each node's log
+    def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]: ...  # new lines as they come
     def broker_config(self) -> dict[str, str]: ...
     def check_broker_config(self) -> dict[str, str]: ...
 
 
 def backend_for(profile: EnvironmentProfile) -> ClusterBackend:
+    from dimster.cluster.docker import DockerCluster
     from dimster.cluster.external import ExternalCluster
     from dimster.cluster.local import LocalCluster
 
-    backends = {"local": LocalCluster, "external": ExternalCluster}
+    backends = {"local": LocalCluster, "docker": DockerCluster, "external": ExternalCluster}
     return backends[profile.backend](profile)

@@ -1,6 +1,7 @@
 """The `external` backend: a cluster someone else runs; dimster only connects to it."""
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from dimster.cluster.backend import ClusterStatus, NodeStatus, RedeployReport
@@ -59,6 +60,12 @@ class ExternalCluster:
 
     def log_files(self) -> dict[int, Path]:
         return {}
+
+    def log_lines(self, lines: int) -> dict[int, list[str]]:
+        return {}
+
+    def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]:
+        return iter(())
 
     def broker_config(self) -> dict[str, str]:
         return {}

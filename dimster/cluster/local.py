@@ -5,6 +5,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -77,6 +78,24 @@ class LocalCluster(NodeCluster):
     def log_files(self) -> dict[int, Path]:
         """Each node's server.log, by node id."""
         return {self.node_id(i): self.node_dir(i) / "logs" / "server.log" for i in range(self.profile.nodes)}
+
+    def log_lines(self, lines: int) -> dict[int, list[str]]:
+        """The last `lines` lines of each node's server.log, by node id."""
+        return {node_id: tail(path, lines) for node_id, path in self.log_files().items()}
+
+    def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]:
+        """New lines of the nodes' server.log files as they come, until the caller stops."""
+        handles = {n: open(p, errors="replace") for n, p in self.log_files().items() if n in node_ids and p.exists()}  # noqa: SIM115
+        for handle in handles.values():
+            handle.seek(0, 2)
+        while True:
+            quiet = True
+            for node_id, handle in handles.items():
+                for line in handle.readlines():
+                    quiet = False
+                    yield node_id, line.rstrip()
+            if quiet:
+                time.sleep(0.5)
 
     def _stdout_file(self, index: int) -> Path:
         return self.node_dir(index) / "logs" / "stdout.log"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dimster.cluster.backend import backend_for
+from dimster.containers.workers import WorkerContainers
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.remote import RemoteWorkers
@@ -49,11 +50,18 @@ def run_workload(
         overrides = {**profile.broker_overrides, **workload.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
     agents = connect_agents(profile, workload.name)
+    containers = WorkerContainers(profile, workload.name, progress) if profile.docker_workers else None
     try:
-        return _run_on(workload, profile, agents, results_root, control, say, progress, context)
+        if containers:  # on the cluster's network, which `up` makes: the cluster first
+            backend_for(profile).ensure(progress)
+            agents = RemoteWorkers(containers.start(), containers.token, timeout=profile.worker_timeout_seconds)
+            agents.connect(workload.name)
+        return _run_on(workload, profile, agents, results_root, control, say, progress, context, containers)
     finally:
         if agents:
             agents.close()
+        if containers:
+            containers.remove()
 
 
 def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers | None:
@@ -66,9 +74,10 @@ def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers 
     return agents
 
 
-def _run_on(workload, profile, agents, results_root, control, say, progress, context) -> RunOutcome:
+def _run_on(workload, profile, agents, results_root, control, say, progress, context, containers) -> RunOutcome:
     cluster = backend_for(profile)
-    cluster.ensure(progress)
+    if not containers:  # else ensured before the containers started
+        cluster.ensure(progress)
     status = cluster.status()
     bundle = ResultsBundle(results_root, workload.name)
     bundle.start(
@@ -106,7 +115,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
             control=control,
             say=lambda line: say(bundle.redact_text(line)),
             on_worker_loss=profile.on_worker_loss,
-            client_bootstrap=profile.client_bootstrap_servers,
+            client_bootstrap=profile.client_bootstrap_servers or (containers and containers.client_bootstrap),
             context=context,
             exporter=exporter,
         )

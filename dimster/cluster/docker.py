@@ -1,0 +1,491 @@
+"""The `docker` backend: KRaft nodes (each broker and controller) as containers of a Docker-compatible
+daemon, driven through the docker SDK. The image is laid out like the official `apache/kafka` one
+(`/opt/kafka/bin`, `/opt/kafka/libs`); dimster writes each node's server.properties from the same
+broker-config file as for `local` and copies it in, keeps the data in a named volume per node and
+publishes the client and metrics ports on the profile's host. Everything it creates is labelled."""
+
+import contextlib
+import functools
+import io
+import json
+import queue
+import shutil
+import socket
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+
+from dimster.cluster.backend import ClusterStatus, NodeStatus
+from dimster.cluster.nodes import NodeCluster, new_cluster_id
+from dimster.containers.daemon import LABEL, connect, daemon_address, labels
+from dimster.environment import DockerProfile
+from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.admin import registered_brokers
+from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
+from dimster.kafka.jmx_exporter import agent_jar, rules_file
+
+CONFIG_DIR = "/etc/kafka/dimster"  # where the node's server.properties (and the metrics agent) go
+DATA_DIR = "/var/lib/kafka/data"  # the official image's data folder: the node's volume
+INTERNAL_PORT = 19092  # the brokers and the containers of the cluster's network talk here
+CLIENT_PORT = 9092  # published on the host as brokerPortBase + index
+CONTROLLER_PORT = 9093
+METRICS_PORT = 9404  # the JMX exporter, published as brokerMetricsPortBase + index
+RESTART_STOP_SECONDS = 30  # a node stopped for a restart: SIGTERM, then SIGKILL after this long
+DOWN_STOP_SECONDS = 10  # all nodes at once: the last ones wait for a quorum that is going, so not long
+
+
+def _daemon_errors(method):
+    """What the daemon refuses half-way becomes one ClusterError line naming the daemon."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
+            address = daemon_address(self.profile.docker_host)
+            raise ClusterError(f"the Docker daemon at {address} refused: {_api_reason(e)}") from None
+
+    return wrapper
+
+
+@dataclass
+class DockerState:
+    """What the running containers were started with, kept in the cluster folder."""
+
+    kafka_version: str
+    image: str
+    broker_config: dict[str, str]
+
+    @classmethod
+    def load(cls, path: Path) -> "DockerState | None":
+        try:
+            return cls(**json.loads(path.read_text()))
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as e:
+            raise ClusterError(
+                f"{path} is unreadable ({type(e).__name__}: {e}): delete it and run `up` again"
+            ) from None
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+
+class DockerCluster(NodeCluster):
+    profile: DockerProfile
+    backend = "docker"
+
+    def __init__(self, profile: DockerProfile):
+        super().__init__(profile)
+        self.state_file = self.root / "state.json"
+        self._client: docker.DockerClient | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            self._client = connect(self.profile.docker_host)
+        return self._client
+
+    # ---- names --------------------------------------------------------------------------------
+    @property
+    def network_name(self) -> str:
+        return f"dimster-{self.profile.name}"
+
+    def container_name(self, index: int) -> str:
+        return f"dimster-{self.profile.name}-node-{self.profile.node_ids[index]}"
+
+    def volume_name(self, index: int) -> str:
+        return f"{self.container_name(index)}-data"
+
+    @property
+    def internal_bootstrap(self) -> str:
+        """What containers on the cluster's network (docker workers) connect to."""
+        return ",".join(f"{self.container_name(i)}:{INTERNAL_PORT}" for i in range(self.profile.nodes))
+
+    def _labels(self, **more: str) -> dict[str, str]:
+        return labels(environment=self.profile.name, **more)
+
+    def _ours(self, **more: str) -> list[str]:
+        return [f"{key}={value}" for key, value in self._labels(**more).items()]
+
+    def containers(self) -> dict[int, Container]:
+        """This environment's node containers (running or not), by node id."""
+        found = self.client.containers.list(all=True, filters={"label": self._ours(role="broker")})
+        return {int(c.labels[f"{LABEL}.node"]): c for c in found}
+
+    # ---- configuration ------------------------------------------------------------------------
+    def managed_properties(self, index: int) -> dict[str, str]:
+        p = self.profile
+        voters = ",".join(f"{p.node_ids[i]}@{self.container_name(i)}:{CONTROLLER_PORT}" for i in range(p.nodes))
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(p.node_ids[index]),
+            "controller.quorum.voters": voters,
+            "listeners": (
+                f"INTERNAL://0.0.0.0:{INTERNAL_PORT},EXTERNAL://0.0.0.0:{CLIENT_PORT},"
+                f"CONTROLLER://0.0.0.0:{CONTROLLER_PORT}"
+            ),
+            "advertised.listeners": (
+                f"INTERNAL://{self.container_name(index)}:{INTERNAL_PORT},EXTERNAL://{p.host}:{p.broker_port(index)}"
+            ),
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "log.dirs": DATA_DIR,
+        }
+
+    def _config_file(self, index: int) -> Path:
+        return self.root / f"node-{self.profile.node_ids[index]}" / "server.properties"
+
+    def write_configs(self, broker_config: dict[str, str]) -> None:
+        """Each node's server.properties in the cluster folder; a node's container gets a copy when created."""
+        for index in range(self.profile.nodes):
+            path = self._config_file(index)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.node_config_text(index, broker_config))
+
+    # ---- containers ---------------------------------------------------------------------------
+    def _image(self, progress) -> str:
+        """The profile's image, pulled when the daemon lacks it; one line when it cannot be had."""
+        image = self.profile.kafka_image
+        try:
+            self.client.images.get(image)
+            return image
+        except docker.errors.ImageNotFound:
+            pass
+        progress(f"pulling {image}")
+        try:
+            self.client.images.pull(image)
+        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
+            reason = _api_reason(e)
+            raise DimsterError(
+                f"image {image} is not on the Docker daemon at {daemon_address(self.profile.docker_host)} and "
+                f"could not be pulled ({reason}): pull it, or build one with `dimster image build` and set "
+                f"image: dimster-kafka:{self.profile.kafka_version} in run/environments/{self.profile.name}.yaml"
+            ) from None
+        return image
+
+    def _network(self) -> None:
+        if not self.client.networks.list(names=[self.network_name]):
+            self.client.networks.create(self.network_name, labels=self._labels())
+
+    def _cluster_id(self) -> str:
+        """The id of the cluster the nodes' volumes hold; a new one when there are none."""
+        for volume in self.client.volumes.list(filters={"label": self._ours(role="data")}):
+            if cluster_id := volume.attrs.get("Labels", {}).get(f"{LABEL}.cluster-id"):
+                return cluster_id
+        return new_cluster_id()
+
+    def _volume(self, index: int, cluster_id: str) -> str:
+        name = self.volume_name(index)
+        try:
+            self.client.volumes.get(name)
+        except docker.errors.NotFound:
+            node = str(self.profile.node_ids[index])
+            self.client.volumes.create(name, labels=self._labels(role="data", node=node, **{"cluster-id": cluster_id}))
+        return name
+
+    def _files(self, index: int) -> bytes:
+        """A tar of what the node reads from CONFIG_DIR: its server.properties and the metrics agent."""
+        files = {"server.properties": self._config_file(index)}
+        if self.profile.broker_metrics:
+            files |= {"jmx_prometheus_javaagent.jar": agent_jar(), "jmx-exporter.yaml": rules_file()}
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for folder in ("etc", "etc/kafka", CONFIG_DIR.lstrip("/")):
+                entry = tarfile.TarInfo(folder)
+                entry.type, entry.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(entry)
+            for name, path in files.items():
+                entry = tar.gettarinfo(str(path), f"{CONFIG_DIR.lstrip('/')}/{name}")
+                entry.mode, entry.uid, entry.gid, entry.uname, entry.gname = 0o644, 0, 0, "root", "root"
+                with open(path, "rb") as f:
+                    tar.addfile(entry, f)
+        return buffer.getvalue()
+
+    def _command(self) -> list[str]:
+        properties = f"{CONFIG_DIR}/server.properties"
+        return [
+            "/bin/sh",
+            "-c",
+            f'/opt/kafka/bin/kafka-storage.sh format --ignore-formatted -t "$DIMSTER_CLUSTER_ID" -c {properties} '
+            f"--feature share.version=1 && exec /opt/kafka/bin/kafka-server-start.sh {properties}",
+        ]
+
+    def _environment(self, cluster_id: str) -> dict[str, str]:
+        heap = self.profile.heap
+        environment = {
+            "DIMSTER_CLUSTER_ID": cluster_id,
+            "KAFKA_HEAP_OPTS": f"-Xmx{heap} -Xms{heap}",
+        }
+        if self.profile.broker_metrics:
+            agent = f"{CONFIG_DIR}/jmx_prometheus_javaagent.jar=0.0.0.0:{METRICS_PORT}:{CONFIG_DIR}/jmx-exporter.yaml"
+            environment["KAFKA_OPTS"] = f"-javaagent:{agent}"
+        return environment
+
+    def _start_node(self, index: int, image: str, cluster_id: str) -> Container:
+        """Create node `index`'s container, copy its files in, start it."""
+        p = self.profile
+        ports = {f"{CLIENT_PORT}/tcp": (p.host, p.broker_port(index))}
+        if p.broker_metrics:
+            ports[f"{METRICS_PORT}/tcp"] = (p.host, p.broker_metrics_port(index))
+        name = self.container_name(index)
+        container = self.client.containers.create(
+            image,
+            entrypoint=self._command(),
+            command=[],
+            name=name,
+            hostname=name,
+            environment=self._environment(cluster_id),
+            labels=self._labels(role="broker", node=str(p.node_ids[index])),
+            network=self.network_name,
+            ports=ports,
+            volumes={self._volume(index, cluster_id): {"bind": DATA_DIR, "mode": "rw"}},
+        )
+        container.put_archive("/", self._files(index))
+        try:
+            container.start()
+        except docker.errors.APIError as e:
+            container.remove(force=True)
+            raise ClusterError(f"node {p.node_ids[index]} of '{p.name}' did not start: {_api_reason(e)}") from None
+        return container
+
+    def _stop(self, containers: list[Container], seconds: int = DOWN_STOP_SECONDS) -> None:
+        """SIGTERM to all at once (a lone survivor would wait for a quorum that is gone), SIGKILL after
+        `seconds`, then remove them."""
+        threads = [threading.Thread(target=_stop_quietly, args=(c, seconds)) for c in containers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for container in containers:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+
+    def _check_ports_free(self) -> None:
+        if not self.client.api.base_url.startswith("http+docker://localhost"):
+            return  # a remote daemon publishes on its own host: it says so itself when a port is taken
+        for index in range(self.profile.nodes):
+            listeners = [("client", self.profile.broker_port(index), "brokerPortBase")]
+            if self.profile.broker_metrics:
+                listeners.append(("metrics", self.profile.broker_metrics_port(index), "brokerMetricsPortBase"))
+            for kind, port, key in listeners:
+                with socket.socket() as s:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        s.bind((self.profile.host, port))
+                    except OSError:
+                        raise ClusterError(
+                            f"port {port} ({kind} listener of node {self.profile.node_ids[index]}) is in use on "
+                            f"{self.profile.host}; stop what holds it or change {key} in "
+                            f"run/environments/{self.profile.name}.yaml"
+                        ) from None
+
+    # ---- health -------------------------------------------------------------------------------
+    def check_node_alive(self, node_id: int) -> None:
+        container = self.containers().get(node_id)
+        if container is not None and container.status not in ("running", "created"):
+            raise ClusterError(
+                f"broker node {node_id} of '{self.profile.name}' exited ({container.status}); "
+                f"its log: dimster cluster logs {self.profile.name} --node {node_id}",
+                detail="\n".join(self._tail(container, 12)),
+            )
+
+    def failure_detail(self, index: int) -> str:
+        container = self.containers().get(self.profile.node_ids[index])
+        return "\n".join(self._tail(container, 12)) if container else ""
+
+    @staticmethod
+    def _tail(container: Container, lines: int) -> list[str]:
+        try:
+            return container.logs(tail=lines).decode(errors="replace").splitlines()
+        except docker.errors.APIError:
+            return []
+
+    # ---- the backend interface -----------------------------------------------------------------
+    def _running(self, progress) -> DockerState | None:
+        """The recorded state when all the nodes' containers run; stale containers are removed."""
+        state = DockerState.load(self.state_file)
+        containers = self.containers()
+        running = {node_id for node_id, c in containers.items() if c.status == "running"}
+        if state is not None and running == set(self.profile.node_ids) and len(containers) == self.profile.nodes:
+            return state
+        if containers:
+            progress(f"stale containers of '{self.profile.name}' ({len(running)}/{len(containers)} running): removing")
+            self._stop(list(containers.values()))
+        self.state_file.unlink(missing_ok=True)
+        return None
+
+    @_daemon_errors
+    def up(self, progress=print) -> ClusterStatus:
+        state = self._running(progress)  # first: no daemon, no cluster
+        distribution = kafka_distribution(self.profile.kafka_version)
+        if state is not None:
+            self.wait_registered(set(self.profile.node_ids), time.monotonic() + self.profile.start_timeout_seconds)
+            progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
+            return self.status()
+        broker_config = self.prepare_configs(distribution)
+        image = self._image(progress)
+        self._check_ports_free()
+        self._network()
+        cluster_id = self._cluster_id()
+        progress(f"starting {self.profile.nodes} Kafka node container(s) of '{self.profile.name}' from {image}")
+        started: list[Container] = []
+        try:
+            for index in range(self.profile.nodes):
+                started.append(self._start_node(index, image, cluster_id))
+            DockerState(distribution.version, image, broker_config).save(self.state_file)
+            self.wait_registered(set(self.profile.node_ids), time.monotonic() + self.profile.start_timeout_seconds)
+            self.wait_share_groups(distribution)
+        except BaseException:
+            self._stop(started)
+            self.state_file.unlink(missing_ok=True)
+            raise
+        return self.status()
+
+    @_daemon_errors
+    def down(self, progress=print) -> list[int]:
+        containers = self._existing_containers()
+        if containers:
+            self._stop(list(containers.values()))
+            for node_id in sorted(containers):
+                progress(f"node {node_id} (container {self.container_name(self.profile.node_index(node_id))}) removed")
+        for network in self._existing(lambda: self.client.networks.list(filters={"label": self._ours()})):
+            network.remove()
+        self.state_file.unlink(missing_ok=True)
+        return sorted(containers)
+
+    def _existing_containers(self) -> dict[int, Container]:
+        return self._existing(self.containers) or {}
+
+    def _existing(self, listing):
+        """What `listing` finds; nothing when no daemon answers and dimster has no record of a cluster."""
+        try:
+            return listing()
+        except DimsterError:
+            if self.state_file.exists():
+                raise
+            return []
+
+    @_daemon_errors
+    def remove_data(self) -> None:
+        """Delete the nodes' volumes and the cluster folder (only when no node container exists)."""
+        if self._existing_containers():
+            raise DimsterError(f"'{self.profile.name}' is running; `dimster cluster down {self.profile.name}` first")
+        for volume in self._existing(lambda: self.client.volumes.list(filters={"label": self._ours(role="data")})):
+            volume.remove(force=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @_daemon_errors
+    def status(self) -> ClusterStatus:
+        state = DockerState.load(self.state_file)
+        containers = self._existing_containers()
+        alive = {node_id: c.status == "running" for node_id, c in containers.items()}
+        registered = registered_brokers(self.profile.bootstrap_servers) if any(alive.values()) else set()
+        nodes = [
+            NodeStatus(
+                node_id=node_id,
+                pid=None,
+                alive=alive.get(node_id, False),
+                registered=node_id in registered,
+                broker_port=self.profile.broker_port(i),
+                controller_port=0,
+                log_file=f"container {self.container_name(i)}",
+            )
+            for i, node_id in enumerate(self.profile.node_ids)
+        ]
+        return ClusterStatus(
+            environment=self.profile.name,
+            backend="docker",
+            kafka_version=state.kafka_version if state else self.profile.kafka_version,
+            bootstrap_servers=self.profile.bootstrap_servers,
+            running=any(alive.values()),
+            healthy=all(n.alive and n.registered for n in nodes),
+            nodes=nodes,
+        )
+
+    @_daemon_errors
+    def redeploy(self, progress=print):
+        return super().redeploy(progress)
+
+    def running_config(self, progress) -> tuple[str, dict[str, str]] | None:
+        state = self._running(progress)
+        return (state.kafka_version, state.broker_config) if state else None
+
+    def broker_config(self) -> dict[str, str]:
+        state = DockerState.load(self.state_file)
+        return dict(state.broker_config) if state else {}
+
+    def record_config(self, broker_config: dict[str, str]) -> None:
+        state = DockerState.load(self.state_file)
+        if state is not None:
+            state.broker_config = broker_config
+            state.save(self.state_file)
+
+    @_daemon_errors
+    def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
+        """Recreate node `index`'s container with its current server.properties (same volume, same id)."""
+        state = DockerState.load(self.state_file)
+        assert state is not None, "restart_node on a cluster that is not running"
+        node_id = self.profile.node_ids[index]
+        old = self.containers().get(node_id)
+        cluster_id = self._cluster_id()
+        if old is not None:
+            progress(f"node {node_id}: stopping container {old.name}")
+            self._stop([old], RESTART_STOP_SECONDS)
+        self._start_node(index, state.image, cluster_id)
+
+    # ---- logs ---------------------------------------------------------------------------------
+    @_daemon_errors
+    def log_files(self) -> dict[int, Path]:
+        """Each node container's log, copied into the cluster folder now (a run's bundle keeps them)."""
+        files = {}
+        for node_id, container in sorted(self._existing_containers().items()):
+            path = self.root / f"node-{node_id}" / "server.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(docker.errors.APIError):
+                path.write_bytes(container.logs())
+            files[node_id] = path
+        return files
+
+    @_daemon_errors
+    def log_lines(self, lines: int) -> dict[int, list[str]]:
+        """The last `lines` lines each node's container wrote, by node id."""
+        return {node_id: self._tail(c, lines) for node_id, c in sorted(self.containers().items())}
+
+    def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]:
+        """New lines of the nodes' containers as they come, until the caller stops."""
+        lines: queue.Queue[tuple[int, str]] = queue.Queue()
+        containers = {n: c for n, c in self.containers().items() if n in node_ids}
+
+        def pump(node_id: int, container: Container) -> None:
+            for chunk in container.logs(stream=True, follow=True, since=int(time.time())):
+                for line in chunk.decode(errors="replace").splitlines():
+                    lines.put((node_id, line))
+
+        for node_id, container in containers.items():
+            threading.Thread(target=pump, args=(node_id, container), daemon=True).start()
+        while True:
+            yield lines.get()
+
+
+def _stop_quietly(container: Container, seconds: int) -> None:
+    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        container.stop(timeout=seconds)
+
+
+def _api_reason(error: Exception) -> str:
+    explanation = getattr(error, "explanation", None)
+    text = str(explanation or error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__

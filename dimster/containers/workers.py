@@ -1,0 +1,165 @@
+"""`workers: {docker: N}`: a run's worker agents (`dimster worker serve`) as N containers of dimster's
+worker image, started for the run and removed at its end.
+
+The agents and the coordinator share a token made for the run. It never reaches a file, a container's
+configuration or a command line: it is written through `exec` into a tmpfs of each container, where
+the agent waits for it."""
+
+import contextlib
+import secrets
+import socket
+import threading
+import time
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+
+from dimster.containers.daemon import connect, daemon_address, labels
+from dimster.containers.images import worker_image
+from dimster.environment import EnvironmentProfile
+from dimster.errors import DimsterError
+
+AGENT_PORT = 7070  # inside the container, on a cluster network
+TOKEN_DIR = "/run/dimster"  # a tmpfs: the token is in memory only
+READY_TIMEOUT = 90.0  # seconds an agent may take to start listening
+STOP_SECONDS = 5
+
+
+class WorkerContainers:
+    """The run's agents as containers. With a `docker` cluster they join its network (clients use the
+    brokers' internal listeners, the agents' ports are published on loopback); otherwise they share
+    this host's network and reach the cluster as this host does."""
+
+    def __init__(self, profile: EnvironmentProfile, run_name: str, progress=print):
+        assert profile.docker_workers is not None
+        self.profile = profile
+        self.count = profile.docker_workers.docker
+        self.run_name = run_name
+        self.progress = progress
+        self.docker_host = profile.docker_workers.docker_host or getattr(profile, "docker_host", None)
+        self.token = secrets.token_urlsafe(32)
+        self.containers: list[Container] = []
+        self._client: docker.DockerClient | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            self._client = connect(self.docker_host)
+        return self._client
+
+    @property
+    def on_cluster_network(self) -> bool:
+        return self.profile.backend == "docker"
+
+    @property
+    def client_bootstrap(self) -> str | None:
+        """What the workers' clients connect to, when it is not what this host uses."""
+        if not self.on_cluster_network:
+            return None
+        from dimster.cluster.docker import DockerCluster
+
+        return DockerCluster(self.profile).internal_bootstrap  # type: ignore[arg-type]
+
+    def start(self) -> list[str]:
+        """Start the agents and hand each the token; their addresses once all listen."""
+        try:
+            image = self.profile.docker_workers.image or worker_image(
+                self.client, self.profile.kafka_version, self.progress
+            )
+            self.progress(f"starting {self.count} worker agent container(s) from {image}")
+            addresses = [self._start_one(index, image) for index in range(self.count)]
+            for container in self.containers:
+                self._give_token(container)
+            for container in self.containers:
+                self._wait_listening(container)
+            return addresses
+        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
+            self.remove()
+            reason = str(getattr(e, "explanation", None) or e).strip().splitlines()
+            address = daemon_address(self.docker_host)
+            raise DimsterError(
+                f"worker containers: the Docker daemon at {address} refused: {reason[0][:300]}"
+            ) from None
+        except BaseException:
+            self.remove()
+            raise
+
+    def _start_one(self, index: int, image: str) -> str:
+        listen = f"0.0.0.0:{AGENT_PORT}" if self.on_cluster_network else f"127.0.0.1:{_free_port()}"
+        token_file = f"{TOKEN_DIR}/token"
+        script = (
+            f"while [ ! -s {token_file} ]; do sleep 0.1; done; "
+            f"exec python3 -m dimster worker serve --listen {listen} --token-file {token_file}"
+        )
+        options: dict = {"network_mode": "host"}
+        if self.on_cluster_network:
+            options = {"network": f"dimster-{self.profile.name}", "ports": {f"{AGENT_PORT}/tcp": ("127.0.0.1", None)}}
+        container = self.client.containers.run(
+            image,
+            entrypoint=["/bin/sh", "-c", script],
+            command=[],
+            name=f"dimster-{self.profile.name}-worker-{index}-{secrets.token_hex(3)}",
+            detach=True,
+            tmpfs={TOKEN_DIR: "size=64k,mode=0700"},
+            labels=labels(environment=self.profile.name, role="worker", run=self.run_name),
+            **options,
+        )
+        self.containers.append(container)
+        if not self.on_cluster_network:
+            return listen
+        container.reload()
+        [published] = container.attrs["NetworkSettings"]["Ports"][f"{AGENT_PORT}/tcp"]
+        return f"127.0.0.1:{published['HostPort']}"
+
+    def _give_token(self, container: Container) -> None:
+        """Write the token into the container's tmpfs through exec's standard input."""
+        part, token = f"{TOKEN_DIR}/token.part", f"{TOKEN_DIR}/token"
+        command = ["/bin/sh", "-c", f"umask 077; cat > {part} && mv {part} {token}"]
+        execution = self.client.api.exec_create(container.id, command, stdin=True)
+        stream = self.client.api.exec_start(execution["Id"], socket=True)
+        raw = getattr(stream, "_sock", stream)
+        try:
+            raw.sendall(self.token.encode() + b"\n")
+            raw.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + 10
+            while self.client.api.exec_inspect(execution["Id"]).get("Running") and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            raw.close()
+
+    def _wait_listening(self, container: Container) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            container.reload()
+            text = container.logs().decode(errors="replace")
+            if " agent on " in text:
+                return
+            if container.status not in ("running", "created"):
+                last = [line for line in text.splitlines() if line.strip()][-3:]
+                raise DimsterError(f"worker container {container.name} exited: {' | '.join(last) or 'no output'}")
+            time.sleep(0.3)
+        raise DimsterError(f"worker container {container.name} did not listen within {READY_TIMEOUT:.0f}s")
+
+    def remove(self) -> None:
+        """Stop and remove the run's agent containers (all at once)."""
+
+        def stop(container: Container) -> None:
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                container.stop(timeout=STOP_SECONDS)
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                container.remove(force=True)
+
+        threads = [threading.Thread(target=stop, args=(c,)) for c in self.containers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.containers = []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

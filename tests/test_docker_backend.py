@@ -1,0 +1,200 @@
+"""The `docker` backend for real, on the session's private podman service (its Docker-compatible API)
+with dimster's locally built Kafka image: a three-node cluster comes up healthy, records round trip,
+a read-only redeploy during a run recreates the containers one at a time and loses nothing, `down`
+removes exactly what dimster created. The tests of this module run in order on one cluster."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker.errors
+import pytest
+import yaml
+
+from tests.conftest import copy_project, dimster, spare_ports, write_environment
+from tests.kafka_clients import consume_group, create_topic, produce_numbers
+from tests.runs import status, wait, write_workload
+
+pytestmark = pytest.mark.kafka
+
+ENV = "dk"
+LABEL = "io.dimster.environment"
+
+
+@dataclass
+class DockerEnv:
+    project: Path
+    env: dict[str, str]
+    client: docker.DockerClient
+
+    def cli(self, *args: str, timeout: float = 300):
+        return dimster(*args, env=self.env, timeout=timeout)
+
+    def status(self) -> dict:
+        return json.loads(self.cli("cluster", "status", ENV, "--json").stdout)
+
+    def containers(self, environment: str = ENV) -> dict[str, str]:
+        """Name -> id of the containers dimster labelled for `environment`."""
+        found = self.client.containers.list(all=True, filters={"label": f"{LABEL}={environment}"})
+        return {c.name: c.id for c in found}
+
+    def volumes(self) -> list[str]:
+        return sorted(v.name for v in self.client.volumes.list(filters={"label": f"{LABEL}={ENV}"}))
+
+
+def docker_profile(service_url: str, image: str, nodes: int = 3) -> str:
+    ports = spare_ports(5, "docker")  # a slot no other test module uses
+    return yaml.safe_dump(
+        {
+            "backend": "docker",
+            "dockerHost": service_url,
+            "image": image,
+            "nodes": nodes,
+            "heap": "512m",
+            "brokerPortBase": ports["brokerPortBase"],
+            "brokerMetricsPortBase": ports["brokerMetricsPortBase"],
+            "workers": 1,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def docker_env(tmp_path_factory, scratch_project, podman_service, dimster_images):
+    project = copy_project(scratch_project, tmp_path_factory.mktemp("docker-project"))
+    write_environment(project, ENV, docker_profile(podman_service.url, dimster_images.kafka))
+    environment = DockerEnv(project, {"DIMSTER_PROJECT_DIR": str(project)}, podman_service.client)
+    yield environment
+    dimster("stop", ENV, env=environment.env)
+    environment.cli("cluster", "down", ENV, "--purge")
+
+
+def test_three_node_containers_come_up_healthy_with_labels_volumes_and_logs(docker_env):
+    result = docker_env.cli("cluster", "up", ENV, "--json")
+    assert result.code == 0, result.stderr
+    state = json.loads(result.stdout)
+    assert state["healthy"] and state["backend"] == "docker"
+    assert [n["node_id"] for n in state["nodes"]] == [1, 2, 3]
+    assert all(n["alive"] and n["registered"] for n in state["nodes"])
+    assert sorted(docker_env.containers()) == [f"dimster-{ENV}-node-{i}" for i in (1, 2, 3)]
+    assert docker_env.volumes() == [f"dimster-{ENV}-node-{i}-data" for i in (1, 2, 3)]
+    again = docker_env.cli("cluster", "up", ENV)  # a healthy running cluster is reused
+    assert again.code == 0 and "reusing it" in again.stderr
+
+    logs = docker_env.cli("cluster", "logs", ENV, "--node", "2", "--lines", "5")
+    lines = logs.stdout.splitlines()
+    assert logs.code == 0 and len(lines) == 5 and all(line.startswith("[2] ") for line in lines)
+
+
+def test_ten_thousand_records_round_trip(docker_env):
+    bootstrap = docker_env.status()["bootstrap_servers"]
+    topic = create_topic(bootstrap, partitions=3, replication=3)
+    produce_numbers(bootstrap, topic, 10_000)
+    values = consume_group(bootstrap, topic, 10_000)
+    assert sorted(int(v) for v in values) == list(range(10_000))
+
+
+def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and_loses_nothing(docker_env, tmp_path):
+    before = docker_env.containers()
+    workload = write_workload(
+        tmp_path,
+        "docker-redeploy",
+        replicationFactor=3,
+        producersPerTopic=1,
+        producerRate=300,
+        warmupSeconds=0,
+        durationSeconds=0,
+        reportIntervalSeconds=2,
+    )
+    started = docker_env.cli(
+        "run", ENV, "-w", str(workload), "--detach", "--json", "--no-summary", "--results", str(tmp_path / "results")
+    )
+    assert started.code == 0, started.stderr
+    bundle = Path(json.loads(started.stdout)["results"])
+    wait("elapsedSeconds>3 and received>0", env=ENV)
+
+    config_file = docker_env.project / "run/broker-configs/default.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    config["group.share.record.lock.duration.ms"] = 20000  # read-only: every node must restart
+    config_file.write_text(yaml.safe_dump(config))
+    redeploy = docker_env.cli("cluster", "redeploy", ENV, "--json")
+    assert redeploy.code == 0, redeploy.stderr
+    report = json.loads(redeploy.stdout)
+    assert report["restarted"] == {"group.share.record.lock.duration.ms": "20000"}
+    assert report["restarted_nodes"] == [1, 2, 3]
+    steps = [line for line in redeploy.stderr.splitlines() if line.startswith("node ")]
+    assert [line.split(":")[0] + ":" + line.split(":")[1].split()[0] for line in steps] == [
+        f"node {n}:{step}" for n in (1, 2, 3) for step in ("stopping", "up")
+    ]  # one node at a time: the next stops only once the last is back
+    after = docker_env.containers()
+    assert sorted(after) == sorted(before) and not set(after.values()) & set(before.values())  # all recreated
+
+    wait(f"received>{status(ENV)['received'] + 900}", timeout=120, env=ENV)
+    assert docker_env.cli("stop", ENV).code == 0
+    info = json.loads((bundle / "run.json").read_text())
+    assert info["status"] == "completed" and info["brokers"] == [1, 2, 3]
+    assert info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["acked"] > 0
+    events = [json.loads(x)["event"] for x in (bundle / "events.jsonl").read_text().splitlines()]
+    membership = [e for e in events if e in ("broker_left", "broker_back")]
+    assert membership == ["broker_left", "broker_back"] * 3  # never two brokers away at once
+    assert sorted(p.name for p in (bundle / "logs").glob("broker-*.log")) == [f"broker-{n}.log" for n in (1, 2, 3)]
+
+
+def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_after_the_run(docker_env, tmp_path):
+    profile_file = docker_env.project / "run/environments" / f"{ENV}.yaml"
+    profile = yaml.safe_load(profile_file.read_text())
+    profile_file.write_text(yaml.safe_dump({**profile, "workers": {"docker": 2}}))
+    try:
+        workload = write_workload(
+            tmp_path, "docker-workers", consumersPerGroup=2, warmupSeconds=1, durationSeconds=6, reportIntervalSeconds=2
+        )
+        results = tmp_path / "results"
+        result = docker_env.cli("run", ENV, "-w", str(workload), "--no-summary", "--results", str(results))
+        assert result.code == 0, result.stderr + result.stdout
+    finally:
+        profile_file.write_text(yaml.safe_dump(profile))
+    [bundle] = list(results.iterdir())
+    info = json.loads((bundle / "run.json").read_text())
+    assert info["status"] == "completed"
+    assert (
+        info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["acked"] == info["totals"]["received"]
+    )
+    events = [json.loads(x) for x in (bundle / "events.jsonl").read_text().splitlines()]
+    agents = [e for e in events if e["event"] == "agent_connected"]
+    assert len(agents) == 2 and all(e["address"].startswith("127.0.0.1:") for e in agents)
+    assert sorted(p.name for p in (bundle / "logs").glob("worker-*.log")) == ["worker-0.log", "worker-1.log"]
+    leftovers = docker_env.client.containers.list(all=True, filters={"label": "io.dimster.role=worker"})
+    assert leftovers == []  # removed at the end of the run
+    assert sorted(docker_env.containers()) == [f"dimster-{ENV}-node-{i}" for i in (1, 2, 3)]
+
+
+def test_down_removes_exactly_what_dimster_created_and_purge_the_volumes(docker_env, dimster_images):
+    client = docker_env.client
+    foreign_volume = client.volumes.create("not-dimsters")
+    foreign = client.containers.create(dimster_images.kafka, ["true"], name="not-dimsters")
+    try:
+        down = docker_env.cli("cluster", "down", ENV)
+        assert down.code == 0 and "stopped 3 node(s)" in down.stdout, down.stderr
+        assert docker_env.containers() == {}
+        assert len(docker_env.volumes()) == 3  # data is kept without --purge
+        assert not client.networks.list(filters={"label": f"{LABEL}={ENV}"})
+        assert docker_env.cli("cluster", "status", ENV).code == 1
+
+        purge = docker_env.cli("cluster", "down", ENV, "--purge")
+        assert purge.code == 0, purge.stderr
+        assert docker_env.volumes() == []
+        assert client.containers.get("not-dimsters").id == foreign.id  # what dimster did not create stays
+        assert client.volumes.get("not-dimsters").name == foreign_volume.name
+    finally:
+        foreign.remove(force=True)
+        foreign_volume.remove(force=True)
+
+
+def test_an_image_that_does_not_exist_is_one_line(tmp_path, scratch_project, podman_service):
+    project = copy_project(scratch_project, tmp_path)
+    write_environment(project, "noimage", docker_profile(podman_service.url, "localhost/dimster-no-such:0", nodes=1))
+    result = dimster("cluster", "up", "noimage", env={"DIMSTER_PROJECT_DIR": str(project)}, timeout=120)
+    assert result.code != 0 and "Traceback" not in result.stderr
+    [line] = result.error_lines
+    assert "image localhost/dimster-no-such:0 is not on the Docker daemon" in line
+    assert "dimster image build" in line
+    assert not podman_service.client.containers.list(all=True, filters={"label": f"{LABEL}=noimage"})
