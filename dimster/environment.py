@@ -87,6 +87,21 @@ class ProfileBase(BaseModel):
             raise ValueError(f"{key}: only for backend: {' or '.join(takers)}{why}")
         return data
 
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _docker_workers(cls, workers):
+        """`{docker: N}` checked on its own, so that its errors name its keys."""
+        if not isinstance(workers, dict):
+            return workers
+        try:
+            return DockerWorkers.model_validate(workers)
+        except ValidationError as e:
+            first = e.errors()[0]
+            key = ".".join(str(part) for part in first["loc"])
+            raise ValueError(
+                f"workers.{key}: {first['msg']} (workers: a count, a list of {{address: HOST:PORT}}, or {{docker: N}})"
+            ) from None
+
     @field_validator("workers")
     @classmethod
     def _worker_count(cls, workers):
@@ -242,7 +257,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
 def profile_model(data: dict) -> type[ProfileBase]:
     """The profile model of the backend `data` names (`local` when it names none)."""
     backend = data.get("backend", "local")
-    if backend not in PROFILES:
+    if not isinstance(backend, str) or backend not in PROFILES:
         raise DimsterError(f"backend: '{backend}' is not a backend (valid: {', '.join(PROFILES)})")
     return PROFILES[backend]
 

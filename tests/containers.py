@@ -31,6 +31,7 @@ import docker
 import docker.errors
 import psutil
 import pytest
+import requests.exceptions
 
 from dimster.containers import images
 from dimster.environment import DEFAULT_KAFKA_VERSION
@@ -183,7 +184,7 @@ def start_podman_service(folder: Path) -> PodmanService:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline and process.poll() is None:
         if socket.exists():
-            with contextlib.suppress(docker.errors.DockerException):
+            with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
                 service.client = docker.DockerClient(base_url=url, timeout=600)
                 if service.client.ping():
                     return service

@@ -228,3 +228,17 @@ def test_a_docker_daemon_that_is_not_running_is_one_line(project, tmp_path, comm
     workload = ("-w", "run/workloads/quickstart.yaml") if command == ("run",) else ()
     result = dimster(*command, "nodaemon", *workload, env={"DIMSTER_PROJECT_DIR": str(project)})
     one_error_line(result, f"no Docker daemon answers at unix://{socket_path}", "podman system service", code=2)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("workers", "fragment"),
+    [
+        ("{docker: 0}", "workers.docker: Input should be greater than or equal to 1"),
+        ("{dockr: 2}", "workers.docker: Field required"),
+    ],
+)
+def test_bad_docker_workers_name_their_key(project, workers, fragment):
+    write_environment(project, "badworkers", f"backend: docker\nworkers: {workers}\n")
+    result = dimster("cluster", "status", "badworkers", env={"DIMSTER_PROJECT_DIR": str(project)})
+    one_error_line(result, "run/environments/badworkers.yaml", fragment, "{docker: N}", code=2)

@@ -4,13 +4,16 @@ a read-only redeploy during a run recreates the containers one at a time and los
 removes exactly what dimster created. The tests of this module run in order on one cluster."""
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker.errors
 import pytest
 import yaml
+from confluent_kafka.admin import AdminClient, ConfigResource
 
+from dimster.environment import DockerWorkers
 from tests.conftest import copy_project, dimster, spare_ports, write_environment
 from tests.kafka_clients import consume_group, create_topic, produce_numbers
 from tests.runs import status, wait, write_workload
@@ -40,6 +43,19 @@ class DockerEnv:
 
     def volumes(self) -> list[str]:
         return sorted(v.name for v in self.client.volumes.list(filters={"label": f"{LABEL}={ENV}"}))
+
+
+def broker_config(bootstrap: str, broker: int, key: str) -> str:
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_configs([resource]).values()
+    return future.result(timeout=30)[key].value
+
+
+def set_broker_config(docker_env: DockerEnv, key: str, value: object) -> None:
+    config_file = docker_env.project / "run/broker-configs/default.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    config_file.write_text(yaml.safe_dump({**config, key: value}))
 
 
 def docker_profile(service_url: str, image: str, nodes: int = 3) -> str:
@@ -93,6 +109,22 @@ def test_ten_thousand_records_round_trip(docker_env):
     assert sorted(int(v) for v in values) == list(range(10_000))
 
 
+def test_a_dynamic_change_goes_through_the_admin_api_and_keeps_the_containers(docker_env):
+    before = docker_env.containers()
+    bootstrap = docker_env.status()["bootstrap_servers"]
+    size = int(broker_config(bootstrap, 3, "message.max.bytes")) + 1000
+    set_broker_config(docker_env, "message.max.bytes", size)
+    result = docker_env.cli("cluster", "redeploy", ENV, "--json")
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report == {"dynamic": {"message.max.bytes": str(size)}, "restarted": {}, "restarted_nodes": []}
+    assert docker_env.containers() == before  # the same containers, not recreated
+    deadline = time.monotonic() + 30  # a cluster-wide value reaches each broker through the metadata log
+    while {broker_config(bootstrap, b, "message.max.bytes") for b in (1, 2, 3)} != {str(size)}:
+        assert time.monotonic() < deadline, "the new message.max.bytes did not reach every broker"
+        time.sleep(0.5)
+
+
 def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and_loses_nothing(docker_env, tmp_path):
     before = docker_env.containers()
     workload = write_workload(
@@ -112,10 +144,7 @@ def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and
     bundle = Path(json.loads(started.stdout)["results"])
     wait("elapsedSeconds>3 and received>0", env=ENV)
 
-    config_file = docker_env.project / "run/broker-configs/default.yaml"
-    config = yaml.safe_load(config_file.read_text())
-    config["group.share.record.lock.duration.ms"] = 20000  # read-only: every node must restart
-    config_file.write_text(yaml.safe_dump(config))
+    set_broker_config(docker_env, "group.share.record.lock.duration.ms", 20000)  # read-only: every node restarts
     redeploy = docker_env.cli("cluster", "redeploy", ENV, "--json")
     assert redeploy.code == 0, redeploy.stderr
     report = json.loads(redeploy.stdout)
@@ -165,6 +194,28 @@ def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_
     leftovers = docker_env.client.containers.list(all=True, filters={"label": "io.dimster.role=worker"})
     assert leftovers == []  # removed at the end of the run
     assert sorted(docker_env.containers()) == [f"dimster-{ENV}-node-{i}" for i in (1, 2, 3)]
+
+
+def test_the_run_token_reaches_agent_containers_only_through_their_tmpfs(docker_env, monkeypatch):
+    from dimster.containers.workers import TOKEN_DIR, WorkerContainers
+    from dimster.environment import load_environment
+
+    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(docker_env.project))
+    profile = load_environment(ENV).model_copy(update={"workers": DockerWorkers(docker=1)})
+    pool = WorkerContainers(profile, "token-check", progress=lambda _line: None)
+    try:
+        [address] = pool.start()
+        [container] = pool.containers
+        config = docker_env.client.api.inspect_container(container.id)
+        assert pool.token not in json.dumps(config)  # not in its environment, command, labels or mounts
+        assert container.exec_run(["cat", f"{TOKEN_DIR}/token"]).output.decode().strip() == pool.token
+        mounts = container.exec_run(["cat", "/proc/mounts"]).output.decode().splitlines()
+        assert any(line.split()[1] == TOKEN_DIR and line.split()[2] == "tmpfs" for line in mounts)
+        status = dimster("worker", "status", address, "--json", env={"DIMSTER_WORKER_TOKEN": pool.token})
+        assert status.code == 0 and json.loads(status.stdout)["up"], status.stderr
+    finally:
+        pool.remove()
+    assert docker_env.client.containers.list(all=True, filters={"label": "io.dimster.role=worker"}) == []
 
 
 def test_down_removes_exactly_what_dimster_created_and_purge_the_volumes(docker_env, dimster_images):

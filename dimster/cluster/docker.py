@@ -39,6 +39,7 @@ CLIENT_PORT = 9092  # published on the host as brokerPortBase + index
 CONTROLLER_PORT = 9093
 METRICS_PORT = 9404  # the JMX exporter, published as brokerMetricsPortBase + index
 RESTART_STOP_SECONDS = 30  # a node stopped for a restart: SIGTERM, then SIGKILL after this long
+LOG_TAIL_LINES = 20_000  # of a node's container log kept in a run's bundle
 DOWN_STOP_SECONDS = 10  # all nodes at once: the last ones wait for a quorum that is going, so not long
 
 
@@ -121,7 +122,7 @@ class DockerCluster(NodeCluster):
 
     def containers(self) -> dict[int, Container]:
         """This environment's node containers (running or not), by node id."""
-        found = self.client.containers.list(all=True, filters={"label": self._ours(role="broker")})
+        found = self.client.containers.list(all=True, ignore_removed=True, filters={"label": self._ours(role="broker")})
         return {int(c.labels[f"{LABEL}.node"]): c for c in found}
 
     # ---- configuration ------------------------------------------------------------------------
@@ -177,7 +178,9 @@ class DockerCluster(NodeCluster):
         return image
 
     def _network(self) -> None:
-        if not self.client.networks.list(names=[self.network_name]):
+        try:  # by its exact name: a list filtered by name matches `dimster-docker` in `dimster-dockerBeefy`
+            self.client.networks.get(self.network_name)
+        except docker.errors.NotFound:
             self.client.networks.create(self.network_name, labels=self._labels())
 
     def _cluster_id(self) -> str:
@@ -203,10 +206,9 @@ class DockerCluster(NodeCluster):
             files |= {"jmx_prometheus_javaagent.jar": agent_jar(), "jmx-exporter.yaml": rules_file()}
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
-            for folder in ("etc", "etc/kafka", CONFIG_DIR.lstrip("/")):
-                entry = tarfile.TarInfo(folder)
-                entry.type, entry.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(entry)
+            folder = tarfile.TarInfo(CONFIG_DIR.lstrip("/"))  # the daemon makes its parents, leaves them as they are
+            folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(folder)
             for name, path in files.items():
                 entry = tar.gettarinfo(str(path), f"{CONFIG_DIR.lstrip('/')}/{name}")
                 entry.mode, entry.uid, entry.gid, entry.uname, entry.gname = 0o644, 0, 0, "root", "root"
@@ -241,6 +243,7 @@ class DockerCluster(NodeCluster):
         if p.broker_metrics:
             ports[f"{METRICS_PORT}/tcp"] = (p.host, p.broker_metrics_port(index))
         name = self.container_name(index)
+        files = self._files(index)  # before the container exists: fetching the metrics agent may fail
         container = self.client.containers.create(
             image,
             entrypoint=self._command(),
@@ -253,12 +256,15 @@ class DockerCluster(NodeCluster):
             ports=ports,
             volumes={self._volume(index, cluster_id): {"bind": DATA_DIR, "mode": "rw"}},
         )
-        container.put_archive("/", self._files(index))
         try:
+            container.put_archive("/", files)
             container.start()
         except docker.errors.APIError as e:
-            container.remove(force=True)
+            _remove_quietly(container)
             raise ClusterError(f"node {p.node_ids[index]} of '{p.name}' did not start: {_api_reason(e)}") from None
+        except BaseException:
+            _remove_quietly(container)
+            raise
         return container
 
     def _stop(self, containers: list[Container], seconds: int = DOWN_STOP_SECONDS) -> None:
@@ -270,8 +276,7 @@ class DockerCluster(NodeCluster):
         for thread in threads:
             thread.join()
         for container in containers:
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
+            _remove_quietly(container)
 
     def _check_ports_free(self) -> None:
         if not self.client.api.base_url.startswith("http+docker://localhost"):
@@ -293,9 +298,10 @@ class DockerCluster(NodeCluster):
                         ) from None
 
     # ---- health -------------------------------------------------------------------------------
-    def check_node_alive(self, node_id: int) -> None:
-        container = self.containers().get(node_id)
-        if container is not None and container.status not in ("running", "created"):
+    def check_nodes_alive(self) -> None:
+        for node_id, container in sorted(self.containers().items()):
+            if container.status in ("running", "created"):
+                continue
             raise ClusterError(
                 f"broker node {node_id} of '{self.profile.name}' exited ({container.status}); "
                 f"its log: dimster cluster logs {self.profile.name} --node {node_id}",
@@ -356,11 +362,19 @@ class DockerCluster(NodeCluster):
 
     @_daemon_errors
     def down(self, progress=print) -> list[int]:
+        workers = self._existing(
+            lambda: self.client.containers.list(
+                all=True, ignore_removed=True, filters={"label": self._ours(role="worker")}
+            )
+        )
+        if workers:  # left by a run that was killed: they hold the network
+            self._stop(workers)
+            progress(f"removed {len(workers)} worker container(s) left by an earlier run")
         containers = self._existing_containers()
         if containers:
             self._stop(list(containers.values()))
-            for node_id in sorted(containers):
-                progress(f"node {node_id} (container {self.container_name(self.profile.node_index(node_id))}) removed")
+            for node_id, container in sorted(containers.items()):
+                progress(f"node {node_id} (container {container.name}) removed")
         for network in self._existing(lambda: self.client.networks.list(filters={"label": self._ours()})):
             network.remove()
         self.state_file.unlink(missing_ok=True)
@@ -381,9 +395,9 @@ class DockerCluster(NodeCluster):
     @_daemon_errors
     def remove_data(self) -> None:
         """Delete the nodes' volumes and the cluster folder (only when no node container exists)."""
-        if self._existing_containers():
+        if self.containers():
             raise DimsterError(f"'{self.profile.name}' is running; `dimster cluster down {self.profile.name}` first")
-        for volume in self._existing(lambda: self.client.volumes.list(filters={"label": self._ours(role="data")})):
+        for volume in self.client.volumes.list(filters={"label": self._ours(role="data")}):
             volume.remove(force=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -421,6 +435,11 @@ class DockerCluster(NodeCluster):
 
     def running_config(self, progress) -> tuple[str, dict[str, str]] | None:
         state = self._running(progress)
+        if state is not None and state.image != self.profile.kafka_image:
+            raise DimsterError(
+                f"'{self.profile.name}' runs the image {state.image} but the profile asks for "
+                f"{self.profile.kafka_image}; `dimster cluster down {self.profile.name}` first to change images"
+            )
         return (state.kafka_version, state.broker_config) if state else None
 
     def broker_config(self) -> dict[str, str]:
@@ -451,12 +470,16 @@ class DockerCluster(NodeCluster):
     def log_files(self) -> dict[int, Path]:
         """Each node container's log, copied into the cluster folder now (a run's bundle keeps them)."""
         files = {}
-        for node_id, container in sorted(self._existing_containers().items()):
+        try:
+            containers = self.containers()
+        except (DimsterError, docker.errors.APIError, requests.exceptions.RequestException):
+            return {}  # the daemon is gone: a run's results do not wait for it
+        for node_id, container in sorted(containers.items()):
             path = self.root / f"node-{node_id}" / "server.log"
             path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(docker.errors.APIError):
-                path.write_bytes(container.logs())
-            files[node_id] = path
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                path.write_bytes(container.logs(tail=LOG_TAIL_LINES))
+                files[node_id] = path
         return files
 
     @_daemon_errors
@@ -466,23 +489,42 @@ class DockerCluster(NodeCluster):
 
     def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]:
         """New lines of the nodes' containers as they come, until the caller stops."""
-        lines: queue.Queue[tuple[int, str]] = queue.Queue()
-        containers = {n: c for n, c in self.containers().items() if n in node_ids}
+        lines: queue.Queue[tuple[int, str] | None] = queue.Queue()  # None: a container's stream ended
+        try:
+            containers = {n: c for n, c in self.containers().items() if n in node_ids}
+        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
+            raise ClusterError(f"the Docker daemon refused the logs: {_api_reason(e)}") from None
 
         def pump(node_id: int, container: Container) -> None:
-            for chunk in container.logs(stream=True, follow=True, since=int(time.time())):
-                for line in chunk.decode(errors="replace").splitlines():
-                    lines.put((node_id, line))
+            try:
+                for chunk in container.logs(stream=True, follow=True, tail=0):
+                    for line in chunk.decode(errors="replace").splitlines():
+                        lines.put((node_id, line))
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                pass
+            finally:
+                lines.put(None)
 
         for node_id, container in containers.items():
             threading.Thread(target=pump, args=(node_id, container), daemon=True).start()
-        while True:
-            yield lines.get()
+        streaming = len(containers)
+        while streaming:  # until every container stopped (a recreated container is a new log)
+            item = lines.get()
+            if item is None:
+                streaming -= 1
+            else:
+                yield item
 
 
 def _stop_quietly(container: Container, seconds: int) -> None:
-    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
         container.stop(timeout=seconds)
+
+
+def _remove_quietly(container: Container) -> None:
+    """Remove a container and its anonymous volumes (apache/kafka declares some); named ones stay."""
+    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+        container.remove(force=True, v=True)
 
 
 def _api_reason(error: Exception) -> str:

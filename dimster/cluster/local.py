@@ -204,15 +204,15 @@ class LocalCluster(NodeCluster):
         jvm = [line for line in tail(self._stdout_file(index), 6) if line.strip()]
         return "\n".join(errors[-6:] + jvm)
 
-    def check_node_alive(self, node_id: int) -> None:
+    def check_nodes_alive(self) -> None:
         state = ClusterState.load(self.state_file)
-        node = next((n for n in state.nodes if n.node_id == node_id), None) if state else None
-        if node is not None and not node.process.alive():
-            raise ClusterError(
-                f"broker node {node_id} of '{self.profile.name}' exited during start-up; "
-                f"its log: {display(self.log_files()[node_id])}",
-                detail=self.failure_detail(self.profile.node_index(node_id)),
-            )
+        for node in state.nodes if state else []:
+            if not node.process.alive():
+                raise ClusterError(
+                    f"broker node {node.node_id} of '{self.profile.name}' exited during start-up; "
+                    f"its log: {display(self.log_files()[node.node_id])}",
+                    detail=self.failure_detail(self.profile.node_index(node.node_id)),
+                )
 
     # ---- the backend interface -----------------------------------------------------------------
     def _live_state(self, progress) -> ClusterState | None:
@@ -318,6 +318,7 @@ class LocalCluster(NodeCluster):
         node.process.stop()
         state.nodes[index] = self._start_node(distribution, index)
         state.save(self.state_file)
+        progress(f"node {node.node_id}: started again (pid {state.nodes[index].pid})")
 
     def broker_config(self) -> dict[str, str]:
         """The broker-config properties the running nodes were started or redeployed with."""

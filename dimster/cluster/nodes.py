@@ -63,8 +63,8 @@ class NodeCluster:
     def status(self):
         raise NotImplementedError
 
-    def check_node_alive(self, node_id: int) -> None:
-        """Raise ClusterError when node `node_id` has stopped (so waits for it end early)."""
+    def check_nodes_alive(self) -> None:
+        """Raise ClusterError when a node of the cluster has stopped (so that waits end early)."""
 
     def failure_detail(self, index: int) -> str:
         """What node `index` said last, for an error's detail."""
@@ -120,10 +120,9 @@ class NodeCluster:
 
     # ---- waits --------------------------------------------------------------------------------
     def wait_registered(self, node_ids: set[int], deadline: float) -> None:
-        """Until every node in `node_ids` is registered; a node that stops ends the wait."""
+        """Until every node in `node_ids` is registered; any node that stops ends the wait."""
         while True:
-            for node_id in sorted(node_ids):
-                self.check_node_alive(node_id)
+            self.check_nodes_alive()
             if node_ids <= registered_brokers(self.profile.bootstrap_servers):
                 return
             if time.monotonic() > deadline:

@@ -44,6 +44,7 @@ WORKER_REPOSITORY = "dimster-worker"
 
 # ---- the base: Debian by mmdebstrap ----------------------------------------------------------------------
 DEBIAN_SUITE = "bookworm"
+IMAGE_USER = "appuser"
 DEBIAN_SOURCES = (
     "deb http://deb.debian.org/debian bookworm main",
     "deb http://deb.debian.org/debian bookworm-updates main",
@@ -63,6 +64,9 @@ MMDEBSTRAP_OPTIONS = (
         for folder in ("man", "doc", "info", "locale", "lintian", "linda", "bug")
     ),
     "--dpkgopt=path-include=/usr/share/doc/*/copyright",  # the licences stay
+    # the official apache/kafka image's user (uid 1000): volumes formatted by one image suit the other
+    f'--customize-hook=echo "{IMAGE_USER}:x:1000:1000::/opt/kafka:/bin/sh" >> "$1/etc/passwd"',
+    f'--customize-hook=echo "{IMAGE_USER}:x:1000:" >> "$1/etc/group"',
 )
 BASE_CONFIG = (
     "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -128,7 +132,8 @@ def base_image(client: docker.DockerClient, progress: Progress = _quiet) -> str:
 def kafka_image(client: docker.DockerClient, version: str, progress: Progress = _quiet) -> str:
     """`dimster-kafka:<version>`: the base with Kafka `version` laid out like the official apache/kafka
     image (/opt/kafka/libs, /opt/kafka/bin/kafka-{server-start,storage,run-class}.sh, /opt/kafka/config,
-    an empty /var/lib/kafka/data), the jars of dimster's cached distribution; its reference."""
+    an empty /var/lib/kafka/data; all of user appuser, uid 1000, who runs it, as there), the jars of
+    dimster's cached distribution; its reference."""
     parent = base_image(client, progress)
     reference = f"{KAFKA_REPOSITORY}:{version}"
     distribution = kafka_distribution(version)
@@ -137,10 +142,11 @@ def kafka_image(client: docker.DockerClient, version: str, progress: Progress = 
     context.file(
         "Dockerfile",
         f"""FROM {parent}
-COPY libs/ /opt/kafka/libs/
-COPY kafka/ /opt/kafka/
-COPY data/ /var/lib/kafka/data/
+COPY --chown=1000:1000 libs/ /opt/kafka/libs/
+COPY --chown=1000:1000 kafka/ /opt/kafka/
+COPY --chown=1000:1000 data/ /var/lib/kafka/data/
 WORKDIR /opt/kafka
+USER {IMAGE_USER}
 """.encode(),
     )
     context.tree("libs", distribution.libs)
@@ -170,6 +176,7 @@ COPY cache/ {IMAGE_CACHE}/
 COPY python/ /opt/dimster/python/
 ENV PYTHONPATH=/opt/dimster/python:/opt/dimster/site DIMSTER_CACHE_DIR={IMAGE_CACHE}
 WORKDIR /opt/dimster
+USER root
 ENTRYPOINT ["python3", "-m", "dimster"]
 CMD ["--help"]
 """.encode(),

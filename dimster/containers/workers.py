@@ -40,6 +40,7 @@ class WorkerContainers:
         self.progress = progress
         self.docker_host = profile.docker_workers.docker_host or getattr(profile, "docker_host", None)
         self.token = secrets.token_urlsafe(32)
+        self.pool_id = secrets.token_hex(4)  # labels this run's containers, for removal whatever happened
         self.containers: list[Container] = []
         self._client: docker.DockerClient | None = None
 
@@ -102,16 +103,18 @@ class WorkerContainers:
             command=[],
             name=f"dimster-{self.profile.name}-worker-{index}-{secrets.token_hex(3)}",
             detach=True,
-            tmpfs={TOKEN_DIR: "size=64k,mode=0700"},
-            labels=labels(environment=self.profile.name, role="worker", run=self.run_name),
+            tmpfs={TOKEN_DIR: "size=64k,mode=1777"},  # the token file itself is 0600
+            labels=labels(environment=self.profile.name, role="worker", run=self.run_name, pool=self.pool_id),
             **options,
         )
         self.containers.append(container)
         if not self.on_cluster_network:
             return listen
         container.reload()
-        [published] = container.attrs["NetworkSettings"]["Ports"][f"{AGENT_PORT}/tcp"]
-        return f"127.0.0.1:{published['HostPort']}"
+        published = (container.attrs["NetworkSettings"].get("Ports") or {}).get(f"{AGENT_PORT}/tcp") or []
+        if not published:
+            raise DimsterError(f"worker container {container.name}: the daemon published no port for its agent")
+        return f"127.0.0.1:{published[0]['HostPort']}"
 
     def _give_token(self, container: Container) -> None:
         """Write the token into the container's tmpfs through exec's standard input."""
@@ -124,10 +127,17 @@ class WorkerContainers:
             raw.sendall(self.token.encode() + b"\n")
             raw.shutdown(socket.SHUT_WR)
             deadline = time.monotonic() + 10
-            while self.client.api.exec_inspect(execution["Id"]).get("Running") and time.monotonic() < deadline:
+            while (done := self.client.api.exec_inspect(execution["Id"])).get(
+                "Running"
+            ) and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
             raw.close()
+        if done.get("Running") or done.get("ExitCode") != 0:
+            raise DimsterError(
+                f"worker container {container.name}: handing it the run's token failed "
+                f"(exit code {done.get('ExitCode')}); the image must have /bin/sh, cat and mv"
+            )
 
     def _wait_listening(self, container: Container) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
@@ -149,9 +159,16 @@ class WorkerContainers:
             with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
                 container.stop(timeout=STOP_SECONDS)
             with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                container.remove(force=True)
+                container.remove(force=True, v=True)
 
-        threads = [threading.Thread(target=stop, args=(c,)) for c in self.containers]
+        found = {c.id: c for c in self.containers}
+        with contextlib.suppress(DimsterError, docker.errors.APIError, requests.exceptions.RequestException):
+            pool = labels(pool=self.pool_id)  # also one whose start was cut short
+            listed = self.client.containers.list(
+                all=True, ignore_removed=True, filters={"label": [f"{k}={v}" for k, v in pool.items()]}
+            )
+            found |= {c.id: c for c in listed}
+        threads = [threading.Thread(target=stop, args=(c,)) for c in found.values()]
         for thread in threads:
             thread.start()
         for thread in threads:
