@@ -209,7 +209,7 @@ def test_crashed_consumers_records_come_back_after_the_lock_timeout(shortlocks, 
     workload = tmp_path / "crash.yaml"
     keys = {
         "durationSeconds": 0,
-        "producerRate": 20,
+        "producerRate": 40,  # above the three consumers' 30 msg/s: a crashed one always holds records
         "consumersPerGroup": 3,
         "consumerProcMsMin": 100,
         "consumerProcMsMax": 100,

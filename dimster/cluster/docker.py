@@ -10,12 +10,11 @@ import io
 import json
 import queue
 import shutil
-import socket
 import tarfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -24,7 +23,7 @@ import requests.exceptions
 from docker.models.containers import Container
 
 from dimster.cluster.backend import ClusterStatus, NodeStatus
-from dimster.cluster.nodes import NodeCluster, new_cluster_id
+from dimster.cluster.nodes import NodeCluster, new_cluster_id, save_state
 from dimster.containers.daemon import LABEL, connect, daemon_address, labels
 from dimster.environment import DockerProfile
 from dimster.errors import ClusterError, DimsterError
@@ -77,10 +76,7 @@ class DockerState:
             ) from None
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(path)
+        save_state(path, self)
 
 
 class DockerCluster(NodeCluster):
@@ -278,24 +274,9 @@ class DockerCluster(NodeCluster):
         for container in containers:
             _remove_quietly(container)
 
-    def _check_ports_free(self) -> None:
-        if not self.client.api.base_url.startswith("http+docker://localhost"):
-            return  # a remote daemon publishes on its own host: it says so itself when a port is taken
-        for index in range(self.profile.nodes):
-            listeners = [("client", self.profile.broker_port(index), "brokerPortBase")]
-            if self.profile.broker_metrics:
-                listeners.append(("metrics", self.profile.broker_metrics_port(index), "brokerMetricsPortBase"))
-            for kind, port, key in listeners:
-                with socket.socket() as s:
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    try:
-                        s.bind((self.profile.host, port))
-                    except OSError:
-                        raise ClusterError(
-                            f"port {port} ({kind} listener of node {self.profile.node_ids[index]}) is in use on "
-                            f"{self.profile.host}; stop what holds it or change {key} in "
-                            f"run/environments/{self.profile.name}.yaml"
-                        ) from None
+    def check_ports_free(self) -> None:
+        if self.client.api.base_url.startswith("http+docker://localhost"):  # a daemon on this host
+            super().check_ports_free()  # a remote one publishes on its host: it says so itself when a port is taken
 
     # ---- health -------------------------------------------------------------------------------
     def check_nodes_alive(self) -> None:
@@ -343,7 +324,7 @@ class DockerCluster(NodeCluster):
             return self.status()
         broker_config = self.prepare_configs(distribution)
         image = self._image(progress)
-        self._check_ports_free()
+        self.check_ports_free()
         self._network()
         cluster_id = self._cluster_id()
         progress(f"starting {self.profile.nodes} Kafka node container(s) of '{self.profile.name}' from {image}")

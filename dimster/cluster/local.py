@@ -2,16 +2,15 @@
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from dimster.cluster.backend import ClusterStatus, NodeStatus
-from dimster.cluster.nodes import NodeCluster, new_cluster_id
+from dimster.cluster.nodes import NodeCluster, new_cluster_id, save_state
 from dimster.cluster.processes import TrackedProcess, spawn, tail
 from dimster.environment import LocalProfile
 from dimster.errors import ClusterError, DimsterError
@@ -54,10 +53,7 @@ class ClusterState:
             ) from None
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(path)
+        save_state(path, self)
 
 
 class LocalCluster(NodeCluster):
@@ -171,25 +167,9 @@ class LocalCluster(NodeCluster):
             last = (result.stdout + result.stderr).strip().splitlines()[-1:] or ["no output"]
             raise ClusterError(f"formatting storage of node {self.node_id(index)} failed: {last[0]}")
 
-    def _check_ports_free(self) -> None:
-        for index in range(self.profile.nodes):
-            listeners = [
-                ("client", self.profile.broker_port(index), "brokerPortBase"),
-                ("controller", self.profile.controller_port(index), "controllerPortBase"),
-            ]
-            if self.profile.broker_metrics:
-                listeners.append(("metrics", self.profile.broker_metrics_port(index), "brokerMetricsPortBase"))
-            for kind, port, key in listeners:
-                with socket.socket() as s:
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    try:
-                        s.bind((self.profile.host, port))
-                    except OSError:
-                        node = self.node_id(index)
-                        raise ClusterError(
-                            f"port {port} ({kind} listener of node {node}) is in use on {self.profile.host}; "
-                            f"stop what holds it or change {key} in run/environments/{self.profile.name}.yaml"
-                        ) from None
+    def host_ports(self, index: int) -> list[tuple[str, int, str]]:
+        client, *metrics = super().host_ports(index)
+        return [client, ("controller", self.profile.controller_port(index), "controllerPortBase"), *metrics]
 
     def _start_node(self, distribution: KafkaDistribution, index: int) -> NodeProcess:
         properties = self.node_dir(index) / "server.properties"
@@ -238,7 +218,7 @@ class LocalCluster(NodeCluster):
             progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
             return self.status()
         broker_config = self.prepare_configs(distribution)
-        self._check_ports_free()
+        self.check_ports_free()
         for index in range(self.profile.nodes):
             self._format_storage(distribution, index)
         progress(f"starting {self.profile.nodes} Kafka {distribution.version} node(s) of '{self.profile.name}'")

@@ -4,8 +4,10 @@ the Admin API, the others by restarting one node at a time)."""
 
 import base64
 import json
+import socket
 import time
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 
 from dimster.cluster.backend import RedeployReport
@@ -23,6 +25,14 @@ def new_cluster_id() -> str:
     while cluster_id.startswith("-"):  # Kafka's Uuid.randomUuid avoids a leading dash too
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
     return cluster_id
+
+
+def save_state(path: Path, state) -> None:
+    """Write a backend's state (a dataclass) as JSON, whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2))
+    tmp.replace(path)
 
 
 class NodeCluster:
@@ -62,6 +72,28 @@ class NodeCluster:
 
     def status(self):
         raise NotImplementedError
+
+    def host_ports(self, index: int) -> list[tuple[str, int, str]]:
+        """(listener, port, profile key) of what node `index` listens on at the profile's host."""
+        ports = [("client", self.profile.broker_port(index), "brokerPortBase")]
+        if self.profile.broker_metrics:
+            ports.append(("metrics", self.profile.broker_metrics_port(index), "brokerMetricsPortBase"))
+        return ports
+
+    def check_ports_free(self) -> None:
+        """One line naming the port, its node and profile key when something already holds it."""
+        for index in range(self.profile.nodes):
+            for kind, port, key in self.host_ports(index):
+                with socket.socket() as s:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        s.bind((self.profile.host, port))
+                    except OSError:
+                        raise ClusterError(
+                            f"port {port} ({kind} listener of node {self.profile.node_ids[index]}) is in use on "
+                            f"{self.profile.host}; stop what holds it or change {key} in "
+                            f"run/environments/{self.profile.name}.yaml"
+                        ) from None
 
     def check_nodes_alive(self) -> None:
         """Raise ClusterError when a node of the cluster has stopped (so that waits end early)."""
