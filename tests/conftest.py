@@ -202,3 +202,9 @@ def project(tmp_path, scratch_project) -> Path:
 
 def write_environment(project: Path, name: str, text: str) -> None:
     (project / "run" / "environments" / f"{name}.yaml").write_text(text)
+
+
+def set_broker_config(project: Path, key: str, value: object) -> None:
+    """Set `key` in the project's broker config (run/broker-configs/default.yaml), for a redeploy."""
+    path = project / "run" / "broker-configs" / "default.yaml"
+    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), key: value}))

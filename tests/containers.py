@@ -1,15 +1,8 @@
 """A private podman service for the tests that need a Docker-compatible daemon, and dimster's images
 built in it once per session.
 
-A test module takes the fixtures by binding them at module level (a plain import works too, but ruff
-then flags each test's parameter as a redefinition, F811):
-
-    from tests import containers
-
-    podman_service = containers.podman_service
-    dimster_images = containers.dimster_images
-
-However many modules do so, the session has one service and builds the images once.
+tests/conftest.py imports both fixtures, so every test module may ask for them: the session has one
+service and builds the images once.
 
 The service has its own containers.conf, storage (--root, --runroot), temporary folder, network
 configs and socket, all in a pytest temporary folder: it never sees the machine's own containers,
@@ -61,8 +54,6 @@ class PodmanService:
     process: subprocess.Popen
     url: str
     client: docker.DockerClient | None = None
-    users: int = 0  # test modules whose fixture holds it (each module that imports the fixture has its own)
-    images: "DimsterImages | None" = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -160,9 +151,6 @@ class PodmanService:
             self.problems.append(f"processes left after podman system reset: {described}")
 
 
-_service: PodmanService | None = None
-
-
 def start_podman_service(folder: Path) -> PodmanService:
     """Start a private podman service with its storage and socket in `folder`; wait until it answers."""
     if not shutil.which("podman") or not shutil.which("runc", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"):
@@ -195,20 +183,13 @@ def start_podman_service(folder: Path) -> PodmanService:
 
 @pytest.fixture(scope="session")
 def podman_service(tmp_path_factory) -> Iterator[PodmanService]:
-    """The session's private podman service (one, however many test modules import this fixture)."""
-    global _service
-    if _service is None:
-        _service = start_podman_service(tmp_path_factory.mktemp("podman"))
-    service = _service
-    service.users += 1
+    """The session's private podman service."""
+    service = start_podman_service(tmp_path_factory.mktemp("podman"))
     try:
         yield service
     finally:
-        service.users -= 1
-        if service.users == 0:
-            _service = None
-            service.close()
-            assert not service.problems, service.problems
+        service.close()
+        assert not service.problems, service.problems
 
 
 @dataclass(frozen=True)
@@ -224,12 +205,10 @@ class DimsterImages:
 @pytest.fixture(scope="session")
 def dimster_images(podman_service: PodmanService) -> DimsterImages:
     """dimster's base, Kafka and worker images, built once per session in the private service."""
-    if podman_service.images is None:
-        client, version = podman_service.client, DEFAULT_KAFKA_VERSION
-        podman_service.images = DimsterImages(
-            version,
-            images.base_image(client, print),
-            images.kafka_image(client, version, print),
-            images.worker_image(client, version, print),
-        )
-    return podman_service.images
+    client, version = podman_service.client, DEFAULT_KAFKA_VERSION
+    return DimsterImages(
+        version,
+        images.base_image(client, print),
+        images.kafka_image(client, version, print),
+        images.worker_image(client, version, print),
+    )

@@ -46,6 +46,14 @@ def consume_group(bootstrap: str, topic: str, expected: int, timeout: float = 60
     return values
 
 
+def broker_config(bootstrap: str, broker: int, key: str) -> str:
+    """The value broker `broker` runs `key` with, as the Admin API describes it."""
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_configs([resource]).values()
+    return future.result(timeout=30)[key].value
+
+
 def share_group_from_earliest(bootstrap: str, group: str) -> None:
     """Share groups start at the latest offset by default; these tests read what is already there."""
     resource = ConfigResource(

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.conftest import copy_project, dimster, our_java_processes
-from tests.kafka_clients import consume_group, create_topic, produce_numbers
+from tests.conftest import copy_project, dimster, our_java_processes, set_broker_config
+from tests.kafka_clients import broker_config, consume_group, create_topic, produce_numbers
 
 pytestmark = pytest.mark.kafka
 
@@ -46,19 +45,6 @@ def beefy(beefy_project) -> Beefy:
     return beefy_project
 
 
-def broker_config(bootstrap: str, broker: int, key: str) -> str:
-    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    [future] = admin.describe_configs([resource]).values()
-    return future.result(timeout=30)[key].value
-
-
-def set_broker_config(beefy: Beefy, key: str, value: object) -> None:
-    config = yaml.safe_load(beefy.config_file.read_text())
-    config[key] = value
-    beefy.config_file.write_text(yaml.safe_dump(config))
-
-
 def test_three_brokers_healthy(beefy):
     status = beefy.status()
     assert status["healthy"]
@@ -76,7 +62,7 @@ def test_redeploy_changes_record_locks_and_keeps_data(beefy):
     produce_numbers(bootstrap, topic, 3_000)
 
     locks = before + 2000
-    set_broker_config(beefy, LOCKS, locks)
+    set_broker_config(beefy.project, LOCKS, locks)
     result = dimster("cluster", "redeploy", "localBeefy", "--json", env=beefy.env)
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
@@ -93,7 +79,7 @@ def test_redeploy_changes_record_locks_and_keeps_data(beefy):
 def test_redeploy_applies_dynamic_config_without_restart(beefy):
     before = beefy.status()
     size = int(broker_config(before["bootstrap_servers"], 3, "message.max.bytes")) + 1000
-    set_broker_config(beefy, "message.max.bytes", size)
+    set_broker_config(beefy.project, "message.max.bytes", size)
     result = dimster("cluster", "redeploy", "localBeefy", "--json", env=beefy.env)
     assert result.code == 0, result.stderr
     assert json.loads(result.stdout) == {

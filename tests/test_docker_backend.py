@@ -11,11 +11,10 @@ from pathlib import Path
 import docker.errors
 import pytest
 import yaml
-from confluent_kafka.admin import AdminClient, ConfigResource
 
 from dimster.environment import DockerWorkers
-from tests.conftest import copy_project, dimster, spare_ports, write_environment
-from tests.kafka_clients import consume_group, create_topic, produce_numbers
+from tests.conftest import copy_project, dimster, set_broker_config, spare_ports, write_environment
+from tests.kafka_clients import broker_config, consume_group, create_topic, produce_numbers
 from tests.runs import status, wait, write_workload
 
 pytestmark = pytest.mark.kafka
@@ -43,19 +42,6 @@ class DockerEnv:
 
     def volumes(self) -> list[str]:
         return sorted(v.name for v in self.client.volumes.list(filters={"label": f"{LABEL}={ENV}"}))
-
-
-def broker_config(bootstrap: str, broker: int, key: str) -> str:
-    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    [future] = admin.describe_configs([resource]).values()
-    return future.result(timeout=30)[key].value
-
-
-def set_broker_config(docker_env: DockerEnv, key: str, value: object) -> None:
-    config_file = docker_env.project / "run/broker-configs/default.yaml"
-    config = yaml.safe_load(config_file.read_text())
-    config_file.write_text(yaml.safe_dump({**config, key: value}))
 
 
 def docker_profile(service_url: str, image: str, nodes: int = 3) -> str:
@@ -113,7 +99,7 @@ def test_a_dynamic_change_goes_through_the_admin_api_and_keeps_the_containers(do
     before = docker_env.containers()
     bootstrap = docker_env.status()["bootstrap_servers"]
     size = int(broker_config(bootstrap, 3, "message.max.bytes")) + 1000
-    set_broker_config(docker_env, "message.max.bytes", size)
+    set_broker_config(docker_env.project, "message.max.bytes", size)
     result = docker_env.cli("cluster", "redeploy", ENV, "--json")
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
@@ -144,7 +130,9 @@ def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and
     bundle = Path(json.loads(started.stdout)["results"])
     wait("elapsedSeconds>3 and received>0", env=ENV)
 
-    set_broker_config(docker_env, "group.share.record.lock.duration.ms", 20000)  # read-only: every node restarts
+    set_broker_config(
+        docker_env.project, "group.share.record.lock.duration.ms", 20000
+    )  # read-only: every node restarts
     redeploy = docker_env.cli("cluster", "redeploy", ENV, "--json")
     assert redeploy.code == 0, redeploy.stderr
     report = json.loads(redeploy.stdout)
@@ -197,12 +185,13 @@ def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_
 
 
 def test_the_run_token_reaches_agent_containers_only_through_their_tmpfs(docker_env, monkeypatch):
+    from dimster.cluster.docker import DockerCluster
     from dimster.containers.workers import TOKEN_DIR, WorkerContainers
     from dimster.environment import load_environment
 
     monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(docker_env.project))
     profile = load_environment(ENV).model_copy(update={"workers": DockerWorkers(docker=1)})
-    pool = WorkerContainers(profile, "token-check", progress=lambda _line: None)
+    pool = WorkerContainers(DockerCluster(profile), "token-check", progress=lambda _line: None)
     try:
         [address] = pool.start()
         [container] = pool.containers

@@ -12,13 +12,9 @@ from dimster import __version__
 from dimster.containers import images
 from dimster.containers.daemon import LABEL, connect
 from dimster.errors import DimsterError
-from tests import containers
 from tests.conftest import dimster
 
 pytestmark = pytest.mark.kafka
-# the session's private podman service and dimster's images in it (bound here, pytest finds them)
-podman_service = containers.podman_service
-dimster_images = containers.dimster_images
 
 
 def run(client: docker.DockerClient, image: str, command: list[str], entrypoint: list[str] | None = None) -> str:

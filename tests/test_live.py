@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import REPO, dimster
+from tests.conftest import REPO, dimster, set_broker_config
 from tests.runs import status, wait
 
 pytestmark = pytest.mark.kafka
@@ -220,10 +220,7 @@ def test_cluster_redeploy_during_a_run_loses_nothing(tmp_path, project, local_st
     assert started.code == 0, started.stderr
     bundle = json.loads(started.stdout)["results"]
     wait("elapsedSeconds>3 and received>0")
-    config_file = project / "run/broker-configs/default.yaml"
-    config = yaml.safe_load(config_file.read_text())
-    config["group.share.record.lock.duration.ms"] = 20000  # read-only: needs a restart
-    config_file.write_text(yaml.safe_dump(config))
+    set_broker_config(project, "group.share.record.lock.duration.ms", 20000)  # read-only: needs a restart
     redeploy = dimster("cluster", "redeploy", "local", "--json", env=env)
     assert redeploy.code == 0, redeploy.stderr
     assert json.loads(redeploy.stdout)["restarted_nodes"] == [1]

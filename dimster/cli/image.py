@@ -7,7 +7,7 @@ import re
 import typer
 
 from dimster.cli.output import console, err_console, print_json
-from dimster.containers.daemon import LABEL, connect, daemon_address
+from dimster.containers.daemon import DAEMON_ERRORS, LABEL, api_reason, connect, daemon_address
 from dimster.containers.images import KIND_LABEL, base_image, kafka_image, worker_image
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import DimsterError
@@ -56,6 +56,8 @@ def list_images(docker_host: str = DockerHostOpt, json: bool = JsonOpt) -> None:
     client = connect(docker_host)
     try:
         images = client.images.list(filters={"label": LABEL})
+    except DAEMON_ERRORS as e:
+        raise DimsterError(f"the Docker daemon at {daemon_address(docker_host)} refused: {api_reason(e)}") from None
     finally:
         client.close()
     rows = []

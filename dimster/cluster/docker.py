@@ -19,12 +19,20 @@ from pathlib import Path
 
 import docker
 import docker.errors
-import requests.exceptions
 from docker.models.containers import Container
 
 from dimster.cluster.backend import ClusterStatus, NodeStatus
 from dimster.cluster.nodes import NodeCluster, new_cluster_id, save_state
-from dimster.containers.daemon import LABEL, connect, daemon_address, labels
+from dimster.containers.daemon import (
+    DAEMON_ERRORS,
+    LABEL,
+    api_reason,
+    connect,
+    daemon_address,
+    label_filter,
+    labels,
+    stop_and_remove,
+)
 from dimster.environment import DockerProfile
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import registered_brokers
@@ -49,9 +57,9 @@ def _daemon_errors(method):
     def wrapper(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
-        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
+        except DAEMON_ERRORS as e:
             address = daemon_address(self.profile.docker_host)
-            raise ClusterError(f"the Docker daemon at {address} refused: {_api_reason(e)}") from None
+            raise ClusterError(f"the Docker daemon at {address} refused: {api_reason(e)}") from None
 
     return wrapper
 
@@ -83,9 +91,10 @@ class DockerCluster(NodeCluster):
     profile: DockerProfile
     backend = "docker"
 
+    state_type = DockerState
+
     def __init__(self, profile: DockerProfile):
         super().__init__(profile)
-        self.state_file = self.root / "state.json"
         self._client: docker.DockerClient | None = None
 
     @property
@@ -113,12 +122,13 @@ class DockerCluster(NodeCluster):
     def _labels(self, **more: str) -> dict[str, str]:
         return labels(environment=self.profile.name, **more)
 
-    def _ours(self, **more: str) -> list[str]:
-        return [f"{key}={value}" for key, value in self._labels(**more).items()]
+    def _ours(self, **more: str) -> dict[str, list[str]]:
+        """A list filter for this environment's things (of role `role`, ...)."""
+        return label_filter(environment=self.profile.name, **more)
 
     def containers(self) -> dict[int, Container]:
         """This environment's node containers (running or not), by node id."""
-        found = self.client.containers.list(all=True, ignore_removed=True, filters={"label": self._ours(role="broker")})
+        found = self.client.containers.list(all=True, ignore_removed=True, filters=self._ours(role="broker"))
         return {int(c.labels[f"{LABEL}.node"]): c for c in found}
 
     # ---- configuration ------------------------------------------------------------------------
@@ -164,8 +174,8 @@ class DockerCluster(NodeCluster):
         progress(f"pulling {image}")
         try:
             self.client.images.pull(image)
-        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
-            reason = _api_reason(e)
+        except DAEMON_ERRORS as e:
+            reason = api_reason(e)
             raise DimsterError(
                 f"image {image} is not on the Docker daemon at {daemon_address(self.profile.docker_host)} and "
                 f"could not be pulled ({reason}): pull it, or build one with `dimster image build` and set "
@@ -181,7 +191,7 @@ class DockerCluster(NodeCluster):
 
     def _cluster_id(self) -> str:
         """The id of the cluster the nodes' volumes hold; a new one when there are none."""
-        for volume in self.client.volumes.list(filters={"label": self._ours(role="data")}):
+        for volume in self.client.volumes.list(filters=self._ours(role="data")):
             if cluster_id := volume.attrs.get("Labels", {}).get(f"{LABEL}.cluster-id"):
                 return cluster_id
         return new_cluster_id()
@@ -256,23 +266,12 @@ class DockerCluster(NodeCluster):
             container.put_archive("/", files)
             container.start()
         except docker.errors.APIError as e:
-            _remove_quietly(container)
-            raise ClusterError(f"node {p.node_ids[index]} of '{p.name}' did not start: {_api_reason(e)}") from None
+            stop_and_remove([container], 0)
+            raise ClusterError(f"node {p.node_ids[index]} of '{p.name}' did not start: {api_reason(e)}") from None
         except BaseException:
-            _remove_quietly(container)
+            stop_and_remove([container], 0)
             raise
         return container
-
-    def _stop(self, containers: list[Container], seconds: int = DOWN_STOP_SECONDS) -> None:
-        """SIGTERM to all at once (a lone survivor would wait for a quorum that is gone), SIGKILL after
-        `seconds`, then remove them."""
-        threads = [threading.Thread(target=_stop_quietly, args=(c, seconds)) for c in containers]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        for container in containers:
-            _remove_quietly(container)
 
     def check_ports_free(self) -> None:
         if self.client.api.base_url.startswith("http+docker://localhost"):  # a daemon on this host
@@ -297,20 +296,20 @@ class DockerCluster(NodeCluster):
     def _tail(container: Container, lines: int) -> list[str]:
         try:
             return container.logs(tail=lines).decode(errors="replace").splitlines()
-        except docker.errors.APIError:
+        except DAEMON_ERRORS:
             return []
 
     # ---- the backend interface -----------------------------------------------------------------
     def _running(self, progress) -> DockerState | None:
         """The recorded state when all the nodes' containers run; stale containers are removed."""
-        state = DockerState.load(self.state_file)
+        state = self.recorded_state()
         containers = self.containers()
         running = {node_id for node_id, c in containers.items() if c.status == "running"}
         if state is not None and running == set(self.profile.node_ids) and len(containers) == self.profile.nodes:
             return state
         if containers:
             progress(f"stale containers of '{self.profile.name}' ({len(running)}/{len(containers)} running): removing")
-            self._stop(list(containers.values()))
+            stop_and_remove(list(containers.values()), DOWN_STOP_SECONDS)
         self.state_file.unlink(missing_ok=True)
         return None
 
@@ -336,7 +335,7 @@ class DockerCluster(NodeCluster):
             self.wait_registered(set(self.profile.node_ids), time.monotonic() + self.profile.start_timeout_seconds)
             self.wait_share_groups(distribution)
         except BaseException:
-            self._stop(started)
+            stop_and_remove(started, DOWN_STOP_SECONDS)
             self.state_file.unlink(missing_ok=True)
             raise
         return self.status()
@@ -344,19 +343,17 @@ class DockerCluster(NodeCluster):
     @_daemon_errors
     def down(self, progress=print) -> list[int]:
         workers = self._existing(
-            lambda: self.client.containers.list(
-                all=True, ignore_removed=True, filters={"label": self._ours(role="worker")}
-            )
+            lambda: self.client.containers.list(all=True, ignore_removed=True, filters=self._ours(role="worker"))
         )
         if workers:  # left by a run that was killed: they hold the network
-            self._stop(workers)
+            stop_and_remove(workers, DOWN_STOP_SECONDS)
             progress(f"removed {len(workers)} worker container(s) left by an earlier run")
         containers = self._existing_containers()
-        if containers:
-            self._stop(list(containers.values()))
+        if containers:  # all at once: a lone survivor would wait for a quorum that is gone
+            stop_and_remove(list(containers.values()), DOWN_STOP_SECONDS)
             for node_id, container in sorted(containers.items()):
                 progress(f"node {node_id} (container {container.name}) removed")
-        for network in self._existing(lambda: self.client.networks.list(filters={"label": self._ours()})):
+        for network in self._existing(lambda: self.client.networks.list(filters=self._ours())):
             network.remove()
         self.state_file.unlink(missing_ok=True)
         return sorted(containers)
@@ -378,13 +375,13 @@ class DockerCluster(NodeCluster):
         """Delete the nodes' volumes and the cluster folder (only when no node container exists)."""
         if self.containers():
             raise DimsterError(f"'{self.profile.name}' is running; `dimster cluster down {self.profile.name}` first")
-        for volume in self.client.volumes.list(filters={"label": self._ours(role="data")}):
+        for volume in self.client.volumes.list(filters=self._ours(role="data")):
             volume.remove(force=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
     @_daemon_errors
     def status(self) -> ClusterStatus:
-        state = DockerState.load(self.state_file)
+        state = self.recorded_state()
         containers = self._existing_containers()
         alive = {node_id: c.status == "running" for node_id, c in containers.items()}
         registered = registered_brokers(self.profile.bootstrap_servers) if any(alive.values()) else set()
@@ -423,42 +420,31 @@ class DockerCluster(NodeCluster):
             )
         return (state.kafka_version, state.broker_config) if state else None
 
-    def broker_config(self) -> dict[str, str]:
-        state = DockerState.load(self.state_file)
-        return dict(state.broker_config) if state else {}
-
-    def record_config(self, broker_config: dict[str, str]) -> None:
-        state = DockerState.load(self.state_file)
-        if state is not None:
-            state.broker_config = broker_config
-            state.save(self.state_file)
-
     @_daemon_errors
     def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
         """Recreate node `index`'s container with its current server.properties (same volume, same id)."""
-        state = DockerState.load(self.state_file)
+        state = self.recorded_state()
         assert state is not None, "restart_node on a cluster that is not running"
         node_id = self.profile.node_ids[index]
         old = self.containers().get(node_id)
         cluster_id = self._cluster_id()
         if old is not None:
             progress(f"node {node_id}: stopping container {old.name}")
-            self._stop([old], RESTART_STOP_SECONDS)
+            stop_and_remove([old], RESTART_STOP_SECONDS)
         self._start_node(index, state.image, cluster_id)
 
     # ---- logs ---------------------------------------------------------------------------------
-    @_daemon_errors
     def log_files(self) -> dict[int, Path]:
         """Each node container's log, copied into the cluster folder now (a run's bundle keeps them)."""
         files = {}
         try:
             containers = self.containers()
-        except (DimsterError, docker.errors.APIError, requests.exceptions.RequestException):
+        except (DimsterError, *DAEMON_ERRORS):
             return {}  # the daemon is gone: a run's results do not wait for it
         for node_id, container in sorted(containers.items()):
             path = self.root / f"node-{node_id}" / "server.log"
             path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            with contextlib.suppress(*DAEMON_ERRORS):
                 path.write_bytes(container.logs(tail=LOG_TAIL_LINES))
                 files[node_id] = path
         return files
@@ -473,15 +459,15 @@ class DockerCluster(NodeCluster):
         lines: queue.Queue[tuple[int, str] | None] = queue.Queue()  # None: a container's stream ended
         try:
             containers = {n: c for n, c in self.containers().items() if n in node_ids}
-        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
-            raise ClusterError(f"the Docker daemon refused the logs: {_api_reason(e)}") from None
+        except DAEMON_ERRORS as e:
+            raise ClusterError(f"the Docker daemon refused the logs: {api_reason(e)}") from None
 
         def pump(node_id: int, container: Container) -> None:
             try:
                 for chunk in container.logs(stream=True, follow=True, tail=0):
                     for line in chunk.decode(errors="replace").splitlines():
                         lines.put((node_id, line))
-            except (docker.errors.APIError, requests.exceptions.RequestException):
+            except DAEMON_ERRORS:
                 pass
             finally:
                 lines.put(None)
@@ -495,20 +481,3 @@ class DockerCluster(NodeCluster):
                 streaming -= 1
             else:
                 yield item
-
-
-def _stop_quietly(container: Container, seconds: int) -> None:
-    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-        container.stop(timeout=seconds)
-
-
-def _remove_quietly(container: Container) -> None:
-    """Remove a container and its anonymous volumes (apache/kafka declares some); named ones stay."""
-    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-        container.remove(force=True, v=True)
-
-
-def _api_reason(error: Exception) -> str:
-    explanation = getattr(error, "explanation", None)
-    text = str(explanation or error).strip().splitlines()
-    return text[0][:300] if text else type(error).__name__

@@ -60,9 +60,7 @@ class LocalCluster(NodeCluster):
     profile: LocalProfile
     backend = "local"
 
-    def __init__(self, profile: LocalProfile):
-        super().__init__(profile)
-        self.state_file = self.root / "state.json"
+    state_type = ClusterState
 
     # ---- layout -------------------------------------------------------------------------------
     def node_id(self, index: int) -> int:
@@ -185,7 +183,7 @@ class LocalCluster(NodeCluster):
         return "\n".join(errors[-6:] + jvm)
 
     def check_nodes_alive(self) -> None:
-        state = ClusterState.load(self.state_file)
+        state = self.recorded_state()
         for node in state.nodes if state else []:
             if not node.process.alive():
                 raise ClusterError(
@@ -197,7 +195,7 @@ class LocalCluster(NodeCluster):
     # ---- the backend interface -----------------------------------------------------------------
     def _live_state(self, progress) -> ClusterState | None:
         """The recorded state when all its processes run; a stale state is cleaned away."""
-        state = ClusterState.load(self.state_file)
+        state = self.recorded_state()
         if state is None:
             return None
         alive = [n for n in state.nodes if n.process.alive()]
@@ -238,7 +236,7 @@ class LocalCluster(NodeCluster):
         return self.status()
 
     def down(self, progress=print) -> list[int]:
-        state = ClusterState.load(self.state_file)
+        state = self.recorded_state()
         if state is None:
             return []
         running = [n for n in state.nodes if n.process.alive()]
@@ -251,7 +249,7 @@ class LocalCluster(NodeCluster):
         return [n.pid for n in running]
 
     def status(self) -> ClusterStatus:
-        state = ClusterState.load(self.state_file)
+        state = self.recorded_state()
         processes = {n.node_id: n for n in state.nodes} if state else {}
         alive = {i: p.process.alive() for i, p in processes.items()}
         registered = registered_brokers(self.profile.bootstrap_servers) if any(alive.values()) else set()
@@ -282,16 +280,10 @@ class LocalCluster(NodeCluster):
         state = self._live_state(progress)
         return (state.kafka_version, state.broker_config) if state else None
 
-    def record_config(self, broker_config: dict[str, str]) -> None:
-        state = ClusterState.load(self.state_file)
-        if state is not None:
-            state.broker_config = broker_config
-            state.save(self.state_file)
-
     def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
         if self.profile.broker_metrics:
             agent_jar()  # fetched, if it must be, before the node goes down
-        state = ClusterState.load(self.state_file)
+        state = self.recorded_state()
         assert state is not None, "restart_node on a cluster that is not running"
         node = state.nodes[index]
         progress(f"node {node.node_id}: stopping (pid {node.pid})")
@@ -300,13 +292,8 @@ class LocalCluster(NodeCluster):
         state.save(self.state_file)
         progress(f"node {node.node_id}: started again (pid {state.nodes[index].pid})")
 
-    def broker_config(self) -> dict[str, str]:
-        """The broker-config properties the running nodes were started or redeployed with."""
-        state = ClusterState.load(self.state_file)
-        return dict(state.broker_config) if state else {}
-
     def remove_data(self) -> None:
         """Delete the cluster folder (only when nothing runs)."""
-        if ClusterState.load(self.state_file) is not None:
+        if self.recorded_state() is not None:
             raise DimsterError(f"'{self.profile.name}' is running; `dimster cluster down {self.profile.name}` first")
         shutil.rmtree(self.root, ignore_errors=True)

@@ -41,10 +41,16 @@ class NodeCluster:
 
     profile: NodesProfile
     backend = ""
+    state_type: type  # what `up` records in state.json (a dataclass with load, save and broker_config)
 
     def __init__(self, profile: NodesProfile):
         self.profile = profile
         self.root = profile.cluster_dir
+        self.state_file = self.root / "state.json"
+
+    def recorded_state(self):
+        """What `up` recorded and redeploys updated; None when there is no record."""
+        return self.state_type.load(self.state_file)
 
     # ---- what a backend provides --------------------------------------------------------------
     def managed_properties(self, index: int) -> dict[str, str]:
@@ -53,10 +59,6 @@ class NodeCluster:
 
     def running_config(self, progress) -> tuple[str, dict[str, str]] | None:
         """The Kafka version and broker config of the running nodes; None when the cluster is not running."""
-        raise NotImplementedError
-
-    def record_config(self, broker_config: dict[str, str]) -> None:
-        """Remember `broker_config` as what the running nodes now run with."""
         raise NotImplementedError
 
     def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
@@ -198,8 +200,15 @@ class NodeCluster:
 
     def broker_config(self) -> dict[str, str]:
         """The broker-config properties the running nodes were started or redeployed with."""
-        running = self.running_config(lambda _line: None)
-        return dict(running[1]) if running else {}
+        state = self.recorded_state()
+        return dict(state.broker_config) if state else {}
+
+    def record_config(self, broker_config: dict[str, str]) -> None:
+        """Remember `broker_config` as what the running nodes now run with."""
+        state = self.recorded_state()
+        if state is not None:
+            state.broker_config = broker_config
+            state.save(self.state_file)
 
     def redeploy(self, progress=print) -> RedeployReport:
         """Bring the running nodes to the current broker config: dynamic keys through the Admin API,
@@ -258,6 +267,3 @@ class NodeCluster:
                 self.wait_replicas_in_sync(deadline, progress)
             restarted.append(node_id)
         return restarted
-
-    def log_files(self) -> dict[int, Path]:
-        return {}

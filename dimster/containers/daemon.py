@@ -1,7 +1,9 @@
 """The connection to a Docker-compatible daemon (Docker, or podman's Docker API), and the labels that
 mark everything dimster creates there."""
 
+import contextlib
 import os
+import threading
 
 import docker
 import docker.errors
@@ -13,6 +15,8 @@ LABEL = "io.dimster"  # the key prefix of dimster's labels; `io.dimster=1` marks
 DEFAULT_HOST = "unix:///var/run/docker.sock"  # where the Docker SDK looks without DOCKER_HOST
 CONNECT_TIMEOUT = 10.0  # seconds the first answer (the ping) may take
 REQUEST_TIMEOUT = 600.0  # seconds any later request may go without a byte (an image build, a big import)
+# what a request to a daemon that answered once may still raise: its refusal, or a lost connection
+DAEMON_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
 HINT = (
     "start Docker, or podman's Docker-compatible API (podman system service), "
     "and point dockerHost in the profile or DOCKER_HOST at it"
@@ -22,6 +26,11 @@ HINT = (
 def labels(**kv: str) -> dict[str, str]:
     """dimster's labels: `io.dimster=1` and `io.dimster.<key>=<value>` for each keyword."""
     return {LABEL: "1", **{f"{LABEL}.{key}": str(value) for key, value in kv.items()}}
+
+
+def label_filter(**kv: str) -> dict[str, list[str]]:
+    """A list filter for what carries all of dimster's labels `kv`."""
+    return {"label": [f"{key}={value}" for key, value in labels(**kv).items()]}
 
 
 def daemon_address(base_url: str | None = None) -> str:
@@ -62,3 +71,27 @@ def failure_reason(error: BaseException) -> str:
         pending += [a for a in current.args if isinstance(a, BaseException)]
     text = str(error).strip().splitlines()
     return (text[0] if text else type(error).__name__)[:300]
+
+
+def api_reason(error: BaseException) -> str:
+    """The first line of what the daemon said when it refused a request (or of the error itself)."""
+    text = str(getattr(error, "explanation", None) or error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__
+
+
+def stop_and_remove(containers: list, seconds: float) -> None:
+    """Stop `containers` all at once (SIGTERM, SIGKILL after `seconds`), then remove each with its
+    anonymous volumes (an image may declare some, apache/kafka does; named volumes stay). What the
+    daemon refuses on the way is passed over: this is clean-up."""
+
+    def stop(container) -> None:
+        with contextlib.suppress(*DAEMON_ERRORS):
+            container.stop(timeout=seconds)
+        with contextlib.suppress(*DAEMON_ERRORS):
+            container.remove(force=True, v=True)
+
+    threads = [threading.Thread(target=stop, args=(c,)) for c in containers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

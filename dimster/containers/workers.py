@@ -8,17 +8,23 @@ the agent waits for it."""
 import contextlib
 import secrets
 import socket
-import threading
 import time
 
 import docker
-import docker.errors
-import requests.exceptions
 from docker.models.containers import Container
 
-from dimster.containers.daemon import connect, daemon_address, labels
+from dimster.cluster.backend import ClusterBackend
+from dimster.cluster.docker import DockerCluster
+from dimster.containers.daemon import (
+    DAEMON_ERRORS,
+    api_reason,
+    connect,
+    daemon_address,
+    label_filter,
+    labels,
+    stop_and_remove,
+)
 from dimster.containers.images import worker_image
-from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 
 AGENT_PORT = 7070  # inside the container, on a cluster network
@@ -32,9 +38,11 @@ class WorkerContainers:
     brokers' internal listeners, the agents' ports are published on loopback); otherwise they share
     this host's network and reach the cluster as this host does."""
 
-    def __init__(self, profile: EnvironmentProfile, run_name: str, progress=print):
+    def __init__(self, cluster: ClusterBackend, run_name: str, progress=print):
+        profile = cluster.profile
         assert profile.docker_workers is not None
         self.profile = profile
+        self.cluster = cluster if isinstance(cluster, DockerCluster) else None  # the network they join
         self.count = profile.docker_workers.docker
         self.run_name = run_name
         self.progress = progress
@@ -51,17 +59,9 @@ class WorkerContainers:
         return self._client
 
     @property
-    def on_cluster_network(self) -> bool:
-        return self.profile.backend == "docker"
-
-    @property
     def client_bootstrap(self) -> str | None:
         """What the workers' clients connect to, when it is not what this host uses."""
-        if not self.on_cluster_network:
-            return None
-        from dimster.cluster.docker import DockerCluster
-
-        return DockerCluster(self.profile).internal_bootstrap  # type: ignore[arg-type]
+        return self.cluster.internal_bootstrap if self.cluster else None
 
     def start(self) -> list[str]:
         """Start the agents and hand each the token; their addresses once all listen."""
@@ -76,27 +76,24 @@ class WorkerContainers:
             for container in self.containers:
                 self._wait_listening(container)
             return addresses
-        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
+        except DAEMON_ERRORS as e:
             self.remove()
-            reason = str(getattr(e, "explanation", None) or e).strip().splitlines()
             address = daemon_address(self.docker_host)
-            raise DimsterError(
-                f"worker containers: the Docker daemon at {address} refused: {reason[0][:300]}"
-            ) from None
+            raise DimsterError(f"worker containers: the Docker daemon at {address} refused: {api_reason(e)}") from None
         except BaseException:
             self.remove()
             raise
 
     def _start_one(self, index: int, image: str) -> str:
-        listen = f"0.0.0.0:{AGENT_PORT}" if self.on_cluster_network else f"127.0.0.1:{_free_port()}"
+        listen = f"0.0.0.0:{AGENT_PORT}" if self.cluster else f"127.0.0.1:{_free_port()}"
         token_file = f"{TOKEN_DIR}/token"
         script = (
             f"while [ ! -s {token_file} ]; do sleep 0.1; done; "
             f"exec python3 -m dimster worker serve --listen {listen} --token-file {token_file}"
         )
         options: dict = {"network_mode": "host"}
-        if self.on_cluster_network:
-            options = {"network": f"dimster-{self.profile.name}", "ports": {f"{AGENT_PORT}/tcp": ("127.0.0.1", None)}}
+        if self.cluster:
+            options = {"network": self.cluster.network_name, "ports": {f"{AGENT_PORT}/tcp": ("127.0.0.1", None)}}
         container = self.client.containers.run(
             image,
             entrypoint=["/bin/sh", "-c", script],
@@ -108,7 +105,7 @@ class WorkerContainers:
             **options,
         )
         self.containers.append(container)
-        if not self.on_cluster_network:
+        if not self.cluster:
             return listen
         container.reload()
         published = (container.attrs["NetworkSettings"].get("Ports") or {}).get(f"{AGENT_PORT}/tcp") or []
@@ -127,10 +124,10 @@ class WorkerContainers:
             raw.sendall(self.token.encode() + b"\n")
             raw.shutdown(socket.SHUT_WR)
             deadline = time.monotonic() + 10
-            while (done := self.client.api.exec_inspect(execution["Id"])).get(
-                "Running"
-            ) and time.monotonic() < deadline:
+            done = self.client.api.exec_inspect(execution["Id"])
+            while done.get("Running") and time.monotonic() < deadline:
                 time.sleep(0.1)
+                done = self.client.api.exec_inspect(execution["Id"])
         finally:
             raw.close()
         if done.get("Running") or done.get("ExitCode") != 0:
@@ -153,26 +150,12 @@ class WorkerContainers:
         raise DimsterError(f"worker container {container.name} did not listen within {READY_TIMEOUT:.0f}s")
 
     def remove(self) -> None:
-        """Stop and remove the run's agent containers (all at once)."""
-
-        def stop(container: Container) -> None:
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                container.stop(timeout=STOP_SECONDS)
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                container.remove(force=True, v=True)
-
+        """Stop and remove the run's agent containers (all at once), also one whose start was cut short."""
         found = {c.id: c for c in self.containers}
-        with contextlib.suppress(DimsterError, docker.errors.APIError, requests.exceptions.RequestException):
-            pool = labels(pool=self.pool_id)  # also one whose start was cut short
-            listed = self.client.containers.list(
-                all=True, ignore_removed=True, filters={"label": [f"{k}={v}" for k, v in pool.items()]}
-            )
+        with contextlib.suppress(DimsterError, *DAEMON_ERRORS):
+            listed = self.client.containers.list(all=True, ignore_removed=True, filters=label_filter(pool=self.pool_id))
             found |= {c.id: c for c in listed}
-        threads = [threading.Thread(target=stop, args=(c,)) for c in found.values()]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        stop_and_remove(list(found.values()), STOP_SECONDS)
         self.containers = []
 
 

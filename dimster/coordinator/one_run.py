@@ -15,7 +15,6 @@ from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
 from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile
-from dimster.kafka.admin import registered_brokers
 from dimster.monitor import announce_run
 from dimster.remote.security import read_token
 from dimster.results.bundle import ResultsBundle
@@ -50,13 +49,15 @@ def run_workload(
         overrides = {**profile.broker_overrides, **workload.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
     agents = connect_agents(profile, workload.name)
-    containers = WorkerContainers(profile, workload.name, progress) if profile.docker_workers else None
+    cluster = backend_for(profile)
+    containers = WorkerContainers(cluster, workload.name, progress) if profile.docker_workers else None
     try:
-        if containers:  # on the cluster's network, which `up` makes: the cluster first
-            backend_for(profile).ensure(progress)
+        cluster.ensure(progress)  # before worker containers: they may join the network `up` makes
+        if containers:
             agents = RemoteWorkers(containers.start(), containers.token, timeout=profile.worker_timeout_seconds)
             agents.connect(workload.name)
-        return _run_on(workload, profile, agents, results_root, control, say, progress, context, containers)
+        client_bootstrap = profile.client_bootstrap_servers or (containers and containers.client_bootstrap)
+        return _run_on(workload, profile, cluster, agents, results_root, control, say, context, client_bootstrap)
     finally:
         if agents:
             agents.close()
@@ -74,10 +75,7 @@ def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers 
     return agents
 
 
-def _run_on(workload, profile, agents, results_root, control, say, progress, context, containers) -> RunOutcome:
-    cluster = backend_for(profile)
-    if not containers:  # else ensured before the containers started
-        cluster.ensure(progress)
+def _run_on(workload, profile, cluster, agents, results_root, control, say, context, client_bootstrap) -> RunOutcome:
     status = cluster.status()
     bundle = ResultsBundle(results_root, workload.name)
     bundle.start(
@@ -86,7 +84,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
         broker_config=cluster.broker_config(),
         kafka_version=status.kafka_version,
         run_id=bundle.path.name,
-        brokers=sorted(registered_brokers(profile.bootstrap_servers)),
+        brokers=[node.node_id for node in status.nodes if node.registered],
     )
     labels = {"environment": profile.name, "run": bundle.path.name, "workload": workload.name}
     exporter = StatusExporter({**labels, "mode": workload.mode.type}) if profile.metrics_endpoint else None
@@ -115,7 +113,7 @@ def _run_on(workload, profile, agents, results_root, control, say, progress, con
             control=control,
             say=lambda line: say(bundle.redact_text(line)),
             on_worker_loss=profile.on_worker_loss,
-            client_bootstrap=profile.client_bootstrap_servers or (containers and containers.client_bootstrap),
+            client_bootstrap=client_bootstrap,
             context=context,
             exporter=exporter,
         )
