@@ -10,6 +10,7 @@ import yaml
 
 from tests.conftest import copy_project, dimster, our_java_processes, set_broker_config
 from tests.kafka_clients import broker_config, consume_group, create_topic, produce_numbers
+from tests.runs import status, wait, write_workload
 
 pytestmark = pytest.mark.kafka
 
@@ -90,6 +91,73 @@ def test_redeploy_applies_dynamic_config_without_restart(beefy):
     after = beefy.status()
     assert [n["pid"] for n in after["nodes"]] == [n["pid"] for n in before["nodes"]]
     assert broker_config(before["bootstrap_servers"], 3, "message.max.bytes") == str(size)
+
+
+def test_a_run_through_a_kill_a_pause_and_a_restart_loses_nothing_and_up_brings_back_only_the_killed_node(
+    beefy, tmp_path
+):
+    workload = write_workload(
+        tmp_path,
+        "faults",
+        replicationFactor=3,
+        kafkaConfig={  # with acks=all (the default): two copies of every acknowledged record
+            "producerConfig": {"linger.ms": 5},
+            "topicConfig": {"min.insync.replicas": 2},
+        },
+        producersPerTopic=1,
+        producerRate=200,
+        warmupSeconds=0,
+        durationSeconds=0,
+        reportIntervalSeconds=2,
+    )
+    run = dimster(
+        "run", "localBeefy", "-w", str(workload), "--detach", "--json", "--no-summary",
+        "--results", str(tmp_path / "results"), env=beefy.env,
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    bundle = Path(json.loads(run.stdout)["results"])
+    wait("received>100", env="localBeefy")
+    pids = {n["node_id"]: n["pid"] for n in beefy.status()["nodes"]}
+
+    def fault(action: str, node: int) -> str:
+        result = dimster("cluster", action, "localBeefy", "--node", str(node), env=beefy.env)
+        assert result.code == 0, result.stderr
+        return result.stdout
+
+    def more_received(count: int, timeout: int = 90) -> None:
+        wait(f"received>{status('localBeefy')['received'] + count}", timeout=timeout, env="localBeefy")
+
+    assert f"node 2 killed (SIGKILL to pid {pids[2]})" in fault("kill", 2)
+    nodes = {n["node_id"]: n for n in beefy.status()["nodes"]}
+    assert not nodes[2]["alive"] and nodes[1]["alive"] and nodes[3]["alive"]
+    more_received(200)  # two in-sync copies are enough for acks=all
+
+    up = dimster("cluster", "up", "localBeefy", env=beefy.env)
+    assert up.code == 0, up.stderr
+    assert "node 2 was not running: started it again with its data" in up.stderr
+    assert "nodes [1, 3] kept running" in up.stderr and "stale" not in up.stderr
+    after = {n["node_id"]: n["pid"] for n in beefy.status()["nodes"]}
+    assert after[1] == pids[1] and after[3] == pids[3] and after[2] != pids[2]
+
+    fault("pause", 3)
+    paused = {n["node_id"]: n for n in beefy.status()["nodes"]}[3]
+    assert paused["alive"] and paused["paused"]
+    assert dimster("cluster", "status", "localBeefy", env=beefy.env).code == 1  # a paused node: unhealthy
+    more_received(200)  # once the controller fences node 3, its partitions move to the others
+    fault("resume", 3)
+    assert dimster("cluster", "up", "localBeefy", env=beefy.env).code == 0  # until node 3 is registered again
+    assert "node 1 restarted" in fault("restart", 1)
+    more_received(300, timeout=120)
+    assert dimster("stop", "localBeefy").code == 0
+
+    info = json.loads((bundle / "run.json").read_text())
+    assert info["status"] == "completed", info.get("failure")
+    assert info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["acked"] > 0
+    events = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
+    faults = [(e["action"], e["node"]) for e in events if e["event"] == "fault"]
+    assert faults == [("kill", 2), ("pause", 3), ("resume", 3), ("restart", 1)]
+    assert ("broker_left", 2) in [(e["event"], e.get("broker")) for e in events]
+    assert beefy.status()["healthy"]
 
 
 def test_down_leaves_nothing_running(beefy, state_dir):

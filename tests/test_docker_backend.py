@@ -150,9 +150,14 @@ def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and
     info = json.loads((bundle / "run.json").read_text())
     assert info["status"] == "completed" and info["brokers"] == [1, 2, 3]
     assert info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["acked"] > 0
-    events = [json.loads(x)["event"] for x in (bundle / "events.jsonl").read_text().splitlines()]
-    membership = [e for e in events if e in ("broker_left", "broker_back")]
-    assert membership == ["broker_left", "broker_back"] * 3  # never two brokers away at once
+    events = [json.loads(x) for x in (bundle / "events.jsonl").read_text().splitlines()]
+    membership = [(e["event"], e["broker"]) for e in events if e["event"] in ("broker_left", "broker_back")]
+    # never two brokers away at once: each broker that left is the next one back (a busy machine may
+    # add the flap of a broker that missed a heartbeat, which the watch rightly reports)
+    lefts, backs = membership[::2], membership[1::2]
+    assert [event for event, _ in lefts] == ["broker_left"] * len(lefts), membership
+    assert backs == [("broker_back", broker) for _, broker in lefts], membership
+    assert {broker for _, broker in lefts} == {1, 2, 3}, membership
     assert sorted(p.name for p in (bundle / "logs").glob("broker-*.log")) == [f"broker-{n}.log" for n in (1, 2, 3)]
 
 

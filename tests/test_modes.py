@@ -173,7 +173,8 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
         mode={
             "type": "explore-limits",
             "targetE2eP99Ms": 2000,
-            "startRate": 400,
+            "startRate": 600,
+            "precision": 0.1,
             "settleSeconds": 3,
             "stepSeconds": 10,
             "drainStallSeconds": 10,

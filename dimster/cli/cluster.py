@@ -105,3 +105,42 @@ def logs(
                 console.print(f"[{node_id}] {line}", markup=False)
         except KeyboardInterrupt:
             pass
+
+
+NodeOpt = typer.Option(..., "--node", "-n", help="The node's id (`dimster cluster status ENV`).", show_default=False)
+
+
+def _fault(env: str, node: int, action: str) -> None:
+    """One fault on one node; the run of ENV, if one goes on, records it as an event."""
+    profile = load_environment(env)
+    cluster = backend_for(profile)
+    node_ids = getattr(profile, "node_ids", None)
+    if node_ids is not None and node not in node_ids:
+        raise DimsterError(f"'{env}' has nodes {', '.join(map(str, node_ids))}; there is no node {node}")
+    done = cluster.fault(node, action, progress)
+    notify_run(env, "fault", f"{done} from another terminal", action=action, node=node)
+    console.print(f"'{env}': {done}")
+
+
+@app.command()
+def kill(env: str = EnvArg, node: int = NodeOpt) -> None:
+    """Kill one node at once (SIGKILL), as a crash would; `cluster up` starts it again with its data."""
+    _fault(env, node, "kill")
+
+
+@app.command()
+def pause(env: str = EnvArg, node: int = NodeOpt) -> None:
+    """Freeze one node (SIGSTOP): it keeps its connections but answers nothing until `cluster resume`."""
+    _fault(env, node, "pause")
+
+
+@app.command()
+def resume(env: str = EnvArg, node: int = NodeOpt) -> None:
+    """Let a paused node run again (SIGCONT)."""
+    _fault(env, node, "resume")
+
+
+@app.command()
+def restart(env: str = EnvArg, node: int = NodeOpt) -> None:
+    """Stop one node cleanly (SIGTERM) and start it again with its data; returns once it is registered."""
+    _fault(env, node, "restart")

@@ -99,7 +99,7 @@ def _same_process(state: dict) -> bool:
         return False
 
 
-def notify_run(env: str, event: str, message: str) -> None:
+def notify_run(env: str, event: str, message: str, **details: object) -> None:
     """Tell the run of `env`, if there is one, about a cluster event (best effort)."""
     with contextlib.suppress(DimsterError):
-        control_request(env, "POST", "/event", {"event": event, "message": message}, timeout=10)
+        control_request(env, "POST", "/event", {"event": event, "message": message, **details}, timeout=10)

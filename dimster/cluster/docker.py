@@ -273,9 +273,10 @@ class DockerCluster(NodeCluster):
             raise
         return container
 
-    def check_ports_free(self) -> None:
-        if self.client.api.base_url.startswith("http+docker://localhost"):  # a daemon on this host
-            super().check_ports_free()  # a remote one publishes on its host: it says so itself when a port is taken
+    def check_ports_free(self, indexes: list[int] | None = None) -> None:
+        # a daemon on this host; a remote one publishes on its own host and says so itself when a port is taken
+        if self.client.api.base_url.startswith("http+docker://localhost"):
+            super().check_ports_free(indexes)
 
     # ---- health -------------------------------------------------------------------------------
     def check_nodes_alive(self) -> None:
@@ -312,6 +313,13 @@ class DockerCluster(NodeCluster):
             stop_and_remove(list(containers.values()), DOWN_STOP_SECONDS)
         self.state_file.unlink(missing_ok=True)
         return None
+
+    def fault(self, node_id: int, action: str, progress) -> str:
+        raise DimsterError(
+            f"node faults are for backend local so far; on '{self.profile.name}' the daemon's own "
+            f"`docker {'unpause' if action == 'resume' else action} "
+            f"{self.container_name(self.profile.node_index(node_id))}` does it"
+        )
 
     @_daemon_errors
     def up(self, progress=print) -> ClusterStatus:

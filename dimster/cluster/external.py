@@ -40,6 +40,11 @@ class ExternalCluster:
     def ensure(self, progress=print) -> None:
         self.up(progress)
 
+    def fault(self, node_id: int, action: str, progress) -> str:
+        raise DimsterError(
+            f"'{self.profile.name}' is an external cluster: dimster kills, pauses and restarts only nodes it runs"
+        )
+
     def status(self) -> ClusterStatus:
         return self._status(self._brokers())
 

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -193,13 +194,14 @@ class LocalCluster(NodeCluster):
                 )
 
     # ---- the backend interface -----------------------------------------------------------------
-    def _live_state(self, progress) -> ClusterState | None:
-        """The recorded state when all its processes run; a stale state is cleaned away."""
+    def _recorded_nodes(self, progress) -> ClusterState | None:
+        """The recorded state while at least one of its nodes runs (others may have died, or be
+        paused); a record of other nodes than the profile's, or of none running, is cleaned away."""
         state = self.recorded_state()
         if state is None:
             return None
         alive = [n for n in state.nodes if n.process.alive()]
-        if len(alive) == len(state.nodes) and [n.node_id for n in state.nodes] == self.profile.node_ids:
+        if alive and [n.node_id for n in state.nodes] == self.profile.node_ids:
             return state
         progress(f"stale state for '{self.profile.name}' ({len(alive)}/{len(state.nodes)} nodes alive): cleaning up")
         for node in alive:
@@ -209,11 +211,9 @@ class LocalCluster(NodeCluster):
 
     def up(self, progress=print) -> ClusterStatus:
         distribution = kafka_distribution(self.profile.kafka_version)
-        state = self._live_state(progress)
+        state = self._recorded_nodes(progress)
         if state is not None:
-            deadline = time.monotonic() + self.profile.start_timeout_seconds
-            self.wait_registered({n.node_id for n in state.nodes}, deadline)
-            progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
+            self._heal(state, distribution, progress)
             return self.status()
         broker_config = self.prepare_configs(distribution)
         self.check_ports_free()
@@ -234,6 +234,35 @@ class LocalCluster(NodeCluster):
             self.state_file.unlink(missing_ok=True)
             raise
         return self.status()
+
+    def _heal(self, state: ClusterState, distribution: KafkaDistribution, progress) -> None:
+        """Bring a running cluster back to all its nodes: paused ones resume, stopped ones start again
+        with their own id, data and config file; the nodes that run are left alone."""
+        for node in state.nodes:
+            if node.process.paused():
+                node.process.send(signal.SIGCONT)
+                progress(f"node {node.node_id} was paused: resumed it (SIGCONT to pid {node.pid})")
+        missing = [i for i, node in enumerate(state.nodes) if not node.process.alive()]
+        if missing and state.kafka_version != distribution.version:
+            raise DimsterError(
+                f"'{self.profile.name}' runs Kafka {state.kafka_version} but the profile asks for "
+                f"{distribution.version}; `dimster cluster down {self.profile.name}` first to change versions"
+            )
+        self.check_ports_free(missing)
+        for index in missing:
+            state.nodes[index] = self._start_node(distribution, index)
+            state.save(self.state_file)
+            progress(
+                f"node {self.node_id(index)} was not running: started it again with its data "
+                f"(pid {state.nodes[index].pid})"
+            )
+        deadline = time.monotonic() + self.profile.start_timeout_seconds
+        self.wait_registered({n.node_id for n in state.nodes}, deadline)
+        if missing:
+            kept = [n.node_id for i, n in enumerate(state.nodes) if i not in missing]
+            progress(f"'{self.profile.name}' is whole again; nodes {kept} kept running")
+        else:
+            progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
 
     def down(self, progress=print) -> list[int]:
         state = self.recorded_state()
@@ -263,6 +292,7 @@ class LocalCluster(NodeCluster):
                 broker_port=self.profile.broker_port(i),
                 controller_port=self.profile.controller_port(i),
                 log_file=str(log_files[node_id]),
+                paused=node_id in processes and processes[node_id].process.paused(),
             )
             for i, node_id in enumerate(self.profile.node_ids)
         ]
@@ -272,13 +302,20 @@ class LocalCluster(NodeCluster):
             kafka_version=state.kafka_version if state else self.profile.kafka_version,
             bootstrap_servers=self.profile.bootstrap_servers,
             running=any(alive.values()),
-            healthy=bool(nodes) and all(n.alive and n.registered for n in nodes),
+            healthy=bool(nodes) and all(n.alive and n.registered and not n.paused for n in nodes),
             nodes=nodes,
         )
 
     def running_config(self, progress) -> tuple[str, dict[str, str]] | None:
-        state = self._live_state(progress)
-        return (state.kafka_version, state.broker_config) if state else None
+        state = self._recorded_nodes(progress)
+        if state is None:
+            return None
+        if away := [n.node_id for n in state.nodes if n.process.paused() or not n.process.alive()]:
+            raise ClusterError(
+                f"nodes {away} of '{self.profile.name}' are stopped or paused: "
+                f"`dimster cluster up {self.profile.name}` brings them back first"
+            )
+        return state.kafka_version, state.broker_config
 
     def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
         if self.profile.broker_metrics:
@@ -291,6 +328,38 @@ class LocalCluster(NodeCluster):
         state.nodes[index] = self._start_node(distribution, index)
         state.save(self.state_file)
         progress(f"node {node.node_id}: started again (pid {state.nodes[index].pid})")
+
+    def fault(self, node_id: int, action: str, progress) -> str:
+        """Kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT) or restart one node dimster started, found
+        by its PID and start time; returns what was done."""
+        index = self.profile.node_index(node_id)
+        state = self.recorded_state()
+        if state is None:
+            raise DimsterError(f"'{self.profile.name}' is not running: `dimster cluster up {self.profile.name}` first")
+        node = state.nodes[index]
+        if action == "restart":
+            distribution = kafka_distribution(state.kafka_version)
+            self.restart_node(index, distribution, progress)
+            self.wait_registered({node_id}, time.monotonic() + self.profile.start_timeout_seconds)
+            return f"node {node_id} restarted (pid {self.recorded_state().nodes[index].pid})"
+        if not node.process.alive():
+            raise ClusterError(
+                f"node {node_id} of '{self.profile.name}' is not running: "
+                f"`dimster cluster up {self.profile.name}` starts it again"
+            )
+        paused = node.process.paused()
+        if action == "kill":
+            node.process.send(signal.SIGKILL)
+            return f"node {node_id} killed (SIGKILL to pid {node.pid})"
+        if action == "pause":
+            if paused:
+                raise ClusterError(f"node {node_id} of '{self.profile.name}' is paused already")
+            node.process.send(signal.SIGSTOP)
+            return f"node {node_id} paused (SIGSTOP to pid {node.pid})"
+        if not paused:
+            raise ClusterError(f"node {node_id} of '{self.profile.name}' is not paused")
+        node.process.send(signal.SIGCONT)
+        return f"node {node_id} resumed (SIGCONT to pid {node.pid})"
 
     def remove_data(self) -> None:
         """Delete the cluster folder (only when nothing runs)."""

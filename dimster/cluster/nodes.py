@@ -82,9 +82,9 @@ class NodeCluster:
             ports.append(("metrics", self.profile.broker_metrics_port(index), "brokerMetricsPortBase"))
         return ports
 
-    def check_ports_free(self) -> None:
+    def check_ports_free(self, indexes: list[int] | None = None) -> None:
         """One line naming the port, its node and profile key when something already holds it."""
-        for index in range(self.profile.nodes):
+        for index in range(self.profile.nodes) if indexes is None else indexes:
             for kind, port, key in self.host_ports(index):
                 with socket.socket() as s:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -192,11 +192,15 @@ class NodeCluster:
 
     # ---- the backend interface -----------------------------------------------------------------
     def ensure(self, progress=print) -> None:
-        """Running with the profile's broker config: started, or redeployed where it differs."""
-        if self.status().healthy:
+        """Running with the profile's broker config: started, or redeployed where it differs. A
+        degraded cluster gets its missing nodes back first (with the config they ran with)."""
+        status = self.status()
+        if status.healthy:
             self.redeploy(progress)
-        else:
-            self.up(progress)
+            return
+        self.up(progress)
+        if status.running:
+            self.redeploy(progress)
 
     def broker_config(self) -> dict[str, str]:
         """The broker-config properties the running nodes were started or redeployed with."""

@@ -36,11 +36,30 @@ class TrackedProcess:
         except psutil.Error:
             return False
 
+    def paused(self) -> bool:
+        """Stopped by SIGSTOP (`dimster cluster pause`), so running no code until SIGCONT."""
+        process = self._process()
+        try:
+            return process is not None and process.status() == psutil.STATUS_STOPPED
+        except psutil.Error:
+            return False
+
+    def send(self, signal_number: int) -> None:
+        """Send a signal to this process, and only to it: not to a later one that reuses its PID."""
+        process = self._process()
+        if process is None:
+            raise ClusterError(f"process {self.pid} is not running")
+        try:
+            process.send_signal(signal_number)
+        except psutil.Error as e:
+            raise ClusterError(f"could not signal process {self.pid}: {e}") from None
+
     def stop_begin(self) -> None:
         """Send SIGTERM without waiting, so several processes can shut down together."""
         if self.alive():
             with contextlib.suppress(psutil.Error):
                 psutil.Process(self.pid).send_signal(signal.SIGTERM)
+                psutil.Process(self.pid).send_signal(signal.SIGCONT)  # a paused process acts on it only then
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM, then SIGKILL if it is still there after `timeout` seconds. A process that has
@@ -50,6 +69,7 @@ class TrackedProcess:
             return
         with contextlib.suppress(psutil.Error):
             process.send_signal(signal.SIGTERM)
+            process.send_signal(signal.SIGCONT)  # a paused process acts on SIGTERM only then
         if _wait_exited(process, timeout):
             return
         with contextlib.suppress(psutil.Error):

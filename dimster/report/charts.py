@@ -29,6 +29,7 @@ MARKER_STYLES = {
     "broker": ("#c92a2a", "dot"),
     "redeploy": ("#7048e8", "dot"),
     "failure": ("#c92a2a", "solid"),
+    "fault": ("#c92a2a", "dashdot"),
 }
 RUN_COLORS = ("#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#c92a2a", "#0ca678", "#f59f00", "#495057")
 PLOT_WIDTH_PX = 1150  # the plot area at the page's width, to keep labels from overlapping
@@ -72,6 +73,8 @@ def markers(run: RunData) -> list[Marker]:
             found.append(Marker(x, f"broker {event.get('broker')} {kind.removeprefix('broker_')}", "broker"))
         elif "redeploy" in kind:
             found.append(Marker(x, kind.replace("_", " "), "redeploy"))
+        elif kind == "fault":
+            found.append(Marker(x, f"node {event.get('node')} {event.get('action')}", "fault"))
         elif kind == "worker_killed":
             found.append(Marker(x, f"worker {event.get('worker')} killed", "failure"))
         elif kind == "run_failed":
