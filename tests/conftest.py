@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,8 @@ import yaml
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
+# hypothesis keeps its caches in a scratch folder, not in the repository
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "dimster-tests-hypothesis"))
 SHIPPED_ENVIRONMENTS = REPO / "run" / "environments"
 MARKERS = ("unit", "kafka", "spark", "browser")
 

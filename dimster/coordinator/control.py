@@ -17,9 +17,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import psutil
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from dimster.environment import check_environment_name
 from dimster.errors import DimsterError
@@ -28,6 +29,45 @@ from dimster.results.redaction import Redactor
 
 TOKEN_HEADER = "X-Dimster-Token"
 MAX_BODY = 1_000_000  # bytes of a request body
+Text = Annotated[StrictStr, Field(max_length=10_000)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StatusBody(_Body):
+    pass
+
+
+class ModifyBody(_Body):
+    sets: list[tuple[Text, Text]] = Field(min_length=1, max_length=1000)  # (workload key, YAML value)
+
+
+class StopBody(_Body):
+    pass
+
+
+class EventBody(_Body):
+    event: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z_]{0,60}$")]
+    message: Text = ""
+    action: Text | None = None  # a fault's
+    node: StrictInt | None = None
+
+
+# what each route accepts; anything else is answered 400 and never reaches the run
+ROUTES: dict[tuple[str, str], tuple[str, type[_Body]]] = {
+    ("GET", "/status"): ("status", StatusBody),
+    ("POST", "/modify"): ("modify", ModifyBody),
+    ("POST", "/stop"): ("stop", StopBody),
+    ("POST", "/event"): ("event", EventBody),
+}
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "body"
+    return f"{where}: {first['msg']}"
 
 
 class NoActiveRun(DimsterError):
@@ -111,22 +151,19 @@ def _write_state(path: Path, state: dict) -> None:
 
 
 def _handler_for(server: ControlServer):
-    routes = {
-        ("GET", "/status"): "status",
-        ("POST", "/modify"): "modify",
-        ("POST", "/stop"): "stop",
-        ("POST", "/event"): "event",
-    }
-
     class Handler(BaseHTTPRequestHandler):
         timeout = 30  # seconds a request may take to arrive (a Content-Length larger than the body)
 
         def _serve(self, method: str) -> None:
             if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), server.token):
                 return self._send(403, {"error": "bad token"})
-            action = routes.get((method, self.path))
-            if action is None:
-                return self._send(404, {"error": f"no {method} {self.path}"})
+            route = ROUTES.get((method, self.path))
+            if route is None:
+                allowed = [m for m, path in ROUTES if path == self.path]
+                if allowed:
+                    return self._send(405, {"error": f"{self.path} takes {', '.join(allowed)}, not {method[:20]}"})
+                return self._send(404, {"error": f"no {method[:20]} {self.path[:100]}"})
+            action, schema = route
             length = (self.headers.get("Content-Length") or "0").strip()
             if not re.fullmatch(r"[0-9]{1,9}", length) or int(length) > MAX_BODY:
                 return self._send(400, {"error": f"bad Content-Length: {length[:40]!r}"})
@@ -138,17 +175,20 @@ def _handler_for(server: ControlServer):
                 return self._send(408, {"error": f"the body did not arrive within {self.timeout} s"})
             if not isinstance(body, dict):
                 return self._send(400, {"error": "body is not a JSON object"})
+            try:
+                body = schema.model_validate(body).model_dump(exclude_none=True)
+            except ValidationError as e:
+                return self._send(400, {"error": f"{action}: {_first_error(e)}"})
             request = ControlRequest(action, body)
             server.requests.put(request)
             if not request.done.wait(600):
                 return self._send(504, {"error": "the coordinator did not answer"})
             self._send(request.status, request.answer)
 
-        def do_GET(self):
-            self._serve("GET")
-
-        def do_POST(self):
-            self._serve("POST")
+        def __getattr__(self, name: str):
+            if name.startswith("do_"):  # every method gets an answer (405 or 404), not the server's 501
+                return lambda: self._serve(name.removeprefix("do_"))
+            raise AttributeError(name)
 
         def _send(self, status: int, answer: dict) -> None:
             data = json.dumps(server.redactor.redact(answer), default=str).encode()  # `settings` holds secrets

@@ -743,15 +743,15 @@ class Coordinator:
             if request.action == "status":
                 request.reply(self.status())
             elif request.action == "modify":
-                request.reply(self.modify([(str(k), str(v)) for k, v in request.body.get("sets", [])]))
+                request.reply(self.modify(request.body["sets"]))
             elif request.action == "stop":
                 self.stop_requested = max(self.stop_requested, 1)
                 self.say("stop requested through the control API: producers stop, consumers drain")
                 request.reply({"stopping": True, "results": str(self.bundle.path)})
             elif request.action == "event":
                 details = {k: v for k, v in request.body.items() if k != "event"}
-                self.bundle.event(str(request.body.get("event", "note")), **details)
-                self.say(f"-- {request.body.get('message', request.body.get('event'))}")
+                self.bundle.event(request.body["event"], **details)
+                self.say(f"-- {request.body.get('message') or request.body['event']}")
                 request.reply({"recorded": True})
         except DimsterError as e:
             request.reply({"error": str(e)}, status=400)
