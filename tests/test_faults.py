@@ -1,6 +1,7 @@
 """Faults on nodes dimster runs, without a broker: the signals reach only the process dimster
 started, and every mistake is one line. (A run through real faults: tests/test_cluster_three_nodes.py.)"""
 
+import queue
 import signal
 import subprocess
 import sys
@@ -8,11 +9,14 @@ import time
 
 import psutil
 import pytest
+import yaml
 
 from dimster.cluster.processes import TrackedProcess
+from dimster.coordinator.faults import FaultRunner, FaultStep, fault_steps
 from dimster.errors import ClusterError
 from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
+from dimster.workload.model import parse_workload
 from tests.conftest import dimster, spare_ports_yaml, write_environment
 from tests.test_bad_input_more import one_error_line
 
@@ -104,3 +108,121 @@ def test_a_fault_is_a_marker_on_the_report_timeline(tmp_path):
     ]
     run = RunData(tmp_path, {"load_started": 1000.0}, {}, {}, {}, {"events": events})
     assert markers(run) == [Marker(12.5, "node 2 kill", "fault"), Marker(30.0, "node 2 restart", "fault")]
+
+
+# ---- the workload's faults schedule ---------------------------------------------------------------------
+class RecordingCluster:
+    """Stands for the run's cluster backend: keeps the fault calls the runner makes, in order."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, int | None]] = []
+
+    def fault(self, node_id: int, action: str, progress) -> str:
+        self.calls.append((action, node_id))
+        return f"node {node_id} {action}"
+
+    def up(self, progress) -> None:
+        self.calls.append(("up", None))
+
+
+def events_of(events: queue.Queue) -> list[tuple[str, str, int]]:
+    found = []
+    while not events.empty():
+        kind, details = events.get()
+        found.append((kind, details["action"], details["node"]))
+    return found
+
+
+def test_the_schedule_puts_each_heal_after_its_fault():
+    workload = parse_workload(
+        {
+            "name": "f",
+            "faults": [
+                {"atSeconds": 5, "action": "kill", "node": 2, "durationSeconds": 10},
+                {"atSeconds": 8, "action": "pause", "node": 3, "durationSeconds": 4},
+                {"atSeconds": 9, "action": "restart", "node": 1},
+            ],
+        },
+        "test",
+    )
+    assert fault_steps(workload) == [
+        FaultStep(5, "kill", 2),
+        FaultStep(8, "pause", 3),
+        FaultStep(9, "restart", 1),
+        FaultStep(12, "resume", 3),
+        FaultStep(15, "heal", 2),
+    ]
+
+
+def test_the_runner_heals_at_the_end_what_is_still_broken():
+    cluster, events = RecordingCluster(), queue.Queue()
+    steps = [FaultStep(0.01, "kill", 2), FaultStep(0.02, "pause", 3), FaultStep(3600, "resume", 3)]
+    runner = FaultRunner(cluster, steps, time.time(), events)
+    runner.start()
+    assert until(lambda: len(cluster.calls) == 2)
+    runner.finish()  # the resume an hour later never comes: the end of the load heals both
+    runner.thread.join(10)
+    assert runner.done() and cluster.calls == [("kill", 2), ("pause", 3), ("up", None), ("resume", 3)]
+    assert events_of(events) == [
+        ("fault", "kill", 2),
+        ("fault", "pause", 3),
+        ("fault", "heal", 2),
+        ("fault", "resume", 3),
+    ]
+
+
+def test_a_live_schedule_replaces_the_steps_to_come_and_drops_past_ones():
+    cluster, events = RecordingCluster(), queue.Queue()
+    runner = FaultRunner(cluster, [FaultStep(3600, "restart", 1)], time.time() - 10, events)
+    runner.start()
+    assert runner.reschedule([FaultStep(5, "restart", 1), FaultStep(10.05, "restart", 2)]) == 1  # 5 s has passed
+    assert until(lambda: cluster.calls == [("restart", 2)])
+    runner.finish()
+    runner.thread.join(10)
+    assert cluster.calls == [("restart", 2)]
+
+
+class RefusingCluster(RecordingCluster):
+    def fault(self, node_id: int, action: str, progress) -> str:
+        raise ClusterError(f"node {node_id} of 'x' is not running")
+
+
+def test_a_fault_that_cannot_happen_is_an_event_and_the_schedule_goes_on():
+    cluster, events = RefusingCluster(), queue.Queue()
+    runner = FaultRunner(cluster, [FaultStep(0.01, "pause", 2), FaultStep(0.02, "restart", 1)], time.time(), events)
+    runner.start()
+    assert until(lambda: events.qsize() == 2)
+    runner.finish()
+    runner.thread.join(10)
+    assert events_of(events) == [("fault_failed", "pause", 2), ("fault_failed", "restart", 1)]
+
+
+@pytest.mark.parametrize(
+    ("faults", "fragment"),
+    [
+        ([{"atSeconds": 1, "action": "restart", "node": 1, "durationSeconds": 5}], "a restart heals itself"),
+        ([{"atSeconds": 1, "action": "explode", "node": 1}], "faults.0.action"),
+        ([{"atSeconds": 9, "action": "kill", "node": 1}, {"atSeconds": 1, "action": "pause", "node": 1}], "in order"),
+    ],
+)
+def test_a_bad_faults_schedule_is_one_line(tmp_path, faults, fragment):
+    path = tmp_path / "faults.yaml"
+    path.write_text(yaml.safe_dump({"name": "faults", "faults": faults}))
+    one_error_line(dimster("validate", str(path)), "faults.yaml", fragment)
+
+
+def test_faults_the_environment_cannot_have_are_one_line_before_anything_starts(project, tmp_path, state_dir):
+    write_environment(project, "faulty", spare_ports_yaml())
+    write_environment(
+        project, "box", f"backend: docker\ndockerHost: unix:///nowhere.sock\n{spare_ports_yaml(backend='docker')}"
+    )
+    env = {"DIMSTER_PROJECT_DIR": str(project)}
+    path = tmp_path / "faults.yaml"
+    path.write_text(yaml.safe_dump({"name": "faults", "faults": [{"atSeconds": 1, "action": "kill", "node": 4}]}))
+    one_error_line(
+        dimster("run", "faulty", "-w", str(path), env=env), "faults.0.node: 4 is not a node of 'faulty' (nodes 1)"
+    )
+    one_error_line(
+        dimster("run", "box", "-w", str(path), env=env), "faults: for clusters of backend local", "backend docker"
+    )
+    assert not (state_dir / "clusters" / "faulty").exists()

@@ -3,6 +3,7 @@ status, modifications, waits, broker redeploys under load, stop."""
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -197,6 +198,38 @@ def test_second_run_on_the_same_environment_is_refused(detached_run, tmp_path):
     path.write_text(yaml.safe_dump({**WORKLOAD, "name": "second"}))
     result = dimster("run", "local", "-w", str(path), "--results", str(tmp_path / "r2"))
     assert result.code == 2 and "a run is already active for 'local'" in result.error_lines[0]
+
+
+def test_a_scheduled_pause_and_a_live_restart_of_the_node_lose_nothing(tmp_path):
+    """`faults:` pauses the one node of `local` for 3 s; `--set faults=...` adds a restart while the run goes on."""
+    path = tmp_path / "faults.yaml"
+    pause = {"atSeconds": 2, "action": "pause", "node": 1, "durationSeconds": 3}
+    path.write_text(yaml.safe_dump({**WORKLOAD, "name": "faults", "faults": [pause]}))
+    run = dimster("run", "local", "-w", str(path), "--detach", "--json", "--no-summary", "--results", str(tmp_path))
+    assert run.code == 0, run.stderr
+    started = json.loads(run.stdout)
+    events_file = Path(started["results"], "events.jsonl")
+
+    def faults() -> list[tuple[str, int]]:
+        events = [json.loads(line) for line in events_file.read_text().splitlines()]
+        return [(e["action"], e["node"]) for e in events if e["event"].startswith("fault")]
+
+    wait("elapsedSeconds>7 and received>300")
+    assert faults() == [("pause", 1), ("resume", 1)]
+    at = round(status()["elapsedSeconds"]) + 3
+    answer = modify(f"faults=[{{atSeconds: {at}, action: restart, node: 1}}]")
+    assert any("faults: 1 step(s) to come" in note for note in answer["notes"]), answer
+    wait(f"elapsedSeconds>{at + 1}")
+    deadline = time.monotonic() + 60
+    while len(faults()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert faults() == [("pause", 1), ("resume", 1), ("restart", 1)]
+    wait(f"received>{status()['received'] + 300}")
+    info, modifications = stop_and_read(started)
+    assert [m["key"] for m in modifications] == ["faults"]
+    totals = info["totals"]  # a restart may deliver again what was not acknowledged yet: duplicates, counted
+    assert info["status"] == "completed" and totals["lost"] == 0 and totals["sent"] == totals["acked"] > 0
+    assert totals["received"] >= totals["sent"] and totals["backlog"] == 0
 
 
 def test_cluster_redeploy_during_a_run_loses_nothing(tmp_path, project, local_started_by):

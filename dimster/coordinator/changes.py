@@ -18,6 +18,7 @@ LIVE = {
     "acknowledgement": "consumers",
     "consumersPaused": "pause",
     "consumerCrashes": "coordinator",
+    "faults": "faults",
     "producersPerTopic": "client-count",
     "consumersPerGroup": "client-count",
     "partitionsPerTopic": "partitions",

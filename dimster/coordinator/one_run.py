@@ -11,6 +11,7 @@ from dimster.cluster.backend import backend_for
 from dimster.containers.workers import WorkerContainers
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.exporter import StatusExporter
+from dimster.coordinator.faults import check_faults
 from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
 from dimster.coordinator.workers import LocalWorkers
@@ -48,6 +49,7 @@ def run_workload(
     if workload.broker_config:
         overrides = {**profile.broker_overrides, **workload.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
+    check_faults(workload, profile)
     agents = connect_agents(profile, workload.name)
     cluster = backend_for(profile)
     containers = WorkerContainers(cluster, workload.name, progress) if profile.docker_workers else None

@@ -21,6 +21,7 @@ from dimster.coordinator.control import ControlRequest, ControlServer
 from dimster.coordinator.correctness import correctness_verdict
 from dimster.coordinator.crashes import CRASH_KEY, crash_count, due_crashes, victims
 from dimster.coordinator.exporter import StatusExporter
+from dimster.coordinator.faults import FaultRunner, check_faults, fault_steps
 from dimster.coordinator.plans import RunPlan, SteadyPlan, plan_for
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.self_cost import SelfCost
@@ -149,6 +150,7 @@ class Coordinator:
         # per group: records still there for it to consume, read once its consumers have closed
         self.unconsumed_by_group: dict[str, int] | None = None
         self.background: queue.Queue[tuple[str, dict]] = queue.Queue()  # events from helper threads
+        self.fault_runner: FaultRunner | None = None  # the workload's scheduled faults, while load runs
         self._last_flush = 0.0
         self.self_cost = SelfCost()
 
@@ -487,6 +489,8 @@ class Coordinator:
                 self.bundle.save_run_info()
             raise
         finally:
+            if self.fault_runner:
+                self.fault_runner.finish()
             if self.broker_watch:
                 self.broker_watch.stop()
             if self.broker_scraper:
@@ -532,6 +536,7 @@ class Coordinator:
         self.aggregate.restart_pacing_window()  # reports from before load start say nothing of pacing
         self.aggregate.take_window()  # the first status line covers load only
         self.broker_watch.start()
+        self._schedule_faults()
         self._scrape_brokers()
         if self.topology.groups:
             self.lag_watch = self.kafka.watch_lag(self._group_specs(), LAG_EVERY)
@@ -578,6 +583,8 @@ class Coordinator:
         self.phase = "drain"
         if self.control:
             self.control.update(phase="stopping")
+        if self.fault_runner:
+            self.fault_runner.finish()  # heals what is still broken, while the run drains
         every = self.workload.report_interval_seconds
         for index in self._live_workers():
             self._send(index, StopProducers())
@@ -588,6 +595,9 @@ class Coordinator:
             self.bundle.event("drain_started", backlog=self.aggregate.backlog)
             drained = self._wait(lambda: self.aggregate.backlog == 0, self.workload.drain_timeout_seconds, every)
             self.bundle.event("drain_ended", drained=drained, backlog=self.aggregate.backlog)
+        if self.fault_runner and not self._wait(self.fault_runner.done, FAULT_HEAL_TIMEOUT, every):
+            self.bundle.event("faults_not_healed", message=f"faults not healed within {FAULT_HEAL_TIMEOUT:.0f} s")
+        self._tick()  # the last heal's event
         self.phase = "closing"
         for index in self._live_workers():
             self._send(index, Close())
@@ -819,6 +829,8 @@ class Coordinator:
             groups = list(self.topology.groups)
             config_changes = self.kafka.config_changes(old, new, self.topology.topics, effects, groups)
             config_changes.validate()  # on the broker first: all or nothing
+        if "faults" in effects:
+            check_faults(new, self.cluster.profile)
         broker_cluster = self._broker_cluster(new) if "broker" in effects else None
         if broker_cluster is not None:
             broker_cluster.check_broker_config()
@@ -835,6 +847,8 @@ class Coordinator:
             self._send(index, Update(new.model_dump(by_alias=True), max(1, len(self.topology.producers))))
         if resumed:  # the consumers rejoin their groups: the timeline shows when they hold assignments
             self._watch_assignments()
+        if "faults" in effects:
+            notes.append(f"faults: {self._schedule_faults()} step(s) to come (steps whose time has passed are dropped)")
         if broker_cluster is not None:
             notes.append("broker config: redeploying in the background (watch the console and events)")
             threading.Thread(target=self._redeploy, args=(broker_cluster,), daemon=True).start()
@@ -842,6 +856,17 @@ class Coordinator:
         if crash:
             applied.append(self.crash_consumers(crash, by))
         return {"applied": applied, "notes": notes}
+
+    def _schedule_faults(self) -> int:
+        """Start the workload's faults schedule, or replace the steps still to come; how many there are."""
+        steps = fault_steps(self.workload)
+        if self.fault_runner is not None:
+            return self.fault_runner.reschedule(steps)
+        if not steps:
+            return 0
+        self.fault_runner = FaultRunner(self.cluster, steps, self.load_started, self.background)
+        self.fault_runner.start()
+        return len(self.fault_runner.pending)
 
     def _record(self, change: Change, applied_at: float, by: str) -> dict:
         entry = self.bundle.modification(
@@ -893,6 +918,7 @@ class Coordinator:
 
 
 POSITIONS_SETTLE_SECONDS = 3.0
+FAULT_HEAL_TIMEOUT = 180.0  # seconds the drain waits at most for the scheduled faults' heals
 LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
 
 

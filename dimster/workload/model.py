@@ -76,6 +76,23 @@ class ConsumerCrash(Strict):
     consumers: int = Field(1, ge=1)
 
 
+class BrokerFault(Strict):
+    """A fault on node `node` of the run's cluster `atSeconds` after load starts, healed
+    `durationSeconds` later (a killed node starts again on its data, a paused one resumes); a restart
+    heals itself. See coordinator/faults.py."""
+
+    at_seconds: float = Field(..., alias="atSeconds", ge=0)
+    action: Literal["kill", "pause", "restart"]
+    node: int = Field(..., ge=0)
+    duration_seconds: float | None = Field(None, alias="durationSeconds", gt=0)
+
+    @model_validator(mode="after")
+    def _healing(self):
+        if self.action == "restart" and self.duration_seconds is not None:
+            raise ValueError("a restart heals itself: drop durationSeconds")
+        return self
+
+
 class KafkaConfig(Strict):
     common_config: KafkaProperties = Field(default_factory=dict, alias="commonConfig")
     producer_config: KafkaProperties = Field(default_factory=dict, alias="producerConfig")
@@ -202,6 +219,7 @@ class Workload(Strict):
     acknowledgement: Acknowledgement = Field(default_factory=Acknowledgement)
     consumers_paused: bool = Field(False, alias="consumersPaused")  # paused consumers hold no Kafka client
     consumer_crashes: list[ConsumerCrash] = Field(default_factory=list, alias="consumerCrashes")
+    faults: list[BrokerFault] = Field(default_factory=list)
     warmup_seconds: float = Field(0, alias="warmupSeconds", ge=0)
     duration_seconds: float = Field(60, alias="durationSeconds", ge=0)
     report_interval_seconds: float = Field(10, alias="reportIntervalSeconds", gt=0)
@@ -243,6 +261,8 @@ class Workload(Strict):
             raise ValueError("consumerCrashes needs consumerType: SHARE_GROUP (share consumers crash, holding records)")
         if [c.at_seconds for c in self.consumer_crashes] != sorted(c.at_seconds for c in self.consumer_crashes):
             raise ValueError("consumerCrashes must be in order of atSeconds")
+        if [f.at_seconds for f in self.faults] != sorted(f.at_seconds for f in self.faults):
+            raise ValueError("faults must be in order of atSeconds")
         if self.acknowledgement.renew_locks and self.client_library.share_consumer != "java":
             raise ValueError(
                 "acknowledgement.renewLocks needs Kafka's Java share consumer (librdkafka has no "

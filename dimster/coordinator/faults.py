@@ -1,0 +1,122 @@
+"""Scheduled broker faults (`faults:` in the workload): a helper thread kills, pauses or restarts
+nodes of the run's cluster at their time and heals them `durationSeconds` later. Each step reaches
+the run as an event `fault` (action, node) through its background queue. Whatever the run's end
+leaves unhealed is healed then, so the next run finds its cluster whole."""
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+from dimster.cluster.backend import ClusterBackend
+from dimster.environment import EnvironmentProfile
+from dimster.errors import DimsterError
+from dimster.workload.model import Workload
+
+HEALS = {"kill": "heal", "pause": "resume"}  # a fault's action -> the step that undoes it
+
+
+@dataclass(frozen=True)
+class FaultStep:
+    at: float  # seconds after load started
+    action: str  # kill | pause | restart | heal | resume
+    node: int
+
+
+def fault_steps(workload: Workload) -> list[FaultStep]:
+    """The workload's faults and their heals, in time order (a fault before its heal)."""
+    steps = []
+    for fault in workload.faults:
+        steps.append(FaultStep(fault.at_seconds, fault.action, fault.node))
+        if fault.duration_seconds is not None:
+            steps.append(FaultStep(fault.at_seconds + fault.duration_seconds, HEALS[fault.action], fault.node))
+    return sorted(steps, key=lambda step: step.at)
+
+
+def check_faults(workload: Workload, profile: EnvironmentProfile) -> None:
+    """One line when the workload's faults cannot happen on the environment."""
+    if not workload.faults:
+        return
+    if profile.backend != "local":
+        raise DimsterError(
+            f"faults: for clusters of backend local, whose nodes dimster runs as processes; "
+            f"'{profile.name}' is backend {profile.backend}"
+        )
+    for index, fault in enumerate(workload.faults):
+        if fault.node not in profile.node_ids:
+            raise DimsterError(
+                f"faults.{index}.node: {fault.node} is not a node of '{profile.name}' "
+                f"(nodes {', '.join(map(str, profile.node_ids))})"
+            )
+
+
+class FaultRunner:
+    """Carries out fault steps at their time on a helper thread; `reschedule` replaces the steps still
+    to come (a live `--set faults=...`)."""
+
+    def __init__(self, cluster: ClusterBackend, steps: list[FaultStep], load_started: float, events: queue.Queue):
+        self.cluster = cluster
+        self.load_started = load_started
+        self.events = events  # (event kind, details) for the run's main loop
+        self.pending: list[FaultStep] = []
+        self.unhealed: list[FaultStep] = []  # heals whose fault has happened and they have not
+        self.stopping = False
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name="faults", daemon=True)
+        self.reschedule(steps)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def reschedule(self, steps: list[FaultStep]) -> int:
+        """The steps of `steps` still to come replace the pending ones; returns how many there are."""
+        now = time.time() - self.load_started
+        with self.changed:
+            self.pending = [step for step in steps if step.at > now]
+            self.changed.notify()
+            return len(self.pending)
+
+    def finish(self) -> None:
+        """Schedule nothing more; the thread heals what is left unhealed, then ends."""
+        with self.changed:
+            self.stopping = True
+            self.changed.notify()
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def _next(self) -> FaultStep | None:
+        """The next step once it is due; None once the runner is finishing."""
+        with self.changed:
+            while not self.stopping:
+                wait = self.load_started + self.pending[0].at - time.time() if self.pending else None
+                if wait is not None and wait <= 0:
+                    return self.pending.pop(0)
+                self.changed.wait(wait)
+            return None
+
+    def _run(self) -> None:
+        try:
+            while (step := self._next()) is not None:
+                self._do(step, "faults schedule")
+        finally:
+            for step in list(self.unhealed):
+                self._do(step, "at the end of the load")
+
+    def _do(self, step: FaultStep, why: str) -> None:
+        try:
+            if step.action == "heal":  # `cluster up`: starts the stopped nodes alone, on their data
+                self.cluster.up(progress=lambda _line: None)
+                done = f"node {step.node} started again"
+            else:
+                done = self.cluster.fault(step.node, step.action, progress=lambda _line: None)
+        except Exception as e:  # a fault that cannot happen is an event of the run, never its end
+            reason = str(e) if isinstance(e, DimsterError) else f"{type(e).__name__}: {e}"
+            message = f"fault {step.action} of node {step.node} failed: {reason}"
+            self.events.put(("fault_failed", {"action": step.action, "node": step.node, "message": message}))
+            return
+        if step.action in HEALS:
+            self.unhealed.append(FaultStep(0, HEALS[step.action], step.node))
+        elif step.action in HEALS.values():
+            self.unhealed = [u for u in self.unhealed if (u.action, u.node) != (step.action, step.node)]
+        self.events.put(("fault", {"action": step.action, "node": step.node, "message": f"{done} ({why})"}))
