@@ -104,6 +104,7 @@ class FaultRunner:
                 self._do(step, "at the end of the load")
 
     def _do(self, step: FaultStep, why: str) -> None:
+        began = time.time()
         try:
             if step.action == "heal":  # `cluster up`: starts the stopped nodes alone, on their data
                 self.cluster.up(progress=lambda _line: None)
@@ -119,4 +120,6 @@ class FaultRunner:
             self.unhealed.append(FaultStep(0, HEALS[step.action], step.node))
         elif step.action in HEALS.values():
             self.unhealed = [u for u in self.unhealed if (u.action, u.node) != (step.action, step.node)]
-        self.events.put(("fault", {"action": step.action, "node": step.node, "message": f"{done} ({why})"}))
+        took = time.time() - began  # a heal or restart waits for the node to register: the event comes then
+        details = {"action": step.action, "node": step.node, "began": began, "seconds": round(took, 1)}
+        self.events.put(("fault", {**details, "message": f"{done} ({why}, {took:.1f} s)"}))
