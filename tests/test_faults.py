@@ -115,14 +115,11 @@ class RecordingCluster:
     """Stands for the run's cluster backend: keeps the fault calls the runner makes, in order."""
 
     def __init__(self):
-        self.calls: list[tuple[str, int | None]] = []
+        self.calls: list[tuple[str, int]] = []
 
     def fault(self, node_id: int, action: str, progress) -> str:
         self.calls.append((action, node_id))
         return f"node {node_id} {action}"
-
-    def up(self, progress) -> None:
-        self.calls.append(("up", None))
 
 
 def events_of(events: queue.Queue) -> list[tuple[str, str, int]]:
@@ -150,7 +147,7 @@ def test_the_schedule_puts_each_heal_after_its_fault():
         FaultStep(8, "pause", 3),
         FaultStep(9, "restart", 1),
         FaultStep(12, "resume", 3),
-        FaultStep(15, "heal", 2),
+        FaultStep(15, "start", 2),
     ]
 
 
@@ -162,11 +159,11 @@ def test_the_runner_heals_at_the_end_what_is_still_broken():
     assert until(lambda: len(cluster.calls) == 2)
     runner.finish()  # the resume an hour later never comes: the end of the load heals both
     runner.thread.join(10)
-    assert runner.done() and cluster.calls == [("kill", 2), ("pause", 3), ("up", None), ("resume", 3)]
+    assert runner.done() and cluster.calls == [("kill", 2), ("pause", 3), ("start", 2), ("resume", 3)]
     assert events_of(events) == [
         ("fault", "kill", 2),
         ("fault", "pause", 3),
-        ("fault", "heal", 2),
+        ("fault", "start", 2),
         ("fault", "resume", 3),
     ]
 
@@ -180,6 +177,18 @@ def test_a_live_schedule_replaces_the_steps_to_come_and_drops_past_ones():
     runner.finish()
     runner.thread.join(10)
     assert cluster.calls == [("restart", 2)]
+
+
+def test_a_live_schedule_keeps_the_heals_of_faults_that_happened():
+    cluster, events = RecordingCluster(), queue.Queue()
+    runner = FaultRunner(cluster, [FaultStep(0.01, "kill", 2), FaultStep(3600, "start", 2)], time.time(), events)
+    runner.start()
+    assert until(lambda: cluster.calls == [("kill", 2)])
+    assert runner.reschedule([FaultStep(3000, "restart", 1)]) == 2  # node 2 still starts again at its time
+    assert [(step.action, step.node) for step in runner.pending] == [("restart", 1), ("start", 2)]
+    runner.finish()
+    runner.thread.join(10)
+    assert cluster.calls == [("kill", 2), ("start", 2)]  # healed at the end, the restart never came
 
 
 class RefusingCluster(RecordingCluster):
@@ -202,6 +211,7 @@ def test_a_fault_that_cannot_happen_is_an_event_and_the_schedule_goes_on():
     [
         ([{"atSeconds": 1, "action": "restart", "node": 1, "durationSeconds": 5}], "a restart heals itself"),
         ([{"atSeconds": 1, "action": "explode", "node": 1}], "faults.0.action"),
+        ([{"atSeconds": float("inf"), "action": "kill", "node": 1}], "faults.0.atSeconds"),
         ([{"atSeconds": 9, "action": "kill", "node": 1}, {"atSeconds": 1, "action": "pause", "node": 1}], "in order"),
     ],
 )

@@ -183,10 +183,10 @@ class LocalCluster(NodeCluster):
         jvm = [line for line in tail(self._stdout_file(index), 6) if line.strip()]
         return "\n".join(errors[-6:] + jvm)
 
-    def check_nodes_alive(self) -> None:
+    def check_nodes_alive(self, node_ids: set[int]) -> None:
         state = self.recorded_state()
         for node in state.nodes if state else []:
-            if not node.process.alive():
+            if node.node_id in node_ids and not node.process.alive():
                 raise ClusterError(
                     f"broker node {node.node_id} of '{self.profile.name}' exited during start-up; "
                     f"its log: {display(self.log_files()[node.node_id])}",
@@ -206,7 +206,7 @@ class LocalCluster(NodeCluster):
         progress(f"stale state for '{self.profile.name}' ({len(alive)}/{len(state.nodes)} nodes alive): cleaning up")
         for node in alive:
             node.process.stop()
-        self.state_file.unlink()
+        self.state_file.unlink(missing_ok=True)
         return None
 
     def up(self, progress=print) -> ClusterStatus:
@@ -257,6 +257,8 @@ class LocalCluster(NodeCluster):
                 f"(pid {state.nodes[index].pid})"
             )
         deadline = time.monotonic() + self.profile.start_timeout_seconds
+        for index in missing:
+            self.wait_serving(index, deadline)
         self.wait_registered({n.node_id for n in state.nodes}, deadline)
         if missing:
             kept = [n.node_id for i, n in enumerate(state.nodes) if i not in missing]
@@ -274,7 +276,7 @@ class LocalCluster(NodeCluster):
         for node in running:
             node.process.stop()
             progress(f"node {node.node_id} (pid {node.pid}) stopped")
-        self.state_file.unlink()
+        self.state_file.unlink(missing_ok=True)
         return [n.pid for n in running]
 
     def status(self) -> ClusterStatus:
@@ -331,17 +333,30 @@ class LocalCluster(NodeCluster):
 
     def fault(self, node_id: int, action: str, progress) -> str:
         """Kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT) or restart one node dimster started, found
-        by its PID and start time; returns what was done."""
-        index = self.profile.node_index(node_id)
+        by its PID and start time, or `start` a stopped one alone (a killed node's heal); returns
+        what was done. A restart or start returns once the node itself serves."""
         state = self.recorded_state()
         if state is None:
             raise DimsterError(f"'{self.profile.name}' is not running: `dimster cluster up {self.profile.name}` first")
+        if [n.node_id for n in state.nodes] != self.profile.node_ids:
+            raise ClusterError(
+                f"'{self.profile.name}' runs nodes {[n.node_id for n in state.nodes]}, its profile names "
+                f"{self.profile.node_ids}: `dimster cluster up {self.profile.name}` first"
+            )
+        index = self.profile.node_index(node_id)
         node = state.nodes[index]
-        if action == "restart":
+        if action in ("restart", "start"):
+            if action == "start" and node.process.alive():
+                raise ClusterError(f"node {node_id} of '{self.profile.name}' is running already")
             distribution = kafka_distribution(state.kafka_version)
-            self.restart_node(index, distribution, progress)
-            self.wait_registered({node_id}, time.monotonic() + self.profile.start_timeout_seconds)
-            return f"node {node_id} restarted (pid {self.recorded_state().nodes[index].pid})"
+            if action == "restart":
+                self.restart_node(index, distribution, progress)
+            else:
+                self.check_ports_free([index])
+                state.nodes[index] = self._start_node(distribution, index)
+                state.save(self.state_file)
+            self.wait_serving(index, time.monotonic() + self.profile.start_timeout_seconds)
+            return f"node {node_id} {action}ed (pid {self.recorded_state().nodes[index].pid})"
         if not node.process.alive():
             raise ClusterError(
                 f"node {node_id} of '{self.profile.name}' is not running: "
@@ -350,6 +365,9 @@ class LocalCluster(NodeCluster):
         paused = node.process.paused()
         if action == "kill":
             node.process.send(signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while node.process.alive() and time.monotonic() < deadline:  # the signal is asynchronous
+                time.sleep(0.05)
             return f"node {node_id} killed (SIGKILL to pid {node.pid})"
         if action == "pause":
             if paused:
@@ -360,6 +378,22 @@ class LocalCluster(NodeCluster):
             raise ClusterError(f"node {node_id} of '{self.profile.name}' is not paused")
         node.process.send(signal.SIGCONT)
         return f"node {node_id} resumed (SIGCONT to pid {node.pid})"
+
+    def wait_serving(self, index: int, deadline: float) -> None:
+        """Until node `index` answers on its own listener and counts itself registered. Unlike
+        wait_registered, a killed node's old registration (kept until the controller's session
+        time-out) does not count: a broker answers requests only once the controller unfenced it."""
+        node_id = self.node_id(index)
+        address = f"{self.profile.host}:{self.profile.broker_port(index)}"
+        while node_id not in registered_brokers(address, timeout=1.5):
+            self.check_nodes_alive({node_id})
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"node {node_id} of '{self.profile.name}' did not serve within "
+                    f"{self.profile.start_timeout_seconds}s (startTimeoutSeconds)",
+                    detail=self.failure_detail(index),
+                )
+            time.sleep(0.5)
 
     def remove_data(self) -> None:
         """Delete the cluster folder (only when nothing runs)."""

@@ -97,8 +97,8 @@ class NodeCluster:
                             f"run/environments/{self.profile.name}.yaml"
                         ) from None
 
-    def check_nodes_alive(self) -> None:
-        """Raise ClusterError when a node of the cluster has stopped (so that waits end early)."""
+    def check_nodes_alive(self, node_ids: set[int]) -> None:
+        """Raise ClusterError when one of the nodes `node_ids` has stopped (so that waits end early)."""
 
     def failure_detail(self, index: int) -> str:
         """What node `index` said last, for an error's detail."""
@@ -156,7 +156,7 @@ class NodeCluster:
     def wait_registered(self, node_ids: set[int], deadline: float) -> None:
         """Until every node in `node_ids` is registered; any node that stops ends the wait."""
         while True:
-            self.check_nodes_alive()
+            self.check_nodes_alive(node_ids)
             if node_ids <= registered_brokers(self.profile.bootstrap_servers):
                 return
             if time.monotonic() > deadline:

@@ -13,13 +13,13 @@ from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.workload.model import Workload
 
-HEALS = {"kill": "heal", "pause": "resume"}  # a fault's action -> the step that undoes it
+HEALS = {"kill": "start", "pause": "resume"}  # a fault's action -> the step that undoes it
 
 
 @dataclass(frozen=True)
 class FaultStep:
     at: float  # seconds after load started
-    action: str  # kill | pause | restart | heal | resume
+    action: str  # kill | pause | restart, or a heal: start | resume
     node: int
 
 
@@ -69,10 +69,14 @@ class FaultRunner:
         self.thread.start()
 
     def reschedule(self, steps: list[FaultStep]) -> int:
-        """The steps of `steps` still to come replace the pending ones; returns how many there are."""
+        """The steps of `steps` still to come replace the pending ones, but for the heals of faults
+        that have happened (a node stays broken only as long as its fault says); returns how many
+        steps there are to come."""
         now = time.time() - self.load_started
         with self.changed:
-            self.pending = [step for step in steps if step.at > now]
+            owed = {(step.action, step.node) for step in self.unhealed}
+            kept = [step for step in self.pending if (step.action, step.node) in owed]
+            self.pending = sorted(kept + [step for step in steps if step.at > now], key=lambda step: step.at)
             self.changed.notify()
             return len(self.pending)
 
@@ -92,7 +96,7 @@ class FaultRunner:
                 wait = self.load_started + self.pending[0].at - time.time() if self.pending else None
                 if wait is not None and wait <= 0:
                     return self.pending.pop(0)
-                self.changed.wait(wait)
+                self.changed.wait(None if wait is None else min(wait, 60))
             return None
 
     def _run(self) -> None:
@@ -100,26 +104,25 @@ class FaultRunner:
             while (step := self._next()) is not None:
                 self._do(step, "faults schedule")
         finally:
-            for step in list(self.unhealed):
+            with self.changed:
+                owed = list(self.unhealed)
+            for step in owed:
                 self._do(step, "at the end of the load")
 
     def _do(self, step: FaultStep, why: str) -> None:
         began = time.time()
         try:
-            if step.action == "heal":  # `cluster up`: starts the stopped nodes alone, on their data
-                self.cluster.up(progress=lambda _line: None)
-                done = f"node {step.node} started again"
-            else:
-                done = self.cluster.fault(step.node, step.action, progress=lambda _line: None)
+            done = self.cluster.fault(step.node, step.action, progress=lambda _line: None)
         except Exception as e:  # a fault that cannot happen is an event of the run, never its end
             reason = str(e) if isinstance(e, DimsterError) else f"{type(e).__name__}: {e}"
             message = f"fault {step.action} of node {step.node} failed: {reason}"
             self.events.put(("fault_failed", {"action": step.action, "node": step.node, "message": message}))
             return
-        if step.action in HEALS:
-            self.unhealed.append(FaultStep(0, HEALS[step.action], step.node))
-        elif step.action in HEALS.values():
-            self.unhealed = [u for u in self.unhealed if (u.action, u.node) != (step.action, step.node)]
+        with self.changed:
+            if step.action in HEALS:
+                self.unhealed.append(FaultStep(0, HEALS[step.action], step.node))
+            elif step.action in HEALS.values():
+                self.unhealed = [u for u in self.unhealed if (u.action, u.node) != (step.action, step.node)]
         took = time.time() - began  # a heal or restart waits for the node to register: the event comes then
         details = {"action": step.action, "node": step.node, "began": began, "seconds": round(took, 1)}
         self.events.put(("fault", {**details, "message": f"{done} ({why}, {took:.1f} s)"}))

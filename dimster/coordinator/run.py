@@ -408,13 +408,7 @@ class Coordinator:
                 break
             self.bundle.event(f"broker_{change}", broker=broker)
             self.say(f"-- broker {broker} {'left the cluster' if change == 'left' else 'is back'}")
-        while True:
-            try:
-                kind, details = self.background.get_nowait()
-            except queue.Empty:
-                break
-            self.bundle.event(kind, **details)
-            self.say(f"-- {details.get('message', kind)}")
+        self._record_background()
         self._note_assignments()
         self._write_broker_samples()
         self._take_lag()
@@ -489,8 +483,10 @@ class Coordinator:
                 self.bundle.save_run_info()
             raise
         finally:
-            if self.fault_runner:
+            if self.fault_runner and not self.fault_runner.done():  # ended by an exception: heal all the same
                 self.fault_runner.finish()
+                self.fault_runner.thread.join(self._heal_timeout())
+                self._record_background()
             if self.broker_watch:
                 self.broker_watch.stop()
             if self.broker_scraper:
@@ -595,9 +591,7 @@ class Coordinator:
             self.bundle.event("drain_started", backlog=self.aggregate.backlog)
             drained = self._wait(lambda: self.aggregate.backlog == 0, self.workload.drain_timeout_seconds, every)
             self.bundle.event("drain_ended", drained=drained, backlog=self.aggregate.backlog)
-        if self.fault_runner and not self._wait(self.fault_runner.done, FAULT_HEAL_TIMEOUT, every):
-            self.bundle.event("faults_not_healed", message=f"faults not healed within {FAULT_HEAL_TIMEOUT:.0f} s")
-        self._tick()  # the last heal's event
+        self._await_heals()
         self.phase = "closing"
         for index in self._live_workers():
             self._send(index, Close())
@@ -857,6 +851,35 @@ class Coordinator:
             applied.append(self.crash_consumers(crash, by))
         return {"applied": applied, "notes": notes}
 
+    def _heal_timeout(self) -> float:
+        """Each owed heal may wait for a node to start (startTimeoutSeconds), one after the other."""
+        owed = len(self.fault_runner.unhealed) if self.fault_runner else 0
+        return getattr(self.cluster.profile, "start_timeout_seconds", 120) * (owed + 1)
+
+    def _await_heals(self) -> None:
+        """Until the faults schedule has healed what is still broken, whatever ended the load (a
+        failure or a forced stop too: no node may stay paused or stopped because a run ended)."""
+        if self.fault_runner is None:
+            return
+        self.fault_runner.finish()
+        deadline = time.time() + self._heal_timeout()
+        while not self.fault_runner.done() and time.time() < deadline:
+            self._receive(LOOP_TICK)
+            self._tick()
+        if not self.fault_runner.done():
+            self.bundle.event("faults_not_healed", message=f"faults not healed within {self._heal_timeout():.0f} s")
+        self._record_background()
+
+    def _record_background(self) -> None:
+        """The helper threads' events still queued, into the bundle and onto the console."""
+        while True:
+            try:
+                kind, details = self.background.get_nowait()
+            except queue.Empty:
+                return
+            self.bundle.event(kind, **details)
+            self.say(f"-- {details.get('message', kind)}")
+
     def _schedule_faults(self) -> int:
         """Start the workload's faults schedule, or replace the steps still to come; how many there are."""
         steps = fault_steps(self.workload)
@@ -918,7 +941,6 @@ class Coordinator:
 
 
 POSITIONS_SETTLE_SECONDS = 3.0
-FAULT_HEAL_TIMEOUT = 180.0  # seconds the drain waits at most for the scheduled faults' heals
 LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
 
 

@@ -66,7 +66,7 @@ def markers(run: RunData) -> list[Marker]:
             found.append(Marker(x, f"{change.get('key')}={_short(change.get('new'))}", "modification"))
     for event in run.timeline.get("events", []):
         kind = str(event.get("event", ""))
-        x = run.run_time(event.get("time"))
+        x = run.run_time(event.get("began", event.get("time")))  # a fault's step may take a while
         if x is None:
             continue
         if kind in ("broker_left", "broker_back"):

@@ -76,15 +76,18 @@ class ConsumerCrash(Strict):
     consumers: int = Field(1, ge=1)
 
 
+WEEK_SECONDS = 7 * 24 * 3600
+
+
 class BrokerFault(Strict):
     """A fault on node `node` of the run's cluster `atSeconds` after load starts, healed
     `durationSeconds` later (a killed node starts again on its data, a paused one resumes); a restart
     heals itself. See coordinator/faults.py."""
 
-    at_seconds: float = Field(..., alias="atSeconds", ge=0)
+    at_seconds: float = Field(..., alias="atSeconds", ge=0, le=WEEK_SECONDS)
     action: Literal["kill", "pause", "restart"]
     node: int = Field(..., ge=0)
-    duration_seconds: float | None = Field(None, alias="durationSeconds", gt=0)
+    duration_seconds: float | None = Field(None, alias="durationSeconds", gt=0, le=WEEK_SECONDS)
 
     @model_validator(mode="after")
     def _healing(self):
