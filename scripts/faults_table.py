@@ -70,7 +70,7 @@ def one_run(env: str, spec: dict, results: Path) -> Path:
     path.write_text(yaml.safe_dump(spec))
     command = [sys.executable, "-m", "dimster", "run", env, "-w", str(path), "--results", str(results), "--no-summary"]
     print(f"$ dimster run {env} -w {path.name}", file=sys.stderr)
-    subprocess.run(command, cwd=REPO, check=False)
+    subprocess.run(command, cwd=REPO, check=False, stdout=sys.stderr)  # stdout is the table's
     return max((p for p in results.iterdir() if p.is_dir() and p.name.endswith(spec["name"])), key=lambda p: p.name)
 
 
