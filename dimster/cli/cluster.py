@@ -142,5 +142,5 @@ def resume(env: str = EnvArg, node: int = NodeOpt) -> None:
 
 @app.command()
 def restart(env: str = EnvArg, node: int = NodeOpt) -> None:
-    """Stop one node cleanly (SIGTERM) and start it again with its data; returns once it is registered."""
+    """Stop one node cleanly (SIGTERM) and start it again with its data; returns once it serves again."""
     _fault(env, node, "restart")

@@ -248,10 +248,8 @@ class LocalCluster(NodeCluster):
                 f"'{self.profile.name}' runs Kafka {state.kafka_version} but the profile asks for "
                 f"{distribution.version}; `dimster cluster down {self.profile.name}` first to change versions"
             )
-        self.check_ports_free(missing)
         for index in missing:
-            state.nodes[index] = self._start_node(distribution, index)
-            state.save(self.state_file)
+            self._start_again(state, index, distribution)
             progress(
                 f"node {self.node_id(index)} was not running: started it again with its data "
                 f"(pid {state.nodes[index].pid})"
@@ -265,6 +263,12 @@ class LocalCluster(NodeCluster):
             progress(f"'{self.profile.name}' is whole again; nodes {kept} kept running")
         else:
             progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
+
+    def _start_again(self, state: ClusterState, index: int, distribution: KafkaDistribution) -> None:
+        """Start stopped node `index` on its own id, data and config file, and record it."""
+        self.check_ports_free([index])
+        state.nodes[index] = self._start_node(distribution, index)
+        state.save(self.state_file)
 
     def down(self, progress=print) -> list[int]:
         state = self.recorded_state()
@@ -345,16 +349,13 @@ class LocalCluster(NodeCluster):
             )
         index = self.profile.node_index(node_id)
         node = state.nodes[index]
+        if action == "start" and node.process.alive():
+            raise ClusterError(f"node {node_id} of '{self.profile.name}' is running already")
+        if action == "restart":
+            self.restart_node(index, kafka_distribution(state.kafka_version), progress)
+        elif action == "start":
+            self._start_again(state, index, kafka_distribution(state.kafka_version))
         if action in ("restart", "start"):
-            if action == "start" and node.process.alive():
-                raise ClusterError(f"node {node_id} of '{self.profile.name}' is running already")
-            distribution = kafka_distribution(state.kafka_version)
-            if action == "restart":
-                self.restart_node(index, distribution, progress)
-            else:
-                self.check_ports_free([index])
-                state.nodes[index] = self._start_node(distribution, index)
-                state.save(self.state_file)
             self.wait_serving(index, time.monotonic() + self.profile.start_timeout_seconds)
             return f"node {node_id} {action}ed (pid {self.recorded_state().nodes[index].pid})"
         if not node.process.alive():
@@ -364,10 +365,7 @@ class LocalCluster(NodeCluster):
             )
         paused = node.process.paused()
         if action == "kill":
-            node.process.send(signal.SIGKILL)
-            deadline = time.monotonic() + 10
-            while node.process.alive() and time.monotonic() < deadline:  # the signal is asynchronous
-                time.sleep(0.05)
+            node.process.kill()
             return f"node {node_id} killed (SIGKILL to pid {node.pid})"
         if action == "pause":
             if paused:

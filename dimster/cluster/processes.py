@@ -54,12 +54,21 @@ class TrackedProcess:
         except psutil.Error as e:
             raise ClusterError(f"could not signal process {self.pid}: {e}") from None
 
+    def kill(self, timeout: float = 10.0) -> None:
+        """SIGKILL, as a crash; returns once the process is gone (or `timeout` seconds have passed)."""
+        self.send(signal.SIGKILL)
+        process = self._process()
+        if process is not None:
+            _wait_exited(process, timeout)
+
     def stop_begin(self) -> None:
         """Send SIGTERM without waiting, so several processes can shut down together."""
-        if self.alive():
-            with contextlib.suppress(psutil.Error):
-                psutil.Process(self.pid).send_signal(signal.SIGTERM)
-                psutil.Process(self.pid).send_signal(signal.SIGCONT)  # a paused process acts on it only then
+        process = self._process()
+        if process is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGTERM)
+            process.send_signal(signal.SIGCONT)  # a paused process acts on SIGTERM only then
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM, then SIGKILL if it is still there after `timeout` seconds. A process that has

@@ -36,16 +36,12 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class StatusBody(_Body):
+class EmptyBody(_Body):
     pass
 
 
 class ModifyBody(_Body):
     sets: list[tuple[Text, Text]] = Field(min_length=1, max_length=1000)  # (workload key, YAML value)
-
-
-class StopBody(_Body):
-    pass
 
 
 class EventBody(_Body):
@@ -57,9 +53,9 @@ class EventBody(_Body):
 
 # what each route accepts; anything else is answered 400 and never reaches the run
 ROUTES: dict[tuple[str, str], tuple[str, type[_Body]]] = {
-    ("GET", "/status"): ("status", StatusBody),
+    ("GET", "/status"): ("status", EmptyBody),
     ("POST", "/modify"): ("modify", ModifyBody),
-    ("POST", "/stop"): ("stop", StopBody),
+    ("POST", "/stop"): ("stop", EmptyBody),
     ("POST", "/event"): ("event", EventBody),
 }
 

@@ -59,7 +59,7 @@ class FaultRunner:
         self.load_started = load_started
         self.events = events  # (event kind, details) for the run's main loop
         self.pending: list[FaultStep] = []
-        self.unhealed: list[FaultStep] = []  # heals whose fault has happened and they have not
+        self.unhealed: list[tuple[str, int]] = []  # (heal, node) of faults that happened, not healed yet
         self.stopping = False
         self.changed = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="faults", daemon=True)
@@ -74,8 +74,7 @@ class FaultRunner:
         steps there are to come."""
         now = time.time() - self.load_started
         with self.changed:
-            owed = {(step.action, step.node) for step in self.unhealed}
-            kept = [step for step in self.pending if (step.action, step.node) in owed]
+            kept = [step for step in self.pending if (step.action, step.node) in self.unhealed]
             self.pending = sorted(kept + [step for step in steps if step.at > now], key=lambda step: step.at)
             self.changed.notify()
             return len(self.pending)
@@ -106,8 +105,8 @@ class FaultRunner:
         finally:
             with self.changed:
                 owed = list(self.unhealed)
-            for step in owed:
-                self._do(step, "at the end of the load")
+            for action, node in owed:
+                self._do(FaultStep(0, action, node), "at the end of the load")
 
     def _do(self, step: FaultStep, why: str) -> None:
         began = time.time()
@@ -120,9 +119,9 @@ class FaultRunner:
             return
         with self.changed:
             if step.action in HEALS:
-                self.unhealed.append(FaultStep(0, HEALS[step.action], step.node))
-            elif step.action in HEALS.values():
-                self.unhealed = [u for u in self.unhealed if (u.action, u.node) != (step.action, step.node)]
+                self.unhealed.append((HEALS[step.action], step.node))
+            elif (step.action, step.node) in self.unhealed:
+                self.unhealed.remove((step.action, step.node))
         took = time.time() - began  # a heal or restart waits for the node to register: the event comes then
         details = {"action": step.action, "node": step.node, "began": began, "seconds": round(took, 1)}
         self.events.put(("fault", {**details, "message": f"{done} ({why}, {took:.1f} s)"}))

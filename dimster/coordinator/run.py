@@ -853,15 +853,14 @@ class Coordinator:
 
     def _heal_timeout(self) -> float:
         """Each owed heal may wait for a node to start (startTimeoutSeconds), one after the other."""
-        owed = len(self.fault_runner.unhealed) if self.fault_runner else 0
-        return getattr(self.cluster.profile, "start_timeout_seconds", 120) * (owed + 1)
+        return self.cluster.profile.start_timeout_seconds * (len(self.fault_runner.unhealed) + 1)
 
     def _await_heals(self) -> None:
         """Until the faults schedule has healed what is still broken, whatever ended the load (a
         failure or a forced stop too: no node may stay paused or stopped because a run ended)."""
         if self.fault_runner is None:
             return
-        self.fault_runner.finish()
+        self.fault_runner.finish()  # if the drain's start has not already
         deadline = time.time() + self._heal_timeout()
         while not self.fault_runner.done() and time.time() < deadline:
             self._receive(LOOP_TICK)
