@@ -247,10 +247,12 @@ def test_crashed_consumers_records_come_back_after_the_lock_timeout(shortlocks, 
     assert held > 0
     info = run_info(bundle)
     assert info["totals"]["consumer_crashes"] == 2
-    assert info["totals"]["redelivered_after_crash"] == held  # every record held came back
+    # every record held came back; a receipt is counted each time, so one whose next lock timed out too
+    # (a busy machine) counts again when it comes back once more
+    assert info["totals"]["redelivered_after_crash"] >= held
     histograms = table(bundle, "histograms")
     redelivery = histograms[histograms.metric == "redelivery"]
-    assert redelivery["count"].sum() == held  # one delay per record that came back
+    assert redelivery["count"].sum() == info["totals"]["redelivered_after_crash"]  # one delay per receipt
     # a record comes back when its lock, taken at most one poll's processing (5 x 100 ms) before the
     # crash, times out: never sooner than that after the crash
     assert redelivery.hist_min.min() >= (LOCK_MS - 5 * 100) * 1000
