@@ -61,24 +61,26 @@ class TrackedProcess:
         if process is not None:
             _wait_exited(process, timeout)
 
+    def _terminate(self) -> psutil.Process | None:
+        """SIGTERM to the process, and SIGCONT, as a paused one acts on SIGTERM only then; the process,
+        or None when it is gone."""
+        process = self._process()
+        if process is not None:
+            with contextlib.suppress(psutil.Error):
+                process.send_signal(signal.SIGTERM)
+                process.send_signal(signal.SIGCONT)
+        return process
+
     def stop_begin(self) -> None:
         """Send SIGTERM without waiting, so several processes can shut down together."""
-        process = self._process()
-        if process is None:
-            return
-        with contextlib.suppress(psutil.Error):
-            process.send_signal(signal.SIGTERM)
-            process.send_signal(signal.SIGCONT)  # a paused process acts on SIGTERM only then
+        self._terminate()
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM, then SIGKILL if it is still there after `timeout` seconds. A process that has
         exited counts as stopped even while it lingers as a zombie its parent has not reaped."""
-        process = self._process()
+        process = self._terminate()
         if process is None:
             return
-        with contextlib.suppress(psutil.Error):
-            process.send_signal(signal.SIGTERM)
-            process.send_signal(signal.SIGCONT)  # a paused process acts on SIGTERM only then
         if _wait_exited(process, timeout):
             return
         with contextlib.suppress(psutil.Error):
