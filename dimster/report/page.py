@@ -63,6 +63,9 @@ th.text, td.text { text-align: left; }
 td.text { white-space: normal; }
 .kv td { border-bottom: none; padding: 2px 8px 2px 0; }
 .kv td:first-child { color: var(--muted); text-align: left; }
+table.faults td[rowspan] { vertical-align: top; }
+table.faults tbody + tbody { border-top: 2px solid #cbd2d9; }
+table.faults .hint { color: var(--muted); font-size: 12px; }
 .scroll { max-height: 440px; overflow: auto; }
 .box { overflow-x: auto; }
 .notes {
