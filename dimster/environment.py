@@ -3,6 +3,7 @@
 A profile is one of three models, picked by its `backend` key: `local` (KRaft nodes as JVM processes on
 this host), `docker` (KRaft nodes as containers) and `external` (a cluster someone else runs)."""
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Literal
@@ -185,13 +186,17 @@ class NodesProfile(ProfileBase):
         if not self.broker_metrics:
             return {}
         return {
-            node_id: f"http://{self.host}:{self.broker_metrics_port(i)}/metrics"
+            node_id: f"http://{self.node_host(i)}:{self.broker_metrics_port(i)}/metrics"
             for i, node_id in enumerate(self.node_ids)
         }
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{self.host}:{self.broker_port(i)}" for i in range(self.nodes))
+        return ",".join(f"{self.node_host(i)}:{self.broker_port(i)}" for i in range(self.nodes))
+
+    def node_host(self, node_index: int) -> str:
+        """The address node `node_index` listens on."""
+        return self.host
 
 
 class LocalProfile(NodesProfile):
@@ -200,6 +205,27 @@ class LocalProfile(NodesProfile):
     backend: Literal["local"] = "local"
     controller_port_base: int = Field(19192, alias="controllerPortBase", ge=1024, le=65000)
     data_dir: str | None = Field(None, alias="dataDir")
+    # each node in a network namespace of its own on this private IPv4 subnet (needs root), so that
+    # `cluster isolate` can cut it off; this host takes the subnet's first address, node i the (i+2)nd
+    node_network: str | None = Field(None, alias="nodeNetwork")
+
+    @field_validator("node_network")
+    @classmethod
+    def _private_subnet(cls, subnet: str | None) -> str | None:
+        if subnet is None:
+            return None
+        try:
+            network = ipaddress.IPv4Network(subnet)
+        except ValueError:
+            raise ValueError(f"'{subnet}' is not an IPv4 subnet such as 10.213.7.0/24") from None
+        if not network.is_private or network.is_loopback or network.num_addresses < 16:
+            raise ValueError(f"'{subnet}' must be a private IPv4 subnet of 16 addresses or more, such as 10.213.7.0/24")
+        return str(network)
+
+    def node_host(self, node_index: int) -> str:
+        if not self.node_network:
+            return self.host
+        return str(list(ipaddress.IPv4Network(self.node_network).hosts())[1 + node_index])
 
     @property
     def cluster_dir(self) -> Path:

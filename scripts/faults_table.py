@@ -3,7 +3,7 @@ acks=all, min.insync.replicas=2) once per fault and group type, and prints a Mar
 each run measured: acknowledged records lost, duplicates, and the longest stretch without
 consumption or acknowledgement. docs/faults.md holds its output.
 
-    .venv/bin/python scripts/faults_table.py [--env localBeefy] [--rate 1000] [--seconds 60]
+    .venv/bin/python scripts/faults_table.py [--env localBeefyNetns] [--rate 1000] [--seconds 60]
 
 Each run brings the environment up (or reuses it) and leaves it running; `dimster cluster down ENV`
 stops it. The runs take about (seconds + 20 s) each.
@@ -25,6 +25,7 @@ FAULTS = {
     "kill -9 node 2, started again 20 s later": {"action": "kill", "node": 2, "durationSeconds": 20},
     "pause node 2 (SIGSTOP) for 30 s": {"action": "pause", "node": 2, "durationSeconds": 30},
     "restart node 2 (SIGTERM, start)": {"action": "restart", "node": 2},
+    "isolate node 2 from the other nodes for 30 s": {"action": "isolate", "node": 2, "durationSeconds": 30},
 }
 GROUP_TYPES = ("SHARE_GROUP", "CONSUMER_GROUP")
 
@@ -76,7 +77,7 @@ def one_run(env: str, spec: dict, results: Path) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="localBeefy")
+    parser.add_argument("--env", default="localBeefyNetns", help="3 nodes; with nodeNetwork for the isolation")
     parser.add_argument("--rate", type=int, default=1000, help="msg/s over both producers")
     parser.add_argument("--seconds", type=int, default=60, help="measured seconds per run")
     args = parser.parse_args()

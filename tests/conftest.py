@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
+from tests.netns import unused_subnet
 
 REPO = Path(__file__).resolve().parents[1]
 # hypothesis keeps its caches in a scratch folder, not in the repository
@@ -156,6 +157,8 @@ def scratch_project(tmp_path_factory) -> Path:
             ports.pop("controllerPortBase")
         if backend != "external":
             text = with_ports(text, ports)
+        if "nodeNetwork" in text:  # never the shipped subnet, which a user's cluster may hold
+            text = re.sub(r"(?m)^nodeNetwork:.*$", f"nodeNetwork: {unused_subnet(skip=1)}", text)
         path.write_text(text)
     os.environ["DIMSTER_PROJECT_DIR"] = str(project)
     os.environ["DIMSTER_TEST_FIRST_PORT"] = str(first_port)

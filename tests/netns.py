@@ -19,13 +19,17 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
 
 
-def unused_subnet() -> ipaddress.IPv4Network:
+def unused_subnet(skip: int = 0) -> ipaddress.IPv4Network:
+    """A 10.x.y.0/24 no interface of this host is on; `skip` passes over that many such, so that
+    two callers before either network exists get different ones."""
     taken = [ipaddress.ip_interface(word).network for word in ip("-4", "-o", "addr").stdout.split() if "/" in word]
     seed = os.getpid()
     for n in range(200):
         candidate = ipaddress.ip_network(f"10.{200 + (seed + n) % 50}.{(seed // 50 + n) % 250}.0/24")
         if not any(candidate.overlaps(t) for t in taken):
-            return candidate
+            if skip == 0:
+                return candidate
+            skip -= 1
     raise AssertionError("no unused 10.x.y.0/24 for the test network")
 
 

@@ -11,6 +11,7 @@ import psutil
 import pytest
 import yaml
 
+from dimster.cluster.netns import NodeNetwork
 from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.faults import FaultRunner, FaultStep, fault_steps
 from dimster.errors import ClusterError
@@ -18,6 +19,7 @@ from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
 from dimster.workload.model import parse_workload
 from tests.conftest import dimster, spare_ports_yaml, write_environment
+from tests.netns import unused_subnet
 from tests.test_bad_input_more import one_error_line
 
 pytestmark = pytest.mark.unit
@@ -80,7 +82,7 @@ def test_stopping_a_paused_process_ends_it_with_sigterm(tmp_path):
         process.kill()
 
 
-@pytest.mark.parametrize("action", ["kill", "pause", "resume", "restart"])
+@pytest.mark.parametrize("action", ["kill", "pause", "resume", "restart", "isolate", "rejoin"])
 def test_a_node_that_is_not_there_is_one_line(project, action):
     write_environment(project, "faulty", spare_ports_yaml())
     env = {"DIMSTER_PROJECT_DIR": str(project)}
@@ -138,6 +140,8 @@ def test_the_schedule_puts_each_heal_after_its_fault():
                 {"atSeconds": 5, "action": "kill", "node": 2, "durationSeconds": 10},
                 {"atSeconds": 8, "action": "pause", "node": 3, "durationSeconds": 4},
                 {"atSeconds": 9, "action": "restart", "node": 1},
+                {"atSeconds": 10, "action": "isolate", "node": 1, "durationSeconds": 3},
+                {"atSeconds": 11, "action": "isolate-all", "node": 2, "durationSeconds": 1},
             ],
         },
         "test",
@@ -146,7 +150,11 @@ def test_the_schedule_puts_each_heal_after_its_fault():
         FaultStep(5, "kill", 2),
         FaultStep(8, "pause", 3),
         FaultStep(9, "restart", 1),
+        FaultStep(10, "isolate", 1),
+        FaultStep(11, "isolate-all", 2),
         FaultStep(12, "resume", 3),
+        FaultStep(12, "rejoin", 2),
+        FaultStep(13, "rejoin", 1),
         FaultStep(15, "start", 2),
     ]
 
@@ -235,4 +243,56 @@ def test_faults_the_environment_cannot_have_are_one_line_before_anything_starts(
     one_error_line(
         dimster("run", "box", "-w", str(path), env=env), "faults: for clusters of backend local", "backend docker"
     )
+    path.write_text(yaml.safe_dump({"name": "faults", "faults": [{"atSeconds": 1, "action": "isolate", "node": 1}]}))
+    one_error_line(
+        dimster("run", "faulty", "-w", str(path), env=env),
+        "faults.0.action: isolate needs a profile with nodeNetwork",
+        "run/environments/faulty.yaml has none",
+    )
     assert not (state_dir / "clusters" / "faulty").exists()
+
+
+@pytest.mark.parametrize(
+    ("subnet", "fragment"),
+    [
+        ("banana", "is not an IPv4 subnet"),
+        ("8.8.8.0/24", "must be a private IPv4 subnet"),
+        ("10.1.1.0/30", "16 addresses"),
+    ],
+)
+def test_a_bad_node_network_is_one_line(project, subnet, fragment):
+    write_environment(project, "walled", f"nodes: 3\nnodeNetwork: {subnet}\n{spare_ports_yaml()}")
+    result = dimster("cluster", "status", "walled", env={"DIMSTER_PROJECT_DIR": str(project)})
+    one_error_line(result, "run/environments/walled.yaml", "nodeNetwork", fragment)
+
+
+def routes(namespace: str) -> list[str]:
+    shown = subprocess.run(
+        ["ip", "-n", namespace, "route", "show", "type", "blackhole"], capture_output=True, text=True
+    )
+    return sorted(line.split()[1] for line in shown.stdout.splitlines())
+
+
+def test_isolation_is_blackhole_routes_in_the_namespaces_and_remove_leaves_nothing(tmp_path):
+    network = NodeNetwork(str(unused_subnet()), tmp_path, [1, 2, 3])
+    a1, a2, a3 = network.addresses
+    try:
+        network.create()
+        network.create()  # again: what exists is kept
+        assert [routes(network.namespace(i)) for i in range(3)] == [[], [], []]
+        network.apply_isolation({2: "nodes"})
+        assert [routes(network.namespace(i)) for i in range(3)] == [[a2], sorted([a1, a3]), [a2]]
+        network.apply_isolation({2: "nodes", 3: "all"})
+        expected = [sorted([a2, a3]), sorted([a1, a3]), sorted([a1, a2, network.bridge_address])]
+        assert [routes(network.namespace(i)) for i in range(3)] == expected
+        network.apply_isolation({3: "all"})  # 2 rejoins; 3 stays cut off from it
+        assert [routes(network.namespace(i)) for i in range(3)] == [
+            [a3],
+            [a3],
+            sorted([a1, a2, network.bridge_address]),
+        ]
+    finally:
+        network.remove()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(network.namespace(i) in listed for i in range(3))
+    assert subprocess.run(["ip", "link", "show", network.bridge], capture_output=True).returncode != 0

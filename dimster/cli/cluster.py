@@ -144,3 +144,20 @@ def resume(env: str = EnvArg, node: int = NodeOpt) -> None:
 def restart(env: str = EnvArg, node: int = NodeOpt) -> None:
     """Stop one node cleanly (SIGTERM) and start it again with its data; returns once it serves again."""
     _fault(env, node, "restart")
+
+
+@app.command()
+def isolate(
+    env: str = EnvArg,
+    node: int = NodeOpt,
+    from_clients: bool = typer.Option(False, "--from-clients", help="Cut it off from this host's clients too."),
+) -> None:
+    """Cut one node off from the other nodes (a network partition) until `cluster rejoin`; needs a
+    profile with nodeNetwork (each node in its own network namespace)."""
+    _fault(env, node, "isolate-all" if from_clients else "isolate")
+
+
+@app.command()
+def rejoin(env: str = EnvArg, node: int = NodeOpt) -> None:
+    """End a node's isolation: it reaches the others again, and they it."""
+    _fault(env, node, "rejoin")

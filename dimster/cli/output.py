@@ -28,7 +28,8 @@ def cluster_table(status) -> Table:
         table.add_row(
             str(node.node_id),
             str(node.pid or "-"),
-            "paused" if node.paused else "running" if node.alive else "stopped",
+            ("paused" if node.paused else "running" if node.alive else "stopped")
+            + (f", isolated from {node.isolated}" if node.isolated else ""),
             "yes" if node.registered else "no",
             str(node.broker_port or "-"),
             str(node.controller_port or "-"),  # a docker node's is inside the cluster's network

@@ -18,6 +18,7 @@ class NodeStatus:
     controller_port: int
     log_file: str
     paused: bool = False  # stopped by `dimster cluster pause`
+    isolated: str | None = None  # cut off by `dimster cluster isolate`: from `nodes`, or from `all`
 
 
 @dataclass
@@ -54,7 +55,7 @@ class ClusterBackend(Protocol):
     def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]: ...  # new lines as they come
     def broker_config(self) -> dict[str, str]: ...
     def check_broker_config(self) -> dict[str, str]: ...
-    def fault(self, node_id: int, action: str, progress) -> str: ...  # kill, pause, resume or restart a node
+    def fault(self, node_id: int, action: str, progress) -> str: ...  # kill, pause, isolate... a node
 
 
 def backend_for(profile: EnvironmentProfile) -> ClusterBackend:

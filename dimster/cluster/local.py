@@ -6,11 +6,12 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from dimster.cluster.backend import ClusterStatus, NodeStatus
+from dimster.cluster.netns import NodeNetwork
 from dimster.cluster.nodes import NodeCluster, new_cluster_id, save_state
 from dimster.cluster.processes import TrackedProcess, spawn, tail
 from dimster.environment import LocalProfile
@@ -39,6 +40,7 @@ class ClusterState:
     kafka_version: str
     nodes: list[NodeProcess]
     broker_config: dict[str, str]  # the broker-config properties the nodes run with
+    isolated: dict[int, str] = field(default_factory=dict)  # node id -> isolated from `nodes` or `all`
 
     @classmethod
     def load(cls, path: Path) -> "ClusterState | None":
@@ -46,7 +48,9 @@ class ClusterState:
             return None
         try:
             raw = json.loads(path.read_text())
-            return cls(raw["kafka_version"], [NodeProcess(**n) for n in raw["nodes"]], raw["broker_config"])
+            nodes = [NodeProcess(**n) for n in raw["nodes"]]
+            isolated = {int(node_id): how for node_id, how in raw.get("isolated", {}).items()}
+            return cls(raw["kafka_version"], nodes, raw["broker_config"], isolated)
         except (ValueError, KeyError, TypeError) as e:
             raise ClusterError(
                 f"{path} is unreadable ({type(e).__name__}: {e}): check with `ps` that no broker of this "
@@ -57,6 +61,9 @@ class ClusterState:
         save_state(path, self)
 
 
+ISOLATIONS = {"isolate": "nodes", "isolate-all": "all"}  # a fault's action -> from whom the node is cut off
+
+
 class LocalCluster(NodeCluster):
     profile: LocalProfile
     backend = "local"
@@ -64,6 +71,13 @@ class LocalCluster(NodeCluster):
     state_type = ClusterState
 
     # ---- layout -------------------------------------------------------------------------------
+    @property
+    def network(self) -> NodeNetwork | None:
+        """The nodes' private network, when the profile puts each node in a namespace of its own."""
+        if not self.profile.node_network:
+            return None
+        return NodeNetwork(self.profile.node_network, self.root, self.profile.node_ids)
+
     def node_id(self, index: int) -> int:
         return self.profile.node_ids[index]
 
@@ -104,11 +118,12 @@ class LocalCluster(NodeCluster):
 
     # ---- configuration ------------------------------------------------------------------------
     def managed_properties(self, index: int) -> dict[str, str]:
-        p, n, host = self.profile, self.profile.nodes, self.profile.host
+        p, n, host = self.profile, self.profile.nodes, self.profile.node_host(index)
+        voters = ",".join(f"{self.node_id(i)}@{p.node_host(i)}:{p.controller_port(i)}" for i in range(n))
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id(index)),
-            "controller.quorum.voters": ",".join(f"{self.node_id(i)}@{host}:{p.controller_port(i)}" for i in range(n)),
+            "controller.quorum.voters": voters,
             "listeners": f"PLAINTEXT://{host}:{p.broker_port(index)},CONTROLLER://{host}:{p.controller_port(index)}",
             "advertised.listeners": f"PLAINTEXT://{host}:{p.broker_port(index)}",
             "controller.listener.names": "CONTROLLER",
@@ -130,7 +145,7 @@ class LocalCluster(NodeCluster):
         agent = ()
         if self.profile.broker_metrics:
             port = self.profile.broker_metrics_port(index)
-            agent = (agent_option(agent_jar(), self.profile.host, port),)
+            agent = (agent_option(agent_jar(), self.profile.node_host(index), port),)
         return (
             *agent,
             f"-Xmx{heap}",
@@ -170,9 +185,15 @@ class LocalCluster(NodeCluster):
         client, *metrics = super().host_ports(index)
         return [client, ("controller", self.profile.controller_port(index), "controllerPortBase"), *metrics]
 
+    def check_ports_free(self, indexes: list[int] | None = None) -> None:
+        if not self.network:  # a namespace's ports are its own
+            super().check_ports_free(indexes)
+
     def _start_node(self, distribution: KafkaDistribution, index: int) -> NodeProcess:
         properties = self.node_dir(index) / "server.properties"
         command = distribution.java("kafka.Kafka", str(properties), jvm_options=self._jvm_options(index))
+        if self.network:
+            command = self.network.command(index, command)
         process = spawn(command, self._stdout_file(index))
         return NodeProcess(self.node_id(index), process.pid, process.started)
 
@@ -217,6 +238,9 @@ class LocalCluster(NodeCluster):
             return self.status()
         broker_config = self.prepare_configs(distribution)
         self.check_ports_free()
+        if self.network:
+            self.network.create()
+            self.network.apply_isolation({})
         for index in range(self.profile.nodes):
             self._format_storage(distribution, index)
         progress(f"starting {self.profile.nodes} Kafka {distribution.version} node(s) of '{self.profile.name}'")
@@ -232,12 +256,19 @@ class LocalCluster(NodeCluster):
             for node in state.nodes:
                 node.process.stop(timeout=10)
             self.state_file.unlink(missing_ok=True)
+            if self.network:
+                self.network.remove()
             raise
         return self.status()
 
     def _heal(self, state: ClusterState, distribution: KafkaDistribution, progress) -> None:
         """Bring a running cluster back to all its nodes: paused ones resume, stopped ones start again
         with their own id, data and config file; the nodes that run are left alone."""
+        if state.isolated:
+            self.network.apply_isolation({})
+            progress(f"nodes {sorted(state.isolated)} were isolated: rejoined them")
+            state.isolated = {}
+            state.save(self.state_file)
         for node in state.nodes:
             if node.process.paused():
                 node.process.send(signal.SIGCONT)
@@ -281,6 +312,8 @@ class LocalCluster(NodeCluster):
             node.process.stop()
             progress(f"node {node.node_id} (pid {node.pid}) stopped")
         self.state_file.unlink(missing_ok=True)
+        if self.network:
+            self.network.remove()
         return [n.pid for n in running]
 
     def status(self) -> ClusterStatus:
@@ -299,6 +332,7 @@ class LocalCluster(NodeCluster):
                 controller_port=self.profile.controller_port(i),
                 log_file=str(log_files[node_id]),
                 paused=node_id in processes and processes[node_id].process.paused(),
+                isolated=state.isolated.get(node_id) if state else None,
             )
             for i, node_id in enumerate(self.profile.node_ids)
         ]
@@ -308,7 +342,7 @@ class LocalCluster(NodeCluster):
             kafka_version=state.kafka_version if state else self.profile.kafka_version,
             bootstrap_servers=self.profile.bootstrap_servers,
             running=any(alive.values()),
-            healthy=bool(nodes) and all(n.alive and n.registered and not n.paused for n in nodes),
+            healthy=bool(nodes) and all(n.alive and n.registered and not n.paused and not n.isolated for n in nodes),
             nodes=nodes,
         )
 
@@ -316,9 +350,10 @@ class LocalCluster(NodeCluster):
         state = self._recorded_nodes(progress)
         if state is None:
             return None
-        if away := [n.node_id for n in state.nodes if n.process.paused() or not n.process.alive()]:
+        away = [n.node_id for n in state.nodes if n.process.paused() or not n.process.alive()]
+        if away := sorted(set(away) | set(state.isolated)):
             raise ClusterError(
-                f"nodes {away} of '{self.profile.name}' are stopped or paused: "
+                f"nodes {away} of '{self.profile.name}' are stopped, paused or isolated: "
                 f"`dimster cluster up {self.profile.name}` brings them back first"
             )
         return state.kafka_version, state.broker_config
@@ -337,8 +372,9 @@ class LocalCluster(NodeCluster):
 
     def fault(self, node_id: int, action: str, progress) -> str:
         """Kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT) or restart one node dimster started, found
-        by its PID and start time, or `start` a stopped one alone (a killed node's heal); returns
-        what was done. A restart or start returns once the node itself serves."""
+        by its PID and start time, or `start` a stopped one alone (a killed node's heal); isolate it
+        from the other nodes (or from everyone) and let it rejoin; returns what was done. A restart
+        or start returns once the node itself serves."""
         state = self.recorded_state()
         if state is None:
             raise DimsterError(f"'{self.profile.name}' is not running: `dimster cluster up {self.profile.name}` first")
@@ -347,6 +383,8 @@ class LocalCluster(NodeCluster):
                 f"'{self.profile.name}' runs nodes {[n.node_id for n in state.nodes]}, its profile names "
                 f"{self.profile.node_ids}: `dimster cluster up {self.profile.name}` first"
             )
+        if action in (*ISOLATIONS, "rejoin"):
+            return self._isolation(state, node_id, action)
         index = self.profile.node_index(node_id)
         node = state.nodes[index]
         if action == "start" and node.process.alive():
@@ -377,12 +415,33 @@ class LocalCluster(NodeCluster):
         node.process.send(signal.SIGCONT)
         return f"node {node_id} resumed (SIGCONT to pid {node.pid})"
 
+    def _isolation(self, state: ClusterState, node_id: int, action: str) -> str:
+        if self.network is None:
+            raise DimsterError(
+                f"{action}: '{self.profile.name}' has no nodeNetwork; nodes on one host's loopback cannot be cut "
+                f"off from each other (give run/environments/{self.profile.name}.yaml a nodeNetwork: SUBNET)"
+            )
+        if action == "rejoin":
+            if node_id not in state.isolated:
+                raise ClusterError(f"node {node_id} of '{self.profile.name}' is not isolated")
+            del state.isolated[node_id]
+        elif node_id in state.isolated:
+            raise ClusterError(f"node {node_id} of '{self.profile.name}' is isolated already")
+        else:
+            state.isolated[node_id] = ISOLATIONS[action]
+        self.network.apply_isolation(state.isolated)
+        state.save(self.state_file)
+        if action == "rejoin":
+            return f"node {node_id} rejoined the network"
+        whom = "the other nodes and this host's clients" if action == "isolate-all" else "the other nodes"
+        return f"node {node_id} isolated from {whom}"
+
     def wait_serving(self, index: int, deadline: float) -> None:
         """Until node `index` answers on its own listener and counts itself registered. Unlike
         wait_registered, a killed node's old registration (kept until the controller's session
         time-out) does not count: a broker answers requests only once the controller unfenced it."""
         node_id = self.node_id(index)
-        address = f"{self.profile.host}:{self.profile.broker_port(index)}"
+        address = f"{self.profile.node_host(index)}:{self.profile.broker_port(index)}"
         while node_id not in registered_brokers(address, timeout=1.5):
             self.check_nodes_alive({node_id})
             if time.monotonic() > deadline:

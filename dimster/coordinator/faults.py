@@ -13,13 +13,13 @@ from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.workload.model import Workload
 
-HEALS = {"kill": "start", "pause": "resume"}  # a fault's action -> the step that undoes it
+HEALS = {"kill": "start", "pause": "resume", "isolate": "rejoin", "isolate-all": "rejoin"}  # fault -> its undoing
 
 
 @dataclass(frozen=True)
 class FaultStep:
     at: float  # seconds after load started
-    action: str  # kill | pause | restart, or a heal: start | resume
+    action: str  # kill | pause | restart | isolate | isolate-all, or a heal: start | resume | rejoin
     node: int
 
 
@@ -43,6 +43,11 @@ def check_faults(workload: Workload, profile: EnvironmentProfile) -> None:
             f"'{profile.name}' is backend {profile.backend}"
         )
     for index, fault in enumerate(workload.faults):
+        if fault.action.startswith("isolate") and not profile.node_network:
+            raise DimsterError(
+                f"faults.{index}.action: {fault.action} needs a profile with nodeNetwork (each node in a network "
+                f"namespace of its own); run/environments/{profile.name}.yaml has none"
+            )
         if fault.node not in profile.node_ids:
             raise DimsterError(
                 f"faults.{index}.node: {fault.node} is not a node of '{profile.name}' "

@@ -81,11 +81,11 @@ WEEK_SECONDS = 7 * 24 * 3600
 
 class BrokerFault(Strict):
     """A fault on node `node` of the run's cluster `atSeconds` after load starts, healed
-    `durationSeconds` later (a killed node starts again on its data, a paused one resumes); a restart
-    heals itself. See coordinator/faults.py."""
+    `durationSeconds` later (a killed node starts again on its data, a paused one resumes, an
+    isolated one rejoins); a restart heals itself. See coordinator/faults.py."""
 
     at_seconds: float = Field(..., alias="atSeconds", ge=0, le=WEEK_SECONDS)
-    action: Literal["kill", "pause", "restart"]
+    action: Literal["kill", "pause", "restart", "isolate", "isolate-all"]
     node: int = Field(..., ge=0)
     duration_seconds: float | None = Field(None, alias="durationSeconds", gt=0, le=WEEK_SECONDS)
 
