@@ -1,8 +1,11 @@
 """The control channel of a running workload: an HTTP API on loopback, guarded by a token kept in a
 state file only the user can read (`<state dir>/runs/<env>.json`).
 
-Requests are handed to the coordinator's main loop through a queue, so everything that changes the
-run happens on one thread.
+Requests that change the run (modify, stop, event) are handed to the coordinator's main loop through a
+queue, so everything that changes the run happens on one thread. `GET /status` is answered by the HTTP
+thread from the latest snapshot the main loop published (`publish_status`: every 0.25 s, and before it
+answers a change), so that any number of status calls costs the run's loop nothing; only before the
+first snapshot (the run still starting) does a status call wait for the loop, as the others do.
 """
 
 import http.client
@@ -88,20 +91,34 @@ def run_state_file(env: str) -> Path:
     return state_dir() / "runs" / f"{env}.json"
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # connections waiting to be accepted: socketserver's 5 drops a burst of callers' handshakes, and
+    # those callers then wait for the kernel's retries (1, 3, 7 ... s) or for their time-out
+    request_queue_size = 256
+
+
 class ControlServer:
-    """Serves the API until `close()`; the coordinator takes requests from `requests`."""
+    """Serves the API until `close()`; the coordinator takes requests from `requests` and publishes its
+    status with `publish_status`."""
 
     def __init__(self, env: str):
         self.env = env
         self.token = secrets.token_urlsafe(24)
         self.requests: queue.Queue[ControlRequest] = queue.Queue()
         self.redactor = Redactor()  # every answer goes through it; the run shares its bundle's
-        handler = _handler_for(self)
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.http.daemon_threads = True
+        self.http = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
         self.port = self.http.server_address[1]
         self.thread = threading.Thread(target=self.http.serve_forever, name="control-api", daemon=True)
         self.closed = False
+        self.status_answer: bytes | None = None  # the latest status, encoded; replaced whole, never changed
+
+    def publish_status(self, status: dict) -> None:
+        """The run's status as `GET /status` answers it from now on (called by the main loop)."""
+        self.status_answer = self.encode(status)
+
+    def encode(self, answer: dict) -> bytes:
+        return json.dumps(self.redactor.redact(answer), default=str).encode()  # `settings` holds secrets
 
     def start(self, details: dict) -> None:
         """Claim the environment: refuse when another live run holds it, then publish the state file."""
@@ -175,6 +192,9 @@ def _handler_for(server: ControlServer):
                 body = schema.model_validate(body).model_dump(exclude_none=True)
             except ValidationError as e:
                 return self._send(400, {"error": f"{action}: {_first_error(e)}"})
+            snapshot = server.status_answer  # one read of the reference: a whole snapshot, whatever comes next
+            if action == "status" and snapshot is not None:
+                return self._send_encoded(200, snapshot)
             request = ControlRequest(action, body)
             server.requests.put(request)
             if not request.done.wait(600):
@@ -187,7 +207,9 @@ def _handler_for(server: ControlServer):
             raise AttributeError(name)
 
         def _send(self, status: int, answer: dict) -> None:
-            data = json.dumps(server.redactor.redact(answer), default=str).encode()  # `settings` holds secrets
+            self._send_encoded(status, server.encode(answer))
+
+        def _send_encoded(self, status: int, data: bytes) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

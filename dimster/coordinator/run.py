@@ -62,6 +62,7 @@ from dimster.workload.overrides import apply_overrides
 
 FLUSH_EVERY = 5.0
 EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
+STATUS_EVERY = 0.25  # seconds between status snapshots for the control API's `GET /status`
 LOOP_TICK = 0.2
 ASSIGNMENT_TIMEOUT = 120.0  # for every consumer to hold its assignment before load starts
 READY_TIMEOUT = 120.0  # for every worker to build its clients
@@ -120,6 +121,7 @@ class Coordinator:
         self.context = context or {}  # shown in status: the campaign and point a run belongs to
         self.exporter = exporter  # the run's Prometheus endpoint, fed a status snapshot every second
         self._last_export = 0.0
+        self._last_status = 0.0  # when the control API's status snapshot was last published
         self.run_id = uuid.uuid4().hex[:8]
         self.topology: Topology = build_topology(workload, self.run_id)
         bundle.redactor.names.update(self.topology.topics, self.topology.groups)
@@ -401,6 +403,8 @@ class Coordinator:
                     self._serve(self.control.requests.get_nowait())
                 except queue.Empty:
                     break
+            if time.time() - self._last_status >= STATUS_EVERY:
+                self._publish_status()
         while self.broker_watch:
             try:
                 change, broker = self.broker_watch.changes.get_nowait()
@@ -570,6 +574,7 @@ class Coordinator:
                 self.modify(step.sets, by=self.plan.name)
             except DimsterError as e:
                 self._fail(f"{self.plan.name} plan: {e}")
+            self._publish_status()  # a status asked for from now on shows the change
         return step.done
 
     def _stop(self) -> int:
@@ -608,6 +613,7 @@ class Coordinator:
         if self.metrics:
             self.metrics.flush()
         self._read_unconsumed()
+        self._publish_status()  # the last one: `lost` is known now
         if not self.workload.keep_topics:
             for problem in self.kafka.delete_topics(self.topology.topics):
                 self.say(problem)
@@ -742,25 +748,40 @@ class Coordinator:
         )
 
     # ---- the control API ----------------------------------------------------------------------------
+    def _publish_status(self) -> None:
+        """A fresh status for the control API's HTTP threads to answer `GET /status` with."""
+        if self.control:
+            self.control.publish_status(self.status())
+            self._last_status = time.time()
+
     def _serve(self, request: ControlRequest) -> None:
+        """One request from the control API's queue: a change, answered once a fresh status snapshot is
+        published (so the caller's next `GET /status` shows it), or a status asked before the first one."""
         try:
-            if request.action == "status":
-                request.reply(self.status())
-            elif request.action == "modify":
-                request.reply(self.modify(request.body["sets"]))
-            elif request.action == "stop":
-                self.stop_requested = max(self.stop_requested, 1)
-                self.say("stop requested through the control API: producers stop, consumers drain")
-                request.reply({"stopping": True, "results": str(self.bundle.path)})
-            elif request.action == "event":
-                details = {k: v for k, v in request.body.items() if k != "event"}
-                self.bundle.event(request.body["event"], **details)
-                self.say(f"-- {request.body.get('message') or request.body['event']}")
-                request.reply({"recorded": True})
+            answer, code = self._answer(request), 200
         except DimsterError as e:
-            request.reply({"error": str(e)}, status=400)
+            answer, code = {"error": str(e)}, 400
         except Exception as e:  # never leave a caller hanging; the run goes on
-            request.reply({"error": f"internal error: {type(e).__name__}: {e}"}, status=500)
+            answer, code = {"error": f"internal error: {type(e).__name__}: {e}"}, 500
+        try:
+            if request.action != "status":
+                self._publish_status()
+        finally:
+            request.reply(answer, code)
+
+    def _answer(self, request: ControlRequest) -> dict:
+        if request.action == "modify":
+            return self.modify(request.body["sets"])
+        if request.action == "stop":
+            self.stop_requested = max(self.stop_requested, 1)
+            self.say("stop requested through the control API: producers stop, consumers drain")
+            return {"stopping": True, "results": str(self.bundle.path)}
+        if request.action == "event":
+            details = {k: v for k, v in request.body.items() if k != "event"}
+            self.bundle.event(request.body["event"], **details)
+            self.say(f"-- {request.body.get('message') or request.body['event']}")
+            return {"recorded": True}
+        return self.status()
 
     def status(self) -> dict:
         window = self.last_window or {}

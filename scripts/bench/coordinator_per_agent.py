@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 import yaml
+from common import DIMSTER, ROOT, dimster, free_block
 
-ROOT = Path(__file__).resolve().parents[2]
-DIMSTER = [sys.executable, "-m", "dimster"]
 TOKEN = "bench-token-" + os.urandom(12).hex()
 
 
@@ -32,22 +31,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def free_block(size: int) -> int:
-    for base in range(24000, 32000, size):
-        try:
-            for port in range(base, base + size):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    sys.exit("no free port block")
-
-
-def dimster(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*DIMSTER, *args], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
 def start_agents(count: int, token_file: Path, env: dict, folder: Path) -> tuple[list, list[str]]:
