@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -71,7 +72,7 @@ class LocalCluster(NodeCluster):
     state_type = ClusterState
 
     # ---- layout -------------------------------------------------------------------------------
-    @property
+    @cached_property
     def network(self) -> NodeNetwork | None:
         """The nodes' private network, when the profile puts each node in a namespace of its own."""
         if not self.profile.node_network:
@@ -264,7 +265,7 @@ class LocalCluster(NodeCluster):
     def _heal(self, state: ClusterState, distribution: KafkaDistribution, progress) -> None:
         """Bring a running cluster back to all its nodes: paused ones resume, stopped ones start again
         with their own id, data and config file; the nodes that run are left alone."""
-        if state.isolated:
+        if state.isolated and self.network:  # (a profile that dropped nodeNetwork has no routes to undo)
             self.network.apply_isolation({})
             progress(f"nodes {sorted(state.isolated)} were isolated: rejoined them")
             state.isolated = {}
