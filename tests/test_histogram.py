@@ -199,3 +199,16 @@ def test_summary_ms_counts_buffered_values_and_converts_to_ms():
     assert summary["count"] == 3 and summary["max"] == pytest.approx(3.0, rel=0.01)
     assert summary["p50"] == pytest.approx(2.0, rel=0.01)
     assert Histogram().summary_ms() == {"p50": None, "p99": None, "max": None, "count": 0}
+
+
+def test_arrays_recorded_in_pieces_of_every_size_equal_one_array_recorded_at_once():
+    values = lognormal(np.random.default_rng(7))[: 3 * BUFFER + 17]
+    whole = Histogram()
+    whole.record_array(values)
+    pieces, at = Histogram(), 0
+    for size in [1, 5, BUFFER - 6, 0, BUFFER + 3, 2, BUFFER - 1, 11]:  # fills, overflows and skips the buffer
+        pieces.record_array(values[at : at + size])
+        at += size
+    pieces.record_array(values[at:])
+    assert at < len(values) and pieces.to_wire() == whole.to_wire()
+    assert pieces.to_wire()[1] == len(values)

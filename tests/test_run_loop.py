@@ -2,6 +2,8 @@
 drain, live resize, and what a lost worker does under each onWorkerLoss."""
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -371,3 +373,42 @@ def test_the_broker_scraper_lines_brokers_up_and_notes_one_that_does_not_answer_
     assert delivered[0][0] == delivered[1][0] != delivered[2][0]  # one time per round
     assert delivered[1][2] == [("kafka_server_underreplicatedpartitions", {}, 2.0)]
     assert len(notes) == 1 and "broker 3" in notes[0]  # said once, not at every round
+
+
+@pytest.mark.unit
+def test_the_broker_scraper_warms_each_exporter_up_once_and_keeps_nothing_of_it():
+    import http.server
+
+    from dimster.coordinator.broker_scrape import BrokerScraper
+
+    asked = []
+
+    class Exporter(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.server.server_port)
+            body = b"kafka_server_underreplicatedpartitions 0\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exporter) for _ in range(2)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    urls = {i + 1: f"http://127.0.0.1:{s.server_port}/metrics" for i, s in enumerate(servers)}
+    delivered, notes = [], []
+    try:
+        BrokerScraper(urls, lambda *sample: delivered.append(sample), notes.append).warm_up()
+        deadline = time.monotonic() + 10
+        while len(asked) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # a second round would show by now
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    assert sorted(asked) == sorted(s.server_port for s in servers)
+    assert delivered == [] and notes == []

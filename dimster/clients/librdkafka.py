@@ -51,6 +51,8 @@ class LibrdkafkaProducer:
         self._failed: list[int] = []
         config = _config(properties, client_id, on_stats)
         self.producer = Producer({**config, "on_delivery": self._on_delivery})  # set once, not per record
+        with contextlib.suppress(KafkaException):  # the topic's leaders now, not with the first record
+            self.producer.list_topics(topic, timeout=10)
 
     def _on_delivery(self, err, msg) -> None:
         # Runs inside poll()/flush() on the client's thread: collect here, count per poll.

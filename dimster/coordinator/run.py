@@ -424,7 +424,7 @@ class Coordinator:
             self.metrics.flush()
             self._last_flush = time.time()
 
-    def _scrape_brokers(self) -> None:
+    def _prepare_broker_scraper(self) -> None:
         urls = self.cluster.profile.broker_metrics_urls
         if not urls:
             return
@@ -433,7 +433,7 @@ class Coordinator:
             deliver=lambda at, broker, samples: self.broker_samples.put((at, broker, samples)),
             note=lambda message: self.background.put(("broker_metrics", {"message": message})),
         )
-        self.broker_scraper.start()
+        self.broker_scraper.warm_up()
 
     def _write_broker_samples(self) -> None:
         while self.metrics:
@@ -446,6 +446,10 @@ class Coordinator:
     def _take_lag(self) -> None:
         """The groups' positions as the brokers see them, beside dimster's own backlog."""
         if self.lag_watch is None:
+            return
+        if not self.load_started:  # the groups are still forming: nothing to say of their lag yet
+            self.lag_watch.take()
+            drain(self.lag_watch.errors)
             return
         for sample in self.lag_watch.take():
             self.broker_lag = sample
@@ -515,6 +519,11 @@ class Coordinator:
         w = self.workload
         delivery_count_limit = self.prepare_topics()
         self.bundle.event("topics_created", topics=self.topology.topics, groups=list(self.topology.groups))
+        # Started now, not as load starts, where their start-up cost would slow the first seconds:
+        # the lag watch's JVM and the brokers' first metrics answer.
+        if self.topology.groups:
+            self.lag_watch = self.kafka.watch_lag(self._group_specs(), LAG_EVERY)
+        self._prepare_broker_scraper()
         self.start_workers(delivery_count_limit)
         self.say(
             f"run {self.run_id}: {len(self.topology.producers)} producer(s), {len(self.topology.consumers)} "
@@ -537,9 +546,8 @@ class Coordinator:
         self.aggregate.take_window()  # the first status line covers load only
         self.broker_watch.start()
         self._schedule_faults()
-        self._scrape_brokers()
-        if self.topology.groups:
-            self.lag_watch = self.kafka.watch_lag(self._group_specs(), LAG_EVERY)
+        if self.broker_scraper:
+            self.broker_scraper.start()
         self.self_cost.start()
         self.bundle.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
         self.phase = "warmup" if w.warmup_seconds else "measure"

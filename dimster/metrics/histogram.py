@@ -49,9 +49,20 @@ class Histogram:
             self.record(value)
 
     def record_array(self, values_us: np.ndarray) -> None:
-        """Record a whole array at once: the cheap way for hot loops that collect values first."""
-        if len(values_us):
-            self._count(np.asarray(values_us, dtype=np.float64))
+        """Record a whole array at once: the cheap way for hot loops that collect values first. A
+        small array is only copied into the buffer; counting waits until the buffer is full or read."""
+        n = len(values_us)
+        if not n:
+            return
+        if self._filled + n > BUFFER:
+            self._flush()
+            if n > BUFFER:
+                self._count(np.asarray(values_us, dtype=np.float64))
+                return
+        self._buffer[self._filled : self._filled + n] = values_us
+        self._filled += n
+        if self._filled == BUFFER:
+            self._flush()
 
     def _flush(self) -> None:
         if not self._filled:

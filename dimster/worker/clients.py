@@ -31,6 +31,7 @@ log = logging.getLogger("dimster.worker")
 DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
 MIN_LOCK_S = 1.0  # the shortest acquisition lock a broker allows (group.share.min.record.lock.duration.ms)
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
+ACKS_EVERY = 0.01  # seconds between collections of a producer's acknowledgements
 RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
 
 
@@ -145,6 +146,7 @@ class ProducerClient(LoadClient):
         self.bootstrap = bootstrap
         self.load_started: float | None = None  # epoch seconds; set by the worker when load starts
         self.sequence = 0
+        self.ready = threading.Event()  # its first Kafka client is built and knows the topic
 
     def _carry_over(self, previous: ClientInterval) -> None:
         self.interval.next_sequence = self.sequence
@@ -167,21 +169,32 @@ class ProducerClient(LoadClient):
             self.interval.failed_sequences.extend(failed)
 
     def run(self) -> None:
+        try:
+            driver = self._driver()  # before load starts: connecting and the first metadata are not measured
+        finally:
+            self.ready.set()  # built, or failed (the worker reports its error)
         while self.load_started is None and not self.stopping.is_set():
             time.sleep(0.01)
         # Pace from when load starts or, for a producer added to a running load, from now.
         pacer = Pacer(max(self.load_started or 0.0, clock.now()))
-        while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
-            self.recreate.clear()
+        while True:  # each pass is one client; `recreate` starts the next
             self.wake.clear()
-            self._produce_until_recreated(pacer)
+            self._produce_until_recreated(driver, pacer)
+            if self.stopping.is_set():
+                return
+            self.recreate.clear()
+            driver = self._driver()
 
-    def _produce_until_recreated(self, pacer: Pacer) -> None:
-        """Send on schedule with a client built from the current workload, until stopped or recreated;
-        then flush, so nothing in flight is lost. Sequence numbers and pacing carry over."""
+    def _driver(self) -> ProducerDriver:
+        """A Kafka client built from the current workload."""
+        driver = producer_driver(self.workload, self.bootstrap, self.client_id, self.spec, self._on_stats)
+        self._new_generation(self.workload.client_library.producer)
+        return driver
+
+    def _produce_until_recreated(self, driver: ProducerDriver, pacer: Pacer) -> None:
+        """Send on schedule with this client until stopped or recreated; then flush, so nothing in
+        flight is lost. Sequence numbers and pacing carry over."""
         w = self.workload
-        driver = producer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats)
-        self._new_generation(w.client_library.producer)
         choose = distributor(
             w.message_distributor,
             w.partitions_per_topic,
@@ -199,6 +212,7 @@ class ProducerClient(LoadClient):
                 log.warning("%s: %d records still unacknowledged after flush", self.client_id, remaining)
 
     def _produce(self, driver: ProducerDriver, pacer: Pacer, choose) -> None:
+        acks_due = 0.0  # monotonic time the driver's acknowledgements are next collected
         while not self.stopping.is_set() and not self.recreate.is_set():
             now = clock.now()
             rate = self.target_rate(now)
@@ -218,7 +232,9 @@ class ProducerClient(LoadClient):
                     self.interval.sent += len(due)
                     self.interval.sent_bytes += sent_bytes
                     self.sequence += len(due)
-                self._count_acks(driver)
+                if time.monotonic() >= acks_due:  # not every pass: each collection costs calls into the client
+                    self._count_acks(driver)
+                    acks_due = time.monotonic() + ACKS_EVERY
                 self.interval.next_sequence = self.sequence
             pause = pacer.next_due(rate) - clock.now()
             if pause > 0:

@@ -142,6 +142,8 @@ class Worker:
             producer.start()
         for consumer in self.consumers:
             consumer.subscribed.wait(30)
+        for producer in self.producers:
+            producer.ready.wait(30)
         self.channel.send(Ready())
         next_report = time.monotonic() + REPORT_EVERY
         while not self.closed:

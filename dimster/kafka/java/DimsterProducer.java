@@ -11,6 +11,7 @@ import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class DimsterProducer {
@@ -34,6 +35,11 @@ public final class DimsterProducer {
         this.topic = topic;
         this.producerId = producerId;
         this.bodies = bodies;
+        try {
+            producer.partitionsFor(topic);  // the topic's leaders now, not with the first record
+        } catch (KafkaException e) {
+            // no answer within max.block.ms: each send fails the same way and is counted as failed
+        }
     }
 
     private static long epochNanos() {
