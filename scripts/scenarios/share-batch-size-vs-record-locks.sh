@@ -19,14 +19,15 @@
 # Usage: scripts/scenarios/share-batch-size-vs-record-locks.sh [ENV]    (default: local)
 # STEP_SECONDS (default 60): how long each step runs before it is judged.
 # PATIENCE_SECONDS (default 240): how long an outcome may take to show before the script gives up.
+# WORKLOAD (default the small reference workload): another scale of it, e.g. for a smaller machine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dimster="$root/scripts/dimster"
 env="${1:-local}"
 step="${STEP_SECONDS:-60}"
 patience="${PATIENCE_SECONDS:-240}"
-workload="$root/run/workloads/run-test/run-sharegroup-proc-time-5ms-small.yaml"
-rate=3000  # the workload's producerRate
+workload="${WORKLOAD:-$root/run/workloads/run-test/run-sharegroup-proc-time-5ms-small.yaml}"
+rate="$("$root/.venv/bin/python" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["producerRate"])' "$workload")"
 keeps_up="targetRate>=0.95*$rate and consRate>=0.95*targetRate and backlog<3000"
 
 field() {  # one field of the run's status
