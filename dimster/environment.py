@@ -4,6 +4,7 @@ A profile is one of three models, picked by its `backend` key: `local` (KRaft no
 this host), `docker` (KRaft nodes as containers) and `external` (a cluster someone else runs)."""
 
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -31,6 +32,75 @@ class DockerWorkers(BaseModel):
     docker: int = Field(..., ge=1, le=64)
     image: str | None = Field(None, min_length=1)  # default: `dimster image build`'s, built when missing
     docker_host: str | None = Field(None, alias="dockerHost", min_length=3)  # default: the profile's, $DOCKER_HOST
+
+
+class Security(BaseModel):
+    """`security:` of a local profile: SASL_SSL listeners with one SCRAM user. The password is named,
+    never written: an environment variable (`passwordEnv`) or a file (`passwordFile`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    protocol: Literal["SASL_SSL"] = "SASL_SSL"
+    mechanism: Literal["SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    user: str = Field("dimster", pattern=r"^[A-Za-z0-9._@-]+$")
+    password_env: str | None = Field(None, alias="passwordEnv", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    password_file: str | None = Field(None, alias="passwordFile", min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_password(cls, data):
+        if isinstance(data, dict):
+            inline = [k for k in data if "password" in str(k).lower() and k not in ("passwordEnv", "passwordFile")]
+            if inline:
+                raise ValueError(
+                    f"{', '.join(inline)}: a password is never written in a profile; "
+                    "use passwordEnv: NAME or passwordFile: FILE"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.password_env is None) == (self.password_file is None):
+            raise ValueError("give the password's source: passwordEnv: NAME or passwordFile: FILE (one of them)")
+        return self
+
+    def password(self, profile_name: str) -> str:
+        """The user's password from its variable or file; one line saying how to provide it when it is missing."""
+        where = f"run/environments/{profile_name}.yaml"
+        if self.password_env:
+            password = os.environ.get(self.password_env, "")
+            if not password:
+                raise DimsterError(
+                    f"'{profile_name}' needs the password of SCRAM user {self.user} in the environment "
+                    f"variable {self.password_env} (security.passwordEnv in {where}): export it, or name a file "
+                    "with security.passwordFile"
+                )
+            return password
+        path = Path(self.password_file or "").expanduser()
+        path = path if path.is_absolute() else project_dir() / path
+        try:
+            password = path.read_text().strip()
+        except OSError as e:
+            raise DimsterError(
+                f"'{profile_name}' reads the password of SCRAM user {self.user} from {self.password_file} "
+                f"(security.passwordFile in {where}), which is unreadable: {e.strerror}"
+            ) from None
+        if not password:
+            raise DimsterError(
+                f"{self.password_file} (security.passwordFile in {where}) is empty: write the password in it"
+            )
+        return password
+
+    def client_properties(self, password: str, ca_pem: str) -> dict[str, str]:
+        """What a client needs to reach the SASL_SSL listeners, in librdkafka's names (see
+        clients/properties.py for Kafka's Java names): the CA certificate itself, not its file, so
+        that clients on other hosts can use it too."""
+        return {
+            "security.protocol": self.protocol,
+            "sasl.mechanisms": self.mechanism,
+            "sasl.username": self.user,
+            "sasl.password": password,
+            "ssl.ca.pem": ca_pem,
+        }
 
 
 class ProfileBase(BaseModel):
@@ -205,6 +275,7 @@ class LocalProfile(NodesProfile):
     backend: Literal["local"] = "local"
     controller_port_base: int = Field(19192, alias="controllerPortBase", ge=1024, le=65000)
     data_dir: str | None = Field(None, alias="dataDir")
+    security: Security | None = None  # SASL_SSL listeners with a SCRAM user; None: PLAINTEXT
     # each node in a network namespace of its own on this private IPv4 subnet (needs root), so that
     # `cluster isolate` can cut it off; this host takes the subnet's first address, node i the (i+2)nd
     node_network: str | None = Field(None, alias="nodeNetwork")

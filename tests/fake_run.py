@@ -188,4 +188,4 @@ class FakeKafka:
 
 def fake_cluster():
     profile = parse_profile({"name": "fake", "bootstrapServers": "memory:1", "backend": "external"})
-    return SimpleNamespace(profile=profile)
+    return SimpleNamespace(profile=profile, client_security=dict)

@@ -56,6 +56,7 @@ class ClusterBackend(Protocol):
     def broker_config(self) -> dict[str, str]: ...
     def check_broker_config(self) -> dict[str, str]: ...
     def fault(self, node_id: int, action: str, progress) -> str: ...  # kill, pause, isolate... a node
+    def client_security(self) -> dict[str, str]: ...  # what clients need beside bootstrap.servers (kafka/security.py)
 
 
 def backend_for(profile: EnvironmentProfile) -> ClusterBackend:

@@ -33,6 +33,9 @@ class ExternalCluster:
         progress(f"'{self.profile.name}' is an external cluster of {len(status.nodes)} broker(s): connected")
         return status
 
+    def client_security(self) -> dict[str, str]:
+        return {}  # PLAINTEXT: an external profile has no security key yet
+
     def down(self, progress=print) -> list[int]:
         progress(f"'{self.profile.name}' is an external cluster: dimster does not stop it")
         return []

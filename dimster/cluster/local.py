@@ -1,6 +1,7 @@
 """The `local` backend: KRaft nodes (broker and controller combined) as JVM processes on this host."""
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -15,12 +16,15 @@ from dimster.cluster.backend import ClusterStatus, NodeStatus
 from dimster.cluster.netns import NodeNetwork
 from dimster.cluster.nodes import NodeCluster, new_cluster_id, save_state
 from dimster.cluster.processes import TrackedProcess, spawn, tail
+from dimster.cluster.tls import CA_PEM, KEYSTORE, TlsMaterial, make_tls_material, scram_credential_argument
 from dimster.environment import LocalProfile
 from dimster.errors import ClusterError, DimsterError
-from dimster.kafka.admin import registered_brokers
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
 from dimster.kafka.jmx_exporter import agent_jar, agent_option
 from dimster.paths import display
+
+BROKER_PASSWORD_ENV = "DIMSTER_BROKER_PASSWORD"  # set in a secure broker's environment only
+ENV_CONFIG_PROVIDER = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
 
 
 @dataclass
@@ -120,18 +124,82 @@ class LocalCluster(NodeCluster):
     # ---- configuration ------------------------------------------------------------------------
     def managed_properties(self, index: int) -> dict[str, str]:
         p, n, host = self.profile, self.profile.nodes, self.profile.node_host(index)
+        client = "SASL_SSL" if p.security else "PLAINTEXT"
         voters = ",".join(f"{self.node_id(i)}@{p.node_host(i)}:{p.controller_port(i)}" for i in range(n))
-        return {
+        properties = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id(index)),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{host}:{p.broker_port(index)},CONTROLLER://{host}:{p.controller_port(index)}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{p.broker_port(index)}",
+            "listeners": f"{client}://{host}:{p.broker_port(index)},CONTROLLER://{host}:{p.controller_port(index)}",
+            "advertised.listeners": f"{client}://{host}:{p.broker_port(index)}",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{client}:{client}",
+            "inter.broker.listener.name": client,
             "log.dirs": str(self.node_dir(index) / "data"),
         }
+        return {**properties, **self._security_properties()}
+
+    def _security_properties(self) -> dict[str, str]:
+        """SASL_SSL for clients and between brokers, the KRaft quorum on PLAINTEXT. The password is no
+        value here: the broker reads it from its environment through Kafka's EnvVarConfigProvider,
+        so server.properties holds none. The keystore is encrypted with the user's password too."""
+        security = self.profile.security
+        if security is None:
+            return {}
+        mechanism, tls = security.mechanism, self.tls_files
+        password = f"${{env:{BROKER_PASSWORD_ENV}}}"
+        login = "org.apache.kafka.common.security.scram.ScramLoginModule"
+        return {
+            "config.providers": "env",
+            "config.providers.env.class": ENV_CONFIG_PROVIDER,
+            "config.providers.env.param.allowlist.pattern": f"^{BROKER_PASSWORD_ENV}$",
+            "sasl.enabled.mechanisms": mechanism,
+            "sasl.mechanism.inter.broker.protocol": mechanism,
+            f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config": (
+                f'{login} required username="{security.user}" password="{password}";'
+            ),
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(tls.keystore),
+            "ssl.keystore.password": password,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(tls.ca_pem),
+        }
+
+    @property
+    def tls_files(self) -> TlsMaterial:
+        """Where a secure cluster's CA and broker keystore are (made by _make_tls_material)."""
+        folder = self.root / "tls"
+        return TlsMaterial(keystore=folder / KEYSTORE, ca_pem=folder / CA_PEM)
+
+    def _password(self) -> str:
+        assert self.profile.security is not None
+        return self.profile.security.password(self.profile.name)
+
+    def _broker_environment(self) -> dict[str, str]:
+        """What a secure node's process gets beside this one's environment: the password, for ${env:...}."""
+        return {BROKER_PASSWORD_ENV: self._password()} if self.profile.security else {}
+
+    def _make_tls_material(self) -> None:
+        """The CA and the broker keystore (encrypted with the user's password) for a secure cluster
+        about to start: the existing ones while they still fit."""
+        if self.profile.security:
+            hosts = sorted({self.profile.node_host(i) for i in range(self.profile.nodes)})
+            make_tls_material(self.tls_files.keystore.parent, hosts, self._password())
+
+    def client_security(self) -> dict[str, str]:
+        """What every client of this cluster needs beside bootstrap.servers (librdkafka's names)."""
+        security = self.profile.security
+        if security is None:
+            return {}
+        password = self._password()
+        try:
+            ca_pem = self.tls_files.ca_pem.read_text()
+        except OSError:
+            raise ClusterError(
+                f"'{self.profile.name}' has no CA certificate yet ({display(self.tls_files.ca_pem)}): "
+                f"`dimster cluster up {self.profile.name}` makes it"
+            ) from None
+        return security.client_properties(password, ca_pem)
 
     def write_configs(self, broker_config: dict[str, str]) -> None:
         for index in range(self.profile.nodes):
@@ -171,16 +239,25 @@ class LocalCluster(NodeCluster):
             str(self.node_dir(index) / "server.properties"),
             "--feature",
             "share.version=1",
+            *self._scram_users(),
             jvm_options=(
                 "-Xmx256m",
                 f"-Dlog4j2.configurationFile={resources.files('dimster.kafka') / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={self.node_dir(index) / 'logs'}",
             ),
         )
-        result = subprocess.run(command, capture_output=True, text=True)
+        environment = {**os.environ, **self._broker_environment()}
+        result = subprocess.run(command, capture_output=True, text=True, env=environment)
         if result.returncode != 0:
             last = (result.stdout + result.stderr).strip().splitlines()[-1:] or ["no output"]
             raise ClusterError(f"formatting storage of node {self.node_id(index)} failed: {last[0]}")
+
+    def _scram_users(self) -> tuple[str, ...]:
+        """The SCRAM user, created with the metadata: a salted password, never the password itself."""
+        security = self.profile.security
+        if security is None:
+            return ()
+        return ("--add-scram", scram_credential_argument(security.user, self._password(), security.mechanism))
 
     def host_ports(self, index: int) -> list[tuple[str, int, str]]:
         client, *metrics = super().host_ports(index)
@@ -195,7 +272,7 @@ class LocalCluster(NodeCluster):
         command = distribution.java("kafka.Kafka", str(properties), jvm_options=self._jvm_options(index))
         if self.network:
             command = self.network.command(index, command)
-        process = spawn(command, self._stdout_file(index))
+        process = spawn(command, self._stdout_file(index), env=self._broker_environment())
         return NodeProcess(self.node_id(index), process.pid, process.started)
 
     def failure_detail(self, index: int) -> str:
@@ -242,6 +319,7 @@ class LocalCluster(NodeCluster):
         if self.network:
             self.network.create()
             self.network.apply_isolation({})
+        self._make_tls_material()
         for index in range(self.profile.nodes):
             self._format_storage(distribution, index)
         progress(f"starting {self.profile.nodes} Kafka {distribution.version} node(s) of '{self.profile.name}'")
@@ -321,7 +399,9 @@ class LocalCluster(NodeCluster):
         state = self.recorded_state()
         processes = {n.node_id: n for n in state.nodes} if state else {}
         alive = {i: p.process.alive() for i, p in processes.items()}
-        registered = registered_brokers(self.profile.bootstrap_servers) if any(alive.values()) else set()
+        registered = set()
+        if any(alive.values()):
+            registered = self.registered()
         log_files = self.log_files()
         nodes = [
             NodeStatus(
@@ -443,7 +523,7 @@ class LocalCluster(NodeCluster):
         time-out) does not count: a broker answers requests only once the controller unfenced it."""
         node_id = self.node_id(index)
         address = f"{self.profile.node_host(index)}:{self.profile.broker_port(index)}"
-        while node_id not in registered_brokers(address, timeout=1.5):
+        while node_id not in self.registered(address, timeout=1.5):
             self.check_nodes_alive({node_id})
             if time.monotonic() > deadline:
                 raise ClusterError(

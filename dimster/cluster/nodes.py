@@ -13,7 +13,7 @@ from pathlib import Path
 from dimster.cluster.backend import RedeployReport
 from dimster.environment import NodesProfile
 from dimster.errors import ClusterError, DimsterError
-from dimster.kafka.admin import registered_brokers, under_replicated_partitions
+from dimster.kafka.admin import AuthenticationFailed, registered_brokers, under_replicated_partitions
 from dimster.kafka.broker_config import check_names, check_values, config_definitions, load_broker_config, property_text
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution, run_helper
 from dimster.paths import display
@@ -97,6 +97,19 @@ class NodeCluster:
                             f"run/environments/{self.profile.name}.yaml"
                         ) from None
 
+    def client_security(self) -> dict[str, str]:
+        """What every client of the cluster needs beside bootstrap.servers (librdkafka's names); empty
+        for PLAINTEXT listeners."""
+        return {}
+
+    def registered(self, address: str | None = None, timeout: float = 5.0) -> set[int]:
+        """Ids of the brokers registered, asked at `address` (default: every node); a refusal of the
+        credentials is one line naming the environment."""
+        try:
+            return registered_brokers(address or self.profile.bootstrap_servers, timeout, self.client_security())
+        except AuthenticationFailed as e:
+            raise AuthenticationFailed(f"'{self.profile.name}' refused dimster's credentials: {e}") from None
+
     def check_nodes_alive(self, node_ids: set[int]) -> None:
         """Raise ClusterError when one of the nodes `node_ids` has stopped (so that waits end early)."""
 
@@ -157,7 +170,7 @@ class NodeCluster:
         """Until every node in `node_ids` is registered; any node that stops ends the wait."""
         while True:
             self.check_nodes_alive(node_ids)
-            if node_ids <= registered_brokers(self.profile.bootstrap_servers):
+            if node_ids <= self.registered():
                 return
             if time.monotonic() > deadline:
                 raise ClusterError(
@@ -168,7 +181,9 @@ class NodeCluster:
             time.sleep(0.5)
 
     def wait_share_groups(self, distribution: KafkaDistribution) -> None:
-        result = run_helper(distribution, "share-health", self.profile.bootstrap_servers)
+        result = run_helper(
+            distribution, "share-health", self.profile.bootstrap_servers, security=self.client_security()
+        )
         try:
             health = json.loads(result.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
@@ -182,7 +197,7 @@ class NodeCluster:
 
     def wait_replicas_in_sync(self, deadline: float, progress) -> None:
         while True:
-            urp = under_replicated_partitions(self.profile.bootstrap_servers)
+            urp = under_replicated_partitions(self.profile.bootstrap_servers, security=self.client_security())
             if urp == 0:
                 return
             if time.monotonic() > deadline:
@@ -255,7 +270,8 @@ class NodeCluster:
             targets = [""] if definitions[key].update_mode == "cluster-wide" else list(map(str, self.profile.node_ids))
             for target in targets:
                 wanted.setdefault(target, {})[key] = value
-        result = run_helper(distribution, "alter-broker-configs", self.profile.bootstrap_servers, json.dumps(wanted))
+        bootstrap, security = self.profile.bootstrap_servers, self.client_security()
+        result = run_helper(distribution, "alter-broker-configs", bootstrap, json.dumps(wanted), security=security)
         if result.returncode != 0:
             reason = (result.stdout.strip().splitlines() or ["no answer"])[-1]
             raise ClusterError(f"the Admin API refused the broker config change: {reason}")

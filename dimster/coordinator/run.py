@@ -128,7 +128,9 @@ class Coordinator:
         self.worker_count = max(1, min(capacity, len(self.topology.producers) + len(self.topology.consumers)))
         self.bootstrap = cluster.profile.bootstrap_servers
         self.client_bootstrap = client_bootstrap or self.bootstrap  # what workers' clients connect to
-        self.kafka = kafka or RunKafka(self.bootstrap, cluster.profile.kafka_version)
+        self.client_security = cluster.client_security()  # the secure cluster's credentials, for every client
+        bundle.redactor.learn({"clientSecurity": self.client_security})  # masked wherever they would show
+        self.kafka = kafka or RunKafka(self.bootstrap, cluster.profile.kafka_version, self.client_security)
         self.aggregate = RunAggregate(self.topology.groups)
         self.states: list[WorkerState] = []
         self.placement: dict[str, int] = {}  # client id -> worker index
@@ -201,6 +203,7 @@ class Coordinator:
                     log_file="",
                     kafka_version=self.cluster.profile.kafka_version,
                     record_lock_ms=self.record_lock_ms,
+                    client_security=self.client_security,
                 )
             )
         self.states = [WorkerState() for _ in assignments]

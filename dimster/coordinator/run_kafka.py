@@ -3,6 +3,8 @@ its groups' assignments, applies live topic changes, and reads where each group 
 The coordinator's loop reaches Kafka only through this class (and its workers), so tests can drive
 that loop with an in-memory stand-in."""
 
+from collections.abc import Mapping
+
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
@@ -20,16 +22,17 @@ SERVE_TIMEOUT = 30.0  # for new partitions to be served (see wait_until_partitio
 
 
 class RunKafka:
-    def __init__(self, bootstrap: str, kafka_version: str):
+    def __init__(self, bootstrap: str, kafka_version: str, security: Mapping[str, str] | None = None):
         self.bootstrap = bootstrap
+        self.security = dict(security or {})  # the cluster's client security (kafka/security.py)
         self.kafka_version = kafka_version
         self.brokers: list[int] = []
 
     def prepare(self, workload: Workload, topics: list[str], groups: list[str]) -> int:
         """Create the run's topics (after a validate-only pass) and let share groups start at the
         earliest offset. Returns the broker's delivery-count limit for share groups."""
-        self.brokers = describe_brokers(self.bootstrap, ADMIN_TIMEOUT)
-        admin = admin_client(self.bootstrap, **{"socket.connection.setup.timeout.ms": 10_000})
+        self.brokers = describe_brokers(self.bootstrap, ADMIN_TIMEOUT, self.security)
+        admin = admin_client(self.bootstrap, self.security, **{"socket.connection.setup.timeout.ms": 10_000})
         w = workload
         replication = w.replication_factor or min(3, len(self.brokers))
         config = {k: property_text(v) for k, v in w.kafka_config.topic_config.items()}
@@ -38,7 +41,7 @@ class RunKafka:
             futures = admin.create_topics(new_topics, validate_only=validate_only, request_timeout=ADMIN_TIMEOUT)
             self.results(futures, "topic")
         if not wait_until_partitions_serve(
-            self.bootstrap, {t: range(w.partitions_per_topic) for t in topics}, SERVE_TIMEOUT
+            self.bootstrap, {t: range(w.partitions_per_topic) for t in topics}, SERVE_TIMEOUT, self.security
         ):
             raise DimsterError(f"the partitions of the run's topics were not served within {SERVE_TIMEOUT:.0f}s")
         if groups:
@@ -55,7 +58,7 @@ class RunKafka:
 
     def group_config(self, group: str, prefix: str) -> dict[str, str]:
         """The effective configs of `group` whose names start with `prefix` (`share.`, `consumer.`)."""
-        admin = admin_client(self.bootstrap)
+        admin = admin_client(self.bootstrap, self.security)
         [described] = admin.describe_configs([ConfigResource(ConfigResource.Type.GROUP, group)]).values()
         entries = described.result(timeout=ADMIN_TIMEOUT)
         return {name: entry.value for name, entry in sorted(entries.items()) if name.startswith(prefix)}
@@ -74,21 +77,22 @@ class RunKafka:
                 ) from None
 
     def broker_watch(self) -> BrokerWatch:
-        return BrokerWatch(self.bootstrap, set(self.brokers))
+        return BrokerWatch(self.bootstrap, set(self.brokers), security=self.security)
 
     def watch_assignments(self, groups: dict[str, GroupSpec], timeout: float) -> AssignmentWatch:
-        return AssignmentWatch(kafka_distribution(self.kafka_version), self.bootstrap, groups, timeout)
+        distribution = kafka_distribution(self.kafka_version)
+        return AssignmentWatch(distribution, self.bootstrap, groups, timeout, self.security)
 
     def watch_lag(self, groups: dict[str, GroupSpec], interval: float) -> LagWatch:
-        return LagWatch(kafka_distribution(self.kafka_version), self.bootstrap, groups, interval)
+        return LagWatch(kafka_distribution(self.kafka_version), self.bootstrap, groups, interval, self.security)
 
     def unconsumed(self, groups: dict[str, GroupSpec]) -> dict[str, int]:
         """Per group: records it could still consume (raises DimsterError when that cannot be read)."""
-        return unconsumed_records(kafka_distribution(self.kafka_version), self.bootstrap, groups)
+        return unconsumed_records(kafka_distribution(self.kafka_version), self.bootstrap, groups, self.security)
 
     def delete_topics(self, topics: list[str]) -> list[str]:
         """Delete the run's topics; returns what could not be deleted, one line each."""
-        admin = admin_client(self.bootstrap)
+        admin = admin_client(self.bootstrap, self.security)
         problems = []
         for future in admin.delete_topics(topics, request_timeout=ADMIN_TIMEOUT).values():
             try:
@@ -128,7 +132,11 @@ class ConfigChanges:
         self, kafka: RunKafka, old: Workload, new: Workload, topics: list[str], effects: set[str], groups: list[str]
     ):
         self.kafka, self.old, self.new, self.topics = kafka, old, new, topics
-        self.admin = admin_client(kafka.bootstrap) if effects & {"topic-config", "partitions", "group-config"} else None
+        self.admin = (
+            admin_client(kafka.bootstrap, kafka.security)
+            if effects & {"topic-config", "partitions", "group-config"}
+            else None
+        )
         self.resources = self._config_resources() if "topic-config" in effects else []
         if "group-config" in effects:
             self.resources += group_config_resources(groups, old.group_config, new.group_config)
@@ -156,6 +164,6 @@ class ConfigChanges:
         if self.partitions:
             self.kafka.results(self.admin.create_partitions(self.partitions), "partitions of")
             grown = dict.fromkeys(self.topics, range(self.old.partitions_per_topic, self.new.partitions_per_topic))
-            if not wait_until_partitions_serve(self.kafka.bootstrap, grown, SERVE_TIMEOUT):
+            if not wait_until_partitions_serve(self.kafka.bootstrap, grown, SERVE_TIMEOUT, self.kafka.security):
                 notes.append(f"new partitions not served within {SERVE_TIMEOUT:.0f}s; producers use them anyway")
         return notes

@@ -1,36 +1,75 @@
-"""Admin API access through confluent-kafka, quiet while brokers come and go."""
+"""Admin API access through confluent-kafka, quiet while brokers come and go.
+
+Every function takes the cluster's `security` (librdkafka properties beside bootstrap.servers, empty
+for a PLAINTEXT cluster). A cluster that refuses the credentials is one error line at once
+(AuthenticationFailed), not a wait until a time-out: librdkafka reports it through error_cb only."""
 
 import logging
 import time
+from collections.abc import Mapping
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dimster.errors import ClusterError
+
+Security = Mapping[str, str] | None
 
 _quiet = logging.getLogger("dimster.librdkafka")
 _quiet.addHandler(logging.NullHandler())
 _quiet.propagate = False
 
 
-def admin_client(bootstrap_servers: str, **config: str | int) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "logger": _quiet, **config})
+class AuthenticationFailed(ClusterError):
+    """The cluster refused the client's credentials (a wrong password, an unknown user)."""
 
 
-def registered_brokers(bootstrap_servers: str, timeout: float = 5.0) -> set[int]:
-    """Ids of the brokers the cluster reports as registered; empty when none answers."""
+def admin_client(bootstrap_servers: str, security: Security = None, **config: str | int) -> AdminClient:
+    refusals: list[str] = []
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() == KafkaError._AUTHENTICATION:
+            refusals.append(error.str())
+
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap_servers, "logger": _quiet, "error_cb": on_error, **(security or {}), **config}
+    )
+    admin.authentication_refusals = refusals  # read by wait_for()
+    return admin
+
+
+def wait_for(admin: AdminClient, future, timeout: float):
+    """`future.result(timeout)`, but ended by an authentication failure as soon as librdkafka reports
+    it (AuthenticationFailed); raises KafkaException and TimeoutError as the future does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        admin.poll(0)  # serves error_cb
+        refusals = getattr(admin, "authentication_refusals", [])
+        if refusals:
+            raise AuthenticationFailed(refusals[0])
+        try:
+            return future.result(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+
+
+def registered_brokers(bootstrap_servers: str, timeout: float = 5.0, security: Security = None) -> set[int]:
+    """Ids of the brokers the cluster reports as registered; empty when none answers. A refusal of
+    the credentials raises AuthenticationFailed."""
     try:
-        admin = admin_client(bootstrap_servers, **{"socket.connection.setup.timeout.ms": int(timeout * 1000)})
-        result = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
-        return {node.id for node in result.nodes}
+        setup = {"socket.connection.setup.timeout.ms": int(timeout * 1000)}
+        admin = admin_client(bootstrap_servers, security, **setup)
+        described = wait_for(admin, admin.describe_cluster(request_timeout=timeout), timeout + 1)
+        return {node.id for node in described.nodes}
     except (KafkaException, TimeoutError, RuntimeError):
         return set()
 
 
-def under_replicated_partitions(bootstrap_servers: str, timeout: float = 10.0) -> int | None:
+def under_replicated_partitions(bootstrap_servers: str, timeout: float = 10.0, security: Security = None) -> int | None:
     """Partitions whose in-sync replicas are fewer than their replicas; None if the cluster did not answer."""
     try:
-        metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+        metadata = admin_client(bootstrap_servers, security).list_topics(timeout=timeout)
     except KafkaException:
         return None
     return sum(
@@ -41,7 +80,9 @@ def under_replicated_partitions(bootstrap_servers: str, timeout: float = 10.0) -
     )
 
 
-def wait_until_partitions_serve(bootstrap_servers: str, partitions: dict[str, range], timeout: float) -> bool:
+def wait_until_partitions_serve(
+    bootstrap_servers: str, partitions: dict[str, range], timeout: float, security: Security = None
+) -> bool:
     """Wait until the leader of each partition answers ListOffsets. Metadata names a new partition's
     leader before that broker serves it; an idempotent producer (the Java default) whose first batch
     is refused then can have its later batches accepted and stay stuck retrying the first one
@@ -49,12 +90,12 @@ def wait_until_partitions_serve(bootstrap_servers: str, partitions: dict[str, ra
     pending = [TopicPartition(topic, p) for topic, numbers in partitions.items() for p in numbers]
     deadline = time.monotonic() + timeout
     while pending and time.monotonic() < deadline:
-        admin = admin_client(bootstrap_servers)  # fresh metadata each round
+        admin = admin_client(bootstrap_servers, security)  # fresh metadata each round
         futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in pending}, request_timeout=5)
         waiting = []
         for tp, future in futures.items():
             try:
-                future.result(timeout=max(0.1, deadline - time.monotonic()))
+                wait_for(admin, future, max(0.1, deadline - time.monotonic()))
             except (KafkaException, TimeoutError):
                 waiting.append(tp)
         pending = waiting
@@ -63,20 +104,22 @@ def wait_until_partitions_serve(bootstrap_servers: str, partitions: dict[str, ra
     return not pending
 
 
-def describe_brokers(bootstrap_servers: str, timeout: float = 10.0) -> list[int]:
+def describe_brokers(bootstrap_servers: str, timeout: float = 10.0, security: Security = None) -> list[int]:
     """Sorted ids of the cluster's brokers, as describe cluster reports them.
 
     Raises ClusterError (one line) when no broker answers within `timeout` seconds."""
     try:
-        admin = admin_client(bootstrap_servers, **{"socket.connection.setup.timeout.ms": int(timeout * 1000)})
-        result = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
+        admin = admin_client(bootstrap_servers, security, **{"socket.connection.setup.timeout.ms": int(timeout * 1000)})
+        described = wait_for(admin, admin.describe_cluster(request_timeout=timeout), timeout + 1)
+    except AuthenticationFailed as e:
+        raise AuthenticationFailed(f"cluster at {bootstrap_servers} refused dimster's credentials: {e}") from None
     except (KafkaException, TimeoutError, RuntimeError) as e:
         raise ClusterError(
             f"cluster at {bootstrap_servers} did not answer describe cluster within {timeout:.0f}s: {_reason(e)}"
         ) from None
-    if not result.nodes:
+    if not described.nodes:
         raise ClusterError(f"cluster at {bootstrap_servers} reports no brokers")
-    return sorted(node.id for node in result.nodes)
+    return sorted(node.id for node in described.nodes)
 
 
 def _reason(error: Exception) -> str:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.security import helper_environment
 from dimster.paths import cache_dir
 
 HELPER_CLASS = "DimsterKafkaTool"
@@ -246,10 +248,15 @@ def _compile_helper(distribution: KafkaDistribution) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def run_helper(distribution: KafkaDistribution, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run a command of the Java helper (see DimsterKafkaTool.java)."""
+def run_helper(
+    distribution: KafkaDistribution, *args: str, timeout: float = 120, security: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run a command of the Java helper (see DimsterKafkaTool.java); its Admin client gets `security`
+    (librdkafka's names) through its environment, never its command line."""
     command = distribution.java(HELPER_CLASS, *args, jvm_options=("-Xmx256m", "-Dlog4j2.level=ERROR"))
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env=helper_environment(security)
+        )
     except subprocess.TimeoutExpired:  # the helper is killed; its tasks talk to the cluster or read its configs
         raise ClusterError(f"Kafka helper '{args[0]}' did not finish within {timeout:g} s") from None

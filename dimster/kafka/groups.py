@@ -7,10 +7,14 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, run_helper
+from dimster.kafka.security import helper_environment
+
+Security = Mapping[str, str] | None  # the cluster's client security (librdkafka's names), see kafka/security.py
 
 
 def json_lines(stream):
@@ -48,7 +52,14 @@ class AssignmentWatch:
     `take()` returns the groups assigned since the last call, as (group, epoch seconds); `outcome`
     is None while it waits, then "done" or the reason it gave up."""
 
-    def __init__(self, distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], timeout: float):
+    def __init__(
+        self,
+        distribution: KafkaDistribution,
+        bootstrap: str,
+        groups: dict[str, GroupSpec],
+        timeout: float,
+        security: Security = None,
+    ):
         self.groups = groups
         self.started = time.time()
         self.outcome: str | None = None
@@ -62,7 +73,9 @@ class AssignmentWatch:
             specs,
             jvm_options=("-Xmx128m", "-Dlog4j2.level=ERROR"),
         )
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=helper_environment(security)
+        )
         self._reader = threading.Thread(target=self._read, name="assignment-watch", daemon=True)
         self._reader.start()
 
@@ -93,14 +106,16 @@ class AssignmentWatch:
             self._process.wait(5)
 
 
-def unconsumed_records(distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec]) -> dict[str, int]:
+def unconsumed_records(
+    distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], security: Security = None
+) -> dict[str, int]:
     """Per group: records of its topic still there for it to consume (a consumer group: from its
     committed offsets to the end; a share group: the share-partition lag)."""
     if not groups:
         return {}
     specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
     try:
-        result = run_helper(distribution, "group-positions", bootstrap, specs, timeout=90)
+        result = run_helper(distribution, "group-positions", bootstrap, specs, timeout=90, security=security)
     except subprocess.TimeoutExpired:
         raise DimsterError("the groups' positions were not read within 90 s") from None
     if result.returncode != 0:
@@ -124,7 +139,14 @@ class LagWatch:
     seconds (KIP-1226's share-partition lag through the Admin API), in a background helper process
     that ends when its stdin closes. `take()` returns the samples since the last call."""
 
-    def __init__(self, distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], interval: float):
+    def __init__(
+        self,
+        distribution: KafkaDistribution,
+        bootstrap: str,
+        groups: dict[str, GroupSpec],
+        interval: float,
+        security: Security = None,
+    ):
         specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
         command = distribution.java(
             HELPER_CLASS, "watch-lag", bootstrap, str(int(interval * 1000)), specs,
@@ -133,7 +155,12 @@ class LagWatch:
         self.errors: queue.Queue[str] = queue.Queue()
         self._samples: queue.Queue[LagSample] = queue.Queue()
         self._process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=helper_environment(security),
         )
         threading.Thread(target=self._read, name="lag-watch", daemon=True).start()
 

@@ -17,6 +17,7 @@ import numpy as np
 from dimster.clients import ACCEPT, REJECT, RELEASE, ConsumerDriver, Polled, ProducerDriver
 from dimster.clients.jvm import detach_thread
 from dimster.clients.properties import role_properties
+from dimster.kafka.security import for_library
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
@@ -35,8 +36,17 @@ ACKS_EVERY = 0.01  # seconds between collections of a producer's acknowledgement
 RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
 
 
-def producer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats) -> ProducerDriver:
-    properties = {"bootstrap.servers": bootstrap, **role_properties(workload, "producer")}
+def client_properties(workload: Workload, bootstrap: str, security: dict, role: str, group: str = "") -> dict:
+    """A role's properties: the cluster's address and security (in the role's library's names, after the
+    workload's own: the profile says how to reach the cluster) and the workload's."""
+    library = workload.client_library.of(role)
+    return {"bootstrap.servers": bootstrap, **role_properties(workload, role, group), **for_library(security, library)}
+
+
+def producer_driver(
+    workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats, security: dict
+) -> ProducerDriver:
+    properties = client_properties(workload, bootstrap, security, "producer")
     payload, checksum = workload.payload, workload.mode.type == "correctness"
     bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, checksum=checksum)
     if workload.client_library.producer == "java":
@@ -46,10 +56,12 @@ def producer_driver(workload: Workload, bootstrap: str, client_id: str, spec: Pr
     return driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
 
 
-def consumer_driver(workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, on_stats) -> ConsumerDriver:
+def consumer_driver(
+    workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, on_stats, security: dict
+) -> ConsumerDriver:
     share = spec.kind == "SHARE_GROUP"
     role = "share_consumer" if share else "consumer"
-    properties = {"bootstrap.servers": bootstrap, **role_properties(workload, role, spec.group)}
+    properties = client_properties(workload, bootstrap, security, role, spec.group)
     if workload.client_library.of(role) == "java":
         from dimster.clients.java import JavaConsumer as driver
     else:
@@ -137,13 +149,16 @@ class LoadClient:
 class ProducerClient(LoadClient):
     role = "producer"
 
-    def __init__(self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int):
+    def __init__(
+        self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int, security: dict | None = None
+    ):
         # Reads self.workload and self.total_producers on every pass: the worker replaces them live.
         self.spec = spec
         super().__init__(f"p{spec.producer_id}", spec.topic, "", workload.client_library.producer)
         self.workload = workload
         self.total_producers = total_producers
         self.bootstrap = bootstrap
+        self.security = security or {}  # the cluster's client security (kafka/security.py)
         self.load_started: float | None = None  # epoch seconds; set by the worker when load starts
         self.sequence = 0
         self.ready = threading.Event()  # its first Kafka client is built and knows the topic
@@ -187,8 +202,9 @@ class ProducerClient(LoadClient):
 
     def _driver(self) -> ProducerDriver:
         """A Kafka client built from the current workload."""
-        driver = producer_driver(self.workload, self.bootstrap, self.client_id, self.spec, self._on_stats)
-        self._new_generation(self.workload.client_library.producer)
+        w = self.workload
+        driver = producer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats, self.security)
+        self._new_generation(w.client_library.producer)
         return driver
 
     def _produce_until_recreated(self, driver: ProducerDriver, pacer: Pacer) -> None:
@@ -251,12 +267,14 @@ class ConsumerClient(LoadClient):
         bootstrap: str,
         delivery_count_limit: int,
         record_lock_ms: int = DEFAULT_LOCK_MS,
+        security: dict | None = None,
     ):
         self.role = "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
         self.spec = spec
         super().__init__(f"c{spec.consumer_id}", spec.topic, spec.group, workload.client_library.of(self.role))
         self.workload = workload
         self.bootstrap = bootstrap
+        self.security = security or {}  # the cluster's client security (kafka/security.py)
         self.broker_delivery_count_limit = delivery_count_limit
         self.record_lock_ms = record_lock_ms  # the group's at start (the broker's default unless set)
         self.rng = random.Random()
@@ -343,7 +361,7 @@ class ConsumerClient(LoadClient):
 
     def _consume_until_recreated(self) -> None:
         w = self.workload
-        driver = consumer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats)
+        driver = consumer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats, self.security)
         self._new_generation(w.client_library.of(self.role))
         explicit = self.role == "share_consumer" and w.acknowledgement.mode == "EXPLICIT"
         last: Polled | None = None  # the last poll's records: unacknowledged until the next poll sends them

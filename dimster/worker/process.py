@@ -115,13 +115,16 @@ class Worker:
             start_jvm(self.assignment.kafka_version, log_file)
 
     def _producer(self, spec) -> ProducerClient:
-        client = ProducerClient(spec, self.workload, self.assignment.bootstrap_servers, self.total_producers)
+        a = self.assignment
+        client = ProducerClient(spec, self.workload, a.bootstrap_servers, self.total_producers, a.client_security)
         client.load_started = self.load_started
         return client
 
     def _consumer(self, spec) -> ConsumerClient:
         a = self.assignment
-        return ConsumerClient(spec, self.workload, a.bootstrap_servers, a.delivery_count_limit, a.record_lock_ms)
+        return ConsumerClient(
+            spec, self.workload, a.bootstrap_servers, a.delivery_count_limit, a.record_lock_ms, a.client_security
+        )
 
     @property
     def clients(self):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -60,6 +60,9 @@ class Assignment:
     kafka_version: str  # the cluster's: clients with clientLibrary java run its Java clients
     clock_offset: float = 0.0  # seconds this host's clock is ahead of the coordinator's
     record_lock_ms: int = 30_000  # the groups' acquisition lock duration at start, as the broker said
+    # what every client needs beside bootstrap.servers to reach a secure cluster (kafka/security.py, in
+    # librdkafka's names): it travels only in this message, never in the workload or a file
+    client_security: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -12,6 +12,8 @@
 //                                       consume}; J as above (share groups: the share-partition lag)
 //   watch-lag BOOTSTRAP MS J         -> every MS milliseconds one JSON line: per group and partition the
 //                                       group's start offset and lag, until stdin closes
+// The Admin client of each command also takes the JSON object in $DIMSTER_CLIENT_CONFIG, when set: the
+// cluster's security properties, which never go on a command line.
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.FileReader;
 import java.util.ArrayList;
@@ -87,11 +89,16 @@ public class DimsterKafkaTool {
         }
     }
 
-    static Admin admin(String bootstrap) {
+    @SuppressWarnings("unchecked")
+    static Admin admin(String bootstrap) throws Exception {
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        String security = System.getenv("DIMSTER_CLIENT_CONFIG");
+        if (security != null && !security.isEmpty()) {
+            props.putAll(new ObjectMapper().readValue(security, Map.class));
+        }
         return Admin.create(props);
     }
 

@@ -1,0 +1,43 @@
+"""A cluster's client security in both libraries' words. Profiles and clusters give it in librdkafka's
+names (`security.protocol`, `sasl.mechanisms`, `sasl.username`, `sasl.password`, `ssl.ca.pem`);
+Kafka's Java clients (the workers' `clientLibrary: java`, dimster's Java helper) get Kafka's names."""
+
+import json
+import os
+from collections.abc import Mapping
+
+HELPER_CONFIG_ENV = "DIMSTER_CLIENT_CONFIG"  # the helper's Admin client reads its security here (JSON)
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def java_security(security: Mapping[str, str] | None) -> dict[str, str]:
+    """`security` (librdkafka's names) as Kafka's Java client properties."""
+    if not security:
+        return {}
+    java = {"security.protocol": security["security.protocol"]}
+    if "sasl.mechanisms" in security:
+        user, password = (_jaas_quoted(security[k]) for k in ("sasl.username", "sasl.password"))
+        java["sasl.mechanism"] = security["sasl.mechanisms"]
+        java["sasl.jaas.config"] = f'{SCRAM_LOGIN} required username="{user}" password="{password}";'
+    if "ssl.ca.pem" in security:
+        java["ssl.truststore.type"] = "PEM"
+        java["ssl.truststore.certificates"] = security["ssl.ca.pem"]
+    return java
+
+
+def _jaas_quoted(value: str) -> str:
+    """A value inside a JAAS option's double quotes (Kafka's JaasConfig reads backslash escapes)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def for_library(security: Mapping[str, str] | None, library: str) -> dict[str, str]:
+    """The properties a client of `library` (librdkafka | java) gets from `security`."""
+    return java_security(security) if library == "java" else dict(security or {})
+
+
+def helper_environment(security: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The environment of a Java helper process for a cluster with `security`; None (this process's own)
+    for a PLAINTEXT cluster."""
+    if not security:
+        return None
+    return {**os.environ, HELPER_CONFIG_ENV: json.dumps(java_security(security))}
