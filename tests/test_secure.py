@@ -10,6 +10,7 @@ import secrets
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dimster.cluster.local import LocalCluster
@@ -192,6 +193,16 @@ def test_a_run_with_each_client_library_leaves_no_password_anywhere(secure_clust
     assert PASSWORD not in result.stdout + result.stderr
     assert files_holding(secure_cluster.cluster_dir, PASSWORD, "*.properties") == []
     assert files_holding(secure_cluster.cluster_dir, PASSWORD) == []
+    assert processes_showing(PASSWORD) == []  # the broker, still up, has it in its environment only
+
+
+def processes_showing(value: str) -> list[int]:
+    """PIDs of processes whose command line holds `value` (what `ps` shows every user)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if value in " ".join(process.info["cmdline"] or []):
+            found.append(process.pid)
+    return found
 
 
 @pytest.mark.kafka
