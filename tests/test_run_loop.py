@@ -376,16 +376,23 @@ def test_the_broker_scraper_lines_brokers_up_and_notes_one_that_does_not_answer_
 
 
 @pytest.mark.unit
-def test_the_broker_scraper_warms_each_exporter_up_once_and_keeps_nothing_of_it():
+def test_the_broker_scraper_warms_each_exporter_up_once_keeps_nothing_of_it_and_never_asks_twice_at_once():
     import http.server
 
     from dimster.coordinator.broker_scrape import BrokerScraper
 
-    asked = []
+    asked: dict[int, int] = {}  # port -> requests answered
+    busy: dict[int, int] = {}  # port -> requests in progress
+    most_at_once = []
 
     class Exporter(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            asked.append(self.server.server_port)
+            port = self.server.server_port
+            busy[port] = busy.get(port, 0) + 1
+            most_at_once.append(busy[port])
+            time.sleep(0.3 if port not in asked else 0)  # a fresh exporter's first answer is slow
+            asked[port] = asked.get(port, 0) + 1
+            busy[port] -= 1
             body = b"kafka_server_underreplicatedpartitions 0\n"
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
@@ -400,15 +407,18 @@ def test_the_broker_scraper_warms_each_exporter_up_once_and_keeps_nothing_of_it(
         threading.Thread(target=server.serve_forever, daemon=True).start()
     urls = {i + 1: f"http://127.0.0.1:{s.server_port}/metrics" for i, s in enumerate(servers)}
     delivered, notes = [], []
+    scraper = BrokerScraper(urls, lambda at, broker, samples: delivered.append(broker), notes.append)
     try:
-        BrokerScraper(urls, lambda *sample: delivered.append(sample), notes.append).warm_up()
+        scraper.warm_up()
+        scraper.start()  # load starts while the warm-up is still waiting for its first answer
         deadline = time.monotonic() + 10
-        while len(asked) < 2 and time.monotonic() < deadline:
+        while len(delivered) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.2)  # a second round would show by now
+        scraper.stopped.set()
     finally:
         for server in servers:
             server.shutdown()
             server.server_close()
-    assert sorted(asked) == sorted(s.server_port for s in servers)
-    assert delivered == [] and notes == []
+    assert asked == {s.server_port: 2 for s in servers}  # the warm-up's answer, then the baseline
+    assert max(most_at_once) == 1
+    assert delivered == [1, 2] and notes == []  # only the baseline was kept

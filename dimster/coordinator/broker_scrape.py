@@ -36,6 +36,7 @@ class BrokerScraper:
         self.failing: set[int] = set()
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="broker-scrape", daemon=True)
+        self.warming: threading.Thread | None = None
 
     def warm_up(self) -> None:
         """Scrape each broker once before load starts and discard the answers: a JMX exporter's first
@@ -46,7 +47,8 @@ class BrokerScraper:
                 with contextlib.suppress(Exception), urllib.request.urlopen(url, timeout=WARM_UP_TIMEOUT) as answer:
                     answer.read()
 
-        threading.Thread(target=scrape_quietly, name="broker-scrape-warm-up", daemon=True).start()
+        self.warming = threading.Thread(target=scrape_quietly, name="broker-scrape-warm-up", daemon=True)
+        self.warming.start()
 
     def start(self) -> None:
         if self.urls:
@@ -69,6 +71,8 @@ class BrokerScraper:
             self.deliver(at, broker, samples)
 
     def _loop(self) -> None:
+        if self.warming:  # an exporter still on its first answer is not asked twice at once
+            self.warming.join(WARM_UP_TIMEOUT * len(self.urls))
         self.scrape_once()  # at load start: the baseline of the brokers' counters
         while not self.stopped.wait(SCRAPE_EVERY):
             self.scrape_once()
