@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dimster.cluster.netns import subnet_addresses
 from dimster.errors import DimsterError
 from dimster.paths import environments_dir, project_dir, state_dir
 from dimster.yamlfile import load_mapping, validation_error_line
@@ -62,6 +63,10 @@ class Security(BaseModel):
         if (self.password_env is None) == (self.password_file is None):
             raise ValueError("give the password's source: passwordEnv: NAME or passwordFile: FILE (one of them)")
         return self
+
+    def password_source(self) -> str:
+        """Where the password is read from, in the user's words."""
+        return f"${self.password_env}" if self.password_env else f"file {self.password_file}"
 
     def password(self, profile_name: str) -> str:
         """The user's password from its variable or file; one line saying how to provide it when it is missing."""
@@ -296,7 +301,7 @@ class LocalProfile(NodesProfile):
     def node_host(self, node_index: int) -> str:
         if not self.node_network:
             return self.host
-        return str(list(ipaddress.IPv4Network(self.node_network).hosts())[1 + node_index])
+        return subnet_addresses(self.node_network, node_index + 1)[1][node_index]
 
     @property
     def cluster_dir(self) -> Path:

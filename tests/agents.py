@@ -53,9 +53,17 @@ def wait_until_up(address: str, token: str, process: subprocess.Popen, timeout: 
 
 
 @contextlib.contextmanager
-def running_agent(address: str, token_file: Path, log: Path, netns: str | None = None, skew: float | None = None):
+def running_agent(
+    address: str,
+    token_file: Path,
+    log: Path,
+    netns: str | None = None,
+    skew: float | None = None,
+    work_dir: Path | None = None,
+):
     """An agent listening on `address`; yields its Popen (its pid is the agent's own)."""
     command = [DIMSTER, "worker", "serve", "--listen", address, "--token-file", str(token_file)]
+    command += ["--work-dir", str(work_dir)] if work_dir else []
     if netns:
         command = ["ip", "netns", "exec", netns, *command]  # execs the agent: same pid
     env = dict(os.environ)

@@ -11,9 +11,11 @@ import psutil
 import pytest
 import yaml
 
+from dimster.cluster.local import LocalCluster
 from dimster.cluster.netns import NodeNetwork
 from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.faults import FaultRunner, FaultStep, fault_steps
+from dimster.environment import load_environment
 from dimster.errors import ClusterError
 from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
@@ -264,6 +266,19 @@ def test_a_bad_node_network_is_one_line(project, subnet, fragment):
     write_environment(project, "walled", f"nodes: 3\nnodeNetwork: {subnet}\n{spare_ports_yaml()}")
     result = dimster("cluster", "status", "walled", env={"DIMSTER_PROJECT_DIR": str(project)})
     one_error_line(result, "run/environments/walled.yaml", "nodeNetwork", fragment)
+
+
+def test_a_node_listens_where_its_namespace_is(project, monkeypatch):
+    """The profile (what a node binds to and advertises) and the network (where its namespace's address
+    is) name the same address for every node, and the host's bridge address is none of them."""
+    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(project))
+    write_environment(project, "walled", f"nodes: 3\nfirstNodeId: 4\nnodeNetwork: 10.77.3.0/24\n{spare_ports_yaml()}")
+    profile = load_environment("walled")
+    network = NodeNetwork(profile.node_network, project, profile.node_ids)
+    assert [profile.node_host(i) for i in range(3)] == network.addresses == ["10.77.3.2", "10.77.3.3", "10.77.3.4"]
+    assert network.bridge_address == "10.77.3.1"
+    assert [profile.node_host(i) for i in range(3)] == [LocalCluster(profile).managed_properties(i)["listeners"]
+                                                      .split("://")[1].split(":")[0] for i in range(3)]  # fmt: skip
 
 
 def routes(namespace: str) -> list[str]:

@@ -5,6 +5,7 @@ neither server.properties nor a results bundle does; a wrong password is one err
 The broker tests run the session's scratch copy of `localSecure` (its own ports, the session's state
 folder), brought up once for the module, with a password made for the session."""
 
+import contextlib
 import json
 import secrets
 import time
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from dimster.cluster.local import LocalCluster
+from dimster.cluster.tls import make_tls_material, refuses_password
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
 from dimster.kafka.admin import registered_brokers
@@ -22,7 +24,8 @@ from dimster.results.redaction import Redactor
 from dimster.worker.clients import client_properties
 from dimster.worker.protocol import Assign, Assignment, decode, encode
 from dimster.workload.model import Workload
-from tests.conftest import dimster, write_environment
+from tests.agents import running_agent, write_token
+from tests.conftest import copy_project, dimster, spare_ports, write_environment
 from tests.runs import BASE, only_bundle, run_info, write_workload
 
 ENV = "localSecure"
@@ -122,6 +125,34 @@ def test_a_plaintext_profile_keeps_its_plaintext_listener(project, monkeypatch):
     assert cluster.client_security() == {} and cluster._scram_users() == ()
 
 
+@pytest.mark.unit
+def test_a_keystore_refuses_only_another_password(tmp_path):
+    material = make_tls_material(tmp_path / "tls", ["127.0.0.1"], "right")
+    assert not refuses_password(material.keystore, "right")
+    assert refuses_password(material.keystore, "wrong")
+    assert not refuses_password(tmp_path / "none.p12", "right")  # none yet: cluster up makes one
+
+
+@pytest.mark.unit
+def test_another_password_than_the_clusters_is_one_line_before_anything_changes(project, monkeypatch):
+    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(project))
+    monkeypatch.setenv("DIMSTER_TEST_PASSWORD", PASSWORD)
+    write_environment(project, "sec", SECURE + "brokerPortBase: 24000\ncontrollerPortBase: 24010\n")
+    cluster = LocalCluster(load_environment("sec"))
+    cluster.check_password()  # no keystore yet
+    cluster._make_tls_material()
+    made = cluster.tls_files.keystore.read_bytes()
+    cluster.check_password()
+    monkeypatch.setenv("DIMSTER_TEST_PASSWORD", "not-the-password")
+    with pytest.raises(DimsterError) as error:
+        cluster.up(progress=lambda line: None)
+    message = str(error.value)
+    assert "the password in $DIMSTER_TEST_PASSWORD is not the one 'sec' was made with" in message, message
+    assert "cluster down sec --purge" in message and PASSWORD not in message and "not-the-password" not in message
+    assert cluster.tls_files.keystore.read_bytes() == made  # not made anew with the wrong password
+    assert not (cluster.node_dir(0) / "data").exists()  # nothing formatted
+
+
 # ---- the clients ----------------------------------------------------------------------------------
 @pytest.mark.unit
 def test_java_clients_get_kafkas_names_for_the_same_security():
@@ -158,8 +189,8 @@ def test_the_assignment_carries_the_security_and_the_redactor_masks_it():
 
 
 # ---- a real cluster -------------------------------------------------------------------------------
-def secure(*args: str, password: str | None = PASSWORD, timeout: float = 300):
-    env = {"DIMSTER_SECURE_PASSWORD": password} if password is not None else {"DIMSTER_SECURE_PASSWORD": ""}
+def secure(*args: str, password: str | None = PASSWORD, timeout: float = 300, env: dict[str, str] | None = None):
+    env = {**(env or {}), "DIMSTER_SECURE_PASSWORD": password or ""}
     return dimster(*args, env=env, timeout=timeout)
 
 
@@ -178,14 +209,35 @@ def files_holding(folder: Path, value: str, pattern: str = "*") -> list[str]:
     return [str(p) for p in folder.rglob(pattern) if p.is_file() and value.encode() in p.read_bytes()]
 
 
+def agent_profile(scratch_project: Path, cluster_dir: Path, folder: Path, address: str) -> dict[str, str]:
+    """A project beside the session's whose `localSecureAgent` is the scratch `localSecure` (same ports,
+    same cluster folder) with its workers on the agent at `address`; the environment that selects it."""
+    project = copy_project(scratch_project, folder)
+    text = (project / "run" / "environments" / f"{ENV}.yaml").read_text().replace("workers: 1\n", "")
+    text += f"dataDir: {cluster_dir}\nworkers:\n  - address: {address}\nworkerTokenFile: {write_token(folder)}\n"
+    write_environment(project, f"{ENV}Agent", text)
+    return {"DIMSTER_PROJECT_DIR": str(project)}
+
+
 @pytest.mark.kafka
 @pytest.mark.parametrize("library", ["librdkafka", "java"])
-def test_a_run_with_each_client_library_leaves_no_password_anywhere(secure_cluster, tmp_path, library):
+def test_a_run_with_each_client_library_leaves_no_password_anywhere(secure_cluster, scratch_project, tmp_path, library):
+    """librdkafka's clients run in local workers, the Java clients on an agent (`dimster worker serve`),
+    which gets the credentials over its encrypted channel only."""
     workload = write_workload(tmp_path, f"secure-{library}", warmupSeconds=1, durationSeconds=6, clientLibrary=library)
     results = tmp_path / "results"
     summary = [] if library == "librdkafka" else ["--no-summary"]  # the summary and report once
-    result = secure("run", ENV, "-w", str(workload), "--results", str(results), *summary)
-    assert result.code == 0, result.stderr + result.stdout
+    with contextlib.ExitStack() as stack:
+        env, agent_log = {}, tmp_path / "agent.log"
+        if library == "java":
+            address, agent_dir = f"127.0.0.1:{spare_ports()['brokerPortBase']}", tmp_path / "agent"
+            env = agent_profile(scratch_project, secure_cluster.cluster_dir, tmp_path, address)
+            agent_dir.mkdir()
+            stack.enter_context(running_agent(address, tmp_path / "worker.token", agent_log, work_dir=agent_dir))
+        profile = f"{ENV}Agent" if library == "java" else ENV
+        result = secure("run", profile, "-w", str(workload), "--results", str(results), *summary, env=env)
+        assert result.code == 0, result.stderr + result.stdout
+        assert processes_showing(PASSWORD) == []  # the broker, still up, has it in its environment only
     bundle = only_bundle(results)
     totals = run_info(bundle)["totals"]
     assert totals["received"] > 0 and totals["received"] == totals["acked"], totals
@@ -193,7 +245,9 @@ def test_a_run_with_each_client_library_leaves_no_password_anywhere(secure_clust
     assert PASSWORD not in result.stdout + result.stderr
     assert files_holding(secure_cluster.cluster_dir, PASSWORD, "*.properties") == []
     assert files_holding(secure_cluster.cluster_dir, PASSWORD) == []
-    assert processes_showing(PASSWORD) == []  # the broker, still up, has it in its environment only
+    if library == "java":
+        assert run_info(bundle)["workers"][0]["address"] == address, run_info(bundle)["workers"]
+        assert files_holding(tmp_path / "agent", PASSWORD) == [] and PASSWORD.encode() not in agent_log.read_bytes()
 
 
 def processes_showing(value: str) -> list[int]:
@@ -233,3 +287,24 @@ def test_no_plaintext_listener_is_offered(secure_cluster):
     assert registered_brokers(bootstrap, timeout=3.0, security=ssl_only) == set()  # TLS without SASL
     status = json.loads(secure("cluster", "status", ENV, "--json").stdout)
     assert status["healthy"] and [n["registered"] for n in status["nodes"]] == [True]
+
+
+@pytest.mark.kafka
+def test_another_password_stops_nothing_and_makes_nothing_anew(secure_cluster):
+    """Last in the module: it takes the cluster down and up again."""
+    keystore = secure_cluster.cluster_dir / "tls" / "broker.p12"
+    made = keystore.read_bytes()
+    [node] = json.loads(secure("cluster", "status", ENV, "--json").stdout)["nodes"]
+    wrong = f"the password in $DIMSTER_SECURE_PASSWORD is not the one '{ENV}' was made with"
+    for command in (("cluster", "up", ENV), ("cluster", "restart", ENV, "--node", str(node["node_id"]))):
+        result = secure(*command, password="not-the-password", timeout=60)
+        assert result.code != 0 and len(result.error_lines) == 1 and wrong in result.error_lines[0], result.stderr
+    [after] = json.loads(secure("cluster", "status", ENV, "--json").stdout)["nodes"]
+    assert after["pid"] == node["pid"] and after["registered"], after  # the node was never stopped
+    assert secure("cluster", "down", ENV, password=None).code == 0
+    result = secure("cluster", "up", ENV, password="not-the-password", timeout=60)
+    assert result.code != 0 and len(result.error_lines) == 1 and wrong in result.error_lines[0], result.stderr
+    assert keystore.read_bytes() == made and not LocalCluster(secure_cluster).status().running
+    up = secure("cluster", "up", ENV)  # the right password: the same data and keystore serve again
+    assert up.code == 0, up.stderr + up.stdout
+    assert keystore.read_bytes() == made

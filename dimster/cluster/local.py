@@ -16,7 +16,14 @@ from dimster.cluster.backend import ClusterStatus, NodeStatus
 from dimster.cluster.netns import NodeNetwork
 from dimster.cluster.nodes import NodeCluster, new_cluster_id, save_state
 from dimster.cluster.processes import TrackedProcess, spawn, tail
-from dimster.cluster.tls import CA_PEM, KEYSTORE, TlsMaterial, make_tls_material, scram_credential_argument
+from dimster.cluster.tls import (
+    CA_PEM,
+    KEYSTORE,
+    TlsMaterial,
+    make_tls_material,
+    refuses_password,
+    scram_credential_argument,
+)
 from dimster.environment import LocalProfile
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
@@ -179,6 +186,19 @@ class LocalCluster(NodeCluster):
         """What a secure node's process gets beside this one's environment: the password, for ${env:...}."""
         return {BROKER_PASSWORD_ENV: self._password()} if self.profile.security else {}
 
+    def check_password(self) -> None:
+        """A secure cluster's keystore and SCRAM user hold the password it was made with: nodes started
+        with another could neither read the keystore nor log in to each other, and would hang until
+        startTimeoutSeconds. One line instead, before any node is stopped or started."""
+        security = self.profile.security
+        if security is not None and refuses_password(self.tls_files.keystore, self._password()):
+            name = self.profile.name
+            raise DimsterError(
+                f"the password in {security.password_source()} is not the one '{name}' was made with "
+                f"(its keystore {display(self.tls_files.keystore)} does not open with it): give that one, "
+                f"or `dimster cluster down {name} --purge` to start again with new data"
+            )
+
     def _make_tls_material(self) -> None:
         """The CA and the broker keystore (encrypted with the user's password) for a secure cluster
         about to start: the existing ones while they still fit."""
@@ -310,6 +330,7 @@ class LocalCluster(NodeCluster):
 
     def up(self, progress=print) -> ClusterStatus:
         distribution = kafka_distribution(self.profile.kafka_version)
+        self.check_password()
         state = self._recorded_nodes(progress)
         if state is not None:
             self._heal(state, distribution, progress)
@@ -442,6 +463,7 @@ class LocalCluster(NodeCluster):
     def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
         if self.profile.broker_metrics:
             agent_jar()  # fetched, if it must be, before the node goes down
+        self.check_password()
         state = self.recorded_state()
         assert state is not None, "restart_node on a cluster that is not running"
         node = state.nodes[index]
@@ -473,6 +495,7 @@ class LocalCluster(NodeCluster):
         if action == "restart":
             self.restart_node(index, kafka_distribution(state.kafka_version), progress)
         elif action == "start":
+            self.check_password()
             self._start_again(state, index, kafka_distribution(state.kafka_version))
         if action in ("restart", "start"):
             self.wait_serving(index, time.monotonic() + self.profile.start_timeout_seconds)

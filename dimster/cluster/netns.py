@@ -25,13 +25,18 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
+def subnet_addresses(subnet: str, nodes: int) -> tuple[str, list[str]]:
+    """(this host's address on the bridge, each node's address): the first hosts of `subnet`, in order."""
+    hosts = ipaddress.ip_network(subnet).hosts()
+    bridge = str(next(hosts))
+    return bridge, [str(next(hosts)) for _ in range(nodes)]
+
+
 class NodeNetwork:
     def __init__(self, subnet: str, cluster_dir: Path, node_ids: list[int]):
         self.subnet = ipaddress.ip_network(subnet)
         self.node_ids = node_ids
-        hosts = list(self.subnet.hosts())
-        self.bridge_address = str(hosts[0])
-        self.addresses = [str(hosts[1 + i]) for i in range(len(node_ids))]
+        self.bridge_address, self.addresses = subnet_addresses(subnet, len(node_ids))
         self.tag = hashlib.sha1(str(cluster_dir.resolve()).encode()).hexdigest()[:7]
         self.bridge = f"dmc{self.tag}"  # interface names have at most 15 characters
 

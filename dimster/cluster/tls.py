@@ -59,6 +59,17 @@ def make_tls_material(folder: Path, hosts: list[str], password: str) -> TlsMater
     return material
 
 
+def refuses_password(keystore: Path, password: str) -> bool:
+    """Whether `keystore` exists and does not open with `password`."""
+    try:
+        pkcs12.load_key_and_certificates(keystore.read_bytes(), password.encode())
+    except FileNotFoundError:
+        return False
+    except ValueError:  # another password (or a file that is no keystore)
+        return True
+    return False
+
+
 def _subject_alt_names(hosts: list[str]) -> list[x509.GeneralName]:
     names: dict[str, x509.GeneralName] = {}
     for host in hosts:
