@@ -209,32 +209,39 @@ def files_holding(folder: Path, value: str, pattern: str = "*") -> list[str]:
     return [str(p) for p in folder.rglob(pattern) if p.is_file() and value.encode() in p.read_bytes()]
 
 
-def agent_profile(scratch_project: Path, cluster_dir: Path, folder: Path, address: str) -> dict[str, str]:
-    """A project beside the session's whose `localSecureAgent` is the scratch `localSecure` (same ports,
-    same cluster folder) with its workers on the agent at `address`; the environment that selects it."""
+def profile_beside(scratch_project: Path, cluster_dir: Path, folder: Path, workers: str) -> dict[str, str]:
+    """A project beside the session's whose `localSecureBeside` is the scratch `localSecure` (same ports,
+    same cluster folder) with other `workers` (YAML text); the environment that selects it."""
     project = copy_project(scratch_project, folder)
     text = (project / "run" / "environments" / f"{ENV}.yaml").read_text().replace("workers: 1\n", "")
-    text += f"dataDir: {cluster_dir}\nworkers:\n  - address: {address}\nworkerTokenFile: {write_token(folder)}\n"
-    write_environment(project, f"{ENV}Agent", text)
+    write_environment(project, f"{ENV}Beside", f"{text}dataDir: {cluster_dir}\n{workers}")
     return {"DIMSTER_PROJECT_DIR": str(project)}
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("library", ["librdkafka", "java"])
-def test_a_run_with_each_client_library_leaves_no_password_anywhere(secure_cluster, scratch_project, tmp_path, library):
-    """librdkafka's clients run in local workers, the Java clients on an agent (`dimster worker serve`),
-    which gets the credentials over its encrypted channel only."""
-    workload = write_workload(tmp_path, f"secure-{library}", warmupSeconds=1, durationSeconds=6, clientLibrary=library)
+@pytest.mark.parametrize(
+    ("library", "workers"), [("librdkafka", "processes"), ("java", "agent"), ("librdkafka", "containers")]
+)
+def test_a_run_with_each_client_library_leaves_no_password_anywhere(
+    secure_cluster, scratch_project, tmp_path, library, workers, request
+):
+    """Local worker processes get the credentials through their pipe; an agent (`dimster worker serve`)
+    and agent containers (`workers: {docker: 1}`) over their encrypted channel, in memory only."""
+    workload = write_workload(tmp_path, f"secure-{workers}", warmupSeconds=1, durationSeconds=6, clientLibrary=library)
     results = tmp_path / "results"
-    summary = [] if library == "librdkafka" else ["--no-summary"]  # the summary and report once
+    summary = [] if workers == "processes" else ["--no-summary"]  # the summary and report once
+    profile, env, agent_log = ENV, {}, tmp_path / "agent.log"
     with contextlib.ExitStack() as stack:
-        env, agent_log = {}, tmp_path / "agent.log"
-        if library == "java":
+        if workers == "agent":
             address, agent_dir = f"127.0.0.1:{spare_ports()['brokerPortBase']}", tmp_path / "agent"
-            env = agent_profile(scratch_project, secure_cluster.cluster_dir, tmp_path, address)
             agent_dir.mkdir()
+            listed = f"workers:\n  - address: {address}\nworkerTokenFile: {write_token(tmp_path)}\n"
+            profile, env = f"{ENV}Beside", profile_beside(scratch_project, secure_cluster.cluster_dir, tmp_path, listed)
             stack.enter_context(running_agent(address, tmp_path / "worker.token", agent_log, work_dir=agent_dir))
-        profile = f"{ENV}Agent" if library == "java" else ENV
+        if workers == "containers":
+            podman, images = request.getfixturevalue("podman_service"), request.getfixturevalue("dimster_images")
+            pool = f"workers: {{docker: 1, dockerHost: '{podman.url}', image: '{images.worker}'}}\n"
+            profile, env = f"{ENV}Beside", profile_beside(scratch_project, secure_cluster.cluster_dir, tmp_path, pool)
         result = secure("run", profile, "-w", str(workload), "--results", str(results), *summary, env=env)
         assert result.code == 0, result.stderr + result.stdout
         assert processes_showing(PASSWORD) == []  # the broker, still up, has it in its environment only
@@ -245,9 +252,15 @@ def test_a_run_with_each_client_library_leaves_no_password_anywhere(secure_clust
     assert PASSWORD not in result.stdout + result.stderr
     assert files_holding(secure_cluster.cluster_dir, PASSWORD, "*.properties") == []
     assert files_holding(secure_cluster.cluster_dir, PASSWORD) == []
-    if library == "java":
-        assert run_info(bundle)["workers"][0]["address"] == address, run_info(bundle)["workers"]
-        assert files_holding(tmp_path / "agent", PASSWORD) == [] and PASSWORD.encode() not in agent_log.read_bytes()
+    connected = [e for e in events(bundle) if e["event"] == "agent_connected"]
+    assert len(connected) == (0 if workers == "processes" else 1), connected
+    if workers == "agent":
+        assert connected[0]["address"] == address
+        assert files_holding(agent_dir, PASSWORD) == [] and PASSWORD.encode() not in agent_log.read_bytes()
+
+
+def events(bundle: Path) -> list[dict]:
+    return [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
 
 
 def processes_showing(value: str) -> list[int]:
