@@ -35,7 +35,7 @@ MARKERS = ("unit", "kafka", "spark", "browser")
 # copies of the shipped profiles take the first slots in name order; tests that write their own
 # profile take a spare slot (`spare_ports`).
 SLOT = 30
-SLOTS = 10
+SLOTS = 12  # the shipped profiles (6) and the spare slots tests take (up to 5), with room
 SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
 
 
