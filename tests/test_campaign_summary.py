@@ -33,6 +33,7 @@ POINT_VALUES = {
 }
 FAILURE = "the cluster did not come up"
 KEY_METRICS = 5  # consumed and produced msg/s, e2e p50 and p99, publish p99
+CPU_PER_MB = {"producer": 0.05, "consumer": 0.1}  # CPU seconds per MB of each role's worker
 
 
 def histogram(values: np.ndarray) -> tuple:
@@ -76,7 +77,11 @@ def write_bundle(folder: Path, rate: int, seed: int) -> dict[str, np.ndarray]:
             accepted=(rate - 10) * scale,
             histograms={("e2e", 0): histogram(e2e)},
         )
-        writer.add(IntervalReport(0, START + second + 0.5, [producer, consumer]), phase)
+        # each on a worker of its own, which spends CPU_PER_MB of its role on every MB it moves
+        producer_cpu = CPU_PER_MB["producer"] * rate * scale * SIZE / 1e6
+        consumer_cpu = CPU_PER_MB["consumer"] * (rate - 10) * scale * SIZE / 1e6
+        writer.add(IntervalReport(0, START + second + 0.5, [producer], cpu_seconds=producer_cpu), phase)
+        writer.add(IntervalReport(1, START + second + 0.5, [consumer], cpu_seconds=consumer_cpu), phase)
     writer.flush()
     return {metric: np.concatenate(parts) for metric, parts in measured.items()}
 
@@ -171,6 +176,11 @@ def test_campaign_summary_and_page(tmp_path):
         assert row["publish_p99_ms"] == pytest.approx(
             exact_percentile(run_samples["publish"], 99, 100) / 1000, rel=ALPHA
         )
+        assert row["worker_producer_cpu_seconds_per_mb"] == pytest.approx(CPU_PER_MB["producer"])
+        assert row["worker_consumer_cpu_seconds_per_mb"] == pytest.approx(CPU_PER_MB["consumer"])
+        cores = (CPU_PER_MB["producer"] * rate + CPU_PER_MB["consumer"] * (rate - 10)) * SIZE / 1e6
+        assert row["worker_cores"] == pytest.approx(cores)
+        assert math.isnan(row["compression_ratio"])  # no broker was scraped
         assert row["sent"] == 14 * rate
         assert row["lost"] == row["repeat"] - 1
         assert row["mode_limit_msgs_per_s"] == pytest.approx(0.8 * rate)

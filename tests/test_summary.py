@@ -231,3 +231,67 @@ def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path):
     page = write_report(tmp_path).read_text()
     assert "brokers&#x27; lag" in page or "brokers' lag" in page
     assert "no (-2)" in page and "archived by the broker" in page
+
+
+@pytest.mark.spark
+def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_path):
+    """Worker 0 hosts a producer (1 MB/s, 0.25 CPU s/s), worker 1 a consumer (2 MB/s, 0.5 CPU s/s);
+    their start-up (5 CPU seconds in the first warm-up report) is not the load's cost."""
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for second in range(1, 11):
+        phase = "warmup" if second <= 2 else "measure"
+        producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=1000, sent_bytes=1_000_000)
+        consumer = ClientInterval(client_id="c0", role="consumer", topic="t", group="g", received_bytes=2_000_000)
+        startup = 5.0 if second == 1 else 0.0
+        writer.add(IntervalReport(0, START + second, [producer], cpu_seconds=0.25 + startup), phase)
+        writer.add(IntervalReport(1, START + second, [consumer], cpu_seconds=0.5 + startup), phase)
+    writer.flush()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
+    cpu = summarize(tmp_path, "local[1]")["worker_cpu"]
+    assert cpu["producer_cpu_seconds_per_mb"] == pytest.approx(0.25)
+    assert cpu["consumer_cpu_seconds_per_mb"] == pytest.approx(0.25)
+    assert cpu["cores"] == pytest.approx(0.75)
+    table = pd.read_csv(tmp_path / "summary" / "worker_cpu.csv")
+    assert table.roles.tolist() == ["producer", "consumer"] and table.seconds.tolist() == [8.0, 8.0]
+
+
+@pytest.mark.spark
+def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path):
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for second in range(1, 6):
+        clients = [
+            ClientInterval(client_id="p0", role="producer", topic="t", sent_bytes=1_000_000),
+            ClientInterval(client_id="c0", role="share_consumer", topic="t", group="g", received_bytes=1_000_000),
+        ]
+        writer.add(IntervalReport(0, START + second, clients, cpu_seconds=0.5), "measure")
+    writer.flush()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
+    cpu = summarize(tmp_path, "local[1]")["worker_cpu"]
+    assert cpu["cores"] == pytest.approx(0.5)
+    assert cpu["producer_cpu_seconds_per_mb"] is None and cpu["consumer_cpu_seconds_per_mb"] is None
+
+
+@pytest.mark.spark
+def test_compression_ratio_is_the_payload_over_the_bytes_the_brokers_took_in_for_the_runs_topics(tmp_path):
+    """10 MB of payload, warm-up included; broker 1 counts 2.5 MB for the run's topic across a restart
+    (its counter starts again), broker 2 leads nothing of it; another topic's bytes do not count."""
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for second in range(1, 11):
+        producer = ClientInterval(client_id="p0", role="producer", topic="t", sent_bytes=1_000_000)
+        writer.add(IntervalReport(0, START + second, [producer]), "warmup" if second <= 2 else "measure")
+    counted = {1: [300_000, 1_500_000, 200_000, 1_000_000], 2: []}  # 300k + 1.2M + 200k (restart) + 800k
+    for scrape, value in enumerate(counted[1]):
+        at = START + 3 * scrape
+        samples = [
+            ("kafka_server_topic_bytesin_total", {"topic": "t"}, float(value)),
+            ("kafka_server_topic_bytesin_total", {"topic": "old"}, 9e9),
+        ]
+        writer.add_broker_samples(at, 1, samples, "measure")
+        writer.add_broker_samples(at, 2, [("kafka_server_topic_bytesin_total", {"topic": "old"}, 9e9)], "measure")
+    writer.flush()
+    info = {"run_id": "r", "status": "completed", "load_started": START, "topics": ["t"]}
+    (tmp_path / "run.json").write_text(json.dumps(info))
+    compression = summarize(tmp_path, "local[1]")["compression"]
+    assert compression["payload_bytes"] == 10_000_000 and compression["broker_bytes_in"] == 2_500_000
+    assert compression["ratio"] == pytest.approx(4.0)
+    assert compression["producer_compression_rate_avg"] is None  # no Java producer statistics

@@ -22,6 +22,7 @@ COLUMNS = (
     "request_records_avg",  # Java producers: records per produce request
     "fetch_bytes_avg",  # Java consumers: bytes per fetch response
     "fetch_records_avg",  # Java consumers: records per fetch response
+    "compression_rate_avg",  # Java producers: compressed bytes per uncompressed byte of their batches
 )
 
 
@@ -90,6 +91,7 @@ JAVA_METRICS: dict[str, dict[str, str]] = {
         "requests_produce": "producer-metrics:request-total",
         "batch_bytes_avg": "producer-metrics:batch-size-avg",
         "request_records_avg": "producer-metrics:records-per-request-avg",
+        "compression_rate_avg": "producer-metrics:compression-rate-avg",
         "_topic_record_rate": "producer-topic-metrics:record-send-rate",
         "_topic_byte_rate": "producer-topic-metrics:byte-rate",
     },

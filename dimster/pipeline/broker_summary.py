@@ -79,6 +79,24 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
     return summary, tables
 
 
+def topic_bytes_in(brokers, topics: list[str]) -> float | None:
+    """The bytes the brokers took in from producers for `topics` over the whole run, from their
+    per-topic counters: the run's topics are its own, so a counter's first scrape counts whole, and
+    so does a counter that started again (its broker restarted). None when no broker counted any."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    label = F.col("labels").getItem
+    counters = brokers.where(
+        (F.col("metric") == "kafka_server_topic_bytesin_total") & label("topic").isin(*topics)
+    ).withColumn("topic", label("topic"))
+    before = F.lag("value").over(Window.partitionBy("broker", "topic").orderBy("end_time"))
+    value = F.col("value")
+    step = F.when(before.isNull() | (value < before), value).otherwise(value - before)
+    total = counters.withColumn("step", step).agg(F.sum("step")).first()[0]
+    return float(total) if total else None
+
+
 def _measured(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of the measured phase; all rows when the run stopped before it."""
     measured = table[table.phase == "measure"]

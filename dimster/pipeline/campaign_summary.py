@@ -18,10 +18,13 @@ from dimster.errors import DimsterError
 from dimster.pipeline.spark import spark_session
 from dimster.pipeline.summary import (
     THROUGHPUT_FIELDS,
+    compression_ratio,
     latency_percentiles,
     measured_latencies,
     measured_throughput,
+    overall_worker_cpu,
     read_run_info,
+    worker_cpu,
 )
 
 SUMMARIZED = ("completed", "forced")
@@ -34,6 +37,13 @@ LATENCIES = {
     ("publish", "p99"): "publish_p99_ms",
 }
 RUN_KEYS = ["point", "repeat"]
+COSTS = (
+    "compression_ratio",
+    "worker_cores",
+    "worker_producer_cpu_seconds_per_mb",
+    "worker_consumer_cpu_seconds_per_mb",
+)
+COSTS_NONE = dict.fromkeys(COSTS)
 
 
 @dataclass(frozen=True)
@@ -198,7 +208,30 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
             part = latencies[latencies["metric"] == metric][[*RUN_KEYS, percentile]]
             wide = wide.merge(part.rename(columns={percentile: column}), on=RUN_KEYS, how="outer")
         result = result.merge(wide, on=RUN_KEYS, how="outer")
+    if intervals is not None:
+        result = result.merge(_costs(spark, runs, intervals, read("workers")), on=RUN_KEYS, how="left")
     return result
+
+
+def _costs(spark, runs: list[Run], intervals, workers) -> pd.DataFrame:
+    """Per run: the compression ratio the brokers saw and the workers' CPU (cores, and per MB where
+    workers host one role only)."""
+    from pyspark.sql import functions as F
+
+    cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
+    rows = []
+    for run in runs:
+        mine = intervals.where((F.col("point") == run.point) & (F.col("repeat") == run.repeat))
+        brokers = spark.read.parquet(str(run.path / "metrics" / "brokers")) if _has(run, "brokers") else None
+        topics = list(read_run_info(run.path / "run.json").get("topics") or [])
+        row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
+        row["compression_ratio"] = compression_ratio(mine, brokers, topics)["ratio"]
+        if cpu is not None:
+            own = cpu[(cpu.point == run.point) & (cpu["repeat"] == run.repeat)]
+            if len(own):
+                row.update({f"worker_{k}": v for k, v in overall_worker_cpu(own).items()})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*RUN_KEYS, *COSTS])
 
 
 def _run_table(points: list[dict], runs: list[Run], keys: list[str], metrics: pd.DataFrame) -> pd.DataFrame:
@@ -216,7 +249,7 @@ def _run_table(points: list[dict], runs: list[Run], keys: list[str], metrics: pd
         row.update(mode_fields(info))
         rows.append(row)
     modes = sorted({key for row in rows for key in row if key.startswith("mode_")})
-    numbers = ["measured_seconds", *THROUGHPUT_FIELDS, *LATENCIES.values()]
+    numbers = ["measured_seconds", *THROUGHPUT_FIELDS, *LATENCIES.values(), *COSTS]
     table = pd.DataFrame(rows, columns=["point", "repeat", "label", *keys, "status", "bundle", *TOTALS, *modes])
     metrics = metrics.reindex(columns=[*RUN_KEYS, *numbers]).astype({key: "int64" for key in RUN_KEYS})
     table = table.astype({key: "int64" for key in RUN_KEYS}).merge(metrics, on=RUN_KEYS, how="left")

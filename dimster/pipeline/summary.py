@@ -9,7 +9,7 @@ import pandas as pd
 
 from dimster.errors import DimsterError
 from dimster.metrics.histogram import GAMMA
-from dimster.pipeline.broker_summary import summarize_brokers
+from dimster.pipeline.broker_summary import summarize_brokers, topic_bytes_in
 from dimster.pipeline.spark import spark_session
 from dimster.results.bundle import load_timeline
 from dimster.worker.protocol import WARMUP_PREFIX
@@ -24,9 +24,10 @@ QUANTILES = {
     "p99_9": (999, 1000),
     "p99_99": (9999, 10000),
 }
-TABLES = ("intervals", "histograms", "delivery_counts", "client_stats", "brokers", "group_lag")
-# consumer groups have no delivery counts; external brokers no scrape; runs without groups no lag
-OPTIONAL_TABLES = ("delivery_counts", "brokers", "group_lag")
+TABLES = ("intervals", "histograms", "delivery_counts", "client_stats", "brokers", "group_lag", "workers")
+# consumer groups have no delivery counts; external brokers no scrape; runs without groups no lag;
+# runs from before workers reported their CPU no workers
+OPTIONAL_TABLES = ("delivery_counts", "brokers", "group_lag", "workers")
 THROUGHPUT_FIELDS = ("produced_msgs_per_s", "produced_mb_per_s", "consumed_msgs_per_s", "consumed_mb_per_s")
 
 
@@ -100,7 +101,8 @@ def summarize(run_dir: Path, master: str) -> dict:
     }
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
-            tables = _spark_tables(spark, metrics, present, summary, list(run_info.get("groups") or {}))
+            groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
+            tables = _spark_tables(spark, metrics, present, summary, groups, topics)
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
             # read while Spark's JVM still runs: a Java exception's text comes from there
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
@@ -114,7 +116,7 @@ def summarize(run_dir: Path, master: str) -> dict:
 
 
 def _spark_tables(
-    spark, metrics: Path, present: list[str], summary: dict, groups: list[str]
+    spark, metrics: Path, present: list[str], summary: dict, groups: list[str], topics: list[str]
 ) -> dict[str, pd.DataFrame]:
     """Run the Spark side: fills `summary` with overall numbers, returns the tables to write."""
     from pyspark.sql import functions as F
@@ -147,9 +149,14 @@ def _spark_tables(
         per_client = _client_ratios(frames["client_stats"], frames["intervals"])
         tables["client_stats"] = per_client.toPandas()
         summary["client_stats"] = _overall_client_ratios(tables["client_stats"])
+    if "workers" in frames and "intervals" in frames:
+        tables["worker_cpu"] = worker_cpu(frames["workers"], frames["intervals"]).toPandas()
+        summary["worker_cpu"] = overall_worker_cpu(tables["worker_cpu"])
     if "brokers" in frames:
         summary["brokers"], broker_tables = summarize_brokers(frames["brokers"], groups)
         tables.update(broker_tables)
+    if "intervals" in frames:
+        summary["compression"] = _compression(frames, topics, summary.get("client_stats") or {})
     if "group_lag" in frames:
         totals = frames["group_lag"].where(F.col("partition") == -1).select("group", "run_time_s", "lag", "backlog")
         tables["broker_lag"] = totals.orderBy("group", "run_time_s").toPandas()
@@ -300,9 +307,15 @@ def _client_ratios(stats, intervals):
     from pyspark.sql import functions as F
 
     fetches = F.col("requests_fetch") + F.col("requests_sharefetch")
+    compression = (  # absent in runs from before it was kept
+        [F.avg(F.when(F.col("compression_rate_avg") > 0, F.col("compression_rate_avg"))).alias("compression_rate_avg")]
+        if "compression_rate_avg" in stats.columns
+        else []
+    )
     per_client = stats.groupBy("client_id", "role").agg(
         F.avg(F.when(F.col("batch_records_avg") > 0, F.col("batch_records_avg"))).alias("batch_records_avg"),
         F.avg(F.when(F.col("batch_bytes_avg") > 0, F.col("batch_bytes_avg"))).alias("batch_bytes_avg"),
+        *compression,
         (F.max(fetches) - F.min(fetches)).alias("fetch_requests"),
         (F.max("rx_bytes") - F.min("rx_bytes")).alias("rx_bytes"),
         (F.max("tx_requests") - F.min("tx_requests")).alias("requests"),
@@ -332,9 +345,84 @@ def _overall_client_ratios(table: pd.DataFrame) -> dict:
     return {
         "producer_batch_records_avg": _num(producers.batch_records_avg.mean()),
         "producer_batch_bytes_avg": _num(producers.batch_bytes_avg.mean()),
+        "producer_compression_rate_avg": _num(producers.compression_rate_avg.mean())
+        if "compression_rate_avg" in producers
+        else None,
         "consumer_fetch_requests": int(fetches) if fetches == fetches else 0,
         "records_per_fetch": _num(consumers.records_consumed.sum() / fetches) if fetches else None,
         "rx_bytes_per_consumed_byte": _num(consumers.rx_bytes.sum() / consumed_bytes) if consumed_bytes else None,
+    }
+
+
+def worker_cpu(workers, intervals, keys: list[str] | None = None):
+    """Per `keys` (a campaign's point and repeat) and worker, over the measured phase: the CPU seconds
+    its process used, the seconds its reports covered (from the end of its previous report, as for
+    throughput), the roles of the clients it hosted and the MB they produced and consumed."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    per_worker = [*(keys or []), "worker"]
+    previous = F.lag("end_time").over(Window.partitionBy(*per_worker).orderBy("end_time"))
+    load_started = F.col("end_time") - F.col("run_time_s")
+    cpu = (
+        workers.withColumn("covered", F.col("end_time") - F.coalesce(previous, load_started))
+        .where(F.col("phase") == "measure")
+        .groupBy(*per_worker)
+        .agg(F.sum("cpu_seconds").alias("cpu_seconds"), F.sum("covered").alias("seconds"))
+    )
+    hosted = (
+        intervals.where(F.col("phase") == "measure")
+        .groupBy(*per_worker)
+        .agg(
+            F.concat_ws("+", F.sort_array(F.collect_set("role"))).alias("roles"),
+            (F.sum("sent_bytes") / 1e6).alias("produced_mb"),
+            (F.sum("received_bytes") / 1e6).alias("consumed_mb"),
+        )
+    )
+    return (
+        cpu.join(hosted, on=per_worker, how="left")
+        .withColumn("cores", F.try_divide("cpu_seconds", "seconds"))
+        .orderBy(*per_worker)
+    )
+
+
+def overall_worker_cpu(table: pd.DataFrame) -> dict:
+    """The cores the workers used in all, and the CPU seconds per MB of the workers that host only
+    producers (or only consumers): a worker's CPU cannot be split between roles it mixes."""
+
+    def per_mb(hosts: pd.DataFrame, mb: str) -> float | None:
+        moved = hosts[mb].sum()
+        return _num(hosts.cpu_seconds.sum() / moved) if len(hosts) and moved > 0 else None
+
+    roles = table.roles.fillna("").str.split("+")
+    producing = table[roles.apply(lambda r: r == ["producer"])]
+    consuming = table[roles.apply(lambda r: bool(r) and r != [""] and "producer" not in r)]
+    return {
+        "cores": _num(table.cores.sum()) if len(table) else None,
+        "producer_cpu_seconds_per_mb": per_mb(producing, "produced_mb"),
+        "consumer_cpu_seconds_per_mb": per_mb(consuming, "consumed_mb"),
+    }
+
+
+def _compression(frames: dict, topics: list[str], client_stats: dict) -> dict:
+    """What compression achieved over the whole run, and the Java producers' own compression rate."""
+    return {
+        **compression_ratio(frames["intervals"], frames.get("brokers"), topics),
+        "producer_compression_rate_avg": client_stats.get("producer_compression_rate_avg"),
+    }
+
+
+def compression_ratio(intervals, brokers, topics: list[str]) -> dict:
+    """The payload bytes the producers were handed against the bytes the brokers took in for the
+    run's `topics` (their own counters, kept from the topic's creation), whole run."""
+    from pyspark.sql import functions as F
+
+    payload = intervals.where(F.col("role") == "producer").agg(F.sum("sent_bytes")).first()[0] or 0
+    taken_in = topic_bytes_in(brokers, topics) if brokers is not None and topics else None
+    return {
+        "payload_bytes": int(payload),
+        "broker_bytes_in": taken_in,
+        "ratio": _num(payload / taken_in) if taken_in else None,  # payload bytes per byte the brokers took in
     }
 
 

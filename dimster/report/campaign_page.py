@@ -34,6 +34,12 @@ MODE_METRICS = {  # a run plan's own result, from run.json's `mode`
     "mode_drain_seconds": "drain time (s)",
 }
 MODE_COLUMNS = {**MODE_METRICS, "mode_passed": "passed (share of repeats)"}  # tabled, not charted
+COST_METRICS = {  # charted where they vary between points by more than COST_SPREAD (compression, CPU)
+    "compression_ratio": "payload bytes per byte the brokers took in",
+    "worker_producer_cpu_seconds_per_mb": "producer CPU s per MB",
+    "worker_consumer_cpu_seconds_per_mb": "consumer CPU s per MB",
+}
+COST_SPREAD = 1.1
 CHART_PLOT_PX = 260
 
 
@@ -152,7 +158,13 @@ def _time(epoch: Any) -> str:
 def charted_metrics(points: pd.DataFrame) -> dict[str, str]:
     """The key metrics and run-plan metrics the summary has a mean of for some point."""
     wanted = {**KEY_METRICS, **MODE_METRICS}
-    return {m: label for m, label in wanted.items() if f"{m}_mean" in points and points[f"{m}_mean"].notna().any()}
+    charted = {m: label for m, label in wanted.items() if f"{m}_mean" in points and points[f"{m}_mean"].notna().any()}
+    return {**charted, **{m: label for m, label in COST_METRICS.items() if _varies(points, m)}}
+
+
+def _varies(points: pd.DataFrame, metric: str) -> bool:
+    means = points[f"{metric}_mean"].dropna() if f"{metric}_mean" in points else pd.Series(dtype=float)
+    return len(means) > 1 and means.min() > 0 and means.max() / means.min() > COST_SPREAD
 
 
 def charts_section(page: Page, campaign: dict, dimensions: list[Dimension], points: pd.DataFrame | None) -> str:
@@ -260,7 +272,7 @@ def point_table(campaign_dir: Path, campaign: dict, dimensions: list[Dimension],
     rows_by_point = {} if points is None else {int(r["point"]): r for r in points.to_dict("records")}
     shown_metrics = {
         m: label
-        for m, label in {**KEY_METRICS, **MODE_COLUMNS}.items()
+        for m, label in {**KEY_METRICS, "produced_mb_per_s": "produced MB/s", **MODE_COLUMNS, **COST_METRICS}.items()
         if points is not None and f"{m}_mean" in points and points[f"{m}_mean"].notna().any()
     }
     headers = ["point", *(d.label for d in dimensions), "status", "repeats", *shown_metrics.values(), "runs"]

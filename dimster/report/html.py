@@ -279,6 +279,10 @@ def account_table(account: dict[str, Any]) -> str:
     return f'<p class="hint">{ACCOUNT_HINT}.</p><div class="scroll">{table}</div>'
 
 
+def milliseconds(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
 def clients_panel(run: RunData) -> str:
     ratios = run.summary.get("client_stats") or {}
     workload = run.workload
@@ -298,6 +302,15 @@ def clients_panel(run: RunData) -> str:
         ("consumer fetch requests", integer(ratios.get("consumer_fetch_requests"))),
         ("records per fetch", decimal(ratios.get("records_per_fetch"))),
         ("bytes fetched per byte consumed", decimal(ratios.get("rx_bytes_per_consumed_byte"))),
+    ]
+    compression = run.summary.get("compression") or {}
+    cpu = run.summary.get("worker_cpu") or {}
+    rows += [
+        ("payload bytes per byte the brokers took in", decimal(compression.get("ratio"))),
+        ("producer compression rate (Java)", decimal(ratios.get("producer_compression_rate_avg"))),
+        ("workers' CPU (cores)", decimal(cpu.get("cores"))),
+        ("producer CPU ms per MB", decimal(milliseconds(cpu.get("producer_cpu_seconds_per_mb")))),
+        ("consumer CPU ms per MB", decimal(milliseconds(cpu.get("consumer_cpu_seconds_per_mb")))),
     ]
     return panel("Clients", kv_table(rows))
 

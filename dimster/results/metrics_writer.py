@@ -59,7 +59,17 @@ GROUP_LAG_SCHEMA = pa.schema(
         ("backlog", pa.int64()),
     ]
 )
-SCHEMAS = {"brokers": BROKER_SCHEMA, "group_lag": GROUP_LAG_SCHEMA}
+# A row per worker report: the CPU seconds its process used since its previous report.
+WORKER_SCHEMA = pa.schema(
+    [
+        ("end_time", pa.float64()),
+        ("run_time_s", pa.float64()),
+        ("phase", pa.string()),
+        ("worker", pa.int32()),
+        ("cpu_seconds", pa.float64()),
+    ]
+)
+SCHEMAS = {"brokers": BROKER_SCHEMA, "group_lag": GROUP_LAG_SCHEMA, "workers": WORKER_SCHEMA}
 
 
 class MetricsWriter:
@@ -76,6 +86,7 @@ class MetricsWriter:
             "phase": phase,
             "worker": report.worker_index,
         }
+        self.rows["workers"].append({**common, "cpu_seconds": report.cpu_seconds})
         for c in report.clients:
             client = {**common, "client_id": c.client_id, "role": c.role, "topic": c.topic, "group": c.group}
             self.rows["intervals"].append({**client, **{f: getattr(c, f) for f in INTERVAL_FIELDS}})

@@ -93,6 +93,7 @@ class Worker:
         self._java_if_needed(self.workload)
         self.total_producers = assignment.total_producers
         self.load_started: float | None = None
+        self.cpu_mark = time.process_time()  # this process's CPU seconds at its last report
         self.producers = [self._producer(spec) for spec in assignment.producers]
         self.consumers = [self._consumer(spec) for spec in assignment.consumers]
         self.handlers = {
@@ -133,7 +134,9 @@ class Worker:
     def report(self, clients=None) -> None:
         clients = self.clients if clients is None else clients
         intervals = [client.take_interval() for client in clients]
-        self.channel.send(Report(IntervalReport(self.assignment.worker_index, clock.now(), intervals)))
+        cpu_now = time.process_time()
+        cpu, self.cpu_mark = cpu_now - self.cpu_mark, cpu_now
+        self.channel.send(Report(IntervalReport(self.assignment.worker_index, clock.now(), intervals, cpu)))
         failed = [c.error for c in clients if c.error]
         if failed:
             self.channel.send(Failed(failed[0]))

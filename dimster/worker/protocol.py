@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -118,6 +118,7 @@ class IntervalReport:
     worker_index: int
     end_time: float  # epoch seconds, in the coordinator's clock
     clients: list[ClientInterval]
+    cpu_seconds: float = 0.0  # CPU the worker process (all its threads, its JVM's too) used since its last report
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------
