@@ -235,20 +235,28 @@ def measured_latencies(histograms):
     return histograms.where(~F.col("metric").startswith(WARMUP_PREFIX) & (F.col("phase") != "warmup"))
 
 
+def with_covered(reports, per_worker: list[str]):
+    """`reports` (a row per worker report) with `covered`: the seconds from the end of the worker's
+    previous report, or from load start for its first, to the end of this one."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    previous = F.lag("end_time").over(Window.partitionBy(*per_worker).orderBy("end_time"))
+    load_started = F.col("end_time") - F.col("run_time_s")
+    return reports.withColumn("covered", F.col("end_time") - F.coalesce(previous, load_started))
+
+
 def measured_throughput(intervals, keys: list[str]):
     """Per `keys`: produced and consumed msg/s and MB/s of the measured phase, and its `seconds`.
     Each worker's counts are divided by the time its own measured reports covered (from the end of
     its previous report, or from load start), then summed over workers: a phase that ends between
     two reports is not counted as whole seconds it did not fill."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     per_worker = [*keys, "worker"]
     reports = intervals.select(*per_worker, "end_time", "run_time_s", "phase").distinct()
-    previous = F.lag("end_time").over(Window.partitionBy(*per_worker).orderBy("end_time"))
-    load_started = F.col("end_time") - F.col("run_time_s")
     covered = (
-        reports.withColumn("covered", F.col("end_time") - F.coalesce(previous, load_started))
+        with_covered(reports, per_worker)
         .where(F.col("phase") == "measure")
         .groupBy(*per_worker)
         .agg(F.sum("covered").alias("covered"))
@@ -358,14 +366,11 @@ def worker_cpu(workers, intervals, keys: list[str] | None = None):
     """Per `keys` (a campaign's point and repeat) and worker, over the measured phase: the CPU seconds
     its process used, the seconds its reports covered (from the end of its previous report, as for
     throughput), the roles of the clients it hosted and the MB they produced and consumed."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     per_worker = [*(keys or []), "worker"]
-    previous = F.lag("end_time").over(Window.partitionBy(*per_worker).orderBy("end_time"))
-    load_started = F.col("end_time") - F.col("run_time_s")
     cpu = (
-        workers.withColumn("covered", F.col("end_time") - F.coalesce(previous, load_started))
+        with_covered(workers, per_worker)
         .where(F.col("phase") == "measure")
         .groupBy(*per_worker)
         .agg(F.sum("cpu_seconds").alias("cpu_seconds"), F.sum("covered").alias("seconds"))

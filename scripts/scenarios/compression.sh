@@ -22,43 +22,15 @@
 # About 9 minutes on a 2-core machine. The cluster is left up, as after any run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-dimster="$root/scripts/dimster"
-python="$root/.venv/bin/python"
 env="${1:-local}"
 name=compression
 campaign="$root/run/campaigns/$name.yaml"
-results="${RESULTS_DIR:-$root/results/campaigns}"
-mkdir -p "$results"
-results="$(cd "$results" && pwd)"
-scratch="$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")"
-pid=""
+# shellcheck source=lib/campaign.sh
+source "$root/scripts/scenarios/lib/campaign.sh"
 
-cleanup() {
-  local code=$?
-  trap - EXIT INT TERM
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    echo "== stopping the running point"
-    "$dimster" stop "$env" --timeout 120 >/dev/null 2>&1 || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$scratch"
-  exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-touch "$scratch/started"
 echo "== $name on $env: compression.type x the producer's client library, compressible records"
-"$dimster" campaign "$env" -c "$campaign" --dry-run
-# in the background, so that Ctrl-C reaches the trap at once and the point is stopped cleanly
-"$dimster" campaign "$env" -c "$campaign" --results "$results" &
-pid=$!
-status=0
-wait "$pid" || status=$?
-pid=""
+run_campaign
 
-folder="$(find "$results" -maxdepth 1 -type d -name "*-$name" -newer "$scratch/started" | sort | tail -1)"
 if [ -z "$folder" ] || [ ! -f "$folder/campaign/summary/runs.csv" ]; then
   echo "FAILED: the campaign (exit $status) left no summarized campaign folder in $results"
   exit 1

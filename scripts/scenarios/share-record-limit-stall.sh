@@ -33,31 +33,11 @@
 # About 8 minutes with the defaults on a 2-core machine (the stalled cells drain for up to 120 s each).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-dimster="$root/scripts/dimster"
-python="$root/.venv/bin/python"
 env="${1:-localBeefy}"
 name=share-record-limit-stall
 campaign="$root/run/campaigns/$name.yaml"
-results="${RESULTS_DIR:-$root/results/campaigns}"
-mkdir -p "$results"
-results="$(cd "$results" && pwd)"
-scratch="$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")"
-pid=""
-
-cleanup() {
-  local code=$?
-  trap - EXIT INT TERM
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    echo "== stopping the running cell"
-    "$dimster" stop "$env" --timeout 120 >/dev/null 2>&1 || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$scratch"
-  exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# shellcheck source=lib/campaign.sh
+source "$root/scripts/scenarios/lib/campaign.sh"
 
 "$dimster" validate "$root/run/workloads/$name.yaml" >/dev/null
 if [ -n "${BACKLOG_RECORDS:-}" ] || [ -n "${REPEAT:-}" ]; then
@@ -76,17 +56,9 @@ EOF
   campaign="$scratch/$name.yaml"
 fi
 
-touch "$scratch/started"
 echo "== $name on $env: share.acquire.mode x fetch.max.wait.ms, each cell drains the same backlog"
-"$dimster" campaign "$env" -c "$campaign" --dry-run
-# in the background, so that Ctrl-C reaches the trap at once and the cell is stopped cleanly
-"$dimster" campaign "$env" -c "$campaign" --results "$results" &
-pid=$!
-status=0
-wait "$pid" || status=$?
-pid=""
+run_campaign
 
-folder="$(find "$results" -maxdepth 1 -type d -name "*-$name" -newer "$scratch/started" | sort | tail -1)"
 if [ -z "$folder" ] || [ ! -f "$folder/campaign.json" ]; then
   echo "FAILED: the campaign (exit $status) left no campaign folder in $results"
   exit 1
