@@ -6,7 +6,15 @@ import zlib
 
 import pytest
 
-from dimster.workload.payload import HEADER_SIZE, MAGIC, make_bodies, pack_header, unpack_header
+from dimster.workload.payload import (
+    HEADER_SIZE,
+    MAGIC,
+    MAX_BODIES,
+    body_count,
+    make_bodies,
+    pack_header,
+    unpack_header,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -133,3 +141,14 @@ def test_compressible_body_layout():
     pattern = b"dimster-compressible-payload "
     assert body[:400] == (pattern * 14)[:400]
     assert pattern not in body[400:]
+
+
+@pytest.mark.parametrize(("size", "batch_size"), [(1024, None), (1024, 1_000_000), (100, 16_384), (HEADER_SIZE, None)])
+def test_a_producer_rotates_through_more_bodies_than_a_batch_holds(size, batch_size):
+    """When it compresses, so that a codec finds only the repeats inside each COMPRESSIBLE body, not
+    whole bodies again."""
+    assert body_count(size, compressed=False, batch_size=batch_size) == 16  # nothing to find: few bodies
+    count = body_count(size, compressed=True, batch_size=batch_size)
+    raw_batch = max(1_000_000, 16 * (batch_size or 0))  # librdkafka's default; a Java batch of compressed bytes, raw
+    assert count == MAX_BODIES or count * size >= raw_batch
+    assert count >= 16

@@ -235,7 +235,7 @@ def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path):
 
 @pytest.mark.spark
 def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_path):
-    """Worker 0 hosts a producer (1 MB/s, 0.25 CPU s/s), worker 1 a consumer (2 MB/s, 0.5 CPU s/s);
+    """Worker 0 hosts a producer (1 MB/s, 0.25 CPU s/s), worker 1 a consumer (2 MB/s, 0.8 CPU s/s);
     their start-up (5 CPU seconds in the first warm-up report) is not the load's cost."""
     writer = MetricsWriter(tmp_path / "metrics", START)
     for second in range(1, 11):
@@ -244,13 +244,13 @@ def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_
         consumer = ClientInterval(client_id="c0", role="consumer", topic="t", group="g", received_bytes=2_000_000)
         startup = 5.0 if second == 1 else 0.0
         writer.add(IntervalReport(0, START + second, [producer], cpu_seconds=0.25 + startup), phase)
-        writer.add(IntervalReport(1, START + second, [consumer], cpu_seconds=0.5 + startup), phase)
+        writer.add(IntervalReport(1, START + second, [consumer], cpu_seconds=0.8 + startup), phase)
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     cpu = summarize(tmp_path, "local[1]")["worker_cpu"]
     assert cpu["producer_cpu_seconds_per_mb"] == pytest.approx(0.25)
-    assert cpu["consumer_cpu_seconds_per_mb"] == pytest.approx(0.25)
-    assert cpu["cores"] == pytest.approx(0.75)
+    assert cpu["consumer_cpu_seconds_per_mb"] == pytest.approx(0.4)
+    assert cpu["cores"] == pytest.approx(1.05)
     table = pd.read_csv(tmp_path / "summary" / "worker_cpu.csv")
     assert table.roles.tolist() == ["producer", "consumer"] and table.seconds.tolist() == [8.0, 8.0]
 
@@ -269,6 +269,19 @@ def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path):
     cpu = summarize(tmp_path, "local[1]")["worker_cpu"]
     assert cpu["cores"] == pytest.approx(0.5)
     assert cpu["producer_cpu_seconds_per_mb"] is None and cpu["consumer_cpu_seconds_per_mb"] is None
+
+
+@pytest.mark.spark
+def test_a_run_stopped_in_its_warm_up_has_no_cpu_figures_and_still_a_summary(tmp_path):
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for second in range(1, 4):
+        producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=10, sent_bytes=10_000)
+        writer.add(IntervalReport(0, START + second, [producer], cpu_seconds=0.5), "warmup")
+    writer.flush()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "stopped", "load_started": START}))
+    summary = summarize(tmp_path, "local[1]")
+    assert set(summary["worker_cpu"].values()) == {None}
+    assert summary["compression"]["payload_bytes"] == 30_000 and summary["compression"]["ratio"] is None
 
 
 @pytest.mark.spark
@@ -295,3 +308,6 @@ def test_compression_ratio_is_the_payload_over_the_bytes_the_brokers_took_in_for
     assert compression["payload_bytes"] == 10_000_000 and compression["broker_bytes_in"] == 2_500_000
     assert compression["ratio"] == pytest.approx(4.0)
     assert compression["producer_compression_rate_avg"] is None  # no Java producer statistics
+    # a run that died before run.json named its topics: its producers' topic counts
+    (tmp_path / "run.json").write_text(json.dumps({**info, "status": "failed", "topics": None}))
+    assert summarize(tmp_path, "local[1]")["compression"]["ratio"] == pytest.approx(4.0)

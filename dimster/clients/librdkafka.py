@@ -63,11 +63,12 @@ class LibrdkafkaProducer:
 
     def send(self, first_sequence: int, intended: list[float], choices: list[Choice]) -> tuple[np.ndarray, int]:
         produce, poll, topic, bodies = self.producer.produce, self.producer.poll, self.topic, self.bodies
+        distinct = len(bodies)
         handed_over = []
         sent_bytes = 0
         sequence = first_sequence
         for intended_at, (key, partition) in zip(intended, choices, strict=True):
-            value = pack_header(self.producer_id, sequence, int(intended_at * 1e9)) + bodies[sequence & 15]
+            value = pack_header(self.producer_id, sequence, int(intended_at * 1e9)) + bodies[sequence % distinct]
             while True:
                 try:
                     if partition >= 0:

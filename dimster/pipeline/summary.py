@@ -393,15 +393,17 @@ def worker_cpu(workers, intervals, keys: list[str] | None = None):
 
 def overall_worker_cpu(table: pd.DataFrame) -> dict:
     """The cores the workers used in all, and the CPU seconds per MB of the workers that host only
-    producers (or only consumers): a worker's CPU cannot be split between roles it mixes."""
+    producers (or only consumers): a worker's CPU cannot be split between roles it mixes. None where
+    there is nothing to tell (no measured report, no such worker, nothing moved)."""
+    roles = [set(str(r).split("+")) if isinstance(r, str) and r else set() for r in table.get("roles", [])]
+    producing = [r == {"producer"} for r in roles]
+    consuming = [bool(r) and "producer" not in r for r in roles]
 
-    def per_mb(hosts: pd.DataFrame, mb: str) -> float | None:
-        moved = hosts[mb].sum()
-        return _num(hosts.cpu_seconds.sum() / moved) if len(hosts) and moved > 0 else None
+    def per_mb(mask: list[bool], mb: str) -> float | None:
+        hosts = table[pd.Series(mask, index=table.index, dtype=bool)] if len(table) else table
+        moved = hosts[mb].sum() if len(hosts) else 0
+        return _num(hosts.cpu_seconds.sum() / moved) if moved > 0 else None
 
-    roles = table.roles.fillna("").str.split("+")
-    producing = table[roles.apply(lambda r: r == ["producer"])]
-    consuming = table[roles.apply(lambda r: bool(r) and r != [""] and "producer" not in r)]
     return {
         "cores": _num(table.cores.sum()) if len(table) else None,
         "producer_cpu_seconds_per_mb": per_mb(producing, "produced_mb"),
@@ -422,12 +424,15 @@ def compression_ratio(intervals, brokers, topics: list[str]) -> dict:
     run's `topics` (their own counters, kept from the topic's creation), whole run."""
     from pyspark.sql import functions as F
 
-    payload = intervals.where(F.col("role") == "producer").agg(F.sum("sent_bytes")).first()[0] or 0
+    producing = intervals.where(F.col("role") == "producer")
+    payload = producing.agg(F.sum("sent_bytes")).first()[0] or 0
+    if not topics:  # run.json is written at the end: a run that died has none, its producers tell
+        topics = [row["topic"] for row in producing.select("topic").distinct().collect()]
     taken_in = topic_bytes_in(brokers, topics) if brokers is not None and topics else None
     return {
         "payload_bytes": int(payload),
         "broker_bytes_in": taken_in,
-        "ratio": _num(payload / taken_in) if taken_in else None,  # payload bytes per byte the brokers took in
+        "ratio": _num(payload / taken_in) if taken_in and payload else None,  # payload per byte taken in
     }
 
 

@@ -24,7 +24,7 @@ from dimster.worker import clock
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, ProducerSpec
 from dimster.workload.distributor import distributor
 from dimster.workload.model import Workload
-from dimster.workload.payload import make_bodies, unpack_headers
+from dimster.workload.payload import body_count, make_bodies, unpack_headers
 from dimster.workload.processing import makespan_ms, processing_times_ms
 from dimster.workload.schedule import Pacer, rate_at
 
@@ -43,12 +43,25 @@ def client_properties(workload: Workload, bootstrap: str, security: dict, role: 
     return {"bootstrap.servers": bootstrap, **role_properties(workload, role, group), **for_library(security, library)}
 
 
+def _batch_size(properties: dict) -> int | None:
+    try:
+        return int(properties.get("batch.size"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _compressed(properties: dict) -> bool:
+    codec = properties.get("compression.type", properties.get("compression.codec", "none"))
+    return str(codec).lower() != "none"
+
+
 def producer_driver(
     workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats, security: dict
 ) -> ProducerDriver:
     properties = client_properties(workload, bootstrap, security, "producer")
     payload, checksum = workload.payload, workload.mode.type == "correctness"
-    bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, checksum=checksum)
+    count = body_count(workload.message_size, _compressed(properties), _batch_size(properties))
+    bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, count, checksum=checksum)
     if workload.client_library.producer == "java":
         from dimster.clients.java import JavaProducer as driver
     else:

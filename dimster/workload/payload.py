@@ -43,6 +43,23 @@ def body_intact(body: bytes) -> bool:
     return len(body) >= CHECKSUM.size and CHECKSUM.unpack_from(body)[0] == zlib.crc32(body[CHECKSUM.size :])
 
 
+# A producer that compresses rotates through more distinct bodies than a batch holds: a codec then
+# finds only the repeats a COMPRESSIBLE body has inside itself, whatever the batch size (librdkafka's
+# batch.size is 1 MB by default; the Java producer fills a batch.size of compressed bytes, several
+# times that raw). One that does not compress needs few.
+FEW_BODIES = 16
+DISTINCT_BYTES = 2_000_000
+MAX_BODIES = 65_536
+
+
+def body_count(message_size: int, compressed: bool, batch_size: int | None = None) -> int:
+    """How many distinct bodies a producer of `message_size` records rotates through."""
+    if not compressed:
+        return FEW_BODIES
+    wanted = max(DISTINCT_BYTES, 16 * (batch_size or 0))
+    return max(FEW_BODIES, min(MAX_BODIES, -(-wanted // max(message_size, 1))))
+
+
 def make_bodies(
     size: int, kind: str, compressible_ratio: float, count: int = 16, seed: int | None = None, checksum: bool = False
 ) -> list[bytes]:
