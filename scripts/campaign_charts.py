@@ -3,7 +3,8 @@ campaign's first dimension (one series per value of the others), as campaign.htm
 by headless Chromium into one PNG; and the point table as Markdown on stdout.
 
 Usage: .venv/bin/python scripts/campaign_charts.py CAMPAIGN_DIR OUT.png [METRIC ...]
-(METRIC: consumed_msgs_per_s, e2e_p99_ms, mode_limit_msgs_per_s, ...; default the first two)."""
+(METRIC: consumed_msgs_per_s, e2e_p99_ms, mode_limit_msgs_per_s, compression_ratio, ...; default the
+first two)."""
 
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from dimster.campaign.model import read_campaign_json, short_key
-from dimster.report.campaign_page import KEY_METRICS, MODE_METRICS, campaign_dimensions, dimension_figure
+from dimster.report.campaign_page import COST_METRICS, KEY_METRICS, MODE_METRICS, campaign_dimensions, dimension_figure
 from dimster.report.page import Page
 
 WIDTH, HEIGHT = 900, 380  # per chart
@@ -24,7 +25,7 @@ def main(folder: Path, out: Path, metrics: list[str]) -> None:
     points = pd.read_parquet(folder / "campaign" / "summary" / "points.parquet")
     dimensions = campaign_dimensions(campaign)
     values = {int(p["index"]): p["values"] for p in campaign["points"]}
-    labels = {**KEY_METRICS, **MODE_METRICS}
+    labels = {**KEY_METRICS, **MODE_METRICS, **COST_METRICS}
     page = Page(campaign["name"])
     page.add("<style>.modebar { display: none; }</style>")  # a picture has no use for the toolbar
     for metric in metrics:
@@ -55,7 +56,7 @@ def markdown_table(points: pd.DataFrame, dimensions, metrics: list[str], labels:
 def _number(value) -> str:
     if value is None or pd.isna(value):
         return "-"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 if __name__ == "__main__":
