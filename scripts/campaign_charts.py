@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from dimster.campaign.model import read_campaign_json, short_key
+from dimster.errors import DimsterError
 from dimster.report.campaign_page import COST_METRICS, KEY_METRICS, MODE_METRICS, campaign_dimensions, dimension_figure
 from dimster.report.page import Page
 
@@ -21,11 +22,13 @@ WIDTH, HEIGHT = 900, 380  # per chart
 
 
 def main(folder: Path, out: Path, metrics: list[str]) -> None:
+    labels = {**KEY_METRICS, **MODE_METRICS, **COST_METRICS}
+    if unknown := [m for m in metrics if m not in labels]:
+        raise DimsterError(f"no chart for {', '.join(unknown)}; the metrics are: {', '.join(labels)}")
     campaign = read_campaign_json(folder)
     points = pd.read_parquet(folder / "campaign" / "summary" / "points.parquet")
     dimensions = campaign_dimensions(campaign)
     values = {int(p["index"]): p["values"] for p in campaign["points"]}
-    labels = {**KEY_METRICS, **MODE_METRICS, **COST_METRICS}
     page = Page(campaign["name"])
     page.add("<style>.modebar { display: none; }</style>")  # a picture has no use for the toolbar
     for metric in metrics:
@@ -62,4 +65,7 @@ def _number(value) -> str:
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:] or ["consumed_msgs_per_s", "e2e_p99_ms"])
+    try:
+        main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:] or ["consumed_msgs_per_s", "e2e_p99_ms"])
+    except DimsterError as e:
+        sys.exit(f"campaign_charts.py: {e}")

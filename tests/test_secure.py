@@ -97,12 +97,19 @@ def test_the_shipped_profile_is_secure_and_names_its_password_source():
 
 
 # ---- the broker's properties ------------------------------------------------------------------------
-@pytest.mark.unit
-def test_server_properties_offer_sasl_ssl_only_and_hold_no_password(project, monkeypatch):
+@pytest.fixture
+def sec(project, monkeypatch) -> LocalCluster:
+    """The cluster of a secure profile `sec` (never started), its password in DIMSTER_TEST_PASSWORD."""
     monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(project))
     monkeypatch.setenv("DIMSTER_TEST_PASSWORD", PASSWORD)
     write_environment(project, "sec", SECURE + "brokerPortBase: 24000\ncontrollerPortBase: 24010\n")
     cluster = LocalCluster(load_environment("sec"))
+    return cluster
+
+
+@pytest.mark.unit
+def test_server_properties_offer_sasl_ssl_only_and_hold_no_password(sec):
+    cluster = sec
     properties = cluster.node_properties(0, {})
     assert properties["listeners"] == "SASL_SSL://127.0.0.1:24000,CONTROLLER://127.0.0.1:24010"
     assert properties["advertised.listeners"] == "SASL_SSL://127.0.0.1:24000"
@@ -134,11 +141,8 @@ def test_a_keystore_refuses_only_another_password(tmp_path):
 
 
 @pytest.mark.unit
-def test_another_password_than_the_clusters_is_one_line_before_anything_changes(project, monkeypatch):
-    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(project))
-    monkeypatch.setenv("DIMSTER_TEST_PASSWORD", PASSWORD)
-    write_environment(project, "sec", SECURE + "brokerPortBase: 24000\ncontrollerPortBase: 24010\n")
-    cluster = LocalCluster(load_environment("sec"))
+def test_another_password_than_the_clusters_is_one_line_before_anything_changes(sec, monkeypatch):
+    cluster = sec
     cluster.check_password()  # no keystore yet
     cluster._make_tls_material()
     made = cluster.tls_files.keystore.read_bytes()

@@ -17,12 +17,11 @@ from dimster.cluster.netns import NodeNetwork
 from dimster.cluster.nodes import NodeCluster, new_cluster_id, save_state
 from dimster.cluster.processes import TrackedProcess, spawn, tail
 from dimster.cluster.tls import (
-    CA_PEM,
-    KEYSTORE,
     TlsMaterial,
     make_tls_material,
     refuses_password,
     scram_credential_argument,
+    tls_material,
 )
 from dimster.environment import LocalProfile
 from dimster.errors import ClusterError, DimsterError
@@ -175,8 +174,7 @@ class LocalCluster(NodeCluster):
     @property
     def tls_files(self) -> TlsMaterial:
         """Where a secure cluster's CA and broker keystore are (made by _make_tls_material)."""
-        folder = self.root / "tls"
-        return TlsMaterial(keystore=folder / KEYSTORE, ca_pem=folder / CA_PEM)
+        return tls_material(self.root / "tls")
 
     def _password(self) -> str:
         assert self.profile.security is not None
@@ -420,9 +418,7 @@ class LocalCluster(NodeCluster):
         state = self.recorded_state()
         processes = {n.node_id: n for n in state.nodes} if state else {}
         alive = {i: p.process.alive() for i, p in processes.items()}
-        registered = set()
-        if any(alive.values()):
-            registered = self.registered()
+        registered = self.registered() if any(alive.values()) else set()
         log_files = self.log_files()
         nodes = [
             NodeStatus(

@@ -44,12 +44,17 @@ class TlsMaterial:
     ca_pem: Path  # the CA certificate: ssl.ca.location (librdkafka), ssl.truststore.location (Java, PEM)
 
 
+def tls_material(folder: Path) -> TlsMaterial:
+    """Where the CA and the broker keystore made in `folder` are."""
+    return TlsMaterial(keystore=folder / KEYSTORE, ca_pem=folder / CA_PEM)
+
+
 def make_tls_material(folder: Path, hosts: list[str], password: str) -> TlsMaterial:
     """The CA and broker keystore in `folder` (0700, files 0600) for a broker reached as any of `hosts`
     (names or IP addresses): the existing ones when they still cover those hosts, open with `password`
     and are not about to expire, otherwise new ones."""
     names = _subject_alt_names(hosts)
-    material = TlsMaterial(keystore=folder / KEYSTORE, ca_pem=folder / CA_PEM)
+    material = tls_material(folder)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.chmod(0o700)
     if not _still_valid(material, names, password):

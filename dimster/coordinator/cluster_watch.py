@@ -5,10 +5,11 @@ import queue
 import threading
 
 from dimster.kafka.admin import AuthenticationFailed, registered_brokers
+from dimster.kafka.security import ClientSecurity
 
 
 class BrokerWatch:
-    def __init__(self, bootstrap_servers: str, expected: set[int], every: float = 1.0, security=None):
+    def __init__(self, bootstrap_servers: str, expected: set[int], every: float = 1.0, security: ClientSecurity = None):
         self.bootstrap_servers = bootstrap_servers
         self.security = security  # the cluster's client security (kafka/security.py)
         self.registered = set(expected)

@@ -3,8 +3,6 @@ its groups' assignments, applies live topic changes, and reads where each group 
 The coordinator's loop reaches Kafka only through this class (and its workers), so tests can drive
 that loop with an in-memory stand-in."""
 
-from collections.abc import Mapping
-
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
@@ -14,6 +12,7 @@ from dimster.errors import DimsterError
 from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
 from dimster.kafka.distribution import kafka_distribution
 from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagWatch, unconsumed_records
+from dimster.kafka.security import ClientSecurity
 from dimster.workload.model import Workload
 
 ADMIN_TIMEOUT = 15.0
@@ -22,7 +21,7 @@ SERVE_TIMEOUT = 30.0  # for new partitions to be served (see wait_until_partitio
 
 
 class RunKafka:
-    def __init__(self, bootstrap: str, kafka_version: str, security: Mapping[str, str] | None = None):
+    def __init__(self, bootstrap: str, kafka_version: str, security: ClientSecurity = None):
         self.bootstrap = bootstrap
         self.security = dict(security or {})  # the cluster's client security (kafka/security.py)
         self.kafka_version = kafka_version

@@ -6,14 +6,12 @@ for a PLAINTEXT cluster). A cluster that refuses the credentials is one error li
 
 import logging
 import time
-from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from dimster.errors import ClusterError
-
-Security = Mapping[str, str] | None
+from dimster.kafka.security import ClientSecurity
 
 _quiet = logging.getLogger("dimster.librdkafka")
 _quiet.addHandler(logging.NullHandler())
@@ -24,7 +22,7 @@ class AuthenticationFailed(ClusterError):
     """The cluster refused the client's credentials (a wrong password, an unknown user)."""
 
 
-def admin_client(bootstrap_servers: str, security: Security = None, **config: str | int) -> AdminClient:
+def admin_client(bootstrap_servers: str, security: ClientSecurity = None, **config: str | int) -> AdminClient:
     refusals: list[str] = []
 
     def on_error(error: KafkaError) -> None:
@@ -54,7 +52,7 @@ def wait_for(admin: AdminClient, future, timeout: float):
                 raise
 
 
-def registered_brokers(bootstrap_servers: str, timeout: float = 5.0, security: Security = None) -> set[int]:
+def registered_brokers(bootstrap_servers: str, timeout: float = 5.0, security: ClientSecurity = None) -> set[int]:
     """Ids of the brokers the cluster reports as registered; empty when none answers. A refusal of
     the credentials raises AuthenticationFailed."""
     try:
@@ -66,7 +64,9 @@ def registered_brokers(bootstrap_servers: str, timeout: float = 5.0, security: S
         return set()
 
 
-def under_replicated_partitions(bootstrap_servers: str, timeout: float = 10.0, security: Security = None) -> int | None:
+def under_replicated_partitions(
+    bootstrap_servers: str, timeout: float = 10.0, security: ClientSecurity = None
+) -> int | None:
     """Partitions whose in-sync replicas are fewer than their replicas; None if the cluster did not answer."""
     try:
         metadata = admin_client(bootstrap_servers, security).list_topics(timeout=timeout)
@@ -81,7 +81,7 @@ def under_replicated_partitions(bootstrap_servers: str, timeout: float = 10.0, s
 
 
 def wait_until_partitions_serve(
-    bootstrap_servers: str, partitions: dict[str, range], timeout: float, security: Security = None
+    bootstrap_servers: str, partitions: dict[str, range], timeout: float, security: ClientSecurity = None
 ) -> bool:
     """Wait until the leader of each partition answers ListOffsets. Metadata names a new partition's
     leader before that broker serves it; an idempotent producer (the Java default) whose first batch
@@ -104,7 +104,7 @@ def wait_until_partitions_serve(
     return not pending
 
 
-def describe_brokers(bootstrap_servers: str, timeout: float = 10.0, security: Security = None) -> list[int]:
+def describe_brokers(bootstrap_servers: str, timeout: float = 10.0, security: ClientSecurity = None) -> list[int]:
     """Sorted ids of the cluster's brokers, as describe cluster reports them.
 
     Raises ClusterError (one line) when no broker answers within `timeout` seconds."""

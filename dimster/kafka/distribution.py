@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,7 +17,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dimster.errors import ClusterError, DimsterError
-from dimster.kafka.security import helper_environment
+from dimster.kafka.security import ClientSecurity, helper_environment
 from dimster.paths import cache_dir
 
 HELPER_CLASS = "DimsterKafkaTool"
@@ -249,7 +248,7 @@ def _compile_helper(distribution: KafkaDistribution) -> None:
 
 
 def run_helper(
-    distribution: KafkaDistribution, *args: str, timeout: float = 120, security: Mapping[str, str] | None = None
+    distribution: KafkaDistribution, *args: str, timeout: float = 120, security: ClientSecurity = None
 ) -> subprocess.CompletedProcess:
     """Run a command of the Java helper (see DimsterKafkaTool.java); its Admin client gets `security`
     (librdkafka's names) through its environment, never its command line."""

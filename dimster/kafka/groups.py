@@ -7,14 +7,11 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, run_helper
-from dimster.kafka.security import helper_environment
-
-Security = Mapping[str, str] | None  # the cluster's client security (librdkafka's names), see kafka/security.py
+from dimster.kafka.security import ClientSecurity, helper_environment
 
 
 def json_lines(stream):
@@ -47,6 +44,35 @@ class GroupSpec:
         return {"kind": self.kind, "topic": self.topic, "members": self.members, "partitions": self.partitions}
 
 
+def _specs(groups: dict[str, GroupSpec]) -> str:
+    return json.dumps({g: spec.to_json() for g, spec in groups.items()})
+
+
+def _watch_process(
+    distribution: KafkaDistribution,
+    task: str,
+    bootstrap: str,
+    seconds: float,
+    groups: dict[str, GroupSpec],
+    security: ClientSecurity,
+    stdin: bool = False,
+) -> subprocess.Popen:
+    """A Java helper task that runs beside the run (await-assignment, watch-lag) and prints JSON lines;
+    `seconds` is its time-out or interval. With `stdin`, it ends when its stdin closes."""
+    command = distribution.java(
+        HELPER_CLASS, task, bootstrap, str(int(seconds * 1000)), _specs(groups),
+        jvm_options=("-Xmx128m", "-Dlog4j2.level=ERROR"),
+    )  # fmt: skip
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE if stdin else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=helper_environment(security),
+    )
+
+
 class AssignmentWatch:
     """Waits in a background helper process until every member of each group holds its assignment.
     `take()` returns the groups assigned since the last call, as (group, epoch seconds); `outcome`
@@ -58,24 +84,13 @@ class AssignmentWatch:
         bootstrap: str,
         groups: dict[str, GroupSpec],
         timeout: float,
-        security: Security = None,
+        security: ClientSecurity = None,
     ):
         self.groups = groups
         self.started = time.time()
         self.outcome: str | None = None
         self._assigned: queue.Queue[tuple[str, float]] = queue.Queue()
-        specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
-        command = distribution.java(
-            HELPER_CLASS,
-            "await-assignment",
-            bootstrap,
-            str(int(timeout * 1000)),
-            specs,
-            jvm_options=("-Xmx128m", "-Dlog4j2.level=ERROR"),
-        )
-        self._process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=helper_environment(security)
-        )
+        self._process = _watch_process(distribution, "await-assignment", bootstrap, timeout, groups, security)
         self._reader = threading.Thread(target=self._read, name="assignment-watch", daemon=True)
         self._reader.start()
 
@@ -107,15 +122,14 @@ class AssignmentWatch:
 
 
 def unconsumed_records(
-    distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], security: Security = None
+    distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], security: ClientSecurity = None
 ) -> dict[str, int]:
     """Per group: records of its topic still there for it to consume (a consumer group: from its
     committed offsets to the end; a share group: the share-partition lag)."""
     if not groups:
         return {}
-    specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
     try:
-        result = run_helper(distribution, "group-positions", bootstrap, specs, timeout=90, security=security)
+        result = run_helper(distribution, "group-positions", bootstrap, _specs(groups), timeout=90, security=security)
     except subprocess.TimeoutExpired:
         raise DimsterError("the groups' positions were not read within 90 s") from None
     if result.returncode != 0:
@@ -145,23 +159,11 @@ class LagWatch:
         bootstrap: str,
         groups: dict[str, GroupSpec],
         interval: float,
-        security: Security = None,
+        security: ClientSecurity = None,
     ):
-        specs = json.dumps({g: spec.to_json() for g, spec in groups.items()})
-        command = distribution.java(
-            HELPER_CLASS, "watch-lag", bootstrap, str(int(interval * 1000)), specs,
-            jvm_options=("-Xmx128m", "-Dlog4j2.level=ERROR"),
-        )  # fmt: skip
         self.errors: queue.Queue[str] = queue.Queue()
         self._samples: queue.Queue[LagSample] = queue.Queue()
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=helper_environment(security),
-        )
+        self._process = _watch_process(distribution, "watch-lag", bootstrap, interval, groups, security, stdin=True)
         threading.Thread(target=self._read, name="lag-watch", daemon=True).start()
 
     def _read(self) -> None:

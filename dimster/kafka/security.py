@@ -9,8 +9,11 @@ from collections.abc import Mapping
 HELPER_CONFIG_ENV = "DIMSTER_CLIENT_CONFIG"  # the helper's Admin client reads its security here (JSON)
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
+# A cluster's client security: librdkafka's properties beside bootstrap.servers; empty or None for PLAINTEXT
+ClientSecurity = Mapping[str, str] | None
 
-def java_security(security: Mapping[str, str] | None) -> dict[str, str]:
+
+def java_security(security: ClientSecurity) -> dict[str, str]:
     """`security` (librdkafka's names) as Kafka's Java client properties."""
     if not security:
         return {}
@@ -30,12 +33,12 @@ def _jaas_quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def for_library(security: Mapping[str, str] | None, library: str) -> dict[str, str]:
+def for_library(security: ClientSecurity, library: str) -> dict[str, str]:
     """The properties a client of `library` (librdkafka | java) gets from `security`."""
     return java_security(security) if library == "java" else dict(security or {})
 
 
-def helper_environment(security: Mapping[str, str] | None) -> dict[str, str] | None:
+def helper_environment(security: ClientSecurity) -> dict[str, str] | None:
     """The environment of a Java helper process for a cluster with `security`; None (this process's own)
     for a PLAINTEXT cluster."""
     if not security:

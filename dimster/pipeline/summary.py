@@ -395,19 +395,17 @@ def overall_worker_cpu(table: pd.DataFrame) -> dict:
     """The cores the workers used in all, and the CPU seconds per MB of the workers that host only
     producers (or only consumers): a worker's CPU cannot be split between roles it mixes. None where
     there is nothing to tell (no measured report, no such worker, nothing moved)."""
-    roles = [set(str(r).split("+")) if isinstance(r, str) and r else set() for r in table.get("roles", [])]
-    producing = [r == {"producer"} for r in roles]
-    consuming = [bool(r) and "producer" not in r for r in roles]
+    roles = [set(r.split("+")) if isinstance(r, str) and r else set() for r in table.get("roles", [])]
 
-    def per_mb(mask: list[bool], mb: str) -> float | None:
-        hosts = table[pd.Series(mask, index=table.index, dtype=bool)] if len(table) else table
+    def per_mb(hosting, mb: str) -> float | None:
+        hosts = table.iloc[[i for i, r in enumerate(roles) if r and hosting(r)]]
         moved = hosts[mb].sum() if len(hosts) else 0
         return _num(hosts.cpu_seconds.sum() / moved) if moved > 0 else None
 
     return {
         "cores": _num(table.cores.sum()) if len(table) else None,
-        "producer_cpu_seconds_per_mb": per_mb(producing, "produced_mb"),
-        "consumer_cpu_seconds_per_mb": per_mb(consuming, "consumed_mb"),
+        "producer_cpu_seconds_per_mb": per_mb(lambda r: r == {"producer"}, "produced_mb"),
+        "consumer_cpu_seconds_per_mb": per_mb(lambda r: "producer" not in r, "consumed_mb"),
     }
 
 

@@ -61,7 +61,12 @@ def body_count(message_size: int, compressed: bool, batch_size: int | None = Non
 
 
 def make_bodies(
-    size: int, kind: str, compressible_ratio: float, count: int = 16, seed: int | None = None, checksum: bool = False
+    size: int,
+    kind: str,
+    compressible_ratio: float,
+    count: int = FEW_BODIES,
+    seed: int | None = None,
+    checksum: bool = False,
 ) -> list[bytes]:
     """`count` bodies of `size - HEADER_SIZE` bytes to rotate through. COMPRESSIBLE bodies have
     `compressible_ratio` of their bytes as a repeated pattern and the rest random. With `checksum`,
