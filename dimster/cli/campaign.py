@@ -1,21 +1,26 @@
 """`dimster campaign ENV -c FILE`: run one workload at every point of its dimensions, then summarize
 all runs with one Spark job into campaign/summary/ and campaign.html."""
 
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from dimster.campaign.model import Campaign, Point, estimated_seconds, load_campaign
-from dimster.campaign.runner import INTERRUPTED_EXIT, CampaignFolder, run_campaign
 from dimster.cli.output import console, err_console, progress
 from dimster.cli.summary import SparkMasterOpt, summarize_campaign_folder, write_campaign_page_line
-from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import backend_for
 from dimster.coordinator.control import check_environment_name
-from dimster.environment import EnvironmentProfile, load_environment
+from dimster.environment import load_environment
 from dimster.errors import DimsterError
 from dimster.paths import project_dir
 from dimster.pipeline.spark import spark_master
+
+if TYPE_CHECKING:
+    from dimster.campaign.model import Campaign, Point
+    from dimster.campaign.runner import CampaignFolder
+    from dimster.environment import EnvironmentProfile
 
 
 def campaign(
@@ -28,6 +33,9 @@ def campaign(
     spark_master_: str = SparkMasterOpt,
 ) -> None:
     """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one."""
+    from dimster.campaign.model import load_campaign
+    from dimster.campaign.runner import INTERRUPTED_EXIT, CampaignFolder, run_campaign
+
     check_environment_name(env)
     folder = CampaignFolder.open(resume) if resume else None
     if campaign_file is None and folder is None:
@@ -57,6 +65,8 @@ def _recorded_file(folder: CampaignFolder) -> Path:
 def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
     """Before anything runs: every point's client properties (by their libraries) and, on a local
     cluster, every broker config a point asks for (by Kafka's own parser)."""
+    from dimster.clients.properties import check_client_configs
+
     seen_clients, seen_brokers = set(), set()
     for point in loaded.points:
         w = point.workload
@@ -79,6 +89,8 @@ def _where(point: Point) -> str:
 
 
 def _list_points(loaded: Campaign, folder: CampaignFolder | None) -> None:
+    from dimster.campaign.model import estimated_seconds
+
     total = 0.0
     for number, point in enumerate(loaded.points, start=1):
         state = folder.record(point)["status"] if folder else "pending"

@@ -1,5 +1,6 @@
 """`dimster image build` and `dimster image list`: the images dimster builds itself through a
-Docker-compatible daemon, for machines that cannot pull apache/kafka (no registry needed)."""
+Docker-compatible daemon, for machines that cannot pull apache/kafka (no registry needed). The
+Docker SDK is imported by the commands that talk to a daemon, so that other commands start fast."""
 
 import datetime
 import re
@@ -7,8 +8,6 @@ import re
 import typer
 
 from dimster.cli.output import console, err_console, print_json
-from dimster.containers.daemon import DAEMON_ERRORS, LABEL, api_reason, connect, daemon_address
-from dimster.containers.images import KIND_LABEL, base_image, kafka_image, worker_image
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import DimsterError
 
@@ -36,6 +35,9 @@ def build(
     and dimster-worker:DIMSTER-kafkaVERSION; each only when what goes into it changed."""
     if not re.fullmatch(r"\d+\.\d+\.\d+", kafka_version):
         raise DimsterError(f"--kafka-version '{kafka_version}' is not a Kafka version like {DEFAULT_KAFKA_VERSION}")
+    from dimster.containers.daemon import connect, daemon_address
+    from dimster.containers.images import base_image, kafka_image, worker_image
+
     client = connect(docker_host)
     try:
         references = {"base": base_image(client, _progress), "kafka": kafka_image(client, kafka_version, _progress)}
@@ -53,6 +55,9 @@ def build(
 @app.command("list")
 def list_images(docker_host: str = DockerHostOpt, json: bool = JsonOpt) -> None:
     """The images labelled io.dimster on the daemon: what, which Kafka, id, created, size."""
+    from dimster.containers.daemon import DAEMON_ERRORS, LABEL, api_reason, connect, daemon_address
+    from dimster.containers.images import KIND_LABEL
+
     client = connect(docker_host)
     try:
         images = client.images.list(filters={"label": LABEL})

@@ -10,7 +10,6 @@ import typer
 
 from dimster.cli.output import console, print_json, progress
 from dimster.cli.summary import SparkMasterOpt, summarize_after_run
-from dimster.clients.properties import check_client_configs
 from dimster.coordinator.control import (
     ControlServer,
     check_environment_name,
@@ -18,12 +17,10 @@ from dimster.coordinator.control import (
     read_run_state,
     run_state_file,
 )
-from dimster.coordinator.one_run import run_workload
 from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
 from dimster.errors import DimsterError
 from dimster.paths import display, project_dir
 from dimster.pipeline.spark import spark_master
-from dimster.workload.model import load_workload
 from dimster.workload.overrides import parse_set_arguments
 
 SetOpt = typer.Option(
@@ -50,6 +47,9 @@ def validate(
     set_: list[str] = SetOpt,
 ) -> None:
     """Check a workload file (and --set overrides) without running it."""
+    from dimster.clients.properties import check_client_configs
+    from dimster.workload.model import load_workload
+
     loaded = load_workload(workload, set_items(ctx, set_))
     check_client_configs(loaded, display(workload), DEFAULT_KAFKA_VERSION)
     console.print(
@@ -77,6 +77,9 @@ def run(
     sets = set_items(ctx, set_)
     if modify:
         return _modify(env, workload, sets, json)
+    from dimster.clients.properties import check_client_configs
+    from dimster.workload.model import load_workload
+
     if workload is None:
         raise DimsterError("dimster run needs a workload: -w WORKLOAD.yaml (or --modify --set k=v to change a run)")
     loaded = load_workload(workload, sets)
@@ -98,6 +101,8 @@ def run(
 
 
 def _run(loaded, profile, results_root: Path, control: ControlServer, summary_master: str | None) -> None:
+    from dimster.coordinator.one_run import run_workload
+
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     outcome = run_workload(loaded, profile, results_root, control=control, say=say, progress=progress)
     if summary_master and (outcome.bundle / "metrics").exists():

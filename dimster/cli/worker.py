@@ -7,12 +7,9 @@ import signal
 from pathlib import Path
 
 import typer
-import zmq
 
 from dimster import __version__
 from dimster.cli.output import console, print_json
-from dimster.coordinator.remote import handshake
-from dimster.remote.agent import Agent
 from dimster.remote.security import TOKEN_ENV, read_token
 from dimster.worker.protocol import PROTOCOL_VERSION, Hello
 
@@ -27,6 +24,8 @@ def serve(
     work_dir: Path = typer.Option(None, "--work-dir", help="Folder for the runs' worker logs (default: temp)."),
 ) -> None:
     """Serve runs: one at a time, to coordinators that hold the token. Stops on SIGTERM or Ctrl-C."""
+    from dimster.remote.agent import Agent
+
     token = read_token(token_file)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", force=True)
     agent = Agent(listen, token, work_dir)
@@ -50,6 +49,10 @@ def status(
     json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Is the agent up, which version, busy or idle. Exit 3 when it cannot be reached or refuses."""
+    import zmq
+
+    from dimster.coordinator.remote import handshake
+
     token = read_token(token_file)
     context = zmq.Context()
     try:
