@@ -39,6 +39,15 @@ SLOTS = 12  # the shipped profiles (6) and the spare slots tests take (up to 5),
 SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
 
 
+def pytest_collection_finish(session):
+    """With DIMSTER_LIST_KINDS set, list every collected test with its kind markers (test_markers)."""
+    if os.environ.get("DIMSTER_LIST_KINDS"):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for item in session.items:
+            kinds = [m for m in MARKERS if item.get_closest_marker(m)]
+            reporter.write_line(f"KINDS {item.nodeid} {','.join(kinds) or '-'}")
+
+
 @dataclass
 class CliResult:
     code: int
@@ -192,6 +201,25 @@ def state_dir(tmp_path_factory, scratch_project) -> Path:
     for process in leftovers:
         process.kill()
     assert not leftovers, f"java processes left running after the suite: {[p.pid for p in leftovers]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def local_cluster_down_at_the_end(state_dir):
+    """Runs bring the session's `local` up and leave it for the next run, as users want: the Kafka
+    modules share one warm broker, and it goes down once, when the session ends."""
+    yield
+    dimster("stop", "local")
+    assert dimster("cluster", "down", "local").code == 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_run_left_on_local():
+    """A module that leaves a run going on `local` stops it, so that the next module finds it idle."""
+    yield
+    from dimster.coordinator.control import read_run_state
+
+    if read_run_state("local") is not None:
+        dimster("stop", "local")
 
 
 def copy_project(scratch_project: Path, destination: Path) -> Path:

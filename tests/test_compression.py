@@ -7,16 +7,9 @@ import os
 
 import pytest
 
-from tests.conftest import dimster
 from tests.runs import run_info, run_to_end
 
 COMPRESSIBLE = {"type": "COMPRESSIBLE", "compressibleRatio": 0.9}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster_down_afterwards():
-    yield
-    assert dimster("cluster", "down", "local").code == 0
 
 
 def producer_only_run(tmp_path, codec: str, library: str) -> tuple[dict, dict]:

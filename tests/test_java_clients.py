@@ -23,12 +23,6 @@ BIG_BATCHES = {
 MAX_POLL_RECORDS = 10
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster_down_afterwards():
-    yield
-    assert dimster("cluster", "down", "local").code == 0
-
-
 def big_batches_run(tmp_path, mode: str):
     tmp_path.mkdir()
     return run_to_end(

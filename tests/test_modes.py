@@ -27,13 +27,6 @@ CORRECTNESS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster_down_afterwards():
-    yield
-    dimster("stop", "local")
-    assert dimster("cluster", "down", "local").code == 0
-
-
 @pytest.fixture(autouse=True)
 def no_run_left_behind():
     """A test that fails half-way leaves no run going for the next one to trip over."""

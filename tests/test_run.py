@@ -13,13 +13,6 @@ from tests.conftest import dimster
 from tests.runs import run_info, run_to_end, start_run, table, write_workload
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster_down_afterwards():
-    """The runs bring `local` up (and leave it for the next run, as users want); stop it at the end."""
-    yield
-    assert dimster("cluster", "down", "local").code == 0
-
-
 @pytest.mark.kafka
 @pytest.mark.parametrize("consumer_type", ["SHARE_GROUP", "CONSUMER_GROUP"])
 def test_every_record_arrives_once(tmp_path, consumer_type):

@@ -17,14 +17,6 @@ from tests.runs import REPO, run_info, run_to_end, table
 pytestmark = [pytest.mark.kafka]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster_down_afterwards():
-    """The runs bring `local` up; it goes down once the module is done."""
-    yield
-    dimster("stop", "local")
-    assert dimster("cluster", "down", "local").code == 0
-
-
 def events(bundle) -> list[dict]:
     return [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
 

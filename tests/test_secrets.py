@@ -15,14 +15,6 @@ from tests.runs import BASE
 pytestmark = pytest.mark.kafka  # the run ends with its Spark summary
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster_down_afterwards():
-    """The run brings `local` up (and leaves it for the next run, as users want); stop it at the end."""
-    yield
-    dimster("stop", "local")
-    assert dimster("cluster", "down", "local").code == 0
-
-
 def files_holding(folder: Path, values: list[str]) -> list[str]:
     """`path: value` for every file under `folder` that holds one of `values` (bytes, any file type)."""
     found = []

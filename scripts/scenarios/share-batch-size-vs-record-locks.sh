@@ -92,8 +92,8 @@ echo "== step 1: one producer, linger.ms=10 (bigger batches)"
 sleep "$step"
 numbers
 
-echo "== step 2: batch.size=32768, linger.ms=50 (batches of ~64 records)"
-"$dimster" run "$env" --modify --set kafkaConfig.producerConfig.batch.size=32768 kafkaConfig.producerConfig.linger.ms=50
+echo "== step 2: batch.size=32768, linger.ms=100 (batches of ~64 records)"
+"$dimster" run "$env" --modify --set kafkaConfig.producerConfig.batch.size=32768 kafkaConfig.producerConfig.linger.ms=100
 judge "falling behind after batch.size=32768" \
   "falls behind: consumed below the target rate, backlog over 2,000" \
   "$(after_a_step) and targetRate>=0.95*$rate and consRate<0.9*targetRate and backlog>2000"
