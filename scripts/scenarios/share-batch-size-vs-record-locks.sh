@@ -27,7 +27,16 @@ env="${1:-local}"
 step="${STEP_SECONDS:-60}"
 patience="${PATIENCE_SECONDS:-240}"
 workload="${WORKLOAD:-$root/run/workloads/run-test/run-sharegroup-proc-time-5ms-small.yaml}"
-rate="$("$root/.venv/bin/python" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["producerRate"])' "$workload")"
+workload_key() {  # a key of the workload file, e.g. workload_key producerRate
+  "$root/.venv/bin/python" -c '
+import sys, yaml
+value = yaml.safe_load(open(sys.argv[1]))
+for key in sys.argv[2:]:
+    value = value[key]
+print(value)' "$workload" "$@"
+}
+rate="$(workload_key producerRate)"
+max_poll="$(workload_key kafkaConfig shareConsumerConfig max.poll.records)"
 keeps_up="targetRate>=0.95*$rate and consRate>=0.95*targetRate and backlog<3000"
 
 field() {  # one field of the run's status
@@ -92,8 +101,8 @@ echo "== step 1: one producer, linger.ms=10 (bigger batches)"
 sleep "$step"
 numbers
 
-echo "== step 2: batch.size=32768, linger.ms=100 (batches of ~64 records)"
-"$dimster" run "$env" --modify --set kafkaConfig.producerConfig.batch.size=32768 kafkaConfig.producerConfig.linger.ms=100
+echo "== step 2: batch.size=32768, linger.ms=200 (batches of ~64 records)"
+"$dimster" run "$env" --modify --set kafkaConfig.producerConfig.batch.size=32768 kafkaConfig.producerConfig.linger.ms=200
 judge "falling behind after batch.size=32768" \
   "falls behind: consumed below the target rate, backlog over 2,000" \
   "$(after_a_step) and targetRate>=0.95*$rate and consRate<0.9*targetRate and backlog>2000"
@@ -115,8 +124,8 @@ drain
 await_redeploy 2
 "$dimster" run "$env" --modify --set kafkaConfig.shareConsumerConfig.share.acquire.mode=record_limit
 "$dimster" run "$env" --modify --set producerRate $rate consumerProcMsMin=5 consumerProcMsMax=5
-judge "coping with record_limit" "copes again with record_limit: no poll holds more than max.poll.records (30)" \
-  "$(after_a_step) and $keeps_up and maxPollRecords<=30"
+judge "coping with record_limit" "copes again with record_limit: no poll holds more than max.poll.records ($max_poll)" \
+  "$(after_a_step) and $keeps_up and maxPollRecords<=$max_poll"
 
 echo "== stop"
 trap - EXIT
