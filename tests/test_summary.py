@@ -10,12 +10,21 @@ import pandas as pd
 import pytest
 
 from dimster.metrics.histogram import ALPHA, Histogram
+from dimster.pipeline.spark import kept_spark_session
 from dimster.pipeline.summary import QUANTILES, summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport
 from tests.conftest import dimster
 
 START = 1_800_000_000.0
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory) -> str:
+    """The master of one Spark session for this module's summaries (one JVM, not one per test)."""
+    master = "local[2]"
+    with kept_spark_session(master, tmp_path_factory.mktemp("spark") / "spark.log"):
+        yield master
 
 
 def exact_percentile(values: np.ndarray, num: int, den: int) -> float:
@@ -82,9 +91,9 @@ def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> d
 
 
 @pytest.mark.spark
-def test_spark_percentiles_match_exact_ones_within_the_bound(tmp_path):
+def test_spark_percentiles_match_exact_ones_within_the_bound(tmp_path, spark):
     samples = synthetic_run(tmp_path)
-    summary = summarize(tmp_path, "local[2]")
+    summary = summarize(tmp_path, spark)
     everything = np.concatenate(list(samples.values()))
     overall = summary["latency_ms"]["e2e"]
     assert overall["count"] == len(everything)
@@ -141,7 +150,7 @@ def test_folder_that_is_not_a_run_is_refused(tmp_path):
 
 
 @pytest.mark.spark
-def test_throughput_counts_the_time_each_worker_reports_covered(tmp_path):
+def test_throughput_counts_the_time_each_worker_reports_covered(tmp_path, spark):
     """Two workers at 1,000 msg/s each, reporting every second at their own offsets, after a warm-up;
     the load stops 0.4 s into a second: 2,000 msg/s, not less for a last second only partly filled."""
     writer = MetricsWriter(tmp_path / "metrics", START)
@@ -159,14 +168,14 @@ def test_throughput_counts_the_time_each_worker_reports_covered(tmp_path):
             previous = end
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
-    throughput = summarize(tmp_path, "local[1]")["throughput"]
+    throughput = summarize(tmp_path, spark)["throughput"]
     assert throughput["produced_msgs_per_s"] == pytest.approx(2000, rel=0.001)
     assert throughput["consumed_msgs_per_s"] == pytest.approx(1800, rel=0.001)
     assert throughput["seconds"] == pytest.approx(10.4 - 1.3)  # worker 0: from its last warm-up report
 
 
 @pytest.mark.spark
-def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path):
+def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path, spark):
     """Two brokers scraped every 5 s; broker 1 restarts mid-run (its counters start again)."""
     synthetic_run(tmp_path, seconds=4, consumers=1, per_second=100)
     info = json.loads((tmp_path / "run.json").read_text())
@@ -194,7 +203,7 @@ def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path
             ]
             writer.add_broker_samples(at, broker, samples, "measure")
     writer.flush()
-    brokers = summarize(tmp_path, "local[1]")["brokers"]
+    brokers = summarize(tmp_path, spark)["brokers"]
     produce_rates = {r["broker"]: r for r in brokers["requests"] if r["request"] == "Produce"}
     assert produce_rates[1]["requests_per_s"] == pytest.approx((500 + 500 + 100 + 500) / 20)  # not (600 - 0) / 20
     assert produce_rates[2]["requests_per_s"] == pytest.approx(1000 / 20)
@@ -205,7 +214,7 @@ def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path
 
 
 @pytest.mark.spark
-def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path):
+def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path, spark):
     """The brokers' lag every 5 s beside dimster's backlog; the account and the lock counts from run.json."""
     from dimster.kafka.groups import LagSample
     from dimster.report.html import write_report
@@ -222,7 +231,7 @@ def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path):
         sample = LagSample(START + 5 * i, {"g": {0: (10 * i, lag - lag // 2), 1: (0, lag // 2)}})
         writer.add_group_lag(sample, {"g": backlog}, "measure")
     writer.flush()
-    summary = summarize(tmp_path, "local[1]")
+    summary = summarize(tmp_path, spark)
     assert summary["broker_lag"] == {"g": {"end": 0, "max": 300, "backlog_max": 300}}
     assert summary["account"] == account
     assert summary["share_outcomes"]["archived"] == 5 and summary["share_outcomes"]["lock_timeouts"] == 7
@@ -234,7 +243,7 @@ def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path):
 
 
 @pytest.mark.spark
-def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_path):
+def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_path, spark):
     """Worker 0 hosts a producer (1 MB/s, 0.25 CPU s/s), worker 1 a consumer (2 MB/s, 0.8 CPU s/s);
     their start-up (5 CPU seconds in the first warm-up report) is not the load's cost."""
     writer = MetricsWriter(tmp_path / "metrics", START)
@@ -247,7 +256,7 @@ def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_
         writer.add(IntervalReport(1, START + second, [consumer], cpu_seconds=0.8 + startup), phase)
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
-    cpu = summarize(tmp_path, "local[1]")["worker_cpu"]
+    cpu = summarize(tmp_path, spark)["worker_cpu"]
     assert cpu["producer_cpu_seconds_per_mb"] == pytest.approx(0.25)
     assert cpu["consumer_cpu_seconds_per_mb"] == pytest.approx(0.4)
     assert cpu["cores"] == pytest.approx(1.05)
@@ -256,7 +265,7 @@ def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_
 
 
 @pytest.mark.spark
-def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path):
+def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path, spark):
     writer = MetricsWriter(tmp_path / "metrics", START)
     for second in range(1, 6):
         clients = [
@@ -266,26 +275,26 @@ def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path):
         writer.add(IntervalReport(0, START + second, clients, cpu_seconds=0.5), "measure")
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
-    cpu = summarize(tmp_path, "local[1]")["worker_cpu"]
+    cpu = summarize(tmp_path, spark)["worker_cpu"]
     assert cpu["cores"] == pytest.approx(0.5)
     assert cpu["producer_cpu_seconds_per_mb"] is None and cpu["consumer_cpu_seconds_per_mb"] is None
 
 
 @pytest.mark.spark
-def test_a_run_stopped_in_its_warm_up_has_no_cpu_figures_and_still_a_summary(tmp_path):
+def test_a_run_stopped_in_its_warm_up_has_no_cpu_figures_and_still_a_summary(tmp_path, spark):
     writer = MetricsWriter(tmp_path / "metrics", START)
     for second in range(1, 4):
         producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=10, sent_bytes=10_000)
         writer.add(IntervalReport(0, START + second, [producer], cpu_seconds=0.5), "warmup")
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "stopped", "load_started": START}))
-    summary = summarize(tmp_path, "local[1]")
+    summary = summarize(tmp_path, spark)
     assert set(summary["worker_cpu"].values()) == {None}
     assert summary["compression"]["payload_bytes"] == 30_000 and summary["compression"]["ratio"] is None
 
 
 @pytest.mark.spark
-def test_compression_ratio_is_the_payload_over_the_bytes_the_brokers_took_in_for_the_runs_topics(tmp_path):
+def test_compression_ratio_is_the_payload_over_the_bytes_the_brokers_took_in_for_the_runs_topics(tmp_path, spark):
     """10 MB of payload, warm-up included; broker 1 counts 2.5 MB for the run's topic across a restart
     (its counter starts again), broker 2 leads nothing of it; another topic's bytes do not count."""
     writer = MetricsWriter(tmp_path / "metrics", START)
@@ -304,10 +313,10 @@ def test_compression_ratio_is_the_payload_over_the_bytes_the_brokers_took_in_for
     writer.flush()
     info = {"run_id": "r", "status": "completed", "load_started": START, "topics": ["t"]}
     (tmp_path / "run.json").write_text(json.dumps(info))
-    compression = summarize(tmp_path, "local[1]")["compression"]
+    compression = summarize(tmp_path, spark)["compression"]
     assert compression["payload_bytes"] == 10_000_000 and compression["broker_bytes_in"] == 2_500_000
     assert compression["ratio"] == pytest.approx(4.0)
     assert compression["producer_compression_rate_avg"] is None  # no Java producer statistics
     # a run that died before run.json named its topics: its producers' topic counts
     (tmp_path / "run.json").write_text(json.dumps({**info, "status": "failed", "topics": None}))
-    assert summarize(tmp_path, "local[1]")["compression"]["ratio"] == pytest.approx(4.0)
+    assert summarize(tmp_path, spark)["compression"]["ratio"] == pytest.approx(4.0)

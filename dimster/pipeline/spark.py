@@ -14,6 +14,7 @@ from pathlib import Path
 from dimster.errors import DimsterError
 
 DEFAULT_MASTER = "local[*]"
+_kept: dict[str, object] = {}  # master -> the session kept_spark_session() holds open in this process
 
 
 def spark_master(option: str | None) -> str:
@@ -41,6 +42,18 @@ def _output_to(log: Path) -> Iterator[None]:
             os.close(original)
 
 
+@contextlib.contextmanager
+def kept_spark_session(master: str, log: Path) -> Iterator:
+    """One session for every job on `master` in this process while the block lasts, instead of a JVM
+    started and ended for each: for a caller that summarizes many small folders (the test suite)."""
+    with spark_session(master, log) as session:
+        _kept[master] = session
+        try:
+            yield session
+        finally:
+            del _kept[master]
+
+
 def log_tail(log: Path, lines: int = 15) -> str:
     """The last lines of Spark's log, to show with an error."""
     if not log.is_file():
@@ -50,7 +63,11 @@ def log_tail(log: Path, lines: int = 15) -> str:
 
 @contextlib.contextmanager
 def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> Iterator:
-    """A session whose JVM writes to `log`; a DimsterError raised while it is open carries the log's tail."""
+    """A session whose JVM writes to `log`; a DimsterError raised while it is open carries the log's tail.
+    Inside kept_spark_session(master) it is that session, left open (its JVM writes to its own log)."""
+    if master in _kept:
+        yield _kept[master]
+        return
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
