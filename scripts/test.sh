@@ -21,6 +21,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >/dev/null 2>&1 ||
     echo "warning: could not install ${missing[*]} (apt-get install ${missing[*]}); tests that need them will fail" >&2
 fi
-# Two pytest workers: one runs the tests that start Kafka, Spark or a browser, one after another; the
-# other the unit tests beside them (tests/conftest.py groups them). `-n 0` runs everything in one process.
-exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+exec .venv/bin/python -m pytest "$@"

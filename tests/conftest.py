@@ -39,14 +39,6 @@ SLOTS = 12  # the shipped profiles (6) and the spare slots tests take (up to 5),
 SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
 
 
-def pytest_collection_modifyitems(items):
-    """Under `-n 2 --dist loadgroup` (scripts/test.sh) the tests that start Kafka, Spark or a browser run
-    one after another on one worker, in file order, as without xdist; the unit tests run on the other."""
-    for item in items:
-        if not item.get_closest_marker("unit"):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
-
-
 def pytest_collection_finish(session):
     """With DIMSTER_LIST_KINDS set, list every collected test with its kind markers (test_markers)."""
     if os.environ.get("DIMSTER_LIST_KINDS"):
