@@ -21,4 +21,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >/dev/null 2>&1 ||
     echo "warning: could not install ${missing[*]} (apt-get install ${missing[*]}); tests that need them will fail" >&2
 fi
-exec .venv/bin/python -m pytest "$@"
+# The whole suite (no arguments but output options): the unit tests run in a second pytest session
+# beside the one that starts Kafka, Spark or a browser one test after another. Each session has its
+# own scratch project, ports and state folder (tests/conftest.py); the exit code is the first failure's.
+whole=1
+for arg in "$@"; do
+  case "$arg" in -v | -vv | -q | -x | -rA | --durations=*) ;; *) whole=0 ;; esac
+done
+if [ "$whole" = 0 ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+unit_log="$(mktemp "${TMPDIR:-/tmp}/dimster-unit-tests.XXXXXX")"
+.venv/bin/python -m pytest -m unit "$@" >"$unit_log" 2>&1 &
+unit_pid=$!
+status=0
+.venv/bin/python -m pytest -m "not unit" "$@" || status=$?
+unit_status=0
+wait "$unit_pid" || unit_status=$?
+echo
+echo "== the unit tests, run beside the others (pytest -m unit): exit $unit_status"
+cat "$unit_log"
+rm -f "$unit_log"
+if [ "$status" -ne 0 ]; then exit "$status"; fi
+exit "$unit_status"

@@ -6,6 +6,7 @@ when the suite starts, in a block no shipped profile uses: a user's clusters of 
 profiles (local, localBeefy) may run beside the suite and are never touched."""
 
 import contextlib
+import fcntl
 import os
 import random
 import re
@@ -119,13 +120,29 @@ def busy_port():
         yield holder.getsockname()[1]
 
 
+_claimed_blocks = []  # the lock files of this session's port block, held open while it lasts
+
+
+def claimed(start: int) -> bool:
+    """Claim a port block for this session (a lock file held until the process ends): two sessions at
+    once, such as scripts/test.sh's unit and Kafka sessions, never share one."""
+    lock = open(Path(tempfile.gettempdir()) / f"dimster-test-ports-{start}.lock", "w")  # noqa: SIM115
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return False
+    _claimed_blocks.append(lock)
+    return True
+
+
 def free_port_block() -> int:
-    """The first port of a block of SLOT * SLOTS ports, each free now and none used by a shipped profile.
-    Blocks are tried in random order, so that two sessions at once rarely pick the same one."""
+    """The first port of a block of SLOT * SLOTS ports, each free now, none used by a shipped profile and
+    no other session's. Blocks are tried in random order."""
     taken = shipped_ports()
     for start in random.sample(SEARCH, len(SEARCH)):
         block = range(start, start + SLOT * SLOTS)
-        if not taken.intersection(block) and all(port_is_free(p) for p in block):
+        if not taken.intersection(block) and all(port_is_free(p) for p in block) and claimed(start):
             return start
     raise RuntimeError(f"no free block of {SLOT * SLOTS} loopback ports between {SEARCH.start} and {SEARCH.stop}")
 
