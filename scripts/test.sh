@@ -34,6 +34,8 @@ fi
 unit_log="$(mktemp "${TMPDIR:-/tmp}/dimster-unit-tests.XXXXXX")"
 .venv/bin/python -m pytest -m unit "$@" >"$unit_log" 2>&1 &
 unit_pid=$!
+# a background job ignores Ctrl-C in a script: end it by its PID when the script ends early
+trap 'kill "$unit_pid" 2>/dev/null || true; rm -f "$unit_log"' EXIT
 status=0
 .venv/bin/python -m pytest -m "not unit" "$@" || status=$?
 unit_status=0
@@ -41,6 +43,5 @@ wait "$unit_pid" || unit_status=$?
 echo
 echo "== the unit tests, run beside the others (pytest -m unit): exit $unit_status"
 cat "$unit_log"
-rm -f "$unit_log"
 if [ "$status" -ne 0 ]; then exit "$status"; fi
 exit "$unit_status"

@@ -22,6 +22,7 @@ import psutil
 import pytest
 import yaml
 
+from dimster.coordinator.control import read_run_state
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
 from tests.netns import unused_subnet
 
@@ -223,9 +224,9 @@ def state_dir(tmp_path_factory, scratch_project) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def local_cluster_down_at_the_end(state_dir):
     """Runs bring the session's `local` up and leave it for the next run, as users want: the Kafka
-    modules share one warm broker, and it goes down once, when the session ends."""
+    modules share one warm broker, and it goes down once, when the session ends (after the last
+    module's no_run_left_on_local)."""
     yield
-    dimster("stop", "local")
     assert dimster("cluster", "down", "local").code == 0
 
 
@@ -233,8 +234,6 @@ def local_cluster_down_at_the_end(state_dir):
 def no_run_left_on_local():
     """A module that leaves a run going on `local` stops it, so that the next module finds it idle."""
     yield
-    from dimster.coordinator.control import read_run_state
-
     if read_run_state("local") is not None:
         dimster("stop", "local")
 

@@ -104,12 +104,6 @@ def test_dry_run_lists_the_points_and_an_estimate(tmp_path):
     assert "8 run(s) of 'grid' in mode steady; estimated" in lines[-1]
 
 
-@pytest.fixture
-def no_run_left_afterwards():
-    yield
-    dimster("stop", "local")
-
-
 def current_status() -> dict | None:
     """The run's status through the control channel (in process: quicker than the CLI), or None
     between points."""
@@ -120,7 +114,7 @@ def current_status() -> dict | None:
 
 
 @pytest.mark.kafka
-def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_path, no_run_left_afterwards):
+def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_path):
     path = write_campaign(tmp_path)
     results = tmp_path / "campaigns"
     command = [sys.executable, "-m", "dimster", "campaign", "local", "-c", str(path), "--results", str(results)]
