@@ -811,6 +811,7 @@ class Coordinator:
             "duplicates": self.aggregate.duplicates,
             "sendErrors": self.aggregate.send_errors,
             "brokerLag": sum(self.broker_lag.lag(g) for g in self.topology.groups) if self.broker_lag else None,
+            "brokerLagAtSeconds": round(self.broker_lag.at - self.load_started, 1) if self.broker_lag else None,
             "lockRenewals": self.aggregate.renewed,
             "lockTimeouts": self.aggregate.lock_timeouts,
             # known once the consumers have closed at the end of the run

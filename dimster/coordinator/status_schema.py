@@ -40,6 +40,12 @@ FIELDS: tuple[StatusField, ...] = (
         "gauge",
         "Records the groups have yet to consume as the brokers count them (share groups: KIP-1226 lag), every 5 s",
     ),
+    StatusField(
+        "brokerLagAtSeconds",
+        "dimster_broker_lag_read_at_seconds",
+        "gauge",
+        "When brokerLag was read, in seconds since load started",
+    ),
     StatusField("duplicates", "dimster_duplicate_messages_total", "counter", "Records settled more than once"),
     StatusField("sendErrors", "dimster_send_errors_total", "counter", "Records the producers failed to send"),
     StatusField(
