@@ -4,6 +4,7 @@ a read-only redeploy during a run recreates the containers one at a time and los
 removes exactly what dimster created. The tests of this module run in order on one cluster."""
 
 import json
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,9 @@ from tests.runs import status, wait, write_workload
 
 pytestmark = pytest.mark.kafka
 
-ENV = "dk"
+# a name of this session's own: a podman killed mid-run leaves its network's DNS records in the
+# machine-wide /run/containers/networks, and a network of the same name would inherit them
+ENV = f"dk{secrets.token_hex(3)}"
 LABEL = "io.dimster.environment"
 
 

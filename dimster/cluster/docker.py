@@ -9,6 +9,7 @@ import functools
 import io
 import json
 import queue
+import re
 import shutil
 import tarfile
 import threading
@@ -47,6 +48,7 @@ CONTROLLER_PORT = 9093
 METRICS_PORT = 9404  # the JMX exporter, published as brokerMetricsPortBase + index
 RESTART_STOP_SECONDS = 30  # a node stopped for a restart: SIGTERM, then SIGKILL after this long
 LOG_TAIL_LINES = 20_000  # of a node's container log kept in a run's bundle
+UNRESOLVED = re.compile(r"UnknownHostException: ([\w.-]+)")  # a name the node could not resolve
 DOWN_STOP_SECONDS = 10  # all nodes at once: the last ones wait for a quorum that is going, so not long
 
 
@@ -286,17 +288,34 @@ class DockerCluster(NodeCluster):
             raise ClusterError(
                 f"broker node {node_id} of '{self.profile.name}' exited ({container.status}); "
                 f"its log: dimster cluster logs {self.profile.name} --node {node_id}",
-                detail="\n".join(self._tail(container, 12)),
+                detail=self._why_stopped(container),
             )
 
     def failure_detail(self, index: int) -> str:
         container = self.containers().get(self.profile.node_ids[index])
-        return "\n".join(self._tail(container, 12)) if container else ""
+        return self._why_stopped(container) if container else ""
+
+    def _why_stopped(self, container: Container) -> str:
+        """A node's first errors (else its last lines); when it could not resolve the other nodes'
+        names, the network's DNS is said to be the cause."""
+        lines = self._tail(container, None)
+        errors = [line for line in lines if " ERROR " in line or " FATAL " in line][:6] or lines[-12:]
+        names = {self.container_name(i) for i in range(self.profile.nodes)}
+        unresolved = sorted({m for line in lines for m in UNRESOLVED.findall(line)} & names)
+        if unresolved:
+            errors.append(
+                f"the node could not resolve {', '.join(unresolved)}: the daemon's DNS on network "
+                f"{self.network_name} does not answer for them (with podman, records left in "
+                f"/run/containers/networks/aardvark-dns/{self.network_name} by a podman that was killed "
+                "do that: `dimster cluster down`, then remove that file)"
+            )
+        return "\n".join(errors)
 
     @staticmethod
-    def _tail(container: Container, lines: int) -> list[str]:
+    def _tail(container: Container, lines: int | None) -> list[str]:
+        """The last `lines` lines of the container's log (None: all of them)."""
         try:
-            return container.logs(tail=lines).decode(errors="replace").splitlines()
+            return container.logs(tail=lines or "all").decode(errors="replace").splitlines()
         except DAEMON_ERRORS:
             return []
 
