@@ -6,9 +6,7 @@ Usage: .venv/bin/python scripts/campaign_charts.py CAMPAIGN_DIR OUT.png [METRIC 
 (METRIC: consumed_msgs_per_s, e2e_p99_ms, mode_limit_msgs_per_s, compression_ratio, ...; default the
 first two)."""
 
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -30,19 +28,13 @@ def main(folder: Path, out: Path, metrics: list[str]) -> None:
     dimensions = campaign_dimensions(campaign)
     values = {int(p["index"]): p["values"] for p in campaign["points"]}
     page = Page(campaign["name"])
-    page.add("<style>.modebar { display: none; }</style>")  # a picture has no use for the toolbar
     for metric in metrics:
         figure = dimension_figure(dimensions[0], dimensions[1:], points, values, metric, labels[metric])
         figure.update_layout(width=WIDTH, height=HEIGHT)
         if metric.endswith("_ms"):  # from milliseconds to a minute when consumers fall behind
             figure.update_yaxes(type="log")
         page.add(page.figure(figure))
-    with tempfile.TemporaryDirectory() as scratch:
-        html = Path(scratch) / "charts.html"
-        html.write_text(page.render())
-        size = f"--window-size={WIDTH + 80},{(HEIGHT + 40) * len(metrics) + 60}"
-        command = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", size]
-        subprocess.run([*command, f"--screenshot={out.resolve()}", html.as_uri()], check=True, capture_output=True)
+    page.screenshot(out, WIDTH + 80, (HEIGHT + 40) * len(metrics) + 60)
     print(markdown_table(points, dimensions, metrics, labels))
 
 
