@@ -48,6 +48,7 @@ def test_implicit_poll_settles_every_record_and_times_it_per_partition():
     client._record(polled(records, foreign=2), None)
     interval = client.take_interval()
     assert (interval.polls, interval.received, interval.max_poll_records) == (1, 13, 13)
+    assert interval.max_poll_partitions == 2  # partitions 0 and 1 (the foreign records' 0 among them)
     assert interval.accepted == 13 and interval.received_bytes == 1300
     assert interval.settled == {1: [(0, 9)], 2: [(0, 0)]}
     assert interval.delivery_counts == {1: 13}

@@ -27,6 +27,7 @@ from dimster.worker.protocol import (
     Refused,
     RemoveClients,
     Report,
+    RestartConsumers,
     SetClock,
     StartLoad,
     StopProducers,
@@ -65,6 +66,7 @@ INTERVAL = ClientInterval(
     settled={0: [(0, 4), (6, 9)], 3: [(0, 0)]},
     client_stats={"batch_records_avg": 12.5},
     failed_sequences=[5],
+    rebalances=[(1_790_000_000.25, "revoked", 3), (1_790_000_000.5, "assigned", 2)],
 )
 EXAMPLES = [
     Hello("0.1.0", 1, "run-1", "coordinator-host"),
@@ -76,6 +78,7 @@ EXAMPLES = [
     RemoveClients(["p9", "c11"]),
     StopProducers(),
     CrashConsumers(["c0", "c2"]),
+    RestartConsumers(["c1"]),
     WatchRedeliveries("g", 1_800_000_000.5, {1: [(0, 4), (9, 9)]}),
     Close(),
     ClockProbe(1_790_000_000.5),
@@ -83,7 +86,11 @@ EXAMPLES = [
     Welcome("0.1.0", 1, "agent-a", 16, 64 * 2**30, busy_with="run-0 from h"),
     Refused("busy with run run-0 from h"),
     Ready(),
-    Report(IntervalReport(2, 1_790_000_001.0, [INTERVAL, ClientInterval("p0", "producer", "t", next_sequence=99)])),
+    Report(
+        IntervalReport(
+            2, 1_790_000_001.0, [INTERVAL, ClientInterval("p0", "producer", "t", next_sequence=99)], cpu_seconds=0.75
+        )
+    ),
     ProducersStopped(),
     LogFile("worker-2.log", b"line\n\x00\xff"),
     Closed(),

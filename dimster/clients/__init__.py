@@ -55,8 +55,21 @@ class ProducerDriver(Protocol):
         """Deliver what is buffered (up to `timeout` s) and close; returns how many records were left."""
 
 
+REBALANCE_KINDS = ("assigned", "revoked", "lost")  # the rebalance callbacks of a consumer-group member
+Rebalance = tuple[float, str, int]  # (epoch s on this host's clock, one of REBALANCE_KINDS, partitions)
+
+
 class ConsumerDriver(Protocol):
     def subscribe(self, topic: str) -> None: ...
+
+    def take_rebalances(self) -> list[Rebalance]:
+        """Consumer groups: the rebalance callbacks since the last call (they run inside poll and close)."""
+
+    def assigned_partitions(self) -> list[int]:
+        """Consumer groups: the partitions assigned to this member now, in order."""
+
+    def pause_only(self, paused: set[int]) -> None:
+        """Consumer groups: pause these assigned partitions and resume every other one."""
 
     def poll(self, timeout: float) -> Polled | None:
         """Records of one poll, or None when there were none."""

@@ -8,7 +8,7 @@ import time
 import jpype
 import numpy as np
 
-from dimster.clients import STATS_INTERVAL_S, Polled, Refused
+from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Polled, Rebalance, Refused
 from dimster.clients.properties import property_text
 from dimster.metrics.client_stats import JAVA_METRICS, java_client_stats
 from dimster.workload.distributor import Choice
@@ -88,6 +88,16 @@ class JavaConsumer:
 
     def subscribe(self, topic: str) -> None:
         self.java.subscribe(topic)
+
+    def take_rebalances(self) -> list[Rebalance]:
+        flat = list(self.java.takeRebalances())
+        return [(at / 1000, REBALANCE_KINDS[kind], count) for at, kind, count in zip(*[iter(flat)] * 3, strict=True)]
+
+    def assigned_partitions(self) -> list[int]:
+        return sorted(int(p) for p in self.java.assignedPartitions())
+
+    def pause_only(self, paused: set[int]) -> None:
+        self.java.pauseOnly(jpype.JArray(jpype.JInt)(sorted(paused)))
 
     def poll(self, timeout: float) -> Polled | None:
         count = self.java.poll(int(timeout * 1000))

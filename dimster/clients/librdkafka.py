@@ -8,7 +8,7 @@ import time
 import numpy as np
 from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer
 
-from dimster.clients import STATS_INTERVAL_S, Polled, Refused
+from dimster.clients import STATS_INTERVAL_S, Polled, Rebalance, Refused
 from dimster.clients.properties import property_text
 from dimster.metrics.client_stats import extract_client_stats
 from dimster.workload.distributor import Choice
@@ -101,6 +101,7 @@ class LibrdkafkaConsumer:
     def __init__(self, properties: dict, client_id: str, share: bool, on_stats, verify: bool = False):
         self.share, self.verify = share, verify
         self._messages: list = []  # the last poll's, for explicit acknowledgement
+        self._rebalances: list[Rebalance] = []
         config = _config(properties, client_id, on_stats)
         self._refused = Refused([])
         if share:
@@ -111,7 +112,26 @@ class LibrdkafkaConsumer:
             self.consumer = Consumer(config)
 
     def subscribe(self, topic: str) -> None:
-        self.consumer.subscribe([topic])
+        if self.share:
+            self.consumer.subscribe([topic])
+            return
+
+        def note(kind: str):  # confluent-kafka assigns or unassigns itself after the callback
+            return lambda _consumer, partitions: self._rebalances.append((time.time(), kind, len(partitions)))
+
+        self.consumer.subscribe([topic], on_assign=note("assigned"), on_revoke=note("revoked"), on_lost=note("lost"))
+
+    def take_rebalances(self) -> list[Rebalance]:
+        taken, self._rebalances = self._rebalances, []
+        return taken
+
+    def assigned_partitions(self) -> list[int]:
+        return sorted(tp.partition for tp in self.consumer.assignment())
+
+    def pause_only(self, paused: set[int]) -> None:
+        assigned = self.consumer.assignment()
+        self.consumer.pause([tp for tp in assigned if tp.partition in paused])
+        self.consumer.resume([tp for tp in assigned if tp.partition not in paused])
 
     def poll(self, timeout: float) -> Polled | None:
         messages = self.consumer.poll(timeout) if self.share else self.consumer.consume(self.batch, timeout)

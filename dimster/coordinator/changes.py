@@ -17,6 +17,8 @@ LIVE = {
     "consumerProcParallelism": "processing",
     "acknowledgement": "consumers",
     "consumersPaused": "pause",
+    "staticMembership": "consumers",
+    "flowControl": "flow-control",
     "consumerCrashes": "coordinator",
     "faults": "faults",
     "producersPerTopic": "client-count",

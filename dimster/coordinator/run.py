@@ -10,6 +10,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
+from dimster.clients import REBALANCE_KINDS
 from dimster.clients.properties import check_client_configs
 from dimster.cluster.backend import ClusterBackend, backend_for
 from dimster.coordinator.aggregate import RunAggregate
@@ -19,7 +20,7 @@ from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlRequest, ControlServer
 from dimster.coordinator.correctness import correctness_verdict
-from dimster.coordinator.crashes import CRASH_KEY, crash_count, due_crashes, victims
+from dimster.coordinator.crashes import CRASH_KEY, RESTART_KEY, crash_count, due_crashes, restart_count, victims
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.faults import FaultRunner, check_faults, fault_steps
 from dimster.coordinator.plans import RunPlan, SteadyPlan, plan_for
@@ -52,6 +53,7 @@ from dimster.worker.protocol import (
     Ready,
     RemoveClients,
     Report,
+    RestartConsumers,
     StartLoad,
     StopProducers,
     Update,
@@ -144,6 +146,8 @@ class Coordinator:
         self.broker_scraper: BrokerScraper | None = None  # the brokers' own metrics, while load runs
         self.broker_samples: queue.Queue[tuple[float, int, list]] = queue.Queue()
         self.crashed = 0  # consumers crashed so far (crashConsumers, consumerCrashes)
+        self.restarted = 0  # consumers restarted so far (restartConsumers)
+        self.rebalances: dict[str, Counter] = {}  # consumer groups: rebalance callbacks per group and kind
         self.record_lock_ms = 30_000  # the share groups' lock duration at start (read from the broker)
         self.scheduled_crashes_fired = 0  # of consumerCrashes
         self.lag_watch: LagWatch | None = None  # the groups' lag as the brokers see it, while load runs
@@ -281,6 +285,7 @@ class Coordinator:
                 self.self_cost.report_handled(message.report.end_time)
             self.aggregate.add(message.report)
             self._note_crashes(message.report)
+            self._note_rebalances(message.report)
             if self.exporter:
                 self.exporter.add(message.report)
             if self.metrics:
@@ -295,6 +300,18 @@ class Coordinator:
             self._fail(message.reason)
         elif isinstance(message, WorkerLost) and not state.gone:
             self._worker_lost(index, message)
+
+    def _note_rebalances(self, report) -> None:
+        """Consumer groups: every member's rebalance callbacks as events, counted per group (run.json)."""
+        seen: dict[str, Counter] = {}
+        for c in report.clients:
+            for at, kind, partitions in c.rebalances:
+                self.bundle.event(f"consumer_{kind}", client=c.client_id, group=c.group, at=at, partitions=partitions)
+                seen.setdefault(c.group, Counter())[kind] += 1
+        for group, counts in seen.items():
+            self.rebalances.setdefault(group, Counter()).update(counts)
+            told = ", ".join(f"{counts[kind]} {kind}" for kind in REBALANCE_KINDS if counts[kind])
+            self.say(f"-- {group}: rebalance callbacks: {told}")
 
     def _note_crashes(self, report) -> None:
         """A crashed consumer reported what it held: the group's consumers watch for those records."""
@@ -321,6 +338,24 @@ class Coordinator:
         )
         plan = f", by the {by}" if by != "control" else ""
         self.say(f"-- crash {', '.join(chosen)}: they stop without acknowledging what they hold{plan}")
+        return entry
+
+    def restart_consumers(self, count: int, by: str) -> dict:
+        """Restart `count` consumers now: each closes its Kafka client and starts a new one with the same
+        client id (and group.instance.id, with staticMembership); recorded like a modification."""
+        applied = time.time()  # before any consumer hears of it: its callbacks come after
+        chosen = victims(self._live_consumers(), count, self.restarted)
+        self.restarted += count
+        by_worker: dict[int, list[str]] = {}
+        for chosen_one in chosen:
+            by_worker.setdefault(self.placement[chosen_one], []).append(chosen_one)
+        for index, client_ids in by_worker.items():
+            self._send(index, RestartConsumers(client_ids))
+        entry = self.bundle.modification(
+            key=RESTART_KEY, old=None, new=count, effect="restart", applied=applied, by=by, clients=chosen
+        )
+        static = " as static members" if self.workload.static_membership else ""
+        self.say(f"-- restart {', '.join(chosen)}: they close and join their group again{static}")
         return entry
 
     def _live_consumers(self) -> list[str]:
@@ -703,6 +738,7 @@ class Coordinator:
                 "topics": self.topology.topics,
                 "groups": self.topology.groups,
                 "consumer_assignment_seconds": self.assignment_seconds,
+                "rebalances": {group: dict(counts) for group, counts in self.rebalances.items()},
                 "clock_offsets": self._clock_offsets(),
                 "e2e_ms": self.aggregate.e2e_measured.summary_ms(),  # the summary has more
                 "coordinator": self.self_cost.as_record(),
@@ -839,16 +875,18 @@ class Coordinator:
         if self.phase not in ("warmup", "measure"):
             raise DimsterError(f"the run is {self.phase}: modifications apply only while load runs")
         crashes = [text for key, text in pairs if key == CRASH_KEY]
-        pairs = [(key, text) for key, text in pairs if key != CRASH_KEY]
+        restarts = [text for key, text in pairs if key == RESTART_KEY]
+        pairs = [(key, text) for key, text in pairs if key not in (CRASH_KEY, RESTART_KEY)]
         old = self.workload
         new = parse_workload(apply_overrides(old.to_yaml_dict(), pairs), "--set")
         crash = sum(crash_count(text, new, len(self._live_consumers())) for text in crashes)
+        restart = sum(restart_count(text, new, len(self._live_consumers())) for text in restarts)
         check_client_configs(new, "--set", self.cluster.profile.kafka_version)
         try:
             changes = live_changes(old.to_yaml_dict(), new.to_yaml_dict())
         except ValueError as e:
             raise DimsterError(f"--set: {e}") from None
-        if not changes and not crash:
+        if not changes and not crash and not restart:
             return {"applied": [], "notes": ["nothing changed"]}
         effects = {c.effect for c in changes}
         config_changes = None
@@ -882,6 +920,8 @@ class Coordinator:
         applied = [self._record(change, applied_at, by) for change in changes]
         if crash:
             applied.append(self.crash_consumers(crash, by))
+        if restart:
+            applied.append(self.restart_consumers(restart, by))
         return {"applied": applied, "notes": notes}
 
     def _heal_timeout(self) -> float:

@@ -30,6 +30,7 @@ INTERVAL_FIELDS = (
     "redelivered_after_crash",
     "polls",
     "max_poll_records",
+    "max_poll_partitions",
 )
 
 

@@ -23,6 +23,7 @@ from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, ProducerSpec
 from dimster.workload.distributor import distributor
+from dimster.workload.flow_control import partitions_to_pause
 from dimster.workload.model import Workload
 from dimster.workload.payload import body_count, make_bodies, unpack_headers
 from dimster.workload.processing import makespan_ms, processing_times_ms
@@ -69,12 +70,22 @@ def producer_driver(
     return driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
 
 
+def consumer_properties(workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, security: dict) -> dict:
+    """The Kafka properties of consumer `client_id`: with staticMembership its group.instance.id is its
+    client id, the same across its restarts, so that it keeps its partitions."""
+    role = "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
+    properties = client_properties(workload, bootstrap, security, role, spec.group)
+    if workload.static_membership:
+        properties["group.instance.id"] = client_id
+    return properties
+
+
 def consumer_driver(
     workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, on_stats, security: dict
 ) -> ConsumerDriver:
     share = spec.kind == "SHARE_GROUP"
     role = "share_consumer" if share else "consumer"
-    properties = client_properties(workload, bootstrap, security, role, spec.group)
+    properties = consumer_properties(workload, bootstrap, client_id, spec, security)
     if workload.client_library.of(role) == "java":
         from dimster.clients.java import JavaConsumer as driver
     else:
@@ -291,6 +302,7 @@ class ConsumerClient(LoadClient):
         self.broker_delivery_count_limit = delivery_count_limit
         self.record_lock_ms = record_lock_ms  # the group's at start (the broker's default unless set)
         self.rng = random.Random()
+        self.flow_polls = 0  # polls under flowControl, for its rotating pattern
         self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
         self.crashing = threading.Event()  # set by crash(): stop dead at the next chance
@@ -385,10 +397,14 @@ class ConsumerClient(LoadClient):
             while not self.stopping.is_set() and not self.recreate.is_set() and not self.paused:
                 if self.crashing.is_set():
                     break
+                if self.role == "consumer" and self.workload.flow_control.paused_fraction:
+                    self._pause_some(driver)  # its fraction and pattern may change live
                 polled = driver.poll(0.2)
                 polled_at = time.monotonic()
                 if self.role == "share_consumer":
                     self._count_refused(driver)
+                else:
+                    self._note_rebalances(driver)
                 if polled is None:
                     last = last_outcomes = None
                     continue
@@ -410,6 +426,22 @@ class ConsumerClient(LoadClient):
                 self._crashed(driver, last, last_outcomes)
             else:
                 driver.close()
+                if self.role == "consumer":
+                    self._note_rebalances(driver)  # what the close revoked
+
+    def _pause_some(self, driver: ConsumerDriver) -> None:
+        """flowControl: pause the partitions chosen for this poll and resume the others. (Turning it off
+        rebuilds the client: librdkafka may drop a resume that follows a pause too closely.)"""
+        assigned = driver.assigned_partitions()
+        if assigned:
+            self.flow_polls += 1
+            driver.pause_only(partitions_to_pause(assigned, self.workload.flow_control, self.flow_polls, self.rng))
+
+    def _note_rebalances(self, driver: ConsumerDriver) -> None:
+        taken = driver.take_rebalances()
+        if taken:
+            with self.lock:
+                self.interval.rebalances += [(at - clock.offset(), kind, count) for at, kind, count in taken]
 
     def _crashed(self, driver: ConsumerDriver, held: Polled | None, outcomes: np.ndarray | None) -> None:
         """Leave the Kafka client as a crash would (see crash()) and report what it held: the records
@@ -553,6 +585,7 @@ class ConsumerClient(LoadClient):
                     interval.out_of_order += self._out_of_order(polled, ours, headers)
             interval.polls += 1
             interval.max_poll_records = max(interval.max_poll_records, polled.count)
+            interval.max_poll_partitions = max(interval.max_poll_partitions, len(np.unique(polled.partitions)))
             interval.received += polled.count
             interval.received_bytes += polled.value_bytes
             if self.role == "share_consumer":

@@ -29,6 +29,7 @@ from dimster.worker.protocol import (
     Ready,
     RemoveClients,
     Report,
+    RestartConsumers,
     SetClock,
     StartLoad,
     StopProducers,
@@ -104,6 +105,7 @@ class Worker:
             SetClock: lambda m: clock.set_offset(m.offset),
             StopProducers: self._stop_producers,
             CrashConsumers: lambda m: [c.crash() for c in self.consumers if c.client_id in m.client_ids],
+            RestartConsumers: lambda m: [c.rebuild() for c in self.consumers if c.client_id in m.client_ids],
             WatchRedeliveries: lambda m: [c.watch(m.held, m.crashed_at) for c in self.consumers if c.group == m.group],
             Close: self._close,
         }
@@ -248,4 +250,5 @@ def producer_settings(w: Workload) -> tuple:
 def consumer_settings(w: Workload) -> tuple:
     """What the run's consumers are built from (a setting of the other consumer role is not)."""
     role = consumer_role(w)
-    return (w.client_library.of(role), role_properties(w, role))
+    pausing = w.flow_control.paused_fraction > 0  # on or off, a new client (nothing left paused)
+    return (w.client_library.of(role), role_properties(w, role), w.static_membership, pausing)

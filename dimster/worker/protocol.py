@@ -4,7 +4,7 @@ field converted by its type hint, never pickle).
 
 Coordinator -> worker: Hello (remote only, the handshake), Assign (remote only: a local worker gets its
 assignment when it starts), StartLoad, Update, AddClients, RemoveClients, StopProducers, Close,
-ClockProbe, SetClock, CrashConsumers, WatchRedeliveries.
+ClockProbe, SetClock, CrashConsumers, RestartConsumers, WatchRedeliveries.
 Worker -> coordinator: Welcome or Refused (the handshake's answer), Ready, Report, ProducersStopped,
 LogFile (a remote agent's logs, before Closed), Closed, Failed, ClockReply.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -91,6 +91,7 @@ class ClientInterval:
     rejected: int = 0
     polls: int = 0
     max_poll_records: int = 0
+    max_poll_partitions: int = 0  # the most partitions one poll's records came from (flowControl)
     histograms: dict[tuple[str, int], HistogramWire] = field(default_factory=dict)  # (metric, partition)
     delivery_counts: dict[int, int] = field(default_factory=dict)
     settled: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> sequence ranges
@@ -106,6 +107,9 @@ class ClientInterval:
     crashed_at: float = 0.0  # epoch s, coordinator's clock; 0 when it did not crash in this interval
     crash_held: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> ranges
     redelivered_after_crash: int = 0  # records of a crashed consumer this one received again
+    # consumer groups: the member's rebalance callbacks, (epoch s on the coordinator's clock,
+    # assigned | revoked | lost, partitions)
+    rebalances: list[tuple[float, str, int]] = field(default_factory=list)
     client_stats: dict | None = None
     first_received_at: float = 0.0  # epoch s (coordinator's clock) of the interval's first and last
     last_received_at: float = 0.0  # polls that returned records; 0 when none did
@@ -168,6 +172,11 @@ class CrashConsumers:
     """Each of these share consumers stops dead: no acknowledgement, no close (see ConsumerClient.crash)."""
 
     client_ids: list[str]
+
+
+@dataclass
+class RestartConsumers:
+    client_ids: list[str]  # close each one's Kafka client and start a new one with the same id
 
 
 @dataclass
@@ -251,7 +260,7 @@ MESSAGES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         Hello, Assign, StartLoad, Update, AddClients, RemoveClients, StopProducers, Close, ClockProbe, SetClock,
-        CrashConsumers, WatchRedeliveries,
+        CrashConsumers, RestartConsumers, WatchRedeliveries,
         Welcome, Refused, Ready, Report, ProducersStopped, LogFile, Closed, Failed, ClockReply,
     )
 }  # fmt: skip

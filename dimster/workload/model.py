@@ -69,6 +69,15 @@ class Acknowledgement(Strict):
         return self
 
 
+class FlowControl(Strict):
+    """Consumer groups: before every poll a consumer pauses `pausedFraction` of its assigned partitions
+    (a new random choice each poll, or a window that moves one partition a poll) and resumes the rest,
+    as a stream processor under back-pressure does (KAFKA-7548). It always leaves one partition to fetch."""
+
+    paused_fraction: float = Field(0.0, alias="pausedFraction", ge=0, lt=1)
+    pattern: Literal["random", "rotate"] = "random"
+
+
 class ConsumerCrash(Strict):
     """`consumers` share consumers crash `atSeconds` after load starts (see coordinator/crashes.py)."""
 
@@ -221,6 +230,9 @@ class Workload(Strict):
     consumer_proc_parallelism: int = Field(1, alias="consumerProcParallelism", ge=-1)
     acknowledgement: Acknowledgement = Field(default_factory=Acknowledgement)
     consumers_paused: bool = Field(False, alias="consumersPaused")  # paused consumers hold no Kafka client
+    # consumer groups: each consumer a static member (KIP-345), its group.instance.id its client id
+    static_membership: bool = Field(False, alias="staticMembership")
+    flow_control: FlowControl = Field(default_factory=FlowControl, alias="flowControl")
     consumer_crashes: list[ConsumerCrash] = Field(default_factory=list, alias="consumerCrashes")
     faults: list[BrokerFault] = Field(default_factory=list)
     warmup_seconds: float = Field(0, alias="warmupSeconds", ge=0)
@@ -260,6 +272,10 @@ class Workload(Strict):
             raise ValueError("consumerProcParallelism is 1 (serial), N (in flight per consumer) or -1 (whole poll)")
         if self.acknowledgement.mode == "EXPLICIT" and self.consumer_type != "SHARE_GROUP":
             raise ValueError("acknowledgement mode EXPLICIT needs consumerType: SHARE_GROUP")
+        if self.static_membership and self.consumer_type != "CONSUMER_GROUP":
+            raise ValueError("staticMembership needs consumerType: CONSUMER_GROUP (share groups have none)")
+        if self.flow_control.paused_fraction and self.consumer_type != "CONSUMER_GROUP":
+            raise ValueError("flowControl needs consumerType: CONSUMER_GROUP (share consumers pause no partitions)")
         if self.consumer_crashes and self.consumer_type != "SHARE_GROUP":
             raise ValueError("consumerCrashes needs consumerType: SHARE_GROUP (share consumers crash, holding records)")
         if [c.at_seconds for c in self.consumer_crashes] != sorted(c.at_seconds for c in self.consumer_crashes):

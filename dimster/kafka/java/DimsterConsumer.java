@@ -4,13 +4,16 @@
 // crosses into Java once per poll rather than once per record.
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.zip.CRC32;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -19,6 +22,7 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidRecordStateException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -134,9 +138,55 @@ public final class DimsterConsumer {
         return ((long) partition << 40) ^ offset;
     }
 
+    // Consumer groups: the rebalance callbacks since the last take, as (epoch ms, kind, partitions):
+    // kind 0 assigned, 1 revoked, 2 lost. They run inside poll(), on the caller's thread.
+    private final List<long[]> rebalances = new ArrayList<>();
+
     public void subscribe(String topic) {
-        if (share != null) share.subscribe(List.of(topic));
-        else classic.subscribe(List.of(topic));
+        if (share != null) {
+            share.subscribe(List.of(topic));
+            return;
+        }
+        classic.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+            @Override
+            public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                rebalances.add(new long[] {System.currentTimeMillis(), 0, partitions.size()});
+            }
+
+            @Override
+            public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                rebalances.add(new long[] {System.currentTimeMillis(), 1, partitions.size()});
+            }
+
+            @Override
+            public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                rebalances.add(new long[] {System.currentTimeMillis(), 2, partitions.size()});
+            }
+        });
+    }
+
+    /** The rebalance callbacks since the last call, flat: epoch ms, kind, partitions; then forgotten. */
+    public long[] takeRebalances() {
+        long[] flat = new long[rebalances.size() * 3];
+        for (int i = 0; i < rebalances.size(); i++) System.arraycopy(rebalances.get(i), 0, flat, 3 * i, 3);
+        rebalances.clear();
+        return flat;
+    }
+
+    /** Consumer groups: the partitions assigned now. */
+    public int[] assignedPartitions() {
+        return classic.assignment().stream().mapToInt(TopicPartition::partition).toArray();
+    }
+
+    /** Consumer groups: pause these assigned partitions and resume every other one. */
+    public void pauseOnly(int[] paused) {
+        Set<Integer> chosen = new HashSet<>();
+        for (int p : paused) chosen.add(p);
+        List<TopicPartition> pause = new ArrayList<>();
+        List<TopicPartition> resume = new ArrayList<>();
+        for (TopicPartition tp : classic.assignment()) (chosen.contains(tp.partition()) ? pause : resume).add(tp);
+        classic.pause(pause);
+        classic.resume(resume);
     }
 
     /** Polls once; returns the number of records, described by the public fields. */
