@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dimster.clients import REBALANCE_KINDS
@@ -328,11 +329,7 @@ class Coordinator:
         """Crash `count` share consumers now (see ConsumerClient.crash); recorded like a modification."""
         chosen = victims(self._live_consumers(), count, self.crashed)
         self.crashed += count
-        by_worker: dict[int, list[str]] = {}
-        for victim in chosen:
-            by_worker.setdefault(self.placement[victim], []).append(victim)
-        for index, client_ids in by_worker.items():
-            self._send(index, CrashConsumers(client_ids))
+        self._send_to_hosts(chosen, CrashConsumers)
         entry = self.bundle.modification(
             key=CRASH_KEY, old=None, new=count, effect="crash", applied=time.time(), by=by, clients=chosen
         )
@@ -346,11 +343,7 @@ class Coordinator:
         applied = time.time()  # before any consumer hears of it: its callbacks come after
         chosen = victims(self._live_consumers(), count, self.restarted)
         self.restarted += count
-        by_worker: dict[int, list[str]] = {}
-        for chosen_one in chosen:
-            by_worker.setdefault(self.placement[chosen_one], []).append(chosen_one)
-        for index, client_ids in by_worker.items():
-            self._send(index, RestartConsumers(client_ids))
+        self._send_to_hosts(chosen, RestartConsumers)
         entry = self.bundle.modification(
             key=RESTART_KEY, old=None, new=count, effect="restart", applied=applied, by=by, clients=chosen
         )
@@ -374,6 +367,14 @@ class Coordinator:
     def _send(self, worker_index: int, message: Message) -> None:
         if not self.states[worker_index].gone:
             self.workers.send(worker_index, message)
+
+    def _send_to_hosts(self, client_ids: list[str], message: Callable[[list[str]], Message]) -> None:
+        """Send each worker `message` of the clients of `client_ids` it hosts."""
+        by_worker: dict[int, list[str]] = {}
+        for one in client_ids:
+            by_worker.setdefault(self.placement[one], []).append(one)
+        for index, hosted in by_worker.items():
+            self._send(index, message(hosted))
 
     def _live_workers(self) -> list[int]:
         return [i for i, state in enumerate(self.states) if not state.gone]
@@ -975,11 +976,9 @@ class Coordinator:
         added_producers, added_consumers, removed = resize(
             self.topology, new.producers_per_topic, new.consumers_per_group, new.consumer_type
         )
-        by_worker: dict[int, list[str]] = {}
+        self._send_to_hosts(removed, RemoveClients)
         for gone in removed:
-            by_worker.setdefault(self.placement.pop(gone), []).append(gone)
-        for index, client_ids in by_worker.items():
-            self._send(index, RemoveClients(client_ids))
+            del self.placement[gone]
         self._add_clients(added_producers, added_consumers)
 
     def _broker_cluster(self, new: Workload) -> ClusterBackend:
