@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA, Histogram
 from dimster.pipeline.spark import kept_spark_session
 from dimster.pipeline.summary import QUANTILES, summarize
@@ -320,3 +321,27 @@ def test_compression_ratio_is_the_payload_over_the_bytes_the_brokers_took_in_for
     # a run that died before run.json named its topics: its producers' topic counts
     (tmp_path / "run.json").write_text(json.dumps({**info, "status": "failed", "topics": None}))
     assert summarize(tmp_path, spark)["compression"]["ratio"] == pytest.approx(4.0)
+
+
+@pytest.mark.spark
+def test_records_per_fetch_counts_the_records_of_the_reports_the_fetch_counters_cover(tmp_path, spark):
+    """A consumer receives 100 records a second for 20 s; its statistics come every 5 s from second 5
+    to second 15, with 10 fetches a second and 1.5 network bytes per consumed byte. Its records per
+    fetch is 10 and its bytes fetched per byte consumed 1.5: the first 5 s and the last 5 s, which no
+    counter change covers, count neither fetches nor records."""
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for second in range(1, 21):
+        stats = None
+        if second in (5, 10, 15):
+            stats = dict.fromkeys(COLUMNS, 0.0) | {"requests_fetch": 10.0 * second, "rx_bytes": 75_000.0 * second}
+        consumer = ClientInterval(client_id="c0", role="consumer", topic="t", group="g", client_stats=stats)
+        consumer.received, consumer.received_bytes = 100, 50_000
+        writer.add(IntervalReport(0, START + second, [consumer]), "measure")
+    writer.flush()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
+    ratios = summarize(tmp_path, spark)["client_stats"]
+    assert ratios["consumer_fetch_requests"] == 100
+    assert ratios["records_per_fetch"] == pytest.approx(10.0)
+    assert ratios["rx_bytes_per_consumed_byte"] == pytest.approx(1.5)
+    table = pd.read_csv(tmp_path / "summary" / "client_stats.csv")
+    assert table.records_consumed.tolist() == [2000] and table.records_covered.tolist() == [1000]

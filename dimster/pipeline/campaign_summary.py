@@ -18,10 +18,12 @@ from dimster.errors import DimsterError
 from dimster.pipeline.spark import spark_session
 from dimster.pipeline.summary import (
     THROUGHPUT_FIELDS,
+    client_ratios,
     compression_ratio,
     latency_percentiles,
     measured_latencies,
     measured_throughput,
+    overall_client_ratios,
     overall_worker_cpu,
     read_run_info,
     worker_cpu,
@@ -42,6 +44,7 @@ COSTS = (
     "worker_cores",
     "worker_producer_cpu_seconds_per_mb",
     "worker_consumer_cpu_seconds_per_mb",
+    "records_per_fetch",
 )
 COSTS_NONE = dict.fromkeys(COSTS)
 
@@ -214,8 +217,8 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
 
 
 def _costs(spark, runs: list[Run], intervals, workers) -> pd.DataFrame:
-    """Per run: the compression ratio the brokers saw and the workers' CPU (cores, and per MB where
-    workers host one role only)."""
+    """Per run: the compression ratio the brokers saw, the workers' CPU (cores, and per MB where
+    workers host one role only) and the consumers' records per fetch request."""
     from pyspark.sql import functions as F
 
     cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
@@ -226,6 +229,9 @@ def _costs(spark, runs: list[Run], intervals, workers) -> pd.DataFrame:
         topics = list(read_run_info(run.path / "run.json").get("topics") or [])
         row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
         row["compression_ratio"] = compression_ratio(mine, brokers, topics)["ratio"]
+        if _has(run, "client_stats"):
+            stats = spark.read.parquet(str(run.path / "metrics" / "client_stats"))
+            row["records_per_fetch"] = overall_client_ratios(client_ratios(stats, mine).toPandas())["records_per_fetch"]
         if cpu is not None:
             own = cpu[(cpu.point == run.point) & (cpu["repeat"] == run.repeat)]
             if len(own):

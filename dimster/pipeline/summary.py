@@ -146,9 +146,9 @@ def _spark_tables(
             int(r["delivery_count"]): int(r["records"]) for r in tables["delivery_counts"].to_dict("records")
         }
     if "client_stats" in frames and "intervals" in frames:
-        per_client = _client_ratios(frames["client_stats"], frames["intervals"])
+        per_client = client_ratios(frames["client_stats"], frames["intervals"])
         tables["client_stats"] = per_client.toPandas()
-        summary["client_stats"] = _overall_client_ratios(tables["client_stats"])
+        summary["client_stats"] = overall_client_ratios(tables["client_stats"])
     if "workers" in frames and "intervals" in frames:
         tables["worker_cpu"] = worker_cpu(frames["workers"], frames["intervals"]).toPandas()
         summary["worker_cpu"] = overall_worker_cpu(tables["worker_cpu"])
@@ -309,7 +309,7 @@ def _polls(intervals) -> dict:
     }
 
 
-def _client_ratios(stats, intervals):
+def client_ratios(stats, intervals):
     """Per client: batch sizes (producers), fetch requests, records per fetch and bytes fetched per
     byte consumed (consumers). librdkafka counters are cumulative: a client's change is max - min."""
     from pyspark.sql import functions as F
@@ -333,23 +333,34 @@ def _client_ratios(stats, intervals):
         if "library" in intervals.columns
         else []
     )
-    consumed = intervals.groupBy("client_id").agg(
-        F.sum("received").alias("records_consumed"), F.sum("received_bytes").alias("bytes_consumed"), *libraries
+    # The counters' changes cover the reports from a client's first statistics to its last (they come
+    # every 5 s, the first 5 s after the client starts): the ratios divide by what was consumed over
+    # those same reports, not over the whole run.
+    covered = stats.groupBy("client_id").agg(F.min("end_time").alias("stats_from"), F.max("end_time").alias("stats_to"))
+    in_window = (F.col("end_time") > F.col("stats_from")) & (F.col("end_time") <= F.col("stats_to"))
+    consumed = (
+        intervals.join(covered, on="client_id", how="left")
+        .groupBy("client_id")
+        .agg(
+            F.sum("received").alias("records_consumed"),
+            F.sum("received_bytes").alias("bytes_consumed"),
+            F.sum(F.when(in_window, F.col("received"))).alias("records_covered"),
+            F.sum(F.when(in_window, F.col("received_bytes"))).alias("bytes_covered"),
+            *libraries,
+        )
     )
-    # librdkafka's first statistics arrive 5 s after a client starts: for short runs the fetch and
-    # byte counters cover a little less than the consumed counts, so these ratios read slightly low.
     return (
         per_client.join(consumed, on="client_id", how="left")
-        .withColumn("records_per_fetch", F.try_divide("records_consumed", "fetch_requests"))
-        .withColumn("rx_bytes_per_consumed_byte", F.try_divide("rx_bytes", "bytes_consumed"))
+        .withColumn("records_per_fetch", F.try_divide("records_covered", "fetch_requests"))
+        .withColumn("rx_bytes_per_consumed_byte", F.try_divide("rx_bytes", "bytes_covered"))
     )
 
 
-def _overall_client_ratios(table: pd.DataFrame) -> dict:
+def overall_client_ratios(table: pd.DataFrame) -> dict:
     producers = table[table.role == "producer"]
     consumers = table[table.role != "producer"]
     fetches = consumers.fetch_requests.sum()
-    consumed_bytes = consumers.bytes_consumed.sum()
+    consumed_bytes = consumers.bytes_covered.sum()
     return {
         "producer_batch_records_avg": _num(producers.batch_records_avg.mean()),
         "producer_batch_bytes_avg": _num(producers.batch_bytes_avg.mean()),
@@ -357,7 +368,7 @@ def _overall_client_ratios(table: pd.DataFrame) -> dict:
         if "compression_rate_avg" in producers
         else None,
         "consumer_fetch_requests": int(fetches) if fetches == fetches else 0,
-        "records_per_fetch": _num(consumers.records_consumed.sum() / fetches) if fetches else None,
+        "records_per_fetch": _num(consumers.records_covered.sum() / fetches) if fetches else None,
         "rx_bytes_per_consumed_byte": _num(consumers.rx_bytes.sum() / consumed_bytes) if consumed_bytes else None,
     }
 

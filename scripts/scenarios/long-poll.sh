@@ -6,8 +6,8 @@
 #
 # One campaign, run/campaigns/long-poll.yaml: fetch.max.wait.ms {50, 200, 500} x fetch.min.bytes
 # {1, 1048576}, each point a run of 3 Java consumers (one partition each) at 300 msg/s of 1 KiB records.
-# Per point the script prints, from the campaign summary and each run's summary: e2e p50 and p99, the
-# consumed rate and the consumers' records per fetch. Then it checks the direction:
+# Per point the script prints, from the campaign summary: e2e p50 and p99, the consumed rate and the
+# consumers' records per fetch. Then it checks the direction:
 #   - with fetch.min.bytes 1048576, e2e p50 grows with fetch.max.wait.ms and is at least a third of it
 #     (a record waits for the fetch in flight: half the wait on average);
 #   - with fetch.min.bytes 1048576, each fetch brings more records than with 1, at every fetch.max.wait.ms;
@@ -28,6 +28,7 @@ source "$root/scripts/scenarios/lib/campaign.sh"
 
 echo "== $name on $env: fetch.max.wait.ms x fetch.min.bytes, 3 Java consumers at 300 msg/s"
 run_campaign
+require_summary
 
 echo
 echo "== per point ($folder)"
@@ -42,27 +43,12 @@ runs = pd.read_csv(folder / "campaign" / "summary" / "runs.csv")
 WAIT, MIN_BYTES = "kafkaConfig.consumerConfig.fetch.max.wait.ms", "kafkaConfig.consumerConfig.fetch.min.bytes"
 RATE = 300
 
-
-def records_per_fetch(bundle: str) -> float:
-    """The consumers' records per fetch request: what they consumed over the fetch requests their Java
-    metrics counted (each consumer's counter from its first statistics to its last), as the summary has it."""
-    stats_path, intervals_path = folder / bundle / "metrics" / "client_stats", folder / bundle / "metrics" / "intervals"
-    if not stats_path.exists() or not intervals_path.exists():
-        return float("nan")
-    stats = pd.read_parquet(stats_path)
-    stats = stats[stats.role == "consumer"]
-    fetches = stats.groupby("client_id").requests_fetch.agg(lambda s: s.max() - s.min()).sum()
-    intervals = pd.read_parquet(intervals_path)
-    consumed = intervals[intervals.role == "consumer"].received.sum()
-    return consumed / fetches if fetches else float("nan")
-
-
 print(f"{'fetch.max.wait.ms':>17} {'fetch.min.bytes':>15} {'e2e p50 ms':>10} {'e2e p99 ms':>10} "
       f"{'consumed/s':>10} {'records/fetch':>13} {'status':>10}")
 cells, failed = {}, []
 for _, row in runs.sort_values([MIN_BYTES, WAIT]).iterrows():
     wait, min_bytes = int(row[WAIT]), int(row[MIN_BYTES])
-    per_fetch = records_per_fetch(row["bundle"])
+    per_fetch = row["records_per_fetch"]  # the consumers' Java metrics, as in a run's summary
     print(f"{wait:>17} {min_bytes:>15} {row['e2e_p50_ms']:>10.1f} {row['e2e_p99_ms']:>10.1f} "
           f"{row['consumed_msgs_per_s']:>10.0f} {per_fetch:>13.1f} {row['status']:>10}")
     if row["status"] != "completed":
