@@ -9,8 +9,9 @@ import pytest
 
 from dimster.coordinator.plans import PlanStep
 from dimster.coordinator.run import Coordinator, RunFailed
+from dimster.errors import DimsterError
 from dimster.results.bundle import ResultsBundle
-from dimster.worker.protocol import AddClients, RemoveClients, StartLoad, StopProducers, Update
+from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
 from tests.conftest import busy_port
 from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
@@ -103,6 +104,20 @@ def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tm
     c.modify([("producersPerTopic", "1")])
     removed = [c for _, m in workers.sent if isinstance(m, RemoveClients) for c in m.client_ids]
     assert sorted(removed) == ["p1", "p2"]
+
+
+def test_restarts_are_refused_beside_a_consumer_count_change_and_beyond_the_consumers(tmp_path):
+    workers = FakeWorkers()
+    c = coordinator(tmp_path, workers, durationSeconds=30)
+    c.start_workers(c.prepare_topics())
+    c._receive(0.01)
+    c.phase = "measure"
+    with pytest.raises(DimsterError, match="restartConsumers go in a --set without consumersPerGroup"):
+        c.modify([("consumersPerGroup", "0"), ("restartConsumers", "1")])
+    with pytest.raises(DimsterError, match="3 consumers at once, of the run's 2"):
+        c.modify([("restartConsumers", "2"), ("restartConsumers", "1")])
+    assert not [m for _, m in workers.sent if isinstance(m, (RestartConsumers, RemoveClients))]
+    assert c.workload.consumers_per_group == 2
 
 
 @pytest.mark.parametrize(("uncertainty_ms", "warned"), [(0.2, False), (2.0, True)])

@@ -880,8 +880,13 @@ class Coordinator:
         pairs = [(key, text) for key, text in pairs if key not in (CRASH_KEY, RESTART_KEY)]
         old = self.workload
         new = parse_workload(apply_overrides(old.to_yaml_dict(), pairs), "--set")
-        crash = sum(crash_count(text, new, len(self._live_consumers())) for text in crashes)
-        restart = sum(restart_count(text, new, len(self._live_consumers())) for text in restarts)
+        if (crashes or restarts) and new.consumers_per_group != old.consumers_per_group:
+            raise DimsterError(f"--set: {CRASH_KEY} and {RESTART_KEY} go in a --set without consumersPerGroup")
+        consumers = len(self._live_consumers())
+        crash = sum(crash_count(text, new, consumers) for text in crashes)
+        restart = sum(restart_count(text, new, consumers) for text in restarts)
+        if max(crash, restart) > consumers:
+            raise DimsterError(f"--set: {max(crash, restart)} consumers at once, of the run's {consumers}")
         check_client_configs(new, "--set", self.cluster.profile.kafka_version)
         try:
             changes = live_changes(old.to_yaml_dict(), new.to_yaml_dict())

@@ -32,6 +32,7 @@ source "$root/scripts/scenarios/lib/campaign.sh"
 
 echo "== $name on $env: compression.type x the producer's client library, compressible records"
 run_campaign
+require_summary
 
 echo
 echo "== per point ($folder)"

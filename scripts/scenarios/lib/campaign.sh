@@ -3,7 +3,8 @@
 # project) and scratch (a temporary folder, removed at exit), and defines run_campaign, which runs
 # the campaign in the background, so that Ctrl-C reaches the trap at once and the running point is
 # stopped cleanly (`dimster stop`), then sets `status` (its exit code) and `folder` (the campaign
-# folder it made); when the campaign left no summarized folder, the script fails there.
+# folder it made, empty when none); require_summary then fails the script when that folder has no
+# campaign summary.
 dimster="$root/scripts/dimster"
 python="$root/.venv/bin/python"
 results="${RESULTS_DIR:-$root/results/campaigns}"
@@ -36,6 +37,9 @@ run_campaign() {
   wait "$pid" || status=$?
   pid=""
   folder="$(find "$results" -maxdepth 1 -type d -name "*-$name" -newer "$scratch/started" | sort | tail -1)"
+}
+
+require_summary() {
   if [ -z "$folder" ] || [ ! -f "$folder/campaign/summary/runs.csv" ]; then
     echo "FAILED: the campaign (exit $status) left no summarized campaign folder in $results"
     exit 1
