@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dimster.errors import DimsterError
+from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA, Histogram
 from dimster.pipeline.campaign_summary import mode_fields, summarize_campaign
 from dimster.report.campaign_page import write_campaign_page
@@ -76,6 +77,7 @@ def write_bundle(folder: Path, rate: int, seed: int) -> dict[str, np.ndarray]:
             received_bytes=(rate - 10) * scale * SIZE,
             accepted=(rate - 10) * scale,
             histograms={("e2e", 0): histogram(e2e)},
+            client_stats=dict.fromkeys(COLUMNS, 0.0) | {"requests_sharefetch": 2.0 * second},  # 2 fetches a second
         )
         # each on a worker of its own, which spends CPU_PER_MB of its role on every MB it moves
         producer_cpu = CPU_PER_MB["producer"] * rate * scale * SIZE / 1e6
@@ -180,6 +182,7 @@ def test_campaign_summary_and_page(tmp_path):
         assert row["worker_consumer_cpu_seconds_per_mb"] == pytest.approx(CPU_PER_MB["consumer"])
         cores = (CPU_PER_MB["producer"] * rate + CPU_PER_MB["consumer"] * (rate - 10)) * SIZE / 1e6
         assert row["worker_cores"] == pytest.approx(cores)
+        assert row["records_per_fetch"] == pytest.approx((rate - 10) / 2)  # every run's c0 on its own
         assert math.isnan(row["compression_ratio"])  # no broker was scraped
         assert row["sent"] == 14 * rate
         assert row["lost"] == row["repeat"] - 1
@@ -233,7 +236,9 @@ def test_campaign_summary_and_page(tmp_path):
     html = page.read_text()
     assert offline_problems(html) == []
     assert sum(len(body) > 100_000 for body in re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.DOTALL)) == 1
-    charts = 2 * (KEY_METRICS + 1)  # two dimensions; the key numbers and the explore-limits limit
+    # two dimensions; the key numbers, the explore-limits limit and records per fetch, which differs
+    # between points (the CPU per MB does not)
+    charts = 2 * (KEY_METRICS + 2)
     assert html.count("Plotly.newPlot") == charts
     figures = html.replace("\\u002f", "/")  # plotly's JSON escapes slashes
     for title in ("consumed msg/s by share.acquire.mode", "e2e p99 (ms) by consumersPerGroup / partitionsPerTopic"):

@@ -212,16 +212,19 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
             wide = wide.merge(part.rename(columns={percentile: column}), on=RUN_KEYS, how="outer")
         result = result.merge(wide, on=RUN_KEYS, how="outer")
     if intervals is not None:
-        result = result.merge(_costs(spark, runs, intervals, read("workers")), on=RUN_KEYS, how="left")
+        result = result.merge(
+            _costs(spark, runs, intervals, read("workers"), read("client_stats")), on=RUN_KEYS, how="left"
+        )
     return result
 
 
-def _costs(spark, runs: list[Run], intervals, workers) -> pd.DataFrame:
+def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
     """Per run: the compression ratio the brokers saw, the workers' CPU (cores, and per MB where
     workers host one role only) and the consumers' records per fetch request."""
     from pyspark.sql import functions as F
 
     cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
+    ratios = client_ratios(stats, intervals, RUN_KEYS).toPandas() if stats is not None else None
     rows = []
     for run in runs:
         mine = intervals.where((F.col("point") == run.point) & (F.col("repeat") == run.repeat))
@@ -229,9 +232,10 @@ def _costs(spark, runs: list[Run], intervals, workers) -> pd.DataFrame:
         topics = list(read_run_info(run.path / "run.json").get("topics") or [])
         row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
         row["compression_ratio"] = compression_ratio(mine, brokers, topics)["ratio"]
-        if _has(run, "client_stats"):
-            stats = spark.read.parquet(str(run.path / "metrics" / "client_stats"))
-            row["records_per_fetch"] = overall_client_ratios(client_ratios(stats, mine).toPandas())["records_per_fetch"]
+        if ratios is not None:
+            own = ratios[(ratios.point == run.point) & (ratios["repeat"] == run.repeat)]
+            if len(own):
+                row["records_per_fetch"] = overall_client_ratios(own)["records_per_fetch"]
         if cpu is not None:
             own = cpu[(cpu.point == run.point) & (cpu["repeat"] == run.repeat)]
             if len(own):

@@ -309,10 +309,13 @@ def _polls(intervals) -> dict:
     }
 
 
-def client_ratios(stats, intervals):
-    """Per client: batch sizes (producers), fetch requests, records per fetch and bytes fetched per
-    byte consumed (consumers). librdkafka counters are cumulative: a client's change is max - min."""
+def client_ratios(stats, intervals, keys: list[str] | None = None):
+    """Per `keys` (a campaign's point and repeat) and client: batch sizes (producers), fetch requests,
+    records per fetch and bytes fetched per byte consumed (consumers). Counters are cumulative: a
+    client's change is max - min."""
     from pyspark.sql import functions as F
+
+    per_client = [*(keys or []), "client_id"]
 
     fetches = F.col("requests_fetch") + F.col("requests_sharefetch")
     compression = (  # absent in runs from before it was kept
@@ -320,7 +323,7 @@ def client_ratios(stats, intervals):
         if "compression_rate_avg" in stats.columns
         else []
     )
-    per_client = stats.groupBy("client_id", "role").agg(
+    changes = stats.groupBy(*per_client, "role").agg(
         F.avg(F.when(F.col("batch_records_avg") > 0, F.col("batch_records_avg"))).alias("batch_records_avg"),
         F.avg(F.when(F.col("batch_bytes_avg") > 0, F.col("batch_bytes_avg"))).alias("batch_bytes_avg"),
         *compression,
@@ -336,11 +339,11 @@ def client_ratios(stats, intervals):
     # The counters' changes cover the reports from a client's first statistics to its last (they come
     # every 5 s, the first 5 s after the client starts): the ratios divide by what was consumed over
     # those same reports, not over the whole run.
-    covered = stats.groupBy("client_id").agg(F.min("end_time").alias("stats_from"), F.max("end_time").alias("stats_to"))
+    covered = stats.groupBy(*per_client).agg(F.min("end_time").alias("stats_from"), F.max("end_time").alias("stats_to"))
     in_window = (F.col("end_time") > F.col("stats_from")) & (F.col("end_time") <= F.col("stats_to"))
     consumed = (
-        intervals.join(covered, on="client_id", how="left")
-        .groupBy("client_id")
+        intervals.join(covered, on=per_client, how="left")
+        .groupBy(*per_client)
         .agg(
             F.sum("received").alias("records_consumed"),
             F.sum("received_bytes").alias("bytes_consumed"),
@@ -350,7 +353,7 @@ def client_ratios(stats, intervals):
         )
     )
     return (
-        per_client.join(consumed, on="client_id", how="left")
+        changes.join(consumed, on=per_client, how="left")
         .withColumn("records_per_fetch", F.try_divide("records_covered", "fetch_requests"))
         .withColumn("rx_bytes_per_consumed_byte", F.try_divide("rx_bytes", "bytes_covered"))
     )
