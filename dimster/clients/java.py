@@ -82,7 +82,8 @@ class JavaConsumer:
     """A share-group member (KafkaShareConsumer) or a consumer-group member (KafkaConsumer)."""
 
     def __init__(self, properties: dict, client_id: str, share: bool, on_stats, verify: bool = False):
-        self.java = jpype.JClass("DimsterConsumer")(_properties(properties, client_id), share, verify)
+        java_class = jpype.JClass("DimsterShareConsumer" if share else "DimsterGroupConsumer")
+        self.java = java_class(_properties(properties, client_id), verify)
         self.verify = verify
         self.statistics = _Statistics("share_consumer" if share else "consumer", on_stats)
 
@@ -171,7 +172,10 @@ def check_properties(role: str, section: str, common: dict, properties: dict) ->
     if role != "producer":
         config.setdefault("group.id", "dimster-check")
     try:
-        jpype.JClass("DimsterClientSupport").check(role, _properties(config))
+        if role == "share_consumer":
+            jpype.JClass("DimsterShareConsumer").check(_properties(config))
+        else:
+            jpype.JClass("DimsterClientSupport").check(role, _properties(config))
     except jpype.JException as e:
         text = str(e.getMessage())
         in_common = [k for k in common if k in text and k not in properties]

@@ -1,5 +1,6 @@
 // What dimster asks of Kafka's Java clients besides producing and consuming: chosen metric values,
-// and a check of client properties before a run starts or changes.
+// and a check of client properties before a run starts or changes. It compiles against kafka-clients
+// 2.x too (clientVersion); DimsterShareConsumer checks share consumers' properties.
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -7,7 +8,6 @@ import java.util.Map;
 import java.util.Set;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.Metric;
@@ -49,14 +49,12 @@ public final class DimsterClientSupport {
         return role.equals("producer") ? ProducerConfig.configNames() : ConsumerConfig.configNames();
     }
 
-    /** Builds the role's client from `config` and closes it: throws what Kafka throws for bad values. */
+    /** Builds the role's client (producer or consumer) from `config` and closes it: throws what Kafka throws for bad values. */
     public static void check(String role, Map<String, Object> config) {
         Duration now = Duration.ZERO;
         switch (role) {
             case "producer" -> new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer()).close(now);
             case "consumer" -> new KafkaConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer()).close(now);
-            case "share_consumer" ->
-                new KafkaShareConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer()).close(now);
             default -> throw new IllegalArgumentException("unknown role " + role);
         }
     }
