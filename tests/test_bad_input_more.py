@@ -178,7 +178,7 @@ def test_kafka_fetch_failure_is_one_line_with_mvns_log(tmp_path):
     assert result.code == 2 and result.stdout == ""
     errors = [line for line in result.stderr.splitlines() if line.startswith("dimster: error:")]
     assert len(errors) == 1 and "Traceback" not in result.stderr
-    assert "could not fetch Kafka 4.9.9" in errors[0] and "Could not resolve dependencies" in errors[0]
+    assert "could not fetch Apache Kafka 4.9.9" in errors[0] and "Could not resolve dependencies" in errors[0]
     log = tmp_path / "cache" / "kafka" / "4.9.9" / "fetch.log"
     assert str(log) in errors[0] and "Scanning for projects" in log.read_text()
     assert "Scanning for projects" in result.stderr  # mvn's last lines follow the error, as its detail

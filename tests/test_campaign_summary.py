@@ -77,7 +77,9 @@ def write_bundle(folder: Path, rate: int, seed: int) -> dict[str, np.ndarray]:
             received_bytes=(rate - 10) * scale * SIZE,
             accepted=(rate - 10) * scale,
             histograms={("e2e", 0): histogram(e2e)},
-            client_stats=dict.fromkeys(COLUMNS, 0.0) | {"requests_sharefetch": 2.0 * second},  # 2 fetches a second
+            # 2 fetches a second, which bring half as many bytes again as it consumes
+            client_stats=dict.fromkeys(COLUMNS, 0.0)
+            | {"requests_sharefetch": 2.0 * second, "rx_bytes": 1.5 * (rate - 10) * SIZE * second},
         )
         # each on a worker of its own, which spends CPU_PER_MB of its role on every MB it moves
         producer_cpu = CPU_PER_MB["producer"] * rate * scale * SIZE / 1e6
@@ -183,6 +185,7 @@ def test_campaign_summary_and_page(tmp_path):
         cores = (CPU_PER_MB["producer"] * rate + CPU_PER_MB["consumer"] * (rate - 10)) * SIZE / 1e6
         assert row["worker_cores"] == pytest.approx(cores)
         assert row["records_per_fetch"] == pytest.approx((rate - 10) / 2)  # every run's c0 on its own
+        assert row["rx_bytes_per_consumed_byte"] == pytest.approx(1.5)
         assert math.isnan(row["compression_ratio"])  # no broker was scraped
         assert row["sent"] == 14 * rate
         assert row["lost"] == row["repeat"] - 1

@@ -112,7 +112,7 @@ def test_java_client_logs_go_to_the_worker_java_log(tmp_path):
     [bundle] = list(results.iterdir())
     java_log = (bundle / "logs" / "worker-0.java.log").read_text()
     assert "ProducerConfig values" in java_log and "client.id = p0" in java_log
-    assert run_info(bundle)["versions"]["java_clients"] == "4.3.1"
+    assert run_info(bundle)["versions"]["java_clients"] == {"producer": "4.3.1", "share_consumer": "4.3.1"}
 
 
 @pytest.mark.kafka

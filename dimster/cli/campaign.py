@@ -70,7 +70,7 @@ def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
     seen_clients, seen_brokers = set(), set()
     for point in loaded.points:
         w = point.workload
-        clients = repr((w.client_library, w.kafka_config, w.consumer_type, w.acknowledgement))
+        clients = repr((w.client_library, w.client_version, w.kafka_config, w.consumer_type, w.acknowledgement))
         if clients not in seen_clients:
             seen_clients.add(clients)
             check_client_configs(w, f"{loaded.source}: {_where(point)}", profile.kafka_version)

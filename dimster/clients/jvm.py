@@ -1,5 +1,6 @@
 """Kafka's Java clients inside this Python process, through JPype: one JVM per process, started on
-first use with the jars of one Kafka version (the cluster's) and dimster's Java classes."""
+first use with the jars of one Kafka version (the cluster's, or a role's clientVersion) and dimster's
+Java classes."""
 
 import os
 import shlex
@@ -9,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import java_executable, kafka_distribution
+from dimster.kafka.distribution import java_clients, java_executable, kafka_distribution
 
 # What kafka-run-class.sh gives Kafka's own clients and perf tools, and a heap for many clients.
 # DIMSTER_CLIENT_JVM_OPTS is appended (a later JVM option wins). -Xrs leaves SIGINT/SIGTERM to Python.
@@ -36,20 +37,24 @@ def libjvm_path() -> str:
     raise DimsterError(f"no libjvm.so under {home}: the java clients need a full JDK 17+ (JAVA_HOME)")
 
 
-def start_jvm(kafka_version: str, log_file: Path | None = None) -> None:
-    """Start this process's JVM with Kafka `kafka_version`'s jars, once; client logs (WARN and up)
-    go to `log_file`, or nowhere."""
+def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version: str = "") -> None:
+    """Start this process's JVM with Kafka `kafka_version`'s jars (or kafka-clients `clients_version`
+    alone, where it is another), once; client logs (WARN and up) go to `log_file`, or nowhere."""
     global _started_version
     import jpype
 
+    clients_version = clients_version or kafka_version
     with _lock:
         if jpype.isJVMStarted():
-            if _started_version != kafka_version:
+            if _started_version != clients_version:
                 raise DimsterError(
-                    f"this process already runs the Java clients of Kafka {_started_version}, not {kafka_version}"
+                    f"this process already runs the Java clients of Kafka {_started_version}, not {clients_version}"
                 )
             return
-        distribution = kafka_distribution(kafka_version)
+        if clients_version == kafka_version:
+            distribution = kafka_distribution(kafka_version)
+        else:
+            distribution = java_clients(clients_version)
         if log_file is None:
             logging = ["-Dlog4j2.level=OFF"]
         else:
@@ -61,7 +66,7 @@ def start_jvm(kafka_version: str, log_file: Path | None = None) -> None:
             jpype.startJVM(libjvm_path(), *options, classpath=classpath, interrupt=False, convertStrings=False)
         except (OSError, RuntimeError) as e:  # a bad DIMSTER_CLIENT_JVM_OPTS, a libjvm that will not load
             raise DimsterError(f"could not start the JVM for Kafka's Java clients ({' '.join(options)}): {e}") from None
-        _started_version = kafka_version
+        _started_version = clients_version
 
 
 def detach_thread() -> None:

@@ -1,6 +1,9 @@
 """The Kafka properties of each client role, from the workload, and their check by the library
 that will run them, before a run starts or changes."""
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 from dimster.errors import DimsterError
@@ -38,7 +41,7 @@ def role_properties(workload: Workload, role: str, group: str = "") -> dict:
 
 def check_client_configs(workload: Workload, source: str, kafka_version: str) -> None:
     """The properties of the roles the run has, judged by each role's library (Java: of
-    `kafka_version`): the first problem as one error line."""
+    `kafka_version`, or the role's clientVersion): the first problem as one error line."""
     if problem := next(_problems(workload, kafka_version), None):
         raise DimsterError(f"{source}: {problem}")
 
@@ -47,15 +50,41 @@ def _problems(workload: Workload, kafka_version: str) -> Iterator[str]:
     common = workload.kafka_config.common_config  # goes to every client of the run
     sections = workload.kafka_config.model_dump(by_alias=True)
     libraries = run_libraries(workload)
-    if java_roles := [role for role, library in libraries.items() if library == "java"]:
-        from dimster.clients import java, jvm
+    java_roles: dict[str, list[str]] = {}  # kafka-clients version -> the roles it runs
+    for role in (role for role, library in libraries.items() if library == "java"):
+        java_roles.setdefault(workload.client_version.of(role) or kafka_version, []).append(role)
+    for version, roles in java_roles.items():
+        if version == kafka_version:
+            from dimster.clients import jvm
 
-        jvm.start_jvm(kafka_version)
-        yield from filter(None, [java.check_common_names(java_roles, common)])
-    for role, library in libraries.items():
-        if library == "java":
-            check = java.check_properties
-        else:
-            from dimster.clients.librdkafka import check_properties as check
-        if problem := check(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
+            jvm.start_jvm(kafka_version)
+            yield from java_problems(roles, common, sections)
+        else:  # this process's JVM holds the cluster's clients: another version is judged aside
+            yield from _java_problems_aside(kafka_version, version, roles, common, sections)
+    for role in (role for role, library in libraries.items() if library == "librdkafka"):
+        from dimster.clients.librdkafka import check_properties
+
+        if problem := check_properties(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
             yield problem
+
+
+def java_problems(roles: list[str], common: dict, sections: dict) -> Iterator[str]:
+    """What this process's Java clients (the JVM must run) find wrong with the roles' properties."""
+    from dimster.clients import java
+
+    yield from filter(None, [java.check_common_names(roles, common)])
+    for role in roles:
+        if problem := java.check_properties(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
+            yield problem
+
+
+def _java_problems_aside(kafka_version: str, version: str, roles: list[str], common: dict, sections: dict):
+    """java_problems in a process of its own that runs kafka-clients `version` (fetched if missing;
+    its progress shows on stderr)."""
+    command = [sys.executable, "-m", "dimster.clients.java_check", kafka_version, version]
+    request = json.dumps({"roles": roles, "common": common, "sections": sections})
+    result = subprocess.run(command, input=request, stdout=subprocess.PIPE, text=True, timeout=600)
+    if result.returncode != 0:
+        raise DimsterError(result.stdout.strip() or f"the check of kafka-clients {version} failed")
+    if result.stdout.strip():
+        yield result.stdout.strip()

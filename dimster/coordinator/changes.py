@@ -52,6 +52,7 @@ REFUSED = {
     "consumerType": "a run's consumers are either share groups or consumer groups; start a new run",
     "groupsPerTopic": "groups are created when a run starts; start a new run",
     "mode": "a run's test mode is chosen when it starts; start a new run",
+    "clientVersion": "each worker's JVM loads one kafka-clients version when the run starts; start a new run",
 }
 
 

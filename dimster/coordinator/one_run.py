@@ -14,8 +14,10 @@ from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.faults import check_faults
 from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
+from dimster.coordinator.topology import java_versions
 from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile
+from dimster.errors import DimsterError
 from dimster.monitor import announce_run
 from dimster.remote.security import read_token
 from dimster.results.bundle import ResultsBundle
@@ -50,6 +52,13 @@ def run_workload(
         overrides = {**profile.broker_overrides, **workload.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
     check_faults(workload, profile)
+    if profile.docker_workers and (
+        other := set(java_versions(workload, profile.kafka_version).values()) - {profile.kafka_version}
+    ):
+        raise DimsterError(
+            f"clientVersion {', '.join(sorted(other))}: worker containers hold the cluster's Kafka "
+            f"{profile.kafka_version} only; run other kafka-clients versions on local workers or agents"
+        )
     agents = connect_agents(profile, workload.name)
     cluster = backend_for(profile)
     containers = WorkerContainers(cluster, workload.name, progress) if profile.docker_workers else None
@@ -86,6 +95,7 @@ def _run_on(workload, profile, cluster, agents, results_root, control, say, cont
         broker_config=cluster.broker_config(),
         kafka_version=status.kafka_version,
         run_id=bundle.path.name,
+        java_clients=java_versions(workload, status.kafka_version),
         brokers=[node.node_id for node in status.nodes if node.registered],
     )
     labels = {"environment": profile.name, "run": bundle.path.name, "workload": workload.name}

@@ -32,10 +32,13 @@ from dimster.coordinator.topology import (
     build_topology,
     client_id,
     clients_of,
+    java_versions,
     least_loaded,
     place,
+    pools,
     replace_clients,
     resize,
+    worker_versions,
 )
 from dimster.coordinator.workers import WorkerLost, Workers
 from dimster.errors import DimsterError
@@ -128,7 +131,12 @@ class Coordinator:
         self.run_id = uuid.uuid4().hex[:8]
         self.topology: Topology = build_topology(workload, self.run_id)
         bundle.redactor.names.update(self.topology.topics, self.topology.groups)
-        self.worker_count = max(1, min(capacity, len(self.topology.producers) + len(self.topology.consumers)))
+        # each worker's JVM runs one kafka-clients version: a run with several needs a worker per version
+        self.java_versions = java_versions(workload, cluster.profile.kafka_version)
+        wanted = max(len(self.topology.producers) + len(self.topology.consumers), len(set(self.java_versions.values())))
+        self.worker_count = max(1, min(capacity, wanted))
+        self.worker_versions = worker_versions(self.java_versions, self.worker_count, cluster.profile.kafka_version)
+        self.pool_of = pools(self.java_versions, self.worker_versions)
         self.bootstrap = cluster.profile.bootstrap_servers
         self.client_bootstrap = client_bootstrap or self.bootstrap  # what workers' clients connect to
         self.client_security = cluster.client_security()  # the secure cluster's credentials, for every client
@@ -191,7 +199,7 @@ class Coordinator:
         self.record_lock_ms = int(effective.get("share.record.lock.duration.ms") or self.record_lock_ms)
 
     def start_workers(self, delivery_count_limit: int) -> None:
-        self.placement = place(self.topology, self.worker_count)
+        self.placement = place(self.topology, self.worker_count, self.pool_of)
         assignments = []
         for index in range(self.worker_count):
             producers, consumers = clients_of(self.topology, self.placement, index)
@@ -207,6 +215,7 @@ class Coordinator:
                     delivery_count_limit=delivery_count_limit,
                     log_file="",
                     kafka_version=self.cluster.profile.kafka_version,
+                    java_clients_version=self.worker_versions[index],
                     record_lock_ms=self.record_lock_ms,
                     client_security=self.client_security,
                 )
@@ -411,7 +420,12 @@ class Coordinator:
         live = self._live_workers()
         plan: dict[int, AddClients] = {}
         for spec in [*producers, *consumers]:
-            target = least_loaded(self.placement, live)
+            pool = [w for w in live if w in self.pool_of(spec)]
+            if not pool:
+                version = self.worker_versions[self.pool_of(spec)[0]]
+                self._fail(f"no live worker runs kafka-clients {version} for client {client_id(spec)}")
+                continue
+            target = least_loaded(self.placement, pool)
             self.placement[client_id(spec)] = target
             add = plan.setdefault(target, AddClients([], []))
             (add.producers if spec in producers else add.consumers).append(spec)
@@ -892,6 +906,7 @@ class Coordinator:
             changes = live_changes(old.to_yaml_dict(), new.to_yaml_dict())
         except ValueError as e:
             raise DimsterError(f"--set: {e}") from None
+        self._check_java_versions(new)
         if not changes and not crash and not restart:
             return {"applied": [], "notes": ["nothing changed"]}
         effects = {c.effect for c in changes}
@@ -976,6 +991,17 @@ class Coordinator:
         plan = f", by the {by} plan" if by != "control" else ""
         self.say(f"-- set {change.key}: {change.old} -> {change.new} ({change.effect}{plan})")
         return entry
+
+    def _check_java_versions(self, new: Workload) -> None:
+        """A role switched to Java clients live runs them in the workers' JVMs: their version must be its own."""
+        for role, version in java_versions(new, self.cluster.profile.kafka_version).items():
+            if role not in self.java_versions and set(self.worker_versions) != {version}:
+                key = {"share_consumer": "shareConsumer"}.get(role, role)
+                raise DimsterError(
+                    f"--set clientLibrary.{key}: its Java clients would run kafka-clients {version}, but the "
+                    f"workers' JVMs run {', '.join(sorted(set(self.worker_versions)))} (a JVM holds one version, "
+                    "chosen when the run starts): start a new run"
+                )
 
     def _resize_clients(self, new: Workload) -> None:
         added_producers, added_consumers, removed = resize(

@@ -1,7 +1,11 @@
 """Which clients a run has, what they are called, and which worker hosts each."""
 
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dimster.clients.properties import run_libraries
+from dimster.errors import DimsterError
 from dimster.worker.protocol import ConsumerSpec, ProducerSpec
 from dimster.workload.model import Workload
 
@@ -35,12 +39,57 @@ def client_id(spec: ProducerSpec | ConsumerSpec) -> str:
     return f"p{spec.producer_id}" if isinstance(spec, ProducerSpec) else f"c{spec.consumer_id}"
 
 
-def place(topology: Topology, workers: int) -> dict[str, int]:
+def role_of(spec: ProducerSpec | ConsumerSpec) -> str:
+    if isinstance(spec, ProducerSpec):
+        return "producer"
+    return "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
+
+
+def java_versions(workload: Workload, cluster_version: str) -> dict[str, str]:
+    """Role -> the kafka-clients version its Java clients run, for the roles that run Java clients."""
+    return {
+        role: workload.client_version.of(role) or cluster_version
+        for role, library in run_libraries(workload).items()
+        if library == "java"
+    }
+
+
+def worker_versions(versions: dict[str, str], workers: int, cluster_version: str) -> list[str]:
+    """The kafka-clients version of each worker's JVM. A JVM holds one version: where the run's Java
+    clients have several, worker w runs the (w mod several)-th, so at least that many workers are needed."""
+    distinct = sorted(set(versions.values())) or [cluster_version]
+    if workers < len(distinct):
+        roles = ", ".join(f"{role} {version}" for role, version in sorted(versions.items()))
+        raise DimsterError(
+            f"clientVersion: the run's Java clients need {len(distinct)} kafka-clients versions ({roles}) and "
+            f"a worker's JVM holds one, but the environment has {workers} worker(s): give it {len(distinct)} "
+            "or more (workers: N), or one version to every Java role"
+        )
+    return [distinct[w % len(distinct)] for w in range(workers)]
+
+
+def pools(versions: dict[str, str], per_worker: list[str]) -> Callable[[ProducerSpec | ConsumerSpec], Sequence[int]]:
+    """The workers a client may go on: those whose JVM runs its role's version (every worker where the
+    run has a single Java version, or the client runs librdkafka)."""
+    everyone = range(len(per_worker))
+    if len(set(per_worker)) <= 1:
+        return lambda spec: everyone
+    by_version = {v: [w for w, mine in enumerate(per_worker) if mine == v] for v in set(per_worker)}
+    return lambda spec: by_version[versions[role]] if (role := role_of(spec)) in versions else everyone
+
+
+def place(
+    topology: Topology, workers: int, pool_of: Callable[[ProducerSpec | ConsumerSpec], Sequence[int]] | None = None
+) -> dict[str, int]:
     """Client id -> worker index. Clients are dealt in turn, producers first, then consumers, so each
     worker gets a similar mix of topics and groups and a one-producer, one-consumer run on two workers
-    has them on different hosts."""
-    clients = [*topology.producers, *topology.consumers]
-    return {client_id(spec): n % workers for n, spec in enumerate(clients)}
+    has them on different hosts. With `pool_of`, each client is dealt among its pool's workers."""
+    placement, dealt = {}, Counter()
+    for spec in [*topology.producers, *topology.consumers]:
+        pool = pool_of(spec) if pool_of else range(workers)
+        placement[client_id(spec)] = pool[dealt[tuple(pool)] % len(pool)]
+        dealt[tuple(pool)] += 1
+    return placement
 
 
 def clients_of(topology: Topology, placement: dict[str, int], worker: int) -> tuple[list, list]:

@@ -114,15 +114,15 @@ class FetchProgress:
 
     PLAIN_EVERY = 15.0  # seconds between plain progress lines
 
-    def __init__(self, version: str):
-        self.version = version
+    def __init__(self, what: str):
+        self.what = what  # "Apache Kafka 4.3.1", "kafka-clients 2.4.0"
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.downloads = 0
         self.started = self.last_line = time.monotonic()
         self.live: Progress | None = None
 
     def __enter__(self) -> "FetchProgress":
-        what = f"fetching Apache Kafka {self.version} from Maven Central"
+        what = f"fetching {self.what} from Maven Central"
         if self.console.is_terminal:
             self.live = Progress(
                 SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console
@@ -137,7 +137,7 @@ class FetchProgress:
         if "Downloaded from" not in line:
             return
         self.downloads += 1
-        text = f"fetching Apache Kafka {self.version}: {self.downloads} file(s) downloaded"
+        text = f"fetching {self.what}: {self.downloads} file(s) downloaded"
         if self.live is not None:
             self.live.update(self.task, description=text)
         elif time.monotonic() - self.last_line >= self.PLAIN_EVERY:
@@ -152,12 +152,12 @@ class FetchProgress:
             self.live.stop()
         if exc_type is None:
             files = f", {self.downloads} file(s) downloaded" if self.downloads else ""
-            self.note(f"fetched Apache Kafka {self.version} in {time.monotonic() - self.started:.0f} s{files}")
+            self.note(f"fetched {self.what} in {time.monotonic() - self.started:.0f} s{files}")
 
 
-def _mvn(version: str, libs: Path, log: Path, progress: FetchProgress, *profiles: str) -> int:
+def _mvn(version: str, libs: Path, log: Path, progress: FetchProgress, *profiles: str, pom="pom.xml") -> int:
     """Run mvn's copy of the pom's dependencies into `libs`; its output is appended to `log`."""
-    pom = resources.files("dimster.kafka") / "pom.xml"
+    pom = resources.files("dimster.kafka") / pom
     command = [
         "mvn",
         "-B",
@@ -179,28 +179,38 @@ def _mvn(version: str, libs: Path, log: Path, progress: FetchProgress, *profiles
 
 
 def _fetch_with_maven(version: str, libs: Path) -> None:
+    def broker_alone(progress: FetchProgress, partial: Path, log: Path) -> bool:
+        # Some releases publish the broker before the perf tools: fetch the broker alone then.
+        if _mvn(version, partial, log, progress, "-P", "!perf-tools") != 0:
+            return False
+        progress.note(
+            f"note: org.apache.kafka:kafka-tools:{version} is not published; perf-tool benchmarks need another version"
+        )
+        return True
+
+    _maven_fetch(f"Apache Kafka {version}", version, libs, "pom.xml", broker_alone)
+
+
+def _maven_fetch(what: str, version: str, libs: Path, pom: str, fallback=None) -> None:
+    """Copy `pom`'s dependencies for `version` into `libs` (whole or not at all); when mvn fails,
+    `fallback(progress, folder, log)` may fetch into the folder instead. A failure is one error line."""
     require_java()
     if not shutil.which("mvn"):
-        raise DimsterError(f"mvn not found, needed to fetch Kafka {version} from Maven Central: {MVN_HINT}")
+        raise DimsterError(f"mvn not found, needed to fetch {what} from Maven Central: {MVN_HINT}")
     partial = libs.with_name("libs.partial")
     shutil.rmtree(partial, ignore_errors=True)
     log = libs.with_name("fetch.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
-    with FetchProgress(version) as progress:
-        if _mvn(version, partial, log, progress) != 0:
-            # Some releases publish the broker before the perf tools: fetch the broker alone then.
+    with FetchProgress(what) as progress:
+        if _mvn(version, partial, log, progress, pom=pom) != 0:
             shutil.rmtree(partial, ignore_errors=True)
-            if _mvn(version, partial, log, progress, "-P", "!perf-tools") != 0:
+            if fallback is None or not fallback(progress, partial, log):
                 output = log.read_text(errors="replace")
                 raise DimsterError(
-                    f"could not fetch Kafka {version} from Maven Central: {last_error_line(output)} (log: {log})",
+                    f"could not fetch {what} from Maven Central: {last_error_line(output)} (log: {log})",
                     detail="\n".join(output.splitlines()[-15:]),
                 )
-            progress.note(
-                f"note: org.apache.kafka:kafka-tools:{version} is not published; "
-                "perf-tool benchmarks need another version"
-            )
     shutil.rmtree(libs, ignore_errors=True)
     partial.rename(libs)
 
@@ -210,11 +220,28 @@ def last_error_line(output: str) -> str:
     return errors[0] if errors else (output.strip().splitlines() or ["mvn failed"])[-1]
 
 
-def _compile_helper(distribution: KafkaDistribution) -> None:
-    """Compile dimster's Java classes (the tool, the client drivers) against this version's jars, once."""
+def java_clients(version: str) -> KafkaDistribution:
+    """Kafka's Java clients of `version` alone (clientVersion), from the cache or fetched: kafka-clients,
+    its dependencies and a log4j2 runtime, with dimster's client drivers compiled against them (the
+    share consumer's only from 4.3, whose share consumer API it uses)."""
+    home = cache_dir() / "kafka-clients" / version
+    libs = home / "libs"
+    if not (libs / f"kafka-clients-{version}.jar").exists():
+        _maven_fetch(f"kafka-clients {version}", version, libs, "clients-pom.xml")
+    distribution = KafkaDistribution(version, libs, home)
+    drivers = {"DimsterProducer", "DimsterConsumer", "DimsterGroupConsumer", "DimsterClientSupport"}
+    if tuple(int(p) for p in version.split(".")) >= (4, 3):
+        drivers.add("DimsterShareConsumer")
+    _compile_helper(distribution, drivers)
+    return distribution
+
+
+def _compile_helper(distribution: KafkaDistribution, classes: set[str] | None = None) -> None:
+    """Compile dimster's Java classes (the tool, the client drivers; or only `classes`) against this
+    version's jars, once."""
     helper_dir = distribution.home / "helper"
     sources = sorted(resources.files("dimster.kafka").joinpath("java").iterdir(), key=lambda f: f.name)
-    sources = [f for f in sources if f.name.endswith(".java")]
+    sources = [f for f in sources if f.name.endswith(".java") and (classes is None or f.name[:-5] in classes)]
     source_text = "".join(f.read_text() for f in sources)
     stamp = helper_dir / "sources.java"
     if stamp.exists() and stamp.read_text() == source_text:

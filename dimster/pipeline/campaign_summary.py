@@ -45,6 +45,7 @@ COSTS = (
     "worker_producer_cpu_seconds_per_mb",
     "worker_consumer_cpu_seconds_per_mb",
     "records_per_fetch",
+    "rx_bytes_per_consumed_byte",
 )
 COSTS_NONE = dict.fromkeys(COSTS)
 
@@ -220,7 +221,8 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
 
 def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
     """Per run: the compression ratio the brokers saw, the workers' CPU (cores, and per MB where
-    workers host one role only) and the consumers' records per fetch request."""
+    workers host one role only), the consumers' records per fetch request and bytes fetched per byte
+    consumed."""
     from pyspark.sql import functions as F
 
     cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
@@ -235,7 +237,9 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
         if ratios is not None:
             own = ratios[(ratios.point == run.point) & (ratios["repeat"] == run.repeat)]
             if len(own):
-                row["records_per_fetch"] = overall_client_ratios(own)["records_per_fetch"]
+                overall = overall_client_ratios(own)
+                row["records_per_fetch"] = overall["records_per_fetch"]
+                row["rx_bytes_per_consumed_byte"] = overall["rx_bytes_per_consumed_byte"]
         if cpu is not None:
             own = cpu[(cpu.point == run.point) & (cpu["repeat"] == run.repeat)]
             if len(own):

@@ -39,6 +39,7 @@ COST_METRICS = {  # charted where they vary between points by more than COST_SPR
     "worker_producer_cpu_seconds_per_mb": "producer CPU s per MB",
     "worker_consumer_cpu_seconds_per_mb": "consumer CPU s per MB",
     "records_per_fetch": "consumer records per fetch request",
+    "rx_bytes_per_consumed_byte": "bytes fetched per byte consumed",
 }
 COST_SPREAD = 1.1
 CHART_PLOT_PX = 260

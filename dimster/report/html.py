@@ -294,6 +294,9 @@ def clients_panel(run: RunData) -> str:
         rows.append(("consumers", integer(workload["consumersPerGroup"] * groups)))
     if libraries := workload.get("clientLibrary"):
         rows.append(("client libraries", text(", ".join(f"{role} {lib}" for role, lib in libraries.items()))))
+    java_clients = (run.run_info.get("versions") or {}).get("java_clients")
+    if isinstance(java_clients, dict) and java_clients:  # a string in runs from before clientVersion
+        rows.append(("Java clients", text(", ".join(f"{role} {v}" for role, v in java_clients.items()))))
     if not ratios:
         return panel("Clients", kv_table(rows) + unavailable("no client statistics in the summary"))
     rows += [

@@ -72,9 +72,11 @@ class ResultsBundle:
         broker_config: dict,
         kafka_version: str,
         run_id: str,
+        java_clients: dict[str, str] | None = None,
         brokers: list[int] | None = None,
     ) -> None:
-        """`brokers`: the ids of the brokers the cluster registers as the run starts."""
+        """`brokers`: the ids of the brokers the cluster registers as the run starts; `java_clients`:
+        the kafka-clients version of each role that runs Java clients."""
         for timeline in ("events.jsonl", "modifications.jsonl", "console.log"):
             (self.path / timeline).touch()
         for data in (workload, environment, broker_config):  # all secrets known before the first write
@@ -93,7 +95,7 @@ class ResultsBundle:
                 "kafka": kafka_version,
                 "confluent_kafka": confluent_kafka.version(),
                 "librdkafka": confluent_kafka.libversion()[0],
-                "java_clients": kafka_version,  # clientLibrary java runs the cluster version's clients
+                "java_clients": java_clients or {},
                 "java": java_version(),
                 "jpype": metadata.version("jpype1"),
                 "python": platform.python_version(),

@@ -115,7 +115,7 @@ class Worker:
         """Start the JVM before any client needs it (it stays up for the rest of the process)."""
         if "java" in run_libraries(workload).values():
             log_file = Path(self.assignment.log_file).with_suffix(".java.log")
-            start_jvm(self.assignment.kafka_version, log_file)
+            start_jvm(self.assignment.kafka_version, log_file, self.assignment.java_clients_version)
 
     def _producer(self, spec) -> ProducerClient:
         a = self.assignment

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -57,7 +57,8 @@ class Assignment:
     total_producers: int  # the target rate is split evenly over every producer of the run
     delivery_count_limit: int  # a record released this often is archived by the broker
     log_file: str  # a local worker's; a remote agent writes into its own folder and ships the files
-    kafka_version: str  # the cluster's: clients with clientLibrary java run its Java clients
+    kafka_version: str  # the cluster's
+    java_clients_version: str = ""  # the kafka-clients version of this worker's JVM ("": the cluster's)
     clock_offset: float = 0.0  # seconds this host's clock is ahead of the coordinator's
     record_lock_ms: int = 30_000  # the groups' acquisition lock duration at start, as the broker said
     # what every client needs beside bootstrap.servers to reach a secure cluster (kafka/security.py, in

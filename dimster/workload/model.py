@@ -4,7 +4,7 @@ Benchmark and the Dimster posts; Kafka property names are used as they are."""
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from dimster.errors import DimsterError
 from dimster.paths import display
@@ -202,9 +202,35 @@ class ClientLibrary(Strict):
         return getattr(self, role)
 
 
-def one_library_for_all(value):
-    """`clientLibrary: java` is short for the same library in every role."""
+def same_for_every_role(value):
+    """`clientLibrary: java` (or `clientVersion: 2.4.0`) is short for the same value in every role."""
     return {"producer": value, "consumer": value, "shareConsumer": value} if isinstance(value, str) else value
+
+
+Version = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")]
+OLDEST_CLIENT = (2, 1)  # Kafka 4 brokers no longer speak the protocol versions of older clients (KIP-896)
+OLDEST_SHARE_CLIENT = (4, 3)  # dimster's Java share consumer uses AcknowledgeType.RENEW (KIP-1222)
+OLDEST_STATIC_CLIENT = (2, 3)  # group.instance.id (KIP-345)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+class ClientVersion(Strict):
+    """The kafka-clients version of each role's Java clients (fetched from Maven Central), where it
+    is not the cluster's. `clientVersion: 2.4.0` sets all three."""
+
+    producer: Version | None = None
+    consumer: Version | None = None
+    share_consumer: Version | None = Field(None, alias="shareConsumer")
+
+    def of(self, role: str) -> str | None:
+        return getattr(self, role)
+
+    @property
+    def any(self) -> bool:
+        return any((self.producer, self.consumer, self.share_consumer))
 
 
 class Workload(Strict):
@@ -241,6 +267,7 @@ class Workload(Strict):
     drain_timeout_seconds: float = Field(30, alias="drainTimeoutSeconds", ge=0)
     keep_topics: bool = Field(False, alias="keepTopics")
     client_library: ClientLibrary = Field(default_factory=ClientLibrary, alias="clientLibrary")
+    client_version: ClientVersion = Field(default_factory=ClientVersion, alias="clientVersion")
     kafka_config: KafkaConfig = Field(default_factory=KafkaConfig, alias="kafkaConfig")
     broker_config: KafkaProperties = Field(default_factory=dict, alias="brokerConfig")
     # dynamic group configs (share.record.lock.duration.ms, ...) of every group of the run
@@ -256,10 +283,15 @@ class Workload(Strict):
 
     @field_validator("client_library", mode="before")
     @classmethod
-    def _one_library_for_all(cls, value):
+    def _same_for_every_role(cls, value):
         if isinstance(value, str) and value not in get_args(Library):
             raise ValueError("must be librdkafka or java, or a mapping of producer, consumer, shareConsumer to one")
-        return one_library_for_all(value)
+        return same_for_every_role(value)
+
+    @field_validator("client_version", mode="before")
+    @classmethod
+    def _one_version_for_all(cls, value):
+        return same_for_every_role(value)
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -287,6 +319,8 @@ class Workload(Strict):
                 "acknowledgement.renewLocks needs Kafka's Java share consumer (librdkafka has no "
                 "AcknowledgeType.RENEW): set clientLibrary.shareConsumer: java"
             )
+        if problem := self._client_version_problem():
+            raise ValueError(problem)
         if self.mode.type == "explore-limits" and self.producer_rate_schedule is not None:
             raise ValueError("mode explore-limits sets the producer rate itself: drop producerRateSchedule")
         if self.mode.type in ("explore-limits", "drain-backlog") and not (
@@ -296,6 +330,36 @@ class Workload(Strict):
         if self.mode.type == "correctness" and self.message_size < HEADER_SIZE + CHECKSUM_SIZE:
             raise ValueError(f"mode correctness needs messageSize of at least {HEADER_SIZE + CHECKSUM_SIZE} (checksum)")
         return self
+
+    def run_roles(self) -> list[str]:
+        """The client roles this run has: producer, and consumer or share_consumer."""
+        roles = ["producer"] if self.producers_per_topic else []
+        if self.groups_per_topic and self.consumers_per_group:
+            roles.append("share_consumer" if self.consumer_type == "SHARE_GROUP" else "consumer")
+        return roles
+
+    def _client_version_problem(self) -> str | None:
+        for role in self.run_roles():
+            version = self.client_version.of(role)
+            if version is None:
+                continue
+            key = {"share_consumer": "shareConsumer"}.get(role, role)
+            where = f"clientVersion.{key} {version}"
+            if self.client_library.of(role) != "java":
+                return (
+                    f"{where} needs clientLibrary.{key}: java (librdkafka's version is the installed confluent-kafka's)"
+                )
+            oldest = OLDEST_SHARE_CLIENT if role == "share_consumer" else OLDEST_CLIENT
+            why = (
+                "dimster's Java share consumer renews locks (KIP-1222)"
+                if role == "share_consumer"
+                else ("Kafka 4 brokers refuse older clients' protocol versions (KIP-896)")
+            )
+            if role == "consumer" and self.static_membership and oldest < OLDEST_STATIC_CLIENT:
+                oldest, why = OLDEST_STATIC_CLIENT, "staticMembership needs group.instance.id (KIP-345)"
+            if version_tuple(version) < oldest:
+                return f"{where} is too old: {why}, so {'.'.join(map(str, oldest))}.0 or newer"
+        return None
 
     @property
     def total_producers(self) -> int:
@@ -320,8 +384,9 @@ def long_forms(data: dict) -> dict:
     """The document with its short forms written out (`clientLibrary: java`, `mode: explore-limits`),
     so that overrides of a nested key (`clientLibrary.producer`, `mode.targetE2eP99Ms`) find a mapping."""
     data = dict(data)
-    if "clientLibrary" in data:
-        data["clientLibrary"] = one_library_for_all(data["clientLibrary"])
+    for key in ("clientLibrary", "clientVersion"):
+        if key in data:
+            data[key] = same_for_every_role(data[key])
     if "mode" in data:
         data["mode"] = mode_mapping(data["mode"])
     return data
