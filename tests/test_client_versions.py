@@ -31,7 +31,7 @@ def workload(**keys):
             {"clientVersion": {"consumer": "2.4.0"}, "consumerType": "CONSUMER_GROUP"},
             "needs clientLibrary.consumer: java",
         ),
-        ({**GROUPS, "clientVersion": {"consumer": "2.0.1"}}, "2.0.1 is too old: Kafka 4 brokers refuse older clients"),
+        ({**GROUPS, "clientVersion": {"consumer": "2.1.1"}}, "2.1.1 is too old: dimster's Java drivers use"),
         ({**GROUPS, "clientVersion": {"consumer": "2.2.2"}, "staticMembership": True}, "so 2.3.0 or newer"),
         ({"clientLibrary": "java", "clientVersion": "4.2.0"}, "clientVersion.shareConsumer 4.2.0 is too old"),
         ({**GROUPS, "clientVersion": {"consumer": "2.4"}}, "clientVersion.consumer"),
@@ -97,9 +97,29 @@ def test_properties_are_judged_by_the_roles_own_client_version():
 
 
 @pytest.mark.unit
+def test_a_common_name_one_versions_clients_know_is_accepted_and_one_none_knows_is_not():
+    """enable.metrics.push (KIP-714, 3.7) is a property of the 4.3.1 producer, not of the 2.3.1 consumer."""
+    mixed = {**GROUPS, "clientVersion": {"consumer": "2.3.1"}}
+    check_client_configs(workload(**mixed, kafkaConfig={"commonConfig": {"enable.metrics.push": False}}), "w", CLUSTER)
+    with pytest.raises(DimsterError, match=r"^w: kafkaConfig.commonConfig: 'no.such.name' is not a property"):
+        check_client_configs(workload(**mixed, kafkaConfig={"commonConfig": {"no.such.name": 1}}), "w", CLUSTER)
+
+
+@pytest.mark.unit
+def test_a_role_without_clients_keeps_the_clusters_version():
+    """No share consumers here: the short form's 2.4.0 is the producers' alone (2.4.0 has no share consumer)."""
+    w = workload(clientLibrary="java", clientVersion="2.4.0", consumersPerGroup=0)
+    assert java_versions(w, CLUSTER) == {"producer": "2.4.0"}
+    check_client_configs(w, "w.yaml", CLUSTER)
+
+
+@pytest.mark.unit
 def test_a_version_maven_central_does_not_have_is_one_line():
-    with pytest.raises(DimsterError, match=r"could not fetch kafka-clients 2.3.99 from Maven Central: .*2.3.99"):
+    with pytest.raises(DimsterError) as refused:
         check_client_configs(workload(**GROUPS, clientVersion={"consumer": "2.3.99"}), "w.yaml", CLUSTER)
+    message = str(refused.value)
+    assert re.match(r"could not fetch kafka-clients 2.3.99 from Maven Central: .*2.3.99", message)
+    assert "\n" not in message and "Traceback" not in message
 
 
 @pytest.mark.kafka

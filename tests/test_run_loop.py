@@ -88,6 +88,24 @@ def test_with_continue_the_lost_clients_go_on_elsewhere_under_fresh_ids(tmp_path
     assert totals["lost"] == 0 and totals["received"] == totals["acked"]
 
 
+def test_clients_whose_kafka_clients_version_no_live_worker_runs_fail_the_run_in_one_line(tmp_path):
+    """Producers on 4.4.0 go on worker 1, share consumers on the cluster's 4.3.1 on worker 0: when
+    worker 1 is lost, its producers have nowhere to go on, whatever onWorkerLoss says."""
+    workers = FakeWorkers(lose_worker=1)
+    c = coordinator(
+        tmp_path, workers, on_worker_loss="continue", clientLibrary="java", clientVersion={"producer": "4.4.0"}
+    )
+    assert c.worker_versions == ["4.3.1", "4.4.0"]
+    with pytest.raises(RunFailed):
+        c.run()
+    [lost] = [e for e in events(c) if e["event"] == "worker_lost"]
+    assert lost["clients"] == ["p0", "p1"]  # worker 1 hosted the producers, worker 0 the consumers
+    info = json.loads((c.bundle.path / "run.json").read_text())
+    assert info["status"] == "failed" and info["failure"] == "no live worker runs kafka-clients 4.4.0 for p2, p3"
+    assert not [m for _, m in workers.sent if isinstance(m, AddClients)]
+    assert [p.producer_id for p in c.topology.producers] == [] and len(c.topology.consumers) == 2
+
+
 def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tmp_path):
     workers = FakeWorkers()
     c = coordinator(tmp_path, workers, capacity=2, durationSeconds=30)

@@ -78,12 +78,14 @@ def run(
     if modify:
         return _modify(env, workload, sets, json)
     from dimster.clients.properties import check_client_configs
+    from dimster.coordinator.one_run import check_client_versions
     from dimster.workload.model import load_workload
 
     if workload is None:
         raise DimsterError("dimster run needs a workload: -w WORKLOAD.yaml (or --modify --set k=v to change a run)")
     loaded = load_workload(workload, sets)
     profile = load_environment(env)
+    check_client_versions(loaded, profile)  # before the property check fetches any version
     check_client_configs(loaded, display(workload), profile.kafka_version)
     results_root = (results or project_dir() / "results").resolve()
     after = [] if not no_summary else ["--no-summary"]

@@ -1,13 +1,13 @@
 """`python -m dimster.clients.java_check KAFKA_VERSION CLIENTS_VERSION`: the Java clients of another
 version than the one a process's JVM holds judge a run's properties (see properties.py). It reads
-{roles, common, sections} as JSON on stdin and prints the first problem, or nothing; a failure to
-fetch or start the clients is printed as one line with exit status 1."""
+{roles, common, sections} as JSON on stdin and prints what `java_check` finds as a JSON pair; a
+failure (to fetch or start the clients, or of the check itself) is printed as one line, exit status 1."""
 
 import json
 import sys
 
 from dimster.clients import jvm
-from dimster.clients.properties import java_problems
+from dimster.clients.properties import java_check
 from dimster.errors import DimsterError
 
 
@@ -15,9 +15,12 @@ def main(kafka_version: str, clients_version: str) -> int:
     request = json.load(sys.stdin)
     try:
         jvm.start_jvm(kafka_version, clients_version=clients_version)
-        print(next(java_problems(request["roles"], request["common"], request["sections"]), ""))
+        print(json.dumps(java_check(request["roles"], request["common"], request["sections"])))
     except DimsterError as e:
         print(e)
+        return 1
+    except Exception as e:  # the Java clients of this version could not judge: one line, not a traceback
+        print(f"kafka-clients {clients_version} could not check the properties: {type(e).__name__}: {e}")
         return 1
     return 0
 

@@ -26,6 +26,11 @@ def run_libraries(workload: Workload) -> dict[str, str]:
     return {role: workload.client_library.of(role) for role in ("producer", consumer_role(workload))}
 
 
+def client_version(workload: Workload, role: str) -> str | None:
+    """The role's clientVersion where the run has clients of the role (validated only there), else None."""
+    return workload.client_version.of(role) if role in workload.run_roles() else None
+
+
 def role_properties(workload: Workload, role: str, group: str = "") -> dict:
     """What a role's client is built from: commonConfig, the role's section, what the workload implies."""
     kc = workload.kafka_config
@@ -52,15 +57,21 @@ def _problems(workload: Workload, kafka_version: str) -> Iterator[str]:
     libraries = run_libraries(workload)
     java_roles: dict[str, list[str]] = {}  # kafka-clients version -> the roles it runs
     for role in (role for role, library in libraries.items() if library == "java"):
-        java_roles.setdefault(workload.client_version.of(role) or kafka_version, []).append(role)
+        java_roles.setdefault(client_version(workload, role) or kafka_version, []).append(role)
+    unknown_common = []  # a commonConfig name needs one of the run's Java clients to know it
     for version, roles in java_roles.items():
         if version == kafka_version:
             from dimster.clients import jvm
 
             jvm.start_jvm(kafka_version)
-            yield from java_problems(roles, common, sections)
+            common_problem, problem = java_check(roles, common, sections)
         else:  # this process's JVM holds the cluster's clients: another version is judged aside
-            yield from _java_problems_aside(kafka_version, version, roles, common, sections)
+            common_problem, problem = _java_check_aside(kafka_version, version, roles, common, sections)
+        unknown_common.append(common_problem)
+        if problem:
+            yield problem
+    if unknown_common and all(unknown_common):
+        yield unknown_common[0]
     for role in (role for role, library in libraries.items() if library == "librdkafka"):
         from dimster.clients.librdkafka import check_properties
 
@@ -68,23 +79,27 @@ def _problems(workload: Workload, kafka_version: str) -> Iterator[str]:
             yield problem
 
 
-def java_problems(roles: list[str], common: dict, sections: dict) -> Iterator[str]:
-    """What this process's Java clients (the JVM must run) find wrong with the roles' properties."""
+def java_check(roles: list[str], common: dict, sections: dict) -> tuple[str | None, str | None]:
+    """What this process's Java clients (the JVM must run) find wrong: (a commonConfig name none of
+    the roles knows, the first problem of a role's properties)."""
     from dimster.clients import java
 
-    yield from filter(None, [java.check_common_names(roles, common)])
+    roles_problem = None
     for role in roles:
-        if problem := java.check_properties(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
-            yield problem
+        if roles_problem := java.check_properties(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
+            break
+    return java.check_common_names(roles, common), roles_problem
 
 
-def _java_problems_aside(kafka_version: str, version: str, roles: list[str], common: dict, sections: dict):
-    """java_problems in a process of its own that runs kafka-clients `version` (fetched if missing;
+def _java_check_aside(kafka_version: str, version: str, roles: list[str], common: dict, sections: dict):
+    """java_check in a process of its own that runs kafka-clients `version` (fetched if missing;
     its progress shows on stderr)."""
     command = [sys.executable, "-m", "dimster.clients.java_check", kafka_version, version]
     request = json.dumps({"roles": roles, "common": common, "sections": sections})
-    result = subprocess.run(command, input=request, stdout=subprocess.PIPE, text=True, timeout=600)
+    try:
+        result = subprocess.run(command, input=request, stdout=subprocess.PIPE, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise DimsterError(f"the check of kafka-clients {version}'s properties did not end within 600 s") from None
     if result.returncode != 0:
         raise DimsterError(result.stdout.strip() or f"the check of kafka-clients {version} failed")
-    if result.stdout.strip():
-        yield result.stdout.strip()
+    return tuple(json.loads(result.stdout))

@@ -14,7 +14,7 @@ from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.faults import check_faults
 from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
-from dimster.coordinator.topology import java_versions
+from dimster.coordinator.topology import java_versions, worker_versions
 from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
@@ -52,13 +52,7 @@ def run_workload(
         overrides = {**profile.broker_overrides, **workload.broker_config}
         profile = profile.model_copy(update={"broker_overrides": overrides})
     check_faults(workload, profile)
-    if profile.docker_workers and (
-        other := set(java_versions(workload, profile.kafka_version).values()) - {profile.kafka_version}
-    ):
-        raise DimsterError(
-            f"clientVersion {', '.join(sorted(other))}: worker containers hold the cluster's Kafka "
-            f"{profile.kafka_version} only; run other kafka-clients versions on local workers or agents"
-        )
+    check_client_versions(workload, profile)
     agents = connect_agents(profile, workload.name)
     cluster = backend_for(profile)
     containers = WorkerContainers(cluster, workload.name, progress) if profile.docker_workers else None
@@ -74,6 +68,19 @@ def run_workload(
             agents.close()
         if containers:
             containers.remove()
+
+
+def check_client_versions(workload: Workload, profile: EnvironmentProfile) -> None:
+    """Before anything starts: the run's kafka-clients versions fit the profile's workers (a JVM per
+    worker holds one version; worker containers hold the cluster's only)."""
+    versions = java_versions(workload, profile.kafka_version)
+    if profile.docker_workers and (other := set(versions.values()) - {profile.kafka_version}):
+        raise DimsterError(
+            f"clientVersion {', '.join(sorted(other))}: worker containers hold the cluster's Kafka "
+            f"{profile.kafka_version} only; run other kafka-clients versions on local workers or agents"
+        )
+    workers = profile.workers if isinstance(profile.workers, int) else len(profile.agents) or profile.workers.docker
+    worker_versions(versions, workers, profile.kafka_version)  # one line when there are too few
 
 
 def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers | None:
@@ -95,7 +102,7 @@ def _run_on(workload, profile, cluster, agents, results_root, control, say, cont
         broker_config=cluster.broker_config(),
         kafka_version=status.kafka_version,
         run_id=bundle.path.name,
-        java_clients=java_versions(workload, status.kafka_version),
+        java_clients=java_versions(workload, profile.kafka_version),  # what the coordinator gives the workers
         brokers=[node.node_id for node in status.nodes if node.registered],
     )
     labels = {"environment": profile.name, "run": bundle.path.name, "workload": workload.name}

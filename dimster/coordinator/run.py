@@ -419,21 +419,30 @@ class Coordinator:
         each went, by client id. Adding consumers starts a watch on their assignments."""
         live = self._live_workers()
         plan: dict[int, AddClients] = {}
+        homeless: dict[str, str] = {}  # client id -> the kafka-clients version no live worker runs
         for spec in [*producers, *consumers]:
             pool = [w for w in live if w in self.pool_of(spec)]
             if not pool:
-                version = self.worker_versions[self.pool_of(spec)[0]]
-                self._fail(f"no live worker runs kafka-clients {version} for client {client_id(spec)}")
+                homeless[client_id(spec)] = self.worker_versions[self.pool_of(spec)[0]]
                 continue
             target = least_loaded(self.placement, pool)
             self.placement[client_id(spec)] = target
             add = plan.setdefault(target, AddClients([], []))
             (add.producers if spec in producers else add.consumers).append(spec)
+        if homeless:  # out of the run, so that nothing looks for them on a worker
+            self.topology.producers = [p for p in self.topology.producers if client_id(p) not in homeless]
+            self.topology.consumers = [c for c in self.topology.consumers if client_id(c) not in homeless]
+            versions = ", ".join(sorted(set(homeless.values())))
+            self._fail(f"no live worker runs kafka-clients {versions} for {', '.join(homeless)}")
         for target, add in plan.items():
             self._send(target, add)
-        if consumers and not self.workload.consumers_paused:  # paused ones join when they resume
-            self._watch_assignments()
-        return {client_id(spec): self.placement[client_id(spec)] for spec in [*producers, *consumers]}
+        if any(add.consumers for add in plan.values()) and not self.workload.consumers_paused:
+            self._watch_assignments()  # paused consumers join when they resume
+        return {
+            client_id(spec): self.placement[client_id(spec)]
+            for spec in [*producers, *consumers]
+            if client_id(spec) not in homeless
+        }
 
     def _fail(self, reason: str) -> None:
         if self.failure is None:

@@ -46,11 +46,13 @@ def role_of(spec: ProducerSpec | ConsumerSpec) -> str:
 
 
 def java_versions(workload: Workload, cluster_version: str) -> dict[str, str]:
-    """Role -> the kafka-clients version its Java clients run, for the roles that run Java clients."""
+    """Role -> the kafka-clients version its Java clients run, for the roles of the run's clients that
+    run Java clients."""
+    roles = workload.run_roles()
     return {
         role: workload.client_version.of(role) or cluster_version
         for role, library in run_libraries(workload).items()
-        if library == "java"
+        if library == "java" and role in roles
     }
 
 

@@ -2,6 +2,7 @@
 or an official binary distribution named by $KAFKA_HOME."""
 
 import contextlib
+import fcntl
 import functools
 import os
 import re
@@ -87,13 +88,26 @@ def kafka_distribution(version: str, *, fetch: bool = True) -> KafkaDistribution
         return _from_kafka_home(Path(kafka_home))
     home = version_home(version)
     libs = home / "libs"
-    if not (libs / f"kafka_2.13-{version}.jar").exists():
+    jar = libs / f"kafka_2.13-{version}.jar"
+    if not jar.exists():
         if not fetch:
             raise DimsterError(f"Kafka {version} is not fetched yet: run `dimster kafka fetch --version {version}`")
-        _fetch_with_maven(version, libs)
+        with _fetching(home):
+            if not jar.exists():
+                _fetch_with_maven(version, libs)
     distribution = KafkaDistribution(version, libs, home)
     _compile_helper(distribution)
     return distribution
+
+
+@contextlib.contextmanager
+def _fetching(home: Path):
+    """Held while one process fetches into `home`: others that need the same version (the workers of
+    one host) wait for it, then find it there."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _from_kafka_home(kafka_home: Path) -> KafkaDistribution:
@@ -226,8 +240,11 @@ def java_clients(version: str) -> KafkaDistribution:
     share consumer's only from 4.3, whose share consumer API it uses)."""
     home = cache_dir() / "kafka-clients" / version
     libs = home / "libs"
-    if not (libs / f"kafka-clients-{version}.jar").exists():
-        _maven_fetch(f"kafka-clients {version}", version, libs, "clients-pom.xml")
+    jar = libs / f"kafka-clients-{version}.jar"
+    if not jar.exists():
+        with _fetching(home):
+            if not jar.exists():
+                _maven_fetch(f"kafka-clients {version}", version, libs, "clients-pom.xml")
     distribution = KafkaDistribution(version, libs, home)
     drivers = {"DimsterProducer", "DimsterConsumer", "DimsterGroupConsumer", "DimsterClientSupport"}
     if tuple(int(p) for p in version.split(".")) >= (4, 3):

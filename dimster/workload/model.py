@@ -208,7 +208,10 @@ def same_for_every_role(value):
 
 
 Version = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")]
-OLDEST_CLIENT = (2, 1)  # Kafka 4 brokers no longer speak the protocol versions of older clients (KIP-896)
+OLDEST_CLIENT = (
+    2,
+    2,
+)  # dimster's drivers use KafkaProducer.close(Duration) of 2.2 (KIP-367); Kafka 4 refuses < 2.1 (KIP-896)
 OLDEST_SHARE_CLIENT = (4, 3)  # dimster's Java share consumer uses AcknowledgeType.RENEW (KIP-1222)
 OLDEST_STATIC_CLIENT = (2, 3)  # group.instance.id (KIP-345)
 
@@ -353,7 +356,7 @@ class Workload(Strict):
             why = (
                 "dimster's Java share consumer renews locks (KIP-1222)"
                 if role == "share_consumer"
-                else ("Kafka 4 brokers refuse older clients' protocol versions (KIP-896)")
+                else ("dimster's Java drivers use KafkaProducer.close(Duration) of kafka-clients 2.2 (KIP-367)")
             )
             if role == "consumer" and self.static_membership and oldest < OLDEST_STATIC_CLIENT:
                 oldest, why = OLDEST_STATIC_CLIENT, "staticMembership needs group.instance.id (KIP-345)"
