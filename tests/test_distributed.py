@@ -73,7 +73,12 @@ def agents_profile(setting, name: str, **keys) -> str:
 def agent(setting, index: int, log_name: str, skew: float | None = None):
     namespace, address = setting["net"].hosts[index]
     log = setting["folder"] / f"{log_name}-agent-{index}.log"
-    return running_agent(f"{address}:{AGENT_PORT}", setting["token_file"], log, netns=namespace, skew=skew)
+    # its runs' folders go under the test's, so that a killed agent (the loss tests) leaves none in /tmp
+    work_dir = setting["folder"] / f"{log_name}-agent-{index}"
+    work_dir.mkdir(exist_ok=True)
+    return running_agent(
+        f"{address}:{AGENT_PORT}", setting["token_file"], log, netns=namespace, skew=skew, work_dir=work_dir
+    )
 
 
 def run(setting, profile: str, tmp_path, name: str, **keys):
