@@ -14,16 +14,17 @@
 #   - no record is lost in any run.
 # It exits 1 when a run fails or a check does not hold.
 #
-# Usage: scripts/scenarios/purgatory.sh [ENV]    (default: localBeefy: 3 nodes, replication 3)
+# Usage: scripts/scenarios/purgatory.sh [ENV]    (default: local; on a cluster of 3 nodes, localBeefy,
+# replication makes acks=all Produce requests wait in the Produce purgatory too)
 # RESULTS_DIR (default results of the project): where the runs' folder goes (<time>-purgatory/<count>/). CONSUMERS (default
-# "10 100 200"): the share consumers of each run. About 6 minutes on a 2-core machine. The cluster
+# "10 100 200"): the share consumers of each run. About 5 minutes on a 2-core machine. The cluster
 # is left up, as after any run.
 set -euo pipefail
 shopt -s inherit_errexit
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dimster="$root/scripts/dimster"
 python="$root/.venv/bin/python"
-env="${1:-localBeefy}"
+env="${1:-local}"
 workload="$root/run/workloads/purgatory.yaml"
 results="${RESULTS_DIR:-$root/results}"
 mkdir -p "$results"
