@@ -7,9 +7,9 @@ import re
 import pytest
 import yaml
 
-from dimster.clients.properties import check_client_configs
+from dimster.clients.properties import check_client_configs, java_versions
 from dimster.coordinator.changes import live_changes
-from dimster.coordinator.topology import build_topology, java_versions, place, pools, worker_versions
+from dimster.coordinator.topology import build_topology, place, pools, worker_versions
 from dimster.errors import DimsterError
 from dimster.workload.model import parse_workload
 from tests.conftest import dimster

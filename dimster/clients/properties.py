@@ -26,9 +26,15 @@ def run_libraries(workload: Workload) -> dict[str, str]:
     return {role: workload.client_library.of(role) for role in ("producer", consumer_role(workload))}
 
 
-def client_version(workload: Workload, role: str) -> str | None:
-    """The role's clientVersion where the run has clients of the role (validated only there), else None."""
-    return workload.client_version.of(role) if role in workload.run_roles() else None
+def java_versions(workload: Workload, cluster_version: str) -> dict[str, str]:
+    """Role -> the kafka-clients version its Java clients run, for the roles of the run's clients that
+    run Java clients (a role's clientVersion is validated only where the run has clients of it)."""
+    roles = workload.run_roles()
+    return {
+        role: workload.client_version.of(role) or cluster_version
+        for role, library in run_libraries(workload).items()
+        if library == "java" and role in roles
+    }
 
 
 def role_properties(workload: Workload, role: str, group: str = "") -> dict:
@@ -55,9 +61,10 @@ def _problems(workload: Workload, kafka_version: str) -> Iterator[str]:
     common = workload.kafka_config.common_config  # goes to every client of the run
     sections = workload.kafka_config.model_dump(by_alias=True)
     libraries = run_libraries(workload)
+    versions = java_versions(workload, kafka_version)
     java_roles: dict[str, list[str]] = {}  # kafka-clients version -> the roles it runs
     for role in (role for role, library in libraries.items() if library == "java"):
-        java_roles.setdefault(client_version(workload, role) or kafka_version, []).append(role)
+        java_roles.setdefault(versions.get(role, kafka_version), []).append(role)
     unknown_common = []  # a commonConfig name needs one of the run's Java clients to know it
     for version, roles in java_roles.items():
         if version == kafka_version:

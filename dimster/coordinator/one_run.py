@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dimster.clients.properties import java_versions
 from dimster.cluster.backend import backend_for
 from dimster.containers.workers import WorkerContainers
 from dimster.coordinator.control import ControlServer
@@ -14,7 +15,7 @@ from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.faults import check_faults
 from dimster.coordinator.remote import RemoteWorkers
 from dimster.coordinator.run import Coordinator, RunFailed
-from dimster.coordinator.topology import java_versions, worker_versions
+from dimster.coordinator.topology import worker_versions
 from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError

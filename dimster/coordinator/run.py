@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dimster.clients import REBALANCE_KINDS
-from dimster.clients.properties import check_client_configs
+from dimster.clients.properties import check_client_configs, java_versions
 from dimster.cluster.backend import ClusterBackend, backend_for
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.broker_scrape import BrokerScraper
@@ -32,7 +32,6 @@ from dimster.coordinator.topology import (
     build_topology,
     client_id,
     clients_of,
-    java_versions,
     least_loaded,
     place,
     pools,
@@ -63,7 +62,7 @@ from dimster.worker.protocol import (
     Update,
     WatchRedeliveries,
 )
-from dimster.workload.model import Workload, parse_workload
+from dimster.workload.model import Workload, parse_workload, role_key
 from dimster.workload.overrides import apply_overrides
 
 FLUSH_EVERY = 5.0
@@ -421,9 +420,10 @@ class Coordinator:
         plan: dict[int, AddClients] = {}
         homeless: dict[str, str] = {}  # client id -> the kafka-clients version no live worker runs
         for spec in [*producers, *consumers]:
-            pool = [w for w in live if w in self.pool_of(spec)]
+            allowed = self.pool_of(spec)
+            pool = [w for w in live if w in allowed]
             if not pool:
-                homeless[client_id(spec)] = self.worker_versions[self.pool_of(spec)[0]]
+                homeless[client_id(spec)] = self.worker_versions[allowed[0]]
                 continue
             target = least_loaded(self.placement, pool)
             self.placement[client_id(spec)] = target
@@ -1005,11 +1005,10 @@ class Coordinator:
         """A role switched to Java clients live runs them in the workers' JVMs: their version must be its own."""
         for role, version in java_versions(new, self.cluster.profile.kafka_version).items():
             if role not in self.java_versions and set(self.worker_versions) != {version}:
-                key = {"share_consumer": "shareConsumer"}.get(role, role)
                 raise DimsterError(
-                    f"--set clientLibrary.{key}: its Java clients would run kafka-clients {version}, but the "
-                    f"workers' JVMs run {', '.join(sorted(set(self.worker_versions)))} (a JVM holds one version, "
-                    "chosen when the run starts): start a new run"
+                    f"--set clientLibrary.{role_key(role)}: its Java clients would run kafka-clients {version}, "
+                    f"but the workers' JVMs run {', '.join(sorted(set(self.worker_versions)))} "
+                    "(a JVM holds one version, chosen when the run starts): start a new run"
                 )
 
     def _resize_clients(self, new: Workload) -> None:

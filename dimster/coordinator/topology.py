@@ -4,7 +4,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dimster.clients.properties import run_libraries
 from dimster.errors import DimsterError
 from dimster.worker.protocol import ConsumerSpec, ProducerSpec
 from dimster.workload.model import Workload
@@ -43,17 +42,6 @@ def role_of(spec: ProducerSpec | ConsumerSpec) -> str:
     if isinstance(spec, ProducerSpec):
         return "producer"
     return "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
-
-
-def java_versions(workload: Workload, cluster_version: str) -> dict[str, str]:
-    """Role -> the kafka-clients version its Java clients run, for the roles of the run's clients that
-    run Java clients."""
-    roles = workload.run_roles()
-    return {
-        role: workload.client_version.of(role) or cluster_version
-        for role, library in run_libraries(workload).items()
-        if library == "java" and role in roles
-    }
 
 
 def worker_versions(versions: dict[str, str], workers: int, cluster_version: str) -> list[str]:

@@ -20,6 +20,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.security import ClientSecurity, helper_environment
 from dimster.paths import cache_dir
+from dimster.workload.model import OLDEST_SHARE_CLIENT, version_tuple
 
 HELPER_CLASS = "DimsterKafkaTool"
 JAVA_HINT = "install a JDK 17+ (Debian: apt-get install openjdk-17-jdk-headless)"
@@ -247,7 +248,7 @@ def java_clients(version: str) -> KafkaDistribution:
                 _maven_fetch(f"kafka-clients {version}", version, libs, "clients-pom.xml")
     distribution = KafkaDistribution(version, libs, home)
     drivers = {"DimsterProducer", "DimsterConsumer", "DimsterGroupConsumer", "DimsterClientSupport"}
-    if tuple(int(p) for p in version.split(".")) >= (4, 3):
+    if version_tuple(version) >= OLDEST_SHARE_CLIENT:
         drivers.add("DimsterShareConsumer")
     _compile_helper(distribution, drivers)
     return distribution

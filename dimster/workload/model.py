@@ -208,10 +208,8 @@ def same_for_every_role(value):
 
 
 Version = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")]
-OLDEST_CLIENT = (
-    2,
-    2,
-)  # dimster's drivers use KafkaProducer.close(Duration) of 2.2 (KIP-367); Kafka 4 refuses < 2.1 (KIP-896)
+# dimster's drivers call KafkaProducer.close(Duration) of 2.2 (KIP-367); Kafka 4 refuses < 2.1 anyway (KIP-896)
+OLDEST_CLIENT = (2, 2)
 OLDEST_SHARE_CLIENT = (4, 3)  # dimster's Java share consumer uses AcknowledgeType.RENEW (KIP-1222)
 OLDEST_STATIC_CLIENT = (2, 3)  # group.instance.id (KIP-345)
 
@@ -231,9 +229,10 @@ class ClientVersion(Strict):
     def of(self, role: str) -> str | None:
         return getattr(self, role)
 
-    @property
-    def any(self) -> bool:
-        return any((self.producer, self.consumer, self.share_consumer))
+
+def role_key(role: str) -> str:
+    """A role's key in clientLibrary and clientVersion: producer, consumer, shareConsumer."""
+    return ClientLibrary.model_fields[role].alias or role
 
 
 class Workload(Strict):
@@ -346,7 +345,7 @@ class Workload(Strict):
             version = self.client_version.of(role)
             if version is None:
                 continue
-            key = {"share_consumer": "shareConsumer"}.get(role, role)
+            key = role_key(role)
             where = f"clientVersion.{key} {version}"
             if self.client_library.of(role) != "java":
                 return (
