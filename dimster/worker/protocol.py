@@ -10,9 +10,12 @@ LogFile (a remote agent's logs, before Closed), Closed, Failed, ClockReply.
 """
 
 import dataclasses
+import functools
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgpack
 
@@ -283,49 +286,90 @@ def decode(data: bytes) -> Message:
         raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
 
 
+@functools.cache
+def _typed_fields(cls) -> tuple[tuple[str, typing.Any], ...]:
+    """A message type's fields with their type hints."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
 def _to_wire(hint, value):
-    """Plain msgpack data for `value` as typed by `hint`. A map whose keys are not strings goes as a
-    list of [key, value] pairs; tuples go as lists."""
-    if value is None:
-        return None
-    if dataclasses.is_dataclass(hint):
-        hints = typing.get_type_hints(hint)
-        return {f.name: _to_wire(hints[f.name], getattr(value, f.name)) for f in dataclasses.fields(hint)}
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return _to_wire(next(a for a in args if a is not type(None)), value)
-    if origin is list:
-        return [_to_wire(args[0], v) for v in value]
-    if origin is tuple:
-        return [_to_wire(a, v) for a, v in zip(args, value, strict=True)]
-    if origin is dict:
-        if args[0] is str:
-            return {k: _to_wire(args[1], v) for k, v in value.items()}
-        return [[_to_wire(args[0], k), _to_wire(args[1], v)] for k, v in value.items()]
-    return value  # int, float, str, bool, bytes, or an untyped dict of plain data
+    return _encoder(hint)(value)
 
 
 def _from_wire(hint, data):
-    if data is None:
-        return None
+    return _decoder(hint)(data)
+
+
+def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else convert(value)
+
+
+@functools.cache
+def _encoder(hint) -> Callable[[Any], Any]:
+    """The function that turns a value typed by `hint` into plain msgpack data, built once per type (a
+    report carries hundreds of clients' intervals every second). A map whose keys are not strings goes
+    as a list of [key, value] pairs; tuples go as lists."""
     if dataclasses.is_dataclass(hint):
-        hints = typing.get_type_hints(hint)
-        return hint(
-            **{f.name: _from_wire(hints[f.name], data[f.name]) for f in dataclasses.fields(hint) if f.name in data}
+        fields = [(name, _encoder(field_hint)) for name, field_hint in _typed_fields(hint)]
+        return _optional(lambda value: {name: encode_field(getattr(value, name)) for name, encode_field in fields})
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _optional(_encoder(next(a for a in args if a is not type(None))))
+    if origin is list:
+        item = _encoder(args[0])
+        return _optional(lambda value: [item(v) for v in value])
+    if origin is tuple:
+        items = [_encoder(a) for a in args]
+        return _optional(lambda value: [convert(v) for convert, v in zip(items, value, strict=True)])
+    if origin is dict:
+        key, item = _encoder(args[0]), _encoder(args[1])
+        if args[0] is str:
+            return _optional(lambda value: {k: item(v) for k, v in value.items()})
+        return _optional(lambda value: [[key(k), item(v)] for k, v in value.items()])
+    return _same  # int, float, str, bool, bytes, or an untyped dict of plain data
+
+
+@functools.cache
+def _decoder(hint) -> Callable[[Any], Any]:
+    """The inverse of `_encoder(hint)`, which checks the type of every plain value."""
+    if dataclasses.is_dataclass(hint):
+        fields = [(name, _decoder(field_hint)) for name, field_hint in _typed_fields(hint)]
+        return _optional(
+            lambda data: hint(**{name: decode_field(data[name]) for name, decode_field in fields if name in data})
         )
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        return _from_wire(next(a for a in args if a is not type(None)), data)
+        return _optional(_decoder(next(a for a in args if a is not type(None))))
     if origin is list:
-        return [_from_wire(args[0], v) for v in data]
+        item = _decoder(args[0])
+        return _optional(lambda data: [item(v) for v in data])
     if origin is tuple:
-        return tuple(_from_wire(a, v) for a, v in zip(args, data, strict=True))
+        items = [_decoder(a) for a in args]
+        return _optional(lambda data: tuple(convert(v) for convert, v in zip(items, data, strict=True)))
     if origin is dict:
+        key, item = _decoder(args[0]), _decoder(args[1])
         if args[0] is str:
-            return {k: _from_wire(args[1], v) for k, v in data.items()}
-        return {_from_wire(args[0], k): _from_wire(args[1], v) for k, v in data}
-    if hint is float and isinstance(data, int):
+            return _optional(lambda data: {k: item(v) for k, v in data.items()})
+        return _optional(lambda data: {key(k): item(v) for k, v in data})
+    if hint is float:
+        return _optional(_float)
+    if hint in (int, str, bool, bytes):
+        return _optional(lambda data: data if isinstance(data, hint) else _wrong_type(hint, data))
+    return _same
+
+
+def _same(value):
+    return value
+
+
+def _float(data):
+    if isinstance(data, float):
+        return data
+    if isinstance(data, int):
         return float(data)
-    if hint in (int, float, str, bool, bytes) and not isinstance(data, hint):
-        raise TypeError(f"expected {hint.__name__}, got {type(data).__name__}")
-    return data
+    return _wrong_type(float, data)
+
+
+def _wrong_type(hint, data):
+    raise TypeError(f"expected {hint.__name__}, got {type(data).__name__}")
