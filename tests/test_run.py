@@ -1,6 +1,7 @@
 """`dimster run` end to end on the real `local` cluster: every record accounted for, metrics on disk,
 pacing, explicit acknowledgements, and runs that end early (Ctrl-C, a crashed worker)."""
 
+import html
 import json
 import os
 import signal
@@ -17,10 +18,14 @@ from tests.runs import run_info, run_to_end, start_run, table, write_workload
 @pytest.mark.parametrize("consumer_type", ["SHARE_GROUP", "CONSUMER_GROUP"])
 def test_every_record_arrives_once(tmp_path, consumer_type):
     bundle = run_to_end(
-        tmp_path, f"once-{consumer_type.lower().replace('_', '-')}", summary=True, consumerType=consumer_type
+        tmp_path,
+        f"once-{consumer_type.lower().replace('_', '-')}",
+        summary=True,
+        consumerType=consumer_type,
+        durationSeconds=10,
     )
     totals = run_info(bundle)["totals"]
-    assert totals["sent"] > 5_000
+    assert totals["sent"] > 4_000
     assert totals["acked"] == totals["sent"] == totals["received"]
     assert totals["lost"] == 0 and totals["duplicates"] == 0 and totals["backlog"] == 0
 
@@ -54,8 +59,15 @@ def test_every_record_arrives_once(tmp_path, consumer_type):
     assert summary["status"] == "completed" and summary["totals"] == totals
     assert summary["latency_ms"]["e2e"]["count"] == histograms[histograms.metric == "e2e"]["count"].sum()
     assert 0 < summary["latency_ms"]["e2e"]["p50"] <= summary["latency_ms"]["e2e"]["p99"]
+    # each worker report carries its process's memory and threads: at least a thread per client it hosts
+    workers = table(bundle, "workers")
+    assert (workers.rss_bytes > 0).all() and (workers.threads >= intervals.client_id.nunique()).all()
+    measured = workers[workers.phase == "measure"]
+    assert summary["worker_cpu"]["memory_mb"] == pytest.approx(measured.rss_bytes.max() / 1e6)
+    assert summary["worker_cpu"]["threads"] == measured.threads.max()
     report = (bundle / "report.html").read_text()
     assert "plotly" in report and bundle.name in report
+    assert html.escape("workers' memory (MB, resident)") in report
 
 
 @pytest.mark.kafka
@@ -66,7 +78,7 @@ def test_explicit_release_redelivers_without_loss(tmp_path, library):
         f"explicit-release-{library}",
         clientLibrary=library,
         acknowledgement={"mode": "EXPLICIT", "releaseFraction": 0.2, "rejectFraction": 0.05},
-        durationSeconds=15,
+        durationSeconds=6,
     )
     totals = run_info(bundle)["totals"]
     assert totals["released"] > 0 and totals["rejected"] > 0

@@ -253,16 +253,20 @@ def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_
         producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=1000, sent_bytes=1_000_000)
         consumer = ClientInterval(client_id="c0", role="consumer", topic="t", group="g", received_bytes=2_000_000)
         startup = 5.0 if second == 1 else 0.0
-        writer.add(IntervalReport(0, START + second, [producer], cpu_seconds=0.25 + startup), phase)
-        writer.add(IntervalReport(1, START + second, [consumer], cpu_seconds=0.8 + startup), phase)
+        rss = 900_000_000 if second == 1 else 100_000_000 + second * 1_000_000  # worker 0 grows to 110 MB
+        writer.add(IntervalReport(0, START + second, [producer], 0.25 + startup, rss, 20 + second), phase)
+        writer.add(IntervalReport(1, START + second, [consumer], 0.8 + startup, 200_000_000, 30), phase)
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     cpu = summarize(tmp_path, spark)["worker_cpu"]
     assert cpu["producer_cpu_seconds_per_mb"] == pytest.approx(0.25)
     assert cpu["consumer_cpu_seconds_per_mb"] == pytest.approx(0.4)
     assert cpu["cores"] == pytest.approx(1.05)
+    # each worker's largest memory and threads in the measured phase (not the warm-up's 900 MB), summed
+    assert cpu["memory_mb"] == pytest.approx(110 + 200) and cpu["threads"] == 30 + 30
     table = pd.read_csv(tmp_path / "summary" / "worker_cpu.csv")
     assert table.roles.tolist() == ["producer", "consumer"] and table.seconds.tolist() == [8.0, 8.0]
+    assert table.clients.tolist() == [1, 1] and table.memory_mb.tolist() == [110.0, 200.0]
 
 
 @pytest.mark.spark

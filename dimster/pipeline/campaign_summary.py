@@ -42,6 +42,8 @@ RUN_KEYS = ["point", "repeat"]
 COSTS = (
     "compression_ratio",
     "worker_cores",
+    "worker_memory_mb",
+    "worker_threads",
     "worker_producer_cpu_seconds_per_mb",
     "worker_consumer_cpu_seconds_per_mb",
     "records_per_fetch",

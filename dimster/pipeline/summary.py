@@ -379,36 +379,37 @@ def overall_client_ratios(table: pd.DataFrame) -> dict:
 def worker_cpu(workers, intervals, keys: list[str] | None = None):
     """Per `keys` (a campaign's point and repeat) and worker, over the measured phase: the CPU seconds
     its process used, the seconds its reports covered (from the end of its previous report, as for
-    throughput), the roles of the clients it hosted and the MB they produced and consumed."""
+    throughput), its largest resident memory and thread count, the clients it hosted with their roles,
+    and the MB they produced and consumed. (Bundles from before memory was reported have no memory.)"""
     from pyspark.sql import functions as F
 
     per_worker = [*(keys or []), "worker"]
-    cpu = (
-        with_covered(workers, per_worker)
-        .where(F.col("phase") == "measure")
-        .groupBy(*per_worker)
-        .agg(F.sum("cpu_seconds").alias("cpu_seconds"), F.sum("covered").alias("seconds"))
+    measured = with_covered(workers, per_worker).where(F.col("phase") == "measure")
+    sizes = [F.max(column).alias(column) for column in ("rss_bytes", "threads") if column in workers.columns]
+    cpu = measured.groupBy(*per_worker).agg(
+        F.sum("cpu_seconds").alias("cpu_seconds"), F.sum("covered").alias("seconds"), *sizes
     )
     hosted = (
         intervals.where(F.col("phase") == "measure")
         .groupBy(*per_worker)
         .agg(
             F.concat_ws("+", F.sort_array(F.collect_set("role"))).alias("roles"),
+            F.countDistinct("client_id").alias("clients"),
             (F.sum("sent_bytes") / 1e6).alias("produced_mb"),
             (F.sum("received_bytes") / 1e6).alias("consumed_mb"),
         )
     )
-    return (
-        cpu.join(hosted, on=per_worker, how="left")
-        .withColumn("cores", F.try_divide("cpu_seconds", "seconds"))
-        .orderBy(*per_worker)
-    )
+    table = cpu.join(hosted, on=per_worker, how="left").withColumn("cores", F.try_divide("cpu_seconds", "seconds"))
+    if "rss_bytes" in workers.columns:
+        table = table.withColumn("memory_mb", F.col("rss_bytes") / 1e6).drop("rss_bytes")
+    return table.orderBy(*per_worker)
 
 
 def overall_worker_cpu(table: pd.DataFrame) -> dict:
-    """The cores the workers used in all, and the CPU seconds per MB of the workers that host only
-    producers (or only consumers): a worker's CPU cannot be split between roles it mixes. None where
-    there is nothing to tell (no measured report, no such worker, nothing moved)."""
+    """The cores, memory (MB, each worker's largest) and threads the workers used in all, and the CPU
+    seconds per MB of the workers that host only producers (or only consumers): a worker's CPU cannot
+    be split between roles it mixes. None where there is nothing to tell (no measured report, no such
+    worker, nothing moved, a bundle from before memory was reported)."""
     roles = [set(r.split("+")) if isinstance(r, str) and r else set() for r in table.get("roles", [])]
 
     def per_mb(hosting, mb: str) -> float | None:
@@ -416,8 +417,13 @@ def overall_worker_cpu(table: pd.DataFrame) -> dict:
         moved = hosts[mb].sum() if len(hosts) else 0
         return _num(hosts.cpu_seconds.sum() / moved) if moved > 0 else None
 
+    def total(column: str) -> float | None:
+        return _num(table[column].sum()) if len(table) and column in table else None
+
     return {
-        "cores": _num(table.cores.sum()) if len(table) else None,
+        "cores": total("cores"),
+        "memory_mb": total("memory_mb"),
+        "threads": total("threads"),
         "producer_cpu_seconds_per_mb": per_mb(lambda r: r == {"producer"}, "produced_mb"),
         "consumer_cpu_seconds_per_mb": per_mb(lambda r: "producer" not in r, "consumed_mb"),
     }

@@ -36,6 +36,8 @@ MODE_METRICS = {  # a run plan's own result, from run.json's `mode`
 MODE_COLUMNS = {**MODE_METRICS, "mode_passed": "passed (share of repeats)"}  # tabled, not charted
 COST_METRICS = {  # charted where they vary between points by more than COST_SPREAD (compression, CPU)
     "compression_ratio": "payload bytes per byte the brokers took in",
+    "worker_memory_mb": "workers' memory (MB)",
+    "worker_threads": "workers' threads",
     "worker_producer_cpu_seconds_per_mb": "producer CPU s per MB",
     "worker_consumer_cpu_seconds_per_mb": "consumer CPU s per MB",
     "records_per_fetch": "consumer records per fetch request",

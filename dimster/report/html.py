@@ -312,6 +312,8 @@ def clients_panel(run: RunData) -> str:
         ("payload bytes per byte the brokers took in", decimal(compression.get("ratio"))),
         ("producer compression rate (Java)", decimal(ratios.get("producer_compression_rate_avg"))),
         ("workers' CPU (cores)", decimal(cpu.get("cores"))),
+        ("workers' memory (MB, resident)", integer(cpu.get("memory_mb"))),
+        ("workers' threads", integer(cpu.get("threads"))),
         ("producer CPU ms per MB", decimal(milliseconds(cpu.get("producer_cpu_seconds_per_mb")))),
         ("consumer CPU ms per MB", decimal(milliseconds(cpu.get("consumer_cpu_seconds_per_mb")))),
     ]

@@ -60,7 +60,8 @@ GROUP_LAG_SCHEMA = pa.schema(
         ("backlog", pa.int64()),
     ]
 )
-# A row per worker report: the CPU seconds its process used since its previous report.
+# A row per worker report: the CPU seconds its process used since its previous report, and its
+# resident memory and threads at the report.
 WORKER_SCHEMA = pa.schema(
     [
         ("end_time", pa.float64()),
@@ -68,6 +69,8 @@ WORKER_SCHEMA = pa.schema(
         ("phase", pa.string()),
         ("worker", pa.int32()),
         ("cpu_seconds", pa.float64()),
+        ("rss_bytes", pa.int64()),
+        ("threads", pa.int32()),
     ]
 )
 SCHEMAS = {"brokers": BROKER_SCHEMA, "group_lag": GROUP_LAG_SCHEMA, "workers": WORKER_SCHEMA}
@@ -87,7 +90,9 @@ class MetricsWriter:
             "phase": phase,
             "worker": report.worker_index,
         }
-        self.rows["workers"].append({**common, "cpu_seconds": report.cpu_seconds})
+        self.rows["workers"].append(
+            {**common, "cpu_seconds": report.cpu_seconds, "rss_bytes": report.rss_bytes, "threads": report.threads}
+        )
         for c in report.clients:
             client = {**common, "client_id": c.client_id, "role": c.role, "topic": c.topic, "group": c.group}
             self.rows["intervals"].append({**client, **{f: getattr(c, f) for f in INTERVAL_FIELDS}})

@@ -12,6 +12,8 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+import psutil
+
 from dimster.clients.jvm import start_jvm
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
 from dimster.worker import clock
@@ -95,6 +97,7 @@ class Worker:
         self.total_producers = assignment.total_producers
         self.load_started: float | None = None
         self.cpu_mark = time.process_time()  # this process's CPU seconds at its last report
+        self.process = psutil.Process()  # its memory and threads go with every report
         self.producers = [self._producer(spec) for spec in assignment.producers]
         self.consumers = [self._consumer(spec) for spec in assignment.consumers]
         self.handlers = {
@@ -138,7 +141,10 @@ class Worker:
         intervals = [client.take_interval() for client in clients]
         cpu_now = time.process_time()
         cpu, self.cpu_mark = cpu_now - self.cpu_mark, cpu_now
-        self.channel.send(Report(IntervalReport(self.assignment.worker_index, clock.now(), intervals, cpu)))
+        with self.process.oneshot():
+            rss, threads = self.process.memory_info().rss, self.process.num_threads()
+        index = self.assignment.worker_index
+        self.channel.send(Report(IntervalReport(index, clock.now(), intervals, cpu, rss, threads)))
         failed = [c.error for c in clients if c.error]
         if failed:
             self.channel.send(Failed(failed[0]))

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -127,6 +127,8 @@ class IntervalReport:
     end_time: float  # epoch seconds, in the coordinator's clock
     clients: list[ClientInterval]
     cpu_seconds: float = 0.0  # CPU the worker process (all its threads, its JVM's too) used since its last report
+    rss_bytes: int = 0  # the worker process's resident memory at the report (its JVM's heap and librdkafka's too)
+    threads: int = 0  # the worker process's threads at the report (dimster's, librdkafka's and the JVM's)
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------
