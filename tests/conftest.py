@@ -41,6 +41,11 @@ SLOTS = 12  # the shipped profiles (6) and the spare slots tests take (up to 5),
 SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
 
 
+# The suite's clusters tell share consumers to heartbeat every second instead of Kafka's five: a share
+# group's assignment follows a member's join by one heartbeat interval, and every share run starts so.
+FAST_SHARE_HEARTBEAT = "group.share.min.heartbeat.interval.ms: 1000\ngroup.share.heartbeat.interval.ms: 1000\n"
+
+
 def pytest_collection_finish(session):
     """With DIMSTER_LIST_KINDS set, list every collected test with its kind markers (test_markers)."""
     if os.environ.get("DIMSTER_LIST_KINDS"):
@@ -174,6 +179,8 @@ def scratch_project(tmp_path_factory) -> Path:
     first_port = free_port_block()
     project = tmp_path_factory.mktemp("dimster-project")
     shutil.copytree(REPO / "run", project / "run")
+    with (project / "run" / "broker-configs" / "default.yaml").open("a") as config:
+        config.write(FAST_SHARE_HEARTBEAT)
     profiles = sorted((project / "run" / "environments").glob("*.yaml"))
     assert len(profiles) < SLOTS, "more shipped profiles than port slots"
     for slot, path in enumerate(profiles):

@@ -100,7 +100,7 @@ def status(env: str = "local") -> dict:
 
 def wait(condition: str, timeout: int = 90, env: str = "local") -> None:
     """`dimster wait ENV --until CONDITION`, which must hold in time."""
-    result = dimster("wait", env, "--until", condition, "--timeout", str(timeout))
+    result = dimster("wait", env, "--until", condition, "--timeout", str(timeout), "--every", "0.25")
     assert result.code == 0, result.stderr + result.stdout
 
 

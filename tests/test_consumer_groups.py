@@ -82,7 +82,7 @@ def test_a_consumer_pausing_9_of_its_10_partitions_before_every_poll_loses_nothi
         clientLibrary=library,
         partitionsPerTopic=10,
         consumersPerGroup=1,
-        durationSeconds=10,
+        durationSeconds=6,
         drainTimeoutSeconds=120,  # a consumer that pauses 9 of 10 drains slowly on a busy machine
         flowControl={"pausedFraction": 0.9},
     )

@@ -27,7 +27,7 @@ SHARE_OVERRIDES = {
     "group.share.min.session.timeout.ms": 6000,
     "group.share.session.timeout.ms": 6000,
     "group.share.min.heartbeat.interval.ms": 1000,
-    "group.share.heartbeat.interval.ms": 2000,
+    "group.share.heartbeat.interval.ms": 1000,
 }
 
 
@@ -122,7 +122,7 @@ def test_a_run_across_two_namespaces_and_a_skewed_clock_corrected(setting, tmp_p
 
 
 LOSS = {"producersPerTopic": 2, "consumersPerGroup": 2, "partitionsPerTopic": 2, "producerRate": 200,
-        "warmupSeconds": 1, "durationSeconds": 20, "drainTimeoutSeconds": 20}  # fmt: skip
+        "warmupSeconds": 1, "durationSeconds": 14, "drainTimeoutSeconds": 20}  # fmt: skip
 
 
 def run_and_kill_agent_1(setting, profile: str, tmp_path, name: str):

@@ -62,7 +62,7 @@ def test_a_run_through_an_external_profile_on_brokers_4_to_6(brokers_4_to_6, tmp
     assert status["backend"] == "external" and status["healthy"]
     assert [n["node_id"] for n in status["nodes"]] == [4, 5, 6]
 
-    workload = write_workload(tmp_path, "external", warmupSeconds=2, durationSeconds=10)
+    workload = write_workload(tmp_path, "external", warmupSeconds=1, durationSeconds=5)
     results = tmp_path / "results"
     run = dimster("run", "ext", "-w", str(workload), "--results", str(results), "--no-summary", env=env)
     assert run.code == 0, run.stderr + run.stdout

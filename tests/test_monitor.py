@@ -33,7 +33,6 @@ def prometheus():
         yield json.loads(up.stdout)["url"]
     finally:
         assert dimster("monitor", "down", "local").code == 0
-        assert dimster("cluster", "down", "local").code == 0
 
 
 @pytest.mark.kafka

@@ -87,7 +87,7 @@ def stop(
     while state is not None and psutil.pid_exists(state["pid"]) and _same_process(state):
         if time.time() >= deadline:
             raise WaitTimedOut(f"the run of '{env}' was still stopping after {timeout:g}s")
-        time.sleep(0.5)
+        time.sleep(0.2)
     console.print(f"run of '{env}' stopped; results in {answer['results']}")
 
 

@@ -183,5 +183,5 @@ def _detach(
                 f"the run exited before load started (code {child.returncode}): {last[-1] if last else 'no output'}",
                 exit_code=child.returncode or 4,
             )
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise DimsterError(f"the run did not start load within 600 s; see {log}")

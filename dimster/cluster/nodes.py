@@ -244,6 +244,9 @@ class NodeCluster:
                 f"'{self.profile.name}' runs Kafka {version} but the profile asks for "
                 f"{distribution.version}; `dimster cluster down {self.profile.name}` first to change versions"
             )
+        if self.desired_broker_config(distribution) == old:  # its values passed Kafka's parser when applied
+            progress("broker config unchanged: nothing to do")
+            return RedeployReport({}, {}, [])
         new = self.prepare_configs(distribution)  # validated before anything changes
         changes: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
         changes.update({k: None for k in old if k not in new})
@@ -259,8 +262,6 @@ class NodeCluster:
             progress(f"restarting nodes one at a time for: {', '.join(sorted(static))}")
             restarted = self._rolling_restart(distribution, progress)
         self.record_config(new)
-        if not changes:
-            progress("broker config unchanged: nothing to do")
         return RedeployReport(dynamic, static, restarted)
 
     def _alter_dynamic(self, distribution: KafkaDistribution, changes: dict[str, str | None], definitions) -> None:
