@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dimster.metrics.histogram import ALPHA, BUFFER, Histogram, bucket_of, bucket_value
+from dimster.metrics.histogram import ALPHA, BUFFER, FEW, Histogram, bucket_of, bucket_value
 
 pytestmark = pytest.mark.unit
 
@@ -212,3 +212,18 @@ def test_arrays_recorded_in_pieces_of_every_size_equal_one_array_recorded_at_onc
     pieces.record_array(values[at:])
     assert at < len(values) and pieces.to_wire() == whole.to_wire()
     assert pieces.to_wire()[1] == len(values)
+
+
+def test_few_values_counted_one_flush_at_a_time_equal_them_counted_at_once():
+    """A histogram read after every few values (a client's second) counts them in Python, not numpy."""
+    values = lognormal(np.random.default_rng(11))[: 80 * FEW]
+    whole = Histogram()
+    whole.record_array(values)
+    few, at, size = Histogram(), 0, 0
+    while at < len(values):
+        size = size % (FEW - 1) + 1  # 1, 2, ..., FEW - 1: always the small path
+        few.record_array(values[at : at + size])
+        few.to_wire()
+        at += size
+    assert few.to_wire() == whole.to_wire()
+    assert few.to_wire()[1] == len(values) > BUFFER

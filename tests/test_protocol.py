@@ -131,3 +131,15 @@ def test_garbage_and_unknown_kinds_are_protocol_errors():
         decode(msgpack.packb(["StartLoad", {"at": "soon"}]))
     with pytest.raises(ProtocolError):
         encode(("report", 1))
+
+
+def test_fields_at_their_default_stay_off_the_wire_and_come_back():
+    """A client's interval carries only what happened: an idle consumer's report is a few fields."""
+    import msgpack
+
+    idle = ClientInterval("c1", "share_consumer", "t", "g")
+    _kind, body = msgpack.unpackb(encode(Report(IntervalReport(0, 1.0, [idle]))), strict_map_key=False)
+    assert set(body["report"]["clients"][0]) == {"client_id", "role", "topic", "group"}
+    assert decode(encode(Report(IntervalReport(0, 1.0, [idle])))).report.clients == [idle]
+    busy = decode(encode(Report(IntervalReport(0, 1.0, [INTERVAL])))).report.clients[0]
+    assert busy == INTERVAL and busy.rejected == 0 and busy.crash_held == {}

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from dimster.metrics.sequences import RangeSet, to_ranges
+from dimster.metrics.sequences import FEW, RangeSet, to_ranges
 
 pytestmark = pytest.mark.unit
 
@@ -51,6 +51,15 @@ def test_to_ranges_covers_every_value_once_per_occurrence():
     values = [rng.randrange(200) for _ in range(500)]
     expanded = sorted(v for first, last in to_ranges(values) for v in range(first, last + 1))
     assert expanded == sorted(values)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_few_sequence_numbers_give_the_same_runs_as_many(seed):
+    """Below FEW values to_ranges sorts in Python; the runs are those of the numpy path."""
+    rng = random.Random(seed)
+    values = [rng.randrange(3 * FEW) for _ in range(FEW - 1)]
+    padding = list(range(10**9, 10**9 + FEW))  # one run of its own, far above: the numpy path
+    assert [*to_ranges(values), (10**9, 10**9 + FEW - 1)] == to_ranges(values + padding)
 
 
 # RangeSet

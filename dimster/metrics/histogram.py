@@ -15,6 +15,7 @@ ALPHA = 0.01
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 LOG_GAMMA = math.log(GAMMA)
 BUFFER = 4096
+FEW = 64  # fewer values are counted in Python: numpy's sort and its calls cost more on them
 
 
 def bucket_of(values: np.ndarray) -> np.ndarray:
@@ -71,11 +72,18 @@ class Histogram:
         self._filled = 0
 
     def _count(self, values: np.ndarray) -> None:
-        self.min = min(self.min, float(values.min()))
-        self.max = max(self.max, float(values.max()))
-        indexes, counts = np.unique(bucket_of(values), return_counts=True)
-        for index, count in zip(indexes.tolist(), counts.tolist(), strict=True):
-            self.counts[index] = self.counts.get(index, 0) + count
+        counts = self.counts
+        if len(values) < FEW:  # a client's few records of a second: the usual case with many clients
+            listed = values.tolist()
+            self.min, self.max = min(self.min, *listed), max(self.max, *listed)
+            for index in bucket_of(values).tolist():
+                counts[index] = counts.get(index, 0) + 1
+        else:
+            self.min = min(self.min, float(values.min()))
+            self.max = max(self.max, float(values.max()))
+            indexes, found = np.unique(bucket_of(values), return_counts=True)
+            for index, count in zip(indexes.tolist(), found.tolist(), strict=True):
+                counts[index] = counts.get(index, 0) + count
         self.total += len(values)
 
     def merge(self, other: "Histogram") -> None:

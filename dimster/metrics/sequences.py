@@ -2,14 +2,26 @@
 lost and duplicated records can be counted with memory that follows gaps, not message counts."""
 
 import bisect
+import itertools
 
 import numpy as np
+
+FEW = 64  # fewer sequence numbers are sorted in Python: numpy's calls cost more on them
 
 
 def to_ranges(sequences: list[int]) -> list[tuple[int, int]]:
     """Sorted runs [(first, last), ...] of a list of sequence numbers (repeats kept as separate runs)."""
     if not sequences:
         return []
+    if len(sequences) < FEW:
+        ordered = sorted(map(int, sequences))
+        runs, first = [], ordered[0]
+        for previous, value in itertools.pairwise(ordered):
+            if value != previous + 1:
+                runs.append((first, previous))
+                first = value
+        runs.append((first, ordered[-1]))
+        return runs
     values = np.sort(np.asarray(sequences, dtype=np.int64))
     breaks = np.nonzero(np.diff(values) != 1)[0]
     starts = np.concatenate(([0], breaks + 1))
