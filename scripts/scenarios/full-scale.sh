@@ -7,7 +7,7 @@
 # workers' own reports over the measured phase). Per library it fits a line through the points: the
 # cost of each added share consumer, and what a worker costs before its first. Then a second
 # campaign, run/campaigns/full-scale-limits.yaml, searches per library the highest rate the 300
-# consumers sustain with an end-to-end p99 under 500 ms (explore-limits). The script checks:
+# consumers keep up with (explore-limits, an e2e p99 under 5 s). The script checks:
 #   - every point completed, consumed what was produced, and its account closes (each acknowledged
 #     record accepted, rejected, archived or unconsumed: none lost);
 #   - the 300-consumer points ran all 300, and every one of them received records;
@@ -93,7 +93,7 @@ for library, rows in runs[runs.status == "completed"].groupby(LIBRARY):
     threads, threads_base = np.polyfit(rows[COUNT], rows["worker_threads"], 1)
     print(f"{library:>10} {cores:>14.4f} {memory:>11.2f} {threads:>16.2f} {memory_base:>8.0f} {threads_base:>12.0f}")
 
-print(f"\n== the highest rate 300 share consumers sustained with an e2e p99 under 500 ms ({limits_folder})")
+print(f"\n== the highest rate 300 share consumers kept up with (e2e p99 under 5 s) ({limits_folder})")
 print(f"{'library':>10} {'limit msg/s':>11} {'failed at':>9} {'worker cores':>12} {'memory MB':>9} {'threads':>7} {'lost':>5}")
 limits = pd.read_csv(limits_folder / "campaign" / "summary" / "runs.csv")
 for _, row in limits.sort_values(LIBRARY).iterrows():
