@@ -11,7 +11,7 @@
 #   - every point completed, consumed what was produced, and its account closes (each acknowledged
 #     record accepted, rejected, archived or unconsumed: none lost);
 #   - the 300-consumer points ran all 300, and every one of them received records;
-#   - each library's limit is at least the 2,000 msg/s of the first campaign.
+#   - each library's search ended in a limit, and lost nothing.
 # It exits 1 when a campaign fails or a check does not hold, and leaves the campaign folders.
 # docs/scenarios/full-scale.md turns the costs and limits into a sizing rule for worker hosts.
 #
@@ -104,8 +104,7 @@ for _, row in limits.sort_values(LIBRARY).iterrows():
     limit = row["mode_limit_msgs_per_s"]
     print(f"{row[LIBRARY]:>10} {limit:>11.0f} {row['mode_lowest_failed_msgs_per_s']:>9.0f} {row['worker_cores']:>12.2f} "
           f"{row['worker_memory_mb']:>9.0f} {row['worker_threads']:>7.0f} {row['lost']:>5.0f}")
-    checks.append((f"{label}: a limit of {limit:,.0f} msg/s, at least 2,000, and lost {row['lost']:.0f}",
-                   limit >= 2000 and row["lost"] == 0))
+    checks.append((f"{label}: a limit of {limit:,.0f} msg/s, and lost {row['lost']:.0f}", limit > 0 and row["lost"] == 0))
 
 print()
 for text, holds in checks:
