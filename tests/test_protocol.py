@@ -129,6 +129,8 @@ def test_garbage_and_unknown_kinds_are_protocol_errors():
         decode(msgpack.packb(["Explode", {}]))
     with pytest.raises(ProtocolError):
         decode(msgpack.packb(["StartLoad", {"at": "soon"}]))
+    with pytest.raises(ProtocolError):  # pairs where an int-keyed map belongs
+        decode(msgpack.packb(["WatchRedeliveries", {"group": "g", "crashed_at": 1.0, "held": [[1, [[0, 4]]]]}]))
     with pytest.raises(ProtocolError):
         encode(("report", 1))
 

@@ -284,7 +284,7 @@ def decode(data: bytes) -> Message:
     try:
         kind, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
         return _from_wire(MESSAGES[kind], body)
-    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as e:
+    except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as e:  # a map that is not one
         raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
 
 
