@@ -43,6 +43,7 @@ network_config_dir = "{folder}/networks"
 DEFAULT_NETWORKS = {"bridge", "podman", "host", "none"}  # podman's own: not ours to remove
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+RESET_TRIES = 3  # `unlinkat .../tmp/events: directory not empty` was seen once; a second reset finishes it
 
 
 @dataclass
@@ -88,9 +89,13 @@ class PodmanService:
             self.client.close()
         self._stop()
         self._kill_leftover_processes(expected=True)
-        reset = self.podman("system", "reset", "--force")
-        if reset.returncode != 0:
-            self.problems.append(f"podman system reset failed: {reset.stderr.strip()[-500:]}")
+        for attempt in range(RESET_TRIES):  # a reset may race podman's own event log in its tmp folder
+            reset = self.podman("system", "reset", "--force")
+            if reset.returncode == 0:
+                break
+            if attempt + 1 == RESET_TRIES:
+                self.problems.append(f"podman system reset failed: {reset.stderr.strip()[-500:]}")
+            time.sleep(1)
         self._unmount_leftovers()
         self._kill_leftover_processes(expected=False)
 
