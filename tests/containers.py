@@ -89,13 +89,13 @@ class PodmanService:
             self.client.close()
         self._stop()
         self._kill_leftover_processes(expected=True)
-        for attempt in range(RESET_TRIES):  # a reset may race podman's own event log in its tmp folder
+        for _ in range(RESET_TRIES):  # a reset may race podman's own event log in its tmp folder
             reset = self.podman("system", "reset", "--force")
             if reset.returncode == 0:
                 break
-            if attempt + 1 == RESET_TRIES:
-                self.problems.append(f"podman system reset failed: {reset.stderr.strip()[-500:]}")
             time.sleep(1)
+        else:
+            self.problems.append(f"podman system reset failed: {reset.stderr.strip()[-500:]}")
         self._unmount_leftovers()
         self._kill_leftover_processes(expected=False)
 

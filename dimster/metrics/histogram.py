@@ -7,6 +7,7 @@ are. Values are gathered in a small buffer and counted with numpy, so recording 
 """
 
 import math
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -72,18 +73,17 @@ class Histogram:
         self._filled = 0
 
     def _count(self, values: np.ndarray) -> None:
-        counts = self.counts
         if len(values) < FEW:  # a client's few records of a second: the usual case with many clients
             listed = values.tolist()
-            self.min, self.max = min(self.min, *listed), max(self.max, *listed)
-            for index in bucket_of(values).tolist():
-                counts[index] = counts.get(index, 0) + 1
+            low, high = min(listed), max(listed)
+            found = Counter(bucket_of(values).tolist()).items()
         else:
-            self.min = min(self.min, float(values.min()))
-            self.max = max(self.max, float(values.max()))
-            indexes, found = np.unique(bucket_of(values), return_counts=True)
-            for index, count in zip(indexes.tolist(), found.tolist(), strict=True):
-                counts[index] = counts.get(index, 0) + count
+            low, high = float(values.min()), float(values.max())
+            indexes, counts = np.unique(bucket_of(values), return_counts=True)
+            found = zip(indexes.tolist(), counts.tolist(), strict=True)
+        self.min, self.max = min(self.min, low), max(self.max, high)
+        for index, count in found:
+            self.counts[index] = self.counts.get(index, 0) + count
         self.total += len(values)
 
     def merge(self, other: "Histogram") -> None:

@@ -375,9 +375,7 @@ def _decoder(hint) -> Callable[[Any], Any]:
         return _optional(lambda data: tuple(convert(v) for convert, v in zip(items, data, strict=True)))
     if origin is dict:
         key, item = _decoder(args[0]), _decoder(args[1])
-        if args[0] is str:
-            return _optional(lambda data: {k: item(v) for k, v in data.items()})
-        if args[0] is int:
+        if args[0] in (str, int):  # a msgpack map, as _encoder sends it
             return _optional(lambda data: {key(k): item(v) for k, v in data.items()})
         return _optional(lambda data: {key(k): item(v) for k, v in data})
     if hint is float:

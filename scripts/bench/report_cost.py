@@ -1,7 +1,8 @@
 """What one worker report of many share consumers costs: taking every client's interval (its
 histograms counted, its settled sequence numbers turned into ranges) and encoding the report, on the
-worker; decoding it, on the coordinator. The intervals look like those of the reference workload's
-300 share consumers at a few thousand msg/s: a few records per consumer per second, 6 partitions.
+worker; decoding it, on the coordinator. Real `ConsumerClient`s account for synthetic polls as the
+reference workload's 300 share consumers get them at a few thousand msg/s: a few records per
+consumer per second over 6 partitions. No Kafka is involved.
 
     .venv/bin/python scripts/bench/report_cost.py [--clients 300] [--repeat 15]
 
@@ -13,40 +14,35 @@ import time
 
 import numpy as np
 
-from dimster.metrics.histogram import Histogram
-from dimster.metrics.sequences import to_ranges
-from dimster.worker.protocol import ClientInterval, IntervalReport, Report, decode, encode
+from dimster.clients import Polled
+from dimster.worker.clients import ConsumerClient
+from dimster.worker.protocol import ConsumerSpec, IntervalReport, Report, decode, encode
+from dimster.workload.model import Workload
+from dimster.workload.payload import pack_header
 
 PARTITIONS = 6
-RECORDS = 7  # per consumer per second: 2,000 msg/s over 300 consumers
+POLLS, RECORDS_PER_POLL = 3, 2  # about 7 records per consumer per second: 2,000 msg/s over 300 consumers
 
 
-def pending_state(clients: int, rng: np.random.Generator) -> list[tuple[ClientInterval, dict, dict]]:
-    """Each client's interval as it stands before it is taken: counts, histograms and sequence numbers."""
-    state = []
-    for i in range(clients):
-        interval = ClientInterval(f"c{i}", "share_consumer", "t0", "g0", library="java", generation=1)
-        interval.received = interval.accepted = RECORDS
-        interval.polls, interval.received_bytes, interval.max_poll_records = 5, RECORDS * 500, 3
-        interval.delivery_counts = {1: RECORDS}
-        histograms = {}
-        for partition in range(PARTITIONS):
-            histogram = Histogram()
-            histogram.record_array(rng.lognormal(8, 1.5, 2))
-            histograms[("e2e", partition)] = histogram
-        sequences = {pid: sorted(rng.integers(0, 10**6, 4).tolist()) for pid in (0, 1)}
-        state.append((interval, histograms, sequences))
-    return state
+def share_consumers(count: int) -> list[ConsumerClient]:
+    workload = Workload.model_validate({"name": "bench", "consumerType": "SHARE_GROUP"})
+    spec = lambda i: ConsumerSpec(i, "t0", "g0", "SHARE_GROUP")  # noqa: E731
+    return [ConsumerClient(spec(i), workload, "127.0.0.1:1", delivery_count_limit=5) for i in range(count)]
 
 
-def take(state) -> list[ClientInterval]:
-    """What LoadClient.take_interval and ConsumerClient.take_interval do with it."""
-    taken = []
-    for interval, histograms, sequences in state:
-        interval.histograms = {key: h.to_wire() for key, h in histograms.items() if h.total or h._filled}
-        interval.settled = {pid: to_ranges(found) for pid, found in sequences.items()}
-        taken.append(interval)
-    return taken
+def a_poll(rng: np.random.Generator) -> Polled:
+    """A poll of a few records of two producers, sent up to a second ago, on random partitions."""
+    now = time.time_ns()
+    records = [
+        (int(rng.integers(2)), int(rng.integers(10**6)), now - int(rng.integers(10**9)))
+        for _ in range(RECORDS_PER_POLL)
+    ]
+    return Polled(
+        partitions=rng.integers(PARTITIONS, size=RECORDS_PER_POLL).astype(np.int32),
+        delivery_counts=np.ones(RECORDS_PER_POLL, dtype=np.int32),
+        headers=b"".join(pack_header(*record) for record in records),
+        value_bytes=500 * RECORDS_PER_POLL,
+    )
 
 
 def main() -> None:
@@ -55,12 +51,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
     rng = np.random.default_rng(1)
+    clients = share_consumers(args.clients)
     best = {"take": float("inf"), "encode": float("inf"), "decode": float("inf")}
     size = 0
     for _ in range(args.repeat):
-        state = pending_state(args.clients, rng)
+        for client in clients:  # a second's polls, accounted as the consumer's thread does
+            for _ in range(POLLS):
+                client._record(a_poll(rng), None)
         started = time.perf_counter()
-        intervals = take(state)
+        intervals = [client.take_interval() for client in clients]
         taken = time.perf_counter()
         data = encode(Report(IntervalReport(0, time.time(), intervals, 1.0, 1, 1)))
         encoded = time.perf_counter()
