@@ -127,7 +127,8 @@ def test_a_wrong_token_changes_nothing(api):
     server, coordinator = api
     before = len(coordinator.seen)
     body = json.dumps({"sets": [["producerRate", "5"]]}).encode()
-    assert call(server, "POST", "/modify", body, token=server.token[:-1] + "x")[0] == 403
+    last = "y" if server.token.endswith("x") else "x"
+    assert call(server, "POST", "/modify", body, token=server.token[:-1] + last)[0] == 403
     assert call(server, "POST", "/modify", body, token="")[0] == 403
     assert len(coordinator.seen) == before
     assert call(server, "POST", "/modify", body) == (200, {"ok": True})
