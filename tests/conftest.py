@@ -237,6 +237,18 @@ def local_cluster_down_at_the_end(state_dir):
     assert dimster("cluster", "down", "local").code == 0
 
 
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory) -> str:
+    """The master of one Spark session for the summaries tests make in this process: its JVM starts
+    and warms up once, not once per summary as a `dimster run` of its own would (the tests of that
+    path run it whole)."""
+    from dimster.pipeline.spark import kept_spark_session
+
+    master = "local[2]"
+    with kept_spark_session(master, tmp_path_factory.mktemp("spark") / "spark.log"):
+        yield master
+
+
 @pytest.fixture(scope="module", autouse=True)
 def no_run_left_on_local():
     """A module that leaves a run going on `local` stops it, so that the next module finds it idle."""

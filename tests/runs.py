@@ -59,6 +59,17 @@ def run_to_end(tmp_path, name, summary=False, **keys) -> Path:
     return only_bundle(results)
 
 
+def summarized(bundle: Path, spark: str) -> dict:
+    """What the end of a run writes, summary/ and report.html, made in this process on the session's
+    Spark (the `spark` fixture's master) rather than by a Spark of the run's own; summary.json's content."""
+    from dimster.pipeline.summary import summarize
+    from dimster.report.html import write_report
+
+    summarize(bundle, spark)
+    write_report(bundle)
+    return json.loads((bundle / "summary" / "summary.json").read_text())
+
+
 def start_run(tmp_path, name, **keys) -> tuple[subprocess.Popen, Path]:
     workload = write_workload(tmp_path, name, **keys)
     results = tmp_path / "results"

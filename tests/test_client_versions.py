@@ -13,7 +13,7 @@ from dimster.coordinator.topology import build_topology, place, pools, worker_ve
 from dimster.errors import DimsterError
 from dimster.workload.model import parse_workload
 from tests.conftest import dimster
-from tests.runs import BASE, only_bundle, run_info, table, write_workload
+from tests.runs import BASE, only_bundle, run_info, summarized, table, write_workload
 
 CLUSTER = "4.3.1"
 GROUPS = {"consumerType": "CONSUMER_GROUP", "clientLibrary": "java"}
@@ -123,7 +123,7 @@ def test_a_version_maven_central_does_not_have_is_one_line():
 
 
 @pytest.mark.kafka
-def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_path, project):
+def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_path, project, spark):
     """The consumers run kafka-clients 2.3.1 in one worker's JVM, the producers the cluster's 4.3.1 in
     the other's; every record produced is consumed once, by the old clients."""
     local = project / "run" / "environments" / "local.yaml"
@@ -133,7 +133,7 @@ def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_pa
     )
     env = {"DIMSTER_PROJECT_DIR": str(project), "DIMSTER_CLIENT_JVM_OPTS": "-Ddimster.client.log.level=INFO"}
     results = tmp_path / "results"
-    result = dimster("run", "local", "-w", str(path), "--results", str(results), env=env)
+    result = dimster("run", "local", "-w", str(path), "--results", str(results), "--no-summary", env=env)
     assert result.code == 0, result.stderr + result.stdout
     bundle = only_bundle(results)
     info = run_info(bundle)
@@ -148,4 +148,5 @@ def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_pa
     logs = {w: (bundle / "logs" / f"worker-{w}.java.log").read_text() for w in (consumer_worker, producer_worker)}
     assert "Kafka version: 2.3.1" in logs[consumer_worker] and CLUSTER not in logs[consumer_worker]
     assert f"Kafka version: {CLUSTER}" in logs[producer_worker] and "2.3.1" not in logs[producer_worker]
+    summarized(bundle, spark)
     assert f"producer {CLUSTER}, consumer 2.3.1" in (bundle / "report.html").read_text()  # the Clients panel

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import busy_port, dimster, spare_ports
-from tests.runs import run_info, run_to_end, table
+from tests.runs import run_info, run_to_end, summarized, table
 
 
 def monitor_port() -> int:
@@ -36,12 +36,11 @@ def prometheus():
 
 
 @pytest.mark.kafka
-def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp_path, prometheus):
+def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp_path, prometheus, spark):
     assert dimster("monitor", "status", "local").code == 0
     bundle = run_to_end(
         tmp_path,
         "monitored",
-        summary=True,
         producersPerTopic=1,
         producerRate=1000,
         durationSeconds=30,
@@ -88,7 +87,7 @@ def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp
     # The bundle explains itself without Prometheus: the brokers' metrics, scraped and summarized.
     brokers = table(bundle, "brokers")
     assert set(brokers.phase) >= {"warmup", "measure"} and brokers.end_time.nunique() >= 6
-    summary = json.loads((bundle / "summary" / "summary.json").read_text())["brokers"]
+    summary = summarized(bundle, spark)["brokers"]
     apis = {r["request"]: r for r in summary["requests"]}
     assert apis["ShareFetch"]["requests_per_s"] > 0 and apis["Produce"]["requests_per_s"] > 0
     assert apis["ShareFetch"]["p99_ms"] is not None

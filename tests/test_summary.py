@@ -11,21 +11,12 @@ import pytest
 
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA, Histogram
-from dimster.pipeline.spark import kept_spark_session
 from dimster.pipeline.summary import QUANTILES, summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport
 from tests.conftest import dimster
 
 START = 1_800_000_000.0
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory) -> str:
-    """The master of one Spark session for this module's summaries (one JVM, not one per test)."""
-    master = "local[2]"
-    with kept_spark_session(master, tmp_path_factory.mktemp("spark") / "spark.log"):
-        yield master
 
 
 def exact_percentile(values: np.ndarray, num: int, den: int) -> float:
