@@ -237,16 +237,48 @@ def local_cluster_down_at_the_end(state_dir):
     assert dimster("cluster", "down", "local").code == 0
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory) -> str:
-    """The master of one Spark session for the summaries tests make in this process: its JVM starts
-    and warms up once, not once per summary as a `dimster run` of its own would (the tests of that
-    path run it whole)."""
-    from dimster.pipeline.spark import kept_spark_session
+class KeptSpark:
+    """One Spark session kept open for the summaries tests make in this process: its JVM starts and
+    warms up once, not once per summary as a `dimster run` of its own would (the tests of that path
+    run it whole). A process holds one SparkContext: `release` ends it for a test that needs its own."""
 
-    master = "local[2]"
-    with kept_spark_session(master, tmp_path_factory.mktemp("spark") / "spark.log"):
-        yield master
+    MASTER = "local[2]"
+
+    def __init__(self, log: Path):
+        self.log = log
+        self.kept: contextlib.ExitStack | None = None
+
+    def master(self) -> str:
+        from dimster.pipeline.spark import kept_spark_session
+
+        if self.kept is None:
+            self.kept = contextlib.ExitStack()
+            self.kept.enter_context(kept_spark_session(self.MASTER, self.log))
+        return self.MASTER
+
+    def release(self) -> None:
+        if self.kept is not None:
+            self.kept.close()
+            self.kept = None
+
+
+@pytest.fixture(scope="session")
+def kept_spark(tmp_path_factory):
+    kept = KeptSpark(tmp_path_factory.mktemp("spark") / "spark.log")
+    yield kept
+    kept.release()
+
+
+@pytest.fixture
+def spark(kept_spark) -> str:
+    """The master of the session's kept Spark session (started at first use)."""
+    return kept_spark.master()
+
+
+@pytest.fixture
+def own_spark(kept_spark) -> None:
+    """For a test whose summary starts a Spark session of its own in this process."""
+    kept_spark.release()
 
 
 @pytest.fixture(scope="module", autouse=True)

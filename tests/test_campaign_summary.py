@@ -156,7 +156,7 @@ def offline_problems(html: str) -> list[str]:
 
 
 @pytest.mark.spark
-def test_campaign_summary_and_page(tmp_path):
+def test_campaign_summary_and_page(tmp_path, own_spark):
     samples = write_campaign(tmp_path)
     summary = summarize_campaign(tmp_path, "local[2]")
     out = tmp_path / "campaign" / "summary"
@@ -261,7 +261,7 @@ def test_campaign_summary_and_page(tmp_path):
 
 
 @pytest.mark.spark
-def test_spark_failure_is_one_error_line(tmp_path):
+def test_spark_failure_is_one_error_line(tmp_path, own_spark):
     write_campaign(tmp_path)
     broken = tmp_path / "levers-2-1" / "metrics" / "intervals" / "part-00000.parquet"
     broken.write_bytes(b"not parquet at all, but long enough to have a footer-sized tail")

@@ -7,10 +7,12 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA, Histogram
+from dimster.pipeline.spark import DRIVER_JAVA_OPTS
 from dimster.pipeline.summary import QUANTILES, summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport
@@ -340,3 +342,12 @@ def test_records_per_fetch_counts_the_records_of_the_reports_the_fetch_counters_
     assert ratios["rx_bytes_per_consumed_byte"] == pytest.approx(1.5)
     table = pd.read_csv(tmp_path / "summary" / "client_stats.csv")
     assert table.records_consumed.tolist() == [2000] and table.records_covered.tolist() == [1000]
+
+
+@pytest.mark.spark
+def test_the_drivers_jvm_runs_with_dimsters_java_options(spark):
+    """spark-submit hands the driver's JVM dimster's options (the client compiler only)."""
+    from dimster.pipeline.spark import _kept
+
+    driver = _kept[spark].sparkContext._gateway.proc
+    assert DRIVER_JAVA_OPTS in psutil.Process(driver.pid).cmdline()

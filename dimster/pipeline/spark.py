@@ -14,6 +14,10 @@ from pathlib import Path
 from dimster.errors import DimsterError
 
 DEFAULT_MASTER = "local[*]"
+# Dimster's Spark jobs are many small queries in a JVM that lives one summary: the C2 compiler's work
+# costs more than it returns there, the client compiler alone is a fifth faster (docs/benchmarks.md,
+# "Spark summary cost"). DIMSTER_SPARK_DRIVER_JAVA_OPTS replaces these options of the driver's JVM.
+DRIVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1"
 _kept: dict[str, object] = {}  # master -> the session kept_spark_session() holds open in this process
 
 
@@ -74,6 +78,7 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     log4j = resources.files("dimster.pipeline") / "log4j2-spark.properties"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    driver_java_opts = os.environ.get("DIMSTER_SPARK_DRIVER_JAVA_OPTS", DRIVER_JAVA_OPTS)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -81,7 +86,7 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j} {driver_java_opts}")
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
         .config("spark.driver.memory", os.environ.get("DIMSTER_SPARK_DRIVER_MEMORY", "1g"))
     )
