@@ -189,3 +189,25 @@ def test_a_refusal_of_a_lapse_counted_already_is_not_counted_again():
     driver = SimpleNamespace(take_refused=lambda: Refused([(0, 42), (0, 43)]))
     client._count_refused(driver)
     assert client.take_interval().lock_timeouts == 2  # offset 42 once, 43 once
+
+
+def test_a_renewal_may_take_until_the_lock_it_renews_runs_out():
+    """Processing of 2.5 s under a 4 s lock renews once, at half the lock, and gives that renewal
+    the rest of the lock (about 2 s), not a fixed fraction of it."""
+    client = consumer(
+        acknowledgement={"mode": "EXPLICIT", "renewLocks": True},
+        clientLibrary={"shareConsumer": "java"},
+        consumerProcMsMin=2500,
+        consumerProcMsMax=2500,
+    )
+    timeouts = []
+
+    def renew(timeout: float) -> np.ndarray:
+        timeouts.append(timeout)
+        return np.array([True])
+
+    polled_at = time.monotonic()
+    from_poll = client._process(SimpleNamespace(renew=renew), polled([(1, 0, 0, 0)]), polled_at, lock_s=4.0)
+    assert not from_poll and len(timeouts) == 1
+    assert 1.0 < timeouts[0] <= 2.0  # a quarter of the lock was the old, too short, limit
+    assert client.take_interval().renewed == 1

@@ -32,6 +32,7 @@ from dimster.workload.schedule import Pacer, rate_at
 log = logging.getLogger("dimster.worker")
 DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
 MIN_LOCK_S = 1.0  # the shortest acquisition lock a broker allows (group.share.min.record.lock.duration.ms)
+RENEW_TIMEOUT_MIN_S = 0.1  # a renewal started late still gets this long to be answered
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
 ACKS_EVERY = 0.01  # seconds between collections of a producer's acknowledgements
 RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
@@ -462,22 +463,23 @@ class ConsumerClient(LoadClient):
 
     def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
         """Simulated processing of one poll's records; given the lock time-out (`renewLocks`), renewing
-        their acquisition locks at half of it for as long as processing outlasts it. Returns whether
-        the locks ran from the poll (False once renewed)."""
+        their acquisition locks at half of it for as long as processing outlasts it. A renewal may take
+        until the lock it renews would run out. Returns whether the locks ran from the poll (False
+        once renewed)."""
         w = self.workload
         times = processing_times_ms(polled.count, w.consumer_proc_ms_min, w.consumer_proc_ms_max, self.rng)
         done_at = polled_at + makespan_ms(times, w.consumer_proc_parallelism) / 1000
-        renew_every = lock_s / 2 if lock_s else None
-        renew_timeout_s = lock_s / 4 if renew_every else 0.0
-        next_renewal = polled_at + renew_every if renew_every else float("inf")
+        renew_every = lock_s / 2 if lock_s else float("inf")
+        next_renewal = polled_at + renew_every
+        locked_at = polled_at  # about when the locks held now began
         from_poll = True
         while (now := time.monotonic()) < done_at and not self.wake.is_set():
             if now >= next_renewal:
-                held = driver.renew(renew_timeout_s)
+                held = driver.renew(max(locked_at + lock_s - now, RENEW_TIMEOUT_MIN_S))
                 from_poll = False
                 with self.lock:
                     self.interval.renewed += int(held.sum())
-                next_renewal = time.monotonic() + renew_every
+                locked_at, next_renewal = now, now + renew_every
             self.wake.wait(min(done_at, next_renewal) - now)
         return from_poll
 
