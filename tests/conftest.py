@@ -43,7 +43,12 @@ SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, whi
 
 # The suite's clusters tell share consumers to heartbeat every second instead of Kafka's five: a share
 # group's assignment follows a member's join by one heartbeat interval, and every share run starts so.
-FAST_SHARE_HEARTBEAT = "group.share.min.heartbeat.interval.ms: 1000\ngroup.share.heartbeat.interval.ms: 1000\n"
+# Their internal topics have 4 partitions instead of 50 each: a broker that starts or restarts loads
+# and catches up every partition it holds, and the suite restarts brokers often.
+TEST_BROKER_CONFIG = (
+    "group.share.min.heartbeat.interval.ms: 1000\ngroup.share.heartbeat.interval.ms: 1000\n"
+    "offsets.topic.num.partitions: 4\nshare.coordinator.state.topic.num.partitions: 4\n"
+)
 
 
 def pytest_collection_finish(session):
@@ -180,7 +185,7 @@ def scratch_project(tmp_path_factory) -> Path:
     project = tmp_path_factory.mktemp("dimster-project")
     shutil.copytree(REPO / "run", project / "run")
     with (project / "run" / "broker-configs" / "default.yaml").open("a") as config:
-        config.write(FAST_SHARE_HEARTBEAT)
+        config.write(TEST_BROKER_CONFIG)
     profiles = sorted((project / "run" / "environments").glob("*.yaml"))
     assert len(profiles) < SLOTS, "more shipped profiles than port slots"
     for slot, path in enumerate(profiles):

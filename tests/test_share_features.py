@@ -9,7 +9,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.conftest import FAST_SHARE_HEARTBEAT, copy_project, dimster, spare_ports, spare_ports_yaml
+from tests.conftest import TEST_BROKER_CONFIG, copy_project, dimster, spare_ports, spare_ports_yaml
 from tests.runs import BASE, only_bundle, run_info, table
 
 pytestmark = pytest.mark.kafka
@@ -23,7 +23,7 @@ def shortlocks(tmp_path_factory, scratch_project) -> dict[str, str]:
     """The environment's variables: a project with the `shortlocks` profile; its cluster goes down at the end."""
     project = copy_project(scratch_project, tmp_path_factory.mktemp("shortlocks-project"))
     (project / "run/broker-configs/short-locks.yaml").write_text(
-        "num.partitions: 1\ngroup.share.min.record.lock.duration.ms: 1000\n" + FAST_SHARE_HEARTBEAT
+        "num.partitions: 1\ngroup.share.min.record.lock.duration.ms: 1000\n" + TEST_BROKER_CONFIG
     )
     (project / f"run/environments/{ENV}.yaml").write_text(
         "backend: local\nnodes: 1\nheap: 512m\nhost: 127.0.0.1\nkafkaVersion: 4.3.1\nworkers: 1\n"

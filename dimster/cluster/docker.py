@@ -225,10 +225,12 @@ class DockerCluster(NodeCluster):
         return buffer.getvalue()
 
     def _command(self) -> list[str]:
+        """Format the volume when it is new (a JVM of its own: a restart skips it), then run Kafka."""
         properties = f"{CONFIG_DIR}/server.properties"
         return [
             "/bin/sh",
             "-c",
+            f"[ -f {DATA_DIR}/meta.properties ] || "
             f'/opt/kafka/bin/kafka-storage.sh format --ignore-formatted -t "$DIMSTER_CLUSTER_ID" -c {properties} '
             f"--feature share.version=1 && exec /opt/kafka/bin/kafka-server-start.sh {properties}",
         ]
