@@ -12,6 +12,7 @@ import numpy as np
 from dimster.coordinator.topology import client_id
 from dimster.coordinator.workers import WorkerLost
 from dimster.environment import parse_profile
+from dimster.kafka.groups import LagSample
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import (
@@ -176,10 +177,11 @@ class FakeKafka:
         return _Watch(groups)
 
     def watch_lag(self, groups, interval):
-        return SimpleNamespace(take=list, stop=lambda: None, errors=queue.Queue())
+        return SimpleNamespace(take=list, stop=lambda: None, errors=queue.Queue(), read_now=self._positions)
 
-    def unconsumed(self, groups) -> dict[str, int]:
-        return {g: len(self.workers.pending[g]) for g in groups}
+    def _positions(self, timeout: float) -> LagSample:
+        """What each group's fake workers have yet to take, as its one partition's lag."""
+        return LagSample(time.time(), {g: {0: (0, len(records))} for g, records in self.workers.pending.items()})
 
     def delete_topics(self, topics) -> list[str]:
         self.deleted += topics

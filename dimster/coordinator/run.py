@@ -505,6 +505,13 @@ class Coordinator:
                 break
             self.metrics.add_broker_samples(at, broker, samples, self.phase)
 
+    def _start_lag_watch(self) -> None:
+        """Read the groups' lag from the brokers, over their partitions now (again after they grew)."""
+        if self.lag_watch:
+            self._take_lag()
+            self.lag_watch.stop()
+        self.lag_watch = self.kafka.watch_lag(self._group_specs(), LAG_EVERY)
+
     def _take_lag(self) -> None:
         """The groups' positions as the brokers see them, beside dimster's own backlog."""
         if self.lag_watch is None:
@@ -584,7 +591,7 @@ class Coordinator:
         # Started now, not as load starts, where their start-up cost would slow the first seconds:
         # the lag watch's JVM and the brokers' first metrics answer.
         if self.topology.groups:
-            self.lag_watch = self.kafka.watch_lag(self._group_specs(), LAG_EVERY)
+            self._start_lag_watch()
         self._prepare_broker_scraper()
         self.start_workers(delivery_count_limit)
         self.say(
@@ -677,12 +684,12 @@ class Coordinator:
         if self.broker_scraper:
             self.broker_scraper.stop()  # and a last scrape: the brokers' counts at the end
             self._write_broker_samples()
+        self._read_unconsumed()
         if self.lag_watch:
             self.lag_watch.stop()
-            self._take_lag()
+            self._take_lag()  # with the reading of the end
         if self.metrics:
             self.metrics.flush()
-        self._read_unconsumed()
         self._publish_status()  # the last one: `lost` is known now
         if not self.workload.keep_topics:
             for problem in self.kafka.delete_topics(self.topology.topics):
@@ -691,17 +698,26 @@ class Coordinator:
 
     def _read_unconsumed(self) -> None:
         """Where each group stands now that its consumers have closed: records it could still consume
-        (a drain that timed out, a forced stop) are unconsumed, not lost."""
+        (a drain that timed out, a forced stop) are unconsumed, not lost. The lag watch reads them."""
+        if not self.topology.groups:
+            self.unconsumed_by_group = {}
+            return
         try:
-            self.unconsumed_by_group = self.kafka.unconsumed(self._group_specs())
+            if self.lag_watch is None:
+                raise DimsterError("the groups' positions were never watched")
+            self.unconsumed_by_group = self._unconsumed_now()
             if any(not g["closes"] for g in self.aggregate.account(self.unconsumed_by_group).values()):
                 # a share partition's state reaches the share coordinator moments after the last
                 # acknowledgements: look once more before calling the account open
                 time.sleep(POSITIONS_SETTLE_SECONDS)
-                self.unconsumed_by_group = self.kafka.unconsumed(self._group_specs())
+                self.unconsumed_by_group = self._unconsumed_now()
         except DimsterError as e:
             self.bundle.event("group_positions_unknown", reason=str(e))
             self.say(f"-- {e}: 'lost' counts every record not consumed")
+
+    def _unconsumed_now(self) -> dict[str, int]:
+        reading = self.lag_watch.read_now(POSITIONS_TIMEOUT_SECONDS)
+        return {group: reading.lag(group) for group in self.topology.groups}
 
     def _clock_offsets(self) -> dict[str, dict]:
         """Each remote worker's clock offset (the e2e latencies are corrected by it) and its
@@ -942,6 +958,8 @@ class Coordinator:
             self._send(index, Update(new.model_dump(by_alias=True), max(1, len(self.topology.producers))))
         if resumed:  # the consumers rejoin their groups: the timeline shows when they hold assignments
             self._watch_assignments()
+        if "partitions" in effects and self.lag_watch:
+            self._start_lag_watch()
         if "faults" in effects:
             notes.append(f"faults: {self._schedule_faults()} step(s) to come (steps whose time has passed are dropped)")
         if broker_cluster is not None:
@@ -1051,6 +1069,7 @@ class Coordinator:
 
 
 POSITIONS_SETTLE_SECONDS = 3.0
+POSITIONS_TIMEOUT_SECONDS = 90.0  # for the groups' positions at the end
 LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
 
 

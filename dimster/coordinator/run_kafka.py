@@ -11,7 +11,7 @@ from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.errors import DimsterError
 from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
 from dimster.kafka.distribution import kafka_distribution
-from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagWatch, unconsumed_records
+from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagWatch
 from dimster.kafka.security import ClientSecurity
 from dimster.workload.model import Workload
 
@@ -84,10 +84,6 @@ class RunKafka:
 
     def watch_lag(self, groups: dict[str, GroupSpec], interval: float) -> LagWatch:
         return LagWatch(kafka_distribution(self.kafka_version), self.bootstrap, groups, interval, self.security)
-
-    def unconsumed(self, groups: dict[str, GroupSpec]) -> dict[str, int]:
-        """Per group: records it could still consume (raises DimsterError when that cannot be read)."""
-        return unconsumed_records(kafka_distribution(self.kafka_version), self.bootstrap, groups, self.security)
 
     def delete_topics(self, topics: list[str]) -> list[str]:
         """Delete the run's topics; returns what could not be deleted, one line each."""

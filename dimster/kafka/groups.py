@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, run_helper
+from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution
 from dimster.kafka.security import ClientSecurity, helper_environment
 
 
@@ -121,22 +121,6 @@ class AssignmentWatch:
             self._process.wait(5)
 
 
-def unconsumed_records(
-    distribution: KafkaDistribution, bootstrap: str, groups: dict[str, GroupSpec], security: ClientSecurity = None
-) -> dict[str, int]:
-    """Per group: records of its topic still there for it to consume (a consumer group: from its
-    committed offsets to the end; a share group: the share-partition lag)."""
-    if not groups:
-        return {}
-    try:
-        result = run_helper(distribution, "group-positions", bootstrap, _specs(groups), timeout=90, security=security)
-    except subprocess.TimeoutExpired:
-        raise DimsterError("the groups' positions were not read within 90 s") from None
-    if result.returncode != 0:
-        raise DimsterError(f"the groups' positions could not be read: {result.stdout.strip() or result.stderr[-200:]}")
-    return {g: int(n) for g, n in json.loads(result.stdout).items()}
-
-
 @dataclass(frozen=True)
 class LagSample:
     """The groups' positions as the brokers see them at one moment."""
@@ -151,7 +135,8 @@ class LagSample:
 class LagWatch:
     """Reads every group's start offset and lag per partition from the brokers every `interval`
     seconds (KIP-1226's share-partition lag through the Admin API), in a background helper process
-    that ends when its stdin closes. `take()` returns the samples since the last call."""
+    that ends when its stdin closes. `take()` returns the samples since the last call; `read_now()`
+    has one read at once."""
 
     def __init__(
         self,
@@ -163,22 +148,55 @@ class LagWatch:
     ):
         self.errors: queue.Queue[str] = queue.Queue()
         self._samples: queue.Queue[LagSample] = queue.Queue()
+        self._last: tuple[int, LagSample | str] | None = None  # the last answer's start (ms) and outcome
+        self._answered = threading.Condition()
         self._process = _watch_process(distribution, "watch-lag", bootstrap, interval, groups, security, stdin=True)
         threading.Thread(target=self._read, name="lag-watch", daemon=True).start()
 
     def _read(self) -> None:
         for answer in json_lines(self._process.stdout):
+            outcome: LagSample | str
             if "error" in answer:
-                self.errors.put(answer["error"])
-                continue
-            groups = {
-                group: {int(p): (int(v["start"]), int(v["lag"])) for p, v in partitions.items()}
-                for group, partitions in answer.get("groups", {}).items()
-            }
-            self._samples.put(LagSample(answer["atMs"] / 1000, groups))
+                outcome = answer["error"]
+                self.errors.put(outcome)
+            else:
+                groups = {
+                    group: {int(p): (int(v["start"]), int(v["lag"])) for p, v in partitions.items()}
+                    for group, partitions in answer.get("groups", {}).items()
+                }
+                outcome = LagSample(answer["atMs"] / 1000, groups)
+                self._samples.put(outcome)
+            with self._answered:
+                self._last = (int(answer["atMs"]), outcome)
+                self._answered.notify_all()
+        with self._answered:
+            self._answered.notify_all()  # the helper ended: no answer will come
 
     def take(self) -> list[LagSample]:
         return drain(self._samples)
+
+    def read_now(self, timeout: float) -> LagSample:
+        """A reading the helper starts after this call (it is asked for one at once; `take()` returns it
+        too). Raises DimsterError when the cluster does not answer it or none comes within `timeout` s."""
+        asked_ms = int(time.time() * 1000)  # the helper runs on this host: one clock
+        deadline = time.monotonic() + timeout
+        try:
+            self._process.stdin.write("\n")
+            self._process.stdin.flush()
+        except (OSError, ValueError):
+            raise DimsterError("the groups' positions could not be read: the lag watch has ended") from None
+        with self._answered:
+            while self._last is None or self._last[0] < asked_ms:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DimsterError(f"the groups' positions were not read within {timeout:.0f} s")
+                if self._process.poll() is not None:
+                    raise DimsterError("the groups' positions could not be read: the lag watch has ended")
+                self._answered.wait(min(left, 1.0))
+            outcome = self._last[1]
+        if isinstance(outcome, str):
+            raise DimsterError(f"the groups' positions could not be read: {outcome}")
+        return outcome
 
     def stop(self) -> None:
         if self._process.poll() is None:

@@ -8,10 +8,10 @@
 //                                       have holds its assignment, then {"done": true}; J is JSON
 //                                       {"<group>": {"kind": "share"|"consumer", "members": N}}; after MS
 //                                       milliseconds {"timeout": true, "pending": {"<group>": "why"}}
-//   group-positions BOOTSTRAP J      -> JSON {"<group>": records of its topic the group has yet to
-//                                       consume}; J as above (share groups: the share-partition lag)
-//   watch-lag BOOTSTRAP MS J         -> every MS milliseconds one JSON line: per group and partition the
-//                                       group's start offset and lag, until stdin closes
+//   watch-lag BOOTSTRAP MS J         -> every MS milliseconds, and at once after each line read from
+//                                       stdin, one JSON line: per group and partition the group's start
+//                                       offset and lag (records of its topic it has yet to consume; share
+//                                       groups: the share-partition lag); J as above; ends when stdin closes
 // The Admin client of each command also takes the JSON object in $DIMSTER_CLIENT_CONFIG, when set: the
 // cluster's security properties, which never go on a command line.
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -25,6 +25,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
@@ -55,7 +57,6 @@ public class DimsterKafkaTool {
             case "share-health" -> shareHealth(args[1]);
             case "alter-broker-configs" -> alterBrokerConfigs(args[1], args[2]);
             case "await-assignment" -> awaitAssignment(args[1], Long.parseLong(args[2]), args[3]);
-            case "group-positions" -> groupPositions(args[1], args[2]);
             case "watch-lag" -> watchLag(args[1], Long.parseLong(args[2]), args[3]);
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
@@ -263,27 +264,18 @@ public class DimsterKafkaTool {
         return out;
     }
 
-    static void groupPositions(String bootstrap, String json) throws Exception {
-        Map<String, Long> out = new LinkedHashMap<>();
-        try (Admin admin = admin(bootstrap)) {
-            positions(admin, groupSpecs(json)).forEach((group, partitions) ->
-                out.put(group, partitions.values().stream().mapToLong(p -> p.get("lag")).sum()));
-        } catch (Exception e) {
-            Throwable cause = e.getCause() == null ? e : e.getCause();
-            System.out.println(cause.getClass().getSimpleName() + ": " + cause.getMessage());
-            System.exit(1);
-        }
-        System.out.println(new ObjectMapper().writeValueAsString(out));
-    }
-
-    /** One JSON line every intervalMs until stdin closes: {"atMs": ..., "groups": positions} or
-     *  {"atMs": ..., "error": "..."} for a round the cluster did not answer. */
+    /** One JSON line every intervalMs, and at once after a line on stdin, until stdin closes:
+     *  {"atMs": ..., "groups": positions} or {"atMs": ..., "error": "..."} for a round the cluster did
+     *  not answer. atMs is when the round started. */
     static void watchLag(String bootstrap, long intervalMs, String json) throws Exception {
         Map<String, Map<String, Object>> specs = groupSpecs(json);
         ObjectMapper mapper = new ObjectMapper();
+        Semaphore asked = new Semaphore(0);
         Thread watchStdin = new Thread(() -> {
             try {
-                while (System.in.read() >= 0) { }
+                for (int c = System.in.read(); c >= 0; c = System.in.read()) {
+                    if (c == '\n') asked.release();
+                }
             } catch (Exception ignored) { }
             System.exit(0);
         });
@@ -302,7 +294,8 @@ public class DimsterKafkaTool {
                 }
                 System.out.println(mapper.writeValueAsString(line));
                 System.out.flush();
-                Thread.sleep(Math.max(0, intervalMs - (System.currentTimeMillis() - started)));
+                asked.tryAcquire(Math.max(0, intervalMs - (System.currentTimeMillis() - started)), TimeUnit.MILLISECONDS);
+                asked.drainPermits();  // a round starts now, after every request so far
             }
         }
     }
