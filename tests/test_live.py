@@ -171,6 +171,8 @@ def test_partitions_grow_and_topic_config_changes_live(detached_run):
     no_loss(info)
     histograms = pq.read_table(f"{detached_run['results']}/metrics/histograms").to_pandas()
     assert 3 in set(histograms[histograms.metric == "e2e"].partition)  # the new partition carried records
+    lag = pq.read_table(f"{detached_run['results']}/metrics/group_lag").to_pandas()
+    assert 3 in set(lag.partition)  # the brokers' lag is read over the new partitions too
 
 
 def test_modify_status_and_stop_without_a_run():
@@ -285,7 +287,7 @@ def test_scenario_script_runs_unattended(tmp_path):
         capture_output=True,
         text=True,
         timeout=1200,
-        env={**os.environ, "STEP_SECONDS": "12", "WORKLOAD": str(small)},
+        env={**os.environ, "STEP_SECONDS": "12", "WORKLOAD": str(small), "RUN_OPTIONS": "--no-summary"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     outcomes = [

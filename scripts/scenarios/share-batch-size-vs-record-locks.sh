@@ -20,6 +20,7 @@
 # STEP_SECONDS (default 60): how long each step runs before it is judged.
 # PATIENCE_SECONDS (default 240): how long an outcome may take to show before the script gives up.
 # WORKLOAD (default the small reference workload): another scale of it, e.g. for a smaller machine.
+# RUN_OPTIONS: more options for the `dimster run` that starts it, e.g. "--no-summary" or "--results DIR".
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dimster="$root/scripts/dimster"
@@ -92,7 +93,8 @@ cleanup() { "$dimster" stop "$env" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 echo "== start: $(basename "$workload") on $env, record-lock budget 100"
-"$dimster" run "$env" -w "$workload" --detach --set brokerConfig.group.share.partition.max.record.locks=100
+# shellcheck disable=SC2086  # RUN_OPTIONS is split into options
+"$dimster" run "$env" -w "$workload" --detach ${RUN_OPTIONS:-} --set brokerConfig.group.share.partition.max.record.locks=100
 judge "keeping up at the start" "keeps up: consumed at the target rate, small backlog" \
   "$(after_a_step) and $keeps_up"
 
