@@ -208,7 +208,10 @@ class DockerCluster(NodeCluster):
         return name
 
     def _files(self, index: int) -> bytes:
-        """A tar of what the node reads from CONFIG_DIR: its server.properties and the metrics agent."""
+        """A tar of what the node reads from CONFIG_DIR: its server.properties and the metrics agent.
+        It ends with its end-of-archive blocks, without the padding tarfile adds to fill a record:
+        podman stops reading at those blocks, and the upload of the padding after them can fail
+        ("passing bulk input to subprocess: write |1: broken pipe", containers/buildah#6573)."""
         files = {"server.properties": self._config_file(index)}
         if self.profile.broker_metrics:
             files |= {"jmx_prometheus_javaagent.jar": agent_jar(), "jmx-exporter.yaml": rules_file()}
@@ -222,7 +225,8 @@ class DockerCluster(NodeCluster):
                 entry.mode, entry.uid, entry.gid, entry.uname, entry.gname = 0o644, 0, 0, "root", "root"
                 with open(path, "rb") as f:
                     tar.addfile(entry, f)
-        return buffer.getvalue()
+            end = tar.offset + 2 * tarfile.BLOCKSIZE
+        return buffer.getvalue()[:end]
 
     def _command(self) -> list[str]:
         """Format the volume when it is new (a JVM of its own: a restart skips it), then run Kafka."""
