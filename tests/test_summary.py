@@ -12,7 +12,7 @@ import pytest
 
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA, Histogram
-from dimster.pipeline.spark import DRIVER_JAVA_OPTS, _kept
+from dimster.pipeline.spark import DRIVER_JAVA_OPTS, spark_session
 from dimster.pipeline.summary import QUANTILES, summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport
@@ -345,7 +345,8 @@ def test_records_per_fetch_counts_the_records_of_the_reports_the_fetch_counters_
 
 
 @pytest.mark.spark
-def test_the_drivers_jvm_runs_with_dimsters_java_options(spark):
+def test_the_drivers_jvm_runs_with_dimsters_java_options(spark, tmp_path):
     """spark-submit hands the driver's JVM dimster's options (the client compiler only)."""
-    driver = _kept[spark].sparkContext._gateway.proc
+    with spark_session(spark, tmp_path / "spark.log") as session:  # the session's kept one
+        driver = session.sparkContext._gateway.proc
     assert DRIVER_JAVA_OPTS in psutil.Process(driver.pid).cmdline()

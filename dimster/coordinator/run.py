@@ -508,8 +508,8 @@ class Coordinator:
     def _start_lag_watch(self) -> None:
         """Read the groups' lag from the brokers, over their partitions now (again after they grew)."""
         if self.lag_watch:
-            self._take_lag()
             self.lag_watch.stop()
+            self._take_lag()  # its last readings
         self.lag_watch = self.kafka.watch_lag(self._group_specs(), LAG_EVERY)
 
     def _take_lag(self) -> None:
@@ -698,13 +698,12 @@ class Coordinator:
 
     def _read_unconsumed(self) -> None:
         """Where each group stands now that its consumers have closed: records it could still consume
-        (a drain that timed out, a forced stop) are unconsumed, not lost. The lag watch reads them."""
-        if not self.topology.groups:
+        (a drain that timed out, a forced stop) are unconsumed, not lost. The lag watch, which runs
+        whenever the run has groups, reads them."""
+        if self.lag_watch is None:
             self.unconsumed_by_group = {}
             return
         try:
-            if self.lag_watch is None:
-                raise DimsterError("the groups' positions were never watched")
             self.unconsumed_by_group = self._unconsumed_now()
             if any(not g["closes"] for g in self.aggregate.account(self.unconsumed_by_group).values()):
                 # a share partition's state reaches the share coordinator moments after the last
