@@ -32,7 +32,9 @@ def polled(records: list[tuple[int, int, int, int]], delivery_counts=None, forei
 
 def consumer(kind="SHARE_GROUP", **keys) -> ConsumerClient:
     workload = Workload.model_validate({"name": "w", "consumerType": kind, **keys})
-    return ConsumerClient(ConsumerSpec(0, "t", "g", kind), workload, "127.0.0.1:1", delivery_count_limit=5)
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", kind), workload, "127.0.0.1:1", delivery_count_limit=5)
+    client.measure_from = 0.0  # load started long ago: every record is of the measured phase
+    return client
 
 
 def test_headers_unpack_in_bulk_and_foreign_values_are_not_ours():

@@ -2,6 +2,7 @@
 be sent in it, whenever it was consumed; warm-up records go under their own metric names. And what
 the end of a run counts as lost: records a group never settled and can no longer consume."""
 
+import threading
 import time
 
 import numpy as np
@@ -27,6 +28,10 @@ def poll_of(intended_ns: list[int]) -> Polled:
     )
 
 
+def latency_totals(interval: ClientInterval) -> dict[str, int]:
+    return {metric: Histogram.from_wire(wire).total for (metric, _), wire in interval.histograms.items()}
+
+
 def test_e2e_latency_goes_to_the_phase_the_record_was_intended_for():
     workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
     client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", 5)
@@ -35,9 +40,32 @@ def test_e2e_latency_goes_to_the_phase_the_record_was_intended_for():
     # three records from warm-up (2 s ago), two from the measured phase (0.5 s ago), one poll
     client._record(poll_of([int((now - 2.0) * 1e9)] * 3 + [int((now - 0.5) * 1e9)] * 2), None)
     interval = client.take_interval()
-    totals = {metric: Histogram.from_wire(wire).total for (metric, _), wire in interval.histograms.items()}
+    totals = latency_totals(interval)
     assert totals == {"e2e": 2, WARMUP_PREFIX + "e2e": 3}
     assert interval.received == 5  # counts are not split: only latencies are
+
+
+def test_a_record_that_arrives_before_the_worker_read_load_start_waits_for_the_measured_phase():
+    """On a busy host the consumer can hold the run's first records before its worker has read when
+    load started: the record is judged once that is known, a warm-up record as warm-up."""
+    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", 5)
+    now = time.time()
+    told = threading.Timer(0.3, lambda: setattr(client, "measure_from", now + 10.0))
+    told.start()
+    client._record(poll_of([int(now * 1e9)] * 2), None)
+    told.join()
+    totals = latency_totals(client.take_interval())
+    assert totals == {WARMUP_PREFIX + "e2e": 2}
+
+
+def test_a_stopping_consumer_does_not_wait_for_the_measured_phase():
+    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", 5)
+    client.stopping.set()
+    client._record(poll_of([int(time.time() * 1e9)]), None)  # returns: load never started here
+    totals = latency_totals(client.take_interval())
+    assert totals == {WARMUP_PREFIX + "e2e": 1}
 
 
 def test_console_window_shows_warmup_and_measured_latencies_together():

@@ -7,6 +7,7 @@ main thread swaps them out once a second with `take_interval()`.
 """
 
 import logging
+import math
 import random
 import threading
 import time
@@ -109,10 +110,21 @@ class LoadClient:
         self.error: str | None = None
         self.library = library  # of the Kafka client it runs (or will run) now
         self.generation = 0  # the Kafka client it runs now: 1 for the first; live changes build the next
-        # Epoch seconds the measured phase starts (load start + warm-up); set by the worker when load starts.
-        self.measure_from = 0.0
+        # Epoch seconds the measured phase starts (load start + warm-up); the worker sets it when load
+        # starts. Until then nothing counts as measured.
+        self._measure_from = math.inf
+        self.measure_known = threading.Event()
         self._latest_stats: dict | None = None
         self._reset()
+
+    @property
+    def measure_from(self) -> float:
+        return self._measure_from
+
+    @measure_from.setter
+    def measure_from(self, at: float) -> None:
+        self._measure_from = at
+        self.measure_known.set()
 
     def _reset(self) -> None:
         self.interval = ClientInterval(
@@ -572,10 +584,19 @@ class ConsumerClient(LoadClient):
             last_seen[key] = (offset, sequence)
         return count
 
+    def _await_measure_from(self) -> None:
+        """Wait until the worker has said where the measured phase starts. A record of the run means
+        load has started and the worker has that message, but it may not have read it yet (a busy
+        host): judged before, a warm-up record would count as measured."""
+        while not self.measure_known.wait(0.05) and not self.stopping.is_set():
+            pass
+
     def _record(self, polled: Polled, outcomes: np.ndarray | None) -> None:
         """Account for one poll: counts, delivery counts, outcomes, settled sequences, e2e latency."""
         now_ns = clock.now_ns()
         ours, headers = unpack_headers(polled.headers)
+        if ours.any():
+            self._await_measure_from()
         settles = ours
         with self.lock:
             interval = self.interval

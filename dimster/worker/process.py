@@ -172,9 +172,9 @@ class Worker:
 
     def _start_load(self, message: StartLoad) -> None:
         self.load_started = message.at
+        self._set_measure_from(self.clients)  # first: a producer starts pacing once it knows load_started
         for producer in self.producers:
             producer.load_started = message.at
-        self._set_measure_from(self.clients)
 
     def _stop_producers(self, _message: StopProducers) -> None:
         self._stop(self.producers)
