@@ -141,6 +141,28 @@ def test_java_producer_reports_each_record_it_could_not_send():
     assert len(latencies) == 0 and failed == [40, 41, 42, 43]
 
 
+def test_java_statistics_are_read_in_one_call_and_land_in_their_columns():
+    """A Java client's metrics come back as one Java array; each value goes to the columns of its metric."""
+    import jpype
+
+    from dimster.clients.java import _Statistics
+    from dimster.clients.jvm import start_jvm
+    from dimster.environment import DEFAULT_KAFKA_VERSION
+
+    start_jvm(DEFAULT_KAFKA_VERSION)
+    stats = []
+    statistics = _Statistics("producer", stats.append)
+    statistics.next_at = 0.0  # due now
+    client = SimpleNamespace(metrics=lambda names: jpype.JArray(jpype.JDouble)([i + 1.0 for i in range(len(names))]))
+    statistics.maybe_take(client)
+    statistics.maybe_take(client)  # not due again for STATS_INTERVAL_S
+    [taken] = stats
+    position = {metric: i + 1.0 for i, metric in enumerate(statistics.metrics)}
+    named = {c: m for c, m in JAVA_METRICS["producer"].items() if not c.startswith("_")}
+    assert {c: taken[c] for c in named} == {c: position[m] for c, m in named.items()}
+    assert len(set(position.values())) == len(statistics.metrics) > 5
+
+
 def test_a_lock_that_ran_out_on_the_last_delivery_archives_the_record():
     """The broker refuses such acknowledgements without a word: the consumer counts them itself,
     except those it rejected (rejected either way); earlier deliveries come back and are not archived."""
