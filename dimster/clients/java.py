@@ -74,7 +74,7 @@ class JavaProducer:
 
     def take_acks(self) -> tuple[np.ndarray, list[int]]:
         latencies = np.asarray(self.java.takeLatenciesMicros(), dtype=np.float64)
-        return latencies, [int(s) for s in self.java.takeFailedSequences()]
+        return latencies, np.asarray(self.java.takeFailedSequences()).tolist()
 
     def close(self, timeout: float) -> int:
         return int(self.java.close(int(timeout * 1000)))
@@ -93,11 +93,11 @@ class JavaConsumer:
         self.java.subscribe(topic)
 
     def take_rebalances(self) -> list[Rebalance]:
-        flat = list(self.java.takeRebalances())
+        flat = np.asarray(self.java.takeRebalances()).tolist()
         return [(at / 1000, REBALANCE_KINDS[kind], count) for at, kind, count in zip(*[iter(flat)] * 3, strict=True)]
 
     def assigned_partitions(self) -> list[int]:
-        return sorted(int(p) for p in self.java.assignedPartitions())
+        return sorted(np.asarray(self.java.assignedPartitions()).tolist())
 
     def pause_only(self, paused: set[int]) -> None:
         self.java.pauseOnly(jpype.JArray(jpype.JInt)(sorted(paused)))
