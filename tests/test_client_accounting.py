@@ -10,7 +10,7 @@ import pytest
 from dimster.clients import ACCEPT, REJECT, RELEASE, Polled, Refused
 from dimster.metrics.client_stats import COLUMNS, JAVA_METRICS, extract_client_stats, java_client_stats
 from dimster.metrics.histogram import Histogram
-from dimster.worker.clients import ConsumerClient
+from dimster.worker.clients import ConsumerClient, distinct
 from dimster.worker.protocol import ConsumerSpec
 from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
@@ -35,6 +35,12 @@ def consumer(kind="SHARE_GROUP", **keys) -> ConsumerClient:
     client = ConsumerClient(ConsumerSpec(0, "t", "g", kind), workload, "127.0.0.1:1", delivery_count_limit=5)
     client.measure_from = 0.0  # load started long ago: every record is of the measured phase
     return client
+
+
+@pytest.mark.parametrize("size", [0, 1, 3, 30, 500])
+def test_distinct_is_what_numpy_unique_gives(size):
+    values = np.random.default_rng(size).integers(0, 7, size=size).astype(np.uint32)
+    assert distinct(values) == np.unique(values).tolist()
 
 
 def test_headers_unpack_in_bulk_and_foreign_values_are_not_ours():

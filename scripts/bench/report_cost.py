@@ -27,7 +27,10 @@ POLLS, RECORDS_PER_POLL = 3, 2  # about 7 records per consumer per second: 2,000
 def share_consumers(count: int) -> list[ConsumerClient]:
     workload = Workload.model_validate({"name": "bench", "consumerType": "SHARE_GROUP"})
     spec = lambda i: ConsumerSpec(i, "t0", "g0", "SHARE_GROUP")  # noqa: E731
-    return [ConsumerClient(spec(i), workload, "127.0.0.1:1", delivery_count_limit=5) for i in range(count)]
+    clients = [ConsumerClient(spec(i), workload, "127.0.0.1:1", delivery_count_limit=5) for i in range(count)]
+    for client in clients:
+        client.measure_from = 0.0  # load started: the polls' records are of the measured phase
+    return clients
 
 
 def a_poll(rng: np.random.Generator) -> Polled:

@@ -18,7 +18,7 @@ and the median reported, with the ratios of each dimster library to the Kafka to
 librdkafka. Runs are bounded in records and in time; everything is on loopback.
 
 Without `--env`, or with an environment that does not exist, the script makes a scratch project (a
-copy of run/environments/local.yaml on ports 19892/19992, and run/broker-configs/) in a temporary
+copy of run/environments/local.yaml on ports 19892/19992/20192, and run/broker-configs/) in a temporary
 folder, starts its cluster through the dimster CLI and stops it again at the end. An existing
 environment (found through DIMSTER_PROJECT_DIR / the working directory, as the CLI does) is used
 as it is; a cluster that was already running is left running.
@@ -67,7 +67,11 @@ from dimster.workload.model import Library, Workload
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_ENV = "bench"
-SCRATCH_PORTS = {"brokerPortBase": 19892, "controllerPortBase": 19992}  # clear of 19092-19700
+SCRATCH_PORTS = {
+    "brokerPortBase": 19892,
+    "controllerPortBase": 19992,
+    "brokerMetricsPortBase": 20192,
+}  # clear of the shipped profiles (19092-19700) and metrics_overhead.py (20092)
 ADMIN_TIMEOUT = 30.0
 TOOL_JVM_OPTIONS = (  # what kafka-producer-perf-test.sh / kafka-run-class.sh use
     "-Xmx512m",
@@ -506,6 +510,7 @@ def dimster_share_consumer(
     )
     consumer = spec(ConsumerSpec, consumer_id=0, topic=topic, group=group, kind="SHARE_GROUP")
     client = ConsumerClient(consumer, workload, cluster.bootstrap, 5)
+    client.measure_from = 0.0  # no warm-up here: every record's latency is measured
     thread = instrument(client, profile_out)
     taken = taken_bytes = polls = 0
     first_at: float | None = None
