@@ -62,6 +62,14 @@ def test_phases_in_order_and_every_record_accounted(tmp_path):
     assert cost["cpu_seconds"] >= 0 and 0 <= cost["cpu_share_of_one_core"] < 2
 
 
+def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches(tmp_path):
+    c = coordinator(tmp_path, FakeWorkers(), warmupSeconds=10)
+    c.load_started, c.phase = 100.0, "warmup"
+    assert [c._report_phase(at) for at in (105.0, 109.99, 110.0, 111.0)] == ["warmup", "warmup", "measure", "measure"]
+    c.phase = "drain"
+    assert c._report_phase(105.0) == "drain"
+
+
 def test_a_lost_worker_fails_the_run_and_keeps_what_was_measured(tmp_path):
     c = coordinator(tmp_path, FakeWorkers(lose_worker=1), on_worker_loss="fail")
     with pytest.raises(RunFailed) as failed:

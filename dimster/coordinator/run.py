@@ -287,6 +287,14 @@ class Coordinator:
         for index, message in self.workers.receive(timeout):
             self._handle(index, message)
 
+    def _report_phase(self, end_time: float) -> str:
+        """The phase a report's rows are written under: the run's, except that a report ending after
+        warm-up is the measured phase's even when it comes in before the loop has switched phases
+        (the summary leaves warm-up reports out, and this one holds measured records)."""
+        if self.phase == "warmup" and end_time >= self.load_started + self.workload.warmup_seconds:
+            return "measure"
+        return self.phase
+
     def _handle(self, index: int, message: Message | WorkerLost) -> None:
         state = self.states[index]
         if isinstance(message, Report):
@@ -298,7 +306,7 @@ class Coordinator:
             if self.exporter:
                 self.exporter.add(message.report)
             if self.metrics:
-                self.metrics.add(message.report, self.phase)
+                self.metrics.add(message.report, self._report_phase(message.report.end_time))
         elif isinstance(message, Ready):
             state.ready = True
         elif isinstance(message, ProducersStopped):
