@@ -65,9 +65,9 @@ def test_phases_in_order_and_every_record_accounted(tmp_path):
 def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches(tmp_path):
     c = coordinator(tmp_path, FakeWorkers(), warmupSeconds=10)
     c.load_started, c.phase = 100.0, "warmup"
-    assert [c._report_phase(at) for at in (105.0, 109.99, 110.0, 111.0)] == ["warmup", "warmup", "measure", "measure"]
+    assert [c._phase_at(at) for at in (105.0, 109.99, 110.0, 111.0)] == ["warmup", "warmup", "measure", "measure"]
     c.phase = "drain"
-    assert c._report_phase(105.0) == "drain"
+    assert c._phase_at(105.0) == "drain"
 
 
 def test_a_lost_worker_fails_the_run_and_keeps_what_was_measured(tmp_path):

@@ -287,11 +287,11 @@ class Coordinator:
         for index, message in self.workers.receive(timeout):
             self._handle(index, message)
 
-    def _report_phase(self, end_time: float) -> str:
-        """The phase a report's rows are written under: the run's, except that a report ending after
-        warm-up is the measured phase's even when it comes in before the loop has switched phases
-        (the summary leaves warm-up reports out, and this one holds measured records)."""
-        if self.phase == "warmup" and end_time >= self.load_started + self.workload.warmup_seconds:
+    def _phase_at(self, at: float) -> str:
+        """The run's phase at epoch `at`, for a moment up to now: warm-up ends at its time, even before
+        the loop has switched phases. A report's rows go under the phase its end time falls in (the
+        summary leaves warm-up reports out, and one ending after warm-up holds measured records)."""
+        if self.phase == "warmup" and at >= self.load_started + self.workload.warmup_seconds:
             return "measure"
         return self.phase
 
@@ -306,7 +306,7 @@ class Coordinator:
             if self.exporter:
                 self.exporter.add(message.report)
             if self.metrics:
-                self.metrics.add(message.report, self._report_phase(message.report.end_time))
+                self.metrics.add(message.report, self._phase_at(message.report.end_time))
         elif isinstance(message, Ready):
             state.ready = True
         elif isinstance(message, ProducersStopped):
@@ -634,7 +634,7 @@ class Coordinator:
         while not self.failure and not self.stop_requested and not self._plan_step():
             self._receive(LOOP_TICK)
             self._tick()
-            if self.phase == "warmup" and time.time() >= self.load_started + self.workload.warmup_seconds:
+            if self.phase == "warmup" and self._phase_at(time.time()) == "measure":
                 self.phase = "measure"
                 self.bundle.event("measure_started")
             if time.time() >= next_line:

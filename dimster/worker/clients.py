@@ -601,7 +601,7 @@ class ConsumerClient(LoadClient):
         """Account for one poll: counts, delivery counts, outcomes, settled sequences, e2e latency."""
         now_ns = clock.now_ns()
         ours, headers = unpack_headers(polled.headers)
-        if ours.any():
+        if not self.measure_known.is_set() and ours.any():
             self._await_measure_from()
         settles = ours
         with self.lock:
