@@ -36,14 +36,20 @@ def a_poll(size: int) -> Polled:
     )
 
 
+def a_client(consumer_id: int = 0) -> ConsumerClient:
+    """A share consumer that never connects, in the measured phase: every record counts."""
+    workload = Workload.model_validate({"name": "bench", "consumerType": "SHARE_GROUP"})
+    client = ConsumerClient(ConsumerSpec(consumer_id, "t0", "g0", "SHARE_GROUP"), workload, "127.0.0.1:1", 5)
+    client.measure_from = 0.0
+    return client
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,3,30,500", help="records per poll, comma-separated")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    workload = Workload.model_validate({"name": "bench", "consumerType": "SHARE_GROUP"})
-    client = ConsumerClient(ConsumerSpec(0, "t0", "g0", "SHARE_GROUP"), workload, "127.0.0.1:1", 5)
-    client.measure_from = 0.0  # load started: every record is of the measured phase
+    client = a_client()
     for size in (int(s) for s in args.sizes.split(",")):
         account = functools.partial(client._record, a_poll(size), None)
         runs = timeit.repeat(account, number=POLLS_PER_REPEAT, repeat=args.repeat)

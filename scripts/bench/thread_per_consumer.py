@@ -18,24 +18,16 @@ import threading
 import time
 
 import numpy as np
-from poll_accounting import a_poll
+from poll_accounting import a_client, a_poll
 
 from dimster.worker.clients import ConsumerClient
-from dimster.worker.protocol import ConsumerSpec
-from dimster.workload.model import Workload
 
 RECORDS_PER_POLL = 3
 PROCESSING_S = 0.005 * RECORDS_PER_POLL  # the reference workload: 5 ms per record
 
 
 def consumers(count: int) -> list[ConsumerClient]:
-    workload = Workload.model_validate({"name": "bench", "consumerType": "SHARE_GROUP"})
-    made = []
-    for i in range(count):
-        client = ConsumerClient(ConsumerSpec(i, "t0", "g0", "SHARE_GROUP"), workload, "127.0.0.1:1", 5)
-        client.measure_from = 0.0
-        made.append(client)
-    return made
+    return [a_client(i) for i in range(count)]
 
 
 def capacity(seconds: float) -> float:
@@ -94,7 +86,7 @@ def with_pool(count: int, workers: int, seconds: float) -> tuple[int, list[float
             with lock:
                 heapq.heappush(due, (time.monotonic() + PROCESSING_S, i))
 
-    threads = [threading.Thread(target=serve) for _ in range(workers)]
+    threads = [threading.Thread(target=serve) for _ in range(min(workers, count))]  # each holds one due consumer
     for thread in threads:
         thread.start()
     for thread in threads:
