@@ -99,11 +99,11 @@ class ScriptedRun:
         return self.span
 
 
-def judged(seconds: float, sent: int, received: int, e2e_ms: float) -> Probe:
+def judged(seconds: float, sent: int, received: int, e2e_ms: float, waited: float | None = None) -> Probe:
     e2e = Histogram()
     for _ in range(received):
         e2e.record(e2e_ms * 1000)
-    return Probe(seconds, sent / seconds, received / seconds, max(0.0, (sent - received) / seconds), e2e)
+    return Probe(seconds, sent / seconds, received / seconds, max(0.0, (sent - received) / seconds), e2e, waited)
 
 
 def explore_workload(**mode):
@@ -204,6 +204,28 @@ def test_explore_limits_ends_with_the_limit_and_its_evidence():
     assert result["limit_msgs_per_s"] == 1000 and result["lowest_failed_msgs_per_s"] == 1200
     assert result["verdict"] == "limit 1000 msg/s (failed at 1200)"
     assert [s["rate"] for s in result["steps"]] == [800, 1600, 1200, 1000]
+
+
+def test_a_limit_whose_failed_steps_waited_on_the_worker_says_so():
+    """The steps above 1000 msg/s fail while a worker's threads wait to run 40 % (1600) and 5 % (1200)
+    of the step: the verdict names the one over 10 %, and each step keeps its share as evidence."""
+    workload = explore_workload(startRate=800, precision=0.3, confirm=False)
+    plan, run = plan_for(workload), ScriptedRun()
+    t, step = 0.0, plan.step(0, workload, run)
+    while not step.done:
+        t += 1
+        if plan.stage == "judge":
+            rate = plan.rate
+            waited = {1600: 0.4, 1200: 0.05}.get(rate, 0.02)
+            e2e_ms = 10 if rate <= 1000 else 900
+            run.probe = judged(10, int(rate * 10), int(min(rate, 1000) * 10), e2e_ms=e2e_ms, waited=waited)
+        step = plan.step(t, workload, run)
+    result = plan.result()
+    assert [s["worker_wait_share"] for s in result["steps"]] == [0.02, 0.4, 0.05, 0.02]
+    assert result["verdict"] == (
+        "limit 1000 msg/s (failed at 1200); in 1 of the failed steps a worker's threads waited to run (up to 40% "
+        "of the step): the limit may be the workers', not Kafka's; spread the clients over more workers or hosts"
+    )
 
 
 def drain_workload(**mode):

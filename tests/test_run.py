@@ -10,6 +10,7 @@ import time
 import pytest
 import yaml
 
+from dimster.worker.wake_lag import PERIOD_S
 from tests.conftest import dimster
 from tests.runs import run_info, run_to_end, start_run, table, write_workload
 
@@ -65,6 +66,10 @@ def test_every_record_arrives_once(tmp_path, consumer_type):
     measured = workers[workers.phase == "measure"]
     assert summary["worker_cpu"]["memory_mb"] == pytest.approx(measured.rss_bytes.max() / 1e6)
     assert summary["worker_cpu"]["threads"] == measured.threads.max()
+    # and how late its probe thread woke: at most once per period of the time the report covers
+    spans = workers.sort_values("end_time").groupby("worker").end_time.diff().dropna()
+    assert (workers.wakes > 0).all() and (workers.loc[spans.index].wakes <= spans / PERIOD_S + 2).all()
+    assert (workers.wake_lag_ms_sum >= workers.wake_lag_ms_max).all() and (workers.wake_lag_ms_max >= 0).all()
     report = (bundle / "report.html").read_text()
     assert "plotly" in report and bundle.name in report
     assert html.escape("workers' memory (MB, resident)") in report

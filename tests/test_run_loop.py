@@ -366,6 +366,31 @@ def test_the_console_line_reads_the_status_schema():
 
 
 @pytest.mark.unit
+def test_the_console_warns_when_a_workers_threads_waited_to_run():
+    """Worker 1's probe waited 0.3 of its 2 s, worker 0's 0.02 of 2 s: the window's share is the larger,
+    and it is warned of while load runs."""
+    from dimster.coordinator.aggregate import RunAggregate
+    from dimster.coordinator.console import warnings
+    from dimster.worker.protocol import IntervalReport, WakeLag
+
+    aggregate = RunAggregate({})
+    aggregate.load_started = 100.0
+    for end in (101.0, 102.0):
+        aggregate.add(IntervalReport(0, end, [], wake_lag=WakeLag(wakes=98, lag_ms_sum=10.0, lag_ms_max=1.0)))
+        aggregate.add(IntervalReport(1, end, [], wake_lag=WakeLag(wakes=70, lag_ms_sum=150.0, lag_ms_max=40.0)))
+    window = aggregate.take_window()
+    assert window["workerWaitShare"] == pytest.approx(0.15)
+    status = {**window, "targetRate": 0}
+    assert warnings("measure", status) == [
+        "a worker's threads waited to run 15% of the time: the figures include that wait (add workers or hosts, "
+        "or lower the load)"
+    ]
+    assert warnings("measure", {**status, "workerWaitShare": 0.05}) == []
+    assert warnings("drain", status) == []
+    assert aggregate.take_window()["workerWaitShare"] is None  # a window without reports
+
+
+@pytest.mark.unit
 def test_client_statistics_leave_out_quiet_clients_and_survive_rebuilds():
     from dimster.clients import STATS_INTERVAL_S
     from dimster.coordinator.client_series import ClientSeries

@@ -15,7 +15,7 @@ from dimster.metrics.histogram import ALPHA, Histogram
 from dimster.pipeline.spark import DRIVER_JAVA_OPTS, spark_session
 from dimster.pipeline.summary import QUANTILES, summarize
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 from tests.conftest import dimster
 
 START = 1_800_000_000.0
@@ -276,6 +276,34 @@ def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path, spark):
     cpu = summarize(tmp_path, spark)["worker_cpu"]
     assert cpu["cores"] == pytest.approx(0.5)
     assert cpu["producer_cpu_seconds_per_mb"] is None and cpu["consumer_cpu_seconds_per_mb"] is None
+
+
+@pytest.mark.spark
+def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(tmp_path, spark):
+    """Worker 0's probe waited 200 ms to run in each second of the measured phase; worker 1's 20 ms,
+    and 900 ms in warm-up only (its start-up): only worker 0 is noted."""
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for second in range(1, 11):
+        phase = "warmup" if second <= 2 else "measure"
+        consumer = ClientInterval(client_id="c0", role="share_consumer", topic="t", group="g", received=100)
+        producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=100)
+        busy = WakeLag(wakes=80, lag_ms_sum=200.0, lag_ms_max=40.0 + second)
+        starting = WakeLag(
+            wakes=10 if phase == "warmup" else 98, lag_ms_sum=900.0 if phase == "warmup" else 20.0, lag_ms_max=12.0
+        )
+        writer.add(IntervalReport(0, START + second, [consumer], 0.9, wake_lag=busy), phase)
+        writer.add(IntervalReport(1, START + second, [producer], 0.1, wake_lag=starting), phase)
+    writer.flush()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
+    summary = summarize(tmp_path, spark)
+    table = pd.read_csv(tmp_path / "summary" / "worker_cpu.csv")
+    assert table.wake_wait_share.tolist() == [pytest.approx(0.2), pytest.approx(0.02)]
+    assert table.wake_lag_ms_mean.tolist() == [pytest.approx(2.5), pytest.approx(20 / 98)]
+    assert table.wake_lag_ms_max.tolist() == [50.0, 12.0]
+    assert summary["worker_cpu"]["wake_wait_share"] == pytest.approx(0.2)
+    late = [note for note in summary["notes"] if "waited to run" in note]
+    assert len(late) == 1 and late[0].startswith("worker 0: its threads waited to run 20% of the measured phase")
+    assert "50 ms at most" in late[0] and "1 client(s)" in late[0]
 
 
 @pytest.mark.spark

@@ -19,6 +19,7 @@ class Window:
     """Sums over the reports received since the last console line."""
 
     seconds: dict[int, float] = field(default_factory=dict)  # worker -> time its reports covered
+    waited: dict[int, float] = field(default_factory=dict)  # worker -> seconds its wake probe waited to run
     sent: int = 0
     received: int = 0
     polls: int = 0
@@ -27,6 +28,11 @@ class Window:
     publish: Histogram = field(default_factory=Histogram)
     # a plan's probe: worker -> counts by ("sent",), ("acked", topic), ("settled", group)
     by_worker: dict[int, Counter] = field(default_factory=dict)
+
+    def wait_share(self) -> float | None:
+        """The largest share of its covered time any worker's wake probe waited to run (wake_lag.py)."""
+        shares = [min(1.0, waited / self.seconds[w]) for w, waited in self.waited.items() if self.seconds.get(w)]
+        return max(shares, default=None)
 
     def rate(self, key: tuple) -> float:
         """Per second, each worker's count over the time its own reports covered, summed."""
@@ -81,6 +87,8 @@ class RunAggregate:
         covered = max(0.0, report.end_time - previous) if previous else 0.0
         self._last_report[report.worker_index] = report.end_time
         window.seconds[report.worker_index] = window.seconds.get(report.worker_index, 0.0) + covered
+        waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
+        window.waited[report.worker_index] = window.waited.get(report.worker_index, 0.0) + waited
         sent_before = self.sent
         counted = Counter()  # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
         for c in report.clients:
@@ -148,6 +156,7 @@ class RunAggregate:
                     self.e2e_measured.merge(histogram)
         if self.probing:
             self.probe.seconds[report.worker_index] = self.probe.seconds.get(report.worker_index, 0.0) + covered
+            self.probe.waited[report.worker_index] = self.probe.waited.get(report.worker_index, 0.0) + waited
             self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
@@ -170,6 +179,7 @@ class RunAggregate:
             consumed=probe.rate(("settled", slowest)) if slowest else 0.0,
             behind=max(0.0, behind[slowest]) if slowest else 0.0,
             e2e=probe.e2e,
+            worker_wait_share=probe.wait_share(),
         )
 
     def mark_receiving(self) -> None:
@@ -333,6 +343,7 @@ class RunAggregate:
             "publishP99Ms": ms(window.publish, 99),
             "recordsPerPoll": window.received / window.polls if window.polls else None,
             "maxPollRecords": window.max_poll_records if window.polls else None,
+            "workerWaitShare": window.wait_share(),
             "duplicates": self.duplicates,
             "sendErrors": self.send_errors,
         }

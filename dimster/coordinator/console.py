@@ -4,6 +4,7 @@ segments name status fields of the one status schema (status_schema.py)."""
 import string
 
 from dimster.coordinator.status_schema import FIELDS
+from dimster.worker.wake_lag import WAITING_NOTED
 
 MILLISECONDS = {f.name for f in FIELDS if f.scale == 1e-3}  # shown as "12.3 ms", "-" while unknown
 SEGMENTS = (
@@ -40,6 +41,12 @@ def warnings(phase: str, s: dict) -> list[str]:
         found.append(
             f"producers behind target over 10 s: {s['pubRate10s']:,.0f} of {target:,.0f} msg/s "
             "(the workers lack capacity: add workers in the environment or lower the rate)"
+        )
+    waited = s.get("workerWaitShare")
+    if phase in ("warmup", "measure") and waited is not None and waited >= WAITING_NOTED:
+        found.append(
+            f"a worker's threads waited to run {waited:.0%} of the time: the figures include that wait "
+            "(add workers or hosts, or lower the load)"
         )
     if s["sendErrors"]:
         found.append(f"{s['sendErrors']:,} send errors")

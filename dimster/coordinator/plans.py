@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from dimster.metrics.histogram import Histogram
+from dimster.worker.wake_lag import WAITING_NOTED
 from dimster.workload.model import DrainBacklog, ExploreLimits, Workload
 
 
@@ -34,6 +35,7 @@ class Probe:
     consumed: float  # msg/s settled by the group that fell furthest behind
     behind: float  # msg/s by which that group's backlog grew (acknowledged minus settled), at least 0
     e2e: Histogram
+    worker_wait_share: float | None = None  # the largest share of the time a worker's threads waited to run
 
 
 @dataclass
@@ -254,6 +256,7 @@ class ExploreLimitsPlan:
             "backlog_growth_msgs_per_s": round(probe.behind, 1),
             "backlog_start": self.backlog_at_judge,
             "backlog_end": run.backlog,
+            "worker_wait_share": None if probe.worker_wait_share is None else round(probe.worker_wait_share, 3),
         }
         self.steps.append(evidence)
         verdict = "pass" if passed else "fail: " + "; ".join(reasons)
@@ -300,7 +303,20 @@ class ExploreLimitsPlan:
                 self.verdict += f" (failed at {failed:g})"
             elif limit >= self.s.max_rate:
                 self.verdict += " (maxRate: the real limit may be higher)"
+        self.verdict += self._workers_waited()
         return PlanStep(sets=self._restore(), done=True, note=self.verdict)
+
+    def _workers_waited(self) -> str:
+        """Failed steps in which a worker's threads waited to run (wake_lag.py): their failure may be
+        dimster's worker rather than Kafka."""
+        waited = [s for s in self.steps if not s["passed"] and (s["worker_wait_share"] or 0) >= WAITING_NOTED]
+        if not waited:
+            return ""
+        most = max(s["worker_wait_share"] for s in waited)
+        return (
+            f"; in {len(waited)} of the failed steps a worker's threads waited to run (up to {most:.0%} of the "
+            "step): the limit may be the workers', not Kafka's; spread the clients over more workers or hosts"
+        )
 
     def result(self) -> dict:
         return {

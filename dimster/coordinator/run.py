@@ -905,6 +905,7 @@ class Coordinator:
             "publishP99Ms": window.get("publishP99Ms"),
             "recordsPerPoll": window.get("recordsPerPoll"),
             "maxPollRecords": window.get("maxPollRecords"),
+            "workerWaitShare": window.get("workerWaitShare"),
             **self.aggregate.producer_batches(),
             "producers": len(self.topology.producers),
             "consumers": len(self.topology.consumers),

@@ -111,6 +111,13 @@ FIELDS: tuple[StatusField, ...] = (
         "gauge",
         "Most records one poll returned in the last status line's window",
     ),
+    StatusField(
+        "workerWaitShare",
+        "dimster_worker_wait_ratio",
+        "gauge",
+        "The largest share of the last status line's window a worker's threads waited to run (for a core or "
+        "the GIL); from 0.1 up the clients' figures include that wait",
+    ),
 )
 
 NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)

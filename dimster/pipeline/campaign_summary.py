@@ -28,6 +28,7 @@ from dimster.pipeline.summary import (
     read_run_info,
     worker_cpu,
 )
+from dimster.worker.wake_lag import WAITING_NOTED
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates")
@@ -44,6 +45,7 @@ COSTS = (
     "worker_cores",
     "worker_memory_mb",
     "worker_threads",
+    "worker_wake_wait_share",
     "worker_producer_cpu_seconds_per_mb",
     "worker_consumer_cpu_seconds_per_mb",
     "records_per_fetch",
@@ -106,6 +108,7 @@ def summarize_campaign(campaign_dir: Path, master: str) -> dict:
     elif not runs:
         notes.append("no run of the campaign completed: there is nothing to summarize")
     run_table = _run_table(points, runs, keys, metrics)
+    notes += _late_wake_notes(run_table)
     point_table = _point_table(points, keys, run_table)
     out = campaign_dir / "campaign" / "summary"
     out.mkdir(parents=True, exist_ok=True)
@@ -248,6 +251,20 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
                 row.update({f"worker_{k}": v for k, v in overall_worker_cpu(own).items()})
         rows.append(row)
     return pd.DataFrame(rows, columns=[*RUN_KEYS, *COSTS])
+
+
+def _late_wake_notes(run_table: pd.DataFrame) -> list[str]:
+    """Runs whose workers' threads waited long enough to run that their figures measure the workers
+    (summary.late_wake_notes)."""
+    if "worker_wake_wait_share" not in run_table:
+        return []
+    late = run_table[run_table.worker_wake_wait_share.astype(float) >= WAITING_NOTED]
+    return [
+        f"point {row['point']} repeat {row['repeat']} ({row['label']}): a worker's threads waited to run "
+        f"{row['worker_wake_wait_share']:.0%} of the measured phase: its figures include that wait, not only "
+        "Kafka's; spread its clients over more workers or hosts"
+        for row in late.to_dict("records")
+    ]
 
 
 def _run_table(points: list[dict], runs: list[Run], keys: list[str], metrics: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from dimster.pipeline.broker_summary import summarize_brokers, topic_bytes_in
 from dimster.pipeline.spark import spark_session
 from dimster.results.bundle import load_timeline
 from dimster.worker.protocol import WARMUP_PREFIX
+from dimster.worker.wake_lag import WAITING_NOTED
 
 # Quantiles as exact fractions: rank = ceil(total * num / den) in integer arithmetic.
 QUANTILES = {
@@ -152,6 +153,7 @@ def _spark_tables(
     if "workers" in frames and "intervals" in frames:
         tables["worker_cpu"] = worker_cpu(frames["workers"], frames["intervals"]).toPandas()
         summary["worker_cpu"] = overall_worker_cpu(tables["worker_cpu"])
+        summary["notes"] += late_wake_notes(tables["worker_cpu"])
     if "brokers" in frames:
         summary["brokers"], broker_tables = summarize_brokers(frames["brokers"], groups)
         tables.update(broker_tables)
@@ -379,15 +381,24 @@ def overall_client_ratios(table: pd.DataFrame) -> dict:
 def worker_cpu(workers, intervals, keys: list[str] | None = None):
     """Per `keys` (a campaign's point and repeat) and worker, over the measured phase: the CPU seconds
     its process used, the seconds its reports covered (from the end of its previous report, as for
-    throughput), its largest resident memory and thread count, the clients it hosted with their roles,
-    and the MB they produced and consumed. (Bundles from before memory was reported have no memory.)"""
+    throughput), its largest resident memory and thread count, how long its threads waited to run (the
+    share of the time its wake probe spent waiting, the mean and the largest lateness of a wake-up), the
+    clients it hosted with their roles, and the MB they produced and consumed. (Bundles from before
+    memory or the wake probe have no such columns.)"""
     from pyspark.sql import functions as F
 
     per_worker = [*(keys or []), "worker"]
     measured = with_covered(workers, per_worker).where(F.col("phase") == "measure")
     sizes = [F.max(column).alias(column) for column in ("rss_bytes", "threads") if column in workers.columns]
+    wake_lag = []
+    if "wakes" in workers.columns:  # bundles from before the wake probe have none
+        wake_lag = [
+            F.sum("wake_lag_ms_sum").alias("wake_lag_ms_sum"),
+            F.try_divide(F.sum("wake_lag_ms_sum"), F.sum("wakes")).alias("wake_lag_ms_mean"),
+            F.max("wake_lag_ms_max").alias("wake_lag_ms_max"),
+        ]
     cpu = measured.groupBy(*per_worker).agg(
-        F.sum("cpu_seconds").alias("cpu_seconds"), F.sum("covered").alias("seconds"), *sizes
+        F.sum("cpu_seconds").alias("cpu_seconds"), F.sum("covered").alias("seconds"), *sizes, *wake_lag
     )
     hosted = (
         intervals.where(F.col("phase") == "measure")
@@ -400,13 +411,36 @@ def worker_cpu(workers, intervals, keys: list[str] | None = None):
         )
     )
     table = cpu.join(hosted, on=per_worker, how="left").withColumn("cores", F.try_divide("cpu_seconds", "seconds"))
+    if wake_lag:  # the share of the measured time its probe spent waiting to run past its due time
+        waiting = F.try_divide(F.col("wake_lag_ms_sum") / 1000, F.col("seconds"))
+        table = table.withColumn("wake_wait_share", F.least(waiting, F.lit(1.0))).drop("wake_lag_ms_sum")
     if "rss_bytes" in workers.columns:
         table = table.withColumn("memory_mb", F.col("rss_bytes") / 1e6).drop("rss_bytes")
     return table.orderBy(*per_worker)
 
 
+def late_wake_notes(table: pd.DataFrame) -> list[str]:
+    """A note per worker whose threads spent enough of the measured phase waiting to run that its
+    clients' figures measure the worker: their polls and acknowledgements waited for a core or the GIL."""
+    if "wake_wait_share" not in table:
+        return []
+    notes = []
+    for row in table.to_dict("records"):
+        share = row["wake_wait_share"]
+        if share is None or share != share or share < WAITING_NOTED:
+            continue
+        notes.append(
+            f"worker {row['worker']}: its threads waited to run {share:.0%} of the measured phase (a wake-up "
+            f"{row['wake_lag_ms_mean']:.1f} ms late on average, {row['wake_lag_ms_max']:.0f} ms at most) with "
+            f"{row.get('clients') or 0:.0f} client(s): their latencies and rates include that wait, not only "
+            "Kafka's; spread the clients over more workers, and more hosts when this one's cores are busy"
+        )
+    return notes
+
+
 def overall_worker_cpu(table: pd.DataFrame) -> dict:
-    """The cores, memory (MB, each worker's largest) and threads the workers used in all, and the CPU
+    """The cores, memory (MB, each worker's largest) and threads the workers used in all, the largest
+    share of time any worker's threads waited to run (late_wake_notes), and the CPU
     seconds per MB of the workers that host only producers (or only consumers): a worker's CPU cannot
     be split between roles it mixes. None where there is nothing to tell (no measured report, no such
     worker, nothing moved, a bundle from before memory was reported)."""
@@ -422,6 +456,7 @@ def overall_worker_cpu(table: pd.DataFrame) -> dict:
 
     return {
         "cores": total("cores"),
+        "wake_wait_share": _num(table.wake_wait_share.max()) if "wake_wait_share" in table else None,
         "memory_mb": total("memory_mb"),
         "threads": total("threads"),
         "producer_cpu_seconds_per_mb": per_mb(lambda r: r == {"producer"}, "produced_mb"),

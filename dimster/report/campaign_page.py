@@ -38,6 +38,7 @@ COST_METRICS = {  # charted where they vary between points by more than COST_SPR
     "compression_ratio": "payload bytes per byte the brokers took in",
     "worker_memory_mb": "workers' memory (MB)",
     "worker_threads": "workers' threads",
+    "worker_wake_wait_share": "share of time a worker's threads waited to run",
     "worker_producer_cpu_seconds_per_mb": "producer CPU s per MB",
     "worker_consumer_cpu_seconds_per_mb": "consumer CPU s per MB",
     "records_per_fetch": "consumer records per fetch request",

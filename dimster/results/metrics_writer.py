@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dimster.worker.protocol import IntervalReport
+from dimster.worker.protocol import IntervalReport, WakeLag
 
 INTERVAL_FIELDS = (
     "library",
@@ -60,8 +60,9 @@ GROUP_LAG_SCHEMA = pa.schema(
         ("backlog", pa.int64()),
     ]
 )
-# A row per worker report: the CPU seconds its process used since its previous report, and its
-# resident memory and threads at the report.
+# A row per worker report: the CPU seconds its process used since its previous report, its resident
+# memory and threads at the report, and how late its probe thread woke since the previous report
+# (worker/wake_lag.py: its wake-ups, the sum and the largest lateness).
 WORKER_SCHEMA = pa.schema(
     [
         ("end_time", pa.float64()),
@@ -71,6 +72,9 @@ WORKER_SCHEMA = pa.schema(
         ("cpu_seconds", pa.float64()),
         ("rss_bytes", pa.int64()),
         ("threads", pa.int32()),
+        ("wakes", pa.int32()),
+        ("wake_lag_ms_sum", pa.float64()),
+        ("wake_lag_ms_max", pa.float64()),
     ]
 )
 SCHEMAS = {"brokers": BROKER_SCHEMA, "group_lag": GROUP_LAG_SCHEMA, "workers": WORKER_SCHEMA}
@@ -90,8 +94,17 @@ class MetricsWriter:
             "phase": phase,
             "worker": report.worker_index,
         }
+        lag = report.wake_lag or WakeLag()
         self.rows["workers"].append(
-            {**common, "cpu_seconds": report.cpu_seconds, "rss_bytes": report.rss_bytes, "threads": report.threads}
+            {
+                **common,
+                "cpu_seconds": report.cpu_seconds,
+                "rss_bytes": report.rss_bytes,
+                "threads": report.threads,
+                "wakes": lag.wakes,
+                "wake_lag_ms_sum": lag.lag_ms_sum,
+                "wake_lag_ms_max": lag.lag_ms_max,
+            }
         )
         for c in report.clients:
             client = {**common, "client_id": c.client_id, "role": c.role, "topic": c.topic, "group": c.group}

@@ -40,6 +40,7 @@ from dimster.worker.protocol import (
     decode,
     encode,
 )
+from dimster.worker.wake_lag import WakeProbe
 from dimster.workload.model import Workload
 
 REPORT_EVERY = 1.0
@@ -98,6 +99,7 @@ class Worker:
         self.load_started: float | None = None
         self.cpu_mark = time.process_time()  # this process's CPU seconds at its last report
         self.process = psutil.Process()  # its memory and threads go with every report
+        self.wake_probe = WakeProbe()  # how late its threads wake: with every report
         self.producers = [self._producer(spec) for spec in assignment.producers]
         self.consumers = [self._consumer(spec) for spec in assignment.consumers]
         self.handlers = {
@@ -144,12 +146,14 @@ class Worker:
         with self.process.oneshot():
             rss, threads = self.process.memory_info().rss, self.process.num_threads()
         index = self.assignment.worker_index
-        self.channel.send(Report(IntervalReport(index, clock.now(), intervals, cpu, rss, threads)))
+        report = IntervalReport(index, clock.now(), intervals, cpu, rss, threads, self.wake_probe.take())
+        self.channel.send(Report(report))
         failed = [c.error for c in clients if c.error]
         if failed:
             self.channel.send(Failed(failed[0]))
 
     def serve(self) -> None:
+        self.wake_probe.start()
         for consumer in self.consumers:
             consumer.start()
         for producer in self.producers:

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
@@ -122,6 +122,16 @@ class ClientInterval:
 
 
 @dataclass
+class WakeLag:
+    """A report's wake-ups of the worker's probe thread (worker/wake_lag.py): sums and a maximum, so
+    that reports add up exactly."""
+
+    wakes: int = 0
+    lag_ms_sum: float = 0.0
+    lag_ms_max: float = 0.0
+
+
+@dataclass
 class IntervalReport:
     worker_index: int
     end_time: float  # epoch seconds, in the coordinator's clock
@@ -129,6 +139,7 @@ class IntervalReport:
     cpu_seconds: float = 0.0  # CPU the worker process (all its threads, its JVM's too) used since its last report
     rss_bytes: int = 0  # the worker process's resident memory at the report (its JVM's heap and librdkafka's too)
     threads: int = 0  # the worker process's threads at the report (dimster's, librdkafka's and the JVM's)
+    wake_lag: WakeLag | None = None  # how late its threads woke since its last report
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------

@@ -1,0 +1,46 @@
+"""How late a worker's threads wake. A probe thread asks to wake every 10 ms and counts how late it
+does. A client thread returning from a poll waits the same way, for a core and for the process's one
+interpreter lock (the GIL), before it can read the clock and account for its records. While wake-ups
+come late, the clients' latencies and rates measure the worker rather than Kafka: the summary says so
+(`late_wake_notes`). The probe's lateness adds up to the time it spent waiting to run."""
+
+import threading
+import time
+
+from dimster.worker.protocol import WakeLag
+
+PERIOD_S = 0.01  # the probe's wake-up period
+# A worker whose probe waited to run this share of the time gets a warning on the console and a note in
+# the summary: an idle worker's probe waits 1-3 % (the sleep's own overshoot)
+WAITING_NOTED = 0.1
+
+
+class WakeProbe:
+    def __init__(self, period_s: float = PERIOD_S):
+        self.period_s = period_s
+        self._lock = threading.Lock()
+        self._lag = WakeLag()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wake-probe", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def take(self) -> WakeLag:
+        """The wake-ups since the last call."""
+        with self._lock:
+            taken, self._lag = self._lag, WakeLag()
+        return taken
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            due = time.monotonic() + self.period_s
+            time.sleep(self.period_s)
+            lag_ms = max(0.0, time.monotonic() - due) * 1000
+            with self._lock:
+                self._lag.wakes += 1
+                self._lag.lag_ms_sum += lag_ms
+                self._lag.lag_ms_max = max(self._lag.lag_ms_max, lag_ms)
