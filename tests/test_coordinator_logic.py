@@ -6,7 +6,7 @@ import pytest
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.changes import flatten, live_changes
 from dimster.coordinator.conditions import holds, parse_condition
-from dimster.coordinator.topology import build_topology, clients_of, place, resize
+from dimster.coordinator.topology import build_topology, clients_of, least_loaded, place, resize, split_roles
 from dimster.errors import DimsterError
 from dimster.results.bundle import redact, redact_argv
 from dimster.worker.protocol import ClientInterval, IntervalReport
@@ -30,8 +30,25 @@ def test_topology_names_and_counts():
         "w-abc-t1-g1": "w-abc-1",
     }
     assert [p.index_in_topic for p in t.producers if p.topic == "w-abc-1"] == [0, 1, 2]
-    placement = place(t, 3)
-    assert [sum(map(len, clients_of(t, placement, w))) for w in range(3)] == [8, 7, 7]
+    placement = place(t, 3)  # 6 producers and 16 consumers: a worker for the producers, two for the consumers
+    assert [tuple(map(len, clients_of(t, placement, w))) for w in range(3)] == [(6, 0), (0, 8), (0, 8)]
+    assert {c.group for c in clients_of(t, placement, 1)[1]} == set(t.groups)  # dealt in turn: every group
+
+
+def test_producers_and_consumers_get_workers_of_their_own_in_proportion_at_least_one_each():
+    split = split_roles(range(4), 2, 300)
+    assert (list(split[0]), list(split[1])) == ([0], [1, 2, 3])
+    split = split_roles(range(4), 300, 2)
+    assert (list(split[0]), list(split[1])) == ([0, 1, 2], [3])
+    assert split_roles([5], 2, 3) == ([5], [5])  # one worker hosts both
+    assert split_roles([0, 1], 0, 3) == ([0, 1], [0, 1])  # one role: every worker
+
+
+def test_a_new_client_goes_on_the_least_loaded_live_worker_of_its_role_or_any_when_none_is_left():
+    placement = {"p0": 0, "c0": 1, "c1": 1, "c2": 2}
+    assert least_loaded(placement, [0, 1, 2]) == 0
+    assert least_loaded(placement, [0, 1, 2], "c") == 2
+    assert least_loaded(placement, [0], "c") == 0  # the consumers' workers are gone
 
 
 def test_resize_adds_with_fresh_ids_and_removes_newest_first():

@@ -167,7 +167,7 @@ def test_a_lost_agent_fails_the_run_with_exit_4_and_keeps_its_numbers(setting, t
     assert info["totals"]["sent"] > 0 and info["totals"]["received"] > 0
     assert list((bundle / "metrics").rglob("*.parquet"))  # what was measured is kept
     [lost] = [e for e in events(bundle) if e["event"] == "worker_lost"]
-    assert lost["worker"] == 1 and lost["clients"] == ["c1", "p1"]
+    assert lost["worker"] == 1 and lost["clients"] == ["c0", "c1"]  # agent 0 has the producers
     assert (bundle / "logs" / "worker-0.log").is_file() and (bundle / "logs" / "worker-1.log.missing").is_file()
 
 
@@ -179,8 +179,8 @@ def test_with_continue_a_lost_agents_clients_go_on_elsewhere_and_nothing_is_lost
     assert info["status"] == "completed", output
     assert info["totals"]["lost"] == 0, info["totals"]
     [replaced] = [e for e in events(bundle) if e["event"] == "clients_replaced"]
-    assert replaced["lost"] == ["c1", "p1"] and replaced["new"] == {"p2": 0, "c2": 0}
-    assert "go on as p2 on worker 0, c2 on worker 0" in output
+    assert replaced["lost"] == ["c0", "c1"] and replaced["new"] == {"c2": 0, "c3": 0}
+    assert "go on as c2 on worker 0, c3 on worker 0" in output
 
 
 def test_java_clients_on_an_agent_use_the_runs_kafka_version(setting, tmp_path):

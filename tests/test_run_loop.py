@@ -79,7 +79,7 @@ def test_a_lost_worker_fails_the_run_and_keeps_what_was_measured(tmp_path):
     assert info["status"] == "failed" and "worker 1 (fake) went silent" in info["failure"]
     assert info["totals"]["sent"] > 0
     [lost] = [e for e in events(c) if e["event"] == "worker_lost"]
-    assert lost["worker"] == 1 and lost["clients"] == ["c1", "p1"]
+    assert lost["worker"] == 1 and lost["clients"] == ["c0", "c1"]  # worker 0 has the producers
 
 
 def test_with_continue_the_lost_clients_go_on_elsewhere_under_fresh_ids(tmp_path):
@@ -87,10 +87,10 @@ def test_with_continue_the_lost_clients_go_on_elsewhere_under_fresh_ids(tmp_path
     c = coordinator(tmp_path, workers, on_worker_loss="continue")
     assert c.run() == 0
     [replaced] = [e for e in events(c) if e["event"] == "clients_replaced"]
-    assert replaced["lost"] == ["c1", "p1"] and replaced["new"] == {"p2": 0, "c2": 0}
+    assert replaced["lost"] == ["c0", "c1"] and replaced["new"] == {"c2": 0, "c3": 0}
     [(index, added)] = [(i, m) for i, m in workers.sent if isinstance(m, AddClients)]
-    assert index == 0 and [p.producer_id for p in added.producers] == [2]
-    assert [c.consumer_id for c in added.consumers] == [2]
+    assert index == 0 and added.producers == []
+    assert [c.consumer_id for c in added.consumers] == [2, 3]
     assert not any(i == 1 for i, m in workers.sent if isinstance(m, StopProducers))
     totals = json.loads((c.bundle.path / "run.json").read_text())["totals"]
     assert totals["lost"] == 0 and totals["received"] == totals["acked"]

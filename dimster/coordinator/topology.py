@@ -1,6 +1,5 @@
 """Which clients a run has, what they are called, and which worker hosts each."""
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -71,15 +70,29 @@ def pools(versions: dict[str, str], per_worker: list[str]) -> Callable[[Producer
 def place(
     topology: Topology, workers: int, pool_of: Callable[[ProducerSpec | ConsumerSpec], Sequence[int]] | None = None
 ) -> dict[str, int]:
-    """Client id -> worker index. Clients are dealt in turn, producers first, then consumers, so each
-    worker gets a similar mix of topics and groups and a one-producer, one-consumer run on two workers
-    has them on different hosts. With `pool_of`, each client is dealt among its pool's workers."""
-    placement, dealt = {}, Counter()
+    """Client id -> worker index. Producers and consumers go on workers of their own wherever there
+    are two or more (`split_roles`): a producer sharing a worker process with many consumers waits
+    for its interpreter lock, and its publish figures with it. Each role's clients are dealt over its
+    workers in turn, so each gets a similar mix of topics and groups. With `pool_of`, each client goes
+    among its pool's workers."""
+    pools: dict[tuple[int, ...], tuple[list, list]] = {}
     for spec in [*topology.producers, *topology.consumers]:
-        pool = pool_of(spec) if pool_of else range(workers)
-        placement[client_id(spec)] = pool[dealt[tuple(pool)] % len(pool)]
-        dealt[tuple(pool)] += 1
+        pool = tuple(pool_of(spec) if pool_of else range(workers))
+        pools.setdefault(pool, ([], []))[isinstance(spec, ConsumerSpec)].append(spec)
+    placement = {}
+    for pool, (producers, consumers) in pools.items():
+        for specs, mine in zip((producers, consumers), split_roles(pool, len(producers), len(consumers)), strict=True):
+            placement.update({client_id(spec): mine[n % len(mine)] for n, spec in enumerate(specs)})
     return placement
+
+
+def split_roles(pool: Sequence[int], producers: int, consumers: int) -> tuple[Sequence[int], Sequence[int]]:
+    """The workers of a pool for its producers and for its consumers: apart when the pool has two or
+    more workers and both roles, in proportion to their counts, at least one each."""
+    if len(pool) < 2 or not producers or not consumers:
+        return pool, pool
+    count = min(len(pool) - 1, max(1, round(len(pool) * producers / (producers + consumers))))
+    return pool[:count], pool[count:]
 
 
 def clients_of(topology: Topology, placement: dict[str, int], worker: int) -> tuple[list, list]:
@@ -90,7 +103,11 @@ def clients_of(topology: Topology, placement: dict[str, int], worker: int) -> tu
     )
 
 
-def least_loaded(placement: dict[str, int], live: list[int]) -> int:
+def least_loaded(placement: dict[str, int], live: list[int], role: str = "") -> int:
+    """The live worker with the fewest clients; with `role` ("p" or "c", as client ids begin), among
+    those hosting that role already, when any does (split_roles)."""
+    hosting = {worker for client, worker in placement.items() if client.startswith(role)} if role else set()
+    live = [w for w in live if w in hosting] or live
     load = dict.fromkeys(live, 0)
     for worker in placement.values():
         if worker in load:
