@@ -18,7 +18,7 @@ from dimster.metrics.histogram import ALPHA, Histogram
 from dimster.pipeline.campaign_summary import mode_fields, summarize_campaign
 from dimster.report.campaign_page import write_campaign_page
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 from tests.test_summary import START, exact_percentile
 
 MODE_KEY = "kafkaConfig.shareConsumerConfig.share.acquire.mode"
@@ -43,10 +43,10 @@ def histogram(values: np.ndarray) -> tuple:
     return h.to_wire()
 
 
-def write_bundle(folder: Path, rate: int, seed: int) -> dict[str, np.ndarray]:
+def write_bundle(folder: Path, rate: int, seed: int, waited: float = 0.02) -> dict[str, np.ndarray]:
     """A run of one producer and one consumer: a warm-up second (10x the load, 50x slower records),
-    then MEASURED seconds of `rate` msg/s produced and rate - 10 consumed. Returns the measured
-    e2e and publish latencies (us)."""
+    then MEASURED seconds of `rate` msg/s produced and rate - 10 consumed, the consumer's worker's
+    threads waiting to run `waited` of each second. Returns the measured e2e and publish latencies (us)."""
     rng = np.random.default_rng(seed)
     writer = MetricsWriter(folder / "metrics", START)
     measured: dict[str, list] = {"e2e": [], "publish": []}
@@ -85,7 +85,8 @@ def write_bundle(folder: Path, rate: int, seed: int) -> dict[str, np.ndarray]:
         producer_cpu = CPU_PER_MB["producer"] * rate * scale * SIZE / 1e6
         consumer_cpu = CPU_PER_MB["consumer"] * (rate - 10) * scale * SIZE / 1e6
         writer.add(IntervalReport(0, START + second + 0.5, [producer], cpu_seconds=producer_cpu), phase)
-        writer.add(IntervalReport(1, START + second + 0.5, [consumer], cpu_seconds=consumer_cpu), phase)
+        lag = WakeLag(wakes=90, lag_ms_sum=1000 * waited, lag_ms_max=50.0)
+        writer.add(IntervalReport(1, START + second + 0.5, [consumer], cpu_seconds=consumer_cpu, wake_lag=lag), phase)
     writer.flush()
     return {metric: np.concatenate(parts) for metric, parts in measured.items()}
 
@@ -123,7 +124,8 @@ def write_campaign(folder: Path) -> dict[tuple[int, int], dict[str, np.ndarray]]
     points = []
     for (point, repeat), rate in RATES.items():
         bundle = f"levers-{point}-{repeat}"
-        samples[(point, repeat)] = write_bundle(folder / bundle, rate, seed=10 * point + repeat)
+        waited = 0.3 if (point, repeat) == (3, 1) else 0.02  # one run whose figures include the worker's wait
+        samples[(point, repeat)] = write_bundle(folder / bundle, rate, seed=10 * point + repeat, waited=waited)
         (folder / bundle / "run.json").write_text(json.dumps(run_json(point, repeat, rate)))
         points.append(campaign_point(point, repeat, status="completed", bundle=bundle, failure=None))
     points.append(campaign_point(4, 2, status="failed", bundle=None, exit_code=3, failure=FAILURE))
@@ -184,6 +186,8 @@ def test_campaign_summary_and_page(tmp_path, own_spark):
         assert row["worker_consumer_cpu_seconds_per_mb"] == pytest.approx(CPU_PER_MB["consumer"])
         cores = (CPU_PER_MB["producer"] * rate + CPU_PER_MB["consumer"] * (rate - 10)) * SIZE / 1e6
         assert row["worker_cores"] == pytest.approx(cores)
+        waited = 0.3 if (row["point"], row["repeat"]) == (3, 1) else 0.02
+        assert row["worker_wake_wait_share"] == pytest.approx(waited)
         assert row["records_per_fetch"] == pytest.approx((rate - 10) / 2)  # every run's c0 on its own
         assert row["rx_bytes_per_consumed_byte"] == pytest.approx(1.5)
         assert math.isnan(row["compression_ratio"])  # no broker was scraped
@@ -226,7 +230,10 @@ def test_campaign_summary_and_page(tmp_path, own_spark):
     assert written["campaign"] == "levers"
     assert written["notes"] == [
         f"point 4, repeat 2 (share.acquire.mode=record_limit, consumersPerGroup=2, partitionsPerTopic=2): "
-        f"failed: {FAILURE}"
+        f"failed: {FAILURE}",
+        "point 3, repeat 1 (share.acquire.mode=record_limit, consumersPerGroup=1, partitionsPerTopic=1): a worker's "
+        "threads waited to run 30% of the measured phase: its figures include that wait, not only Kafka's; spread "
+        "its clients over more workers or hosts",
     ]
     [fourth] = [p for p in written["points"] if p["point"] == 4]
     assert fourth["values"] == POINT_VALUES[4]
@@ -239,9 +246,9 @@ def test_campaign_summary_and_page(tmp_path, own_spark):
     html = page.read_text()
     assert offline_problems(html) == []
     assert sum(len(body) > 100_000 for body in re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.DOTALL)) == 1
-    # two dimensions; the key numbers, the explore-limits limit and records per fetch, which differs
-    # between points (the CPU per MB does not)
-    charts = 2 * (KEY_METRICS + 2)
+    # two dimensions; the key numbers, the explore-limits limit, and records per fetch and the workers'
+    # wait to run, which differ between points (the CPU per MB does not)
+    charts = 2 * (KEY_METRICS + 3)
     assert html.count("Plotly.newPlot") == charts
     figures = html.replace("\\u002f", "/")  # plotly's JSON escapes slashes
     for title in ("consumed msg/s by share.acquire.mode", "e2e p99 (ms) by consumersPerGroup / partitionsPerTopic"):

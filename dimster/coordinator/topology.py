@@ -71,10 +71,10 @@ def place(
     topology: Topology, workers: int, pool_of: Callable[[ProducerSpec | ConsumerSpec], Sequence[int]] | None = None
 ) -> dict[str, int]:
     """Client id -> worker index. Producers and consumers go on workers of their own wherever there
-    are two or more (`split_roles`): a producer sharing a worker process with many consumers waits
-    for its interpreter lock, and its publish figures with it. Each role's clients are dealt over its
-    workers in turn, so each gets a similar mix of topics and groups. With `pool_of`, each client goes
-    among its pool's workers."""
+    are two or more (`split_roles`): producers in a worker process with hundreds of consumers are
+    slowed there, and their publish figures with them (docs/scenarios/full-scale.md). Each role's
+    clients are dealt over its workers in turn, so each gets a similar mix of topics and groups. With
+    `pool_of`, each client goes among its pool's workers."""
     pools: dict[tuple[int, ...], tuple[list, list]] = {}
     for spec in [*topology.producers, *topology.consumers]:
         pool = tuple(pool_of(spec) if pool_of else range(workers))

@@ -260,7 +260,7 @@ def _late_wake_notes(run_table: pd.DataFrame) -> list[str]:
         return []
     late = run_table[run_table.worker_wake_wait_share.astype(float) >= WAITING_NOTED]
     return [
-        f"point {row['point']} repeat {row['repeat']} ({row['label']}): a worker's threads waited to run "
+        f"point {row['point']}, repeat {row['repeat']} ({row['label']}): a worker's threads waited to run "
         f"{row['worker_wake_wait_share']:.0%} of the measured phase: its figures include that wait, not only "
         "Kafka's; spread its clients over more workers or hosts"
         for row in late.to_dict("records")
