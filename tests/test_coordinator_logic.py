@@ -9,7 +9,7 @@ from dimster.coordinator.conditions import holds, parse_condition
 from dimster.coordinator.topology import build_topology, clients_of, least_loaded, place, resize, split_roles
 from dimster.errors import DimsterError
 from dimster.results.bundle import redact, redact_argv
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, ConsumerSpec, IntervalReport, ProducerSpec
 from dimster.workload.model import Workload
 
 pytestmark = pytest.mark.unit
@@ -46,9 +46,11 @@ def test_producers_and_consumers_get_workers_of_their_own_in_proportion_at_least
 
 def test_a_new_client_goes_on_the_least_loaded_live_worker_of_its_role_or_any_when_none_is_left():
     placement = {"p0": 0, "c0": 1, "c1": 1, "c2": 2}
-    assert least_loaded(placement, [0, 1, 2]) == 0
-    assert least_loaded(placement, [0, 1, 2], "c") == 2
-    assert least_loaded(placement, [0], "c") == 0  # the consumers' workers are gone
+    producer, consumer = ProducerSpec(1, "t", 1), ConsumerSpec(3, "t", "g", "SHARE_GROUP")
+    assert least_loaded(placement, [0, 1, 2], producer) == 0
+    assert least_loaded(placement, [0, 1, 2], consumer) == 2
+    assert least_loaded(placement, [0], consumer) == 0  # the consumers' workers are gone
+    assert least_loaded({"c0": 0, "c1": 0, "c2": 1}, [0, 1], producer) == 1  # no producer's worker: the least loaded
 
 
 def test_resize_adds_with_fresh_ids_and_removes_newest_first():

@@ -190,7 +190,9 @@ def test_a_midpoint_that_rounds_onto_a_bound_ends_the_search():
     assert search.next_rate() is None and search.limit == 1000
 
 
-def test_explore_limits_ends_with_the_limit_and_its_evidence():
+def explore_to_the_end(waited_at: dict[float, float] | None = None) -> dict:
+    """An explore-limits search against a system that holds 1000 msg/s (10 ms p99 up to it, 900 ms
+    above), a worker's threads waiting `waited_at[rate]` of each step (0.02 otherwise); its result."""
     workload = explore_workload(startRate=800, precision=0.3, confirm=False)
     plan, run = plan_for(workload), ScriptedRun()
     t, step = 0.0, plan.step(0, workload, run)
@@ -198,9 +200,14 @@ def test_explore_limits_ends_with_the_limit_and_its_evidence():
         t += 1
         if plan.stage == "judge":
             rate = plan.rate
-            run.probe = judged(10, int(rate * 10), int(min(rate, 1000) * 10), e2e_ms=10 if rate <= 1000 else 900)
+            e2e_ms, waited = (10 if rate <= 1000 else 900), (waited_at or {}).get(rate, 0.02)
+            run.probe = judged(10, int(rate * 10), int(min(rate, 1000) * 10), e2e_ms=e2e_ms, waited=waited)
         step = plan.step(t, workload, run)
-    result = plan.result()
+    return plan.result()
+
+
+def test_explore_limits_ends_with_the_limit_and_its_evidence():
+    result = explore_to_the_end()
     assert result["limit_msgs_per_s"] == 1000 and result["lowest_failed_msgs_per_s"] == 1200
     assert result["verdict"] == "limit 1000 msg/s (failed at 1200)"
     assert [s["rate"] for s in result["steps"]] == [800, 1600, 1200, 1000]
@@ -209,18 +216,7 @@ def test_explore_limits_ends_with_the_limit_and_its_evidence():
 def test_a_limit_whose_failed_steps_waited_on_the_worker_says_so():
     """The steps above 1000 msg/s fail while a worker's threads wait to run 40 % (1600) and 5 % (1200)
     of the step: the verdict names the one over 10 %, and each step keeps its share as evidence."""
-    workload = explore_workload(startRate=800, precision=0.3, confirm=False)
-    plan, run = plan_for(workload), ScriptedRun()
-    t, step = 0.0, plan.step(0, workload, run)
-    while not step.done:
-        t += 1
-        if plan.stage == "judge":
-            rate = plan.rate
-            waited = {1600: 0.4, 1200: 0.05}.get(rate, 0.02)
-            e2e_ms = 10 if rate <= 1000 else 900
-            run.probe = judged(10, int(rate * 10), int(min(rate, 1000) * 10), e2e_ms=e2e_ms, waited=waited)
-        step = plan.step(t, workload, run)
-    result = plan.result()
+    result = explore_to_the_end({1600: 0.4, 1200: 0.05})
     assert [s["worker_wait_share"] for s in result["steps"]] == [0.02, 0.4, 0.05, 0.02]
     assert result["verdict"] == (
         "limit 1000 msg/s (failed at 1200); in 1 of the failed steps a worker's threads waited to run (up to 40% "

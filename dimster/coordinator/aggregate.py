@@ -29,6 +29,11 @@ class Window:
     # a plan's probe: worker -> counts by ("sent",), ("acked", topic), ("settled", group)
     by_worker: dict[int, Counter] = field(default_factory=dict)
 
+    def cover(self, worker: int, seconds: float, waited: float) -> None:
+        """A worker's report covered `seconds`, of which its wake probe waited `waited` to run."""
+        self.seconds[worker] = self.seconds.get(worker, 0.0) + seconds
+        self.waited[worker] = self.waited.get(worker, 0.0) + waited
+
     def wait_share(self) -> float | None:
         """The largest share of its covered time any worker's wake probe waited to run (wake_lag.py)."""
         shares = [min(1.0, waited / self.seconds[w]) for w, waited in self.waited.items() if self.seconds.get(w)]
@@ -86,9 +91,8 @@ class RunAggregate:
         previous = max(self._last_report.get(report.worker_index, 0.0), self.load_started)
         covered = max(0.0, report.end_time - previous) if previous else 0.0
         self._last_report[report.worker_index] = report.end_time
-        window.seconds[report.worker_index] = window.seconds.get(report.worker_index, 0.0) + covered
         waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
-        window.waited[report.worker_index] = window.waited.get(report.worker_index, 0.0) + waited
+        window.cover(report.worker_index, covered, waited)
         sent_before = self.sent
         counted = Counter()  # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
         for c in report.clients:
@@ -155,8 +159,7 @@ class RunAggregate:
                 if metric == "e2e":
                     self.e2e_measured.merge(histogram)
         if self.probing:
-            self.probe.seconds[report.worker_index] = self.probe.seconds.get(report.worker_index, 0.0) + covered
-            self.probe.waited[report.worker_index] = self.probe.waited.get(report.worker_index, 0.0) + waited
+            self.probe.cover(report.worker_index, covered, waited)
             self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)

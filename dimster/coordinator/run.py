@@ -433,7 +433,7 @@ class Coordinator:
             if not pool:
                 homeless[client_id(spec)] = self.worker_versions[allowed[0]]
                 continue
-            target = least_loaded(self.placement, pool, client_id(spec)[0])
+            target = least_loaded(self.placement, pool, spec)
             self.placement[client_id(spec)] = target
             add = plan.setdefault(target, AddClients([], []))
             (add.producers if spec in producers else add.consumers).append(spec)

@@ -75,10 +75,10 @@ def place(
     slowed there, and their publish figures with them (docs/scenarios/full-scale.md). Each role's
     clients are dealt over its workers in turn, so each gets a similar mix of topics and groups. With
     `pool_of`, each client goes among its pool's workers."""
-    pools: dict[tuple[int, ...], tuple[list, list]] = {}
+    pools: dict[tuple[int, ...], tuple[list, list]] = {}  # pool -> (its producers, its consumers)
     for spec in [*topology.producers, *topology.consumers]:
-        pool = tuple(pool_of(spec) if pool_of else range(workers))
-        pools.setdefault(pool, ([], []))[isinstance(spec, ConsumerSpec)].append(spec)
+        producers, consumers = pools.setdefault(tuple(pool_of(spec) if pool_of else range(workers)), ([], []))
+        (consumers if isinstance(spec, ConsumerSpec) else producers).append(spec)
     placement = {}
     for pool, (producers, consumers) in pools.items():
         for specs, mine in zip((producers, consumers), split_roles(pool, len(producers), len(consumers)), strict=True):
@@ -103,10 +103,11 @@ def clients_of(topology: Topology, placement: dict[str, int], worker: int) -> tu
     )
 
 
-def least_loaded(placement: dict[str, int], live: list[int], role: str = "") -> int:
-    """The live worker with the fewest clients; with `role` ("p" or "c", as client ids begin), among
-    those hosting that role already, when any does (split_roles)."""
-    hosting = {worker for client, worker in placement.items() if client.startswith(role)} if role else set()
+def least_loaded(placement: dict[str, int], live: list[int], spec: ProducerSpec | ConsumerSpec) -> int:
+    """The live worker with the fewest clients for a new client `spec`: among those hosting its role
+    (producer or consumer) already, when any does (split_roles)."""
+    role = client_id(spec)[0]  # "p" or "c"
+    hosting = {worker for client, worker in placement.items() if client.startswith(role)}
     live = [w for w in live if w in hosting] or live
     load = dict.fromkeys(live, 0)
     for worker in placement.values():
