@@ -84,6 +84,21 @@ def dimster(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     return CliResult(result.returncode, result.stdout, result.stderr)
 
 
+def files_holding(folder: Path, values: list[str], pattern: str = "*") -> list[str]:
+    """`path: value` for every file under `folder` matching `pattern` that holds one of `values`.
+
+    A running broker deletes segment folders while the walk goes on; what vanished holds nothing."""
+    found = []
+    for parent, _, names in os.walk(folder):  # os.walk passes over folders that vanish
+        for path in (Path(parent) / name for name in names if Path(name).match(pattern)):
+            try:
+                data = path.read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                continue
+            found += [f"{path}: {value}" for value in values if value.encode() in data]
+    return found
+
+
 def our_java_processes(state_dir: Path) -> list[psutil.Process]:
     """Running java processes whose command line points into this session's state folder (one that
     has exited but is not reaped yet, a zombie, is not running)."""

@@ -4,25 +4,14 @@ included) and of the state folder, and from what the commands print."""
 
 import json
 import secrets
-from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import dimster
+from tests.conftest import dimster, files_holding
 from tests.runs import BASE
 
 pytestmark = pytest.mark.kafka  # the run ends with its Spark summary
-
-
-def files_holding(folder: Path, values: list[str]) -> list[str]:
-    """`path: value` for every file under `folder` that holds one of `values` (bytes, any file type)."""
-    found = []
-    for path in folder.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            found += [f"{path}: {value}" for value in values if value.encode() in data]
-    return found
 
 
 def test_secrets_stay_out_of_the_bundle_and_the_state_folder(tmp_path, state_dir):

@@ -25,7 +25,7 @@ from dimster.worker.clients import client_properties
 from dimster.worker.protocol import Assign, Assignment, decode, encode
 from dimster.workload.model import Workload
 from tests.agents import running_agent, write_token
-from tests.conftest import copy_project, dimster, spare_ports, write_environment
+from tests.conftest import copy_project, dimster, files_holding, spare_ports, write_environment
 from tests.runs import BASE, only_bundle, run_info, write_workload
 
 ENV = "localSecure"
@@ -209,10 +209,6 @@ def secure_cluster(state_dir):
         assert secure("cluster", "down", ENV, password=None).code == 0
 
 
-def files_holding(folder: Path, value: str, pattern: str = "*") -> list[str]:
-    return [str(p) for p in folder.rglob(pattern) if p.is_file() and value.encode() in p.read_bytes()]
-
-
 def profile_beside(scratch_project: Path, cluster_dir: Path, folder: Path, workers: str) -> dict[str, str]:
     """A project beside the session's whose `localSecureBeside` is the scratch `localSecure` (same ports,
     same cluster folder) with other `workers` (YAML text); the environment that selects it."""
@@ -252,15 +248,15 @@ def test_a_run_with_each_client_library_leaves_no_password_anywhere(
     bundle = only_bundle(results)
     totals = run_info(bundle)["totals"]
     assert totals["received"] > 0 and totals["received"] == totals["acked"], totals
-    assert files_holding(bundle, PASSWORD) == []
+    assert files_holding(bundle, [PASSWORD]) == []
     assert PASSWORD not in result.stdout + result.stderr
-    assert files_holding(secure_cluster.cluster_dir, PASSWORD, "*.properties") == []
-    assert files_holding(secure_cluster.cluster_dir, PASSWORD) == []
+    assert files_holding(secure_cluster.cluster_dir, [PASSWORD], "*.properties") == []
+    assert files_holding(secure_cluster.cluster_dir, [PASSWORD]) == []
     connected = [e for e in events(bundle) if e["event"] == "agent_connected"]
     assert len(connected) == (0 if workers == "processes" else 1), connected
     if workers == "agent":
         assert connected[0]["address"] == address
-        assert files_holding(agent_dir, PASSWORD) == [] and PASSWORD.encode() not in agent_log.read_bytes()
+        assert files_holding(agent_dir, [PASSWORD]) == [] and PASSWORD.encode() not in agent_log.read_bytes()
 
 
 def events(bundle: Path) -> list[dict]:
