@@ -398,3 +398,20 @@ def load_environment(name: str) -> EnvironmentProfile:
         return model.model_validate(data)  # type: ignore[return-value]
     except ValidationError as e:
         raise DimsterError(validation_error_line(source, e, model)) from None
+
+
+def with_worker_count(profile: EnvironmentProfile, count: int | None) -> EnvironmentProfile:
+    """The profile with `count` workers for one run or campaign (`--workers N`): local worker processes,
+    or agent containers for `workers: {docker: N}`. Agents an environment lists are its own to change."""
+    if count is None:
+        return profile
+    if not 1 <= count <= 64:
+        raise DimsterError(f"--workers {count}: give a count from 1 to 64")
+    if profile.agents:
+        raise DimsterError(
+            f"--workers: '{profile.name}' lists its agents (workers: [{{address: ...}}]); "
+            f"add or remove agents in run/environments/{profile.name}.yaml"
+        )
+    docker = profile.docker_workers
+    workers = docker.model_copy(update={"docker": count}) if docker else count
+    return profile.model_copy(update={"workers": workers})

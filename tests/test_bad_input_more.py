@@ -242,3 +242,30 @@ def test_bad_docker_workers_name_their_key(project, workers, fragment):
     write_environment(project, "badworkers", f"backend: docker\nworkers: {workers}\n")
     result = dimster("cluster", "status", "badworkers", env={"DIMSTER_PROJECT_DIR": str(project)})
     one_error_line(result, "run/environments/badworkers.yaml", fragment, "{docker: N}", code=2)
+
+
+@pytest.mark.unit
+def test_workers_for_one_run_replace_a_count_or_a_container_count_and_nothing_else(project, monkeypatch):
+    from dimster.environment import load_environment, with_worker_count
+
+    env = {"DIMSTER_PROJECT_DIR": str(project)}
+    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(project))
+    local = load_environment("local")
+    assert with_worker_count(local, None) is local and with_worker_count(local, 3).workers == 3
+    write_environment(project, "boxes", "backend: docker\nworkers: {docker: 2, image: mine:1}\n")
+    boxes = with_worker_count(load_environment("boxes"), 4).workers
+    assert (boxes.docker, boxes.image) == (4, "mine:1")
+    write_environment(project, "agents", "workers: [{address: 127.0.0.1:1}]\n")
+    workload = Path(__file__).parent / "workloads" / "good" / "minimal.yaml"
+    cases = [
+        (("run", "agents", "-w", str(workload), "--workers", "2"), "'agents' lists its agents"),
+        (("run", "local", "-w", str(workload), "--workers", "0"), "--workers 0: give a count from 1 to 64"),
+        (
+            ("run", "local", "--modify", "--workers", "2", "--set", "producerRate=5"),
+            "--workers is set when a run starts",
+        ),
+    ]
+    for args, expected in cases:
+        result = dimster(*args, env=env)
+        assert result.code == 2 and len(result.error_lines) == 1 and "Traceback" not in result.stderr
+        assert expected in result.error_lines[0], result.stderr

@@ -119,7 +119,11 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
     results = tmp_path / "campaigns"
     command = [sys.executable, "-m", "dimster", "campaign", "local", "-c", str(path), "--results", str(results)]
     process = subprocess.Popen(
-        [*command, "--no-summary"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*command, "--no-summary", "--workers", "2"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.time() + 300
@@ -155,6 +159,8 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
     assert [p["status"] for p in state["points"]] == ["completed"] * 4
     assert state["points"][1]["bundle"] != interrupted_bundle
     assert [p["totals"]["lost"] for p in state["points"]] == [0, 0, 0, 0]
+    for point in state["points"]:  # the resume kept the campaign's --workers 2 (local.yaml says 1)
+        assert yaml.safe_load((folder / point["bundle"] / "environment.yaml").read_text())["workers"] == 2
     summary = json.loads((folder / "campaign" / "summary" / "summary.json").read_text())
     assert len(summary["points"]) == 4
     rates = {p["point"]: p["metrics"]["produced_msgs_per_s"]["mean"] for p in summary["points"]}
@@ -184,6 +190,22 @@ def test_resume_refuses_another_campaign_or_environment_and_lists_where_points_s
     write_campaign(tmp_path, base={**BASE, "producerRate": 999})
     changed = dimster("campaign", "local", "--resume", str(folder.path), "--dry-run")
     assert changed.code == 2 and "is no longer the campaign of" in changed.stderr
+
+
+@pytest.mark.unit
+def test_a_campaign_resumes_with_the_worker_count_it_started_with(tmp_path):
+    from dimster.campaign.runner import CampaignFolder
+
+    path = write_campaign(tmp_path)
+    folder = CampaignFolder.create(tmp_path / "campaigns", load_campaign(path), "local", workers=3)
+    assert CampaignFolder.open(folder.path).resumed_workers(None) == 3
+    assert CampaignFolder.open(folder.path).resumed_workers(3) == 3
+    other = dimster("campaign", "local", "--resume", str(folder.path), "--workers", "2", "--dry-run")
+    assert other.code == 2 and "started with --workers 3: resume it without --workers 2" in other.stderr
+    own = CampaignFolder.create(tmp_path / "campaigns", load_campaign(path), "local")
+    assert CampaignFolder.open(own.path).resumed_workers(None) is None
+    with pytest.raises(DimsterError, match="started with the environment's workers"):
+        CampaignFolder.open(own.path).resumed_workers(2)
 
 
 class ScriptedRuns:

@@ -126,17 +126,18 @@ def test_a_version_maven_central_does_not_have_is_one_line():
 def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_path, project, spark):
     """The consumers run kafka-clients 2.3.1 in one worker's JVM, the producers the cluster's 4.3.1 in
     the other's; every record produced is consumed once, by the old clients."""
-    local = project / "run" / "environments" / "local.yaml"
-    local.write_text(re.sub(r"(?m)^workers:.*$", "workers: 2", local.read_text()))
     path = write_workload(
         tmp_path, "versions", **GROUPS, clientVersion={"consumer": "2.3.1"}, durationSeconds=8, warmupSeconds=0
     )
     env = {"DIMSTER_PROJECT_DIR": str(project), "DIMSTER_CLIENT_JVM_OPTS": "-Ddimster.client.log.level=INFO"}
     results = tmp_path / "results"
-    result = dimster("run", "local", "-w", str(path), "--results", str(results), "--no-summary", env=env)
+    result = dimster(
+        "run", "local", "-w", str(path), "--results", str(results), "--no-summary", "--workers", "2", env=env
+    )
     assert result.code == 0, result.stderr + result.stdout
     bundle = only_bundle(results)
     info = run_info(bundle)
+    assert yaml.safe_load((bundle / "environment.yaml").read_text())["workers"] == 2  # local.yaml says 1
     assert info["versions"]["java_clients"] == {"producer": CLUSTER, "consumer": "2.3.1"}
     assert yaml.safe_load((bundle / "workload.yaml").read_text())["clientVersion"]["consumer"] == "2.3.1"
     totals = info["totals"]

@@ -34,7 +34,7 @@ class CampaignFolder:
         self.state: dict = {}
 
     @classmethod
-    def create(cls, root: Path, campaign: Campaign, environment: str) -> "CampaignFolder":
+    def create(cls, root: Path, campaign: Campaign, environment: str, workers: int | None = None) -> "CampaignFolder":
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         path = root / f"{stamp}-{campaign.file.name}"
         suffix = 1
@@ -50,6 +50,7 @@ class CampaignFolder:
             "campaign_file": str(campaign.path),
             "fingerprint": fingerprint(campaign),
             "environment": environment,
+            "workers": workers,  # `--workers N`; None: the environment's own
             "created": time.time(),
             "ended": None,
             "mode": campaign.points[0].workload.mode.model_dump(by_alias=True) if campaign.points else {},
@@ -86,6 +87,14 @@ class CampaignFolder:
             raise DimsterError(
                 f"{display(self.path)} ran on '{self.state['environment']}': resume it there, not on '{environment}'"
             )
+
+    def resumed_workers(self, workers: int | None) -> int | None:
+        """A resumed campaign keeps the worker count it started with (`--workers N`)."""
+        started = self.state.get("workers")
+        if workers is not None and workers != started:
+            began = f"--workers {started}" if started else "the environment's workers"
+            raise DimsterError(f"{display(self.path)} started with {began}: resume it without --workers {workers}")
+        return started
 
 
 def fingerprint(campaign: Campaign) -> str:

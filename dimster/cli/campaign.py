@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from dimster.cli.output import console, err_console, progress
+from dimster.cli.run import WorkersOpt
 from dimster.cli.summary import SparkMasterOpt, summarize_campaign_folder, write_campaign_page_line
 from dimster.cluster.backend import backend_for
 from dimster.coordinator.control import check_environment_name
-from dimster.environment import load_environment
+from dimster.environment import load_environment, with_worker_count
 from dimster.errors import DimsterError
 from dimster.paths import project_dir
 from dimster.pipeline.spark import spark_master
@@ -30,6 +31,7 @@ def campaign(
     resume: Path = typer.Option(None, "--resume", help="A campaign folder: run its unfinished points."),
     results: Path = typer.Option(None, "--results", help="Folder for campaign folders (default: results/campaigns/)."),
     no_summary: bool = typer.Option(False, "--no-summary", help="Skip the campaign summary and page at the end."),
+    workers: int = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
 ) -> None:
     """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one."""
@@ -43,12 +45,14 @@ def campaign(
     loaded = load_campaign(campaign_file or _recorded_file(folder))
     if folder:
         folder.check_matches(loaded, env)
-    profile = load_environment(env)
+        workers = folder.resumed_workers(workers)
+    profile = with_worker_count(load_environment(env), workers)
     _check_points(loaded, profile)
     if dry_run:
         return _list_points(loaded, folder)
     if folder is None:
-        folder = CampaignFolder.create((results or project_dir() / "results" / "campaigns").resolve(), loaded, env)
+        root = (results or project_dir() / "results" / "campaigns").resolve()
+        folder = CampaignFolder.create(root, loaded, env, workers)
     master = None if no_summary else spark_master(spark_master_)
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     outcome = run_campaign(loaded, folder, profile, say=say, progress=progress)

@@ -17,7 +17,7 @@ from dimster.coordinator.control import (
     read_run_state,
     run_state_file,
 )
-from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
+from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment, with_worker_count
 from dimster.errors import DimsterError
 from dimster.paths import display, project_dir
 from dimster.pipeline.spark import spark_master
@@ -37,6 +37,13 @@ def set_items(ctx: typer.Context, set_: list[str] | None) -> list[tuple[str, str
         raise DimsterError(f"unexpected argument(s): {' '.join(ctx.args)}")
     return parse_set_arguments([*(set_ or []), *ctx.args])
 
+
+WorkersOpt = typer.Option(
+    None,
+    "--workers",
+    help="Worker processes (or worker containers) for this run instead of the environment's count.",
+    show_default=False,
+)
 
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -69,6 +76,7 @@ def run(
     detach: bool = typer.Option(False, "--detach", help="Return once load flows; the run goes on in the background."),
     json: bool = typer.Option(False, "--json", help="With --modify or --detach: print JSON."),
     no_summary: bool = typer.Option(False, "--no-summary", help="Skip the Spark summary at the end."),
+    workers: int = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
 ) -> None:
     """Run a workload against the cluster of ENV (brought up, or reused if it runs), or with --modify
@@ -76,6 +84,8 @@ def run(
     check_environment_name(env)
     sets = set_items(ctx, set_)
     if modify:
+        if workers is not None:
+            raise DimsterError("--workers is set when a run starts; --modify changes clients, not workers")
         return _modify(env, workload, sets, json)
     from dimster.clients.properties import check_client_configs
     from dimster.coordinator.one_run import check_client_versions
@@ -84,15 +94,17 @@ def run(
     if workload is None:
         raise DimsterError("dimster run needs a workload: -w WORKLOAD.yaml (or --modify --set k=v to change a run)")
     loaded = load_workload(workload, sets)
-    profile = load_environment(env)
+    profile = with_worker_count(load_environment(env), workers)
     check_client_versions(loaded, profile)  # before the property check fetches any version
     check_client_configs(loaded, display(workload), profile.kafka_version)
     results_root = (results or project_dir() / "results").resolve()
-    after = [] if not no_summary else ["--no-summary"]
+    child_options = [] if not no_summary else ["--no-summary"]
     if spark_master_:
-        after += ["--spark-master", spark_master_]
+        child_options += ["--spark-master", spark_master_]
+    if workers is not None:
+        child_options += ["--workers", str(workers)]
     if detach:
-        return _detach(env, workload, sets, results_root, json, after)
+        return _detach(env, workload, sets, results_root, json, child_options)
     control = ControlServer(env)
     control.start({"run_id": None, "results": None, "workload": loaded.name, "phase": "starting"})
     summary_master = None if no_summary else spark_master(spark_master_)
@@ -131,7 +143,7 @@ def _modify(env: str, workload: Path | None, sets: list[tuple[str, str]], as_jso
 
 
 def _detach(
-    env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, as_json: bool, after: list[str]
+    env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, as_json: bool, child_options: list[str]
 ) -> None:
     """Start the run as a background process; return once its load flows."""
     if (existing := read_run_state(env)) is not None:
@@ -151,7 +163,7 @@ def _detach(
         "--results",
         str(results_root),
     ]
-    command += after
+    command += child_options
     if sets:
         command += ["--set", *(f"{k}={v}" for k, v in sets)]
     with open(log, "w") as out:

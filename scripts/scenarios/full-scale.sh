@@ -7,7 +7,8 @@
 # workers' own reports over the measured phase). Per library it fits a line through the points: the
 # cost of each added share consumer, and what a worker costs before its first. Then a second
 # campaign, run/campaigns/full-scale-limits.yaml, searches per library the highest rate the 300
-# consumers keep up with (explore-limits, an e2e p99 under 5 s). The script checks:
+# consumers keep up with (explore-limits, an e2e p99 under 5 s) on LIMIT_WORKERS worker processes
+# (default 3: the producers on one, the consumers over the others). The script checks:
 #   - every point completed, consumed what was produced, and its account closes (each acknowledged
 #     record accepted, rejected, archived or unconsumed: none lost);
 #   - the 300-consumer points ran all 300, and every one of them received records;
@@ -17,6 +18,7 @@
 #
 # Usage: scripts/scenarios/full-scale.sh [ENV]    (default: local)
 # RESULTS_DIR (default results/campaigns of the project): where the campaign folders go.
+# LIMIT_WORKERS (default 3): worker processes of the limits search (`dimster campaign --workers`).
 # About 20 minutes on a 2-core machine. The cluster is left up, as after any run.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -35,9 +37,10 @@ costs_status="$status"
 
 name=full-scale-limits
 campaign="$root/run/campaigns/$name.yaml"
+limit_workers="${LIMIT_WORKERS:-3}"
 echo
-echo "== $name on $env: the highest rate 300 share consumers sustain, Java and librdkafka"
-run_campaign
+echo "== $name on $env: the highest rate 300 share consumers sustain on $limit_workers workers, Java and librdkafka"
+run_campaign --workers "$limit_workers"
 require_summary
 
 echo
@@ -94,7 +97,8 @@ for library, rows in runs[runs.status == "completed"].groupby(LIBRARY):
     print(f"{library:>10} {cores:>14.4f} {memory:>11.2f} {threads:>16.2f} {memory_base:>8.0f} {threads_base:>12.0f}")
 
 print(f"\n== the highest rate 300 share consumers kept up with (e2e p99 under 5 s) ({limits_folder})")
-print(f"{'library':>10} {'limit msg/s':>11} {'failed at':>9} {'worker cores':>12} {'memory MB':>9} {'threads':>7} {'lost':>5}")
+print(f"{'library':>10} {'limit msg/s':>11} {'failed at':>9} {'worker cores':>12} {'memory MB':>9} {'threads':>7} "
+      f"{'waited':>6} {'lost':>5}")
 limits = pd.read_csv(limits_folder / "campaign" / "summary" / "runs.csv")
 for _, row in limits.sort_values(LIBRARY).iterrows():
     label = f"{row[LIBRARY]}, 300 consumers"
@@ -103,7 +107,8 @@ for _, row in limits.sort_values(LIBRARY).iterrows():
         continue
     limit = row["mode_limit_msgs_per_s"]
     print(f"{row[LIBRARY]:>10} {limit:>11.0f} {row['mode_lowest_failed_msgs_per_s']:>9.0f} {row['worker_cores']:>12.2f} "
-          f"{row['worker_memory_mb']:>9.0f} {row['worker_threads']:>7.0f} {row['lost']:>5.0f}")
+          f"{row['worker_memory_mb']:>9.0f} {row['worker_threads']:>7.0f} {row['worker_wake_wait_share']:>6.0%} "
+          f"{row['lost']:>5.0f}")
     checks.append((f"{label}: a limit of {limit:,.0f} msg/s, and lost {row['lost']:.0f}", limit > 0 and row["lost"] == 0))
 
 print()

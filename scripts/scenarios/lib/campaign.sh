@@ -1,7 +1,8 @@
 # Sourced by the scenario scripts that run one campaign. The caller sets root, env, name and
 # campaign; this sets dimster, python, results (RESULTS_DIR, default results/campaigns of the
 # project) and scratch (a temporary folder, removed at exit), and defines run_campaign, which runs
-# the campaign in the background, so that Ctrl-C reaches the trap at once and the running point is
+# the campaign in the background (its arguments go to `dimster campaign`, e.g. --workers 3), so
+# that Ctrl-C reaches the trap at once and the running point is
 # stopped cleanly (`dimster stop`), then sets `status` (its exit code) and `folder` (the campaign
 # folder it made, empty when none); require_summary then fails the script when that folder has no
 # campaign summary.
@@ -30,8 +31,8 @@ trap 'exit 143' TERM
 
 run_campaign() {
   touch "$scratch/started"
-  "$dimster" campaign "$env" -c "$campaign" --dry-run
-  "$dimster" campaign "$env" -c "$campaign" --results "$results" &
+  "$dimster" campaign "$env" -c "$campaign" "$@" --dry-run
+  "$dimster" campaign "$env" -c "$campaign" --results "$results" "$@" &
   pid=$!
   status=0
   wait "$pid" || status=$?
