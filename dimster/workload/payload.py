@@ -2,19 +2,24 @@
 that is random or compressible. The header makes latency free of coordinated omission and lets
 consumers count lost and duplicated records."""
 
+from __future__ import annotations
+
+import functools
 import os
 import random
 import struct
 import zlib
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where headers are read in bulk, not by every `dimster` command
+    import numpy as np
 
 MAGIC = b"DM"
 HEADER = struct.Struct(">2sBIQq")  # magic, version, producer id, sequence, intended send time (ns)
 HEADER_SIZE = HEADER.size
-HEADER_ARRAY = np.dtype(  # the same layout, for reading many headers at once
-    [("magic", "S2"), ("version", "u1"), ("producer_id", ">u4"), ("sequence", ">u8"), ("intended_ns", ">i8")]
-)
+HEADER_FIELDS = [  # HEADER's layout, field by field
+    ("magic", "S2"), ("version", "u1"), ("producer_id", ">u4"), ("sequence", ">u8"), ("intended_ns", ">i8")
+]  # fmt: skip
 VERSION = 1
 CHECKSUM = struct.Struct(">I")  # correctness mode: a body starts with the CRC-32 of the rest of it
 
@@ -31,10 +36,20 @@ def unpack_header(value: bytes | None) -> tuple[int, int, int] | None:
     return producer_id, sequence, intended_ns
 
 
+@functools.cache
+def header_array() -> np.dtype:
+    """HEADER's layout as a numpy type, for reading many headers at once."""
+    import numpy as np
+
+    return np.dtype(HEADER_FIELDS)
+
+
 def unpack_headers(headers: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Many headers at once, from HEADER_SIZE bytes per value (zero-filled where a value is shorter):
-    (a mask of the values dimster wrote, their headers as a structured array of HEADER_ARRAY)."""
-    records = np.frombuffer(headers, dtype=HEADER_ARRAY)
+    (a mask of the values dimster wrote, their headers as a structured array of header_array())."""
+    import numpy as np
+
+    records = np.frombuffer(headers, dtype=header_array())
     return (records["magic"] == MAGIC) & (records["version"] == VERSION), records
 
 
