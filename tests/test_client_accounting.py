@@ -110,6 +110,28 @@ def test_both_libraries_fill_the_same_columns():
         assert tuple(java) == tuple(librdkafka) == COLUMNS
 
 
+def test_librdkafka_latencies_are_averaged_over_the_brokers_by_count_in_milliseconds():
+    """int_latency is a record's wait in the client; outbuf_latency and rtt together make a request's
+    latency, as Java's request-latency-avg counts it (from the request's making to its response)."""
+
+    def window(avg_us: float, count: int) -> dict:
+        return {"avg": avg_us, "cnt": count}
+
+    brokers = {
+        "a:9092/1": {"int_latency": window(2_000, 30), "outbuf_latency": window(100, 3), "rtt": window(4_000, 3)},
+        "b:9092/2": {"int_latency": window(6_000, 10), "outbuf_latency": window(500, 1), "rtt": window(8_000, 1)},
+        ":0/internal": {"int_latency": window(0, 0), "rtt": window(0, 0)},
+    }
+    stats = extract_client_stats({"time": 1, "brokers": brokers, "topics": {}})
+    assert stats["queue_time_avg_ms"] == pytest.approx(3.0)  # (2 ms * 30 + 6 ms * 10) / 40
+    assert stats["request_latency_avg_ms"] == pytest.approx(0.2 + 5.0)  # outbuf (0.3 + 0.5) / 4, rtt (12 + 8) / 4
+    idle = extract_client_stats({"time": 1, "brokers": {":0/internal": {"rtt": {"avg": 0, "cnt": 0}}}, "topics": {}})
+    assert idle["queue_time_avg_ms"] == idle["request_latency_avg_ms"] == 0.0
+    java = JAVA_METRICS["producer"]
+    assert java["queue_time_avg_ms"] == "producer-metrics:record-queue-time-avg"
+    assert java["request_latency_avg_ms"] == "producer-metrics:request-latency-avg"
+
+
 def test_java_records_per_batch_come_from_batch_bytes_and_topic_rates():
     values = dict.fromkeys(JAVA_METRICS["producer"], 0.0)
     values.update({"batch_bytes_avg": 16_000.0, "_topic_record_rate": 2_000.0, "_topic_byte_rate": 500_000.0})

@@ -149,5 +149,9 @@ def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_pa
     logs = {w: (bundle / "logs" / f"worker-{w}.java.log").read_text() for w in (consumer_worker, producer_worker)}
     assert "Kafka version: 2.3.1" in logs[consumer_worker] and CLUSTER not in logs[consumer_worker]
     assert f"Kafka version: {CLUSTER}" in logs[producer_worker] and "2.3.1" not in logs[producer_worker]
-    summarized(bundle, spark)
+    summary = summarized(bundle, spark)
     assert f"producer {CLUSTER}, consumer 2.3.1" in (bundle / "report.html").read_text()  # the Clients panel
+    # the Java producers' own queue time and request latency, in ms: within their records' publish latency
+    ratios, publish_max = summary["client_stats"], summary["latency_ms"]["publish"]["max"]
+    assert 0 < ratios["producer_queue_time_ms_avg"] <= publish_max
+    assert 0 < ratios["producer_request_latency_ms_avg"] <= publish_max

@@ -73,6 +73,14 @@ def test_every_record_arrives_once(tmp_path, consumer_type):
     report = (bundle / "report.html").read_text()
     assert "plotly" in report and bundle.name in report
     assert html.escape("workers' memory (MB, resident)") in report
+    # the clients' own view of their requests (librdkafka's statistics), in ms: no record waits longer
+    # in the client or for a request than its whole publish latency
+    producer_stats = stats[(stats.role == "producer") & (stats.phase == "measure")]
+    assert (producer_stats.queue_time_avg_ms > 0).any() and (producer_stats.request_latency_avg_ms > 0).any()
+    ratios, publish_max = summary["client_stats"], summary["latency_ms"]["publish"]["max"]
+    assert 0 < ratios["producer_queue_time_ms_avg"] <= publish_max
+    assert 0 < ratios["producer_request_latency_ms_avg"] <= publish_max
+    assert ratios["consumer_request_latency_ms_avg"] > 0
 
 
 @pytest.mark.kafka

@@ -271,7 +271,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
     e2e_us = np.array([150, 900, 1_000, 1_100, 40_000, 3_000_000], dtype=float)  # 0.15 ms .. 3 s
     histogram = Histogram()
     histogram.record_array(e2e_us)
-    stats = {"tx_requests": 10.0, "batch_records_avg": 4.0}
+    stats = {"tx_requests": 10.0, "batch_records_avg": 4.0, "request_latency_avg_ms": 25.0}
 
     def report(worker, received):
         return IntervalReport(
@@ -314,6 +314,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
     assert values("dimster_client_max_records_per_poll", worker="0") == [500]  # the most of c0 and c9
     assert values("dimster_client_requests_total", worker="0", role="producer") == [10.0]  # latest, not summed
     assert values("dimster_producer_batch_records_avg", worker="0") == [4.0]
+    assert values("dimster_client_request_latency_seconds_avg", worker="0") == [0.025]  # ms to s
     # e2e: measured and warm-up, both partitions, two reports on worker 0 = 4 x each value, in seconds
     buckets = {
         s.labels["le"]: s.value

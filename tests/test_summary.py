@@ -373,6 +373,33 @@ def test_records_per_fetch_counts_the_records_of_the_reports_the_fetch_counters_
 
 
 @pytest.mark.spark
+def test_the_clients_own_latencies_are_averaged_over_the_measured_phase(tmp_path, spark):
+    """Two producers report their queue time and request latency every 5 s: 1,000 ms in warm-up (a
+    cold start), then 2 and 4 ms (p0), 6 and 8 ms (p1). A consumer reports a 10 ms request latency.
+    The summary averages the measured reports only; a report without a figure (0) does not count."""
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    figures = {"p0": [(1000, 1000), (2, 4), (0, 0), (2, 4)], "p1": [(1000, 1000), (6, 8), (6, 8), (6, 8)]}
+    for step in range(4):
+        phase = "warmup" if step == 0 else "measure"
+        clients = []
+        for client_id, steps in figures.items():
+            queue, request = steps[step]
+            stats = dict.fromkeys(COLUMNS, 0.0) | {"queue_time_avg_ms": queue, "request_latency_avg_ms": request}
+            clients.append(ClientInterval(client_id=client_id, role="producer", topic="t", client_stats=stats))
+        stats = dict.fromkeys(COLUMNS, 0.0) | {"request_latency_avg_ms": 10.0}
+        clients.append(ClientInterval(client_id="c0", role="consumer", topic="t", group="g", client_stats=stats))
+        writer.add(IntervalReport(0, START + 5 * (step + 1), clients), phase)
+    writer.flush()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
+    ratios = summarize(tmp_path, spark)["client_stats"]
+    assert ratios["producer_queue_time_ms_avg"] == pytest.approx((2 + 6) / 2)
+    assert ratios["producer_request_latency_ms_avg"] == pytest.approx((4 + 8) / 2)
+    assert ratios["consumer_request_latency_ms_avg"] == pytest.approx(10.0)
+    table = pd.read_csv(tmp_path / "summary" / "client_stats.csv").set_index("client_id")
+    assert table.loc["p0", "queue_time_avg_ms"] == pytest.approx(2.0) and pd.isna(table.loc["c0", "queue_time_avg_ms"])
+
+
+@pytest.mark.spark
 def test_the_drivers_jvm_runs_with_dimsters_java_options(spark, tmp_path):
     """spark-submit hands the driver's JVM dimster's options (the client compiler only)."""
     with spark_session(spark, tmp_path / "spark.log") as session:  # the session's kept one

@@ -59,12 +59,21 @@ STATS_COUNTERS = {
     "tx_bytes": ("dimster_client_network_sent_bytes", "Bytes the Kafka clients sent over the network"),
     "rx_bytes": ("dimster_client_network_received_bytes", "Bytes the Kafka clients received over the network"),
 }
-# ... and averages, averaged over the clients that report them.
+# ... and averages, averaged over the clients that report them (times in seconds, as Prometheus has them).
 STATS_GAUGES = {
     "batch_records_avg": ("dimster_producer_batch_records_avg", "Records per produced batch"),
     "batch_bytes_avg": ("dimster_producer_batch_bytes_avg", "Bytes per produced batch"),
     "fetch_records_avg": ("dimster_consumer_fetch_records_avg", "Records per fetch response (Java clients)"),
+    "queue_time_avg_ms": (
+        "dimster_producer_queue_time_seconds_avg",
+        "How long a record waited in the producer before its batch left for a request",
+    ),
+    "request_latency_avg_ms": (
+        "dimster_client_request_latency_seconds_avg",
+        "From a request's making to its response, as the client saw it (Java: producers only)",
+    ),
 }
+STATS_SCALE = {"queue_time_avg_ms": 1e-3, "request_latency_avg_ms": 1e-3}  # ms to s
 
 
 @dataclass
@@ -160,7 +169,7 @@ class ClientSeries:
                 # averages of clients gone for two statistics intervals (removed, rebuilt) drop out
                 values = [s[column] for at, s in stats if s.get(column) and at >= newest - 2 * STATS_INTERVAL_S]
                 if values:
-                    family.add_metric((*self.prefix, *key), sum(values) / len(values))
+                    family.add_metric((*self.prefix, *key), sum(values) / len(values) * STATS_SCALE.get(column, 1))
             yield family
 
 

@@ -23,6 +23,8 @@ COLUMNS = (
     "fetch_bytes_avg",  # Java consumers: bytes per fetch response
     "fetch_records_avg",  # Java consumers: records per fetch response
     "compression_rate_avg",  # Java producers: compressed bytes per uncompressed byte of their batches
+    "queue_time_avg_ms",  # producers: how long a record waited in the client before its batch left for a request
+    "request_latency_avg_ms",  # from a request leaving for its broker to its response (Java: producers only)
 )
 
 
@@ -43,11 +45,18 @@ def extract_client_stats(stats: dict[str, Any]) -> dict[str, float]:
         }
     )
     requests = dict.fromkeys(REQUEST_KINDS, 0)
-    for broker in stats.get("brokers", {}).values():
+    brokers = list(stats.get("brokers", {}).values())
+    for broker in brokers:
         for kind, count in (broker.get("req") or {}).items():
             if kind in requests:
                 requests[kind] += count
     out.update({f"requests_{kind.lower()}": count for kind, count in requests.items()})
+    # the window averages (microseconds) of the brokers' connections, weighted by what each counted:
+    # int_latency is a produced record's wait in the client's queue; a request then waits in the
+    # connection's output buffer (outbuf_latency) and for its response (rtt), which Java's
+    # request-latency-avg counts together
+    out["queue_time_avg_ms"] = _weighted_avg_ms(brokers, "int_latency")
+    out["request_latency_avg_ms"] = _weighted_avg_ms(brokers, "outbuf_latency") + _weighted_avg_ms(brokers, "rtt")
     # Producer batches: weighted over topics by how many batches each saw in the window.
     batches = size_sum = count_sum = 0.0
     for topic in stats.get("topics", {}).values():
@@ -59,6 +68,13 @@ def extract_client_stats(stats: dict[str, Any]) -> dict[str, float]:
     out["batch_bytes_avg"] = size_sum / batches if batches else 0.0
     out["batch_records_avg"] = count_sum / batches if batches else 0.0
     return {column: float(value) for column, value in out.items()}  # one Parquet type for both libraries
+
+
+def _weighted_avg_ms(brokers: list[dict], window: str) -> float:
+    """The average of librdkafka's `window` statistic over all broker connections, in ms (0: none counted)."""
+    count = sum((b.get(window) or {}).get("cnt", 0) for b in brokers)
+    total = sum((b.get(window) or {}).get("avg", 0) * (b.get(window) or {}).get("cnt", 0) for b in brokers)
+    return total / count / 1000 if count else 0.0
 
 
 def _network(group: str) -> dict[str, str]:
@@ -92,6 +108,8 @@ JAVA_METRICS: dict[str, dict[str, str]] = {
         "batch_bytes_avg": "producer-metrics:batch-size-avg",
         "request_records_avg": "producer-metrics:records-per-request-avg",
         "compression_rate_avg": "producer-metrics:compression-rate-avg",
+        "queue_time_avg_ms": "producer-metrics:record-queue-time-avg",
+        "request_latency_avg_ms": "producer-metrics:request-latency-avg",
         "_topic_record_rate": "producer-topic-metrics:record-send-rate",
         "_topic_byte_rate": "producer-topic-metrics:byte-rate",
     },

@@ -50,6 +50,8 @@ COSTS = (
     "worker_consumer_cpu_seconds_per_mb",
     "records_per_fetch",
     "rx_bytes_per_consumed_byte",
+    "producer_queue_time_ms",
+    "producer_request_latency_ms",
 )
 COSTS_NONE = dict.fromkeys(COSTS)
 
@@ -227,7 +229,7 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
 def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
     """Per run: the compression ratio the brokers saw, the workers' CPU (cores, and per MB where
     workers host one role only), the consumers' records per fetch request and bytes fetched per byte
-    consumed."""
+    consumed, the producers' queue time and request latency as they saw them."""
     from pyspark.sql import functions as F
 
     cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
@@ -245,6 +247,8 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
                 overall = overall_client_ratios(own)
                 row["records_per_fetch"] = overall["records_per_fetch"]
                 row["rx_bytes_per_consumed_byte"] = overall["rx_bytes_per_consumed_byte"]
+                row["producer_queue_time_ms"] = overall["producer_queue_time_ms_avg"]
+                row["producer_request_latency_ms"] = overall["producer_request_latency_ms_avg"]
         if cpu is not None:
             own = cpu[(cpu.point == run.point) & (cpu["repeat"] == run.repeat)]
             if len(own):

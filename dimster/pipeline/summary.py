@@ -312,9 +312,10 @@ def _polls(intervals) -> dict:
 
 
 def client_ratios(stats, intervals, keys: list[str] | None = None):
-    """Per `keys` (a campaign's point and repeat) and client: batch sizes (producers), fetch requests,
-    records per fetch and bytes fetched per byte consumed (consumers). Counters are cumulative: a
-    client's change is max - min."""
+    """Per `keys` (a campaign's point and repeat) and client: batch sizes and the time records waited
+    in the client (producers), fetch requests, records per fetch and bytes fetched per byte consumed
+    (consumers), the requests' latency as the client saw it. Counters are cumulative: a client's
+    change is max - min."""
     from pyspark.sql import functions as F
 
     per_client = [*(keys or []), "client_id"]
@@ -325,10 +326,18 @@ def client_ratios(stats, intervals, keys: list[str] | None = None):
         if "compression_rate_avg" in stats.columns
         else []
     )
+    # the clients' own latency averages, over the measured phase (absent in runs from before they were kept)
+    measured = F.col("phase") == "measure"
+    latencies = [
+        F.avg(F.when(measured & (F.col(column) > 0), F.col(column))).alias(column)
+        for column in ("queue_time_avg_ms", "request_latency_avg_ms")
+        if column in stats.columns
+    ]
     changes = stats.groupBy(*per_client, "role").agg(
         F.avg(F.when(F.col("batch_records_avg") > 0, F.col("batch_records_avg"))).alias("batch_records_avg"),
         F.avg(F.when(F.col("batch_bytes_avg") > 0, F.col("batch_bytes_avg"))).alias("batch_bytes_avg"),
         *compression,
+        *latencies,
         (F.max(fetches) - F.min(fetches)).alias("fetch_requests"),
         (F.max("rx_bytes") - F.min("rx_bytes")).alias("rx_bytes"),
         (F.max("tx_requests") - F.min("tx_requests")).alias("requests"),
@@ -369,13 +378,19 @@ def overall_client_ratios(table: pd.DataFrame) -> dict:
     return {
         "producer_batch_records_avg": _num(producers.batch_records_avg.mean()),
         "producer_batch_bytes_avg": _num(producers.batch_bytes_avg.mean()),
-        "producer_compression_rate_avg": _num(producers.compression_rate_avg.mean())
-        if "compression_rate_avg" in producers
-        else None,
+        "producer_compression_rate_avg": _mean_of(producers, "compression_rate_avg"),
+        "producer_queue_time_ms_avg": _mean_of(producers, "queue_time_avg_ms"),
+        "producer_request_latency_ms_avg": _mean_of(producers, "request_latency_avg_ms"),
+        "consumer_request_latency_ms_avg": _mean_of(consumers, "request_latency_avg_ms"),
         "consumer_fetch_requests": int(fetches) if fetches == fetches else 0,
         "records_per_fetch": _num(consumers.records_covered.sum() / fetches) if fetches else None,
         "rx_bytes_per_consumed_byte": _num(consumers.rx_bytes.sum() / consumed_bytes) if consumed_bytes else None,
     }
+
+
+def _mean_of(clients: pd.DataFrame, column: str) -> float | None:
+    """The clients' mean of `column`; None where none reported it (or the run is older than it)."""
+    return _num(clients[column].mean()) if column in clients else None
 
 
 def worker_cpu(workers, intervals, keys: list[str] | None = None):

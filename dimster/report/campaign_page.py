@@ -43,6 +43,8 @@ COST_METRICS = {  # charted where they vary between points by more than COST_SPR
     "worker_consumer_cpu_seconds_per_mb": "consumer CPU s per MB",
     "records_per_fetch": "consumer records per fetch request",
     "rx_bytes_per_consumed_byte": "bytes fetched per byte consumed",
+    "producer_queue_time_ms": "producer queue time (ms, the client's average)",
+    "producer_request_latency_ms": "producer request latency (ms, the client's average)",
 }
 COST_SPREAD = 1.1
 CHART_PLOT_PX = 260

@@ -180,6 +180,7 @@ KEY_ROWS: list[Row] = [
     ("records per poll", lambda run: decimal(_get(run, "polls", "records_per_poll"))),
     ("records per fetch", lambda run: decimal(_get(run, "client_stats", "records_per_fetch"))),
     ("producer batch (records)", lambda run: decimal(_get(run, "client_stats", "producer_batch_records_avg"))),
+    ("producer request (ms)", lambda run: decimal(_get(run, "client_stats", "producer_request_latency_ms_avg"))),
     ("bytes fetched per byte consumed", lambda run: decimal(_get(run, "client_stats", "rx_bytes_per_consumed_byte"))),
     ("live modifications", lambda run: integer(len(run.timeline.get("modifications", [])))),
 ]

@@ -302,6 +302,9 @@ def clients_panel(run: RunData) -> str:
     rows += [
         ("producer batch (records)", decimal(ratios.get("producer_batch_records_avg"))),
         ("producer batch (bytes)", integer(ratios.get("producer_batch_bytes_avg"))),
+        ("producer queue time (ms)", decimal(ratios.get("producer_queue_time_ms_avg"))),
+        ("producer request latency (ms)", decimal(ratios.get("producer_request_latency_ms_avg"))),
+        ("consumer request latency (ms)", decimal(ratios.get("consumer_request_latency_ms_avg"))),
         ("consumer fetch requests", integer(ratios.get("consumer_fetch_requests"))),
         ("records per fetch", decimal(ratios.get("records_per_fetch"))),
         ("bytes fetched per byte consumed", decimal(ratios.get("rx_bytes_per_consumed_byte"))),
@@ -510,6 +513,8 @@ def client_tables(run: RunData) -> str:
             "batch records",
             "batch bytes",
             "requests",
+            "queue ms",
+            "request ms",
         ]
         rows = [
             [
@@ -520,6 +525,8 @@ def client_tables(run: RunData) -> str:
                 decimal(r.get("batch_records_avg")),
                 integer(r.get("batch_bytes_avg")),
                 integer(r.get("requests")),
+                decimal(r.get("queue_time_avg_ms")),
+                decimal(r.get("request_latency_avg_ms")),
             ]
             for r in producers.to_dict("records")
         ]
