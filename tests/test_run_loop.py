@@ -383,8 +383,8 @@ def test_the_console_warns_when_a_workers_threads_waited_to_run():
     assert window["workerWaitShare"] == pytest.approx(0.15)
     status = {**window, "targetRate": 0}
     assert warnings("measure", status) == [
-        "a worker's threads waited to run 15% of the time: the figures include that wait (add workers or hosts, "
-        "or lower the load)"
+        "a worker's threads waited to run 15% of the time: the figures include that wait "
+        "(add workers, --workers N, or hosts, or lower the load)"
     ]
     assert warnings("measure", {**status, "workerWaitShare": 0.05}) == []
     assert warnings("drain", status) == []

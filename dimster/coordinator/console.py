@@ -40,13 +40,13 @@ def warnings(phase: str, s: dict) -> list[str]:
     if phase == "measure" and target > 0 and s["pubRate10s"] < 0.99 * target:
         found.append(
             f"producers behind target over 10 s: {s['pubRate10s']:,.0f} of {target:,.0f} msg/s "
-            "(the workers lack capacity: add workers in the environment or lower the rate)"
+            "(the producers' workers or the brokers lack capacity: add workers, --workers N, or lower the rate)"
         )
     waited = s.get("workerWaitShare")
     if phase in ("warmup", "measure") and waited is not None and waited >= WAITING_NOTED:
         found.append(
             f"a worker's threads waited to run {waited:.0%} of the time: the figures include that wait "
-            "(add workers or hosts, or lower the load)"
+            "(add workers, --workers N, or hosts, or lower the load)"
         )
     if s["sendErrors"]:
         found.append(f"{s['sendErrors']:,} send errors")
