@@ -13,7 +13,7 @@ import pytest
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA, Histogram
 from dimster.pipeline.spark import DRIVER_JAVA_OPTS, spark_session
-from dimster.pipeline.summary import QUANTILES, summarize
+from dimster.pipeline.summary import QUANTILES, queued_request_notes, summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 from tests.conftest import dimster
@@ -397,6 +397,28 @@ def test_the_clients_own_latencies_are_averaged_over_the_measured_phase(tmp_path
     assert ratios["consumer_request_latency_ms_avg"] == pytest.approx(10.0)
     table = pd.read_csv(tmp_path / "summary" / "client_stats.csv").set_index("client_id")
     assert table.loc["p0", "queue_time_avg_ms"] == pytest.approx(2.0) and pd.isna(table.loc["c0", "queue_time_avg_ms"])
+
+
+@pytest.mark.unit
+def test_producer_requests_far_slower_than_the_brokers_produce_time_get_a_note():
+    """The one-record requests of linger.ms 1 at 1,000 msg/s per producer: 117 ms as the producers saw
+    them, 7.5 ms at p99 in the broker; at linger.ms 10 they took 1.3 ms and get no note."""
+    brokers = {"requests": [{"request": "Produce", "p99_ms": 7.5}, {"request": "ShareFetch", "p99_ms": 500.0}]}
+    queued = {"producer_request_latency_ms_avg": 117.6, "producer_batch_records_avg": 1.0}
+    [note] = queued_request_notes(queued, brokers)
+    assert note == (
+        "the producers saw their requests take 118 ms on average, the brokers handled Produce in 7.5 ms at p99: "
+        "the requests waited outside the brokers' handling; 1.0 records per batch: a larger linger.ms sends "
+        "fewer, fuller requests"
+    )
+    fuller = {**queued, "producer_batch_records_avg": 10.0}
+    assert queued_request_notes(fuller, brokers)[0].endswith("outside the brokers' handling")
+    assert queued_request_notes({**queued, "producer_request_latency_ms_avg": 1.3}, brokers) == []
+    assert queued_request_notes({**queued, "producer_request_latency_ms_avg": 30.0}, brokers) == []  # < 5 x p99
+    assert queued_request_notes(queued, {"requests": [{"request": "Produce", "p99_ms": None}]}) == []
+    assert queued_request_notes({"producer_request_latency_ms_avg": None}, brokers) == []  # older bundles
+    slow_broker = {"requests": [{"request": "Produce", "p99_ms": 1.0}]}
+    assert queued_request_notes({"producer_request_latency_ms_avg": 8.0}, slow_broker) == []  # under 10 ms
 
 
 @pytest.mark.spark

@@ -29,6 +29,10 @@ TABLES = ("intervals", "histograms", "delivery_counts", "client_stats", "brokers
 # consumer groups have no delivery counts; external brokers no scrape; runs without groups no lag;
 # runs from before workers reported their CPU no workers
 OPTIONAL_TABLES = ("delivery_counts", "brokers", "group_lag", "workers")
+# the producers' own request latency (average) past which, and past this many times the brokers' Produce
+# p99, the summary notes that requests waited outside the brokers' handling
+QUEUED_REQUEST_MS = 10.0
+QUEUED_REQUEST_RATIO = 5.0
 THROUGHPUT_FIELDS = ("produced_msgs_per_s", "produced_mb_per_s", "consumed_msgs_per_s", "consumed_mb_per_s")
 
 
@@ -157,6 +161,7 @@ def _spark_tables(
     if "brokers" in frames:
         summary["brokers"], broker_tables = summarize_brokers(frames["brokers"], groups)
         tables.update(broker_tables)
+        summary["notes"] += queued_request_notes(summary.get("client_stats") or {}, summary["brokers"])
     if "intervals" in frames:
         summary["compression"] = _compression(frames, topics, summary.get("client_stats") or {})
     if "group_lag" in frames:
@@ -451,6 +456,26 @@ def late_wake_notes(table: pd.DataFrame) -> list[str]:
             "Kafka's; spread the clients over more workers, and more hosts when this one's cores are busy"
         )
     return notes
+
+
+def queued_request_notes(ratios: dict, brokers: dict) -> list[str]:
+    """A note when the producers saw their requests take many times what the brokers took to handle
+    Produce: the requests waited between the two (on the producers' connections, where a broker takes
+    one request at a time, in the brokers' network threads, or for a core)."""
+    seen = ratios.get("producer_request_latency_ms_avg")
+    handled = [r["p99_ms"] for r in brokers.get("requests") or [] if r["request"] == "Produce" and r["p99_ms"]]
+    if not seen or not handled or seen < max(QUEUED_REQUEST_MS, QUEUED_REQUEST_RATIO * max(handled)):
+        return []
+    batch = ratios.get("producer_batch_records_avg")
+    fuller = (
+        f"; {batch:.1f} records per batch: a larger linger.ms sends fewer, fuller requests"
+        if batch and batch < 2
+        else ""
+    )
+    return [
+        f"the producers saw their requests take {seen:.0f} ms on average, the brokers handled Produce in "
+        f"{max(handled):.1f} ms at p99: the requests waited outside the brokers' handling{fuller}"
+    ]
 
 
 def overall_worker_cpu(table: pd.DataFrame) -> dict:
