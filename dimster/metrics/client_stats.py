@@ -24,7 +24,7 @@ COLUMNS = (
     "fetch_records_avg",  # Java consumers: records per fetch response
     "compression_rate_avg",  # Java producers: compressed bytes per uncompressed byte of their batches
     "queue_time_avg_ms",  # producers: how long a record waited in the client before its batch left for a request
-    "request_latency_avg_ms",  # from a request leaving for its broker to its response (Java: producers only)
+    "request_latency_avg_ms",  # from a request's making to its response (Java: producers only)
 )
 
 
