@@ -68,7 +68,9 @@ def test_every_record_arrives_once(tmp_path, consumer_type):
     assert summary["worker_cpu"]["threads"] == measured.threads.max()
     # and how late its probe thread woke: at most once per period of the time the report covers
     spans = workers.sort_values("end_time").groupby("worker").end_time.diff().dropna()
-    assert (workers.wakes > 0).all() and (workers.loc[spans.index].wakes <= spans / PERIOD_S + 2).all()
+    covered = workers.loc[spans.index]
+    assert (covered.wakes <= spans / PERIOD_S + 2).all()
+    assert (covered[spans >= 0.1].wakes > 0).all()  # a report 1 ms after the previous one may have none
     assert (workers.wake_lag_ms_sum >= workers.wake_lag_ms_max).all() and (workers.wake_lag_ms_max >= 0).all()
     report = (bundle / "report.html").read_text()
     assert "plotly" in report and bundle.name in report
