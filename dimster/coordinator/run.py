@@ -713,14 +713,18 @@ class Coordinator:
             return
         try:
             self.unconsumed_by_group = self._unconsumed_now()
-            if any(not g["closes"] for g in self.aggregate.account(self.unconsumed_by_group).values()):
-                # a share partition's state reaches the share coordinator moments after the last
-                # acknowledgements: look once more before calling the account open
-                time.sleep(POSITIONS_SETTLE_SECONDS)
+            # a share partition's state reaches the share coordinator moments, at times seconds, after
+            # the last acknowledgements: look again each second for a while before calling the account open
+            deadline = time.monotonic() + POSITIONS_SETTLE_SECONDS
+            while not self._accounts_close() and time.monotonic() < deadline:
+                time.sleep(POSITIONS_LOOK_AGAIN_SECONDS)
                 self.unconsumed_by_group = self._unconsumed_now()
         except DimsterError as e:
             self.bundle.event("group_positions_unknown", reason=str(e))
             self.say(f"-- {e}: 'lost' counts every record not consumed")
+
+    def _accounts_close(self) -> bool:
+        return all(g["closes"] for g in self.aggregate.account(self.unconsumed_by_group).values())
 
     def _unconsumed_now(self) -> dict[str, int]:
         reading = self.lag_watch.read_now(POSITIONS_TIMEOUT_SECONDS)
@@ -1076,7 +1080,8 @@ class Coordinator:
             self.background.put(("broker_redeploy_failed", {"message": message}))
 
 
-POSITIONS_SETTLE_SECONDS = 3.0
+POSITIONS_SETTLE_SECONDS = 10.0  # how long the groups' positions may take to agree with the acknowledgements
+POSITIONS_LOOK_AGAIN_SECONDS = 1.0
 POSITIONS_TIMEOUT_SECONDS = 90.0  # for the groups' positions at the end
 LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
 
