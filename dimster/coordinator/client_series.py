@@ -59,7 +59,8 @@ STATS_COUNTERS = {
     "tx_bytes": ("dimster_client_network_sent_bytes", "Bytes the Kafka clients sent over the network"),
     "rx_bytes": ("dimster_client_network_received_bytes", "Bytes the Kafka clients received over the network"),
 }
-# ... and averages, averaged over the clients that report them (times in seconds, as Prometheus has them).
+# ... and averages, averaged over the clients that report them (columns in ms go out in seconds, as
+# Prometheus has times).
 STATS_GAUGES = {
     "batch_records_avg": ("dimster_producer_batch_records_avg", "Records per produced batch"),
     "batch_bytes_avg": ("dimster_producer_batch_bytes_avg", "Bytes per produced batch"),
@@ -73,7 +74,6 @@ STATS_GAUGES = {
         "From a request's making to its response, as the client saw it (Java: producers only)",
     ),
 }
-STATS_SCALE = {"queue_time_avg_ms": 1e-3, "request_latency_avg_ms": 1e-3}  # ms to s
 
 
 @dataclass
@@ -164,12 +164,13 @@ class ClientSeries:
             yield family
         for column, (name, help_text) in STATS_GAUGES.items():
             family = GaugeMetricFamily(name, help_text, labels=self.names)
+            scale = 1e-3 if column.endswith("_ms") else 1.0
             for key, (*_, stats, _) in series.items():
                 newest = max((at for at, _ in stats), default=0.0)
                 # averages of clients gone for two statistics intervals (removed, rebuilt) drop out
                 values = [s[column] for at, s in stats if s.get(column) and at >= newest - 2 * STATS_INTERVAL_S]
                 if values:
-                    family.add_metric((*self.prefix, *key), sum(values) / len(values) * STATS_SCALE.get(column, 1))
+                    family.add_metric((*self.prefix, *key), sum(values) / len(values) * scale)
             yield family
 
 

@@ -72,9 +72,9 @@ def extract_client_stats(stats: dict[str, Any]) -> dict[str, float]:
 
 def _weighted_avg_ms(brokers: list[dict], window: str) -> float:
     """The average of librdkafka's `window` statistic over all broker connections, in ms (0: none counted)."""
-    count = sum((b.get(window) or {}).get("cnt", 0) for b in brokers)
-    total = sum((b.get(window) or {}).get("avg", 0) * (b.get(window) or {}).get("cnt", 0) for b in brokers)
-    return total / count / 1000 if count else 0.0
+    windows = [b.get(window) or {} for b in brokers]
+    count = sum(w.get("cnt", 0) for w in windows)
+    return sum(w.get("avg", 0) * w.get("cnt", 0) for w in windows) / count / 1000 if count else 0.0
 
 
 def _network(group: str) -> dict[str, str]:
