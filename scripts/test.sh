@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the whole test suite (lint first); exits with the suite's code.
 # Arguments go to pytest: `scripts/test.sh -m unit` is the fast loop (no broker, no Spark, no browser).
+#
+# The whole suite runs in tiers, each a pytest session of its own: unit first (on every core, so a
+# broken import fails in seconds), then kafka on two workers, then spark and browser one test after
+# another. A Kafka test spends most of its time waiting on Kafka (heartbeats, lock time-outs, drains):
+# two workers keep the cores busy. Each worker has its own warm clusters; a test module runs whole on
+# one worker, and modules that share a cluster run on the same one (tests/conftest.py). A unit failure ends the
+# suite there; the other tiers all run, and the exit code is the first failure's.
+# Tests run in a random order (pytest-randomly); each tier prints its seed at the top, and
+# `--randomly-seed=N` replays that order. The last line gives the time of each tier and the total.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+started=$SECONDS
 scripts/setup.sh
 .venv/bin/ruff check dimster tests scripts
 # Debian packages the tests use: Chromium opens the HTML reports, libfaketime skews an agent's clock,
@@ -21,9 +31,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >/dev/null 2>&1 ||
     echo "warning: could not install ${missing[*]} (apt-get install ${missing[*]}); tests that need them will fail" >&2
 fi
-# The whole suite (no arguments but output options): the unit tests run in a second pytest session
-# beside the one that starts Kafka, Spark or a browser one test after another. Each session has its
-# own scratch project, ports and state folder (tests/conftest.py); the exit code is the first failure's.
+# A run with arguments other than output options is the caller's own selection: one pytest session.
 whole=1
 for arg in "$@"; do
   case "$arg" in -v | -vv | -q | -x | -rA | --durations=*) ;; *) whole=0 ;; esac
@@ -31,17 +39,27 @@ done
 if [ "$whole" = 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-unit_log="$(mktemp "${TMPDIR:-/tmp}/dimster-unit-tests.XXXXXX")"
-.venv/bin/python -m pytest -m unit "$@" >"$unit_log" 2>&1 &
-unit_pid=$!
-# a background job ignores Ctrl-C in a script: end it by its PID when the script ends early
-trap 'kill "$unit_pid" 2>/dev/null || true; rm -f "$unit_log"' EXIT
+
+times=("setup $((SECONDS - started)) s")
 status=0
-.venv/bin/python -m pytest -m "not unit" "$@" || status=$?
-unit_status=0
-wait "$unit_pid" || unit_status=$?
-echo
-echo "== the unit tests, run beside the others (pytest -m unit): exit $unit_status"
-cat "$unit_log"
-if [ "$status" -ne 0 ]; then exit "$status"; fi
-exit "$unit_status"
+tier() {  # tier NAME PYTEST-ARGUMENTS...: one pytest session; its time joins the last line
+  local name=$1 code=0 begun=$SECONDS
+  shift
+  echo
+  echo "== tier $name"
+  .venv/bin/python -m pytest "$@" || code=$?
+  times+=("$name $((SECONDS - begun)) s")
+  if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then status=$code; fi
+  return "$code"
+}
+summary() { (IFS=','; echo "== suite: $((SECONDS - started)) s in all:${times[*]/#/ }"); }
+
+if ! tier unit -m unit -n auto "$@"; then
+  summary
+  exit "$status"
+fi
+tier kafka -m kafka -n 2 "$@" || true
+tier spark -m spark "$@" || true
+tier browser -m browser "$@" || true
+summary
+exit "$status"

@@ -12,10 +12,7 @@ import random
 import re
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -23,10 +20,11 @@ import pytest
 import yaml
 
 from dimster.coordinator.control import read_run_state
+from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
+from tests.clusters import beefy, beefy_project, local_cluster  # noqa: F401  (fixtures)
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
 from tests.netns import unused_subnet
 
-REPO = Path(__file__).resolve().parents[1]
 # hypothesis keeps its caches in a scratch folder, not in the repository
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "dimster-tests-hypothesis"))
 SHIPPED_ENVIRONMENTS = REPO / "run" / "environments"
@@ -35,7 +33,9 @@ MARKERS = ("unit", "kafka", "spark", "browser")
 # Test ports come in slots of SLOT ports: brokers on the slot's first ten, controllers on the next ten,
 # the brokers' metrics (JMX exporter) on the last ten (a profile has at most 9 nodes). The scratch
 # copies of the shipped profiles take the first slots in name order; tests that write their own
-# profile take a spare slot (`spare_ports`).
+# profile take a spare slot (`spare_ports`), each for one use: 1 the clusters a test starts and ends
+# itself, 2 the agents' ports, 3 the distributed tests' cluster, 4 the Prometheus of `dimster
+# monitor`, 5 the docker backend's cluster.
 SLOT = 30
 SLOTS = 12  # the shipped profiles (6) and the spare slots tests take (up to 5), with room
 SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, which outgoing connections use
@@ -43,12 +43,39 @@ SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, whi
 
 # The suite's clusters tell share consumers to heartbeat every second instead of Kafka's five: a share
 # group's assignment follows a member's join by one heartbeat interval, and every share run starts so.
-# Their internal topics have 4 partitions instead of 50 each: a broker that starts or restarts loads
-# and catches up every partition it holds, and the suite restarts brokers often.
+# A consumer group's first rebalance starts at once, not after Kafka's 3 s of waiting for more members
+# (Kafka's own tests do the same). Share groups may take locks of one second (the share-feature tests
+# make records outlast their locks). Internal topics have 4 partitions instead of 50 each: a broker
+# that starts or restarts loads and catches up every partition it holds.
 TEST_BROKER_CONFIG = (
     "group.share.min.heartbeat.interval.ms: 1000\ngroup.share.heartbeat.interval.ms: 1000\n"
+    "group.initial.rebalance.delay.ms: 0\ngroup.share.min.record.lock.duration.ms: 1000\n"
     "offsets.topic.num.partitions: 4\nshare.coordinator.state.topic.num.partitions: 4\n"
 )
+
+
+# Test modules that share a cluster or daemon of the session, and so run on one worker of a parallel
+# session (scripts/test.sh's kafka tier): the three-node cluster, and podman with dimster's images.
+SHARED_BY_MODULES = {
+    "test_cluster_three_nodes.py": "beefy",
+    "test_external_cluster.py": "beefy",
+    "test_docker_backend.py": "podman",
+    "test_images.py": "podman",
+    "test_secure.py": "podman",  # its agent container
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With pytest-xdist (`-n 2`), a test module runs whole on one worker, so that its module-wide
+    clusters start once; the modules of SHARED_BY_MODULES run on one worker together."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED_BY_MODULES.get(Path(module).name, module)
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_collection_finish(session):
@@ -60,28 +87,15 @@ def pytest_collection_finish(session):
             reporter.write_line(f"KINDS {item.nodeid} {','.join(kinds) or '-'}")
 
 
-@dataclass
-class CliResult:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def error_lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.startswith("dimster: error:")]
-
-
-def dimster(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
-    """Run the real CLI in a child process, as a user or script would."""
-    result = subprocess.run(
-        [sys.executable, "-m", "dimster", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
-    )
-    return CliResult(result.returncode, result.stdout, result.stderr)
+def one_error_line(result, *fragments: str, code: int = 2) -> str:
+    """The one line stderr holds: `dimster: error: ...` with every fragment, and the exit code."""
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("dimster: error:"), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert result.code == code, result.stderr
+    return lines[0]
 
 
 def files_holding(folder: Path, values: list[str], pattern: str = "*") -> list[str]:
@@ -260,7 +274,7 @@ def local_cluster_down_at_the_end(state_dir):
 class KeptSpark:
     """One Spark session kept open for the summaries tests make in this process: its JVM starts and
     warms up once, not once per summary as a `dimster run` of its own would (the tests of that path
-    run it whole). A process holds one SparkContext: `release` ends it for a test that needs its own."""
+    run it whole). A process holds one SparkContext: `release` ends it at the end of the session."""
 
     MASTER = "local[2]"
 
@@ -295,24 +309,12 @@ def spark(kept_spark) -> str:
     return kept_spark.master()
 
 
-@pytest.fixture
-def own_spark(kept_spark) -> None:
-    """For a test whose summary starts a Spark session of its own in this process."""
-    kept_spark.release()
-
-
 @pytest.fixture(scope="module", autouse=True)
 def no_run_left_on_local():
     """A module that leaves a run going on `local` stops it, so that the next module finds it idle."""
     yield
     if read_run_state("local") is not None:
         dimster("stop", "local")
-
-
-def copy_project(scratch_project: Path, destination: Path) -> Path:
-    """A copy of the session's scratch run/ (its ports, not the shipped ones) under `destination`."""
-    shutil.copytree(scratch_project / "run", destination / "run")
-    return destination
 
 
 @pytest.fixture

@@ -1,20 +1,26 @@
 """A private podman service for the tests that need a Docker-compatible daemon, and dimster's images
-built in it once per session.
+built in it, kept from one session to the next.
 
 tests/conftest.py imports both fixtures, so every test module may ask for them: the session has one
-service and builds the images once.
+service and builds the images at most once.
 
 The service has its own containers.conf, storage (--root, --runroot), temporary folder, network
-configs and socket, all in a pytest temporary folder: it never sees the machine's own containers,
-images or networks, nor they its. At the end of the session (failed or not) every container, volume
-and network it has is removed, the service is stopped by its PID, and `podman system reset` leaves
-no overlay mount nor conmon process behind. The podman CLI is used for that clean-up only."""
+configs and socket: it never sees the machine's own containers, images or networks, nor they its.
+Its images live in a storage of the suite's own under dimster's cache (`test-podman/`), held by one
+session at a time (a lock file), so that a later session finds dimster's images built and skips
+their builds, as `dimster image build` skips an image whose content stamp matches; a session that
+finds the storage held uses a temporary one. Everything else is the session's: at its end (failed
+or not) every container, volume and network is removed, images left without a name are pruned, the
+service is stopped by its PID, and no overlay mount nor conmon process may be left behind. The
+podman CLI is used for that clean-up only."""
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +34,7 @@ import requests.exceptions
 
 from dimster.containers import images
 from dimster.environment import DEFAULT_KAFKA_VERSION
+from dimster.paths import cache_dir
 
 CONTAINERS_CONF = """\
 [containers]
@@ -35,11 +42,15 @@ default_ulimits = []
 
 [engine]
 runtime = "runc"
-tmp_dir = "{folder}/tmp"
+tmp_dir = "{runtime}/tmp"
 
 [network]
-network_config_dir = "{folder}/networks"
+network_config_dir = "{runtime}/networks"
 """
+# A storage's database records its run-time folders and refuses others: the kept storage's are fixed
+# (one session holds it at a time), each temporary storage's its own. Short: podman refuses a runroot
+# of over 50 characters.
+KEPT_RUNTIME = Path(tempfile.gettempdir()) / f"dimster-test-podman-{os.getuid()}"
 DEFAULT_NETWORKS = {"bridge", "podman", "host", "none"}  # podman's own: not ours to remove
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
@@ -51,11 +62,14 @@ class PodmanService:
     """A running `podman system service` of this session: `url` for DOCKER_HOST or a profile's
     dockerHost, `client` a Docker SDK client of it."""
 
-    folder: Path
+    folder: Path  # the session's: configuration, temporary files, socket, log
+    root: Path  # the storage: images, containers, volumes
+    runtime: Path  # the storage's run-time state (runroot), temporary files and network configs
     process: subprocess.Popen
     url: str
     client: docker.DockerClient | None = None
     problems: list[str] = field(default_factory=list)
+    kept: bool = False  # the storage is the suite's own, kept for the next session
 
     @property
     def pid(self) -> int:
@@ -67,7 +81,7 @@ class PodmanService:
 
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """The podman CLI on this service's storage (for the clean-up only)."""
-        storage = ["--root", str(self.folder / "root"), "--runroot", str(self.folder / "runroot")]
+        storage = ["--root", str(self.root), "--runroot", str(self.runtime / "run")]
         return subprocess.run(
             ["podman", *storage, *args],
             env=self.environment,
@@ -82,27 +96,36 @@ class PodmanService:
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
 
     def close(self) -> None:
-        """Remove what the service has, stop it, reset its storage; what could not be done is in
-        `problems` (the caller fails the session on them)."""
+        """Remove what the service has but the images of a kept storage, stop it, reset a temporary
+        storage; what could not be done is in `problems` (the caller fails the session on them)."""
         if self.client is not None:
             self._remove_everything()
+            if self.kept:
+                with contextlib.suppress(docker.errors.APIError, OSError):
+                    self.client.images.prune(filters={"dangling": True})  # earlier builds of an image
             self.client.close()
         self._stop()
         self._kill_leftover_processes(expected=True)
+        if not self.kept:
+            self._reset_storage()
+        self._unmount_leftovers()
+        self._kill_leftover_processes(expected=False)
+        if not self.kept:
+            shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def _reset_storage(self) -> None:
         for _ in range(RESET_TRIES):  # a reset may race podman's own event log in its tmp folder
             reset = self.podman("system", "reset", "--force")
             if reset.returncode == 0:
-                break
+                return
             time.sleep(1)
-        else:
-            self.problems.append(f"podman system reset failed: {reset.stderr.strip()[-500:]}")
-        self._unmount_leftovers()
-        self._kill_leftover_processes(expected=False)
+        self.problems.append(f"podman system reset failed: {reset.stderr.strip()[-500:]}")
 
     def _inside(self, text: str) -> bool:
-        """Does `text` (a path, an argument) name the service's folder or something in it?"""
-        folder = str(self.folder)
-        return any(word == folder or word.startswith(f"{folder}/") for word in text.replace("=", " ").split())
+        """Does `text` (a path, an argument) name one of the service's folders or something in them?"""
+        folders = [str(path) for path in (self.folder, self.root, self.runtime)]
+        words = text.replace("=", " ").split()
+        return any(word == folder or word.startswith(f"{folder}/") for word in words for folder in folders)
 
     def _remove_everything(self) -> None:
         client = self.client
@@ -131,13 +154,16 @@ class PodmanService:
             self.process.wait(STOP_TIMEOUT)
 
     def _unmount_leftovers(self) -> None:
-        """Mounts under the service's folder that the reset left (there should be none)."""
+        """Mounts under the service's folders left behind (there should be none), but the storage's
+        own: podman's overlay driver binds a kept storage's overlay folder onto itself while it
+        serves, and makes the bind again when the next session starts it."""
         mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
         leftovers = sorted((m for m in mounts if self._inside(m)), key=len, reverse=True)
         for mount in leftovers:
             subprocess.run(["umount", "-l", mount], capture_output=True)
-        if leftovers:
-            self.problems.append(f"mounts left after podman system reset: {leftovers}")
+        unexpected = [m for m in leftovers if not (self.kept and m == str(self.root / "overlay"))]
+        if unexpected:
+            self.problems.append(f"mounts left after the service stopped: {unexpected}")
 
     def _kill_leftover_processes(self, expected: bool) -> None:
         """Kill processes of this service's containers that outlived it. Expected before the reset:
@@ -156,40 +182,78 @@ class PodmanService:
             self.problems.append(f"processes left after podman system reset: {described}")
 
 
-def start_podman_service(folder: Path) -> PodmanService:
-    """Start a private podman service with its storage and socket in `folder`; wait until it answers."""
+_storage_lock = []  # the lock file of the kept storage, held open while the session lasts
+
+
+def kept_storage() -> Path | None:
+    """The suite's own podman storage under dimster's cache, if no other session holds it now."""
+    root = cache_dir() / "test-podman"
+    root.mkdir(parents=True, exist_ok=True)
+    lock = open(root.parent / "test-podman.lock", "w")  # noqa: SIM115  (held until the session ends)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    _storage_lock.append(lock)
+    return root
+
+
+def start_podman_service(folder: Path, root: Path | None = None) -> PodmanService:
+    """Start a private podman service with its socket in `folder`, its storage in `root` (kept) or in
+    `folder` (temporary); wait until it answers. A kept storage is cleared of what a session that died
+    left in it, but its images; one podman refuses (its database from another layout) starts anew."""
     if not shutil.which("podman") or not shutil.which("runc", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"):
         pytest.fail("podman or runc is missing: apt-get install podman runc (scripts/test.sh does)")
-    (folder / "containers.conf").write_text(CONTAINERS_CONF.format(folder=folder))
+    if root is None:
+        service = _start_service(folder, folder / "root", Path(tempfile.mkdtemp(prefix="dimster-podman-")), False)
+    else:
+        service = _start_service(folder, root, KEPT_RUNTIME, True)
+        if service.client is None:
+            shutil.rmtree(root, ignore_errors=True)
+            service = _start_service(folder, root, KEPT_RUNTIME, True)
+    if service.client is None:
+        answer = f"the podman service did not answer at {service.url} within {START_TIMEOUT:g} s"
+        pytest.fail(f"{answer}:\n{service.log_tail()}")
+    return service
+
+
+def _start_service(folder: Path, root: Path, runtime: Path, kept: bool) -> PodmanService:
+    """The service on `root`, with its client once it answers (None if it did not: then stopped)."""
+    runroot = runtime / "run"
+    runroot.mkdir(parents=True, exist_ok=True)
+    (folder / "containers.conf").write_text(CONTAINERS_CONF.format(runtime=runtime))
     socket = folder / "podman.sock"
+    socket.unlink(missing_ok=True)
     url = f"unix://{socket}"
-    storage = ["--root", str(folder / "root"), "--runroot", str(folder / "runroot")]
     with open(folder / "service.log", "w") as log:
         process = subprocess.Popen(
-            ["podman", *storage, "system", "service", "--time=0", url],
+            ["podman", "--root", str(root), "--runroot", str(runroot), "system", "service", "--time=0", url],
             env={**os.environ, "CONTAINERS_CONF": str(folder / "containers.conf")},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own session: a Ctrl-C of pytest does not reach it, teardown stops it
         )
-    service = PodmanService(folder, process, url)
+    service = PodmanService(folder, root, runtime, process, url, kept=kept)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline and process.poll() is None:
         if socket.exists():
             with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-                service.client = docker.DockerClient(base_url=url, timeout=600)
-                if service.client.ping():
+                client = docker.DockerClient(base_url=url, timeout=600)
+                if client.ping():
+                    service.client = client
+                    service._remove_everything()  # what a session that died left in a kept storage
                     return service
         time.sleep(0.2)
     service.close()
-    pytest.fail(f"the podman service did not answer at {url} within {START_TIMEOUT:g} s:\n{service.log_tail()}")
+    return service
 
 
 @pytest.fixture(scope="session")
 def podman_service(tmp_path_factory) -> Iterator[PodmanService]:
-    """The session's private podman service."""
-    service = start_podman_service(tmp_path_factory.mktemp("podman"))
+    """The session's private podman service, on the suite's kept storage when it is free."""
+    service = start_podman_service(tmp_path_factory.mktemp("podman"), kept_storage())
     try:
         yield service
     finally:

@@ -1,5 +1,9 @@
-"""Runs of `dimster run` on the real `local` cluster as the run tests make them: a workload file
-from BASE plus keys, the CLI as a subprocess, and readers of the results bundle."""
+"""Runs of `dimster run` on the real clusters as the run tests make them: a workload file from BASE
+plus keys, the CLI as a subprocess, and readers of the results bundle.
+
+A run that only has to carry records ends on counts, not on a clock: `run_until` starts it detached,
+waits until a status condition holds (`received>=2000`) and stops it, so a slow machine takes longer
+but never makes a run carry fewer records than its test counts on."""
 
 import json
 import os
@@ -11,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from tests.conftest import REPO, dimster
+from tests.cli import REPO, dimster
 
 BASE = {
     "topics": 1,
@@ -46,6 +50,16 @@ def run_info(bundle: Path) -> dict:
 
 def table(bundle: Path, name: str):
     return pq.read_table(bundle / "metrics" / name).to_pandas()
+
+
+def events(bundle: Path, kind: str | None = None) -> list[dict]:
+    """The run's events (of one kind)."""
+    lines = (bundle / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if kind is None or e["event"] == kind]
+
+
+def modifications(bundle: Path) -> list[dict]:
+    return [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
 
 
 def run_to_end(tmp_path, name, summary=False, **keys) -> Path:
@@ -126,3 +140,60 @@ def scrape_samples(url: str) -> list:
 def scrape(url: str) -> dict[str, tuple[dict, float]]:
     """A Prometheus endpoint's samples: name -> (labels, value) of one series of each name."""
     return {s.name: (s.labels, s.value) for s in scrape_samples(url)}
+
+
+def start_detached(
+    tmp_path: Path, name: str, env: str = "local", cli_env: dict[str, str] | None = None, summary: bool = False, **keys
+) -> Path:
+    """A run of BASE with `keys` (durationSeconds 0 unless given) on `env`, started with --detach: its
+    bundle, once load flows."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    workload = write_workload(tmp_path, name, **{"durationSeconds": 0, **keys})
+    extra = [] if summary else ["--no-summary"]
+    started = dimster(
+        "run", env, "-w", str(workload), "--detach", "--json", "--results", str(tmp_path / "results"), *extra,
+        env=cli_env,
+    )  # fmt: skip
+    assert started.code == 0, started.stderr + started.stdout
+    return Path(json.loads(started.stdout)["results"])
+
+
+def stop(env: str = "local", cli_env: dict[str, str] | None = None) -> None:
+    result = dimster("stop", env, env=cli_env)
+    assert result.code == 0, result.stderr + result.stdout
+
+
+def run_until(
+    tmp_path: Path,
+    name: str,
+    until: str,
+    env: str = "local",
+    cli_env: dict[str, str] | None = None,
+    summary: bool = False,
+    timeout: int = 120,
+    **keys,
+) -> Path:
+    """A run that ends on counts: started detached, stopped once `until` holds (producers stop,
+    consumers drain, as at the end of a duration). Its bundle, the run ended."""
+    bundle = start_detached(tmp_path, name, env, cli_env, summary, **keys)
+    try:
+        result = dimster("wait", env, "--until", until, "--timeout", str(timeout), "--every", "0.25", env=cli_env)
+        assert result.code == 0, result.stderr + result.stdout
+    finally:
+        dimster("stop", env, env=cli_env)
+    assert run_info(bundle)["status"] == "completed", run_info(bundle).get("failure")
+    return bundle
+
+
+def modify(*sets: str, env: str = "local") -> dict:
+    """`dimster run ENV --modify --set ...` of the running run, which must apply: its JSON answer."""
+    result = dimster("run", env, "--modify", "--json", "--set", *sets)
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def no_loss(info: dict) -> None:
+    """A completed run whose every record was received once."""
+    totals = info["totals"]
+    assert info["status"] == "completed", info.get("failure")
+    assert totals["lost"] == 0 and totals["duplicates"] == 0 and totals["sent"] == totals["received"] > 0, totals

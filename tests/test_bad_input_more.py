@@ -15,19 +15,8 @@ from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import ClusterError
 from dimster.kafka.distribution import kafka_distribution, run_helper, version_home
 from dimster.kafka.jmx_exporter import agent_jar
-from tests.conftest import dimster, spare_ports_yaml, write_environment
-from tests.test_summary import synthetic_run
-
-
-def one_error_line(result, *fragments: str, code: int = 2) -> str:
-    """The one line stderr holds: `dimster: error: ...` with every fragment, and the exit code."""
-    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("dimster: error:"), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    assert result.code == code, result.stderr
-    return lines[0]
+from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
+from tests.synthetic import synthetic_run
 
 
 # ---- input files ----------------------------------------------------------------------------------
@@ -58,12 +47,15 @@ def test_corrupt_cluster_state_file(project, state_dir):
 
 @pytest.mark.spark
 def test_corrupt_run_json_is_summarized_with_a_note_and_spark_stays_quiet(tmp_path):
+    """`dimster summarize` whole, with a Spark of its own: the suite's one such summary of a run folder."""
     synthetic_run(tmp_path, seconds=3)
     (tmp_path / "run.json").write_text('{"run_id": "r", "sta')
     result = dimster("summarize", str(tmp_path))
     assert result.code == 0, result.stderr
     summary = json.loads((tmp_path / "summary" / "summary.json").read_text())
     assert "run.json is unreadable: versions, totals and status unknown" in summary["notes"]
+    assert summary["throughput"]["seconds"] == 3
+    assert "note: run.json is unreadable" in result.stdout  # the notes are said, not only written
     # Spark's JVM writes to the run's log, not to the user's console
     assert result.stderr == "", result.stderr
     assert "incubator" not in result.stdout and "log level" not in result.stdout

@@ -1,10 +1,10 @@
 """The suite runs beside a user's clusters of the shipped profiles and never touches them: while a
 cluster of the shipped `local` profile is up on its own ports (19092+), the session's `local` profile
-comes up, runs a workload and goes down, and the shipped-port cluster is still there, unchanged."""
+is up on its own ports, runs a workload and goes down (the next test that asks for it brings it up
+again), and the shipped-port cluster is still there, unchanged."""
 
 import json
 import shutil
-from pathlib import Path
 
 import psutil
 import pytest
@@ -12,7 +12,7 @@ import yaml
 
 from dimster.environment import EnvironmentProfile, parse_profile
 from tests.conftest import REPO, dimster, port_is_free, without_data_dir
-from tests.runs import run_to_end
+from tests.runs import run_info, run_until
 
 pytestmark = pytest.mark.kafka
 
@@ -62,21 +62,18 @@ def shipped_local_cluster(tmp_path):
                 psutil.Process(pid).kill()
 
 
-def test_the_suite_runs_beside_a_shipped_local_cluster(shipped_local_cluster, tmp_path):
+def test_the_suite_runs_beside_a_shipped_local_cluster(shipped_local_cluster, tmp_path, local_cluster):
     shipped, ports, shipped_env = shipped_local_cluster
     before = listeners(ports)
     if shipped_env:
         started = json.loads(dimster("cluster", "status", "local", "--json", env=shipped_env).stdout)
         assert started["healthy"]
 
-    ours = dimster("cluster", "up", "local")  # the session's `local`: its own ports and state folder
-    assert ours.code == 0, ours.stderr
-    status = json.loads(dimster("cluster", "status", "local", "--json").stdout)
-    assert status["healthy"]
-    assert not set(status["bootstrap_servers"].split(",")) & set(shipped.bootstrap_servers.split(","))
-    (tmp_path / "run").mkdir()
-    bundle = run_to_end(tmp_path / "run", "beside", durationSeconds=5, warmupSeconds=1)
-    assert json.loads(Path(bundle, "run.json").read_text())["totals"]["lost"] == 0
+    status = json.loads(dimster("cluster", "status", "local", "--json").stdout)  # the session's own
+    assert status["healthy"] and status["bootstrap_servers"] == local_cluster
+    assert not set(local_cluster.split(",")) & set(shipped.bootstrap_servers.split(","))
+    bundle = run_until(tmp_path / "run", "beside", "received>=500", warmupSeconds=0)
+    assert run_info(bundle)["totals"]["lost"] == 0
     assert dimster("cluster", "down", "local").code == 0
 
     assert listeners(ports) == before  # the same processes hold the shipped ports

@@ -19,7 +19,7 @@ from dimster.pipeline.campaign_summary import mode_fields, summarize_campaign
 from dimster.report.campaign_page import write_campaign_page
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
-from tests.test_summary import START, exact_percentile
+from tests.synthetic import START, exact_percentile
 
 MODE_KEY = "kafkaConfig.shareConsumerConfig.share.acquire.mode"
 SIZE = 200  # bytes per message
@@ -158,11 +158,10 @@ def offline_problems(html: str) -> list[str]:
 
 
 @pytest.mark.spark
-def test_campaign_summary_and_page(tmp_path, own_spark):
+def test_campaign_summary_and_page(tmp_path, spark):
     samples = write_campaign(tmp_path)
-    summary = summarize_campaign(tmp_path, "local[2]")
+    summary = summarize_campaign(tmp_path, spark)
     out = tmp_path / "campaign" / "summary"
-    assert (tmp_path / "campaign" / "logs" / "spark.log").is_file()
 
     # per run: the measured phase only (the warm-up second has 10x the load and 50x slower records)
     runs = pd.read_parquet(out / "runs.parquet")
@@ -268,12 +267,12 @@ def test_campaign_summary_and_page(tmp_path, own_spark):
 
 
 @pytest.mark.spark
-def test_spark_failure_is_one_error_line(tmp_path, own_spark):
+def test_spark_failure_is_one_error_line(tmp_path, spark):
     write_campaign(tmp_path)
     broken = tmp_path / "levers-2-1" / "metrics" / "intervals" / "part-00000.parquet"
     broken.write_bytes(b"not parquet at all, but long enough to have a footer-sized tail")
     with pytest.raises(DimsterError) as raised:
-        summarize_campaign(tmp_path, "local[1]")
+        summarize_campaign(tmp_path, spark)
     message = str(raised.value)
     assert message.startswith(f"Spark could not summarize the campaign {tmp_path}: ")
     assert "\n" not in message

@@ -13,7 +13,7 @@ from dimster.coordinator.topology import build_topology, place, pools, worker_ve
 from dimster.errors import DimsterError
 from dimster.workload.model import parse_workload
 from tests.conftest import dimster
-from tests.runs import BASE, only_bundle, run_info, summarized, table, write_workload
+from tests.runs import BASE, only_bundle, run_info, summarized, table, wait, write_workload
 
 CLUSTER = "4.3.1"
 GROUPS = {"consumerType": "CONSUMER_GROUP", "clientLibrary": "java"}
@@ -125,16 +125,18 @@ def test_a_version_maven_central_does_not_have_is_one_line():
 @pytest.mark.kafka
 def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_path, project, spark):
     """The consumers run kafka-clients 2.3.1 in one worker's JVM, the producers the cluster's 4.3.1 in
-    the other's; every record produced is consumed once, by the old clients."""
-    path = write_workload(
-        tmp_path, "versions", **GROUPS, clientVersion={"consumer": "2.3.1"}, durationSeconds=8, warmupSeconds=0
-    )
+    the other's; every record produced is consumed once, by the old clients. An all-Java consumer
+    group: both fill the statistics columns, and the summary's ratios come from their metrics alone."""
+    path = write_workload(tmp_path, "versions", **GROUPS, clientVersion={"consumer": "2.3.1"}, durationSeconds=0)
     env = {"DIMSTER_PROJECT_DIR": str(project), "DIMSTER_CLIENT_JVM_OPTS": "-Ddimster.client.log.level=INFO"}
     results = tmp_path / "results"
-    result = dimster(
-        "run", "local", "-w", str(path), "--results", str(results), "--no-summary", "--workers", "2", env=env
-    )
-    assert result.code == 0, result.stderr + result.stdout
+    command = ["run", "local", "-w", str(path), "--results", str(results), "--no-summary", "--workers", "2"]
+    started = dimster(*command, "--detach", env=env)
+    assert started.code == 0, started.stderr + started.stdout
+    try:  # 12 s of load: the Java clients report their statistics every 5 s, twice in the measured phase
+        wait("received>=3000 and elapsedSeconds>=12")
+    finally:
+        dimster("stop", "local")
     bundle = only_bundle(results)
     info = run_info(bundle)
     assert yaml.safe_load((bundle / "environment.yaml").read_text())["workers"] == 2  # local.yaml says 1
@@ -142,6 +144,10 @@ def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_pa
     assert yaml.safe_load((bundle / "workload.yaml").read_text())["clientVersion"]["consumer"] == "2.3.1"
     totals = info["totals"]
     assert totals["received"] == totals["sent"] > 1_000 and totals["lost"] == totals["duplicates"] == 0
+    stats = table(bundle, "client_stats")
+    producers, consumers = stats[stats.role == "producer"], stats[stats.role == "consumer"]
+    assert producers.tx_msgs.max() > 0 and producers.batch_records_avg.max() > 0
+    assert consumers.rx_bytes.max() > 0 and consumers.requests_fetch.max() > 0
     intervals = table(bundle, "intervals")
     workers = intervals.groupby("role").worker.unique()
     [consumer_worker], [producer_worker] = workers["consumer"], workers["producer"]
@@ -151,7 +157,12 @@ def test_a_2_3_consumer_group_and_4_3_producers_in_one_run_on_two_workers(tmp_pa
     assert f"Kafka version: {CLUSTER}" in logs[producer_worker] and "2.3.1" not in logs[producer_worker]
     summary = summarized(bundle, spark)
     assert f"producer {CLUSTER}, consumer 2.3.1" in (bundle / "report.html").read_text()  # the Clients panel
+    ratios = summary["client_stats"]
+    assert ratios["producer_batch_records_avg"] >= 1 and ratios["consumer_fetch_requests"] > 0
+    assert ratios["records_per_fetch"] > 0 and ratios["rx_bytes_per_consumed_byte"] > 0
+    for worker in (consumer_worker, producer_worker):
+        assert "Traceback" not in (bundle / "logs" / f"worker-{worker}.log").read_text()
     # the Java producers' own queue time and request latency, in ms: within their records' publish latency
-    ratios, publish_max = summary["client_stats"], summary["latency_ms"]["publish"]["max"]
+    publish_max = summary["latency_ms"]["publish"]["max"]
     assert 0 < ratios["producer_queue_time_ms_avg"] <= publish_max
     assert 0 < ratios["producer_request_latency_ms_avg"] <= publish_max

@@ -1,6 +1,7 @@
-"""The `local` environment on the real Apache Kafka: lifecycle, records, share groups. Each test
-stands alone: the `local_cluster` fixture brings the cluster up (or reuses it), and the module takes
-it down at its end."""
+"""The `local` environment on the real Apache Kafka: lifecycle, records, share groups. The tests share
+the session's warm `local` (the `local_cluster` fixture brings it up or reuses it) through topics and
+groups of their own; the lifecycle of a node killed behind dimster's back, and `down`, play out on a
+one-node cluster of the test's own."""
 
 import json
 import subprocess
@@ -15,28 +16,14 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
 from dimster.kafka.admin import wait_until_partitions_serve
 from dimster.kafka.distribution import kafka_distribution
-from tests.conftest import dimster, our_java_processes
+from tests.conftest import dimster, our_java_processes, spare_ports_yaml, write_environment
 from tests.kafka_clients import consume_group, consume_share_group, create_topic, produce_numbers
 
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture(scope="module")
-def local_down_afterwards():
-    yield
-    assert dimster("cluster", "down", "local").code == 0
-
-
-@pytest.fixture
-def local_cluster(local_down_afterwards) -> str:
-    """The bootstrap servers of the session's `local` cluster, up (started or reused) for this test."""
-    result = dimster("cluster", "up", "local")
-    assert result.code == 0, result.stderr
-    return load_environment("local").bootstrap_servers
-
-
-def status_json(env: str = "local") -> dict:
-    result = dimster("cluster", "status", env, "--json")
+def status_json(env: str = "local", cli_env: dict[str, str] | None = None) -> dict:
+    result = dimster("cluster", "status", env, "--json", env=cli_env)
     return {"code": result.code, **json.loads(result.stdout)}
 
 
@@ -101,16 +88,14 @@ def test_up_again_reuses_the_running_cluster(local_cluster):
     assert [n["pid"] for n in status_json()["nodes"]] == before
 
 
-def test_ten_thousand_records_round_trip(local_cluster):
+def test_ten_thousand_records_round_trip_through_a_consumer_group_and_once_each_through_a_share_group(
+    local_cluster,
+):
     topic = create_topic(local_cluster, partitions=3)
     produce_numbers(local_cluster, topic, 10_000)
     values = consume_group(local_cluster, topic, 10_000)
     assert sorted(int(v) for v in values) == list(range(10_000))
 
-
-def test_share_group_of_three_receives_every_record_exactly_once(local_cluster):
-    topic = create_topic(local_cluster, partitions=3)
-    produce_numbers(local_cluster, topic, 10_000)
     members = []
     values, _ = consume_share_group(
         local_cluster,
@@ -133,23 +118,34 @@ def test_logs_show_the_broker_log(local_cluster):
     assert result.stdout.count("[1] ") == 5
 
 
-def test_stale_state_is_detected_and_cleaned(local_cluster, state_dir):
-    [node] = status_json()["nodes"]
-    psutil.Process(node["pid"]).kill()
-    psutil.Process(node["pid"]).wait(30)
-    assert status_json()["code"] == 1  # unhealthy: the recorded process is gone
-    result = dimster("cluster", "up", "local")
-    assert result.code == 0, result.stderr
-    assert "stale state" in result.stderr
-    status = status_json()
-    assert status["healthy"] and status["nodes"][0]["pid"] != node["pid"]
+def test_a_node_killed_behind_dimsters_back_is_stale_state_and_down_stops_every_node(project):
+    env, cli_env = "lifecycle", {"DIMSTER_PROJECT_DIR": str(project)}
+    write_environment(project, env, f"backend: local\nnodes: 1\nheap: 512m\nhost: 127.0.0.1\n{spare_ports_yaml(1)}")
+    try:
+        assert dimster("cluster", "up", env, env=cli_env).code == 0
+        cluster_dir = load_environment_of(project, env).cluster_dir
+        [node] = status_json(env, cli_env)["nodes"]
+        psutil.Process(node["pid"]).kill()
+        psutil.Process(node["pid"]).wait(30)
+        assert status_json(env, cli_env)["code"] == 1  # unhealthy: the recorded process is gone
+        result = dimster("cluster", "up", env, env=cli_env)
+        assert result.code == 0, result.stderr
+        assert "stale state" in result.stderr
+        status = status_json(env, cli_env)
+        assert status["healthy"] and status["nodes"][0]["pid"] != node["pid"]
+
+        pids = [n["pid"] for n in status["nodes"]]
+        result = dimster("cluster", "down", env, env=cli_env)
+        assert result.code == 0 and "stopped 1 node" in result.stdout
+        assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+        assert not our_java_processes(cluster_dir)
+        assert status_json(env, cli_env)["code"] == 1
+        assert dimster("cluster", "down", env, env=cli_env).stdout.strip() == f"'{env}': nothing was running"
+    finally:
+        dimster("cluster", "down", env, env=cli_env)
 
 
-def test_down_stops_every_node(local_cluster, state_dir):
-    pids = [n["pid"] for n in status_json()["nodes"]]
-    result = dimster("cluster", "down", "local")
-    assert result.code == 0 and "stopped 1 node" in result.stdout
-    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
-    assert not our_java_processes(state_dir)
-    assert status_json()["code"] == 1
-    assert dimster("cluster", "down", "local").stdout.strip() == "'local': nothing was running"
+def load_environment_of(project, env: str):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DIMSTER_PROJECT_DIR", str(project))
+        return load_environment(env)

@@ -18,7 +18,7 @@ from tests.runs import only_bundle, run_info, table, write_workload
 pytestmark = pytest.mark.kafka
 
 AGENT_PORT = 7700
-SKEW = 0.3  # seconds the skewed agent's clock is ahead
+SKEW = 2.0  # seconds the skewed agent's clock is ahead
 # A killed share consumer's records come back after the lock duration, its membership goes after the
 # session timeout: short here so that the run after a loss stays short.
 SHARE_OVERRIDES = {
@@ -93,36 +93,37 @@ ONE_EACH = {"producersPerTopic": 1, "consumersPerGroup": 1, "partitionsPerTopic"
             "warmupSeconds": 2, "durationSeconds": 8}  # fmt: skip
 
 
-def test_a_run_across_two_namespaces_and_a_skewed_clock_corrected(setting, tmp_path):
+def test_a_run_across_two_namespaces_with_java_clients_and_a_skewed_clock_corrected(setting, tmp_path):
+    """The producer lands on worker 0 (first namespace), the consumer on worker 1 (second namespace),
+    whose clock runs SKEW ahead; both run Kafka's Java clients of the cluster's version, each agent
+    from its own cache."""
     profile = agents_profile(setting, "dagents")
-    # the producer lands on worker 0 (first namespace), the consumer on worker 1 (second namespace)
-    with agent(setting, 0, "plain"), agent(setting, 1, "plain"):
-        plain, plain_bundle = run(setting, profile, tmp_path / "plain", "plain", **ONE_EACH)
-    assert plain.code == 0, plain.stderr + plain.stdout
-    info = run_info(plain_bundle)
+    with agent(setting, 0, "skewed"), agent(setting, 1, "skewed", skew=SKEW):
+        result, bundle = run(setting, profile, tmp_path, "skewed", clientLibrary="java", **ONE_EACH)
+    assert result.code == 0, result.stderr + result.stdout
+    info = run_info(bundle)
     totals = info["totals"]
     assert info["status"] == "completed" and totals["lost"] == 0
     assert totals["sent"] == totals["acked"] == totals["received"] > 0
     assert [w["address"].split(":")[0] for w in info["workers"]] == [a for _, a in setting["net"].hosts]
-    for index in (0, 1):  # each agent's worker log came back into the bundle
-        assert (plain_bundle / "logs" / f"worker-{index}.log").is_file()
-    assert all(abs(o["offset_ms"]) < 5 and o["samples"] >= 5 for o in info["clock_offsets"].values())
-
-    with agent(setting, 0, "skewed"), agent(setting, 1, "skewed", skew=SKEW):
-        skewed, skewed_bundle = run(setting, profile, tmp_path / "skewed", "skewed", **ONE_EACH)
-    assert skewed.code == 0, skewed.stderr + skewed.stdout
-    skewed_info = run_info(skewed_bundle)
-    assert skewed_info["totals"]["lost"] == 0
-    offsets = skewed_info["clock_offsets"]
-    assert abs(offsets["0"]["offset_ms"]) < 5
-    assert offsets["1"]["offset_ms"] == pytest.approx(SKEW * 1000, abs=5)
-    # uncorrected, the consumer's clock would add the whole skew to every end-to-end latency
-    plain_p50, skewed_p50 = info["e2e_ms"]["p50"], skewed_info["e2e_ms"]["p50"]
-    assert abs(skewed_p50 - plain_p50) < SKEW * 1000 / 10, (plain_p50, skewed_p50)
+    assert set(table(bundle, "intervals")["library"]) == {"java"}
+    for index in (0, 1):  # each agent's worker log and its Java clients' log came back into the bundle
+        assert (bundle / "logs" / f"worker-{index}.log").is_file()
+        assert (bundle / "logs" / f"worker-{index}.java.log").is_file()
+    # The offsets are measured, not assumed: agent 1's clock is found SKEW ahead, agent 0's not. Within a
+    # quarter of the skew: the estimate's error is half a round trip on the test's own bridge.
+    offsets = info["clock_offsets"]
+    assert all(offset["samples"] >= 5 for offset in offsets.values()), offsets
+    assert abs(offsets["0"]["offset_ms"]) < SKEW * 1000 / 4
+    assert offsets["1"]["offset_ms"] == pytest.approx(SKEW * 1000, abs=SKEW * 1000 / 4)
+    # Uncorrected, the consumer's clock would add the whole skew to every end-to-end latency.
+    assert info["e2e_ms"]["p50"] < SKEW * 1000 / 2, info["e2e_ms"]
 
 
+# A lost agent's last settled records never reach the coordinator (in doubt): the drain cannot empty
+# the backlog and waits out its time-out, a short one here.
 LOSS = {"producersPerTopic": 2, "consumersPerGroup": 2, "partitionsPerTopic": 2, "producerRate": 200,
-        "warmupSeconds": 1, "durationSeconds": 14, "drainTimeoutSeconds": 20}  # fmt: skip
+        "warmupSeconds": 1, "durationSeconds": 10, "drainTimeoutSeconds": 8}  # fmt: skip
 
 
 def run_and_kill_agent_1(setting, profile: str, tmp_path, name: str):
@@ -181,18 +182,3 @@ def test_with_continue_a_lost_agents_clients_go_on_elsewhere_and_nothing_is_lost
     [replaced] = [e for e in events(bundle) if e["event"] == "clients_replaced"]
     assert replaced["lost"] == ["c0", "c1"] and replaced["new"] == {"c2": 0, "c3": 0}
     assert "go on as c2 on worker 0, c3 on worker 0" in output
-
-
-def test_java_clients_on_an_agent_use_the_runs_kafka_version(setting, tmp_path):
-    """clientLibrary java on agents: each agent starts Kafka's Java clients of the cluster's version
-    from its own cache (fetched there when missing)."""
-    profile = agents_profile(setting, "djava")
-    with agent(setting, 0, "java"), agent(setting, 1, "java"):
-        result, bundle = run(setting, profile, tmp_path, "javaagents", clientLibrary="java", **ONE_EACH)
-    assert result.code == 0, result.stderr + result.stdout
-    info = run_info(bundle)
-    assert info["status"] == "completed" and info["totals"]["lost"] == 0
-    assert info["totals"]["sent"] == info["totals"]["received"] > 0
-    assert set(table(bundle, "intervals")["library"]) == {"java"}
-    for index in (0, 1):  # the Java clients' own log came back from each agent
-        assert (bundle / "logs" / f"worker-{index}.java.log").is_file()

@@ -1,7 +1,8 @@
 """The `docker` backend for real, on the session's private podman service (its Docker-compatible API)
 with dimster's locally built Kafka image: a three-node cluster comes up healthy, records round trip,
 a read-only redeploy during a run recreates the containers one at a time and loses nothing, `down`
-removes exactly what dimster created. The tests of this module run in order on one cluster."""
+removes exactly what dimster created. The tests share one cluster, brought up (or reused) by the
+`docker_cluster` fixture; the one that takes it down leaves the next to bring it up again."""
 
 import json
 import secrets
@@ -73,6 +74,14 @@ def docker_env(tmp_path_factory, scratch_project, podman_service, dimster_images
     environment.cli("cluster", "down", ENV, "--purge")
 
 
+@pytest.fixture
+def docker_cluster(docker_env) -> DockerEnv:
+    """The module's cluster up (started, or reused as it mostly is) for this test."""
+    result = docker_env.cli("cluster", "up", ENV)
+    assert result.code == 0, result.stderr
+    return docker_env
+
+
 def test_three_node_containers_come_up_healthy_with_labels_volumes_and_logs(docker_env):
     result = docker_env.cli("cluster", "up", ENV, "--json")
     assert result.code == 0, result.stderr
@@ -90,32 +99,32 @@ def test_three_node_containers_come_up_healthy_with_labels_volumes_and_logs(dock
     assert logs.code == 0 and len(lines) == 5 and all(line.startswith("[2] ") for line in lines)
 
 
-def test_ten_thousand_records_round_trip(docker_env):
-    bootstrap = docker_env.status()["bootstrap_servers"]
+def test_ten_thousand_records_round_trip(docker_cluster):
+    bootstrap = docker_cluster.status()["bootstrap_servers"]
     topic = create_topic(bootstrap, partitions=3, replication=3)
     produce_numbers(bootstrap, topic, 10_000)
     values = consume_group(bootstrap, topic, 10_000)
     assert sorted(int(v) for v in values) == list(range(10_000))
 
 
-def test_a_dynamic_change_goes_through_the_admin_api_and_keeps_the_containers(docker_env):
-    before = docker_env.containers()
-    bootstrap = docker_env.status()["bootstrap_servers"]
+def test_a_dynamic_change_goes_through_the_admin_api_and_keeps_the_containers(docker_cluster):
+    before = docker_cluster.containers()
+    bootstrap = docker_cluster.status()["bootstrap_servers"]
     size = int(broker_config(bootstrap, 3, "message.max.bytes")) + 1000
-    set_broker_config(docker_env.project, "message.max.bytes", size)
-    result = docker_env.cli("cluster", "redeploy", ENV, "--json")
+    set_broker_config(docker_cluster.project, "message.max.bytes", size)
+    result = docker_cluster.cli("cluster", "redeploy", ENV, "--json")
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report == {"dynamic": {"message.max.bytes": str(size)}, "restarted": {}, "restarted_nodes": []}
-    assert docker_env.containers() == before  # the same containers, not recreated
+    assert docker_cluster.containers() == before  # the same containers, not recreated
     deadline = time.monotonic() + 30  # a cluster-wide value reaches each broker through the metadata log
     while {broker_config(bootstrap, b, "message.max.bytes") for b in (1, 2, 3)} != {str(size)}:
         assert time.monotonic() < deadline, "the new message.max.bytes did not reach every broker"
         time.sleep(0.5)
 
 
-def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and_loses_nothing(docker_env, tmp_path):
-    before = docker_env.containers()
+def test_a_read_only_redeploy_under_load_recreates_one_container_at_a_time_and_loses_nothing(docker_cluster, tmp_path):
+    before = docker_cluster.containers()
     workload = write_workload(
         tmp_path,
         "docker-redeploy",
@@ -126,7 +135,7 @@ def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and
         durationSeconds=0,
         reportIntervalSeconds=2,
     )
-    started = docker_env.cli(
+    started = docker_cluster.cli(
         "run", ENV, "-w", str(workload), "--detach", "--json", "--no-summary", "--results", str(tmp_path / "results")
     )
     assert started.code == 0, started.stderr
@@ -134,9 +143,9 @@ def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and
     wait("elapsedSeconds>3 and received>0", env=ENV)
 
     set_broker_config(
-        docker_env.project, "group.share.record.lock.duration.ms", 20000
+        docker_cluster.project, "group.share.record.lock.duration.ms", 20000
     )  # read-only: every node restarts
-    redeploy = docker_env.cli("cluster", "redeploy", ENV, "--json")
+    redeploy = docker_cluster.cli("cluster", "redeploy", ENV, "--json")
     assert redeploy.code == 0, redeploy.stderr
     report = json.loads(redeploy.stdout)
     assert report["restarted"] == {"group.share.record.lock.duration.ms": "20000"}
@@ -145,13 +154,13 @@ def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and
     assert [line.split(":")[0] + ":" + line.split(":")[1].split()[0] for line in steps] == [
         f"node {n}:{step}" for n in (1, 2, 3) for step in ("stopping", "up")
     ]  # one node at a time: the next stops only once the last is back
-    after = docker_env.containers()
+    after = docker_cluster.containers()
     assert sorted(after) == sorted(before) and not set(after.values()) & set(before.values())  # all recreated
     for container_id in after.values():  # a restarted node runs Kafka at once: its volume is formatted
-        assert b"already formatted" not in docker_env.client.containers.get(container_id).logs()
+        assert b"already formatted" not in docker_cluster.client.containers.get(container_id).logs()
 
     wait(f"received>{status(ENV)['received'] + 900}", timeout=120, env=ENV)
-    assert docker_env.cli("stop", ENV).code == 0
+    assert docker_cluster.cli("stop", ENV).code == 0
     info = json.loads((bundle / "run.json").read_text())
     assert info["status"] == "completed" and info["brokers"] == [1, 2, 3]
     assert info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["acked"] > 0
@@ -166,8 +175,8 @@ def test_a_read_only_redeploy_during_a_run_recreates_one_container_at_a_time_and
     assert sorted(p.name for p in (bundle / "logs").glob("broker-*.log")) == [f"broker-{n}.log" for n in (1, 2, 3)]
 
 
-def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_after_the_run(docker_env, tmp_path):
-    profile_file = docker_env.project / "run/environments" / f"{ENV}.yaml"
+def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_after_the_run(docker_cluster, tmp_path):
+    profile_file = docker_cluster.project / "run/environments" / f"{ENV}.yaml"
     profile = yaml.safe_load(profile_file.read_text())
     profile_file.write_text(yaml.safe_dump({**profile, "workers": {"docker": 2}}))
     try:
@@ -175,7 +184,7 @@ def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_
             tmp_path, "docker-workers", consumersPerGroup=2, warmupSeconds=1, durationSeconds=6, reportIntervalSeconds=2
         )
         results = tmp_path / "results"
-        result = docker_env.cli("run", ENV, "-w", str(workload), "--no-summary", "--results", str(results))
+        result = docker_cluster.cli("run", ENV, "-w", str(workload), "--no-summary", "--results", str(results))
         assert result.code == 0, result.stderr + result.stdout
     finally:
         profile_file.write_text(yaml.safe_dump(profile))
@@ -189,23 +198,23 @@ def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_
     agents = [e for e in events if e["event"] == "agent_connected"]
     assert len(agents) == 2 and all(e["address"].startswith("127.0.0.1:") for e in agents)
     assert sorted(p.name for p in (bundle / "logs").glob("worker-*.log")) == ["worker-0.log", "worker-1.log"]
-    leftovers = docker_env.client.containers.list(all=True, filters={"label": "io.dimster.role=worker"})
+    leftovers = docker_cluster.client.containers.list(all=True, filters={"label": "io.dimster.role=worker"})
     assert leftovers == []  # removed at the end of the run
-    assert sorted(docker_env.containers()) == [f"dimster-{ENV}-node-{i}" for i in (1, 2, 3)]
+    assert sorted(docker_cluster.containers()) == [f"dimster-{ENV}-node-{i}" for i in (1, 2, 3)]
 
 
-def test_the_run_token_reaches_agent_containers_only_through_their_tmpfs(docker_env, monkeypatch):
+def test_the_run_token_reaches_agent_containers_only_through_their_tmpfs(docker_cluster, monkeypatch):
     from dimster.cluster.docker import DockerCluster
     from dimster.containers.workers import TOKEN_DIR, WorkerContainers
     from dimster.environment import load_environment
 
-    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(docker_env.project))
+    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(docker_cluster.project))
     profile = load_environment(ENV).model_copy(update={"workers": DockerWorkers(docker=1)})
     pool = WorkerContainers(DockerCluster(profile), "token-check", progress=lambda _line: None)
     try:
         [address] = pool.start()
         [container] = pool.containers
-        config = docker_env.client.api.inspect_container(container.id)
+        config = docker_cluster.client.api.inspect_container(container.id)
         assert pool.token not in json.dumps(config)  # not in its environment, command, labels or mounts
         assert container.exec_run(["cat", f"{TOKEN_DIR}/token"]).output.decode().strip() == pool.token
         mounts = container.exec_run(["cat", "/proc/mounts"]).output.decode().splitlines()
@@ -214,24 +223,24 @@ def test_the_run_token_reaches_agent_containers_only_through_their_tmpfs(docker_
         assert status.code == 0 and json.loads(status.stdout)["up"], status.stderr
     finally:
         pool.remove()
-    assert docker_env.client.containers.list(all=True, filters={"label": "io.dimster.role=worker"}) == []
+    assert docker_cluster.client.containers.list(all=True, filters={"label": "io.dimster.role=worker"}) == []
 
 
-def test_down_removes_exactly_what_dimster_created_and_purge_the_volumes(docker_env, dimster_images):
-    client = docker_env.client
+def test_down_removes_exactly_what_dimster_created_and_purge_the_volumes(docker_cluster, dimster_images):
+    client = docker_cluster.client
     foreign_volume = client.volumes.create("not-dimsters")
     foreign = client.containers.create(dimster_images.kafka, ["true"], name="not-dimsters")
     try:
-        down = docker_env.cli("cluster", "down", ENV)
+        down = docker_cluster.cli("cluster", "down", ENV)
         assert down.code == 0 and "stopped 3 node(s)" in down.stdout, down.stderr
-        assert docker_env.containers() == {}
-        assert len(docker_env.volumes()) == 3  # data is kept without --purge
+        assert docker_cluster.containers() == {}
+        assert len(docker_cluster.volumes()) == 3  # data is kept without --purge
         assert not client.networks.list(filters={"label": f"{LABEL}={ENV}"})
-        assert docker_env.cli("cluster", "status", ENV).code == 1
+        assert docker_cluster.cli("cluster", "status", ENV).code == 1
 
-        purge = docker_env.cli("cluster", "down", ENV, "--purge")
+        purge = docker_cluster.cli("cluster", "down", ENV, "--purge")
         assert purge.code == 0, purge.stderr
-        assert docker_env.volumes() == []
+        assert docker_cluster.volumes() == []
         assert client.containers.get("not-dimsters").id == foreign.id  # what dimster did not create stays
         assert client.volumes.get("not-dimsters").name == foreign_volume.name
     finally:

@@ -20,9 +20,8 @@ from dimster.errors import ClusterError
 from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
 from dimster.workload.model import parse_workload
-from tests.conftest import dimster, spare_ports_yaml, write_environment
+from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
 from tests.netns import unused_subnet
-from tests.test_bad_input_more import one_error_line
 
 pytestmark = pytest.mark.unit
 

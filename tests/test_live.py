@@ -1,5 +1,5 @@
-"""Live tuning of a running workload from a second terminal, as scripts do it: detached runs,
-status, modifications, waits, broker redeploys under load, stop."""
+"""Live tuning of a running workload from a second terminal, as scripts do it: detached runs, status,
+modifications, waits, faults and broker redeploys under load, stop. Every run ends on counts."""
 
 import json
 import os
@@ -11,167 +11,108 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import REPO, dimster, set_broker_config
-from tests.runs import status, wait
+from tests.conftest import REPO, dimster, set_broker_config, spare_ports_yaml, write_environment
+from tests.runs import (
+    events,
+    modifications,
+    modify,
+    no_loss,
+    run_info,
+    start_detached,
+    status,
+    stop,
+    wait,
+)
 
 pytestmark = pytest.mark.kafka
 
-WORKLOAD = {
-    "name": "live",
-    "topics": 1,
+LIVE = {
     "partitionsPerTopic": 3,
-    "messageSize": 256,
     "producersPerTopic": 1,
     "producerRate": 300,
-    "groupsPerTopic": 1,
     "consumersPerGroup": 3,
     "warmupSeconds": 0,
     "durationSeconds": 0,
     "reportIntervalSeconds": 2,
-    "drainTimeoutSeconds": 30,
-    "kafkaConfig": {"producerConfig": {"linger.ms": 5}},
 }
+REFUSED = (
+    (["producerRate=500", "partitionsPerTopic=1"], "partitionsPerTopic can only grow"),
+    (["producerRate=500", "consumerType=CONSUMER_GROUP"], "'consumerType' cannot change during a run"),
+    (["producerRate=500", "kafkaConfig.producerConfig.lingr.ms=5"], 'No such configuration property: "lingr.ms"'),
+    (["producerRate=500", "consumerProcMsMin=9", "consumerProcMsMax=1"], "consumerProcMsMax (1.0) is below"),
+    (["producerRat=500"], "unknown key 'producerRat' (did you mean 'producerRate'?)"),
+    (["kafkaConfig.shareConsumerConfig.share.acquire.mode=record_limit"], "not supported by librdkafka"),
+)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_cluster_down_afterwards():
-    yield
-    dimster("stop", "local")
-    assert dimster("cluster", "down", "local").code == 0
+def more_received(count: int, env: str = "local", timeout: int = 90) -> None:
+    wait(f"received>{status(env)['received'] + count}", timeout=timeout, env=env)
 
 
-@pytest.fixture(params=["run", "cluster up"])
-def local_started_by(request, project) -> str:
-    """Who starts the `local` cluster under the test's run: the run itself (the cluster is down
-    before it; seed 001's workflow) or an earlier `dimster cluster up`. Redeploying must work either way."""
-    env = {"DIMSTER_PROJECT_DIR": str(project)}
-    dimster("stop", "local")
-    assert dimster("cluster", "down", "local", env=env).code == 0
-    if request.param == "cluster up":
-        up = dimster("cluster", "up", "local", env=env)
-        assert up.code == 0, up.stderr
-    else:
-        assert dimster("cluster", "status", "local", env=env).code == 1  # not running: the run starts it
-    return request.param
+def test_live_changes_apply_each_in_turn_and_lose_nothing(tmp_path):
+    """One run takes what a second terminal asks, in the order of a tuning session: refusals that
+    change nothing, a rate, producer configs, client counts down and up, partitions and a topic config."""
+    bundle = start_detached(tmp_path, "live", **LIVE)
+    try:
+        before = status()
+        assert before["settings"]["producerRate"] == 300 and before["phase"] in ("warmup", "measure")
+        for sets, fragment in REFUSED:  # each one line, exit 2, nothing applied
+            result = dimster("run", "local", "--modify", "--set", *sets)
+            assert result.code == 2, result.stderr
+            assert len(result.error_lines) == 1 and fragment in result.error_lines[0], result.stderr
+        assert status()["settings"] == before["settings"]
+        timed_out = dimster("wait", "local", "--until", "backlog>100000000", "--timeout", "2")
+        assert timed_out.code == 6 and "did not hold within 2s" in timed_out.error_lines[0]
+        bad = dimster("wait", "local", "--until", "__import__('os')")
+        assert bad.code == 2 and "only numbers, status fields" in bad.error_lines[0]
+        second = tmp_path / "second.yaml"
+        second.write_text(yaml.safe_dump({"name": "second", **LIVE}))
+        refused = dimster("run", "local", "-w", str(second), "--results", str(tmp_path / "r2"))
+        assert refused.code == 2 and "a run is already active for 'local'" in refused.error_lines[0]
 
+        [rate] = modify("producerRate", "900")["applied"]  # the `key value` form of the reference post
+        assert (rate["key"], rate["old"], rate["new"], rate["effect"]) == ("producerRate", 300, 900, "rate")
+        wait("targetRate>850")
+        wait(f"sent>{status()['sent'] + 2700}")  # three whole seconds at the new rate, however busy the machine
+        linger, batch = "kafkaConfig.producerConfig.linger.ms=20", "kafkaConfig.producerConfig.batch.size=32768"
+        producer_changes = modify(linger, batch)
+        assert {c["effect"] for c in producer_changes["applied"]} == {"producers"}
+        wait(f"sent>{status()['sent'] + 1500}")
+        producer_config = status()["settings"]["kafkaConfig"]["producerConfig"]
+        assert producer_config["linger.ms"] == 20 and producer_config["batch.size"] == 32768
 
-@pytest.fixture
-def detached_run(tmp_path):
-    """A run of WORKLOAD on `local`, started with --detach; stopped at the end whatever happens."""
-    path = tmp_path / "live.yaml"
-    path.write_text(yaml.safe_dump(WORKLOAD))
-    result = dimster(
-        "run", "local", "-w", str(path), "--detach", "--json", "--no-summary", "--results", str(tmp_path / "results")
-    )
-    assert result.code == 0, result.stderr
-    started = json.loads(result.stdout)
-    wait("elapsedSeconds>3 and received>0")
-    yield started
-    dimster("stop", "local")
+        scaled = modify("consumersPerGroup=5", "producersPerTopic=2")["applied"][0]["applied"]
+        wait("consumers==5 and producers==2")
+        more_received(1000)
+        modify("consumersPerGroup=2", "producersPerTopic=1")
+        wait("consumers==2 and producers==1")
+        more_received(600)
+        grown = modify("partitionsPerTopic=4", "kafkaConfig.topicConfig.retention.ms=600000")
+        assert {c["effect"] for c in grown["applied"]} == {"partitions", "topic-config"}
+        more_received(900)
+    finally:
+        stop()
+    no_loss(run_info(bundle))
+    assert sorted((m["key"], m["new"]) for m in modifications(bundle)) == sorted([
+        ("producerRate", 900),
+        ("kafkaConfig.producerConfig.linger.ms", 20), ("kafkaConfig.producerConfig.batch.size", 32768),
+        ("consumersPerGroup", 5), ("producersPerTopic", 2), ("consumersPerGroup", 2), ("producersPerTopic", 1),
+        ("partitionsPerTopic", 4), ("kafkaConfig.topicConfig.retention.ms", 600000),
+    ])  # fmt: skip
+    assert "unacknowledged" not in (bundle / "logs" / "worker-0.log").read_text()  # the recreated producers
 
-
-def modify(*sets: str) -> dict:
-    result = dimster("run", "local", "--modify", "--json", "--set", *sets)
-    assert result.code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def stop_and_read(started: dict) -> tuple[dict, list[dict]]:
-    result = dimster("stop", "local")
-    assert result.code == 0, result.stderr
-    bundle = started["results"]
-    info = json.loads(Path(bundle, "run.json").read_text())
-    modifications = [json.loads(x) for x in Path(bundle, "modifications.jsonl").read_text().splitlines()]
-    return info, modifications
-
-
-def no_loss(info: dict) -> None:
-    totals = info["totals"]
-    assert info["status"] == "completed"
-    assert totals["lost"] == 0 and totals["duplicates"] == 0 and totals["sent"] == totals["received"] > 0
-
-
-def test_live_rate_change_shows_in_the_counts(detached_run):
-    before = status()
-    assert before["settings"]["producerRate"] == 300 and before["phase"] in ("warmup", "measure")
-    answer = modify("producerRate", "900")  # the `key value` form of the reference post
-    [change] = answer["applied"]
-    assert (change["key"], change["old"], change["new"], change["effect"]) == ("producerRate", 300, 900, "rate")
-    wait("pubRate>850 and targetRate>850")
-    wait(f"sent>{status()['sent'] + 4000}")  # several whole seconds at the new rate, however busy the machine
-    info, modifications = stop_and_read(detached_run)
-    no_loss(info)
-    assert [m["key"] for m in modifications] == ["producerRate"]
-    intervals = pq.read_table(f"{detached_run['results']}/metrics/intervals").to_pandas()
-    producer = intervals[intervals.role == "producer"]
-    assert set(producer.target_rate.round()) >= {300.0, 900.0}
-    after = producer[(producer.end_time > change["applied"] + 2) & (producer.phase == "measure")]
-    assert len(after) > 0 and set(after.target_rate) == {900.0}  # paced to the new rate from then on
-
-
-def test_producer_config_change_recreates_producers_without_loss(detached_run):
-    answer = modify("kafkaConfig.producerConfig.linger.ms=20", "kafkaConfig.producerConfig.batch.size=32768")
-    assert {c["effect"] for c in answer["applied"]} == {"producers"}
-    wait(f"sent>{status()['sent'] + 1500}")
-    settings = status()["settings"]["kafkaConfig"]["producerConfig"]
-    assert settings["linger.ms"] == 20 and settings["batch.size"] == 32768
-    info, _ = stop_and_read(detached_run)
-    no_loss(info)
-    log = Path(detached_run["results"], "logs", "worker-0.log").read_text()
-    assert "unacknowledged" not in log
-
-
-def test_consumers_and_producers_scale_up_and_down(detached_run):
-    modify("consumersPerGroup=5", "producersPerTopic=2")
-    wait("consumers==5 and producers==2")
-    wait(f"received>{status()['received'] + 1000}")
-    modify("consumersPerGroup=2", "producersPerTopic=1")
-    wait("consumers==2 and producers==1")
-    wait(f"received>{status()['received'] + 600}")
-    info, modifications = stop_and_read(detached_run)
-    no_loss(info)
-    changes = sorted((m["key"], m["new"]) for m in modifications)
-    assert changes == [
-        ("consumersPerGroup", 2),
-        ("consumersPerGroup", 5),
-        ("producersPerTopic", 1),
-        ("producersPerTopic", 2),
-    ]
-    intervals = pq.read_table(f"{detached_run['results']}/metrics/intervals").to_pandas()
+    intervals = pq.read_table(bundle / "metrics" / "intervals").to_pandas()
+    producers = intervals[intervals.role == "producer"]
+    assert set(producers.target_rate.round()) >= {300.0, 900.0}
+    paced = producers[(producers.end_time > rate["applied"] + 2) & (producers.end_time < scaled)]
+    assert len(paced) > 0 and set(paced.target_rate) == {900.0}  # one producer paced to the new rate from then on
     consumers = intervals[intervals.role == "share_consumer"]
     assert {"c3", "c4"} <= set(consumers.client_id)  # the added ones ran and reported
     last = intervals[intervals.end_time > intervals.end_time.max() - 3]
-    assert set(last[last.role == "share_consumer"].client_id) <= {"c0", "c1", "c2", "c3", "c4"}
     assert set(last[last.role == "producer"].client_id) == {"p0"}
-
-
-def test_invalid_modification_changes_nothing(detached_run):
-    before = status()["settings"]
-    for sets, fragment in (
-        (["producerRate=500", "partitionsPerTopic=1"], "partitionsPerTopic can only grow"),
-        (["producerRate=500", "consumerType=CONSUMER_GROUP"], "'consumerType' cannot change during a run"),
-        (["producerRate=500", "kafkaConfig.producerConfig.lingr.ms=5"], 'No such configuration property: "lingr.ms"'),
-        (["producerRate=500", "consumerProcMsMin=9", "consumerProcMsMax=1"], "consumerProcMsMax (1.0) is below"),
-        (["producerRat=500"], "unknown key 'producerRat' (did you mean 'producerRate'?)"),
-        (["kafkaConfig.shareConsumerConfig.share.acquire.mode=record_limit"], "not supported by librdkafka"),
-    ):
-        result = dimster("run", "local", "--modify", "--set", *sets)
-        assert result.code == 2, result.stderr
-        assert len(result.error_lines) == 1 and fragment in result.error_lines[0], result.stderr
-    assert status()["settings"] == before
-    _, modifications = stop_and_read(detached_run)
-    assert modifications == []
-
-
-def test_partitions_grow_and_topic_config_changes_live(detached_run):
-    answer = modify("partitionsPerTopic=4", "kafkaConfig.topicConfig.retention.ms=600000")
-    assert {c["effect"] for c in answer["applied"]} == {"partitions", "topic-config"}
-    wait(f"received>{status()['received'] + 900}")
-    info, _ = stop_and_read(detached_run)
-    no_loss(info)
-    histograms = pq.read_table(f"{detached_run['results']}/metrics/histograms").to_pandas()
+    histograms = pq.read_table(bundle / "metrics" / "histograms").to_pandas()
     assert 3 in set(histograms[histograms.metric == "e2e"].partition)  # the new partition carried records
-    lag = pq.read_table(f"{detached_run['results']}/metrics/group_lag").to_pandas()
+    lag = pq.read_table(bundle / "metrics" / "group_lag").to_pandas()
     assert 3 in set(lag.partition)  # the brokers' lag is read over the new partitions too
 
 
@@ -189,85 +130,72 @@ def test_modify_status_and_stop_without_a_run():
         ]
 
 
-def test_wait_times_out_with_exit_code_6(detached_run):
-    result = dimster("wait", "local", "--until", "backlog>100000000", "--timeout", "2")
-    assert result.code == 6 and "did not hold within 2s" in result.error_lines[0]
-    bad = dimster("wait", "local", "--until", "__import__('os')")
-    assert bad.code == 2 and "only numbers, status fields" in bad.error_lines[0]
+def fault_events(bundle: Path) -> list[tuple[str, int]]:
+    return [(e["action"], e["node"]) for e in events(bundle) if e["event"].startswith("fault")]
 
 
-def test_second_run_on_the_same_environment_is_refused(detached_run, tmp_path):
-    path = tmp_path / "second.yaml"
-    path.write_text(yaml.safe_dump({**WORKLOAD, "name": "second"}))
-    result = dimster("run", "local", "-w", str(path), "--results", str(tmp_path / "r2"))
-    assert result.code == 2 and "a run is already active for 'local'" in result.error_lines[0]
+def redeploy_under_load(env: str, project: Path) -> None:
+    """`dimster cluster redeploy ENV` from another terminal, of a read-only config: the node restarts."""
+    cli_env = {"DIMSTER_PROJECT_DIR": str(project)}
+    set_broker_config(project, "group.share.record.lock.duration.ms", 20000)
+    redeploy = dimster("cluster", "redeploy", env, "--json", env=cli_env)
+    assert redeploy.code == 0, redeploy.stderr
+    assert json.loads(redeploy.stdout)["restarted_nodes"] == [1]
 
 
-def test_a_scheduled_pause_and_a_live_restart_of_the_node_lose_nothing(tmp_path):
-    """`faults:` pauses the one node of `local` for 3 s; `--set faults=...` adds a restart while the run goes on."""
-    path = tmp_path / "faults.yaml"
+def test_a_scheduled_pause_a_live_restart_and_a_redeploy_of_the_node_lose_nothing(tmp_path, project, local_cluster):
+    """`faults:` pauses the one node of `local` for 3 s; `--set faults=...` adds a restart while the run
+    goes on; then `dimster cluster redeploy` from another terminal restarts the node that `cluster up`
+    started."""
     pause = {"atSeconds": 2, "action": "pause", "node": 1, "durationSeconds": 3}
-    path.write_text(yaml.safe_dump({**WORKLOAD, "name": "faults", "faults": [pause]}))
-    run = dimster("run", "local", "-w", str(path), "--detach", "--json", "--no-summary", "--results", str(tmp_path))
-    assert run.code == 0, run.stderr
-    started = json.loads(run.stdout)
-    events_file = Path(started["results"], "events.jsonl")
-
-    def faults() -> list[tuple[str, int]]:
-        events = [json.loads(line) for line in events_file.read_text().splitlines()]
-        return [(e["action"], e["node"]) for e in events if e["event"].startswith("fault")]
-
-    wait("elapsedSeconds>7 and received>300")
-    assert faults() == [("pause", 1), ("resume", 1)]
-    at = round(status()["elapsedSeconds"]) + 3
-    answer = modify(f"faults=[{{atSeconds: {at}, action: restart, node: 1}}]")
-    assert any("faults: 1 step(s) to come" in note for note in answer["notes"]), answer
-    wait(f"elapsedSeconds>{at + 1}")
-    deadline = time.monotonic() + 60
-    while len(faults()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert faults() == [("pause", 1), ("resume", 1), ("restart", 1)]
-    wait(f"received>{status()['received'] + 300}")
-    info, modifications = stop_and_read(started)
-    assert [m["key"] for m in modifications] == ["faults"]
+    bundle = start_detached(tmp_path, "faults", **{**LIVE, "faults": [pause]})
+    try:
+        wait("elapsedSeconds>6 and received>300")
+        assert fault_events(bundle) == [("pause", 1), ("resume", 1)]
+        at = round(status()["elapsedSeconds"]) + 2
+        answer = modify(f"faults=[{{atSeconds: {at}, action: restart, node: 1}}]")
+        assert any("faults: 1 step(s) to come" in note for note in answer["notes"]), answer
+        deadline = time.monotonic() + 60
+        while len(fault_events(bundle)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert fault_events(bundle) == [("pause", 1), ("resume", 1), ("restart", 1)]
+        more_received(300)
+        redeploy_under_load("local", project)
+        more_received(600, timeout=120)
+    finally:
+        stop()
+    info = run_info(bundle)
+    assert [m["key"] for m in modifications(bundle)] == ["faults"]
     totals = info["totals"]  # a restart may deliver again what was not acknowledged yet: duplicates, counted
     assert info["status"] == "completed" and totals["lost"] == 0 and totals["sent"] == totals["acked"] > 0
     assert totals["received"] >= totals["sent"] and totals["backlog"] == 0
+    kinds = [e["event"] for e in events(bundle)]
+    assert "cluster_redeploy_started" in kinds and "cluster_redeploy_done" in kinds
+    assert "broker_left" in kinds and "broker_back" in kinds
 
 
-def test_cluster_redeploy_during_a_run_loses_nothing(tmp_path, project, local_started_by):
-    """`dimster cluster redeploy` from another terminal restarts the broker under load, whichever
-    dimster process started it."""
-    env = {"DIMSTER_PROJECT_DIR": str(project)}
-    workload = tmp_path / "redeploy.yaml"
-    workload.write_text(yaml.safe_dump({**WORKLOAD, "name": "redeploy"}))
-    started = dimster(
-        "run",
-        "local",
-        "-w",
-        str(workload),
-        "--detach",
-        "--json",
-        "--no-summary",
-        "--results",
-        str(tmp_path / "results"),
-        env=env,
-    )
-    assert started.code == 0, started.stderr
-    bundle = json.loads(started.stdout)["results"]
-    wait("elapsedSeconds>3 and received>0")
-    set_broker_config(project, "group.share.record.lock.duration.ms", 20000)  # read-only: needs a restart
-    redeploy = dimster("cluster", "redeploy", "local", "--json", env=env)
-    assert redeploy.code == 0, redeploy.stderr
-    assert json.loads(redeploy.stdout)["restarted_nodes"] == [1]
-    wait(f"received>{status()['received'] + 900}", timeout=120)
-    assert dimster("stop", "local").code == 0
-    info = json.loads(Path(bundle, "run.json").read_text())
+def test_a_redeploy_restarts_the_broker_that_dimster_run_started(tmp_path, project):
+    """Seed 001's workflow: the run itself starts the cluster, which is down before it; a redeploy from
+    another terminal restarts that broker under load and loses nothing."""
+    env, cli_env = "fromrun", {"DIMSTER_PROJECT_DIR": str(project)}
+    write_environment(project, env, f"backend: local\nnodes: 1\nheap: 512m\nhost: 127.0.0.1\n{spare_ports_yaml(1)}")
+    assert dimster("cluster", "status", env, env=cli_env).code == 1  # not running: the run starts it
+    try:
+        bundle = start_detached(tmp_path, "redeploy", env=env, cli_env=cli_env, **LIVE)
+        wait("received>0", env=env)
+        redeploy_under_load(env, project)
+        more_received(900, env=env, timeout=120)
+        stop(env)
+    finally:
+        dimster("stop", env, env=cli_env)
+        down = dimster("cluster", "down", env, env=cli_env)
+    assert down.code == 0, down.stderr
+    info = run_info(bundle)
     assert info["status"] == "completed"
     assert info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["acked"]
-    events = [json.loads(x)["event"] for x in Path(bundle, "events.jsonl").read_text().splitlines()]
-    assert "cluster_redeploy_started" in events and "cluster_redeploy_done" in events
-    assert "broker_left" in events and "broker_back" in events
+    kinds = [e["event"] for e in events(bundle)]
+    assert "cluster_redeploy_started" in kinds and "cluster_redeploy_done" in kinds
+    assert "broker_left" in kinds and "broker_back" in kinds
 
 
 def test_scenario_script_runs_unattended(tmp_path):
@@ -275,9 +203,14 @@ def test_scenario_script_runs_unattended(tmp_path):
     each followed by its numbers, in the order of the story. It runs the small reference workload on
     one partition at 500 msg/s with 8 consumers polling at most 10 records: under 100 locks all 8 are
     busy at the start (1,600 msg/s of processing) and 2 once batches hold 64 records (400 msg/s), so the
-    outcomes show even where polling costs as much time as the processing (a slow or busy machine)."""
+    outcomes show even where polling costs as much time as the processing (a slow or busy machine).
+    Its steps are as short as the status' rates allow (a report every 2 s, judged over 6 s), and a
+    backlog of 500 records shows consumption behind (the deficit is about 100 msg/s)."""
     workload = yaml.safe_load((REPO / "run/workloads/run-test/run-sharegroup-proc-time-5ms-small.yaml").read_text())
-    workload.update(partitionsPerTopic=1, producersPerTopic=1, consumersPerGroup=8, producerRate=500)
+    workload.update(
+        partitionsPerTopic=1, producersPerTopic=1, consumersPerGroup=8, producerRate=500,
+        warmupSeconds=2, reportIntervalSeconds=2,
+    )  # fmt: skip
     workload["kafkaConfig"]["shareConsumerConfig"]["max.poll.records"] = 10
     small = tmp_path / "small.yaml"
     small.write_text(yaml.safe_dump(workload))
@@ -287,7 +220,13 @@ def test_scenario_script_runs_unattended(tmp_path):
         capture_output=True,
         text=True,
         timeout=1200,
-        env={**os.environ, "STEP_SECONDS": "12", "WORKLOAD": str(small), "RUN_OPTIONS": "--no-summary"},
+        env={
+            **os.environ,
+            "STEP_SECONDS": "6",
+            "BACKLOG_RECORDS": "500",
+            "WORKLOAD": str(small),
+            "RUN_OPTIONS": "--no-summary",
+        },
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     outcomes = [

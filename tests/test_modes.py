@@ -64,11 +64,11 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 
 def test_a_clean_correctness_run_passes(tmp_path):
     process = start(tmp_path, "clean", **CORRECTNESS)
-    wait("received>=3000")
+    wait("received>=1200")
     live = status()
     # the run's Prometheus endpoint, on loopback: it serves a snapshot of the status taken every second
     deadline = time.time() + 10
-    while (samples := scrape(live["metricsUrl"]))["dimster_received_messages_total"][1] < 3000:
+    while (samples := scrape(live["metricsUrl"]))["dimster_received_messages_total"][1] < 1200:
         assert time.time() < deadline, samples["dimster_received_messages_total"]
         time.sleep(0.2)
     assert samples["dimster_sent_messages_total"][0]["run"] == live["results"].rsplit("/", 1)[-1]
@@ -83,8 +83,9 @@ def test_a_clean_correctness_run_passes(tmp_path):
 def test_records_deleted_under_the_group_are_reported_lost(tmp_path):
     """Consumers paused (they leave the group), records deleted up to the end of the log through the
     Admin API, consumers resumed: the group cannot consume what was deleted."""
-    process = start(tmp_path, "deleted", consumersPaused=True, **CORRECTNESS)
-    wait("acked>=2000 and received==0")
+    # what was deleted never comes: the stop's drain waits out its time-out, a short one here
+    process = start(tmp_path, "deleted", consumersPaused=True, drainTimeoutSeconds=8, **CORRECTNESS)
+    wait("acked>=800 and received==0")
     topic = f"deleted-{status()['runId']}-0"
     admin = AdminClient({"bootstrap.servers": bootstrap()})
     partitions = [TopicPartition(topic, p, -1) for p in range(3)]  # -1: up to the high watermark
@@ -94,7 +95,7 @@ def test_records_deleted_under_the_group_are_reported_lost(tmp_path):
     acked_at_delete = status()["acked"]
     assert deleted > 0
     assert dimster("run", "local", "--modify", "--set", "consumersPaused=false").code == 0
-    wait(f"received>=1000 and acked>{acked_at_delete + 1000}")
+    wait(f"received>=400 and acked>{acked_at_delete + 400}")
     code, output = finish(process)
     info = run_info(only_bundle(tmp_path / "results"))
     mode = info["mode"]
@@ -113,7 +114,8 @@ def test_foreign_records_in_the_topic_are_reported_corrupt(tmp_path):
     for n in range(50):
         producer.produce(topic, value=f"not a dimster record {n}".encode() * 10, partition=n % 3)
     assert producer.flush(30) == 0
-    time.sleep(3)  # well within the consumers' reach; the stop drains the rest
+    # records produced after the foreign ones: the stop's drain of them reads the foreign ones first
+    wait(f"acked>{status()['acked'] + 400}")
     code, output = finish(process)
     mode = run_info(only_bundle(tmp_path / "results"))["mode"]
     assert code == 7, output
@@ -153,7 +155,9 @@ def test_drain_backlog_times_the_drain_of_a_known_backlog(tmp_path):
 
 
 def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
-    """4 consumers that each take 5 ms per record consume at most 800 msg/s together."""
+    """4 consumers that each take 5 ms per record consume at most 800 msg/s together. The search ramps
+    from 600 msg/s, bisects to within 20 % and confirms the limit: a step is judged over 5 s on reports
+    of every second, after 2 s to settle."""
     workload = write_workload(
         tmp_path,
         "explore",
@@ -162,15 +166,16 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
         consumerProcMsMin=5,
         consumerProcMsMax=5,
         warmupSeconds=0,
+        reportIntervalSeconds=1,
         kafkaConfig={"producerConfig": {"linger.ms": 5}, "shareConsumerConfig": {"max.poll.records": 50}},
         mode={
             "type": "explore-limits",
             "targetE2eP99Ms": 2000,
             "startRate": 600,
-            "precision": 0.1,
-            "settleSeconds": 3,
-            "stepSeconds": 10,
-            "drainStallSeconds": 10,
+            "precision": 0.2,
+            "settleSeconds": 2,
+            "stepSeconds": 5,
+            "drainStallSeconds": 5,
         },
     )
     result = dimster(
@@ -179,7 +184,10 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
     assert result.code == 0, result.stderr + result.stdout
     bundle = only_bundle(tmp_path / "results")
     mode = run_info(bundle)["mode"]
-    assert 720 <= mode["limit_msgs_per_s"] <= 880, mode
+    # No rate above what the processing time allows can pass: 800 msg/s, and a judged step tolerates a
+    # backlog growing by 2 % of the rate (800 / 0.98 = 816). The poll's own cost on a busy machine lowers
+    # the capacity, never to half of it: a wide band, derived from the workload, not a speed.
+    assert 400 <= mode["limit_msgs_per_s"] <= 816, mode
     assert mode["lowest_failed_msgs_per_s"] > mode["limit_msgs_per_s"]
     steps = mode["steps"]
     assert all(s["drain"]["outcome"] in ("drained", "stalled", "timed out") for s in steps)

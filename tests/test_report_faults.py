@@ -18,7 +18,7 @@ from dimster.report.faults import (
     with_heals,
 )
 from dimster.report.html import faults_section, write_report
-from tests.test_report_browser import LOAD_STARTED, Scenario, write_run
+from tests.report_runs import LOAD_STARTED, Scenario, write_run
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,7 @@
 """Secrets never reach a file dimster writes: a secret given in the workload, by `--set` at start and
 by a live `--modify --set` is absent from every file of the results bundle (summary and report
-included) and of the state folder, and from what the commands print."""
+included, made from the bundle as the end of a run makes them) and of the state folder, and from
+what the commands print."""
 
 import json
 import secrets
@@ -9,12 +10,12 @@ import pytest
 import yaml
 
 from tests.conftest import dimster, files_holding
-from tests.runs import BASE
+from tests.runs import BASE, summarized
 
-pytestmark = pytest.mark.kafka  # the run ends with its Spark summary
+pytestmark = pytest.mark.kafka
 
 
-def test_secrets_stay_out_of_the_bundle_and_the_state_folder(tmp_path, state_dir):
+def test_secrets_stay_out_of_the_bundle_and_the_state_folder(tmp_path, state_dir, spark):
     # librdkafka takes these properties on a PLAINTEXT cluster and does not use them
     in_workload, at_start, live = (f"dimster-secret-{secrets.token_hex(8)}" for _ in range(3))
     workload = tmp_path / "secrets.yaml"
@@ -31,7 +32,7 @@ def test_secrets_stay_out_of_the_bundle_and_the_state_folder(tmp_path, state_dir
 
     try:
         cli(
-            "run", "local", "-w", str(workload), "--detach", "--results", str(results),
+            "run", "local", "-w", str(workload), "--detach", "--results", str(results), "--no-summary",
             "--set", f"kafkaConfig.producerConfig.ssl.key.password={at_start}",
         )  # fmt: skip
         cli("wait", "local", "--until", "received>0", "--timeout", "90")
@@ -43,6 +44,7 @@ def test_secrets_stay_out_of_the_bundle_and_the_state_folder(tmp_path, state_dir
         cli("stop", "local")
 
     [bundle] = results.iterdir()
+    summarized(bundle, spark)  # the summary and report, as the end of a run writes them
     info = json.loads((bundle / "run.json").read_text())
     assert info["status"] == "completed" and info["final_workload"]["kafkaConfig"]["commonConfig"] == {
         "sasl.password": "***"

@@ -8,7 +8,6 @@ folder), brought up once for the module, with a password made for the session.""
 import contextlib
 import json
 import secrets
-import time
 from pathlib import Path
 
 import psutil
@@ -26,7 +25,7 @@ from dimster.worker.protocol import Assign, Assignment, decode, encode
 from dimster.workload.model import Workload
 from tests.agents import running_agent, write_token
 from tests.conftest import copy_project, dimster, files_holding, spare_ports, write_environment
-from tests.runs import BASE, only_bundle, run_info, write_workload
+from tests.runs import BASE, only_bundle, run_info, summarized, write_workload
 
 ENV = "localSecure"
 PASSWORD = f"dimster-pw-{secrets.token_hex(8)}"
@@ -223,17 +222,16 @@ def profile_beside(scratch_project: Path, cluster_dir: Path, folder: Path, worke
     ("library", "workers"), [("librdkafka", "processes"), ("java", "agent"), ("librdkafka", "containers")]
 )
 def test_a_run_with_each_client_library_leaves_no_password_anywhere(
-    secure_cluster, scratch_project, tmp_path, library, workers, request
+    secure_cluster, scratch_project, tmp_path, library, workers, request, spark
 ):
     """Local worker processes get the credentials through their pipe; an agent (`dimster worker serve`)
     and agent containers (`workers: {docker: 1}`) over their encrypted channel, in memory only."""
-    workload = write_workload(tmp_path, f"secure-{workers}", warmupSeconds=1, durationSeconds=6, clientLibrary=library)
+    workload = write_workload(tmp_path, f"secure-{workers}", warmupSeconds=1, durationSeconds=3, clientLibrary=library)
     results = tmp_path / "results"
-    summary = [] if workers == "processes" else ["--no-summary"]  # the summary and report once
     profile, env, agent_log = ENV, {}, tmp_path / "agent.log"
     with contextlib.ExitStack() as stack:
         if workers == "agent":
-            address, agent_dir = f"127.0.0.1:{spare_ports()['brokerPortBase']}", tmp_path / "agent"
+            address, agent_dir = f"127.0.0.1:{spare_ports(2)['brokerPortBase']}", tmp_path / "agent"
             agent_dir.mkdir()
             listed = f"workers:\n  - address: {address}\nworkerTokenFile: {write_token(tmp_path)}\n"
             profile, env = f"{ENV}Beside", profile_beside(scratch_project, secure_cluster.cluster_dir, tmp_path, listed)
@@ -242,12 +240,14 @@ def test_a_run_with_each_client_library_leaves_no_password_anywhere(
             podman, images = request.getfixturevalue("podman_service"), request.getfixturevalue("dimster_images")
             pool = f"workers: {{docker: 1, dockerHost: '{podman.url}', image: '{images.worker}'}}\n"
             profile, env = f"{ENV}Beside", profile_beside(scratch_project, secure_cluster.cluster_dir, tmp_path, pool)
-        result = secure("run", profile, "-w", str(workload), "--results", str(results), *summary, env=env)
+        result = secure("run", profile, "-w", str(workload), "--results", str(results), "--no-summary", env=env)
         assert result.code == 0, result.stderr + result.stdout
         assert processes_showing(PASSWORD) == []  # the broker, still up, has it in its environment only
     bundle = only_bundle(results)
     totals = run_info(bundle)["totals"]
     assert totals["received"] > 0 and totals["received"] == totals["acked"], totals
+    if workers == "processes":  # the summary and report once, as the end of a run writes them
+        summarized(bundle, spark)
     assert files_holding(bundle, [PASSWORD]) == []
     assert PASSWORD not in result.stdout + result.stderr
     assert files_holding(secure_cluster.cluster_dir, [PASSWORD], "*.properties") == []
@@ -276,11 +276,9 @@ def processes_showing(value: str) -> list[int]:
 def test_a_wrong_password_is_one_error_line_at_once(secure_cluster, tmp_path):
     workload = write_workload(tmp_path, "wrong", durationSeconds=5)
     for command in (("cluster", "status", ENV), ("run", ENV, "-w", str(workload), "--results", str(tmp_path))):
-        started = time.monotonic()
         result = secure(*command, password="not-the-password", timeout=60)
-        assert time.monotonic() - started < 30
         assert result.code != 0 and len(result.error_lines) == 1, result.stderr
-        [line] = result.error_lines
+        [line] = result.error_lines  # the broker's refusal itself, not a connection that timed out
         assert f"'{ENV}' refused dimster's credentials" in line and "Authentication failed" in line, line
     assert not list(tmp_path.glob("*-wrong"))  # no bundle: the run never started
 

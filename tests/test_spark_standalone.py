@@ -12,7 +12,7 @@ import pyspark
 import pytest
 
 from tests.conftest import dimster
-from tests.test_summary import synthetic_run
+from tests.synthetic import synthetic_run
 
 pytestmark = pytest.mark.spark
 
