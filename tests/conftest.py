@@ -6,7 +6,6 @@ when the suite starts, in a block no shipped profile uses: a user's clusters of 
 profiles (local, localBeefy) may run beside the suite and are never touched."""
 
 import contextlib
-import fcntl
 import os
 import random
 import re
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from dimster.coordinator.control import read_run_state
+from tests import locks
 from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
 from tests.clusters import beefy, beefy_project, local_cluster  # noqa: F401  (fixtures)
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
@@ -160,20 +160,9 @@ def busy_port():
         yield holder.getsockname()[1]
 
 
-_claimed_blocks = []  # the lock files of this session's port block, held open while it lasts
-
-
 def claimed(start: int) -> bool:
-    """Claim a port block for this session (a lock file held until the process ends): two sessions at
-    once, such as scripts/test.sh's unit and Kafka sessions, never share one."""
-    lock = open(Path(tempfile.gettempdir()) / f"dimster-test-ports-{start}.lock", "w")  # noqa: SIM115
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
-        return False
-    _claimed_blocks.append(lock)
-    return True
+    """Claim a port block for this session: two sessions at once never share one."""
+    return locks.hold(Path(tempfile.gettempdir()) / f"dimster-test-ports-{start}.lock")
 
 
 def free_port_block() -> int:

@@ -15,7 +15,6 @@ service is stopped by its PID, and no overlay mount nor conmon process may be le
 podman CLI is used for that clean-up only."""
 
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -35,6 +34,7 @@ import requests.exceptions
 from dimster.containers import images
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.paths import cache_dir
+from tests import locks
 
 CONTAINERS_CONF = """\
 [containers]
@@ -182,21 +182,11 @@ class PodmanService:
             self.problems.append(f"processes left after podman system reset: {described}")
 
 
-_storage_lock = []  # the lock file of the kept storage, held open while the session lasts
-
-
 def kept_storage() -> Path | None:
     """The suite's own podman storage under dimster's cache, if no other session holds it now."""
     root = cache_dir() / "test-podman"
     root.mkdir(parents=True, exist_ok=True)
-    lock = open(root.parent / "test-podman.lock", "w")  # noqa: SIM115  (held until the session ends)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
-        return None
-    _storage_lock.append(lock)
-    return root
+    return root if locks.hold(root.parent / "test-podman.lock") else None
 
 
 def start_podman_service(folder: Path, root: Path | None = None) -> PodmanService:
