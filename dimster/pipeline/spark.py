@@ -16,8 +16,10 @@ from dimster.errors import DimsterError
 DEFAULT_MASTER = "local[*]"
 # Dimster's Spark jobs are many small queries in a JVM that lives one summary: the C2 compiler's work
 # costs more than it returns there, the client compiler alone is a fifth faster (docs/benchmarks.md,
-# "Spark summary cost"). DIMSTER_SPARK_DRIVER_JAVA_OPTS replaces these options of the driver's JVM.
-DRIVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1"
+# "Spark summary cost"). Alone it shrinks the code cache to 48 MB, which a JVM that lives through many
+# summaries (a kept session, a campaign's) fills and then dies of: the cache keeps the default 240 MB.
+# DIMSTER_SPARK_DRIVER_JAVA_OPTS replaces these options of the driver's JVM.
+DRIVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 _kept: dict[str, object] = {}  # master -> the session kept_spark_session() holds open in this process
 
 
