@@ -629,6 +629,7 @@ class Coordinator:
         self.bundle.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
         self.phase = "warmup" if w.warmup_seconds else "measure"
         if self.control:
+            self._publish_status()  # `--detach` returns now: a status asked from then on shows load
             self.control.update(phase="running")
         next_line = self.load_started + w.report_interval_seconds
         while not self.failure and not self.stop_requested and not self._plan_step():
