@@ -7,16 +7,22 @@ import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dimster.cluster.netns import subnet_addresses
 from dimster.errors import DimsterError
 from dimster.paths import environments_dir, project_dir, state_dir
 from dimster.yamlfile import load_mapping, validation_error_line
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
+
+
+def subnet_addresses(subnet: str, nodes: int) -> tuple[str, list[str]]:
+    """(this host's address on the bridge, each node's address): the first hosts of `subnet`, in order."""
+    hosts = ipaddress.ip_network(subnet).hosts()
+    bridge = str(next(hosts))
+    return bridge, [str(next(hosts)) for _ in range(nodes)]
 
 
 class AgentAddress(BaseModel):
@@ -128,6 +134,10 @@ class ProfileBase(BaseModel):
     # what the workers' clients connect to, when that differs from what this host uses
     client_bootstrap_servers: str | None = Field(None, alias="clientBootstrapServers", min_length=3)
     start_timeout_seconds: int = Field(120, alias="startTimeoutSeconds", ge=10)
+
+    def with_broker_config(self, config: dict) -> Self:
+        """This profile with a workload's `brokerConfig` laid over its `brokerOverrides`."""
+        return self.model_copy(update={"broker_overrides": {**self.broker_overrides, **config}})
 
     @model_validator(mode="before")
     @classmethod

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dimster.clients import ACCEPT, REJECT, RELEASE, Polled, Refused
+from dimster.clients import ACCEPT, REJECT, RELEASE, Polled, RefusedAcks
 from dimster.metrics.client_stats import COLUMNS, JAVA_METRICS, extract_client_stats, java_client_stats
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient, distinct
@@ -238,7 +238,7 @@ def test_a_refusal_of_a_lapse_counted_already_is_not_counted_again():
     lapsed = polled([(1, 0, 0, 0)], delivery_counts=[5])
     lapsed.offsets = np.array([42])
     client._lapsed_on_last_delivery(lapsed, None)
-    driver = SimpleNamespace(take_refused=lambda: Refused([(0, 42), (0, 43)]))
+    driver = SimpleNamespace(take_refused=lambda: RefusedAcks([(0, 42), (0, 43)]))
     client._count_refused(driver)
     assert client.take_interval().lock_timeouts == 2  # offset 42 once, 43 once
 

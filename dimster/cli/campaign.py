@@ -11,7 +11,7 @@ import typer
 from dimster.cli.output import console, err_console, progress
 from dimster.cli.run import WorkersOpt
 from dimster.cli.summary import SparkMasterOpt, summarize_campaign_folder, write_campaign_page_line
-from dimster.cluster.backend import backend_for
+from dimster.cluster.backends import backend_for
 from dimster.coordinator.control import check_environment_name
 from dimster.environment import load_environment, with_worker_count
 from dimster.errors import DimsterError
@@ -81,9 +81,8 @@ def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
         brokers = repr(sorted(w.broker_config.items()))
         if w.broker_config and brokers not in seen_brokers and profile.backend != "external":
             seen_brokers.add(brokers)
-            overrides = {**profile.broker_overrides, **w.broker_config}
             try:
-                backend_for(profile.model_copy(update={"broker_overrides": overrides})).check_broker_config()
+                backend_for(profile.with_broker_config(w.broker_config)).check_broker_config()
             except DimsterError as e:
                 raise DimsterError(f"{loaded.source}: {_where(point)}: {e}") from None
 

@@ -4,7 +4,7 @@ import typer
 
 from dimster.cli.control import notify_run
 from dimster.cli.output import cluster_table, console, print_json, progress
-from dimster.cluster.backend import backend_for
+from dimster.cluster.backends import backend_for
 from dimster.environment import load_environment
 from dimster.errors import ClusterError, DimsterError
 

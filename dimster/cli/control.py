@@ -3,11 +3,12 @@
 import contextlib
 import time
 
-import psutil
 import typer
 
 from dimster.cli.output import console, print_json
+from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.conditions import holds, parse_condition
+from dimster.coordinator.console import ms_text
 from dimster.coordinator.control import control_request, read_run_state
 from dimster.errors import DimsterError
 
@@ -16,10 +17,6 @@ EnvArg = typer.Argument(..., help="Environment whose run to address.", show_defa
 
 class WaitTimedOut(DimsterError):
     exit_code = 6
-
-
-def _ms(value) -> str:
-    return "-" if value is None else f"{value:.1f} ms"
 
 
 def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="Machine-readable JSON.")) -> None:
@@ -43,7 +40,7 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
         f"sent {s['sent']:,} | received {s['received']:,} | backlog {s['backlog']:,} | duplicates {s['duplicates']:,}"
     )
     console.print(
-        f"e2e p50 {_ms(s['e2eP50Ms'])} p99 {_ms(s['e2eP99Ms'])} | publish p99 {_ms(s['publishP99Ms'])} | "
+        f"e2e p50 {ms_text(s['e2eP50Ms'])} p99 {ms_text(s['e2eP99Ms'])} | publish p99 {ms_text(s['publishP99Ms'])} | "
         f"{s['producers']} producer(s), {s['consumers']} consumer(s), brokers {s['brokers']}"
     )
     if s.get("batchRecordsAvg"):
@@ -84,19 +81,12 @@ def stop(
     state = read_run_state(env)
     answer = control_request(env, "POST", "/stop", {}, timeout=30)
     deadline = time.time() + timeout
-    while state is not None and psutil.pid_exists(state["pid"]) and _same_process(state):
+    run = TrackedProcess(state["pid"], state["started"]) if state is not None else None
+    while run is not None and run.alive():
         if time.time() >= deadline:
             raise WaitTimedOut(f"the run of '{env}' was still stopping after {timeout:g}s")
         time.sleep(0.2)
     console.print(f"run of '{env}' stopped; results in {answer['results']}")
-
-
-def _same_process(state: dict) -> bool:
-    try:
-        process = psutil.Process(state["pid"])
-        return abs(process.create_time() - state["started"]) < 1.0 and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def notify_run(env: str, event: str, message: str, **details: object) -> None:

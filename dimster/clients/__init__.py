@@ -32,7 +32,7 @@ class Polled:
 
 
 @dataclass
-class Refused:
+class RefusedAcks:
     """Acknowledgements the broker refused since the last look (share groups)."""
 
     lock_lapsed: list[tuple[int, int]]  # (partition, offset): the record's lock had timed out
@@ -77,7 +77,7 @@ class ConsumerDriver(Protocol):
     def acknowledge(self, outcomes: np.ndarray) -> None:
         """Explicit share acknowledgement of every record of the last poll (ACCEPT, RELEASE, REJECT)."""
 
-    def take_refused(self) -> Refused:
+    def take_refused(self) -> RefusedAcks:
         """Share groups: acknowledgements the broker refused since the last call."""
 
     def lock_timeout_ms(self) -> float | None:

@@ -8,8 +8,8 @@ import time
 import jpype
 import numpy as np
 
-from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Polled, Rebalance, Refused
-from dimster.clients.properties import property_text
+from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks
+from dimster.kafka.properties import property_text
 from dimster.metrics.client_stats import JAVA_METRICS, java_client_stats
 from dimster.workload.distributor import Choice
 from dimster.workload.payload import HEADER_SIZE
@@ -120,12 +120,12 @@ class JavaConsumer:
     def acknowledge(self, outcomes: np.ndarray) -> None:
         self.java.acknowledge(jpype.JArray(jpype.JByte)(outcomes.astype(np.int8)))
 
-    def take_refused(self) -> Refused:
+    def take_refused(self) -> RefusedAcks:
         java = self.java
         if not java.refused:  # the usual case: one field read per poll
-            return Refused([])
+            return RefusedAcks([])
         pairs = np.asarray(java.takeLockLapsed(), dtype=np.int64).reshape(-1, 2).tolist()
-        refused = Refused([(p, o) for p, o in pairs], int(java.renewalsRefused), int(java.otherRefusals))
+        refused = RefusedAcks([(p, o) for p, o in pairs], int(java.renewalsRefused), int(java.otherRefusals))
         java.renewalsRefused = java.otherRefusals = 0
         return refused
 

@@ -8,8 +8,8 @@ import time
 import numpy as np
 from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer
 
-from dimster.clients import STATS_INTERVAL_S, Polled, Rebalance, Refused
-from dimster.clients.properties import property_text
+from dimster.clients import STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks
+from dimster.kafka.properties import property_text
 from dimster.metrics.client_stats import extract_client_stats
 from dimster.workload.distributor import Choice
 from dimster.workload.payload import HEADER_SIZE, body_intact, pack_header, unpack_header
@@ -103,7 +103,7 @@ class LibrdkafkaConsumer:
         self._messages: list = []  # the last poll's, for explicit acknowledgement
         self._rebalances: list[Rebalance] = []
         config = _config(properties, client_id, on_stats)
-        self._refused = Refused([])
+        self._refused = RefusedAcks([])
         if share:
             self.consumer, self.batch = ShareConsumer(config), 0
             self.consumer.set_acknowledgement_commit_callback(self._on_acknowledged)
@@ -173,8 +173,8 @@ class LibrdkafkaConsumer:
         else:
             self._refused.other += sum(len(found) for found in offsets.values())
 
-    def take_refused(self) -> Refused:
-        refused, self._refused = self._refused, Refused([])
+    def take_refused(self) -> RefusedAcks:
+        refused, self._refused = self._refused, RefusedAcks([])
         return refused
 
     def lock_timeout_ms(self) -> float | None:

@@ -12,11 +12,6 @@ from dimster.workload.model import Workload
 ROLE_SECTIONS = {"producer": "producerConfig", "consumer": "consumerConfig", "share_consumer": "shareConsumerConfig"}
 
 
-def property_text(value) -> str:
-    """A property value as Kafka's config parsers read it: `true`, not `True`."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def consumer_role(workload: Workload) -> str:
     return "share_consumer" if workload.consumer_type == "SHARE_GROUP" else "consumer"
 

@@ -1,4 +1,4 @@
-"""What every cluster backend offers; `backend_for` picks the one an environment names."""
+"""What every cluster backend offers (cluster/backends.py picks the one an environment names)."""
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -57,12 +57,3 @@ class ClusterBackend(Protocol):
     def check_broker_config(self) -> dict[str, str]: ...
     def fault(self, node_id: int, action: str, progress) -> str: ...  # kill, pause, isolate... a node
     def client_security(self) -> dict[str, str]: ...  # what clients need beside bootstrap.servers (kafka/security.py)
-
-
-def backend_for(profile: EnvironmentProfile) -> ClusterBackend:
-    from dimster.cluster.docker import DockerCluster
-    from dimster.cluster.external import ExternalCluster
-    from dimster.cluster.local import LocalCluster
-
-    backends = {"local": LocalCluster, "docker": DockerCluster, "external": ExternalCluster}
-    return backends[profile.backend](profile)

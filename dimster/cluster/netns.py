@@ -12,6 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from dimster.environment import subnet_addresses
 from dimster.errors import ClusterError, DimsterError
 
 
@@ -23,13 +24,6 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if check and result.returncode != 0:
         raise ClusterError(f"ip {' '.join(args)} failed: {result.stderr.strip() or result.stdout.strip()}")
     return result
-
-
-def subnet_addresses(subnet: str, nodes: int) -> tuple[str, list[str]]:
-    """(this host's address on the bridge, each node's address): the first hosts of `subnet`, in order."""
-    hosts = ipaddress.ip_network(subnet).hosts()
-    bridge = str(next(hosts))
-    return bridge, [str(next(hosts)) for _ in range(nodes)]
 
 
 class NodeNetwork:

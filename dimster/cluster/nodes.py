@@ -14,8 +14,9 @@ from dimster.cluster.backend import RedeployReport
 from dimster.environment import NodesProfile
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import AuthenticationFailed, registered_brokers, under_replicated_partitions
-from dimster.kafka.broker_config import check_names, check_values, config_definitions, load_broker_config, property_text
+from dimster.kafka.broker_config import check_names, check_values, config_definitions, load_broker_config
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution, run_helper
+from dimster.kafka.properties import property_text
 from dimster.paths import display
 
 

@@ -24,13 +24,14 @@ def field_names(template: str) -> list[str]:
 
 
 def status_line(elapsed: float, phase: str, s: dict) -> str:
-    values = {k: (_ms(v) if k in MILLISECONDS else v) for k, v in s.items()}
+    values = {k: (ms_text(v) if k in MILLISECONDS else v) for k, v in s.items()}
     segments = [*SEGMENTS, POLLS] if s.get("recordsPerPoll") is not None else SEGMENTS
     line = f"[{elapsed:6.0f}s {phase:7}] " + " | ".join(segment.format_map(values) for segment in segments)
     return line + "".join(f"  !! {w}" for w in warnings(phase, s))
 
 
-def _ms(value: float | None) -> str:
+def ms_text(value: float | None) -> str:
+    """A latency in ms as the console and `dimster status` print it; `-` when there is none."""
     return "-" if value is None else f"{value:.1f} ms"
 
 

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from dimster.cluster.processes import TrackedProcess
 from dimster.environment import check_environment_name
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
@@ -233,9 +234,8 @@ def read_run_state(env: str) -> dict | None:
     except (OSError, ValueError):
         return None
     try:
-        alive = abs(psutil.Process(state["pid"]).create_time() - state["started"]) < 1.0
-        alive = alive and {"port", "token"} <= state.keys()
-    except (psutil.Error, KeyError, TypeError, ValueError, AttributeError):  # gone, or not a state of ours
+        alive = TrackedProcess(state["pid"], state["started"]).alive() and {"port", "token"} <= state.keys()
+    except (KeyError, TypeError, ValueError, AttributeError):  # not a state of ours
         alive = False
     if not alive:
         path.unlink(missing_ok=True)

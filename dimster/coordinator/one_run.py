@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dimster.clients.properties import java_versions
-from dimster.cluster.backend import backend_for
-from dimster.containers.workers import WorkerContainers
+from dimster.cluster.backends import backend_for
+from dimster.coordinator.container_workers import WorkerContainers
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.faults import check_faults
@@ -50,8 +50,7 @@ def run_workload(
     and failed is an outcome. `control`, when given, serves the run and is closed at its end;
     `context` goes into the run's status (a campaign's point)."""
     if workload.broker_config:
-        overrides = {**profile.broker_overrides, **workload.broker_config}
-        profile = profile.model_copy(update={"broker_overrides": overrides})
+        profile = profile.with_broker_config(workload.broker_config)
     check_faults(workload, profile)
     check_client_versions(workload, profile)
     agents = connect_agents(profile, workload.name)

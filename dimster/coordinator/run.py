@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from dimster.clients import REBALANCE_KINDS
 from dimster.clients.properties import check_client_configs, java_versions
-from dimster.cluster.backend import ClusterBackend, backend_for
+from dimster.cluster.backend import ClusterBackend
+from dimster.cluster.backends import backend_for
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.broker_scrape import BrokerScraper
 from dimster.coordinator.changes import Change, live_changes
@@ -1052,9 +1053,7 @@ class Coordinator:
         self._add_clients(added_producers, added_consumers)
 
     def _broker_cluster(self, new: Workload) -> ClusterBackend:
-        profile = self.cluster.profile
-        overrides = {**profile.broker_overrides, **new.broker_config}
-        return backend_for(profile.model_copy(update={"broker_overrides": overrides}))
+        return backend_for(self.cluster.profile.with_broker_config(new.broker_config))
 
     def _redeploy(self, cluster: ClusterBackend) -> None:
         """Runs on a helper thread; reports through `background` so the main loop records it."""

@@ -6,12 +6,12 @@ that loop with an in-memory stand-in."""
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
-from dimster.clients.properties import property_text
 from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.errors import DimsterError
 from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
 from dimster.kafka.distribution import kafka_distribution
 from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagWatch
+from dimster.kafka.properties import property_text
 from dimster.kafka.security import ClientSecurity
 from dimster.workload.model import Workload
 

@@ -3,10 +3,10 @@
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import KafkaDistribution, run_helper
+from dimster.kafka.properties import property_text
 from dimster.paths import display
 from dimster.yamlfile import closest, load_mapping
 
@@ -58,15 +58,6 @@ def config_definitions(distribution: KafkaDistribution) -> dict[str, ConfigDefin
         cached.write_text(result.stdout.strip().splitlines()[-1])
     raw = json.loads(cached.read_text())
     return {name: ConfigDefinition(d["type"], d["default"], d["valid"], d["updateMode"]) for name, d in raw.items()}
-
-
-def property_text(value: Any) -> str:
-    """A YAML value as Kafka's properties syntax spells it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(property_text(v) for v in value)
-    return str(value)
 
 
 def load_broker_config(path: Path) -> dict[str, str]:

@@ -11,7 +11,7 @@ from dimster.errors import DimsterError
 from dimster.metrics.histogram import GAMMA
 from dimster.pipeline.broker_summary import summarize_brokers, topic_bytes_in
 from dimster.pipeline.spark import spark_session
-from dimster.results.bundle import load_timeline
+from dimster.results.bundle import is_run_folder, load_timeline
 from dimster.worker.protocol import WARMUP_PREFIX
 from dimster.worker.wake_lag import WAITING_NOTED
 
@@ -34,10 +34,6 @@ OPTIONAL_TABLES = ("delivery_counts", "brokers", "group_lag", "workers")
 QUEUED_REQUEST_MS = 10.0
 QUEUED_REQUEST_RATIO = 5.0
 THROUGHPUT_FIELDS = ("produced_msgs_per_s", "produced_mb_per_s", "consumed_msgs_per_s", "consumed_mb_per_s")
-
-
-def is_run_folder(path: Path) -> bool:
-    return (path / "run.json").is_file() or (path / "metrics").is_dir()
 
 
 def read_run_info(path: Path) -> dict:

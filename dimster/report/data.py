@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from dimster.errors import DimsterError
-from dimster.results.bundle import load_timeline
+from dimster.results.bundle import is_run_folder, load_timeline
 
 SUMMARY_TABLES = (
     "throughput_per_second",
@@ -95,10 +95,6 @@ class RunData:
     def table(self, name: str) -> pd.DataFrame | None:
         frame = self.tables.get(name)
         return frame if frame is not None and not frame.empty else None
-
-
-def is_run_folder(path: Path) -> bool:
-    return (path / "run.json").is_file() or (path / "metrics").is_dir()
 
 
 def load_run(run_dir: Path) -> RunData:

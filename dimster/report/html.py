@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from dimster.modes import mode_line
 from dimster.report import charts
 from dimster.report.data import RunData, load_run, natural_key, parse_yaml
 from dimster.report.faults import WINDOW_SECONDS, AroundFault, Window, around_faults, failed_steps, had_faults
@@ -72,8 +73,6 @@ def notes(run: RunData) -> list[str]:
 def mode_panel(run: RunData) -> str:
     """A test mode's outcome and evidence: explore-limits' steps, drain-backlog's drain, the
     correctness verdict."""
-    from dimster.cli.summary import mode_line
-
     mode = run.run_info.get("mode") or {}
     if not mode_line(mode):
         return ""

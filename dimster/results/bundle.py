@@ -154,6 +154,11 @@ class ResultsBundle:
             self.redactor.scrub_file(path)
 
 
+def is_run_folder(path: Path) -> bool:
+    """A run's bundle, also one cut short: its run.json or its metrics."""
+    return (path / "run.json").is_file() or (path / "metrics").is_dir()
+
+
 def load_timeline(run_dir: Path) -> dict[str, list[dict]]:
     """events.jsonl and modifications.jsonl of a run folder (missing files are empty)."""
     timeline = {}
