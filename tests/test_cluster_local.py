@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
 from dimster.kafka.admin import wait_until_partitions_serve
 from dimster.kafka.distribution import kafka_distribution
-from tests.conftest import dimster, our_java_processes, spare_ports_yaml, write_environment
+from tests.conftest import dimster, our_java_processes, set_broker_config, spare_ports_yaml, write_environment
 from tests.kafka_clients import consume_group, consume_share_group, create_topic, produce_numbers
 
 pytestmark = pytest.mark.kafka
@@ -81,10 +81,25 @@ def test_new_partitions_are_served_once_the_wait_returns(local_cluster):
         assert [future.result(timeout=30).offset for future in offsets.values()] == [0] * 12
 
 
-def test_up_again_reuses_the_running_cluster(local_cluster):
+def test_up_again_reuses_the_running_cluster_and_still_checks_its_broker_config(local_cluster, project):
+    """A second `up` keeps the nodes; a broker config the nodes do not run is still checked (a bad
+    value is one error line) and, when valid, named with the command that applies it."""
     before = [n["pid"] for n in status_json()["nodes"]]
     result = dimster("cluster", "up", "local")
     assert result.code == 0 and "reusing" in result.stderr
+    assert [n["pid"] for n in status_json()["nodes"]] == before
+
+    edited = {"DIMSTER_PROJECT_DIR": str(project)}
+    set_broker_config(project, "group.share.partition.max.record.locks", 5)  # Kafka's minimum is 100
+    refused = dimster("cluster", "up", "local", env=edited)
+    assert refused.code == 2 and "reusing" in refused.stderr, refused.stderr
+    [line] = refused.error_lines
+    assert "invalid broker config" in line and "group.share.partition.max.record.locks" in line, line
+    set_broker_config(project, "group.share.partition.max.record.locks", 400)
+    noted = dimster("cluster", "up", "local", env=edited)
+    assert noted.code == 0, noted.stderr
+    [note] = [line for line in noted.stderr.splitlines() if "another broker config" in line]
+    assert "group.share.partition.max.record.locks" in note and "`dimster cluster redeploy local`" in note, note
     assert [n["pid"] for n in status_json()["nodes"]] == before
 
 

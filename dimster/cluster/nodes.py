@@ -160,6 +160,19 @@ class NodeCluster:
             scratch.unlink(missing_ok=True)
         return broker_config
 
+    def check_reused_config(self, running: dict[str, str], distribution: KafkaDistribution, progress) -> None:
+        """`up` of a running cluster still checks the profile's broker config (a bad one is an error,
+        not ignored); where it differs from what the nodes run, says how to apply it."""
+        wanted = self.desired_broker_config(distribution)
+        if wanted == running:
+            return
+        self.check_broker_config(distribution)
+        changed = sorted(k for k in {*wanted, *running} if wanted.get(k) != running.get(k))
+        progress(
+            f"the nodes run another broker config than the profile asks for ({', '.join(changed)}): "
+            f"`dimster cluster redeploy {self.profile.name}` applies it"
+        )
+
     def prepare_configs(self, distribution: KafkaDistribution) -> dict[str, str]:
         """Check the broker config completely (names, then Kafka's own parse), then write every node's file."""
         broker_config = self.check_broker_config(distribution)
