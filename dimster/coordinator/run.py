@@ -15,6 +15,7 @@ from dimster.clients import REBALANCE_KINDS
 from dimster.clients.properties import check_client_configs, java_versions
 from dimster.cluster.backend import ClusterBackend
 from dimster.cluster.backends import backend_for
+from dimster.coordinator.account import ended_line, run_totals, why_open
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.broker_scrape import BrokerScraper
 from dimster.coordinator.changes import Change, live_changes
@@ -752,32 +753,11 @@ class Coordinator:
         return None if self.unconsumed_by_group is None else sum(self.unconsumed_by_group.values())
 
     def _finish(self, forced: bool) -> int:
-        a = self.aggregate
-        totals = {
-            "sent": a.sent,
-            "acked": a.acked,
-            "send_errors": a.send_errors,
-            "received": a.received,
-            "accepted": a.accepted,
-            "released": a.released,
-            "rejected": a.rejected,
-            "duplicates": a.duplicates,
-            "lost": a.lost(self.unconsumed_by_group),
-            "unconsumed": self.unconsumed,
-            "in_doubt": a.in_doubt(self.unconsumed_by_group),
-            "backlog": a.backlog,
-            "renewed": a.renewed,
-            "renewals_refused": a.renewals_refused,
-            "lock_timeouts": a.lock_timeouts,
-            "ack_errors": a.ack_errors,
-            "consumer_crashes": a.crashes,
-            "redelivered_after_crash": a.redelivered_after_crash,
-        }
-        account = a.account(self.unconsumed_by_group)
-        totals["archived"] = sum(g["archived"] for g in account.values())
+        account = self.aggregate.account(self.unconsumed_by_group)
+        totals = run_totals(self.aggregate, self.unconsumed_by_group, account)
         mode = self.plan.result() or {"type": self.workload.mode.type}
         if mode["type"] == "correctness":
-            totals.update(corrupt=a.corrupt, out_of_order=a.out_of_order)
+            totals.update(corrupt=self.aggregate.corrupt, out_of_order=self.aggregate.out_of_order)
             mode = correctness_verdict(self.workload.mode, totals, self.workload.consumer_type)
         status = "failed" if self.failure else ("forced" if forced else "completed")
         self.bundle.run_info.update(
@@ -804,12 +784,7 @@ class Coordinator:
             self.exporter.update(self.status())
         self.bundle.event("run_ended", status=status, **totals)
         self._say_account(account)
-        in_doubt = f", in doubt {totals['in_doubt']:,} (a lost worker's consumers)" if totals["in_doubt"] else ""
-        self.say(
-            f"run {status}: sent {a.sent:,} (acked {a.acked:,}), received {a.received:,}, "
-            f"lost {totals['lost']:,}, unconsumed {_count(totals['unconsumed'])}{in_doubt}, "
-            f"duplicates {a.duplicates:,}; results in {self.bundle.path}"
-        )
+        self.say(ended_line(status, totals, self.bundle.path))
         if mode.get("verdict"):
             self.say(f"{self.plan.name}: {mode['verdict']}")
         if self.failure:
@@ -820,22 +795,10 @@ class Coordinator:
 
     def _say_account(self, account: dict[str, dict]) -> None:
         for group, terms in account.items():
-            if terms["closes"]:
-                continue
-            if terms["unconsumed"] is None:
-                why = "the group's position is unknown"
-            else:
-                why = f"its terms add up to {-terms['unaccounted']:,} more than the {terms['acked']:,} acknowledged"
-                # records counted on receipt, then back in the group's reach
-                causes = []
-                if self.aggregate.lock_timeouts:
-                    causes.append(f"{self.aggregate.lock_timeouts:,} acknowledgements refused after lock time-outs")
-                if self.aggregate.crashes:
-                    causes.append(f"{self.aggregate.crashes:,} consumer crash(es)")
-                if causes:
-                    why += f" (records received, then back in the group's reach: {', '.join(causes)})"
-            self.bundle.event("account_open", group=group, **terms)
-            self.say(f"-- the account of group {group} does not close: {why}")
+            if not terms["closes"]:
+                self.bundle.event("account_open", group=group, **terms)
+                why = why_open(terms, self.aggregate.lock_timeouts, self.aggregate.crashes)
+                self.say(f"-- the account of group {group} does not close: {why}")
 
     def _correctness_outcome(self, verdict: dict) -> int:
         checked = "loss, corruption, order, duplicates" if verdict["order_checked"] else "loss, corruption, duplicates"
@@ -1084,7 +1047,3 @@ POSITIONS_SETTLE_SECONDS = 10.0  # how long the groups' positions may take to ag
 POSITIONS_LOOK_AGAIN_SECONDS = 1.0
 POSITIONS_TIMEOUT_SECONDS = 90.0  # for the groups' positions at the end
 LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
-
-
-def _count(value: int | None) -> str:
-    return "unknown" if value is None else f"{value:,}"
