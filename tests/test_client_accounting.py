@@ -169,6 +169,28 @@ def test_java_producer_reports_each_record_it_could_not_send():
     assert len(latencies) == 0 and failed == [40, 41, 42, 43]
 
 
+def test_librdkafka_producer_closing_with_records_unacknowledged_reports_each_as_failed(monkeypatch):
+    """No broker: the records wait in librdkafka's queue; a close that times out purges them, each
+    comes back as a failed sequence (never acknowledged, so never counted lost), as on the Java side."""
+    from confluent_kafka import KafkaException, Producer
+
+    from dimster.clients import librdkafka
+    from dimster.workload.payload import make_bodies
+
+    class NoMetadataWait(Producer):  # the driver's first metadata request would wait its 10 s for nobody
+        def list_topics(self, *args, **kwargs):
+            raise KafkaException("no broker here")
+
+    monkeypatch.setattr(librdkafka, "Producer", NoMetadataWait)
+    properties = {"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 600_000}
+    bodies = make_bodies(100, "RANDOM", 0)
+    driver = librdkafka.LibrdkafkaProducer(properties, "p0", "nowhere", 3, bodies, lambda _: None)
+    driver.send(40, [time.time()] * 5, [(None, -1)] * 5)
+    assert driver.close(0.2) == 5
+    latencies, failed = driver.take_acks()
+    assert len(latencies) == 0 and sorted(failed) == [40, 41, 42, 43, 44]
+
+
 def test_java_statistics_are_read_in_one_call_and_land_in_their_columns():
     """A Java client's metrics come back as one Java array; each value goes to the columns of its metric."""
     import jpype

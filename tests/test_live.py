@@ -148,7 +148,10 @@ def test_a_scheduled_pause_a_live_restart_and_a_redeploy_of_the_node_lose_nothin
     goes on; then `dimster cluster redeploy` from another terminal restarts the node that `cluster up`
     started."""
     pause = {"atSeconds": 2, "action": "pause", "node": 1, "durationSeconds": 3}
-    bundle = start_detached(tmp_path, "faults", **{**LIVE, "faults": [pause]})
+    # Java producers: a librdkafka producer may stop for good when the one broker's restart sends it a
+    # partition without a leader (librdkafka#5430, open); this test is about dimster's faults.
+    java_producers = {"clientLibrary": {"producer": "java"}}
+    bundle = start_detached(tmp_path, "faults", **{**LIVE, "faults": [pause], **java_producers})
     try:
         wait("elapsedSeconds>6 and received>300")
         assert fault_events(bundle) == [("pause", 1), ("resume", 1)]

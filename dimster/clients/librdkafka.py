@@ -92,7 +92,14 @@ class LibrdkafkaProducer:
         return latencies, failed
 
     def close(self, timeout: float) -> int:
-        return self.producer.flush(timeout)
+        """Flush for up to `timeout` s, then purge what is still unacknowledged: each purged record gets
+        its delivery report as a failure, so it counts as never acknowledged (as the Java producer's
+        close does), not as acknowledged and lost. Returns how many were purged."""
+        remaining = self.producer.flush(timeout)
+        if remaining:
+            self.producer.purge()  # queued and in flight alike
+            self.producer.flush(5)  # serves the purged records' delivery reports
+        return remaining
 
 
 class LibrdkafkaConsumer:

@@ -268,7 +268,7 @@ class ProducerClient(LoadClient):
             with self.lock:
                 self._count_acks(driver)
             if remaining:
-                log.warning("%s: %d records still unacknowledged after flush", self.client_id, remaining)
+                log.warning("%s: %d records unacknowledged at close: counted as failed", self.client_id, remaining)
 
     def _produce(self, driver: ProducerDriver, pacer: Pacer, choose) -> None:
         acks_due = 0.0  # monotonic time the driver's acknowledgements are next collected
