@@ -121,9 +121,9 @@ def status(env: str = "local") -> dict:
     return json.loads(result.stdout)
 
 
-def wait(condition: str, timeout: int = 90, env: str = "local") -> None:
+def wait(condition: str, timeout: int = 90, env: str = "local", cli_env: dict[str, str] | None = None) -> None:
     """`dimster wait ENV --until CONDITION`, which must hold in time."""
-    result = dimster("wait", env, "--until", condition, "--timeout", str(timeout), "--every", "0.25")
+    result = dimster("wait", env, "--until", condition, "--timeout", str(timeout), "--every", "0.25", env=cli_env)
     assert result.code == 0, result.stderr + result.stdout
 
 
@@ -177,11 +177,11 @@ def run_until(
     consumers drain, as at the end of a duration). Its bundle, the run ended."""
     bundle = start_detached(tmp_path, name, env, cli_env, summary, **keys)
     try:
-        result = dimster("wait", env, "--until", until, "--timeout", str(timeout), "--every", "0.25", env=cli_env)
-        assert result.code == 0, result.stderr + result.stdout
+        wait(until, timeout, env, cli_env)
     finally:
-        dimster("stop", env, env=cli_env)
-    assert run_info(bundle)["status"] == "completed", run_info(bundle).get("failure")
+        dimster("stop", env, env=cli_env)  # not asserted: a failed wait is the error to see
+    info = run_info(bundle)
+    assert info["status"] == "completed", info.get("failure")
     return bundle
 
 

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from dimster.environment import load_environment
 from tests.conftest import dimster
-from tests.runs import BASE, only_bundle, run_info, table
+from tests.runs import BASE, events, modifications, only_bundle, run_info, table, wait
 
 pytestmark = pytest.mark.kafka
 
@@ -24,19 +24,13 @@ def bootstrap() -> str:
     return load_environment(ENV).bootstrap_servers
 
 
-@pytest.fixture
-def local_env(local_cluster) -> dict[str, str]:
-    """What the CLI's environment needs for `local`, up: nothing more, the session's project is its own."""
-    return {}
-
-
-def run(env: dict, tmp_path: Path, name: str, **keys) -> tuple[Path, str]:
+def run(tmp_path: Path, name: str, **keys) -> tuple[Path, str]:
     """A run of BASE with `keys` on `local` to its end: its bundle and console output."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     workload = tmp_path / f"{name}.yaml"
     workload.write_text(yaml.safe_dump({**BASE, "name": name, **keys}))
     results = tmp_path / "results"
-    result = dimster("run", ENV, "-w", str(workload), "--results", str(results), "--no-summary", env=env, timeout=400)
+    result = dimster("run", ENV, "-w", str(workload), "--results", str(results), "--no-summary", timeout=400)
     assert result.code == 0 and "run completed" in result.stdout, result.stderr + result.stdout
     return only_bundle(results), result.stdout
 
@@ -75,11 +69,9 @@ def client_totals(bundle: Path) -> dict:
     return {c: int(share[c].sum()) for c in ("received", "renewed", "lock_timeouts", "renewals_refused")}
 
 
-def test_processing_past_the_lock_redelivers_without_renewal_and_not_with_it(local_env, tmp_path):
-    lapsing, _ = run(local_env, tmp_path / "lapse", "lapse", **SLOW, acknowledgement={"mode": "EXPLICIT"})
-    renewing, _ = run(
-        local_env, tmp_path / "renew", "renew", **SLOW, acknowledgement={"mode": "EXPLICIT", "renewLocks": True}
-    )
+def test_processing_past_the_lock_redelivers_without_renewal_and_not_with_it(local_cluster, tmp_path):
+    lapsing, _ = run(tmp_path / "lapse", "lapse", **SLOW, acknowledgement={"mode": "EXPLICIT"})
+    renewing, _ = run(tmp_path / "renew", "renew", **SLOW, acknowledgement={"mode": "EXPLICIT", "renewLocks": True})
 
     info = run_info(renewing)
     acked = info["totals"]["acked"]
@@ -116,77 +108,71 @@ def test_processing_past_the_lock_redelivers_without_renewal_and_not_with_it(loc
     )
 
 
-def dimster_json(env: dict, *args: str) -> dict:
-    result = dimster(*args, "--json", env=env)
+def dimster_json(*args: str) -> dict:
+    result = dimster(*args, "--json")
     assert result.code == 0, result.stderr
     return json.loads(result.stdout)
 
 
-def test_group_config_applies_at_start_and_changes_live(local_env, tmp_path):
+def test_group_config_applies_at_start_and_changes_live(local_cluster, tmp_path):
     """KIP-1240: the in-flight budget of a share partition is a group config, changed with no broker
     restart; a value outside the broker's bounds is refused with Kafka's message, changing nothing."""
     workload = tmp_path / "budget.yaml"
     keys = {"durationSeconds": 0, "producerRate": 200, "groupConfig": {"share.partition.max.record.locks": 200}}
     workload.write_text(yaml.safe_dump({**BASE, "name": "budget", **keys}))
     results = tmp_path / "results"
-    started = dimster_json(
-        local_env, "run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(results)
-    )
+    started = dimster_json("run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(results))
     bundle = Path(started["results"])
     try:
-        assert dimster("wait", ENV, "--until", "received>100", "--timeout", "90", env=local_env).code == 0
+        wait("received>100")
         [group] = run_info(bundle)["groups"]
         assert group_config(group)["share.partition.max.record.locks"] == "200"
         assert run_info(bundle)["groupConfig"]["start"]["share.partition.max.record.locks"] == "200"
 
         key = "groupConfig.share.partition.max.record.locks"
-        answer = dimster_json(local_env, "run", ENV, "--modify", "--set", f"{key}=400")
+        answer = dimster_json("run", ENV, "--modify", "--set", f"{key}=400")
         assert [(c["key"], c["old"], c["new"], c["effect"]) for c in answer["applied"]] == [
             (key, 200, 400, "group-config")
         ]
         assert group_config(group)["share.partition.max.record.locks"] == "400"
 
-        refused = dimster("run", ENV, "--modify", "--set", f"{key}=9000", env=local_env)
+        refused = dimster("run", ENV, "--modify", "--set", f"{key}=9000")
         assert refused.code == 2 and len(refused.error_lines) == 1, refused.stderr
         assert f"the cluster refused the config of group {group}: " in refused.error_lines[0]
         assert "share.partition.max.record.locks" in refused.error_lines[0]  # Kafka's own words follow
         assert group_config(group)["share.partition.max.record.locks"] == "400"
     finally:
-        dimster("stop", ENV, env=local_env)
+        dimster("stop", ENV)
     events = [json.loads(line)["event"] for line in (bundle / "events.jsonl").read_text().splitlines()]
     assert not [e for e in events if e.startswith("broker_redeploy")]
     modifications = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
     assert [(m["key"], m["new"]) for m in modifications] == [(key, 400)]
 
 
-def test_broker_lag_agrees_with_dimster_backlog_on_a_settled_run(local_env, tmp_path):
+def test_broker_lag_agrees_with_dimster_backlog_on_a_settled_run(local_cluster, tmp_path):
     """KIP-1226: with the consumers paused and the producers stopped, the share group's lag as the
     broker counts it equals dimster's backlog; after the drain both are 0."""
     workload = tmp_path / "lag.yaml"
     keys = {"durationSeconds": 0, "producerRate": 100, "consumersPaused": True, "reportIntervalSeconds": 1}
     workload.write_text(yaml.safe_dump({**BASE, "name": "lag", **keys}))
     started = dimster_json(
-        local_env, "run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(tmp_path / "r")
+        "run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(tmp_path / "r")
     )
     bundle = Path(started["results"])
 
-    def wait(condition: str) -> None:
-        result = dimster("wait", ENV, "--until", condition, "--timeout", "90", env=local_env)
-        assert result.code == 0, result.stderr + result.stdout
-
     try:
         wait("acked>300")
-        dimster_json(local_env, "run", ENV, "--modify", "--set", "producerRate=0")
+        dimster_json("run", ENV, "--modify", "--set", "producerRate=0")
         wait("pubRate<1 and backlog>300")
         wait("brokerLag==backlog")
-        settled = dimster_json(local_env, "status", ENV)
+        settled = dimster_json("status", ENV)
         assert settled["brokerLag"] == settled["backlog"] == settled["acked"]
         # a reading taken after the backlog settled: the metrics row beside it holds the same backlog
         wait(f"brokerLagAtSeconds>{settled['elapsedSeconds']} and brokerLag==backlog")
-        dimster_json(local_env, "run", ENV, "--modify", "--set", "consumersPaused=false")
+        dimster_json("run", ENV, "--modify", "--set", "consumersPaused=false")
         wait("backlog==0 and brokerLag==0")
     finally:
-        dimster("stop", ENV, env=local_env)
+        dimster("stop", ENV)
     lag = table(bundle, "group_lag")
     totals = lag[lag.partition == -1]
     agreeing = totals[(totals.lag == totals.backlog) & (totals.lag >= 300)]
@@ -196,7 +182,7 @@ def test_broker_lag_agrees_with_dimster_backlog_on_a_settled_run(local_env, tmp_
     assert set(per_partition.partition) == set(range(BASE["partitionsPerTopic"]))
 
 
-def test_crashed_consumers_records_come_back_after_the_lock_timeout(local_env, tmp_path):
+def test_crashed_consumers_records_come_back_after_the_lock_timeout(local_cluster, tmp_path):
     """A crash scheduled 3 s into load and one asked for live: each crashed consumer's unacknowledged
     records are received again by the group, every one of them, and the redelivery is timed."""
     workload = tmp_path / "crash.yaml"
@@ -212,29 +198,22 @@ def test_crashed_consumers_records_come_back_after_the_lock_timeout(local_env, t
     }
     workload.write_text(yaml.safe_dump({**BASE, "name": "crash", **keys}))
     started = dimster_json(
-        local_env, "run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(tmp_path / "r")
+        "run", ENV, "-w", str(workload), "--detach", "--no-summary", "--results", str(tmp_path / "r")
     )
     bundle = Path(started["results"])
 
-    def events(kind: str) -> list[dict]:
-        lines = (bundle / "events.jsonl").read_text().splitlines()
-        return [e for e in map(json.loads, lines) if e["event"] == kind]
-
     try:
-        assert dimster("wait", ENV, "--until", "elapsedSeconds>5", "--timeout", "90", env=local_env).code == 0
-        answer = dimster_json(local_env, "run", ENV, "--modify", "--set", "crashConsumers=1")
+        wait("elapsedSeconds>5")
+        answer = dimster_json("run", ENV, "--modify", "--set", "crashConsumers=1")
         assert [(c["key"], c["new"], c["effect"]) for c in answer["applied"]] == [("crashConsumers", 1, "crash")]
-        refused = dimster("run", ENV, "--modify", "--set", "crashConsumers=4", env=local_env)
+        refused = dimster("run", ENV, "--modify", "--set", "crashConsumers=4")
         assert refused.code == 2 and refused.error_lines == [
             "dimster: error: --set crashConsumers=4: the run has 3 share consumer(s)"
         ], refused.stderr
-        wait = dimster(
-            "wait", ENV, "--until", f"elapsedSeconds>{5 + 3 * LOCK_MS / 1000}", "--timeout", "90", env=local_env
-        )
-        assert wait.code == 0
+        wait(f"elapsedSeconds>{5 + 3 * LOCK_MS / 1000}")
     finally:
-        dimster("stop", ENV, env=local_env)
-    crashes = events("consumer_crashed")
+        dimster("stop", ENV)
+    crashes = events(bundle, "consumer_crashed")
     assert len(crashes) == 2 and len({c["client"] for c in crashes}) == 2  # they take turns
     held = sum(c["held"] for c in crashes)
     assert held > 0
@@ -250,8 +229,7 @@ def test_crashed_consumers_records_come_back_after_the_lock_timeout(local_env, t
     # crash, times out: never sooner than that after the crash
     assert redelivery.hist_min.min() >= (LOCK_MS - 5 * 100) * 1000
     assert info["totals"]["lost"] == 0
-    modifications = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
-    assert [(m["key"], m["by"]) for m in modifications] == [
+    assert [(m["key"], m["by"]) for m in modifications(bundle)] == [
         ("crashConsumers", "schedule"),
         ("crashConsumers", "control"),
     ]
