@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from dimster.coordinator.failures import RunFailed
 from dimster.coordinator.plans import PlanStep
-from dimster.coordinator.run import Coordinator, RunFailed
+from dimster.coordinator.run import Coordinator
 from dimster.errors import DimsterError
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
@@ -20,7 +21,7 @@ from tests.runs import scrape, scrape_samples
 pytestmark = pytest.mark.unit
 
 
-def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail", **keys) -> Coordinator:
+def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail", exporter=None, **keys):
     workload = Workload.model_validate(
         {"name": "w", "durationSeconds": 1.5, "reportIntervalSeconds": 0.5, "producersPerTopic": 2,
          "consumersPerGroup": 2, "drainTimeoutSeconds": 10, **keys}
@@ -29,7 +30,7 @@ def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail
     bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.3.1", run_id="r")
     return Coordinator(
         workload, fake_cluster(), bundle, workers, capacity, say=lambda _line: None,
-        kafka=FakeKafka(workers), on_worker_loss=on_worker_loss,
+        kafka=FakeKafka(workers), on_worker_loss=on_worker_loss, exporter=exporter,
     )  # fmt: skip
 
 
@@ -103,7 +104,7 @@ def test_clients_whose_kafka_clients_version_no_live_worker_runs_fail_the_run_in
     c = coordinator(
         tmp_path, workers, on_worker_loss="continue", clientLibrary="java", clientVersion={"producer": "4.4.0"}
     )
-    assert c.worker_versions == ["4.3.1", "4.4.0"]
+    assert c.ensemble.worker_versions == ["4.3.1", "4.4.0"]
     with pytest.raises(RunFailed):
         c.run()
     [lost] = [e for e in events(c) if e["event"] == "worker_lost"]
@@ -117,10 +118,10 @@ def test_clients_whose_kafka_clients_version_no_live_worker_runs_fail_the_run_in
 def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tmp_path):
     workers = FakeWorkers()
     c = coordinator(tmp_path, workers, capacity=2, durationSeconds=30)
-    c.start_workers(c.prepare_topics())
+    c.prepare()
     c._receive(0.01)
     c.phase = "measure"
-    c._send(0, StartLoad(0.0))
+    c.ensemble.send(0, StartLoad(0.0))
     answer = c.modify([("producersPerTopic", "3")])
     assert [a["key"] for a in answer["applied"]] == ["producersPerTopic"]
     [(index, added)] = [(i, m) for i, m in workers.sent if isinstance(m, AddClients)]
@@ -135,7 +136,7 @@ def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tm
 def test_restarts_are_refused_beside_a_consumer_count_change_and_beyond_the_consumers(tmp_path):
     workers = FakeWorkers()
     c = coordinator(tmp_path, workers, durationSeconds=30)
-    c.start_workers(c.prepare_topics())
+    c.prepare()
     c._receive(0.01)
     c.phase = "measure"
     with pytest.raises(DimsterError, match="restartConsumers go in a --set without consumersPerGroup"):
@@ -173,7 +174,7 @@ class HalfRatePlan:
             return PlanStep(sets=[("producerRate", str(workload.producer_rate / 2))])
         return PlanStep()
 
-    def result(self):
+    def result(self, totals=None, run=None):
         return {"type": self.name, "halved": self.halved}
 
 
@@ -237,8 +238,7 @@ def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_p
 
     exporter = StatusExporter({"environment": "test", "run": "r1", "workload": "w", "mode": "steady"})
     try:
-        c = coordinator(tmp_path, FakeWorkers())
-        c.exporter = exporter
+        c = coordinator(tmp_path, FakeWorkers(), exporter=exporter)
         assert c.run() == 0
         samples = scrape(exporter.url)
         totals = json.loads((c.bundle.path / "run.json").read_text())["totals"]

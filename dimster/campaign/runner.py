@@ -14,8 +14,8 @@ import yaml
 
 from dimster.campaign.model import Campaign, Point, read_campaign_json
 from dimster.coordinator.control import ControlServer
+from dimster.coordinator.failures import CorrectnessFailed
 from dimster.coordinator.one_run import run_workload
-from dimster.coordinator.run import CorrectnessFailed
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import display

@@ -1,9 +1,69 @@
-"""The end of a run in numbers: run.json's totals from the aggregate and the groups' positions, why a
-group's account does not close, and the run's last console line. The run loop records and says them."""
+"""The end of a run in numbers: run.json's totals from the aggregate and the groups' positions, the
+plan's verdict, why a group's account does not close, the hosts' clock offsets, and the run's last
+console line."""
 
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.correctness import verdict_line
+from dimster.coordinator.plans import RunPlan
+from dimster.coordinator.run_log import RunLog
+
+CLOCK_WARNING_SHARE = 0.1  # of the e2e p50 that clock uncertainty may reach before the run warns
+
+
+@dataclass
+class EndAccount:
+    account: dict[str, dict]  # per group: its terms, and whether they close
+    totals: dict
+    mode: dict  # run.json's `mode`: the plan's result and verdict
+
+
+def close_account(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, plan: RunPlan, mode: str) -> EndAccount:
+    """The run's account at its end; the plan judges the totals (`mode`: the workload's mode type)."""
+    account = a.account(unconsumed_by_group)
+    totals = run_totals(a, unconsumed_by_group, account)
+    return EndAccount(account, totals, plan.result(totals, a) or {"type": mode})
+
+
+def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: RunLog, plan: str) -> str | None:
+    """run.json's end (status, totals, account, the plan's `mode`, and the run's other `facts`), the
+    run_ended event, groups whose account does not close, the last console lines. Returns why the
+    plan's verdict fails the run (None when it does not)."""
+    info = {"status": status, "totals": end.totals, "account": end.account, "ended": time.time()}
+    log.bundle.run_info.update({**info, **facts, "mode": end.mode})
+    log.bundle.save_run_info()
+    log.event("run_ended", status=status, **end.totals)
+    for group, terms in end.account.items():
+        if not terms["closes"]:
+            why = why_open(terms, a.lock_timeouts, a.crashes)
+            log.tell("account_open", f"-- the account of group {group} does not close: {why}", group=group, **terms)
+    log.say(ended_line(status, end.totals, log.bundle.path))
+    if end.mode.get("verdict"):
+        log.say(f"{plan}: {end.mode['verdict']}")
+    if end.mode.get("passed") is False and status != "failed":
+        log.event("correctness_failed", reasons=end.mode["reasons"])
+        return f"correctness failed: {', '.join(end.mode['reasons'])}"
+    if end.mode.get("passed") and status != "failed":
+        log.say(verdict_line(end.mode))
+    return None
+
+
+def clock_offsets(by_worker: dict[int, dict], e2e_p50_us: float | None, log: RunLog) -> dict[str, dict]:
+    """Each remote worker's clock offset (the e2e latencies are corrected by it) and its uncertainty;
+    warns when that uncertainty is a large share of the measured e2e p50."""
+    offsets = {str(i): record for i, record in by_worker.items()}
+    worst = max((r["uncertainty_ms"] or 0.0 for r in offsets.values()), default=0.0)
+    if e2e_p50_us and worst > CLOCK_WARNING_SHARE * e2e_p50_us / 1000:
+        p50_ms = e2e_p50_us / 1000
+        message = (
+            f"clock offsets between hosts are known to ±{worst:.1f} ms, {worst / p50_ms:.0%} of the "
+            f"e2e p50 ({p50_ms:.1f} ms): cross-host e2e latencies are that uncertain"
+        )
+        log.tell("clock_uncertainty_high", f"-- {message}", uncertainty_ms=worst, e2e_p50_ms=p50_ms, message=message)
+    return offsets
 
 
 def run_totals(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, account: dict[str, dict]) -> dict:

@@ -1,7 +1,8 @@
-"""The verdict of a correctness run, from its totals: every acknowledged record consumed (or still
-within its group's reach: not consumed is not lost), none corrupt, none out of order, and no
-duplicates unless the mode allows them."""
+"""The correctness plan: a steady run judged at its end. The verdict comes from its totals: every
+acknowledged record consumed (or still within its group's reach: not consumed is not lost), none
+corrupt, none out of order, and no duplicates unless the mode allows them."""
 
+from dimster.coordinator.plans import RunView, SteadyPlan
 from dimster.workload.model import Correctness
 
 
@@ -30,3 +31,25 @@ def correctness_verdict(settings: Correctness, totals: dict, consumer_type: str)
         "order_checked": consumer_type == "CONSUMER_GROUP",
         "allow_duplicates": settings.allow_duplicates,
     }
+
+
+class CorrectnessPlan(SteadyPlan):
+    """A steady run whose producers write checksummed bodies; its result is the verdict."""
+
+    name = "correctness"
+
+    def __init__(self, settings: Correctness, consumer_type: str):
+        self.settings = settings
+        self.consumer_type = consumer_type
+
+    def result(self, totals: dict | None = None, run: RunView | None = None) -> dict | None:
+        if totals is None or run is None:
+            return None
+        totals.update(corrupt=run.corrupt, out_of_order=run.out_of_order)
+        return correctness_verdict(self.settings, totals, self.consumer_type)
+
+
+def verdict_line(verdict: dict) -> str:
+    """The console's line of a passed verdict: what was checked."""
+    checked = "loss, corruption, order, duplicates" if verdict["order_checked"] else "loss, corruption, duplicates"
+    return f"correctness passed ({checked})"

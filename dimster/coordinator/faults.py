@@ -59,8 +59,16 @@ class FaultRunner:
     """Carries out fault steps at their time on a helper thread; `reschedule` replaces the steps still
     to come (a live `--set faults=...`)."""
 
-    def __init__(self, cluster: ClusterBackend, steps: list[FaultStep], load_started: float, events: queue.Queue):
+    def __init__(
+        self,
+        cluster: ClusterBackend,
+        steps: list[FaultStep],
+        load_started: float,
+        events: queue.Queue,
+        node_changes: "threading.Lock | None" = None,
+    ):
         self.cluster = cluster
+        self.node_changes = node_changes or threading.Lock()  # held while a step changes a node
         self.load_started = load_started
         self.events = events  # (event kind, details) for the run's main loop
         self.pending: list[FaultStep] = []
@@ -114,9 +122,10 @@ class FaultRunner:
                 self._do(FaultStep(0, action, node), "at the end of the load")
 
     def _do(self, step: FaultStep, why: str) -> None:
-        began = time.time()
         try:
-            done = self.cluster.fault(step.node, step.action, progress=lambda _line: None)
+            with self.node_changes:
+                began = time.time()
+                done = self.cluster.fault(step.node, step.action, progress=lambda _line: None)
         except Exception as e:  # a fault that cannot happen is an event of the run, never its end
             reason = str(e) if isinstance(e, DimsterError) else f"{type(e).__name__}: {e}"
             message = f"fault {step.action} of node {step.node} failed: {reason}"

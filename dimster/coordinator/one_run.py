@@ -12,9 +12,10 @@ from dimster.cluster.backends import backend_for
 from dimster.coordinator.container_workers import WorkerContainers
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.exporter import StatusExporter
+from dimster.coordinator.failures import RunFailed
 from dimster.coordinator.faults import check_faults
 from dimster.coordinator.remote import RemoteWorkers
-from dimster.coordinator.run import Coordinator, RunFailed
+from dimster.coordinator.run import Coordinator
 from dimster.coordinator.topology import worker_versions
 from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile

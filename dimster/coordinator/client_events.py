@@ -1,0 +1,101 @@
+"""What the clients' reports tell the run besides numbers (consumer-group rebalances, crashed
+consumers), and what a lost worker's clients became: as counts, events and console lines."""
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from dimster.clients import REBALANCE_KINDS
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.ensemble import Ensemble, Loss
+from dimster.coordinator.exporter import StatusExporter
+from dimster.coordinator.run_log import RunLog
+from dimster.coordinator.self_cost import SelfCost
+from dimster.coordinator.workers import WorkerLost
+from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.protocol import IntervalReport, WatchRedeliveries
+
+FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
+EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
+
+
+class ReportIntake:
+    """Each worker's report, to all that keep its numbers: the aggregate, the metrics endpoint, the
+    Parquet files once load has started, and the coordinator's own cost; and its client events."""
+
+    def __init__(self, a: RunAggregate, ensemble: Ensemble, log: RunLog, exporter: StatusExporter | None):
+        self.aggregate, self.ensemble, self.log, self.exporter = a, ensemble, log, exporter
+        self.self_cost = SelfCost()
+        self.rebalances: dict[str, Counter] = {}  # consumer groups: rebalance callbacks per group and kind
+        self.flushed = self.exported = 0.0  # when the Parquet files were last written, the endpoint fed
+
+    def pass_on(self, metrics: MetricsWriter | None, status: Callable[[], dict]) -> None:
+        """The Parquet files written every FLUSH_EVERY s, the metrics endpoint fed every EXPORT_EVERY s."""
+        now = time.time()
+        if self.exporter and now - self.exported >= EXPORT_EVERY:
+            self.exporter.update(status())
+            self.exported = now
+        if metrics and now - self.flushed >= FLUSH_EVERY:
+            metrics.flush()
+            self.flushed = now
+
+    def take(self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool) -> None:
+        """`phase`: the phase the report's end falls in; `loading`: load has started."""
+        if loading:
+            self.self_cost.report_handled(report.end_time)
+        self.aggregate.add(report)
+        note_crashes(report, self.ensemble, self.log)
+        note_rebalances(report, self.rebalances, self.log)
+        if self.exporter:
+            self.exporter.add(report)
+        if metrics:
+            metrics.add(report, phase)
+
+
+def note_rebalances(report: IntervalReport, rebalances: dict[str, Counter], log: RunLog) -> None:
+    """Consumer groups: every member's rebalance callbacks as events, counted per group (run.json)."""
+    seen: dict[str, Counter] = {}
+    for c in report.clients:
+        for at, kind, partitions in c.rebalances:
+            log.event(f"consumer_{kind}", client=c.client_id, group=c.group, at=at, partitions=partitions)
+            seen.setdefault(c.group, Counter())[kind] += 1
+    for group, counts in seen.items():
+        rebalances.setdefault(group, Counter()).update(counts)
+        told = ", ".join(f"{counts[kind]} {kind}" for kind in REBALANCE_KINDS if counts[kind])
+        log.say(f"-- {group}: rebalance callbacks: {told}")
+
+
+def note_crashes(report: IntervalReport, ensemble: Ensemble, log: RunLog) -> None:
+    """A crashed consumer reported what it held: the group's consumers watch for those records."""
+    for c in report.clients:
+        if not c.crashed_at:
+            continue
+        held = sum(last - first + 1 for ranges in c.crash_held.values() for first, last in ranges)
+        log.tell(
+            "consumer_crashed",
+            f"-- consumer {c.client_id} crashed holding {held:,} record(s): back after their lock time-out",
+            client=c.client_id,
+            group=c.group,
+            at=c.crashed_at,
+            held=held,
+        )
+        ensemble.send_all(WatchRedeliveries(c.group, c.crashed_at, c.crash_held))
+
+
+def note_worker_lost(index: int, lost: WorkerLost, loss: Loss, a: RunAggregate, log: RunLog) -> None:
+    """Its producers' sequences end where it was last heard of; its consumers' unreported tail is in doubt."""
+    a.lost_producers.update(int(c[1:]) for c in loss.clients if c.startswith("p"))
+    a.consumers_lost([c for c in loss.clients if c.startswith("c")], lost.last_heard)
+    log.event("worker_lost", worker=index, reason=lost.reason, clients=loss.clients)
+
+
+def note_replaced(index: int, lost: WorkerLost, loss: Loss, log: RunLog) -> None:
+    moved = loss.placed.moved
+    log.tell(
+        "clients_replaced",
+        f"-- {lost.reason}: its {len(loss.replaced)} client(s) {', '.join(loss.replaced) or '-'} go on as "
+        f"{', '.join(f'{c} on worker {w}' for c, w in moved.items()) or 'nothing'}",
+        worker=index,
+        lost=loss.replaced,
+        new=moved,
+    )

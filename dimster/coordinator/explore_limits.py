@@ -1,0 +1,218 @@
+"""The explore-limits plan: a search for the highest rate that holds a latency target, one step per
+rate, judged from a probe of the reports, with a drain between steps."""
+
+import math
+
+from dimster.coordinator.plans import Drain, PlanStep, RunView
+from dimster.worker.wake_lag import WAITING_NOTED
+from dimster.workload.model import ExploreLimits, Workload
+
+
+class RateSearch:
+    """Which rate to try next, from every verdict so far: ramp by `factor` until a rate fails (or fall
+    by it while none passes), then bisect between the highest rate that passed below the lowest that
+    failed, until they are within `precision`; with `confirm`, the limit must pass twice. A rate that
+    failed once counts as failing, so a lucky pass is caught by its confirmation."""
+
+    def __init__(self, start: float, factor: float, precision: float, low: float, high: float, confirm: bool):
+        self.start, self.factor, self.precision = start, factor, precision
+        self.low, self.high, self.confirm = low, high, confirm
+        self.verdicts: list[tuple[float, bool]] = []
+
+    def record(self, rate: float, passed: bool) -> None:
+        self.verdicts.append((rate, passed))
+
+    @property
+    def lowest_failed(self) -> float | None:
+        return min((r for r, ok in self.verdicts if not ok), default=None)
+
+    @property
+    def limit(self) -> float | None:
+        """The highest rate that passed and lies below every rate that failed."""
+        ceiling = self.lowest_failed
+        return max((r for r, ok in self.verdicts if ok and (ceiling is None or r < ceiling)), default=None)
+
+    def next_rate(self) -> float | None:
+        """The next rate to try, or None when the search is over."""
+        if not self.verdicts:
+            return self.start
+        failed, limit = self.lowest_failed, self.limit
+        if failed is None:  # ramp up
+            if limit >= self.high:
+                return self._confirmed(limit)
+            return min(self.high, limit * self.factor)
+        if limit is None:  # nothing passed yet: come down
+            lower = failed / self.factor
+            return None if failed <= self.low else max(self.low, lower)
+        middle = _round_rate((limit + failed) / 2)
+        if failed / limit - 1 > self.precision and limit < middle < failed:
+            return middle
+        return self._confirmed(limit)
+
+    def _confirmed(self, limit: float) -> float | None:
+        passes = sum(1 for r, ok in self.verdicts if ok and r == limit)
+        return limit if self.confirm and passes < 2 else None
+
+
+def _round_rate(rate: float) -> float:
+    """Rates to three significant digits, so that the timeline reads 812 msg/s, not 812.3046875."""
+    if rate <= 0:
+        return rate
+    digits = 2 - math.floor(math.log10(rate))
+    return round(rate, max(digits, 0))
+
+
+class ExploreLimitsPlan:
+    """settle -> judge -> drain, per rate the search picks, until the search is over."""
+
+    name = "explore-limits"
+    probes = True  # judges steps from the aggregate's probe (see RunView.take_probe)
+
+    def __init__(self, settings: ExploreLimits, workload: Workload):
+        self.s = settings
+        self.search = RateSearch(
+            settings.start_rate,
+            settings.ramp_factor,
+            settings.precision,
+            settings.min_rate,
+            settings.max_rate,
+            settings.confirm,
+        )
+        self.processing: tuple[float, float] | None = None  # what a drain removed, to restore after it
+        self.steps: list[dict] = []
+        self.stage = "start"
+        self.rate = 0.0
+        self.until = 0.0
+        self.backlog_at_judge = 0  # when the judged span began
+        self.drain: Drain | None = None
+        self.verdict = ""
+
+    def step(self, elapsed: float, workload: Workload, run: RunView) -> PlanStep:
+        if self.stage == "start":
+            return self._next_rate(elapsed, run)
+        if self.stage == "settle" and elapsed >= self.until:
+            run.take_probe()  # what came before belongs to the settling
+            self.backlog_at_judge = run.backlog
+            self.stage, self.until = "judge", elapsed + self.s.step_seconds
+        elif self.stage == "judge" and elapsed >= self.until:
+            return self._judge(elapsed, workload, run)
+        elif self.stage == "drain":
+            return self._draining(elapsed, run)
+        return PlanStep()
+
+    def _next_rate(self, elapsed: float, run: RunView) -> PlanStep:
+        rate = self.search.next_rate() if len(self.steps) < self.s.max_steps else None
+        if rate is None:
+            return self._finish()
+        self.rate, self.stage, self.until = rate, "settle", elapsed + self.s.settle_seconds
+        sets = [("producerRate", f"{rate:g}"), *self._restore()]
+        return PlanStep(sets=sets, note=f"step {len(self.steps) + 1}: {rate:g} msg/s")
+
+    def _restore(self) -> list[tuple[str, str]]:
+        """The processing time the last drain removed, as it was when that drain began."""
+        if self.processing is None:
+            return []
+        low, high = self.processing
+        self.processing = None
+        return [("consumerProcMsMin", f"{low:g}"), ("consumerProcMsMax", f"{high:g}")]
+
+    def _judge(self, elapsed: float, workload: Workload, run: RunView) -> PlanStep:
+        probe = run.take_probe()
+        seconds, published, consumed = probe.seconds, probe.published, probe.consumed
+        p50, p99 = probe.e2e.percentile(50), probe.e2e.percentile(99)
+        reasons = []
+        if published < self.s.min_rate_achieved * self.rate:
+            reasons.append(f"producers reached {published:.0f} of {self.rate:g} msg/s")
+        if p99 is None:
+            reasons.append("no record was consumed")
+        elif p99 / 1000 > self.s.target_e2e_p99_ms:
+            reasons.append(f"e2e p99 {p99 / 1000:.1f} ms over the target {self.s.target_e2e_p99_ms:g} ms")
+        if probe.behind > self.s.max_backlog_growth * self.rate:
+            reasons.append(f"consumers fell behind: the backlog grew {probe.behind:.0f} msg/s")
+        passed = not reasons
+        self.search.record(self.rate, passed)
+        evidence = {
+            "step": len(self.steps) + 1,
+            "rate": self.rate,
+            "passed": passed,
+            "reasons": reasons,
+            "judged_seconds": round(seconds, 2),
+            "published_msgs_per_s": round(published, 1),
+            "consumed_msgs_per_s": round(consumed, 1),
+            "e2e_p50_ms": None if p50 is None else round(p50 / 1000, 2),
+            "e2e_p99_ms": None if p99 is None else round(p99 / 1000, 2),
+            "backlog_growth_msgs_per_s": round(probe.behind, 1),
+            "backlog_start": self.backlog_at_judge,
+            "backlog_end": run.backlog,
+            "worker_wait_share": None if probe.worker_wait_share is None else round(probe.worker_wait_share, 3),
+        }
+        self.steps.append(evidence)
+        verdict = "pass" if passed else "fail: " + "; ".join(reasons)
+        self.stage = "drain"
+        self.drain = Drain(elapsed, run.backlog, self.s.drain_stall_seconds, self.s.drain_timeout_seconds)
+        sets = [("producerRate", "0")]
+        if workload.consumer_proc_ms_max > 0:  # as it is now: a --modify during the run counts
+            self.processing = (workload.consumer_proc_ms_min, workload.consumer_proc_ms_max)
+            sets += [("consumerProcMsMin", "0"), ("consumerProcMsMax", "0")]
+        return PlanStep(sets=sets, note=f"step {evidence['step']} at {self.rate:g} msg/s: {verdict}; draining")
+
+    def _draining(self, elapsed: float, run: RunView) -> PlanStep:
+        backlog = run.backlog
+        outcome = self.drain.outcome(elapsed, backlog)
+        if outcome is None:
+            return PlanStep()
+        self.steps[-1]["drain"] = {
+            "outcome": outcome,
+            "seconds": round(elapsed - self.drain.started, 2),
+            "backlog_before": self.drain.backlog,
+            "backlog_after": backlog,
+        }
+        if outcome != "drained":  # the next step would be judged on this one's records: stop here
+            step = self._finish(f"the drain after step {len(self.steps)} {outcome} at a backlog of {backlog:,}")
+        else:
+            step = self._next_rate(elapsed, run)
+        note = f"drain {outcome} after {elapsed - self.drain.started:.1f} s (backlog {backlog:,})"
+        step.note = f"{note}; {step.note}" if step.note else note
+        step.evidence = {"plan": self.name, **self.steps[-1]}
+        return step
+
+    def _finish(self, stopped: str = "") -> PlanStep:
+        limit = self.search.limit
+        if stopped:
+            self.verdict = f"stopped: {stopped}" + (f"; the limit so far {limit:g} msg/s" if limit else "")
+        elif len(self.steps) >= self.s.max_steps and self.search.next_rate() is not None:
+            self.verdict = f"maxSteps ({self.s.max_steps}) reached before the search converged"
+        elif limit is None:
+            self.verdict = f"no rate down to minRate {self.s.min_rate:g} msg/s held the target"
+        else:
+            self.verdict = f"limit {limit:g} msg/s"
+            failed = self.search.lowest_failed
+            if failed is not None:
+                self.verdict += f" (failed at {failed:g})"
+            elif limit >= self.s.max_rate:
+                self.verdict += " (maxRate: the real limit may be higher)"
+        self.verdict += self._workers_waited()
+        return PlanStep(sets=self._restore(), done=True, note=self.verdict)
+
+    def _workers_waited(self) -> str:
+        """Failed steps in which a worker's threads waited to run (wake_lag.py): their failure may be
+        dimster's worker rather than Kafka."""
+        waited = [s for s in self.steps if not s["passed"] and (s["worker_wait_share"] or 0) >= WAITING_NOTED]
+        if not waited:
+            return ""
+        most = max(s["worker_wait_share"] for s in waited)
+        return (
+            f"; in {len(waited)} of the failed steps a worker's threads waited to run (up to {most:.0%} of the "
+            "step): the limit may be the workers', not Kafka's; spread the clients over more workers or hosts"
+        )
+
+    def result(self, totals: dict | None = None, run: RunView | None = None) -> dict:
+        return {
+            "type": self.name,
+            "limit_msgs_per_s": self.search.limit,
+            "lowest_failed_msgs_per_s": self.search.lowest_failed,
+            "target_e2e_p99_ms": self.s.target_e2e_p99_ms,
+            "verdict": self.verdict or "interrupted before the search ended",
+            "step_count": len(self.steps),
+            "steps": self.steps,
+        }

@@ -1,0 +1,56 @@
+"""The run's status, as `dimster status --json`, `wait --until` and the metrics endpoint see it: the
+numeric fields of `status_schema.FIELDS` (each one's value given here, under the name spelled there)
+and the run's identity, phase, workers and settings."""
+
+import time
+from dataclasses import dataclass
+
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.status_schema import NAMES
+
+
+@dataclass
+class RunFacts:
+    """What the status says of a run besides its aggregate: given by the run loop each time."""
+
+    load_started: float
+    producers: int
+    consumers: int
+    window: dict  # the last status line's window (RunAggregate.take_window)
+    broker_lag: int | None
+    broker_lag_at: float | None  # epoch of the brokers' last lag reading
+    unconsumed_by_group: dict[str, int] | None  # known once the consumers have closed at the end
+
+
+def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
+    """Every field of status_schema.FIELDS, in its order; a field without a value here is an error."""
+    started = facts.load_started
+    unconsumed = facts.unconsumed_by_group
+    values = {
+        **a.recent_rates(5.0),
+        "sent": a.sent,
+        "acked": a.acked,
+        "received": a.received,
+        "backlog": a.backlog,
+        "brokerLag": facts.broker_lag,
+        "brokerLagAtSeconds": round(facts.broker_lag_at - started, 1) if facts.broker_lag_at else None,
+        "duplicates": a.duplicates,
+        "sendErrors": a.send_errors,
+        "lockRenewals": a.renewed,
+        "lockTimeouts": a.lock_timeouts,
+        "lost": a.lost(unconsumed) if unconsumed is not None else None,
+        "unconsumed": None if unconsumed is None else sum(unconsumed.values()),
+        "e2eP50Ms": facts.window.get("e2eP50Ms"),
+        "e2eP99Ms": facts.window.get("e2eP99Ms"),
+        "publishP99Ms": facts.window.get("publishP99Ms"),
+        "elapsedSeconds": round(time.time() - started, 1) if started else 0.0,
+        "producers": facts.producers,
+        "consumers": facts.consumers,
+        **a.producer_batches(),
+        "recordsPerPoll": facts.window.get("recordsPerPoll"),
+        "maxPollRecords": facts.window.get("maxPollRecords"),
+        "workerWaitShare": facts.window.get("workerWaitShare"),
+    }
+    if set(values) != set(NAMES):  # one name, one value: the schema and this function move together
+        raise AssertionError(f"status fields differ from status_schema: {sorted(set(values) ^ set(NAMES))}")
+    return {name: values[name] for name in NAMES}
