@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from dimster.metrics.histogram import Histogram
-from dimster.worker.wake_lag import WAITING_NOTED
+from dimster.metrics.schema import WAITING_NOTED
 from dimster.workload.model import DrainBacklog, ExploreLimits, Workload
 
 

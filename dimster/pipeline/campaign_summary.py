@@ -15,6 +15,7 @@ import pandas as pd
 
 from dimster.campaign.model import read_campaign_json
 from dimster.errors import DimsterError
+from dimster.metrics.schema import WAITING_NOTED
 from dimster.pipeline.spark import spark_session
 from dimster.pipeline.summary import (
     THROUGHPUT_FIELDS,
@@ -28,7 +29,6 @@ from dimster.pipeline.summary import (
     read_run_info,
     worker_cpu,
 )
-from dimster.worker.wake_lag import WAITING_NOTED
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates")

@@ -9,11 +9,10 @@ import pandas as pd
 
 from dimster.errors import DimsterError
 from dimster.metrics.histogram import GAMMA
+from dimster.metrics.schema import WAITING_NOTED, WARMUP_PREFIX
 from dimster.pipeline.broker_summary import summarize_brokers, topic_bytes_in
 from dimster.pipeline.spark import spark_session
 from dimster.results.bundle import is_run_folder, load_timeline
-from dimster.worker.protocol import WARMUP_PREFIX
-from dimster.worker.wake_lag import WAITING_NOTED
 
 # Quantiles as exact fractions: rank = ceil(total * num / den) in integer arithmetic.
 QUANTILES = {
