@@ -16,19 +16,11 @@ import pandas as pd
 from dimster.campaign.model import read_campaign_json
 from dimster.errors import DimsterError
 from dimster.metrics.schema import WAITING_NOTED
+from dimster.pipeline.client_tables import client_ratios, overall_client_ratios, overall_worker_cpu, worker_cpu
+from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.spark import spark_session
-from dimster.pipeline.summary import (
-    THROUGHPUT_FIELDS,
-    client_ratios,
-    compression_ratio,
-    latency_percentiles,
-    measured_latencies,
-    measured_throughput,
-    overall_client_ratios,
-    overall_worker_cpu,
-    read_run_info,
-    worker_cpu,
-)
+from dimster.pipeline.summary import read_run_info
+from dimster.pipeline.throughput import THROUGHPUT_FIELDS, compression_ratio, measured_throughput
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates")
