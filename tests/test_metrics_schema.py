@@ -70,3 +70,27 @@ def test_the_writer_writes_the_declared_columns(tmp_path):
     assert columns["client_stats"] == [*first, *schema.STATS_COLUMNS]
     assert columns["workers"] == [column for column, _ in schema.WORKER_COLUMNS]
     assert set(columns) <= set(schema.TABLES)
+
+
+@pytest.mark.unit
+def test_a_row_naming_a_client_table_is_a_column_of_the_reports_table(tmp_path, monkeypatch):
+    """A consumers' counter declared for the report shows under its label, as a whole number, from the
+    summary's per-client table."""
+    import pandas as pd
+
+    from dimster.report.clients import client_tables
+    from dimster.report.data import load_run
+    from tests.report_runs import Scenario, write_run
+
+    row = schema.Metric("lock_timeouts", "counter", schema.SHARING, "messages", "intervals", label="lock time-outs",
+                        client_table="consumers")  # fmt: skip
+    monkeypatch.setattr(schema, "METRICS", (*schema.METRICS, row))
+    run_dir = write_run(tmp_path, Scenario())
+    path = run_dir / "summary" / "client_stats.csv"
+    stats = pd.read_csv(path)
+    stats["lock_timeouts"] = [None if role == "producer" else 1234.0 for role in stats.role]
+    stats.to_csv(path, index=False)
+    html = client_tables(load_run(run_dir))
+    producers, consumers = html.split("Consumers")
+    assert "lock time-outs" not in producers
+    assert "<th>lock time-outs</th>" in consumers and "<td>1,234</td>" in consumers

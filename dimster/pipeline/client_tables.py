@@ -4,7 +4,7 @@ wake-up lateness, and the notes they give."""
 
 import pandas as pd
 
-from dimster.metrics.schema import WAITING_NOTED
+from dimster.metrics.schema import INTERVAL_METRICS, WAITING_NOTED
 from dimster.pipeline.throughput import number, with_covered
 
 # the producers' own request latency (average) past which, and past this many times the brokers' Produce
@@ -49,6 +49,8 @@ def client_ratios(stats, intervals, keys: list[str] | None = None):
         if "library" in intervals.columns
         else []
     )
+    # the interval counters the report's client tables show (metrics/schema.py), whole run
+    counted = [F.sum(m.name).alias(m.name) for m in INTERVAL_METRICS if m.client_table and m.name in intervals.columns]
     # The counters' changes cover the reports from a client's first statistics to its last (they come
     # every 5 s, the first 5 s after the client starts): the ratios divide by what was consumed over
     # those same reports, not over the whole run.
@@ -63,6 +65,7 @@ def client_ratios(stats, intervals, keys: list[str] | None = None):
             F.sum(F.when(in_window, F.col("received"))).alias("records_covered"),
             F.sum(F.when(in_window, F.col("received_bytes"))).alias("bytes_covered"),
             *libraries,
+            *counted,
         )
     )
     return (
