@@ -3,10 +3,13 @@
 A row names a metric (its field in the workers' interval reports, its Parquet column, or the
 `metric` value of its histogram rows), the clients that have it, its kind and unit, and where it
 shows: its Prometheus series (coordinator/client_series.py), the `dimster status --json` fields
-made from it (coordinator/status_schema.py), its label in the report (report/clients.py). The
-metrics writer (results/metrics_writer.py) and the Spark summary (pipeline/) both read the tables'
-names and columns from here. Adding a per-client counter: its field in the wire's `ClientInterval`
-(worker/protocol.py), where the client counts it (worker/), and a row in METRICS."""
+made from it (coordinator/status_schema.py), its column in the report's client tables
+(report/clients.py, from the summary's per-client table) or its line in the latency panel
+(report/key_numbers.py). The metrics writer (results/metrics_writer.py) and the Spark summary
+(pipeline/) both read the tables' names and columns from here, and neither imports the worker.
+
+Adding a per-client counter: its field in the wire's `ClientInterval` (worker/protocol.py), where
+the client counts it (worker/), and a row in INTERVAL_METRICS."""
 
 from dataclasses import dataclass
 

@@ -251,7 +251,7 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
 
 def _late_wake_notes(run_table: pd.DataFrame) -> list[str]:
     """Runs whose workers' threads waited long enough to run that their figures measure the workers
-    (summary.late_wake_notes)."""
+    (client_tables.late_wake_notes)."""
     if "worker_wake_wait_share" not in run_table:
         return []
     late = run_table[run_table.worker_wake_wait_share.astype(float) >= WAITING_NOTED]
