@@ -41,7 +41,7 @@ def dimster_exported() -> set[str]:
         | {name + "_total" for name, *_ in s.COUNTERS.values()}
         | {name + "_total" for name, _ in s.STATS_COUNTERS.values()}
         | {name for name, _ in s.STATS_GAUGES.values()}
-        | {"dimster_client_max_records_per_poll"}
+        | {name for name, *_ in s.GAUGES.values()}
     )
 
 

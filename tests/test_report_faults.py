@@ -17,7 +17,8 @@ from dimster.report.faults import (
     failed_steps,
     with_heals,
 )
-from dimster.report.html import faults_section, write_report
+from dimster.report.faults_section import faults_section
+from dimster.report.html import write_report
 from tests.report_runs import LOAD_STARTED, Scenario, write_run
 
 pytestmark = pytest.mark.unit

@@ -10,8 +10,10 @@ import pytest
 
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA
+from dimster.pipeline.client_tables import queued_request_notes
+from dimster.pipeline.latency import QUANTILES
 from dimster.pipeline.spark import DRIVER_JAVA_OPTS, spark_session
-from dimster.pipeline.summary import QUANTILES, queued_request_notes, summarize
+from dimster.pipeline.summary import summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 from tests.conftest import dimster

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from dimster.clients import STATS_INTERVAL_S
 from dimster.metrics.histogram import GAMMA, bucket_value
-from dimster.worker.protocol import WARMUP_PREFIX, IntervalReport
+from dimster.metrics.schema import INTERVAL_METRICS, LATENCY_METRICS, STATS_METRICS, WARMUP_PREFIX
+from dimster.worker.protocol import IntervalReport
 
 SERIES_LABELS = ("worker", "role", "topic", "group", "client_library")
 
@@ -25,62 +26,26 @@ def _bucket_index(seconds: float) -> int:
 LADDER_SECONDS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 60)
 BOUNDS: tuple[int, ...] = tuple(_bucket_index(seconds) for seconds in LADDER_SECONDS)
 
-LATENCIES = {  # dimster histogram -> (Prometheus name, help)
-    "publish": ("dimster_publish_latency_seconds", "Send to acknowledgement, per record"),
-    "publish_delay": ("dimster_publish_delay_seconds", "Scheduled send time to the send call, per record"),
-    "e2e": ("dimster_e2e_latency_seconds", "Producer's send to the consumer's receipt, per record"),
-}
-
-PRODUCING = ("producer",)
-CONSUMING = ("consumer", "share_consumer")
-COUNTERS = {  # ClientInterval field -> (Prometheus name without _total, help, the roles that count it)
-    "sent": ("dimster_client_sent_messages", "Records handed to the producers", PRODUCING),
-    "sent_bytes": ("dimster_client_sent_bytes", "Record bytes handed to the producers", PRODUCING),
-    "acked": ("dimster_client_acknowledged_messages", "Records the brokers acknowledged", PRODUCING),
-    "send_errors": ("dimster_client_send_errors", "Records the producers failed to send", PRODUCING),
-    "received": ("dimster_client_received_messages", "Records the consumers received", CONSUMING),
-    "received_bytes": ("dimster_client_received_bytes", "Record bytes the consumers received", CONSUMING),
-    "polls": ("dimster_client_polls", "Consumer polls (records per poll = received / polls)", CONSUMING),
-    "accepted": ("dimster_client_share_accepted_messages", "Records acknowledged ACCEPT", ("share_consumer",)),
-    "released": ("dimster_client_share_released_messages", "Records acknowledged RELEASE", ("share_consumer",)),
-    "rejected": ("dimster_client_share_rejected_messages", "Records acknowledged REJECT", ("share_consumer",)),
-    "renewed": ("dimster_client_share_lock_renewals", "Acquisition locks renewed (KIP-1222)", ("share_consumer",)),
-    "lock_timeouts": (
-        "dimster_client_share_lock_timeouts",
-        "Acknowledgements refused because the record's acquisition lock had timed out",
-        ("share_consumer",),
-    ),
-}
-
+# The series, from the rows of metrics/schema.py that name one:
+# histogram metric -> (Prometheus name, help)
+LATENCIES = {m.name: (m.prometheus, m.help) for m in LATENCY_METRICS if m.prometheus}
+# ClientInterval counter -> (Prometheus name without _total, help, the roles that count it)
+COUNTERS = {m.name: (m.prometheus, m.help, m.roles) for m in INTERVAL_METRICS if m.prometheus and m.kind == "counter"}
+# ClientInterval level -> (Prometheus name, help, roles): the series' largest of its clients' in the latest report
+GAUGES = {m.name: (m.prometheus, m.help, m.roles) for m in INTERVAL_METRICS if m.prometheus and m.kind == "gauge"}
 # The clients' own statistics (metrics/client_stats.py): cumulative counters summed over clients (a
 # client rebuilt by a live change starts again from 0: what it had counted stays in the series) ...
-STATS_COUNTERS = {
-    "tx_requests": ("dimster_client_requests", "Requests the Kafka clients sent"),
-    "tx_bytes": ("dimster_client_network_sent_bytes", "Bytes the Kafka clients sent over the network"),
-    "rx_bytes": ("dimster_client_network_received_bytes", "Bytes the Kafka clients received over the network"),
-}
+STATS_COUNTERS = {m.name: (m.prometheus, m.help) for m in STATS_METRICS if m.prometheus and m.kind == "counter"}
 # ... and averages, averaged over the clients that report them (columns in ms go out in seconds, as
 # Prometheus has times).
-STATS_GAUGES = {
-    "batch_records_avg": ("dimster_producer_batch_records_avg", "Records per produced batch"),
-    "batch_bytes_avg": ("dimster_producer_batch_bytes_avg", "Bytes per produced batch"),
-    "fetch_records_avg": ("dimster_consumer_fetch_records_avg", "Records per fetch response (Java clients)"),
-    "queue_time_avg_ms": (
-        "dimster_producer_queue_time_seconds_avg",
-        "How long a record waited in the producer before its batch left for a request",
-    ),
-    "request_latency_avg_ms": (
-        "dimster_client_request_latency_seconds_avg",
-        "From a request's making to its response, as the client saw it (Java: producers only)",
-    ),
-}
+STATS_GAUGES = {m.name: (m.prometheus, m.help) for m in STATS_METRICS if m.prometheus and m.kind == "gauge"}
 
 
 @dataclass
 class Series:
     counts: Counter = field(default_factory=Counter)  # ClientInterval field -> total
     latencies: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # metric -> bucket counts
-    max_poll_records: int = 0  # in the latest report
+    levels: dict[str, int] = field(default_factory=dict)  # GAUGES field -> the largest in the latest report
     stats: dict[str, tuple[float, dict]] = field(default_factory=dict)  # client id -> (report end, its latest)
     retired: Counter = field(default_factory=Counter)  # statistics column -> counts of clients' earlier runs
 
@@ -104,22 +69,24 @@ class ClientSeries:
         self.lock = threading.Lock()  # add() runs in the run loop, collect() in the HTTP thread
 
     def add(self, report: IntervalReport) -> None:
-        most: dict[tuple[str, ...], int] = {}  # per series, the most records one poll returned in this report
+        latest: dict[tuple[str, ...], dict[str, int]] = {}  # per series, GAUGES' largest in this report
         with self.lock:
             for c in report.clients:
                 key = (str(report.worker_index), c.role, c.topic, c.group, c.library)
                 series = self.series[key]
                 series.counts.update({name: getattr(c, name) for name in COUNTERS})
-                if c.role != "producer":
-                    most[key] = max(most.get(key, 0), c.max_poll_records)
+                for name, (*_, roles) in GAUGES.items():
+                    if c.role in roles:
+                        levels = latest.setdefault(key, {})
+                        levels[name] = max(levels.get(name, 0), getattr(c, name))
                 for (metric, _partition), (counts, *_rest) in c.histograms.items():
                     name = metric.removeprefix(WARMUP_PREFIX)  # live series include the warm-up
                     if name in LATENCIES:
                         series.latencies[name].update(counts)
                 if c.client_stats:
                     series.new_stats(c.client_id, report.end_time, c.client_stats)
-            for key, value in most.items():
-                self.series[key].max_poll_records = value
+            for key, levels in latest.items():
+                self.series[key].levels.update(levels)
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -129,7 +96,7 @@ class ClientSeries:
                 key: (
                     s.counts.copy(),
                     {m: c.copy() for m, c in s.latencies.items()},
-                    s.max_poll_records,
+                    dict(s.levels),
                     list(s.stats.values()),
                     {column: s.stats_total(column) for column in STATS_COUNTERS} if s.stats else None,
                 )
@@ -147,15 +114,12 @@ class ClientSeries:
                 if metric in latencies:
                     family.add_metric((*self.prefix, *key), *prometheus_buckets(latencies[metric]))
             yield family
-        polls = GaugeMetricFamily(
-            "dimster_client_max_records_per_poll",
-            "Most records one poll returned in the latest report",
-            labels=self.names,
-        )
-        for key, (_, _, most, *_) in series.items():
-            if key[1] != "producer":
-                polls.add_metric((*self.prefix, *key), most)
-        yield polls
+        for field_name, (name, help_text, roles) in GAUGES.items():
+            family = GaugeMetricFamily(name, help_text, labels=self.names)
+            for key, (_, _, levels, *_) in series.items():
+                if key[1] in roles:
+                    family.add_metric((*self.prefix, *key), levels.get(field_name, 0))
+            yield family
         for column, (name, help_text) in STATS_COUNTERS.items():
             family = CounterMetricFamily(name, help_text, labels=self.names)
             for key, (*_, totals) in series.items():

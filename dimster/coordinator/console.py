@@ -4,7 +4,7 @@ segments name status fields of the one status schema (status_schema.py)."""
 import string
 
 from dimster.coordinator.status_schema import FIELDS
-from dimster.worker.wake_lag import WAITING_NOTED
+from dimster.metrics.schema import WAITING_NOTED
 
 MILLISECONDS = {f.name for f in FIELDS if f.scale == 1e-3}  # shown as "12.3 ms", "-" while unknown
 SEGMENTS = (

@@ -4,7 +4,7 @@ rate, judged from a probe of the reports, with a drain between steps."""
 import math
 
 from dimster.coordinator.plans import Drain, PlanStep, RunView
-from dimster.worker.wake_lag import WAITING_NOTED
+from dimster.metrics.schema import WAITING_NOTED
 from dimster.workload.model import ExploreLimits, Workload
 
 

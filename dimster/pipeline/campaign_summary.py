@@ -15,20 +15,12 @@ import pandas as pd
 
 from dimster.campaign.model import read_campaign_json
 from dimster.errors import DimsterError
+from dimster.metrics.schema import WAITING_NOTED
+from dimster.pipeline.client_tables import client_ratios, overall_client_ratios, overall_worker_cpu, worker_cpu
+from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.spark import spark_session
-from dimster.pipeline.summary import (
-    THROUGHPUT_FIELDS,
-    client_ratios,
-    compression_ratio,
-    latency_percentiles,
-    measured_latencies,
-    measured_throughput,
-    overall_client_ratios,
-    overall_worker_cpu,
-    read_run_info,
-    worker_cpu,
-)
-from dimster.worker.wake_lag import WAITING_NOTED
+from dimster.pipeline.summary import read_run_info
+from dimster.pipeline.throughput import THROUGHPUT_FIELDS, compression_ratio, measured_throughput
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates")
@@ -259,7 +251,7 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
 
 def _late_wake_notes(run_table: pd.DataFrame) -> list[str]:
     """Runs whose workers' threads waited long enough to run that their figures measure the workers
-    (summary.late_wake_notes)."""
+    (client_tables.late_wake_notes)."""
     if "worker_wake_wait_share" not in run_table:
         return []
     late = run_table[run_table.worker_wake_wait_share.astype(float) >= WAITING_NOTED]

@@ -4,80 +4,46 @@ histogram buckets, never the message rate."""
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dimster.worker.protocol import IntervalReport, WakeLag
-
-INTERVAL_FIELDS = (
-    "library",
-    "generation",
-    "target_rate",
-    "sent",
-    "sent_bytes",
-    "acked",
-    "send_errors",
-    "received",
-    "received_bytes",
-    "accepted",
-    "released",
-    "rejected",
-    "renewed",
-    "renewals_refused",
-    "lock_timeouts",
-    "ack_errors",
-    "redelivered_after_crash",
-    "polls",
-    "max_poll_records",
-    "max_poll_partitions",
+from dimster.metrics.schema import (
+    CLIENT_COLUMNS,
+    DELIVERY_COUNT_COLUMNS,
+    FIXED_SCHEMAS,
+    HISTOGRAM_COLUMNS,
+    INTERVAL_COLUMNS,
+    REPORT_COLUMNS,
 )
 
+ARROW_TYPES = {
+    "float64": pa.float64(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "string": pa.string(),
+    "map<string, string>": pa.map_(pa.string(), pa.string()),
+}
+SCHEMAS = {
+    table: pa.schema([(column, ARROW_TYPES[kind]) for column, kind in columns])
+    for table, columns in FIXED_SCHEMAS.items()
+}
+# a worker's row: the report's columns, then its usage and its wake probe's lateness
+WORKER_VALUES = tuple(column for column, _ in FIXED_SCHEMAS["workers"] if column not in REPORT_COLUMNS)
 
-# The brokers' samples (coordinator/broker_scrape.py): one row per series per scrape.
-BROKER_SCHEMA = pa.schema(
-    [
-        ("end_time", pa.float64()),
-        ("run_time_s", pa.float64()),
-        ("phase", pa.string()),
-        ("broker", pa.int32()),
-        ("metric", pa.string()),
-        ("labels", pa.map_(pa.string(), pa.string())),
-        ("value", pa.float64()),
-    ]
-)
-# The groups' positions as the brokers see them (kafka/groups.py LagWatch): a row per partition, and a
-# row of partition -1 per group with the sum and dimster's own backlog of the group at that moment.
-GROUP_LAG_SCHEMA = pa.schema(
-    [
-        ("end_time", pa.float64()),
-        ("run_time_s", pa.float64()),
-        ("phase", pa.string()),
-        ("group", pa.string()),
-        ("partition", pa.int32()),
-        ("start_offset", pa.int64()),
-        ("lag", pa.int64()),
-        ("backlog", pa.int64()),
-    ]
-)
-# A row per worker report: the CPU seconds its process used since its previous report, its resident
-# memory and threads at the report, and how late its probe thread woke since the previous report
-# (worker/wake_lag.py: its wake-ups, the sum and the largest lateness).
-WORKER_SCHEMA = pa.schema(
-    [
-        ("end_time", pa.float64()),
-        ("run_time_s", pa.float64()),
-        ("phase", pa.string()),
-        ("worker", pa.int32()),
-        ("cpu_seconds", pa.float64()),
-        ("rss_bytes", pa.int64()),
-        ("threads", pa.int32()),
-        ("wakes", pa.int32()),
-        ("wake_lag_ms_sum", pa.float64()),
-        ("wake_lag_ms_max", pa.float64()),
-    ]
-)
-SCHEMAS = {"brokers": BROKER_SCHEMA, "group_lag": GROUP_LAG_SCHEMA, "workers": WORKER_SCHEMA}
+
+class Report(Protocol):
+    """What the writer reads of a worker's interval report (worker/protocol.py's IntervalReport): its
+    clients are ClientIntervals, with a field per column of INTERVAL_COLUMNS."""
+
+    worker_index: int
+    end_time: float
+    clients: list[Any]
+    cpu_seconds: float
+    rss_bytes: int
+    threads: int
+    wake_lag: Any  # a WakeLag (wakes, lag_ms_sum, lag_ms_max), or None
 
 
 class MetricsWriter:
@@ -87,44 +53,22 @@ class MetricsWriter:
         self.rows: dict[str, list[dict]] = defaultdict(list)
         self.parts = 0
 
-    def add(self, report: IntervalReport, phase: str) -> None:
-        common = {
-            "end_time": report.end_time,
-            "run_time_s": round(report.end_time - self.load_started, 3),
-            "phase": phase,
-            "worker": report.worker_index,
-        }
-        lag = report.wake_lag or WakeLag()
-        self.rows["workers"].append(
-            {
-                **common,
-                "cpu_seconds": report.cpu_seconds,
-                "rss_bytes": report.rss_bytes,
-                "threads": report.threads,
-                "wakes": lag.wakes,
-                "wake_lag_ms_sum": lag.lag_ms_sum,
-                "wake_lag_ms_max": lag.lag_ms_max,
-            }
-        )
+    def add(self, report: Report, phase: str) -> None:
+        times = (report.end_time, round(report.end_time - self.load_started, 3), phase, report.worker_index)
+        common = _row({}, REPORT_COLUMNS, times)
+        lag = report.wake_lag
+        wake_lag = (lag.wakes, lag.lag_ms_sum, lag.lag_ms_max) if lag else (0, 0.0, 0.0)
+        usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag)
+        self.rows["workers"].append(_row(common, WORKER_VALUES, usage))
         for c in report.clients:
-            client = {**common, "client_id": c.client_id, "role": c.role, "topic": c.topic, "group": c.group}
-            self.rows["intervals"].append({**client, **{f: getattr(c, f) for f in INTERVAL_FIELDS}})
+            client = _row(common, CLIENT_COLUMNS, (c.client_id, c.role, c.topic, c.group))
+            self.rows["intervals"].append({**client, **{f: getattr(c, f) for f in INTERVAL_COLUMNS}})
             for (metric, partition), (counts, total, low, high) in c.histograms.items():
                 for bucket, count in counts.items():
-                    self.rows["histograms"].append(
-                        {
-                            **client,
-                            "metric": metric,
-                            "partition": partition,
-                            "bucket": bucket,
-                            "count": count,
-                            "hist_total": total,
-                            "hist_min": low,
-                            "hist_max": high,
-                        }
-                    )
+                    values = (metric, partition, bucket, count, total, low, high)
+                    self.rows["histograms"].append(_row(client, HISTOGRAM_COLUMNS, values))
             for delivery_count, count in c.delivery_counts.items():
-                self.rows["delivery_counts"].append({**client, "delivery_count": delivery_count, "count": count})
+                self.rows["delivery_counts"].append(_row(client, DELIVERY_COUNT_COLUMNS, (delivery_count, count)))
             if c.client_stats:
                 self.rows["client_stats"].append({**client, **c.client_stats})
 
@@ -155,3 +99,8 @@ class MetricsWriter:
             pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)), path)
         self.rows.clear()
         self.parts += 1
+
+
+def _row(first: dict, columns: tuple[str, ...], values: tuple) -> dict:
+    """`first`'s columns, then `columns` with their `values`."""
+    return {**first, **dict(zip(columns, values, strict=True))}

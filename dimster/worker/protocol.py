@@ -19,13 +19,12 @@ from typing import Any
 
 import msgpack
 
+from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
+
 PROTOCOL_VERSION = 10
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
-# Histogram keys are (metric, partition). A latency of a record whose intended send time falls before
-# the measured phase (in warm-up) goes under WARMUP_PREFIX + metric: the measured phase's percentiles
-# cover exactly the records it produced, whenever they were consumed.
-WARMUP_PREFIX = "warmup_"
+# Histogram keys are (metric, partition); a warm-up record's latency goes under WARMUP_PREFIX + metric.
 HistogramWire = tuple[dict[int, int], int, float, float]
 
 

@@ -10,9 +10,6 @@ import time
 from dimster.worker.protocol import WakeLag
 
 PERIOD_S = 0.01  # the probe's wake-up period
-# A worker whose probe waited to run this share of the time gets a warning on the console and a note in
-# the summary: an idle worker's probe waits 1-3 % (the sleep's own overshoot)
-WAITING_NOTED = 0.1
 
 
 class WakeProbe:
