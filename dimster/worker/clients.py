@@ -15,10 +15,9 @@ from collections import Counter, defaultdict, deque
 
 import numpy as np
 
-from dimster.clients import ACCEPT, REJECT, RELEASE, ConsumerDriver, Polled, ProducerDriver
+from dimster.clients import ACCEPT, REJECT, RELEASE, ConsumerDriver, Polled, ProducerDriver, library
 from dimster.clients.jvm import detach_thread
 from dimster.clients.properties import role_properties
-from dimster.kafka.security import for_library
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
@@ -42,8 +41,8 @@ RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a 
 def client_properties(workload: Workload, bootstrap: str, security: dict, role: str, group: str = "") -> dict:
     """A role's properties: the cluster's address and security (in the role's library's names, after the
     workload's own: the profile says how to reach the cluster) and the workload's."""
-    library = workload.client_library.of(role)
-    return {"bootstrap.servers": bootstrap, **role_properties(workload, role, group), **for_library(security, library)}
+    plug = library(workload.client_library.of(role))
+    return {"bootstrap.servers": bootstrap, **role_properties(workload, role, group), **plug.client_security(security)}
 
 
 def _batch_size(properties: dict) -> int | None:
@@ -65,11 +64,8 @@ def producer_driver(
     payload, checksum = workload.payload, workload.mode.type == "correctness"
     count = body_count(workload.message_size, _compressed(properties), _batch_size(properties))
     bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, count, checksum=checksum)
-    if workload.client_library.producer == "java":
-        from dimster.clients.java import JavaProducer as driver
-    else:
-        from dimster.clients.librdkafka import LibrdkafkaProducer as driver
-    return driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
+    new_driver = library(workload.client_library.producer).PRODUCER
+    return new_driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
 
 
 def consumer_properties(workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, security: dict) -> dict:
@@ -88,11 +84,8 @@ def consumer_driver(
     share = spec.kind == "SHARE_GROUP"
     role = "share_consumer" if share else "consumer"
     properties = consumer_properties(workload, bootstrap, client_id, spec, security)
-    if workload.client_library.of(role) == "java":
-        from dimster.clients.java import JavaConsumer as driver
-    else:
-        from dimster.clients.librdkafka import LibrdkafkaConsumer as driver
-    return driver(properties, client_id, share, on_stats, verify=workload.mode.type == "correctness")
+    new_driver = library(workload.client_library.of(role)).CONSUMER
+    return new_driver(properties, client_id, share, on_stats, verify=workload.mode.type == "correctness")
 
 
 def distinct(values: np.ndarray) -> list[int]:

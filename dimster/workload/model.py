@@ -2,10 +2,11 @@
 Benchmark and the Dimster posts; Kafka property names are used as they are."""
 
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
+from dimster.client_libraries import LIBRARIES
 from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.workload.payload import HEADER_SIZE
@@ -186,7 +187,8 @@ def mode_mapping(value):
     return {"type": value} if isinstance(value, str) else value
 
 
-Library = Literal["librdkafka", "java"]
+# A client library's name: one of the registry's (pydantic reads a Literal of them)
+Library = str if TYPE_CHECKING else Literal[tuple(LIBRARIES)]
 
 
 class ClientLibrary(Strict):
@@ -286,8 +288,9 @@ class Workload(Strict):
     @field_validator("client_library", mode="before")
     @classmethod
     def _same_for_every_role(cls, value):
-        if isinstance(value, str) and value not in get_args(Library):
-            raise ValueError("must be librdkafka or java, or a mapping of producer, consumer, shareConsumer to one")
+        if isinstance(value, str) and value not in LIBRARIES:
+            names = " or ".join(LIBRARIES)
+            raise ValueError(f"must be {names}, or a mapping of producer, consumer, shareConsumer to one")
         return same_for_every_role(value)
 
     @field_validator("client_version", mode="before")
