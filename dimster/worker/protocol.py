@@ -144,7 +144,7 @@ class IntervalReport:
 class Hello:
     dimster_version: str
     protocol_version: int
-    run_id: str
+    run_id: str  # the run as the agent names it (its status, its folder, its log): today the workload's name
     coordinator_host: str
     status_only: bool = False  # `dimster worker status`: answer, take no run
 
