@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from dimster.clients import ACCEPT, REJECT, RELEASE, Polled, RefusedAcks
-from dimster.metrics.client_stats import COLUMNS, JAVA_METRICS, extract_client_stats, java_client_stats
+from dimster.clients.java import JAVA_METRICS
+from dimster.clients.java import client_stats as java_client_stats
+from dimster.clients.librdkafka import client_stats as extract_client_stats
+from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient, distinct
 from dimster.worker.protocol import ConsumerSpec

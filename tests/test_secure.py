@@ -13,12 +13,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dimster.clients import library
 from dimster.cluster.local import LocalCluster
 from dimster.cluster.tls import make_tls_material, refuses_password
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
 from dimster.kafka.admin import registered_brokers
-from dimster.kafka.security import for_library, java_security
+from dimster.kafka.security import java_security
 from dimster.results.redaction import Redactor
 from dimster.worker.clients import client_properties
 from dimster.worker.protocol import Assign, Assignment, decode, encode
@@ -165,7 +166,7 @@ def test_java_clients_get_kafkas_names_for_the_same_security():
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="loadtest" password="p\\"w\\\\d";'
     )
     assert (java["ssl.truststore.type"], java["ssl.truststore.certificates"]) == ("PEM", SECURITY["ssl.ca.pem"])
-    assert for_library(SECURITY, "librdkafka") == SECURITY and for_library({}, "java") == {}
+    assert library("librdkafka").client_security(SECURITY) == SECURITY and library("java").client_security({}) == {}
 
 
 @pytest.mark.unit

@@ -1,14 +1,21 @@
 """The Kafka client libraries a worker drives, behind one small interface: librdkafka
-(confluent-kafka) and Kafka's own Java clients (in-process through JPype). A driver owns one Kafka
-client; pacing, payload headers, processing time, acknowledgement choices, sequence tracking and
-metrics stay in `dimster.worker.clients`, the same for both."""
+(confluent-kafka) and Kafka's own Java clients (in-process through JPype), each one module
+(`LibraryPlug`) registered in dimster/client_libraries.py. A driver owns one Kafka client; pacing,
+payload headers, processing time, acknowledgement choices, sequence tracking and metrics stay in
+`dimster.worker`'s load clients, the same for every library."""
 
+import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, cast
 
 import numpy as np
 
+from dimster.client_libraries import LIBRARIES
+from dimster.kafka.security import ClientSecurity
 from dimster.workload.distributor import Choice
+from dimster.workload.model import Workload
 
 # Explicit acknowledgement outcomes, as the drivers receive them (one int8 per record).
 ACCEPT, RELEASE, REJECT = 0, 1, 2
@@ -89,3 +96,31 @@ class ConsumerDriver(Protocol):
 
     def close(self) -> None:
         """Settle the last poll (share groups) and leave the group."""
+
+
+# A driver's constructors. on_stats takes the client's statistics as metrics/client_stats.py's COLUMNS.
+ProducerFactory = Callable[..., ProducerDriver]  # (properties, client_id, topic, producer_id, bodies, on_stats)
+ConsumerFactory = Callable[..., ConsumerDriver]  # (properties, client_id, share, on_stats, verify=False)
+
+
+class LibraryPlug(Protocol):
+    """What the module of a client library provides (the module itself is the plug)."""
+
+    PRODUCER: ProducerFactory
+    CONSUMER: ConsumerFactory
+
+    def client_security(self, security: ClientSecurity) -> dict[str, str]:
+        """The cluster's client security (librdkafka's names, kafka/security.py) in this library's names."""
+
+    def check(self, workload: Workload, roles: list[str], kafka_version: str) -> Iterator[str]:
+        """The problems this library finds in the properties of `roles` (the run's roles it runs), one
+        line each, before a run starts or changes."""
+
+    def prepare_process(self, log_file: Path, kafka_version: str, clients_version: str) -> None:
+        """Ready a worker process whose clients run this library, before the first one is built (its
+        own log beside the worker's `log_file`)."""
+
+
+def library(name: str) -> LibraryPlug:
+    """The plug of the client library `name` (a key of LIBRARIES), imported on first use."""
+    return cast(LibraryPlug, importlib.import_module(LIBRARIES[name]))

@@ -1,17 +1,28 @@
-"""Kafka's own Java clients behind the driver interface: `clientLibrary: java`. They run in this
-process's JVM (see jvm.py) through dimster's small Java classes (dimster/kafka/java/), which take
-a batch of records per call, so Python crosses into Java once per batch or poll."""
+"""Kafka's own Java clients: `clientLibrary: java`. They run in this process's JVM (see jvm.py)
+through dimster's small Java classes (dimster/kafka/java/), which take a batch of records per call,
+so Python crosses into Java once per batch or poll. Their drivers, the check of their properties
+(by the clients of each role's version), their statistics (`metrics()`) and their security (Kafka's
+names): the plug dimster/client_libraries.py registers."""
 
+import json
 import logging
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import jpype
 import numpy as np
 
-from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks
+from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks, jvm
+from dimster.clients.properties import ROLE_SECTIONS, java_versions
+from dimster.errors import DimsterError
 from dimster.kafka.properties import property_text
-from dimster.metrics.client_stats import JAVA_METRICS, java_client_stats
+from dimster.kafka.security import ClientSecurity, java_security
+from dimster.metrics.client_stats import COLUMNS
 from dimster.workload.distributor import Choice
+from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE
 from dimster.yamlfile import closest
 
@@ -48,7 +59,7 @@ class _Statistics:
         # crossing waits for the GIL again, which with hundreds of client threads costs milliseconds
         by_metric = dict(zip(self.metrics, np.asarray(client.metrics(self.names)).tolist(), strict=True))
         values = {column: by_metric[metric] for column, metric in self.metric_of.items()}
-        self.on_stats(java_client_stats(self.role, values, time.time()))
+        self.on_stats(client_stats(self.role, values, time.time()))
 
 
 class JavaProducer:
@@ -145,6 +156,66 @@ class JavaConsumer:
             self.java.close(30_000)  # a share consumer releases whatever it still holds
 
 
+PRODUCER = JavaProducer
+CONSUMER = JavaConsumer
+
+
+def client_security(security: ClientSecurity) -> dict[str, str]:
+    return java_security(security)
+
+
+def prepare_process(log_file: Path, kafka_version: str, clients_version: str) -> None:
+    """Start the JVM before any client needs it (it stays up for the rest of the process)."""
+    jvm.start_jvm(kafka_version, log_file.with_suffix(".java.log"), clients_version)
+
+
+def check(workload: Workload, roles: list[str], kafka_version: str) -> Iterator[str]:
+    """The properties of `roles`, judged by Java clients of each role's version (`kafka_version`, or
+    the role's clientVersion)."""
+    common = workload.kafka_config.common_config  # goes to every client of the run
+    sections = workload.kafka_config.model_dump(by_alias=True)
+    versions = java_versions(workload, kafka_version)
+    roles_of: dict[str, list[str]] = {}  # kafka-clients version -> the roles it runs
+    for role in roles:
+        roles_of.setdefault(versions.get(role, kafka_version), []).append(role)
+    unknown_common = []  # a commonConfig name needs one of the run's Java clients to know it
+    for version, version_roles in roles_of.items():
+        if version == kafka_version:
+            jvm.start_jvm(kafka_version)
+            common_problem, problem = check_roles(version_roles, common, sections)
+        else:  # this process's JVM holds the cluster's clients: another version is judged aside
+            common_problem, problem = _check_roles_aside(kafka_version, version, version_roles, common, sections)
+        unknown_common.append(common_problem)
+        if problem:
+            yield problem
+    if unknown_common and all(unknown_common):
+        yield unknown_common[0]
+
+
+def check_roles(roles: list[str], common: dict, sections: dict) -> tuple[str | None, str | None]:
+    """What this process's Java clients (the JVM must run) find wrong: (a commonConfig name none of
+    the roles knows, the first problem of a role's properties)."""
+    roles_problem = None
+    for role in roles:
+        if roles_problem := check_properties(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
+            break
+    return check_common_names(roles, common), roles_problem
+
+
+def _check_roles_aside(kafka_version: str, version: str, roles: list[str], common: dict, sections: dict):
+    """check_roles in a process of its own that runs kafka-clients `version` (fetched if missing;
+    its progress shows on stderr)."""
+    command = [sys.executable, "-m", "dimster.clients.java_check", kafka_version, version]
+    request = json.dumps({"roles": roles, "common": common, "sections": sections})
+    try:
+        result = subprocess.run(command, input=request, stdout=subprocess.PIPE, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise DimsterError(f"the check of kafka-clients {version}'s properties did not end within 600 s") from None
+    if result.returncode != 0:
+        raise DimsterError(result.stdout.strip() or f"the check of kafka-clients {version} failed")
+    return tuple(json.loads(result.stdout))
+
+
 def _known_names(role: str) -> set[str]:
     return {str(name) for name in jpype.JClass("DimsterClientSupport").configNames(role)}
 
@@ -183,3 +254,59 @@ def check_properties(role: str, section: str, common: dict, properties: dict) ->
         in_common = [k for k in common if k in text and k not in properties]
         return f"kafkaConfig.{'commonConfig' if in_common else section}: {text}"
     return None
+
+
+def _network(group: str) -> dict[str, str]:
+    return {
+        "tx_requests": f"{group}:request-total",
+        "tx_bytes": f"{group}:outgoing-byte-total",
+        "rx_responses": f"{group}:response-total",
+        "rx_bytes": f"{group}:incoming-byte-total",
+    }
+
+
+def _fetches(group: str, requests_column: str) -> dict[str, str]:
+    return {
+        "rx_msgs": f"{group}:records-consumed-total",
+        "rx_msg_bytes": f"{group}:bytes-consumed-total",
+        requests_column: f"{group}:fetch-total",
+        "fetch_bytes_avg": f"{group}:fetch-size-avg",
+        "fetch_records_avg": f"{group}:records-per-request-avg",
+    }
+
+
+# Column -> "metric group:metric name" of the Java clients, per role. Names starting with "_" feed
+# a derived column. The Java producer has no per-request-type counts: its requests_produce counts
+# all its requests (nearly all are Produce).
+JAVA_METRICS: dict[str, dict[str, str]] = {
+    "producer": {
+        **_network("producer-metrics"),
+        "tx_msgs": "producer-metrics:record-send-total",
+        "tx_msg_bytes": "producer-topic-metrics:byte-total",
+        "requests_produce": "producer-metrics:request-total",
+        "batch_bytes_avg": "producer-metrics:batch-size-avg",
+        "request_records_avg": "producer-metrics:records-per-request-avg",
+        "compression_rate_avg": "producer-metrics:compression-rate-avg",
+        "queue_time_avg_ms": "producer-metrics:record-queue-time-avg",
+        "request_latency_avg_ms": "producer-metrics:request-latency-avg",
+        "_topic_record_rate": "producer-topic-metrics:record-send-rate",
+        "_topic_byte_rate": "producer-topic-metrics:byte-rate",
+    },
+    "consumer": {**_network("consumer-metrics"), **_fetches("consumer-fetch-manager-metrics", "requests_fetch")},
+    "share_consumer": {
+        **_network("consumer-metrics"),
+        **_fetches("consumer-share-fetch-manager-metrics", "requests_sharefetch"),
+    },
+}
+
+
+def client_stats(role: str, values: dict[str, float], now: float) -> dict[str, float]:
+    """From the Java metrics of `role` (JAVA_METRICS' columns to their values), at epoch `now`."""
+    out: dict[str, float] = dict.fromkeys(COLUMNS, 0.0)
+    out.update({column: float(value) for column, value in values.items() if not column.startswith("_")})
+    out["ts_us"] = now * 1_000_000
+    if role == "producer" and values.get("_topic_byte_rate"):
+        # Every batch adds its size to both batch-size-avg and the topics' byte-rate, so over the same
+        # window records per batch = bytes per batch * records per second / bytes per second.
+        out["batch_records_avg"] = out["batch_bytes_avg"] * values["_topic_record_rate"] / values["_topic_byte_rate"]
+    return out

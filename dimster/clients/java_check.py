@@ -1,13 +1,13 @@
 """`python -m dimster.clients.java_check KAFKA_VERSION CLIENTS_VERSION`: the Java clients of another
-version than the one a process's JVM holds judge a run's properties (see properties.py). It reads
-{roles, common, sections} as JSON on stdin and prints what `java_check` finds as a JSON pair; a
+version than the one a process's JVM holds judge a run's properties (see java.py's check). It reads
+{roles, common, sections} as JSON on stdin and prints what `check_roles` finds as a JSON pair; a
 failure (to fetch or start the clients, or of the check itself) is printed as one line, exit status 1."""
 
 import json
 import sys
 
 from dimster.clients import jvm
-from dimster.clients.properties import java_check
+from dimster.clients.java import check_roles
 from dimster.errors import DimsterError
 
 
@@ -15,7 +15,7 @@ def main(kafka_version: str, clients_version: str) -> int:
     request = json.load(sys.stdin)
     try:
         jvm.start_jvm(kafka_version, clients_version=clients_version)
-        print(json.dumps(java_check(request["roles"], request["common"], request["sections"])))
+        print(json.dumps(check_roles(request["roles"], request["common"], request["sections"])))
     except DimsterError as e:
         print(e)
         return 1

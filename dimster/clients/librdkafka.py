@@ -1,17 +1,25 @@
-"""librdkafka (confluent-kafka) behind the driver interface: `clientLibrary: librdkafka`."""
+"""librdkafka (confluent-kafka): `clientLibrary: librdkafka`. Its drivers, the check of its
+properties, its statistics (the `statistics.interval.ms` JSON) and its security (the profiles' own
+names): the plug dimster/client_libraries.py registers."""
 
 import contextlib
 import json
 import logging
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer
 
 from dimster.clients import STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks
+from dimster.clients.properties import ROLE_SECTIONS
 from dimster.kafka.properties import property_text
-from dimster.metrics.client_stats import extract_client_stats
+from dimster.kafka.security import ClientSecurity
+from dimster.metrics.client_stats import COLUMNS, REQUEST_KINDS
 from dimster.workload.distributor import Choice
+from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, body_intact, pack_header, unpack_header
 
 log = logging.getLogger("dimster.worker")
@@ -33,7 +41,7 @@ BATCH = ("consumer", "max.poll.records")  # applied by dimster as the consume() 
 def _config(properties: dict, client_id: str, on_stats) -> dict:
     def stats(stats_json: str) -> None:
         with contextlib.suppress(ValueError):
-            on_stats(extract_client_stats(json.loads(stats_json)))
+            on_stats(client_stats(json.loads(stats_json)))
 
     return {
         "client.id": client_id,
@@ -200,6 +208,28 @@ class LibrdkafkaConsumer:
             self.consumer.close()  # a share consumer releases whatever it still holds
 
 
+PRODUCER = LibrdkafkaProducer
+CONSUMER = LibrdkafkaConsumer
+
+
+def client_security(security: ClientSecurity) -> dict[str, str]:
+    """librdkafka's names are the profiles' own."""
+    return dict(security or {})
+
+
+def prepare_process(log_file: Path, kafka_version: str, clients_version: str) -> None:
+    """Nothing to ready: confluent-kafka is imported with this module."""
+
+
+def check(workload: Workload, roles: list[str], kafka_version: str) -> Iterator[str]:
+    """Each role's client, built from its properties: what librdkafka refuses."""
+    common = workload.kafka_config.common_config  # goes to every client of the run
+    sections = workload.kafka_config.model_dump(by_alias=True)
+    for role in roles:
+        if problem := check_properties(role, ROLE_SECTIONS[role], common, sections[ROLE_SECTIONS[role]]):
+            yield problem
+
+
 CLIENT_CLASSES = {"producer": Producer, "consumer": Consumer, "share_consumer": ShareConsumer}
 
 
@@ -226,3 +256,52 @@ def check_properties(role: str, section: str, common: dict, properties: dict) ->
     else:
         client.close()
     return None
+
+
+def client_stats(stats: dict[str, Any]) -> dict[str, float]:
+    """From librdkafka's statistics JSON."""
+    out: dict[str, float] = dict.fromkeys(COLUMNS, 0.0)
+    out.update(
+        {
+            "ts_us": stats.get("time", 0) * 1_000_000,
+            "tx_requests": stats.get("tx", 0),
+            "tx_bytes": stats.get("tx_bytes", 0),
+            "rx_responses": stats.get("rx", 0),
+            "rx_bytes": stats.get("rx_bytes", 0),
+            "tx_msgs": stats.get("txmsgs", 0),
+            "tx_msg_bytes": stats.get("txmsg_bytes", 0),
+            "rx_msgs": stats.get("rxmsgs", 0),
+            "rx_msg_bytes": stats.get("rxmsg_bytes", 0),
+        }
+    )
+    requests = dict.fromkeys(REQUEST_KINDS, 0)
+    brokers = list(stats.get("brokers", {}).values())
+    for broker in brokers:
+        for kind, count in (broker.get("req") or {}).items():
+            if kind in requests:
+                requests[kind] += count
+    out.update({f"requests_{kind.lower()}": count for kind, count in requests.items()})
+    # the window averages (microseconds) of the brokers' connections, weighted by what each counted:
+    # int_latency is a produced record's wait in the client's queue; a request then waits in the
+    # connection's output buffer (outbuf_latency) and for its response (rtt), which Java's
+    # request-latency-avg counts together
+    out["queue_time_avg_ms"] = _weighted_avg_ms(brokers, "int_latency")
+    out["request_latency_avg_ms"] = _weighted_avg_ms(brokers, "outbuf_latency") + _weighted_avg_ms(brokers, "rtt")
+    # Producer batches: weighted over topics by how many batches each saw in the window.
+    batches = size_sum = count_sum = 0.0
+    for topic in stats.get("topics", {}).values():
+        size, count = topic.get("batchsize") or {}, topic.get("batchcnt") or {}
+        n = size.get("cnt", 0)
+        batches += n
+        size_sum += size.get("avg", 0) * n
+        count_sum += count.get("avg", 0) * n
+    out["batch_bytes_avg"] = size_sum / batches if batches else 0.0
+    out["batch_records_avg"] = count_sum / batches if batches else 0.0
+    return {column: float(value) for column, value in out.items()}  # one Parquet type for both libraries
+
+
+def _weighted_avg_ms(brokers: list[dict], window: str) -> float:
+    """The average of librdkafka's `window` statistic over all broker connections, in ms (0: none counted)."""
+    windows = [b.get(window) or {} for b in brokers]
+    count = sum(w.get("cnt", 0) for w in windows)
+    return sum(w.get("avg", 0) * w.get("cnt", 0) for w in windows) / count / 1000 if count else 0.0

@@ -1,6 +1,7 @@
 """A cluster's client security in both libraries' words. Profiles and clusters give it in librdkafka's
 names (`security.protocol`, `sasl.mechanisms`, `sasl.username`, `sasl.password`, `ssl.ca.pem`);
-Kafka's Java clients (the workers' `clientLibrary: java`, dimster's Java helper) get Kafka's names."""
+Kafka's Java clients (the workers' `clientLibrary: java`, dimster's Java helper) get Kafka's names.
+A client library's plug (dimster/clients/) maps it to its clients' names."""
 
 import json
 import os
@@ -31,11 +32,6 @@ def java_security(security: ClientSecurity) -> dict[str, str]:
 def _jaas_quoted(value: str) -> str:
     """A value inside a JAAS option's double quotes (Kafka's JaasConfig reads backslash escapes)."""
     return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def for_library(security: ClientSecurity, library: str) -> dict[str, str]:
-    """The properties a client of `library` (librdkafka | java) gets from `security`."""
-    return java_security(security) if library == "java" else dict(security or {})
 
 
 def helper_environment(security: ClientSecurity) -> dict[str, str] | None:

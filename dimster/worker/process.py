@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from dimster.clients.jvm import start_jvm
+from dimster.clients import library
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
 from dimster.worker import clock
 from dimster.worker.clients import ConsumerClient, ProducerClient
@@ -94,7 +94,7 @@ class Worker:
         self.channel = channel
         self.assignment = assignment
         self.workload = Workload.model_validate(assignment.workload)
-        self._java_if_needed(self.workload)
+        self._prepare_libraries(self.workload)
         self.total_producers = assignment.total_producers
         self.load_started: float | None = None
         self.cpu_mark = time.process_time()  # this process's CPU seconds at its last report
@@ -116,11 +116,12 @@ class Worker:
         }
         self.closed = False
 
-    def _java_if_needed(self, workload: Workload) -> None:
-        """Start the JVM before any client needs it (it stays up for the rest of the process)."""
-        if "java" in run_libraries(workload).values():
-            log_file = Path(self.assignment.log_file).with_suffix(".java.log")
-            start_jvm(self.assignment.kafka_version, log_file, self.assignment.java_clients_version)
+    def _prepare_libraries(self, workload: Workload) -> None:
+        """Ready this process for the libraries of the run's clients before any client needs one (the
+        Java clients' JVM stays up for the rest of the process)."""
+        a = self.assignment
+        for name in dict.fromkeys(run_libraries(workload).values()):
+            library(name).prepare_process(Path(a.log_file), a.kafka_version, a.java_clients_version)
 
     def _producer(self, spec) -> ProducerClient:
         a = self.assignment
@@ -201,7 +202,7 @@ class Worker:
         """A live modification: clients read the new workload at once; a changed client config
         makes them close and rebuild their Kafka client (producers flush first, share consumers
         release what they hold)."""
-        self._java_if_needed(workload)
+        self._prepare_libraries(workload)
         old, self.workload, self.total_producers = self.workload, workload, total_producers
         rebuild_producers = producer_settings(old) != producer_settings(workload)
         rebuild_consumers = consumer_settings(old) != consumer_settings(workload)

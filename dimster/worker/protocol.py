@@ -1,6 +1,6 @@
 """The messages between the coordinator and its workers. The protocol *is* these types: a local worker
 gets them through a pipe, a remote agent over ZeroMQ, both encoded by `encode`/`decode` (msgpack, every
-field converted by its type hint, never pickle).
+field converted by its type hint as wire.py does it, never pickle).
 
 Coordinator -> worker: Hello (remote only, the handshake), Assign (remote only: a local worker gets its
 assignment when it starts), StartLoad, Update, AddClients, RemoveClients, StopProducers, Close,
@@ -9,17 +9,13 @@ Worker -> coordinator: Welcome or Refused (the handshake's answer), Ready, Repor
 LogFile (a remote agent's logs, before Closed), Closed, Failed, ClockReply.
 """
 
-import dataclasses
-import functools
-import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgpack
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
+from dimster.worker.wire import from_wire, to_wire
 
 PROTOCOL_VERSION = 10
 
@@ -146,7 +142,7 @@ class IntervalReport:
 class Hello:
     dimster_version: str
     protocol_version: int
-    run_id: str
+    run_id: str  # the run as the agent names it (its status, its folder, its log): today the workload's name
     coordinator_host: str
     status_only: bool = False  # `dimster worker status`: answer, take no run
 
@@ -287,125 +283,12 @@ def encode(message: Message) -> bytes:
     kind = type(message).__name__
     if MESSAGES.get(kind) is not type(message):
         raise ProtocolError(f"not a message of the protocol: {kind}")
-    return msgpack.packb([kind, _to_wire(type(message), message)], use_bin_type=True)
+    return msgpack.packb([kind, to_wire(type(message), message)], use_bin_type=True)
 
 
 def decode(data: bytes) -> Message:
     try:
         kind, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        return _from_wire(MESSAGES[kind], body)
+        return from_wire(MESSAGES[kind], body)
     except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as e:  # a map that is not one
         raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
-
-
-REQUIRED = object()  # a field without a default: always on the wire
-
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return REQUIRED
-
-
-@functools.cache
-def _typed_fields(cls) -> tuple[tuple[str, typing.Any, Any], ...]:
-    """A message type's fields with their type hints and defaults (REQUIRED where none)."""
-    hints = typing.get_type_hints(cls)
-    return tuple((f.name, hints[f.name], _default(f)) for f in dataclasses.fields(cls))
-
-
-def _to_wire(hint, value):
-    return _encoder(hint)(value)
-
-
-def _from_wire(hint, data):
-    return _decoder(hint)(data)
-
-
-def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda value: None if value is None else convert(value)
-
-
-@functools.cache
-def _encoder(hint) -> Callable[[Any], Any]:
-    """The function that turns a value typed by `hint` into plain msgpack data, built once per type (a
-    report carries hundreds of clients' intervals every second). A field equal to its default stays off
-    the wire (the decoder restores it): most of a client's counters are 0 in most intervals. A map
-    keyed by strings or ints goes as a msgpack map, one with other keys as a list of [key, value]
-    pairs; tuples go as lists."""
-    if dataclasses.is_dataclass(hint):
-        fields = [(name, _encoder(field_hint), default) for name, field_hint, default in _typed_fields(hint)]
-
-        def encode_dataclass(value) -> dict:
-            wire = {}
-            for name, encode_field, default in fields:
-                field_value = getattr(value, name)
-                if default is REQUIRED or field_value != default:
-                    wire[name] = encode_field(field_value)
-            return wire
-
-        return _optional(encode_dataclass)
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return _optional(_encoder(next(a for a in args if a is not type(None))))
-    if origin is list:
-        item = _encoder(args[0])
-        return _same if item is _same else _optional(lambda value: [item(v) for v in value])
-    if origin is tuple:
-        items = [_encoder(a) for a in args]
-        if all(convert is _same for convert in items):
-            return _same  # msgpack packs a tuple as a list itself
-        return _optional(lambda value: [convert(v) for convert, v in zip(items, value, strict=True)])
-    if origin is dict:
-        key, item = _encoder(args[0]), _encoder(args[1])
-        if args[0] in (str, int):
-            return _same if item is _same else _optional(lambda value: {k: item(v) for k, v in value.items()})
-        return _optional(lambda value: [[key(k), item(v)] for k, v in value.items()])
-    return _same  # int, float, str, bool, bytes, or an untyped dict of plain data
-
-
-@functools.cache
-def _decoder(hint) -> Callable[[Any], Any]:
-    """The inverse of `_encoder(hint)`, which checks the type of every plain value."""
-    if dataclasses.is_dataclass(hint):
-        fields = [(name, _decoder(field_hint)) for name, field_hint, _default in _typed_fields(hint)]
-        return _optional(
-            lambda data: hint(**{name: decode_field(data[name]) for name, decode_field in fields if name in data})
-        )
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return _optional(_decoder(next(a for a in args if a is not type(None))))
-    if origin is list:
-        item = _decoder(args[0])
-        return _optional(lambda data: [item(v) for v in data])
-    if origin is tuple:
-        items = [_decoder(a) for a in args]
-        return _optional(lambda data: tuple(convert(v) for convert, v in zip(items, data, strict=True)))
-    if origin is dict:
-        key, item = _decoder(args[0]), _decoder(args[1])
-        if args[0] in (str, int):  # a msgpack map, as _encoder sends it
-            return _optional(lambda data: {key(k): item(v) for k, v in data.items()})
-        return _optional(lambda data: {key(k): item(v) for k, v in data})
-    if hint is float:
-        return _optional(_float)
-    if hint in (int, str, bool, bytes):
-        return _optional(lambda data: data if isinstance(data, hint) else _wrong_type(hint, data))
-    return _same
-
-
-def _same(value):
-    return value
-
-
-def _float(data):
-    if isinstance(data, float):
-        return data
-    if isinstance(data, int):
-        return float(data)
-    return _wrong_type(float, data)
-
-
-def _wrong_type(hint, data):
-    raise TypeError(f"expected {hint.__name__}, got {type(data).__name__}")

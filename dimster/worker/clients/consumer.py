@@ -1,303 +1,33 @@
-"""The load clients a worker hosts, one thread each: producers and consumers that pace, simulate
-processing, choose acknowledgements and account for every record the same way whichever library
-(`clientLibrary`) drives their Kafka client.
-
-Every client keeps its counts and histograms for the current interval under a lock; the worker's
-main thread swaps them out once a second with `take_interval()`.
-"""
+"""A consumer load client, of a consumer group or a share group: polls, simulates processing,
+chooses acknowledgements, renews record locks, crashes on request, and accounts for every record
+it receives (settled sequences, delivery counts, end-to-end latency)."""
 
 import logging
-import math
 import random
 import threading
 import time
-from collections import Counter, defaultdict, deque
+from collections import Counter, deque
 
 import numpy as np
 
-from dimster.clients import ACCEPT, REJECT, RELEASE, ConsumerDriver, Polled, ProducerDriver
+from dimster.clients import ACCEPT, REJECT, RELEASE, ConsumerDriver, Polled
 from dimster.clients.jvm import detach_thread
-from dimster.clients.properties import role_properties
-from dimster.kafka.security import for_library
-from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
-from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, ProducerSpec
-from dimster.workload.distributor import distributor
+from dimster.worker.clients.drivers import consumer_driver
+from dimster.worker.clients.load_client import LoadClient, distinct
+from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
 from dimster.workload.model import Workload
-from dimster.workload.payload import body_count, make_bodies, unpack_headers
+from dimster.workload.payload import unpack_headers
 from dimster.workload.processing import makespan_ms, processing_times_ms
-from dimster.workload.schedule import Pacer, rate_at
 
 log = logging.getLogger("dimster.worker")
 DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
 MIN_LOCK_S = 1.0  # the shortest acquisition lock a broker allows (group.share.min.record.lock.duration.ms)
 RENEW_TIMEOUT_MIN_S = 0.1  # a renewal started late still gets this long to be answered
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
-ACKS_EVERY = 0.01  # seconds between collections of a producer's acknowledgements
 RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
-
-
-def client_properties(workload: Workload, bootstrap: str, security: dict, role: str, group: str = "") -> dict:
-    """A role's properties: the cluster's address and security (in the role's library's names, after the
-    workload's own: the profile says how to reach the cluster) and the workload's."""
-    library = workload.client_library.of(role)
-    return {"bootstrap.servers": bootstrap, **role_properties(workload, role, group), **for_library(security, library)}
-
-
-def _batch_size(properties: dict) -> int | None:
-    try:
-        return int(properties.get("batch.size"))
-    except (TypeError, ValueError):
-        return None
-
-
-def _compressed(properties: dict) -> bool:
-    codec = properties.get("compression.type", properties.get("compression.codec", "none"))
-    return str(codec).lower() != "none"
-
-
-def producer_driver(
-    workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats, security: dict
-) -> ProducerDriver:
-    properties = client_properties(workload, bootstrap, security, "producer")
-    payload, checksum = workload.payload, workload.mode.type == "correctness"
-    count = body_count(workload.message_size, _compressed(properties), _batch_size(properties))
-    bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, count, checksum=checksum)
-    if workload.client_library.producer == "java":
-        from dimster.clients.java import JavaProducer as driver
-    else:
-        from dimster.clients.librdkafka import LibrdkafkaProducer as driver
-    return driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
-
-
-def consumer_properties(workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, security: dict) -> dict:
-    """The Kafka properties of consumer `client_id`: with staticMembership its group.instance.id is its
-    client id, the same across its restarts, so that it keeps its partitions."""
-    role = "share_consumer" if spec.kind == "SHARE_GROUP" else "consumer"
-    properties = client_properties(workload, bootstrap, security, role, spec.group)
-    if workload.static_membership:
-        properties["group.instance.id"] = client_id
-    return properties
-
-
-def consumer_driver(
-    workload: Workload, bootstrap: str, client_id: str, spec: ConsumerSpec, on_stats, security: dict
-) -> ConsumerDriver:
-    share = spec.kind == "SHARE_GROUP"
-    role = "share_consumer" if share else "consumer"
-    properties = consumer_properties(workload, bootstrap, client_id, spec, security)
-    if workload.client_library.of(role) == "java":
-        from dimster.clients.java import JavaConsumer as driver
-    else:
-        from dimster.clients.librdkafka import LibrdkafkaConsumer as driver
-    return driver(properties, client_id, share, on_stats, verify=workload.mode.type == "correctness")
-
-
-def distinct(values: np.ndarray) -> list[int]:
-    """The distinct values, ascending. A poll holds a few records from a few partitions and producers:
-    a set does that in a tenth of np.unique's time, and the worker's GIL is what its clients share."""
-    return sorted(set(values.tolist()))
-
-
-class LoadClient:
-    """The parts every client shares: a thread, a stop flag, interval state and client statistics."""
-
-    role = ""
-
-    def __init__(self, client_id: str, topic: str, group: str, library: str):
-        self.client_id, self.topic, self.group = client_id, topic, group
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.recreate = threading.Event()  # close the client and build a new one from the current workload
-        self.wake = threading.Event()  # cuts a pacing or processing pause short (set with stopping/recreate)
-        self.thread = threading.Thread(target=self._run_guarded, name=client_id, daemon=True)
-        self.error: str | None = None
-        self.library = library  # of the Kafka client it runs (or will run) now
-        self.generation = 0  # the Kafka client it runs now: 1 for the first; live changes build the next
-        # Epoch seconds the measured phase starts (load start + warm-up); the worker sets it when load
-        # starts. Until then nothing counts as measured.
-        self._measure_from = math.inf
-        self.measure_known = threading.Event()
-        self._latest_stats: dict | None = None
-        self._reset()
-
-    @property
-    def measure_from(self) -> float:
-        return self._measure_from
-
-    @measure_from.setter
-    def measure_from(self, at: float) -> None:
-        self._measure_from = at
-        self.measure_known.set()
-
-    def _reset(self) -> None:
-        self.interval = ClientInterval(
-            self.client_id, self.role, self.topic, self.group, library=self.library, generation=self.generation
-        )
-        self.histograms: dict[tuple[str, int], Histogram] = defaultdict(Histogram)
-
-    def _on_stats(self, stats: dict) -> None:
-        self._latest_stats = stats
-
-    def _new_generation(self, library: str) -> None:
-        """A Kafka client was built. An interval that began under the previous one mixes the two: its
-        generation is 0."""
-        with self.lock:
-            first = self.generation == 0
-            self.generation += 1
-            self.library = self.interval.library = library
-            self.interval.generation = self.generation if first else 0
-
-    def take_interval(self) -> ClientInterval:
-        with self.lock:
-            interval, histograms = self.interval, self.histograms
-            self._reset()
-            self._carry_over(interval)
-        interval.histograms = {key: h.to_wire() for key, h in histograms.items() if h.total or h._filled}
-        interval.client_stats, self._latest_stats = self._latest_stats, None
-        return interval
-
-    def _carry_over(self, previous: ClientInterval) -> None:
-        """Fields that are levels rather than deltas."""
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.wake.set()
-
-    def rebuild(self) -> None:
-        self.recreate.set()
-        self.wake.set()
-
-    def _run_guarded(self) -> None:
-        try:
-            self.run()
-        except Exception as e:  # reported to the coordinator, which stops the run cleanly
-            if hasattr(e, "getMessage"):  # a Java exception: its simple name and message, once
-                self.error = f"{self.client_id}: {e.getClass().getSimpleName()}: {e.getMessage()}"
-            else:
-                self.error = f"{self.client_id}: {type(e).__name__}: {e}"
-            log.exception("client %s failed", self.client_id)
-        finally:
-            detach_thread()
-
-    def run(self) -> None:
-        raise NotImplementedError
-
-
-class ProducerClient(LoadClient):
-    role = "producer"
-
-    def __init__(
-        self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int, security: dict | None = None
-    ):
-        # Reads self.workload and self.total_producers on every pass: the worker replaces them live.
-        self.spec = spec
-        super().__init__(f"p{spec.producer_id}", spec.topic, "", workload.client_library.producer)
-        self.workload = workload
-        self.total_producers = total_producers
-        self.bootstrap = bootstrap
-        self.security = security or {}  # the cluster's client security (kafka/security.py)
-        self.load_started: float | None = None  # epoch seconds; set by the worker when load starts
-        self.sequence = 0
-        self.ready = threading.Event()  # its first Kafka client is built and knows the topic
-
-    def _carry_over(self, previous: ClientInterval) -> None:
-        self.interval.next_sequence = self.sequence
-        self.interval.target_rate = previous.target_rate
-
-    def target_rate(self, now: float) -> float:
-        w = self.workload
-        return rate_at(w.producer_rate_schedule, w.producer_rate, now - self.load_started) / self.total_producers
-
-    def _count_acks(self, driver: ProducerDriver) -> None:
-        """Move the driver's acknowledgements and failures into the interval (lock held). An ack
-        counts for the phase it arrives in: within milliseconds of the send it answers."""
-        latencies, failed = driver.take_acks()
-        if len(latencies):
-            self.interval.acked += len(latencies)
-            metric = "publish" if clock.now() >= self.measure_from else WARMUP_PREFIX + "publish"
-            self.histograms[(metric, -1)].record_array(latencies)
-        if failed:
-            self.interval.send_errors += len(failed)
-            self.interval.failed_sequences.extend(failed)
-
-    def run(self) -> None:
-        try:
-            driver = self._driver()  # before load starts: connecting and the first metadata are not measured
-        finally:
-            self.ready.set()  # built, or failed (the worker reports its error)
-        while self.load_started is None and not self.stopping.is_set():
-            time.sleep(0.01)
-        # Pace from when load starts or, for a producer added to a running load, from now.
-        pacer = Pacer(max(self.load_started or 0.0, clock.now()))
-        while True:  # each pass is one client; `recreate` starts the next
-            self.wake.clear()
-            self._produce_until_recreated(driver, pacer)
-            if self.stopping.is_set():
-                return
-            self.recreate.clear()
-            driver = self._driver()
-
-    def _driver(self) -> ProducerDriver:
-        """A Kafka client built from the current workload."""
-        w = self.workload
-        driver = producer_driver(w, self.bootstrap, self.client_id, self.spec, self._on_stats, self.security)
-        self._new_generation(w.client_library.producer)
-        return driver
-
-    def _produce_until_recreated(self, driver: ProducerDriver, pacer: Pacer) -> None:
-        """Send on schedule with this client until stopped or recreated; then flush, so nothing in
-        flight is lost. Sequence numbers and pacing carry over."""
-        w = self.workload
-        choose = distributor(
-            w.message_distributor,
-            w.partitions_per_topic,
-            self.spec.index_in_topic,
-            zipf_alpha=w.zipf_alpha,
-            key_count=w.key_count,
-        )
-        try:
-            self._produce(driver, pacer, choose)
-        finally:
-            remaining = driver.close(60)
-            with self.lock:
-                self._count_acks(driver)
-            if remaining:
-                log.warning("%s: %d records unacknowledged at close: counted as failed", self.client_id, remaining)
-
-    def _produce(self, driver: ProducerDriver, pacer: Pacer, choose) -> None:
-        acks_due = 0.0  # monotonic time the driver's acknowledgements are next collected
-        while not self.stopping.is_set() and not self.recreate.is_set():
-            now = clock.now()
-            rate = self.target_rate(now)
-            due = pacer.due(now, rate, limit=20_000)
-            if due:
-                handed_over, sent_bytes = driver.send(self.sequence, due, [choose() for _ in due])
-                handed_over = handed_over - clock.offset()  # the driver's times are this host's
-            driver.serve()
-            with self.lock:
-                self.interval.target_rate = rate
-                if due:
-                    intended = np.array(due)
-                    delays = np.maximum(handed_over - intended, 0.0) * 1e6
-                    measured = intended >= self.measure_from
-                    self.histograms[("publish_delay", -1)].record_array(delays[measured])
-                    self.histograms[(WARMUP_PREFIX + "publish_delay", -1)].record_array(delays[~measured])
-                    self.interval.sent += len(due)
-                    self.interval.sent_bytes += sent_bytes
-                    self.sequence += len(due)
-                if time.monotonic() >= acks_due:  # not every pass: each collection costs calls into the client
-                    self._count_acks(driver)
-                    acks_due = time.monotonic() + ACKS_EVERY
-                self.interval.next_sequence = self.sequence
-            pause = pacer.next_due(rate) - clock.now()
-            if pause > 0:
-                self.wake.wait(min(pause, 0.05))
 
 
 class ConsumerClient(LoadClient):
