@@ -54,6 +54,8 @@ class ClusterBackend(Protocol):
     def log_lines(self, lines: int) -> dict[int, list[str]]: ...  # the last lines of each node's log
     def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]: ...  # new lines as they come
     def broker_config(self) -> dict[str, str]: ...
-    def check_broker_config(self) -> dict[str, str]: ...
+    def check_broker_config(self) -> dict[str, str]: ...  # the profile's broker config, checked; starts nothing
+    def check_running_config(self, progress=print) -> None: ...  # a bad profile config raises; a new one is named
     def fault(self, node_id: int, action: str, progress) -> str: ...  # kill, pause, isolate... a node
     def client_security(self) -> dict[str, str]: ...  # what clients need beside bootstrap.servers (kafka/security.py)
+    def remove_data(self) -> None: ...  # the cluster's data and logs, when nothing runs (`cluster down --purge`)

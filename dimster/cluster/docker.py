@@ -353,7 +353,6 @@ class DockerCluster(NodeCluster):
         if state is not None:
             self.wait_registered(set(self.profile.node_ids), time.monotonic() + self.profile.start_timeout_seconds)
             progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
-            self.check_reused_config(state.broker_config, distribution, progress)
             return self.status()
         broker_config = self.prepare_configs(distribution)
         image = self._image(progress)

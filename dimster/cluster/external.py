@@ -64,7 +64,10 @@ class ExternalCluster:
         )
 
     def redeploy(self, progress=print) -> RedeployReport:
-        raise DimsterError(f"'{self.profile.name}' is an external cluster: change its broker config where it runs")
+        raise self._not_ours()
+
+    def _not_ours(self) -> DimsterError:
+        return DimsterError(f"'{self.profile.name}' is an external cluster: change its broker config where it runs")
 
     def log_files(self) -> dict[int, Path]:
         return {}
@@ -79,7 +82,10 @@ class ExternalCluster:
         return {}
 
     def check_broker_config(self) -> dict[str, str]:
-        return self.redeploy()  # type: ignore[return-value]
+        raise self._not_ours()  # a broker config for an external cluster is refused, as its redeploy is
+
+    def check_running_config(self, progress=print) -> None:
+        pass  # dimster knows no broker config of an external cluster
 
     def remove_data(self) -> None:
         raise DimsterError(f"'{self.profile.name}' is an external cluster: dimster keeps no data for it")

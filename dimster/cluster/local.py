@@ -332,7 +332,6 @@ class LocalCluster(NodeCluster):
         state = self._recorded_nodes(progress)
         if state is not None:
             self._heal(state, distribution, progress)
-            self.check_reused_config(state.broker_config, distribution, progress)
             return self.status()
         broker_config = self.prepare_configs(distribution)
         self.check_ports_free()

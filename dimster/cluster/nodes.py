@@ -160,9 +160,12 @@ class NodeCluster:
             scratch.unlink(missing_ok=True)
         return broker_config
 
-    def check_reused_config(self, running: dict[str, str], distribution: KafkaDistribution, progress) -> None:
-        """`up` of a running cluster still checks the profile's broker config (a bad one is an error,
-        not ignored); where it differs from what the nodes run, says how to apply it."""
+    def check_running_config(self, progress=print) -> None:
+        """`cluster up` of a running cluster still checks the profile's broker config (a bad one is an
+        error, not ignored); where it differs from what the nodes run, says how to apply it. A cluster
+        `up` just started runs the profile's config: nothing to say."""
+        running = self.broker_config()
+        distribution = kafka_distribution(self.profile.kafka_version)
         wanted = self.desired_broker_config(distribution)
         if wanted == running:
             return
