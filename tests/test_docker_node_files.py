@@ -5,7 +5,8 @@ import tarfile
 
 import pytest
 
-from dimster.cluster.docker import CONFIG_DIR, DockerCluster
+from dimster.cluster.docker import DockerCluster
+from dimster.cluster.docker_nodes import CONFIG_DIR
 from dimster.environment import load_environment
 
 pytestmark = pytest.mark.unit

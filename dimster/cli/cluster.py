@@ -17,9 +17,10 @@ JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on std
 @app.command()
 def up(env: str = EnvArg, json: bool = JsonOpt) -> None:
     """Start the cluster (formatting storage on first use) and wait until share groups work.
-    A healthy running cluster is reused."""
+    A healthy running cluster is reused; its broker config is still checked against the profile's."""
     cluster = backend_for(load_environment(env))
     status = cluster.up(progress)
+    cluster.check_running_config(progress)
     if json:
         print_json(status.to_json())
     else:

@@ -1,11 +1,12 @@
-"""What every cluster backend offers (cluster/backends.py picks the one an environment names)."""
+"""What every cluster backend offers (cluster/backends.py picks the one an environment names), and
+what a backend's module hands the registry: its profile model and its class."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from dimster.environment import EnvironmentProfile
+from dimster.profile import ProfileBase
 
 
 @dataclass
@@ -43,7 +44,7 @@ class RedeployReport:
 
 
 class ClusterBackend(Protocol):
-    profile: EnvironmentProfile
+    profile: ProfileBase
 
     def up(self, progress=print) -> ClusterStatus: ...
     def ensure(self, progress=print) -> None: ...  # up, or redeploy what differs from the profile
@@ -54,6 +55,17 @@ class ClusterBackend(Protocol):
     def log_lines(self, lines: int) -> dict[int, list[str]]: ...  # the last lines of each node's log
     def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]: ...  # new lines as they come
     def broker_config(self) -> dict[str, str]: ...
-    def check_broker_config(self) -> dict[str, str]: ...
+    def check_broker_config(self) -> dict[str, str]: ...  # the profile's broker config, checked; starts nothing
+    def check_running_config(self, progress=print) -> None: ...  # a bad profile config raises; a new one is named
     def fault(self, node_id: int, action: str, progress) -> str: ...  # kill, pause, isolate... a node
     def client_security(self) -> dict[str, str]: ...  # what clients need beside bootstrap.servers (kafka/security.py)
+    def remove_data(self) -> None: ...  # the cluster's data and logs, when nothing runs (`cluster down --purge`)
+
+
+@dataclass(frozen=True)
+class BackendPlug:
+    """A backend as its module declares it (`PLUG = BackendPlug(MyProfile, MyCluster)`): the model of
+    its profile (a ProfileBase with its own keys) and the class that runs a cluster of that profile."""
+
+    profile: type[ProfileBase]
+    cluster: Callable[..., ClusterBackend]  # called with a profile of `profile`

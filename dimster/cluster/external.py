@@ -3,17 +3,37 @@
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
-from dimster.cluster.backend import ClusterStatus, NodeStatus, RedeployReport
-from dimster.environment import EnvironmentProfile
+from pydantic import Field, model_validator
+
+from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus, RedeployReport
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import registered_brokers
+from dimster.profile import ProfileBase
 
 REACH_TIMEOUT = 10.0
 
 
+class ExternalProfile(ProfileBase):
+    """The `external` backend: a cluster someone else runs; its brokers are read from it."""
+
+    backend: Literal["external"] = "external"
+    external_bootstrap: str | None = Field(None, alias="bootstrapServers", min_length=3)
+
+    @model_validator(mode="after")
+    def _needs_bootstrap(self):
+        if not self.external_bootstrap:
+            raise ValueError("backend: external needs bootstrapServers (host:port[,host:port...])")
+        return self
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.external_bootstrap or ""
+
+
 class ExternalCluster:
-    def __init__(self, profile: EnvironmentProfile):
+    def __init__(self, profile: ExternalProfile):
         self.profile = profile
 
     def _brokers(self, patience: float = 0.0) -> set[int]:
@@ -64,7 +84,10 @@ class ExternalCluster:
         )
 
     def redeploy(self, progress=print) -> RedeployReport:
-        raise DimsterError(f"'{self.profile.name}' is an external cluster: change its broker config where it runs")
+        raise self._not_ours()
+
+    def _not_ours(self) -> DimsterError:
+        return DimsterError(f"'{self.profile.name}' is an external cluster: change its broker config where it runs")
 
     def log_files(self) -> dict[int, Path]:
         return {}
@@ -79,7 +102,13 @@ class ExternalCluster:
         return {}
 
     def check_broker_config(self) -> dict[str, str]:
-        return self.redeploy()  # type: ignore[return-value]
+        raise self._not_ours()  # a broker config for an external cluster is refused, as its redeploy is
+
+    def check_running_config(self, progress=print) -> None:
+        pass  # dimster knows no broker config of an external cluster
 
     def remove_data(self) -> None:
         raise DimsterError(f"'{self.profile.name}' is an external cluster: dimster keeps no data for it")
+
+
+PLUG = BackendPlug(ExternalProfile, ExternalCluster)

@@ -12,8 +12,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from dimster.environment import subnet_addresses
 from dimster.errors import ClusterError, DimsterError
+
+
+def subnet_addresses(subnet: str, nodes: int) -> tuple[str, list[str]]:
+    """(this host's address on the bridge, each node's address): the first hosts of `subnet`, in order."""
+    hosts = ipaddress.ip_network(subnet).hosts()
+    bridge = str(next(hosts))
+    return bridge, [str(next(hosts)) for _ in range(nodes)]
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -10,14 +10,71 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
+from pydantic import Field
+
 from dimster.cluster.backend import RedeployReport
-from dimster.environment import NodesProfile
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import AuthenticationFailed, registered_brokers, under_replicated_partitions
 from dimster.kafka.broker_config import check_names, check_values, config_definitions, load_broker_config
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution, run_helper
 from dimster.kafka.properties import property_text
-from dimster.paths import display
+from dimster.paths import display, state_dir
+from dimster.profile import ProfileBase
+
+
+class NodesProfile(ProfileBase):
+    """A cluster dimster runs itself: `nodes` KRaft nodes (each broker and controller) with consecutive
+    ids, listening for clients on consecutive ports of this host."""
+
+    nodes: int = Field(1, ge=1, le=9)
+    first_node_id: int = Field(1, alias="firstNodeId", ge=0, le=1000)
+    heap: str = Field("1g", pattern=r"^\d+[mMgG]$")
+    host: str = "127.0.0.1"
+    broker_port_base: int = Field(19092, alias="brokerPortBase", ge=1024, le=65000)
+    # brokers serve their JMX metrics for Prometheus (the JMX exporter agent) on this base + node index
+    broker_metrics: bool = Field(True, alias="brokerMetrics")
+    broker_metrics_port_base: int | None = Field(None, alias="brokerMetricsPortBase", ge=1024, le=65000)
+
+    @property
+    def cluster_dir(self) -> Path:
+        """Configs, state and (for `local`) data and logs of this environment's nodes."""
+        return state_dir() / "clusters" / self.name
+
+    @property
+    def node_ids(self) -> list[int]:
+        """Kafka node ids: `nodes` consecutive ids from `firstNodeId`."""
+        return [self.first_node_id + i for i in range(self.nodes)]
+
+    def node_index(self, node_id: int) -> int:
+        """Position (0-based) of `node_id` among the nodes: it picks the node's ports."""
+        return node_id - self.first_node_id
+
+    def broker_port(self, node_index: int) -> int:
+        return self.broker_port_base + node_index
+
+    def broker_metrics_port(self, node_index: int) -> int:
+        return (self.broker_metrics_port_base or self.default_metrics_port_base) + node_index
+
+    @property
+    def default_metrics_port_base(self) -> int:
+        return self.broker_port_base + 10
+
+    @property
+    def broker_metrics_urls(self) -> dict[int, str]:
+        if not self.broker_metrics:
+            return {}
+        return {
+            node_id: f"http://{self.node_host(i)}:{self.broker_metrics_port(i)}/metrics"
+            for i, node_id in enumerate(self.node_ids)
+        }
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.node_host(i)}:{self.broker_port(i)}" for i in range(self.nodes))
+
+    def node_host(self, node_index: int) -> str:
+        """The address node `node_index` listens on."""
+        return self.host
 
 
 def new_cluster_id() -> str:
@@ -160,9 +217,12 @@ class NodeCluster:
             scratch.unlink(missing_ok=True)
         return broker_config
 
-    def check_reused_config(self, running: dict[str, str], distribution: KafkaDistribution, progress) -> None:
-        """`up` of a running cluster still checks the profile's broker config (a bad one is an error,
-        not ignored); where it differs from what the nodes run, says how to apply it."""
+    def check_running_config(self, progress=print) -> None:
+        """`cluster up` of a running cluster still checks the profile's broker config (a bad one is an
+        error, not ignored); where it differs from what the nodes run, says how to apply it. A cluster
+        `up` just started runs the profile's config: nothing to say."""
+        running = self.broker_config()
+        distribution = kafka_distribution(self.profile.kafka_version)
         wanted = self.desired_broker_config(distribution)
         if wanted == running:
             return

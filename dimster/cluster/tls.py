@@ -18,6 +18,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -25,14 +26,90 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dimster.errors import DimsterError
+from dimster.paths import project_dir
 
 KEYSTORE = "broker.p12"
 CA_PEM = "ca.pem"
 KEY_ALIAS = b"broker"  # the keystore entry's alias, as `keytool -list` shows it
 VALID_FOR = datetime.timedelta(days=3650)
 RENEW_BEFORE = datetime.timedelta(days=30)  # material that expires sooner than this is made anew
+
+
+class Security(BaseModel):
+    """`security:` of a local profile: SASL_SSL listeners with one SCRAM user. The password is named,
+    never written: an environment variable (`passwordEnv`) or a file (`passwordFile`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    protocol: Literal["SASL_SSL"] = "SASL_SSL"
+    mechanism: Literal["SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    user: str = Field("dimster", pattern=r"^[A-Za-z0-9._@-]+$")
+    password_env: str | None = Field(None, alias="passwordEnv", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    password_file: str | None = Field(None, alias="passwordFile", min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_password(cls, data):
+        if isinstance(data, dict):
+            inline = [k for k in data if "password" in str(k).lower() and k not in ("passwordEnv", "passwordFile")]
+            if inline:
+                raise ValueError(
+                    f"{', '.join(inline)}: a password is never written in a profile; "
+                    "use passwordEnv: NAME or passwordFile: FILE"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.password_env is None) == (self.password_file is None):
+            raise ValueError("give the password's source: passwordEnv: NAME or passwordFile: FILE (one of them)")
+        return self
+
+    def password_source(self) -> str:
+        """Where the password is read from, in the user's words."""
+        return f"${self.password_env}" if self.password_env else f"file {self.password_file}"
+
+    def password(self, profile_name: str) -> str:
+        """The user's password from its variable or file; one line saying how to provide it when it is missing."""
+        where = f"run/environments/{profile_name}.yaml"
+        if self.password_env:
+            password = os.environ.get(self.password_env, "")
+            if not password:
+                raise DimsterError(
+                    f"'{profile_name}' needs the password of SCRAM user {self.user} in the environment "
+                    f"variable {self.password_env} (security.passwordEnv in {where}): export it, or name a file "
+                    "with security.passwordFile"
+                )
+            return password
+        path = Path(self.password_file or "").expanduser()
+        path = path if path.is_absolute() else project_dir() / path
+        try:
+            password = path.read_text().strip()
+        except OSError as e:
+            raise DimsterError(
+                f"'{profile_name}' reads the password of SCRAM user {self.user} from {self.password_file} "
+                f"(security.passwordFile in {where}), which is unreadable: {e.strerror}"
+            ) from None
+        if not password:
+            raise DimsterError(
+                f"{self.password_file} (security.passwordFile in {where}) is empty: write the password in it"
+            )
+        return password
+
+    def client_properties(self, password: str, ca_pem: str) -> dict[str, str]:
+        """What a client needs to reach the SASL_SSL listeners, in librdkafka's names (see
+        clients/properties.py for Kafka's Java names): the CA certificate itself, not its file, so
+        that clients on other hosts can use it too."""
+        return {
+            "security.protocol": self.protocol,
+            "sasl.mechanisms": self.mechanism,
+            "sasl.username": self.user,
+            "sasl.password": password,
+            "ssl.ca.pem": ca_pem,
+        }
+
 
 SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 SCRAM_ITERATIONS = range(4096, 16384 + 1)  # Kafka's ScramMechanism.minIterations/maxIterations

@@ -25,7 +25,10 @@ from dimster.containers.daemon import (
     stop_and_remove,
 )
 from dimster.containers.images import worker_image
+from dimster.coordinator.remote import RemoteWorkers, agents_in_bundle
 from dimster.errors import DimsterError
+from dimster.profile import DockerWorkers, ProfileBase
+from dimster.results.bundle import ResultsBundle
 
 AGENT_PORT = 7070  # inside the container, on a cluster network
 TOKEN_DIR = "/run/dimster"  # a tmpfs: the token is in memory only
@@ -157,6 +160,52 @@ class WorkerContainers:
             found |= {c.id: c for c in listed}
         stop_and_remove(list(found.values()), STOP_SECONDS)
         self.containers = []
+
+
+class ContainerLauncher:
+    """`workers: {docker: N}`: N agent containers, started once the cluster is up (they may join its
+    network) and removed after the run."""
+
+    def __init__(self, profile: ProfileBase, progress=print):
+        assert isinstance(profile.workers, DockerWorkers)
+        self.profile = profile
+        self.progress = progress
+        self.count = profile.workers.docker
+        self.containers: WorkerContainers | None = None
+        self.agents: RemoteWorkers | None = None
+        self.client_bootstrap: str | None = None
+
+    @staticmethod
+    def takes(workers: object) -> bool:
+        return isinstance(workers, DockerWorkers)
+
+    def check_client_versions(self, versions: dict[str, str]) -> None:
+        if other := set(versions.values()) - {self.profile.kafka_version}:
+            raise DimsterError(
+                f"clientVersion {', '.join(sorted(other))}: worker containers hold the cluster's Kafka "
+                f"{self.profile.kafka_version} only; run other kafka-clients versions on local workers or agents"
+            )
+
+    def connect(self, run_name: str) -> None:
+        pass  # the containers start once the cluster is up
+
+    def start(self, cluster: ClusterBackend, run_name: str) -> None:
+        self.containers = WorkerContainers(cluster, run_name, self.progress)
+        self.agents = RemoteWorkers(
+            self.containers.start(), self.containers.token, timeout=self.profile.worker_timeout_seconds
+        )
+        self.agents.connect(run_name)
+        self.client_bootstrap = self.containers.client_bootstrap
+
+    def workers(self, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:
+        assert self.agents is not None, "workers() before start()"
+        return agents_in_bundle(self.agents, bundle)
+
+    def close(self) -> None:
+        if self.agents:
+            self.agents.close()
+        if self.containers:
+            self.containers.remove()
 
 
 def _free_port() -> int:

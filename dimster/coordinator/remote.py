@@ -15,8 +15,10 @@ from dimster import __version__
 from dimster.coordinator.clocks import ClockEstimate, clock_sample
 from dimster.coordinator.workers import WorkerLost
 from dimster.errors import DimsterError
+from dimster.profile import ProfileBase
 from dimster.remote.agent import endpoint
-from dimster.remote.security import connect_securely
+from dimster.remote.security import connect_securely, read_token
+from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     Assign,
@@ -219,3 +221,49 @@ class RemoteWorkers:
 
     def clock_offsets(self) -> dict[int, dict]:
         return {link.index: link.clock.as_record() for link in self.links}
+
+
+def agents_in_bundle(agents: RemoteWorkers, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:
+    """The run's agents, with the bundle: their logs go there, their token is masked in it, and each
+    one's connection is an event."""
+    agents.log_dir = bundle.path / "logs"
+    bundle.redactor.learn({"workerToken": agents.token})
+    for link in agents.links:
+        bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
+    return agents, agents.capacity
+
+
+class AgentLauncher:
+    """`workers: [{address: HOST:PORT}, ...]`: the agents the environment lists, connected and checked
+    (token, version, idle) before anything else starts."""
+
+    client_bootstrap = None
+
+    def __init__(self, profile: ProfileBase, progress=print):
+        self.profile = profile
+        self.count = len(profile.agents)
+        self.agents: RemoteWorkers | None = None
+
+    @staticmethod
+    def takes(workers: object) -> bool:
+        return isinstance(workers, list)
+
+    def check_client_versions(self, versions: dict[str, str]) -> None:
+        pass  # a JVM per worker: any version
+
+    def connect(self, run_name: str) -> None:
+        profile = self.profile
+        token = read_token(profile.worker_token_file, profile.worker_token_env, what="workerTokenFile")
+        self.agents = RemoteWorkers(profile.agents, token, timeout=profile.worker_timeout_seconds)
+        self.agents.connect(run_name)
+
+    def start(self, cluster, run_name: str) -> None:
+        pass
+
+    def workers(self, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:
+        assert self.agents is not None, "workers() before connect()"
+        return agents_in_bundle(self.agents, bundle)
+
+    def close(self) -> None:
+        if self.agents:
+            self.agents.close()

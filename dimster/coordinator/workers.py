@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for_connections
 from typing import Protocol
 
+from dimster.profile import ProfileBase
+from dimster.results.bundle import ResultsBundle
 from dimster.worker.process import PipeChannel, worker_main
 from dimster.worker.protocol import Assignment, Closed, Message
 
@@ -122,3 +124,32 @@ class LocalWorkers:
 
     def clock_offsets(self) -> dict[int, dict]:
         return {}
+
+
+class LocalLauncher:
+    """`workers: N`: N worker processes of this host, started by the run."""
+
+    client_bootstrap = None
+
+    def __init__(self, profile: ProfileBase, progress=print):
+        assert isinstance(profile.workers, int)
+        self.count = profile.workers
+
+    @staticmethod
+    def takes(workers: object) -> bool:
+        return isinstance(workers, int)
+
+    def check_client_versions(self, versions: dict[str, str]) -> None:
+        pass  # a JVM per worker: any version
+
+    def connect(self, run_name: str) -> None:
+        pass
+
+    def start(self, cluster, run_name: str) -> None:
+        pass
+
+    def workers(self, bundle: ResultsBundle) -> tuple[Workers, int]:
+        return LocalWorkers(bundle.path / "logs"), self.count
+
+    def close(self) -> None:
+        pass  # the run closes its processes (LocalWorkers.close)
