@@ -9,19 +9,15 @@ from pathlib import Path
 
 from dimster.clients.properties import java_versions
 from dimster.cluster.backends import backend_for
-from dimster.coordinator.container_workers import WorkerContainers
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.failures import RunFailed
 from dimster.coordinator.faults import check_faults
-from dimster.coordinator.remote import RemoteWorkers
+from dimster.coordinator.launchers import workers_for
 from dimster.coordinator.run import Coordinator
 from dimster.coordinator.topology import worker_versions
-from dimster.coordinator.workers import LocalWorkers
 from dimster.environment import EnvironmentProfile
-from dimster.errors import DimsterError
 from dimster.monitor import announce_run
-from dimster.remote.security import read_token
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import Workload
 
@@ -54,47 +50,28 @@ def run_workload(
         profile = profile.with_broker_config(workload.broker_config)
     check_faults(workload, profile)
     check_client_versions(workload, profile)
-    agents = connect_agents(profile, workload.name)
+    launcher = workers_for(profile, progress)
+    launcher.connect(workload.name)  # agents answer before anything else starts
     cluster = backend_for(profile)
-    containers = WorkerContainers(cluster, workload.name, progress) if profile.docker_workers else None
     try:
         cluster.ensure(progress)  # before worker containers: they may join the network `up` makes
-        if containers:
-            agents = RemoteWorkers(containers.start(), containers.token, timeout=profile.worker_timeout_seconds)
-            agents.connect(workload.name)
-        client_bootstrap = profile.client_bootstrap_servers or (containers and containers.client_bootstrap)
-        return _run_on(workload, profile, cluster, agents, results_root, control, say, context, client_bootstrap)
+        launcher.start(cluster, workload.name)
+        client_bootstrap = profile.client_bootstrap_servers or launcher.client_bootstrap
+        return _run_on(workload, profile, cluster, launcher, results_root, control, say, context, client_bootstrap)
     finally:
-        if agents:
-            agents.close()
-        if containers:
-            containers.remove()
+        launcher.close()
 
 
 def check_client_versions(workload: Workload, profile: EnvironmentProfile) -> None:
     """Before anything starts: the run's kafka-clients versions fit the profile's workers (a JVM per
     worker holds one version; worker containers hold the cluster's only)."""
     versions = java_versions(workload, profile.kafka_version)
-    if profile.docker_workers and (other := set(versions.values()) - {profile.kafka_version}):
-        raise DimsterError(
-            f"clientVersion {', '.join(sorted(other))}: worker containers hold the cluster's Kafka "
-            f"{profile.kafka_version} only; run other kafka-clients versions on local workers or agents"
-        )
-    workers = profile.workers if isinstance(profile.workers, int) else len(profile.agents) or profile.workers.docker
-    worker_versions(versions, workers, profile.kafka_version)  # one line when there are too few
+    launcher = workers_for(profile)
+    launcher.check_client_versions(versions)
+    worker_versions(versions, launcher.count, profile.kafka_version)  # one line when there are too few
 
 
-def connect_agents(profile: EnvironmentProfile, run_name: str) -> RemoteWorkers | None:
-    """The profile's agents, connected and checked (token, version, idle) before anything else starts."""
-    if not profile.agents:
-        return None
-    token = read_token(profile.worker_token_file, profile.worker_token_env, what="workerTokenFile")
-    agents = RemoteWorkers(profile.agents, token, timeout=profile.worker_timeout_seconds)
-    agents.connect(run_name)
-    return agents
-
-
-def _run_on(workload, profile, cluster, agents, results_root, control, say, context, client_bootstrap) -> RunOutcome:
+def _run_on(workload, profile, cluster, launcher, results_root, control, say, context, client_bootstrap) -> RunOutcome:
     status = cluster.status()
     bundle = ResultsBundle(results_root, workload.name)
     bundle.start(
@@ -115,15 +92,7 @@ def _run_on(workload, profile, cluster, agents, results_root, control, say, cont
         if control:
             control.update(run_id=bundle.path.name, results=str(bundle.path), metrics=exporter and exporter.url)
             control.redactor = bundle.redactor  # the API masks the secrets the run knows
-        if agents:
-            agents.log_dir = bundle.path / "logs"
-            bundle.redactor.learn({"workerToken": agents.token})
-            for link in agents.links:
-                bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
-        if agents:
-            workers, capacity = agents, agents.capacity
-        else:
-            workers, capacity = LocalWorkers(bundle.path / "logs"), profile.workers
+        workers, capacity = launcher.workers(bundle)
         coordinator = Coordinator(
             workload,
             cluster,
