@@ -3,12 +3,12 @@ driven by a scripted view of the run (the numbers a real run's aggregate would s
 
 import pytest
 
-from dimster.coordinator.drain_backlog import DrainBacklogPlan
-from dimster.coordinator.explore_limits import ExploreLimitsPlan, RateSearch
-from dimster.coordinator.plan_registry import plan_for
-from dimster.coordinator.plans import Drain, Probe, ReceiveSpan
 from dimster.metrics.histogram import Histogram
 from dimster.workload.model import parse_workload
+from dimster.workload.modes import plan_for
+from dimster.workload.modes.base import Drain, Probe, ReceiveSpan
+from dimster.workload.modes.drain_backlog import DrainBacklogPlan
+from dimster.workload.modes.explore_limits import ExploreLimitsPlan, RateSearch
 
 pytestmark = pytest.mark.unit
 

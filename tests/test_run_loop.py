@@ -8,12 +8,12 @@ import time
 import pytest
 
 from dimster.coordinator.failures import RunFailed
-from dimster.coordinator.plans import PlanStep
 from dimster.coordinator.run import Coordinator
 from dimster.errors import DimsterError
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
+from dimster.workload.modes.base import PlanStep
 from tests.conftest import busy_port
 from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
 from tests.runs import scrape, scrape_samples

@@ -4,7 +4,6 @@ test `mode` it names. Every point is a complete workload, validated before anyth
 
 import itertools
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,16 +12,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from dimster.errors import DimsterError
 from dimster.paths import display
-from dimster.workload.model import (
-    DrainBacklog,
-    ExploreLimits,
-    Mode,
-    Strict,
-    Workload,
-    long_forms,
-    mode_mapping,
-    parse_workload,
-)
+from dimster.workload.model import Strict, Workload, long_forms, parse_workload
+from dimster.workload.modes import Mode, load_seconds, mode_mapping
 from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides
 from dimster.yamlfile import load_mapping, validation_error_line
 
@@ -170,15 +161,4 @@ RUN_OVERHEAD_SECONDS = 15  # topics, workers, consumers joining, the close: what
 
 def estimated_seconds(workload: Workload) -> float:
     """A rough time for one run of the workload, for `--dry-run`."""
-    mode = workload.mode
-    if isinstance(mode, ExploreLimits):
-        ramp = math.log(max(mode.max_rate / mode.start_rate, 1.0)) / math.log(mode.ramp_factor)
-        steps = min(mode.max_steps, math.ceil(min(ramp, 6)) + math.ceil(math.log2(1 / mode.precision)) + 2)
-        load = steps * (mode.settle_seconds + mode.step_seconds + 5)
-    elif isinstance(mode, DrainBacklog):
-        target = mode.backlog_records or mode.backlog_bytes / workload.message_size
-        build = min(target / workload.producer_rate, mode.build_timeout_seconds) if workload.producer_rate else 0
-        load = build + min(mode.drain_timeout_seconds, 30)
-    else:
-        load = workload.warmup_seconds + workload.duration_seconds + min(workload.drain_timeout_seconds, 10)
-    return load + RUN_OVERHEAD_SECONDS
+    return load_seconds(workload) + RUN_OVERHEAD_SECONDS

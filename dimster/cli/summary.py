@@ -6,8 +6,8 @@ import typer
 
 from dimster.cli.output import console, err_console
 from dimster.errors import DimsterError
-from dimster.modes import mode_line
 from dimster.pipeline.spark import spark_master
+from dimster.workload.modes import mode_line
 
 SparkMasterOpt = typer.Option(
     None, "--spark-master", help="Spark master URL (default $DIMSTER_SPARK_MASTER, else local[*])."

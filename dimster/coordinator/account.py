@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.correctness import verdict_line
-from dimster.coordinator.plans import RunPlan
 from dimster.coordinator.run_log import RunLog
+from dimster.workload.modes.base import RunPlan
+from dimster.workload.modes.correctness import verdict_line
 
 CLOCK_WARNING_SHARE = 0.1  # of the e2e p50 that clock uncertainty may reach before the run warns
 

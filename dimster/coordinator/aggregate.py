@@ -6,11 +6,11 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from dimster.clients import STATS_INTERVAL_S
-from dimster.coordinator.plans import Probe, ReceiveSpan
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
 from dimster.metrics.sequences import RangeSet
 from dimster.worker.protocol import IntervalReport
+from dimster.workload.modes.base import Probe, ReceiveSpan
 
 PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
 

@@ -22,8 +22,6 @@ from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.failures import CorrectnessFailed, RunFailed
 from dimster.coordinator.live import LiveChanges
 from dimster.coordinator.observers import BrokerObservers
-from dimster.coordinator.plan_registry import plan_for
-from dimster.coordinator.plans import RunPlan, SteadyPlan
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.run_log import RunLog, stop_signals
 from dimster.coordinator.start import assignment_for, prepare_topics, record_workers
@@ -35,6 +33,8 @@ from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import Close, Failed, Message, Report, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
+from dimster.workload.modes import plan_for
+from dimster.workload.modes.base import RunPlan, SteadyPlan
 
 LOOP_TICK = 0.2
 READY_TIMEOUT = 120.0  # for every worker to build its clients

@@ -7,7 +7,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from dimster.modes import mode_line
 from dimster.report import charts
 from dimster.report.clients import client_tables, partition_table
 from dimster.report.data import RunData, load_run, parse_yaml
@@ -25,13 +24,14 @@ from dimster.report.page import (
     text,
     unavailable,
 )
+from dimster.workload.modes import mode_line, mode_panel
 
 
 def write_report(run_dir: Path) -> Path:
     """Write `run_dir/report.html` from the run's summary; returns its path."""
     run = load_run(run_dir)
     page = Page(f"dimster: {run.name} ({run.path.name})")
-    page.add(header(run), notes_box("Notes", notes(run)), key_numbers(run), mode_panel(run))
+    page.add(header(run), notes_box("Notes", notes(run)), key_numbers(run), mode_section(run))
     page.add(time_charts(run, page), faults_section(run))
     page.add(delivery_counts(run, page), partition_table(run), client_tables(run))
     page.add(broker_section(run, page))
@@ -52,30 +52,18 @@ def notes(run: RunData) -> list[str]:
     return found
 
 
-def mode_panel(run: RunData) -> str:
+def mode_section(run: RunData) -> str:
     """A test mode's outcome and evidence: explore-limits' steps, drain-backlog's drain, the
     correctness verdict."""
     mode = run.run_info.get("mode") or {}
     if not mode_line(mode):
         return ""
     html = f"<p>{escape(mode_line(mode))}</p>"
-    if mode["type"] == "explore-limits" and mode.get("steps"):
-        rows = [
-            [
-                integer(s["step"]),
-                decimal(s["rate"]),
-                "pass" if s["passed"] else "fail",
-                decimal(s["published_msgs_per_s"]),
-                decimal(s["consumed_msgs_per_s"]),
-                decimal(s["e2e_p99_ms"]),
-                decimal(s["backlog_growth_msgs_per_s"]),
-                text((s.get("drain") or {}).get("outcome")),
-                text("; ".join(s["reasons"])),
-            ]
-            for s in mode["steps"]
-        ]
-        headers = ["step", "rate", "verdict", "published/s", "consumed/s", "e2e p99 ms", "backlog/s", "drain", "why"]
-        html += data_table(headers, rows, text_columns=1)
+    table = mode_panel(mode)
+    if table:
+        formats = {"integer": integer, "decimal": decimal, "text": text}
+        rows = [[formats[kind](value) for kind, value in zip(table.kinds, row, strict=True)] for row in table.rows]
+        html += data_table(table.headers, rows, text_columns=1)
     else:
         shown = {k: v for k, v in mode.items() if k not in ("type", "steps") and not isinstance(v, list)}
         html += kv_table((k, text(v)) for k, v in shown.items())

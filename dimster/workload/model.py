@@ -9,12 +9,9 @@ from pydantic import Field, StringConstraints, ValidationError, field_validator,
 from dimster.client_libraries import LIBRARIES
 from dimster.errors import DimsterError
 from dimster.paths import display
-from dimster.workload.modes import CHECKSUM_SIZE, MODES, Mode, Steady, mode_mapping
-
-# the mode models are named from here too (the coordinator's plans and verdicts import them so)
-from dimster.workload.modes import Correctness as Correctness
-from dimster.workload.modes import DrainBacklog as DrainBacklog
-from dimster.workload.modes import ExploreLimits as ExploreLimits
+from dimster.workload.modes import MODES, Mode, mode_mapping
+from dimster.workload.modes import problem as mode_problem
+from dimster.workload.modes.steady import Steady
 from dimster.workload.payload import HEADER_SIZE
 from dimster.workload.strict import Strict
 from dimster.yamlfile import load_mapping, validation_error_line
@@ -256,14 +253,8 @@ class Workload(Strict):
             )
         if problem := self._client_version_problem():
             raise ValueError(problem)
-        if self.mode.type == "explore-limits" and self.producer_rate_schedule is not None:
-            raise ValueError("mode explore-limits sets the producer rate itself: drop producerRateSchedule")
-        if self.mode.type in ("explore-limits", "drain-backlog") and not (
-            self.total_producers and self.total_consumers
-        ):
-            raise ValueError(f"mode {self.mode.type} needs producers and consumers")
-        if self.mode.type == "correctness" and self.message_size < HEADER_SIZE + CHECKSUM_SIZE:
-            raise ValueError(f"mode correctness needs messageSize of at least {HEADER_SIZE + CHECKSUM_SIZE} (checksum)")
+        if problem := mode_problem(self):
+            raise ValueError(problem)
         return self
 
     def run_roles(self) -> list[str]:

@@ -6,6 +6,7 @@ from dimster.clients import ConsumerDriver, ProducerDriver, library
 from dimster.clients.properties import role_properties
 from dimster.worker.protocol import ConsumerSpec, ProducerSpec
 from dimster.workload.model import Workload
+from dimster.workload.modes import checksums
 from dimster.workload.payload import body_count, make_bodies
 
 
@@ -32,7 +33,7 @@ def producer_driver(
     workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats, security: dict
 ) -> ProducerDriver:
     properties = client_properties(workload, bootstrap, security, "producer")
-    payload, checksum = workload.payload, workload.mode.type == "correctness"
+    payload, checksum = workload.payload, checksums(workload)
     count = body_count(workload.message_size, _compressed(properties), _batch_size(properties))
     bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, count, checksum=checksum)
     new_driver = library(workload.client_library.producer).PRODUCER
@@ -56,4 +57,4 @@ def consumer_driver(
     role = "share_consumer" if share else "consumer"
     properties = consumer_properties(workload, bootstrap, client_id, spec, security)
     new_driver = library(workload.client_library.of(role)).CONSUMER
-    return new_driver(properties, client_id, share, on_stats, verify=workload.mode.type == "correctness")
+    return new_driver(properties, client_id, share, on_stats, verify=checksums(workload))

@@ -2,8 +2,26 @@
 acknowledged record consumed (or still within its group's reach: not consumed is not lost), none
 corrupt, none out of order, and no duplicates unless the mode allows them."""
 
-from dimster.coordinator.plans import RunView, SteadyPlan
-from dimster.workload.model import Correctness
+from typing import Literal
+
+from pydantic import Field
+
+from dimster.workload.modes import steady
+from dimster.workload.modes.base import Panel, RunPlan, RunView, SteadyPlan, Workload
+from dimster.workload.payload import HEADER_SIZE
+from dimster.workload.strict import Strict
+
+NAME = "correctness"
+CHECKSUM_SIZE = 4  # the body starts with the CRC-32 of the rest
+CHECKSUMS = True  # producers write checksummed bodies, consumers check them
+
+
+class Correctness(Strict):
+    """Every record checked: payload checksums (corruption), per-partition order of each producer's
+    records (consumer groups), loss and duplicates. A failed verdict exits with its own code."""
+
+    type: Literal["correctness"]
+    allow_duplicates: bool = Field(False, alias="allowDuplicates")
 
 
 def correctness_verdict(settings: Correctness, totals: dict, consumer_type: str) -> dict:
@@ -53,3 +71,27 @@ def verdict_line(verdict: dict) -> str:
     """The console's line of a passed verdict: what was checked."""
     checked = "loss, corruption, order, duplicates" if verdict["order_checked"] else "loss, corruption, duplicates"
     return f"correctness passed ({checked})"
+
+
+def plan(workload: Workload) -> RunPlan:
+    assert isinstance(workload.mode, Correctness)
+    return CorrectnessPlan(workload.mode, workload.consumer_type)
+
+
+def problem(workload: Workload) -> str | None:
+    """What the rest of the workload must be for this mode (None: nothing)."""
+    if workload.message_size < HEADER_SIZE + CHECKSUM_SIZE:
+        return f"mode correctness needs messageSize of at least {HEADER_SIZE + CHECKSUM_SIZE} (checksum)"
+    return None
+
+
+def line(mode: dict) -> str:
+    verdict = "passed" if mode.get("passed") else "FAILED: " + ", ".join(mode.get("reasons") or [])
+    return f"correctness {verdict}"
+
+
+def panel(mode: dict) -> Panel | None:
+    return None
+
+
+load_seconds = steady.load_seconds

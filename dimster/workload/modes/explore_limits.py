@@ -1,11 +1,95 @@
-"""The explore-limits plan: a search for the highest rate that holds a latency target, one step per
+"""The explore-limits mode: a search for the highest rate that holds a latency target, one step per
 rate, judged from a probe of the reports, with a drain between steps."""
 
 import math
+from typing import Literal
 
-from dimster.coordinator.plans import Drain, PlanStep, RunView
+from pydantic import Field, model_validator
+
 from dimster.metrics.schema import WAITING_NOTED
-from dimster.workload.model import ExploreLimits, Workload
+from dimster.workload.modes.base import Drain, Panel, PlanStep, RunPlan, RunView, Workload
+from dimster.workload.strict import Strict
+
+NAME = "explore-limits"
+
+
+class ExploreLimits(Strict):
+    """The highest total producer rate that holds `targetE2eP99Ms` with a backlog that does not grow:
+    ramp from `startRate` by `rampFactor` until a step fails, then bisect to `precision`. Each step
+    settles, is judged over `stepSeconds`, then the backlog is drained (producers at 0, processing
+    time removed) before the next one. durationSeconds does not apply: the search ends the run."""
+
+    type: Literal["explore-limits"]
+    target_e2e_p99_ms: float = Field(..., alias="targetE2eP99Ms", gt=0)
+    start_rate: float = Field(1000, alias="startRate", gt=0)
+    min_rate: float = Field(1, alias="minRate", gt=0)
+    max_rate: float = Field(1_000_000, alias="maxRate", gt=0)
+    ramp_factor: float = Field(2, alias="rampFactor", gt=1)
+    precision: float = Field(0.05, gt=0, lt=1)  # stop when the failing rate is within this of the passing one
+    settle_seconds: float = Field(5, alias="settleSeconds", ge=0)
+    step_seconds: float = Field(20, alias="stepSeconds", gt=0)
+    # consumers may fall behind producers by at most this fraction of the rate over a judged step
+    max_backlog_growth: float = Field(0.02, alias="maxBacklogGrowth", ge=0)
+    min_rate_achieved: float = Field(0.95, alias="minRateAchieved", gt=0, le=1)  # producers must reach it
+    confirm: bool = True  # the limit must pass twice
+    max_steps: int = Field(30, alias="maxSteps", ge=1)
+    drain_timeout_seconds: float = Field(120, alias="drainTimeoutSeconds", gt=0)
+    drain_stall_seconds: float = Field(15, alias="drainStallSeconds", gt=0)
+
+    @model_validator(mode="after")
+    def _rates(self):
+        if not self.min_rate <= self.start_rate <= self.max_rate:
+            raise ValueError("explore-limits needs minRate <= startRate <= maxRate")
+        return self
+
+
+def plan(workload: Workload) -> RunPlan:
+    assert isinstance(workload.mode, ExploreLimits)
+    return ExploreLimitsPlan(workload.mode, workload)
+
+
+def problem(workload: Workload) -> str | None:
+    """What the rest of the workload must be for this mode (None: nothing)."""
+    if workload.producer_rate_schedule is not None:
+        return "mode explore-limits sets the producer rate itself: drop producerRateSchedule"
+    if not (workload.total_producers and workload.total_consumers):
+        return "mode explore-limits needs producers and consumers"
+    return None
+
+
+def line(mode: dict) -> str:
+    return f"explore-limits: {mode.get('verdict')} over {mode.get('step_count')} step(s)"
+
+
+def panel(mode: dict) -> Panel | None:
+    """The search's steps, one row each."""
+    if not mode.get("steps"):
+        return None
+    headers = ["step", "rate", "verdict", "published/s", "consumed/s", "e2e p99 ms", "backlog/s", "drain", "why"]
+    kinds = ["integer", "decimal", "text", "decimal", "decimal", "decimal", "decimal", "text", "text"]
+    rows = [
+        [
+            s["step"],
+            s["rate"],
+            "pass" if s["passed"] else "fail",
+            s["published_msgs_per_s"],
+            s["consumed_msgs_per_s"],
+            s["e2e_p99_ms"],
+            s["backlog_growth_msgs_per_s"],
+            (s.get("drain") or {}).get("outcome"),
+            "; ".join(s["reasons"]),
+        ]
+        for s in mode["steps"]
+    ]
+    return Panel(headers, kinds, rows)
+
+
+def load_seconds(workload: Workload) -> float:
+    """About how long the search takes, for `--dry-run`."""
+    mode = workload.mode
+    ramp = math.log(max(mode.max_rate / mode.start_rate, 1.0)) / math.log(mode.ramp_factor)
+    steps = min(mode.max_steps, math.ceil(min(ramp, 6)) + math.ceil(math.log2(1 / mode.precision)) + 2)
+    return steps * (mode.settle_seconds + mode.step_seconds + 5)
 
 
 class RateSearch:

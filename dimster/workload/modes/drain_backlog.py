@@ -1,9 +1,64 @@
-"""The drain-backlog plan: builds a backlog with the consumers paused, then times its drain."""
+"""The drain-backlog mode: builds a backlog with the consumers paused, then times its drain."""
 
 import math
+from typing import Literal
 
-from dimster.coordinator.plans import Drain, PlanStep, ReceiveSpan, RunView
-from dimster.workload.model import DrainBacklog, Workload
+from pydantic import Field, model_validator
+
+from dimster.workload.modes.base import Drain, Panel, PlanStep, ReceiveSpan, RunPlan, RunView, Workload
+from dimster.workload.strict import Strict
+
+NAME = "drain-backlog"
+
+
+class DrainBacklog(Strict):
+    """Build a backlog of `backlogRecords` (or `backlogBytes`) with consumers paused, then resume them
+    with producers at `residualRate`: the drain's throughput and time to empty."""
+
+    type: Literal["drain-backlog"]
+    backlog_records: int | None = Field(None, alias="backlogRecords", ge=1)
+    backlog_bytes: int | None = Field(None, alias="backlogBytes", ge=1)
+    residual_rate: float = Field(0, alias="residualRate", ge=0)
+    build_timeout_seconds: float = Field(600, alias="buildTimeoutSeconds", gt=0)
+    drain_timeout_seconds: float = Field(300, alias="drainTimeoutSeconds", gt=0)
+    drain_stall_seconds: float = Field(30, alias="drainStallSeconds", gt=0)
+
+    @model_validator(mode="after")
+    def _one_size(self):
+        if (self.backlog_records is None) == (self.backlog_bytes is None):
+            raise ValueError("drain-backlog needs either backlogRecords or backlogBytes")
+        return self
+
+
+def plan(workload: Workload) -> RunPlan:
+    assert isinstance(workload.mode, DrainBacklog)
+    return DrainBacklogPlan(workload.mode, workload)
+
+
+def problem(workload: Workload) -> str | None:
+    """What the rest of the workload must be for this mode (None: nothing)."""
+    if not (workload.total_producers and workload.total_consumers):
+        return "mode drain-backlog needs producers and consumers"
+    return None
+
+
+def line(mode: dict) -> str:
+    rate, seconds = mode.get("drain_msgs_per_s"), mode.get("drain_seconds")
+    pace = f" at {rate:,.0f} msg/s" if rate else ""
+    empty = f", empty {seconds:.2f} s after the consumers resumed" if seconds is not None else ""
+    return f"drain-backlog: {mode.get('outcome')}, {mode.get('backlog') or 0:,} records{pace}{empty}"
+
+
+def panel(mode: dict) -> Panel | None:
+    return None
+
+
+def load_seconds(workload: Workload) -> float:
+    """About how long the build and the drain take, for `--dry-run`."""
+    mode = workload.mode
+    target = mode.backlog_records or mode.backlog_bytes / workload.message_size
+    build = min(target / workload.producer_rate, mode.build_timeout_seconds) if workload.producer_rate else 0
+    return build + min(mode.drain_timeout_seconds, 30)
 
 
 class DrainBacklogPlan:

@@ -1,17 +1,53 @@
-"""Run plans: what steers a run while load flows. A plan looks at the run every loop pass and answers
-with live changes to make (applied through the same `modify` as `dimster run --modify`, so each lands
-in modifications.jsonl and on the report's timeline, marked with the plan's name) and whether the
-load phase is over. `SteadyPlan` is a plain run; the other modes' plans are modules of their own
-(`explore_limits`, `drain_backlog`, `correctness`), found by `plan_registry.plan_for`.
+"""What every run mode's module offers, and the types its plan works with.
 
-Plans judge the run through a `RunView` (the coordinator's aggregate) and keep their evidence, which
-the coordinator writes into run.json's `mode` and the events."""
+A plan steers a run while load flows: it looks at the run every loop pass and answers with live
+changes to make (applied through the same `modify` as `dimster run --modify`, so each lands in
+modifications.jsonl and on the report's timeline, marked with the plan's name) and whether the load
+phase is over. Plans judge the run through a `RunView` (the coordinator's aggregate) and keep their
+evidence, which the coordinator writes into run.json's `mode` and the events."""
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from dimster.metrics.histogram import Histogram
-from dimster.workload.model import Workload
+
+
+class Workload(Protocol):
+    """The workload's settings a mode reads (workload/model.py's Workload has them all)."""
+
+    @property
+    def mode(self) -> Any: ...
+    @property
+    def warmup_seconds(self) -> float: ...
+    @property
+    def duration_seconds(self) -> float: ...
+    @property
+    def drain_timeout_seconds(self) -> float: ...
+    @property
+    def message_size(self) -> int: ...
+    @property
+    def producer_rate(self) -> float: ...
+    @property
+    def producer_rate_schedule(self) -> Any: ...
+    @property
+    def consumer_proc_ms_min(self) -> float: ...
+    @property
+    def consumer_proc_ms_max(self) -> float: ...
+    @property
+    def consumer_type(self) -> str: ...
+    @property
+    def total_producers(self) -> int: ...
+    @property
+    def total_consumers(self) -> int: ...
+
+
+@dataclass
+class Panel:
+    """A mode's table in the report: one row per step, each column's values of one kind."""
+
+    headers: list[str]
+    kinds: list[str]  # per column: integer | decimal | text
+    rows: list[list[Any]]
 
 
 @dataclass
@@ -71,6 +107,8 @@ class RunPlan(Protocol):
 
 
 class SteadyPlan:
+    """A plain run: load for warmupSeconds + durationSeconds."""
+
     name = "steady"
 
     def step(self, elapsed: float, workload: Workload, run: RunView) -> PlanStep:
