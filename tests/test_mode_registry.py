@@ -42,7 +42,8 @@ def test_a_mode_refuses_what_the_rest_of_the_workload_does_not_allow():
     with pytest.raises(Exception, match="mode correctness needs messageSize of at least"):
         parse_workload({"name": "w", "mode": "correctness", "messageSize": 24}, "test")
     with pytest.raises(Exception, match="mode drain-backlog needs producers and consumers"):
-        parse_workload({"name": "w", "mode": {"type": "drain-backlog", "backlogRecords": 5}, "consumersPerGroup": 0}, "t")
+        drain = {"type": "drain-backlog", "backlogRecords": 5}
+        parse_workload({"name": "w", "mode": drain, "consumersPerGroup": 0}, "test")
 
 
 def test_the_explore_limits_panel_lists_each_step_in_the_report(tmp_path):
