@@ -48,7 +48,10 @@ class Dimension(Strict):
 
     @property
     def names(self) -> list[str]:
-        return self.keys if self.keys is not None else [self.key]
+        if self.keys is not None:
+            return self.keys
+        assert self.key is not None  # _shape: either key or keys
+        return [self.key]
 
     def rows(self) -> list[list[Any]]:
         """Its values, one list (a value per key) each."""
@@ -176,7 +179,11 @@ def estimated_seconds(workload: Workload) -> float:
         steps = min(mode.max_steps, math.ceil(min(ramp, 6)) + math.ceil(math.log2(1 / mode.precision)) + 2)
         load = steps * (mode.settle_seconds + mode.step_seconds + 5)
     elif isinstance(mode, DrainBacklog):
-        target = mode.backlog_records or mode.backlog_bytes / workload.message_size
+        if mode.backlog_records is not None:
+            target: float = mode.backlog_records
+        else:
+            assert mode.backlog_bytes is not None  # the mode needs either backlogRecords or backlogBytes
+            target = mode.backlog_bytes / workload.message_size
         build = min(target / workload.producer_rate, mode.build_timeout_seconds) if workload.producer_rate else 0
         load = build + min(mode.drain_timeout_seconds, 30)
     else:
