@@ -80,7 +80,8 @@ def check_client_versions(workload: Workload, profile: EnvironmentProfile) -> No
             f"clientVersion {', '.join(sorted(other))}: worker containers hold the cluster's Kafka "
             f"{profile.kafka_version} only; run other kafka-clients versions on local workers or agents"
         )
-    workers = profile.workers if isinstance(profile.workers, int) else len(profile.agents) or profile.workers.docker
+    given = profile.workers  # a count, the agents, or agent containers
+    workers = given if isinstance(given, int) else len(given) if isinstance(given, list) else given.docker
     worker_versions(versions, workers, profile.kafka_version)  # one line when there are too few
 
 
