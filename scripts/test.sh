@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the whole test suite (lint first); exits with the suite's code.
+# Sets everything up, then runs the whole test suite (lint and type check first); exits with the suite's code.
 # Arguments go to pytest: `scripts/test.sh -m unit` is the fast loop (no broker, no Spark, no browser).
 #
 # The whole suite runs in tiers, each a pytest session of its own: unit first (on every core, so a
@@ -16,6 +16,7 @@ cd "$root"
 started=$SECONDS
 scripts/setup.sh
 .venv/bin/ruff check dimster tests scripts
+.venv/bin/mypy dimster  # settings in pyproject.toml's [tool.mypy]
 # Debian packages the tests use: Chromium opens the HTML reports, libfaketime skews an agent's clock,
 # iproute2 makes the network namespaces agents run in, Prometheus scrapes a run (`dimster monitor`),
 # podman (with runc) is the Docker-compatible daemon of the container tests, mmdebstrap builds dimster's base image.

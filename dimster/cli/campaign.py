@@ -31,7 +31,7 @@ def campaign(
     resume: Path = typer.Option(None, "--resume", help="A campaign folder: run its unfinished points."),
     results: Path = typer.Option(None, "--results", help="Folder for campaign folders (default: results/campaigns/)."),
     no_summary: bool = typer.Option(False, "--no-summary", help="Skip the campaign summary and page at the end."),
-    workers: int = WorkersOpt,
+    workers: int | None = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
 ) -> None:
     """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one."""
@@ -40,9 +40,13 @@ def campaign(
 
     check_environment_name(env)
     folder = CampaignFolder.open(resume) if resume else None
-    if campaign_file is None and folder is None:
+    if campaign_file is not None:
+        source = campaign_file
+    elif folder is not None:
+        source = _recorded_file(folder)
+    else:
         raise DimsterError("dimster campaign needs a campaign file: -c CAMPAIGN.yaml (or --resume FOLDER)")
-    loaded = load_campaign(campaign_file or _recorded_file(folder))
+    loaded = load_campaign(source)
     if folder:
         folder.check_matches(loaded, env)
         workers = folder.resumed_workers(workers)

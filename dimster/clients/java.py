@@ -188,8 +188,9 @@ def check(workload: Workload, roles: list[str], kafka_version: str) -> Iterator[
         unknown_common.append(common_problem)
         if problem:
             yield problem
-    if unknown_common and all(unknown_common):
-        yield unknown_common[0]
+    first = unknown_common[0] if unknown_common else None
+    if first and all(unknown_common):
+        yield first
 
 
 def check_roles(roles: list[str], common: dict, sections: dict) -> tuple[str | None, str | None]:

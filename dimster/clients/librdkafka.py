@@ -6,12 +6,12 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Message, Producer, ShareConsumer
 
 from dimster.clients import STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks
 from dimster.clients.properties import ROLE_SECTIONS
@@ -67,7 +67,9 @@ class LibrdkafkaProducer:
         if err is None:
             self._latencies.append(msg.latency())
             return
-        self._failed.append(unpack_header(msg.value())[1])  # every value this producer sends has the header
+        header = unpack_header(msg.value())
+        assert header is not None  # every value this producer sends has the header
+        self._failed.append(header[1])
 
     def send(self, first_sequence: int, intended: list[float], choices: list[Choice]) -> tuple[np.ndarray, int]:
         produce, poll, topic, bodies = self.producer.produce, self.producer.poll, self.topic, self.bodies
@@ -119,6 +121,7 @@ class LibrdkafkaConsumer:
         self._rebalances: list[Rebalance] = []
         config = _config(properties, client_id, on_stats)
         self._refused = RefusedAcks([])
+        self.consumer: ShareConsumer | Consumer
         if share:
             self.consumer, self.batch = ShareConsumer(config), 0
             self.consumer.set_acknowledgement_commit_callback(self._on_acknowledged)
@@ -127,7 +130,7 @@ class LibrdkafkaConsumer:
             self.consumer = Consumer(config)
 
     def subscribe(self, topic: str) -> None:
-        if self.share:
+        if isinstance(self.consumer, ShareConsumer):
             self.consumer.subscribe([topic])
             return
 
@@ -140,16 +143,27 @@ class LibrdkafkaConsumer:
         taken, self._rebalances = self._rebalances, []
         return taken
 
+    def _group_member(self) -> Consumer:
+        """The consumer-group member, for what only consumer groups are asked (assignment, pausing)."""
+        assert isinstance(self.consumer, Consumer)
+        return self.consumer
+
     def assigned_partitions(self) -> list[int]:
-        return sorted(tp.partition for tp in self.consumer.assignment())
+        return sorted(tp.partition for tp in self._group_member().assignment())
 
     def pause_only(self, paused: set[int]) -> None:
-        assigned = self.consumer.assignment()
-        self.consumer.pause([tp for tp in assigned if tp.partition in paused])
-        self.consumer.resume([tp for tp in assigned if tp.partition not in paused])
+        consumer = self._group_member()
+        assigned = consumer.assignment()
+        consumer.pause([tp for tp in assigned if tp.partition in paused])
+        consumer.resume([tp for tp in assigned if tp.partition not in paused])
 
     def poll(self, timeout: float) -> Polled | None:
-        messages = self.consumer.poll(timeout) if self.share else self.consumer.consume(self.batch, timeout)
+        consumer = self.consumer
+        messages: Iterable[Message]
+        if isinstance(consumer, ShareConsumer):
+            messages = consumer.poll(timeout)
+        else:
+            messages = consumer.consume(self.batch, timeout)
         good = []
         for message in messages or ():
             if message.error():
@@ -175,6 +189,7 @@ class LibrdkafkaConsumer:
         )
 
     def acknowledge(self, outcomes: np.ndarray) -> None:
+        assert isinstance(self.consumer, ShareConsumer)  # only share consumers acknowledge records
         acknowledge = self.consumer.acknowledge
         for message, outcome in zip(self._messages, outcomes.tolist(), strict=True):
             acknowledge(message, OUTCOMES[outcome])
@@ -200,7 +215,8 @@ class LibrdkafkaConsumer:
 
     def close(self) -> None:
         try:
-            if self.share:  # settle the last poll (implicit mode accepts it here) before leaving the group
+            # a share consumer settles the last poll (implicit mode accepts it here) before leaving the group
+            if isinstance(self.consumer, ShareConsumer):
                 self.consumer.commit_sync()
         except KafkaException as e:
             log.warning("committing before close: %s", e)

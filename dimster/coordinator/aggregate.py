@@ -95,7 +95,8 @@ class RunAggregate:
         waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
         window.cover(report.worker_index, covered, waited)
         sent_before = self.sent
-        counted = Counter()  # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
+        # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
+        counted: Counter[tuple[str, ...]] = Counter()
         for c in report.clients:
             if c.role == "producer":
                 producer_id = int(c.client_id[1:])
@@ -176,7 +177,7 @@ class RunAggregate:
         behind = {
             group: probe.rate(("acked", topic)) - probe.rate(("settled", group)) for group, topic in self.groups.items()
         }
-        slowest = max(behind, key=behind.get, default=None)
+        slowest = max(behind, key=lambda group: behind[group], default=None)
         return Probe(
             seconds=max(probe.seconds.values(), default=0.0),
             published=probe.rate(("sent",)),

@@ -72,7 +72,7 @@ class ClientSeries:
         latest: dict[tuple[str, ...], dict[str, int]] = {}  # per series, GAUGES' largest in this report
         with self.lock:
             for c in report.clients:
-                key = (str(report.worker_index), c.role, c.topic, c.group, c.library)
+                key: tuple[str, ...] = (str(report.worker_index), c.role, c.topic, c.group, c.library)
                 series = self.series[key]
                 series.counts.update({name: getattr(c, name) for name in COUNTERS})
                 for name, (*_, roles) in GAUGES.items():
@@ -109,17 +109,17 @@ class ClientSeries:
                     family.add_metric((*self.prefix, *key), counts[field_name])
             yield family
         for metric, (name, help_text) in LATENCIES.items():
-            family = HistogramMetricFamily(name, help_text, labels=self.names)
+            histogram = HistogramMetricFamily(name, help_text, labels=self.names)
             for key, (_, latencies, *_) in series.items():
                 if metric in latencies:
-                    family.add_metric((*self.prefix, *key), *prometheus_buckets(latencies[metric]))
-            yield family
+                    histogram.add_metric((*self.prefix, *key), *prometheus_buckets(latencies[metric]))
+            yield histogram
         for field_name, (name, help_text, roles) in GAUGES.items():
-            family = GaugeMetricFamily(name, help_text, labels=self.names)
+            gauge = GaugeMetricFamily(name, help_text, labels=self.names)
             for key, (_, _, levels, *_) in series.items():
                 if key[1] in roles:
-                    family.add_metric((*self.prefix, *key), levels.get(field_name, 0))
-            yield family
+                    gauge.add_metric((*self.prefix, *key), levels.get(field_name, 0))
+            yield gauge
         for column, (name, help_text) in STATS_COUNTERS.items():
             family = CounterMetricFamily(name, help_text, labels=self.names)
             for key, (*_, totals) in series.items():
@@ -127,22 +127,23 @@ class ClientSeries:
                     family.add_metric((*self.prefix, *key), totals[column])
             yield family
         for column, (name, help_text) in STATS_GAUGES.items():
-            family = GaugeMetricFamily(name, help_text, labels=self.names)
+            gauge = GaugeMetricFamily(name, help_text, labels=self.names)
             scale = 1e-3 if column.endswith("_ms") else 1.0
             for key, (*_, stats, _) in series.items():
                 newest = max((at for at, _ in stats), default=0.0)
                 # averages of clients gone for two statistics intervals (removed, rebuilt) drop out
                 values = [s[column] for at, s in stats if s.get(column) and at >= newest - 2 * STATS_INTERVAL_S]
                 if values:
-                    family.add_metric((*self.prefix, *key), sum(values) / len(values) * scale)
-            yield family
+                    gauge.add_metric((*self.prefix, *key), sum(values) / len(values) * scale)
+            yield gauge
 
 
 def prometheus_buckets(counts: Counter) -> tuple[list[tuple[str, float]], float]:
     """Cumulative (le, count) pairs in seconds, +Inf last, and the sum of the values in seconds (each
     bucket's count at its representative value: within 1 % like the histogram itself)."""
     ordered = sorted(counts.items())
-    buckets, seen, position = [], 0, 0
+    buckets: list[tuple[str, float]] = []
+    seen, position = 0, 0
     for bound in BOUNDS:
         while position < len(ordered) and ordered[position][0] <= bound:
             seen += ordered[position][1]

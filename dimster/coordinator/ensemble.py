@@ -159,7 +159,8 @@ class Ensemble:
         live = self.live_workers()
         plan: dict[int, AddClients] = {}
         homeless: dict[str, str] = {}  # client id -> the kafka-clients version no live worker runs
-        for spec in [*producers, *consumers]:
+        specs: list[ProducerSpec | ConsumerSpec] = [*producers, *consumers]
+        for spec in specs:
             allowed = self.pool_of(spec)
             pool = [w for w in live if w in allowed]
             if not pool:
@@ -182,9 +183,7 @@ class Ensemble:
             self.send(target, add)
         placed.consumers_added = any(add.consumers for add in plan.values())
         placed.moved = {
-            client_id(spec): self.placement[client_id(spec)]
-            for spec in [*producers, *consumers]
-            if client_id(spec) not in homeless
+            client_id(spec): self.placement[client_id(spec)] for spec in specs if client_id(spec) not in homeless
         }
         return placed
 

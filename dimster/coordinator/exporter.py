@@ -44,6 +44,7 @@ class StatusExporter:
             value = snapshot.get(field.name)
             if not isinstance(value, int | float) or isinstance(value, bool):
                 continue  # not known yet (no latency measured, lost before the end)
+            family: CounterMetricFamily | GaugeMetricFamily
             if field.kind == "counter":
                 family = CounterMetricFamily(field.metric.removesuffix("_total"), field.help, labels=LABELS)
             else:

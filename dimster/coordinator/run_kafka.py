@@ -4,7 +4,7 @@ The coordinator's loop reaches Kafka only through this class (and its workers), 
 that loop with an in-memory stand-in."""
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
 from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.errors import DimsterError
@@ -48,8 +48,8 @@ class RunKafka:
             resources = group_config_resources(groups, {}, configs)
             if resources:
                 for validate_only in (True, False):
-                    futures = admin.incremental_alter_configs(resources, validate_only=validate_only)
-                    self.results(futures, "the config of")
+                    altered = admin.incremental_alter_configs(resources, validate_only=validate_only)
+                    self.results(altered, "the config of")
         broker = ConfigResource(ConfigResource.Type.BROKER, str(self.brokers[0]))
         [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
         entry = described.result(timeout=ADMIN_TIMEOUT).get("group.share.delivery.count.limit")
@@ -143,21 +143,27 @@ class ConfigChanges:
         entries = config_entries(self.old.kafka_config.topic_config, self.new.kafka_config.topic_config)
         return [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=entries) for t in self.topics]
 
+    def _admin_client(self) -> AdminClient:
+        assert self.admin is not None  # made wherever there are resources or partitions to change
+        return self.admin
+
     def validate(self) -> None:
         if self.resources:
             self.kafka.results(
-                self.admin.incremental_alter_configs(self.resources, validate_only=True), "the config of"
+                self._admin_client().incremental_alter_configs(self.resources, validate_only=True), "the config of"
             )
         if self.partitions:
-            self.kafka.results(self.admin.create_partitions(self.partitions, validate_only=True), "partitions of")
+            self.kafka.results(
+                self._admin_client().create_partitions(self.partitions, validate_only=True), "partitions of"
+            )
 
     def apply(self) -> list[str]:
         """Apply; returns notes for the caller."""
         notes = []
         if self.resources:
-            self.kafka.results(self.admin.incremental_alter_configs(self.resources), "the config of")
+            self.kafka.results(self._admin_client().incremental_alter_configs(self.resources), "the config of")
         if self.partitions:
-            self.kafka.results(self.admin.create_partitions(self.partitions), "partitions of")
+            self.kafka.results(self._admin_client().create_partitions(self.partitions), "partitions of")
             grown = dict.fromkeys(self.topics, range(self.old.partitions_per_topic, self.new.partitions_per_topic))
             if not wait_until_partitions_serve(self.kafka.bootstrap, grown, SERVE_TIMEOUT, self.kafka.security):
                 notes.append(f"new partitions not served within {SERVE_TIMEOUT:.0f}s; producers use them anyway")

@@ -60,7 +60,7 @@ def assignment_for(
             kafka_version=kafka_version,
             java_clients_version=ensemble.worker_versions[index],
             record_lock_ms=limits[1],
-            client_security=security,
+            client_security=dict(security or {}),  # a worker takes no security and an empty one alike
         )
 
     return assignment

@@ -21,7 +21,9 @@ class Topology:
 
 def build_topology(workload: Workload, run_tag: str) -> Topology:
     topics = [f"{workload.name}-{run_tag}-{t}" for t in range(workload.topics)]
-    producers, consumers, groups = [], [], {}
+    producers: list[ProducerSpec] = []
+    consumers: list[ConsumerSpec] = []
+    groups: dict[str, str] = {}
     for t, topic in enumerate(topics):
         for i in range(workload.producers_per_topic):
             producers.append(ProducerSpec(len(producers), topic, i))
@@ -75,8 +77,10 @@ def place(
     slowed there, and their publish figures with them (docs/scenarios/full-scale.md). Each role's
     clients are dealt over its workers in turn, so each gets a similar mix of topics and groups. With
     `pool_of`, each client goes among its pool's workers."""
-    pools: dict[tuple[int, ...], tuple[list, list]] = {}  # pool -> (its producers, its consumers)
-    for spec in [*topology.producers, *topology.consumers]:
+    # pool -> (its producers, its consumers)
+    pools: dict[tuple[int, ...], tuple[list[ProducerSpec | ConsumerSpec], list[ProducerSpec | ConsumerSpec]]] = {}
+    everyone: list[ProducerSpec | ConsumerSpec] = [*topology.producers, *topology.consumers]
+    for spec in everyone:
         producers, consumers = pools.setdefault(tuple(pool_of(spec) if pool_of else range(workers)), ([], []))
         (consumers if isinstance(spec, ConsumerSpec) else producers).append(spec)
     placement = {}
@@ -135,10 +139,14 @@ def replace_clients(topology: Topology, client_ids: list[str]) -> tuple[list[Pro
     return producers, consumers
 
 
-def resize(topology: Topology, producers_per_topic: int, consumers_per_group: int, kind: str):
+def resize(
+    topology: Topology, producers_per_topic: int, consumers_per_group: int, kind: str
+) -> tuple[list[ProducerSpec], list[ConsumerSpec], list[str]]:
     """Grow or shrink the run's clients to the new counts: returns (added producers, added consumers,
     ids of removed clients). New clients get fresh ids; the newest go first when shrinking."""
-    added_producers, added_consumers, removed = [], [], []
+    added_producers: list[ProducerSpec] = []
+    added_consumers: list[ConsumerSpec] = []
+    removed: list[str] = []
     next_producer, next_consumer = topology.next_producer_id, topology.next_consumer_id
     for topic in topology.topics:
         mine = [p for p in topology.producers if p.topic == topic]
@@ -148,11 +156,11 @@ def resize(topology: Topology, producers_per_topic: int, consumers_per_group: in
             added_producers.append(spec)
         removed += [f"p{p.producer_id}" for p in mine[producers_per_topic:]]
     for group, topic in topology.groups.items():
-        mine = [c for c in topology.consumers if c.group == group]
-        for _ in range(len(mine), consumers_per_group):
+        members = [c for c in topology.consumers if c.group == group]
+        for _ in range(len(members), consumers_per_group):
             added_consumers.append(ConsumerSpec(next_consumer, topic, group, kind))
             next_consumer += 1
-        removed += [f"c{c.consumer_id}" for c in mine[consumers_per_group:]]
+        removed += [f"c{c.consumer_id}" for c in members[consumers_per_group:]]
     topology.next_producer_id, topology.next_consumer_id = next_producer, next_consumer
     gone = set(removed)
     topology.producers = [p for p in topology.producers if f"p{p.producer_id}" not in gone] + added_producers

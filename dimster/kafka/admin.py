@@ -6,6 +6,7 @@ for a PLAINTEXT cluster). A cluster that refuses the credentials is one error li
 
 import logging
 import time
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -22,6 +23,10 @@ class AuthenticationFailed(ClusterError):
     """The cluster refused the client's credentials (a wrong password, an unknown user)."""
 
 
+class _AdminClient(AdminClient):
+    authentication_refusals: list[str]  # what error_cb reported, read by wait_for()
+
+
 def admin_client(bootstrap_servers: str, security: ClientSecurity = None, **config: str | int) -> AdminClient:
     refusals: list[str] = []
 
@@ -29,10 +34,16 @@ def admin_client(bootstrap_servers: str, security: ClientSecurity = None, **conf
         if error.code() == KafkaError._AUTHENTICATION:
             refusals.append(error.str())
 
-    admin = AdminClient(
-        {"bootstrap.servers": bootstrap_servers, "logger": _quiet, "error_cb": on_error, **(security or {}), **config}
-    )
-    admin.authentication_refusals = refusals  # read by wait_for()
+    # librdkafka's configuration takes objects too (a logger, callbacks), not only scalars
+    settings: dict[str, Any] = {
+        "bootstrap.servers": bootstrap_servers,
+        "logger": _quiet,
+        "error_cb": on_error,
+        **(security or {}),
+        **config,
+    }
+    admin = _AdminClient(settings)
+    admin.authentication_refusals = refusals
     return admin
 
 

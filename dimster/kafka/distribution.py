@@ -187,6 +187,7 @@ def _mvn(version: str, libs: Path, log: Path, progress: FetchProgress, *profiles
         out.write(f"$ {' '.join(command)}\n")
         out.flush()
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as mvn:
+            assert mvn.stdout is not None  # stdout=PIPE
             for line in mvn.stdout:
                 out.write(line)
                 progress.mvn_line(line)

@@ -157,8 +157,9 @@ class LagWatch:
         for answer in json_lines(self._process.stdout):
             outcome: LagSample | str
             if "error" in answer:
-                outcome = answer["error"]
-                self.errors.put(outcome)
+                error: str = answer["error"]
+                self.errors.put(error)
+                outcome = error
             else:
                 groups = {
                     group: {int(p): (int(v["start"]), int(v["lag"])) for p, v in partitions.items()}
@@ -180,9 +181,11 @@ class LagWatch:
         too). Raises DimsterError when the cluster does not answer it or none comes within `timeout` s."""
         asked_ms = int(time.time() * 1000)  # the helper runs on this host: one clock
         deadline = time.monotonic() + timeout
+        stdin = self._process.stdin
+        assert stdin is not None  # the helper starts with stdin=True
         try:
-            self._process.stdin.write("\n")
-            self._process.stdin.flush()
+            stdin.write("\n")
+            stdin.flush()
         except (OSError, ValueError):
             raise DimsterError("the groups' positions could not be read: the lag watch has ended") from None
         with self._answered:
@@ -200,6 +203,7 @@ class LagWatch:
 
     def stop(self) -> None:
         if self._process.poll() is None:
+            assert self._process.stdin is not None  # the helper starts with stdin=True
             self._process.stdin.close()  # the helper exits when its stdin closes
             try:
                 self._process.wait(5)

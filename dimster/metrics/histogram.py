@@ -8,6 +8,7 @@ are. Values are gathered in a small buffer and counted with numpy, so recording 
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from fractions import Fraction
 
 import numpy as np
@@ -73,6 +74,7 @@ class Histogram:
         self._filled = 0
 
     def _count(self, values: np.ndarray) -> None:
+        found: Iterable[tuple[int, int]]  # (bucket index, count)
         if len(values) < FEW:  # a client's few records of a second: the usual case with many clients
             listed = values.tolist()
             low, high = min(listed), max(listed)

@@ -270,7 +270,7 @@ def _run_table(points: list[dict], runs: list[Run], keys: list[str], metrics: pd
     for run in runs:
         point = by_run[(run.point, run.repeat)]
         info = read_run_info(run.path / "run.json")
-        totals = info.get("totals") if isinstance(info.get("totals"), dict) else {}
+        totals = info["totals"] if isinstance(info.get("totals"), dict) else {}
         row = {"point": run.point, "repeat": run.repeat, "label": point_label(point)}
         row.update({key: _cell((point.get("values") or {}).get(key)) for key in keys})
         row.update({"status": run.status, "bundle": run.path.name})

@@ -129,7 +129,7 @@ def load_run(run_dir: Path) -> RunData:
             inputs[name] = (run_dir / name).read_text(errors="replace")
         else:
             missing.append(name)
-    timeline = summary.get("timeline") if isinstance(summary.get("timeline"), dict) else load_timeline(run_dir)
+    timeline = summary["timeline"] if isinstance(summary.get("timeline"), dict) else load_timeline(run_dir)
     return RunData(run_dir, run_info, summary, tables, inputs, timeline, missing)
 
 

@@ -9,8 +9,10 @@ import ctypes
 import logging
 import signal
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -102,16 +104,16 @@ class Worker:
         self.wake_probe = WakeProbe()  # how late its threads wake: with every report
         self.producers = [self._producer(spec) for spec in assignment.producers]
         self.consumers = [self._consumer(spec) for spec in assignment.consumers]
-        self.handlers = {
+        self.handlers: dict[type, Callable[[Any], None]] = {  # message type -> what it does here
             StartLoad: self._start_load,
             Update: lambda m: self._update(Workload.model_validate(m.workload), m.total_producers),
             AddClients: lambda m: self._add(m.producers, m.consumers),
             RemoveClients: lambda m: self._remove(set(m.client_ids)),
             SetClock: lambda m: clock.set_offset(m.offset),
             StopProducers: self._stop_producers,
-            CrashConsumers: lambda m: [c.crash() for c in self.consumers if c.client_id in m.client_ids],
-            RestartConsumers: lambda m: [c.rebuild() for c in self.consumers if c.client_id in m.client_ids],
-            WatchRedeliveries: lambda m: [c.watch(m.held, m.crashed_at) for c in self.consumers if c.group == m.group],
+            CrashConsumers: self._crash,
+            RestartConsumers: self._restart,
+            WatchRedeliveries: self._watch,
             Close: self._close,
         }
         self.closed = False
@@ -180,6 +182,21 @@ class Worker:
         self._set_measure_from(self.clients)  # first: a producer starts pacing once it knows load_started
         for producer in self.producers:
             producer.load_started = message.at
+
+    def _crash(self, message: CrashConsumers) -> None:
+        for consumer in self.consumers:
+            if consumer.client_id in message.client_ids:
+                consumer.crash()
+
+    def _restart(self, message: RestartConsumers) -> None:
+        for consumer in self.consumers:
+            if consumer.client_id in message.client_ids:
+                consumer.rebuild()
+
+    def _watch(self, message: WatchRedeliveries) -> None:
+        for consumer in self.consumers:
+            if consumer.group == message.group:
+                consumer.watch(message.held, message.crashed_at)
 
     def _stop_producers(self, _message: StopProducers) -> None:
         self._stop(self.producers)

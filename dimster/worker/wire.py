@@ -47,7 +47,7 @@ def _encoder(hint) -> Callable[[Any], Any]:
     the wire (the decoder restores it): most of a client's counters are 0 in most intervals. A map
     keyed by strings or ints goes as a msgpack map, one with other keys as a list of [key, value]
     pairs; tuples go as lists."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         fields = [(name, _encoder(field_hint), default) for name, field_hint, default in _typed_fields(hint)]
 
         def encode_dataclass(value) -> dict:
@@ -81,7 +81,7 @@ def _encoder(hint) -> Callable[[Any], Any]:
 @functools.cache
 def _decoder(hint) -> Callable[[Any], Any]:
     """The inverse of `_encoder(hint)`, which checks the type of every plain value."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         fields = [(name, _decoder(field_hint)) for name, field_hint, _default in _typed_fields(hint)]
         return _optional(
             lambda data: hint(**{name: decode_field(data[name]) for name, decode_field in fields if name in data})

@@ -1,6 +1,7 @@
 """The workload YAML: every key, its default and what is valid. Names follow OpenMessaging
 Benchmark and the Dimster posts; Kafka property names are used as they are."""
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -115,7 +116,10 @@ class KafkaConfig(Strict):
 
 
 # A client library's name: one of the registry's (pydantic reads a Literal of them)
-Library = str if TYPE_CHECKING else Literal[tuple(LIBRARIES)]
+if TYPE_CHECKING:
+    Library = str
+else:
+    Library = Literal[tuple(LIBRARIES)]
 
 
 class ClientLibrary(Strict):
@@ -318,7 +322,7 @@ def long_forms(data: dict) -> dict:
     return data
 
 
-def load_workload(path: Path, sets: list[tuple[str, str]] = ()) -> Workload:
+def load_workload(path: Path, sets: Sequence[tuple[str, str]] = ()) -> Workload:
     """Read and validate a workload file, with `--set` overrides applied first."""
     from dimster.workload.overrides import apply_overrides
 

@@ -2,6 +2,7 @@
 their dots: `kafkaConfig.producerConfig.batch.size` sets `batch.size` of `producerConfig`."""
 
 import copy
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -58,7 +59,7 @@ def parse_set_arguments(items: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def apply_overrides(data: dict, pairs: list[tuple[str, str]]) -> dict:
+def apply_overrides(data: dict, pairs: Iterable[tuple[str, str]]) -> dict:
     """A copy of `data` with every pair set (intermediate mappings created as needed); a `null`
     value removes the key, so it is back to its default."""
     result = copy.deepcopy(data)

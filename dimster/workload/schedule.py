@@ -1,6 +1,12 @@
 """Producer rates over time: a constant rate or a schedule of constant and ramp segments."""
 
-from dimster.workload.model import RateSchedule
+from dimster.workload.model import RateSchedule, RateSegment
+
+
+def _ramp(segment: RateSegment) -> tuple[float, float]:
+    """The from and to rates of a segment without `rate` (the model's validator requires both there)."""
+    assert segment.from_rate is not None and segment.to_rate is not None
+    return segment.from_rate, segment.to_rate
 
 
 def rate_at(schedule: RateSchedule | None, constant_rate: float, elapsed: float) -> float:
@@ -12,18 +18,19 @@ def rate_at(schedule: RateSchedule | None, constant_rate: float, elapsed: float)
         elapsed %= total
     elif elapsed >= total:
         last = schedule.segments[-1]
-        return last.rate if last.rate is not None else last.to_rate
+        return last.rate if last.rate is not None else _ramp(last)[1]
     for segment in schedule.segments:
         if elapsed < segment.duration_seconds:
             if segment.rate is not None:
                 return segment.rate
             share = elapsed / segment.duration_seconds
-            return segment.from_rate + (segment.to_rate - segment.from_rate) * share
+            from_rate, to_rate = _ramp(segment)
+            return from_rate + (to_rate - from_rate) * share
         elapsed -= segment.duration_seconds
     # float rounding: `elapsed` can be below `total` yet past the last segment (5.86 + 8.33 + 7.9 sums
     # to 22.090000000000003, so 22.09 falls through): that instant is the end of the last segment
     last = schedule.segments[-1]
-    return last.rate if last.rate is not None else last.to_rate
+    return last.rate if last.rate is not None else _ramp(last)[1]
 
 
 class Pacer:

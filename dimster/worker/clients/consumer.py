@@ -7,6 +7,7 @@ import random
 import threading
 import time
 from collections import Counter, deque
+from typing import Any
 
 import numpy as np
 
@@ -222,7 +223,7 @@ class ConsumerClient(LoadClient):
         locked_at = polled_at  # about when the locks held now began
         from_poll = True
         while (now := time.monotonic()) < done_at and not self.wake.is_set():
-            if now >= next_renewal:
+            if lock_s and now >= next_renewal:  # (next_renewal is infinite without lock_s)
                 held = driver.renew(max(locked_at + lock_s - now, RENEW_TIMEOUT_MIN_S))
                 from_poll = False
                 with self.lock:
@@ -253,7 +254,7 @@ class ConsumerClient(LoadClient):
     def _lock_timeout_s(self, driver: ConsumerDriver) -> float:
         """The acquisition lock time-out: as the client last heard it (Java), else the group's config as
         the workload sets it now, else as the broker reported it when the run started."""
-        reported = driver.lock_timeout_ms()
+        reported: float | str | None = driver.lock_timeout_ms()
         if reported is None:
             reported = self.workload.group_config.get("share.record.lock.duration.ms", self.record_lock_ms)
         return max(float(reported), 200.0) / 1000
@@ -299,8 +300,9 @@ class ConsumerClient(LoadClient):
         self.interval.redelivered_after_crash += len(delays_us)
 
     @staticmethod
-    def _settle(by_producer: dict[int, list[int]], headers: np.ndarray) -> None:
-        """Add the records' sequence numbers under their producers."""
+    def _settle(by_producer: dict[int, list[Any]], headers: np.ndarray) -> None:
+        """Add the records' sequence numbers under their producers. `by_producer` is a field of the
+        interval: sequence numbers while it is filled, ranges once take_interval() has turned them so."""
         producer_ids, sequences = headers["producer_id"], headers["sequence"]
         for producer_id in distinct(producer_ids):
             by_producer.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
@@ -308,6 +310,7 @@ class ConsumerClient(LoadClient):
     def _out_of_order(self, polled: Polled, ours: np.ndarray, headers: np.ndarray) -> int:
         """Records of a producer that follow a later record of it in their partition's log. A record at
         or below the last offset seen is a re-read (a rebalance, a restart), not disorder."""
+        assert polled.offsets is not None  # every driver gives its records' offsets
         count = 0
         last_seen = self.last_seen
         producer_ids, sequences = headers["producer_id"].tolist(), headers["sequence"].tolist()

@@ -18,8 +18,11 @@ def client_properties(workload: Workload, bootstrap: str, security: dict, role: 
 
 
 def _batch_size(properties: dict) -> int | None:
+    value = properties.get("batch.size")
+    if value is None:
+        return None
     try:
-        return int(properties.get("batch.size"))
+        return int(value)
     except (TypeError, ValueError):
         return None
 

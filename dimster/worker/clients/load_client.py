@@ -7,6 +7,7 @@ import logging
 import math
 import threading
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,8 @@ class LoadClient:
             self.run()
         except Exception as e:  # reported to the coordinator, which stops the run cleanly
             if hasattr(e, "getMessage"):  # a Java exception: its simple name and message, once
-                self.error = f"{self.client_id}: {e.getClass().getSimpleName()}: {e.getMessage()}"
+                java: Any = e  # JPype's Java objects are untyped
+                self.error = f"{self.client_id}: {java.getClass().getSimpleName()}: {java.getMessage()}"
             else:
                 self.error = f"{self.client_id}: {type(e).__name__}: {e}"
             log.exception("client %s failed", self.client_id)

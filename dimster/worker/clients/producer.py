@@ -42,6 +42,7 @@ class ProducerClient(LoadClient):
         self.interval.target_rate = previous.target_rate
 
     def target_rate(self, now: float) -> float:
+        assert self.load_started is not None  # run() produces only once load has started
         w = self.workload
         return rate_at(w.producer_rate_schedule, w.producer_rate, now - self.load_started) / self.total_producers
 
