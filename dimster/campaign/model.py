@@ -39,7 +39,10 @@ class Dimension(Strict):
 
     @property
     def names(self) -> list[str]:
-        return self.keys if self.keys is not None else [self.key]
+        if self.keys is not None:
+            return self.keys
+        assert self.key is not None  # the validator: a dimension names either key or keys
+        return [self.key]
 
     def rows(self) -> list[list[Any]]:
         """Its values, one list (a value per key) each."""

@@ -83,9 +83,12 @@ class ReceiveSpan:
 
 class RunView(Protocol):
     load_started: float
-    backlog: int  # acknowledged records not yet settled
     corrupt: int  # records whose body failed its checksum (correctness)
     out_of_order: int  # records received before an earlier one of their partition (correctness)
+
+    @property
+    def backlog(self) -> int:
+        """Acknowledged records not yet settled."""
 
     def take_probe(self) -> Probe: ...
 

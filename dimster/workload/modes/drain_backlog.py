@@ -30,6 +30,14 @@ class DrainBacklog(Strict):
         return self
 
 
+def backlog_target(settings: DrainBacklog, message_size: int) -> int:
+    """The backlog to build, in records (a validator makes sure one of the two sizes is set)."""
+    if settings.backlog_records is not None:
+        return settings.backlog_records
+    assert settings.backlog_bytes is not None
+    return math.ceil(settings.backlog_bytes / message_size)
+
+
 def plan(workload: Workload) -> RunPlan:
     assert isinstance(workload.mode, DrainBacklog)
     return DrainBacklogPlan(workload.mode, workload)
@@ -56,7 +64,7 @@ def panel(mode: dict) -> Panel | None:
 def load_seconds(workload: Workload) -> float:
     """About how long the build and the drain take, for `--dry-run`."""
     mode = workload.mode
-    target = mode.backlog_records or mode.backlog_bytes / workload.message_size
+    target = backlog_target(mode, workload.message_size)
     build = min(target / workload.producer_rate, mode.build_timeout_seconds) if workload.producer_rate else 0
     return build + min(mode.drain_timeout_seconds, 30)
 
@@ -68,7 +76,7 @@ class DrainBacklogPlan:
 
     def __init__(self, settings: DrainBacklog, workload: Workload):
         self.s = settings
-        self.target = settings.backlog_records or math.ceil(settings.backlog_bytes / workload.message_size)
+        self.target = backlog_target(settings, workload.message_size)
         self.stage = "start"
         self.resumed_at = 0.0  # epoch s
         self.backlog = 0
@@ -102,6 +110,7 @@ class DrainBacklogPlan:
                 note=f"backlog {built} ({self.backlog:,} records): consumers resume",
             )
         if self.stage == "drain":
+            assert self.drain is not None  # the stage is "drain" only once a drain has started
             outcome = self.drain.outcome(elapsed, run.backlog)
             if outcome is None:
                 return PlanStep()

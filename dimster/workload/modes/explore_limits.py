@@ -121,7 +121,8 @@ class RateSearch:
         if not self.verdicts:
             return self.start
         failed, limit = self.lowest_failed, self.limit
-        if failed is None:  # ramp up
+        if failed is None:  # ramp up: every verdict so far passed, so there is a limit
+            assert limit is not None
             if limit >= self.high:
                 return self._confirmed(limit)
             return min(self.high, limit * self.factor)
@@ -241,21 +242,22 @@ class ExploreLimitsPlan:
         return PlanStep(sets=sets, note=f"step {evidence['step']} at {self.rate:g} msg/s: {verdict}; draining")
 
     def _draining(self, elapsed: float, run: RunView) -> PlanStep:
-        backlog = run.backlog
-        outcome = self.drain.outcome(elapsed, backlog)
+        backlog, drain = run.backlog, self.drain
+        assert drain is not None  # the stage is "drain" only once a drain has started
+        outcome = drain.outcome(elapsed, backlog)
         if outcome is None:
             return PlanStep()
         self.steps[-1]["drain"] = {
             "outcome": outcome,
-            "seconds": round(elapsed - self.drain.started, 2),
-            "backlog_before": self.drain.backlog,
+            "seconds": round(elapsed - drain.started, 2),
+            "backlog_before": drain.backlog,
             "backlog_after": backlog,
         }
         if outcome != "drained":  # the next step would be judged on this one's records: stop here
             step = self._finish(f"the drain after step {len(self.steps)} {outcome} at a backlog of {backlog:,}")
         else:
             step = self._next_rate(elapsed, run)
-        note = f"drain {outcome} after {elapsed - self.drain.started:.1f} s (backlog {backlog:,})"
+        note = f"drain {outcome} after {elapsed - drain.started:.1f} s (backlog {backlog:,})"
         step.note = f"{note}; {step.note}" if step.note else note
         step.evidence = {"plan": self.name, **self.steps[-1]}
         return step
