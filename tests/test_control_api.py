@@ -236,7 +236,7 @@ def test_a_burst_of_status_calls_during_a_run_is_answered_and_the_run_goes_on(tm
             process.communicate()
     assert process.returncode == 0, err + out
     assert [a["code"] for a in answers] == [200] * 100, [a for a in answers if a["code"] != 200][:3]
-    assert {a["runId"] for a in answers} == {before["runId"]} == set(re.findall(r"^run ([0-9a-f]{8}): ", out, re.M))
+    assert {a["runId"] for a in answers} == {before["runId"]} == set(re.findall(r"^run (\S+): \d+ producer", out, re.M))
     assert all(before["sent"] <= a["sent"] <= after["sent"] and a["acked"] <= a["sent"] for a in answers)
     assert_in_order(answers)
     burst_at = max(a["elapsedSeconds"] for a in answers)

@@ -86,7 +86,7 @@ def test_records_deleted_under_the_group_are_reported_lost(tmp_path):
     # what was deleted never comes: the stop's drain waits out its time-out, a short one here
     process = start(tmp_path, "deleted", consumersPaused=True, drainTimeoutSeconds=8, **CORRECTNESS)
     wait("acked>=800 and received==0")
-    topic = f"deleted-{status()['runId']}-0"
+    topic = f"deleted-{status()['runTag']}-0"
     admin = AdminClient({"bootstrap.servers": bootstrap()})
     partitions = [TopicPartition(topic, p, -1) for p in range(3)]  # -1: up to the high watermark
     futures = admin.delete_records(partitions)
@@ -109,7 +109,7 @@ def test_records_deleted_under_the_group_are_reported_lost(tmp_path):
 def test_foreign_records_in_the_topic_are_reported_corrupt(tmp_path):
     process = start(tmp_path, "foreign", **CORRECTNESS)
     wait("received>=500")
-    topic = f"foreign-{status()['runId']}-0"
+    topic = f"foreign-{status()['runTag']}-0"
     producer = Producer({"bootstrap.servers": bootstrap()})
     for n in range(50):
         producer.produce(topic, value=f"not a dimster record {n}".encode() * 10, partition=n % 3)

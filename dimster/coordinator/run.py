@@ -64,8 +64,9 @@ class Coordinator:
         self.plan = plan or plan_for(workload)
         self.context = context or {}  # shown in status: the campaign and point a run belongs to
         self.exporter = exporter  # the run's Prometheus endpoint, fed a status snapshot every second
-        self.run_id = uuid.uuid4().hex[:8]
-        self.topology: Topology = build_topology(workload, self.run_id)
+        self.run_id = bundle.path.name  # the run's id everywhere: its results folder's name
+        self.run_tag = uuid.uuid4().hex[:8]  # in its topics' and groups' names, so no two runs share one
+        self.topology: Topology = build_topology(workload, self.run_tag)
         bundle.redactor.names.update(self.topology.topics, self.topology.groups)
         self.log = RunLog(bundle, say)
         self.desk = ControlDesk(control, self.status, self.log)
@@ -366,6 +367,7 @@ class Coordinator:
         return {
             "environment": self.cluster.profile.name,
             "runId": self.run_id,
+            "runTag": self.run_tag,
             "results": str(self.bundle.path),
             "metricsUrl": self.exporter.url if self.exporter else None,
             "phase": self.phase,
