@@ -44,7 +44,8 @@ class RedeployReport:
 
 
 class ClusterBackend(Protocol):
-    profile: ProfileBase
+    @property
+    def profile(self) -> ProfileBase: ...  # its backend's own profile model (read-only here: each narrows it)
 
     def up(self, progress=print) -> ClusterStatus: ...
     def ensure(self, progress=print) -> None: ...  # up, or redeploy what differs from the profile

@@ -74,7 +74,7 @@ class DockerState:
         save_state(path, self)
 
 
-class DockerNodes(NodeCluster):
+class DockerNodes(NodeCluster[DockerState]):
     """What a docker cluster does to one node: its names, config file, volume and container."""
 
     profile: DockerProfile

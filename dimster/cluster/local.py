@@ -202,7 +202,9 @@ class LocalCluster(LocalNodes):
             self._start_again(state, index, kafka_distribution(state.kafka_version))
         if action in ("restart", "start"):
             self.wait_serving(index, time.monotonic() + self.profile.start_timeout_seconds)
-            return f"node {node_id} {action}ed (pid {self.recorded_state().nodes[index].pid})"
+            started = self.recorded_state()
+            assert started is not None  # the restart or start recorded the node's new process
+            return f"node {node_id} {action}ed (pid {started.nodes[index].pid})"
         if not node.process.alive():
             raise ClusterError(
                 f"node {node_id} of '{self.profile.name}' is not running: "

@@ -119,7 +119,7 @@ class ClusterState:
         save_state(path, self)
 
 
-class LocalNodes(NodeCluster):
+class LocalNodes(NodeCluster[ClusterState]):
     """What a local cluster does to one node: its folder, config, security material and process."""
 
     profile: LocalProfile
@@ -274,7 +274,7 @@ class LocalNodes(NodeCluster):
     def _jvm_options(self, index: int) -> tuple[str, ...]:
         log4j = resources.files("dimster.kafka") / "log4j2.properties"
         heap = self.profile.heap
-        agent = ()
+        agent: tuple[str, ...] = ()
         if self.profile.broker_metrics:
             port = self.profile.broker_metrics_port(index)
             agent = (agent_option(agent_jar(), self.profile.node_host(index), port),)

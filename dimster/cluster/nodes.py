@@ -9,6 +9,7 @@ import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Generic, Protocol, Self, TypeVar
 
 from pydantic import Field
 
@@ -93,20 +94,33 @@ def save_state(path: Path, state) -> None:
     tmp.replace(path)
 
 
-class NodeCluster:
+class RecordedState(Protocol):
+    """What `up` records in state.json: a backend's dataclass with load, save and broker_config."""
+
+    broker_config: dict[str, str]
+
+    @classmethod
+    def load(cls, path: Path) -> Self | None: ...  # None when there is no record
+    def save(self, path: Path) -> None: ...
+
+
+State = TypeVar("State", bound=RecordedState)
+
+
+class NodeCluster(Generic[State]):
     """A cluster of `profile.nodes` KRaft nodes, each broker and controller. Subclasses say how a node
     runs: its own properties (listeners, data), how it starts, stops and restarts."""
 
     profile: NodesProfile
     backend = ""
-    state_type: type  # what `up` records in state.json (a dataclass with load, save and broker_config)
+    state_type: type[State]  # what `up` records in state.json
 
     def __init__(self, profile: NodesProfile):
         self.profile = profile
         self.root = profile.cluster_dir
         self.state_file = self.root / "state.json"
 
-    def recorded_state(self):
+    def recorded_state(self) -> State | None:
         """What `up` recorded and redeploys updated; None when there is no record."""
         return self.state_type.load(self.state_file)
 

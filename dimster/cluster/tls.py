@@ -231,7 +231,7 @@ def _certificate(subject: x509.Name, issuer: x509.Name, public_key, now: datetim
 
 
 def _key_usage(**usages: bool) -> x509.KeyUsage:
-    kinds = ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment")
+    kinds: tuple[str, ...] = ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment")
     kinds += ("key_agreement", "key_cert_sign", "crl_sign", "encipher_only", "decipher_only")
     return x509.KeyUsage(**{kind: usages.get(kind, False) for kind in kinds})
 

@@ -118,7 +118,7 @@ class BuildContext:
                 info.mode, info.uid, info.gid, info.uname, info.gname = entry.mode, 0, 0, "root", "root"
                 if info.isreg() and entry.data is not None:
                     tar.addfile(info, io.BytesIO(entry.data))
-                elif info.isreg():
+                elif info.isreg() and entry.source is not None:  # without data: copied from its source
                     with open(entry.source, "rb") as content:
                         tar.addfile(info, content)
                 else:

@@ -206,7 +206,9 @@ def worker_requirements() -> list[str]:
         requirement, _, marker = spec.partition(";")
         if "extra" in marker:
             continue
-        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip()).group(0)
+        named = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+        assert named is not None, f"dimster's metadata requires {spec!r}, which names no package"
+        name = named.group(0)
         if _normalized(name) in NOT_ON_WORKERS:
             continue
         try:

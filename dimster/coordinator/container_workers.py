@@ -9,6 +9,7 @@ import contextlib
 import secrets
 import socket
 import time
+from collections.abc import Callable
 
 import docker
 from docker.models.containers import Container
@@ -41,15 +42,16 @@ class WorkerContainers:
     brokers' internal listeners, the agents' ports are published on loopback); otherwise they share
     this host's network and reach the cluster as this host does."""
 
-    def __init__(self, cluster: ClusterBackend, run_name: str, progress=print):
+    def __init__(self, cluster: ClusterBackend, run_name: str, progress: Callable[[str], None] = print):
         profile = cluster.profile
         assert profile.docker_workers is not None
         self.profile = profile
+        self.spec: DockerWorkers = profile.docker_workers  # the environment's `workers: {docker: ...}`
         self.cluster = cluster if isinstance(cluster, DockerCluster) else None  # the network they join
-        self.count = profile.docker_workers.docker
+        self.count = self.spec.docker
         self.run_name = run_name
         self.progress = progress
-        self.docker_host = profile.docker_workers.docker_host or getattr(profile, "docker_host", None)
+        self.docker_host = self.spec.docker_host or getattr(profile, "docker_host", None)
         self.token = secrets.token_urlsafe(32)
         self.pool_id = secrets.token_hex(4)  # labels this run's containers, for removal whatever happened
         self.containers: list[Container] = []
@@ -69,7 +71,7 @@ class WorkerContainers:
     def start(self) -> list[str]:
         """Start the agents and hand each the token; their addresses once all listen."""
         try:
-            image = self.profile.docker_workers.image or worker_image(
+            image = self.spec.image or worker_image(
                 self.client, self.profile.kafka_version, self.progress
             )
             self.progress(f"starting {self.count} worker agent container(s) from {image}")
@@ -166,7 +168,7 @@ class ContainerLauncher:
     """`workers: {docker: N}`: N agent containers, started once the cluster is up (they may join its
     network) and removed after the run."""
 
-    def __init__(self, profile: ProfileBase, progress=print):
+    def __init__(self, profile: ProfileBase, progress: Callable[[str], None] = print):
         assert isinstance(profile.workers, DockerWorkers)
         self.profile = profile
         self.progress = progress

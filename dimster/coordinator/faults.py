@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from dimster.cluster.backend import ClusterBackend
+from dimster.cluster.local_nodes import LocalProfile
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.workload.model import Workload
@@ -37,7 +38,7 @@ def check_faults(workload: Workload, profile: EnvironmentProfile) -> None:
     """One line when the workload's faults cannot happen on the environment."""
     if not workload.faults:
         return
-    if profile.backend != "local":
+    if not isinstance(profile, LocalProfile):  # the profile of every environment of backend local
         raise DimsterError(
             f"faults: for clusters of backend local, whose nodes dimster runs as processes; "
             f"'{profile.name}' is backend {profile.backend}"

@@ -17,7 +17,9 @@ class Launcher(Protocol):
     """One run's workers, from before the cluster is up to after the run."""
 
     count: int  # how many workers the profile gives the run
-    client_bootstrap: str | None  # what the workers' clients connect to, when not what this host uses
+
+    @property
+    def client_bootstrap(self) -> str | None: ...  # what the workers' clients connect to, when not this host's
 
     def __init__(self, profile: ProfileBase, progress: Callable[[str], None]) -> None: ...
     @staticmethod

@@ -5,6 +5,7 @@ every second (the probes also estimate its clock offset, see clocks.py); an agen
 
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from dimster import __version__
+from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.clocks import ClockEstimate, clock_sample
 from dimster.coordinator.workers import WorkerLost
 from dimster.errors import DimsterError
@@ -53,14 +55,16 @@ class AgentLink:
     index: int
     address: str
     socket: zmq.Socket
-    welcome: Welcome | None = None
+    welcome: Welcome
     clock: ClockEstimate = field(default_factory=ClockEstimate)
     last_heard: float = 0.0
     offset_sent: float = 0.0
     gone: bool = False
 
 
-def handshake(context: zmq.Context, address: str, token: str, hello: Hello, timeout: float = CONNECT_TIMEOUT):
+def handshake(
+    context: zmq.Context, address: str, token: str, hello: Hello, timeout: float = CONNECT_TIMEOUT
+) -> tuple[zmq.Socket, Welcome]:
     """Connect to the agent at `address` and say Hello. Returns (socket, Welcome); raises WorkersError
     with one line saying why not: unreachable, wrong token, refused (busy, other version), silent."""
     socket = context.socket(zmq.DEALER)
@@ -187,16 +191,20 @@ class RemoteWorkers:
                 link.socket.send(encode(SetClock(link.offset_sent)))
             return None
         if isinstance(message, LogFile):
-            (self.log_dir / Path(message.name).name).write_bytes(message.content)
+            (self._logs() / Path(message.name).name).write_bytes(message.content)
             return None
         if isinstance(message, Closed):
             link.gone = True
         return message
 
+    def _logs(self) -> Path:
+        """Where the agents' log files go: set (agents_in_bundle) before the run's workers start."""
+        assert self.log_dir is not None, "the agents' logs before agents_in_bundle()"
+        return self.log_dir
+
     def _note_missing_logs(self, link: AgentLink) -> None:
-        note = self.log_dir / f"worker-{link.index}.log.missing"
-        host = link.welcome.host if link.welcome else "?"
-        note.write_text(f"agent {link.address} (host {host}) was lost: its worker logs stayed on it\n")
+        note = self._logs() / f"worker-{link.index}.log.missing"
+        note.write_text(f"agent {link.address} (host {link.welcome.host}) was lost: its worker logs stayed on it\n")
 
     def close(self) -> list[str]:
         if self.closed:
@@ -211,9 +219,9 @@ class RemoteWorkers:
         return [
             {
                 "index": link.index,
-                "host": link.welcome.host if link.welcome else "",
+                "host": link.welcome.host,
                 "address": link.address,
-                "cores": link.welcome.cores if link.welcome else None,
+                "cores": link.welcome.cores,
                 "alive": not link.gone,
             }
             for link in self.links
@@ -239,7 +247,7 @@ class AgentLauncher:
 
     client_bootstrap = None
 
-    def __init__(self, profile: ProfileBase, progress=print):
+    def __init__(self, profile: ProfileBase, progress: Callable[[str], None] = print):
         self.profile = profile
         self.count = len(profile.agents)
         self.agents: RemoteWorkers | None = None
@@ -257,7 +265,7 @@ class AgentLauncher:
         self.agents = RemoteWorkers(profile.agents, token, timeout=profile.worker_timeout_seconds)
         self.agents.connect(run_name)
 
-    def start(self, cluster, run_name: str) -> None:
+    def start(self, cluster: ClusterBackend, run_name: str) -> None:
         pass
 
     def workers(self, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:

@@ -6,10 +6,15 @@ in-memory fake of the same interface."""
 import contextlib
 import multiprocessing
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for_connections
+from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Protocol
 
+from dimster.cluster.backend import ClusterBackend
 from dimster.profile import ProfileBase
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.process import PipeChannel, worker_main
@@ -47,9 +52,9 @@ class Workers(Protocol):
 class LocalWorkers:
     """Worker processes of this host, each on a pipe. Same host, same clock: no offset to estimate."""
 
-    def __init__(self, log_dir):
+    def __init__(self, log_dir: Path):
         self.log_dir = log_dir
-        self.processes: list[multiprocessing.Process] = []
+        self.processes: list[BaseProcess] = []
         self.channels: list[PipeChannel] = []
         self.gone: set[int] = set()
 
@@ -74,6 +79,7 @@ class LocalWorkers:
         live = {self.channels[i].connection: i for i in range(len(self.channels)) if i not in self.gone}
         received: list[tuple[int, Message | WorkerLost]] = []
         for connection in wait_for_connections(list(live), timeout=timeout):
+            assert isinstance(connection, Connection)  # wait() returns some of the objects it was given
             received += self._read(live[connection], until_empty=False)
         for index, process in enumerate(self.processes):
             if index not in self.gone and not process.is_alive():
@@ -131,7 +137,7 @@ class LocalLauncher:
 
     client_bootstrap = None
 
-    def __init__(self, profile: ProfileBase, progress=print):
+    def __init__(self, profile: ProfileBase, progress: Callable[[str], None] = print):
         assert isinstance(profile.workers, int)
         self.count = profile.workers
 
@@ -145,7 +151,7 @@ class LocalLauncher:
     def connect(self, run_name: str) -> None:
         pass
 
-    def start(self, cluster, run_name: str) -> None:
+    def start(self, cluster: ClusterBackend, run_name: str) -> None:
         pass
 
     def workers(self, bundle: ResultsBundle) -> tuple[Workers, int]:

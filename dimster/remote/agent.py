@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import psutil
@@ -58,16 +59,23 @@ def endpoint(address: str) -> str:
 
 
 @dataclass
+class Worker:
+    """The worker process a run's Assign started, and the pipe to it."""
+
+    process: BaseProcess
+    channel: PipeChannel
+
+
+@dataclass
 class Session:
-    """The run an agent serves: its coordinator, and the worker process once assigned."""
+    """The run an agent serves: its coordinator, and the worker once assigned."""
 
     peer: bytes
     run_id: str
     coordinator_host: str
     folder: Path
     last_heard: float
-    process: multiprocessing.Process | None = None
-    channel: PipeChannel | None = None
+    worker: Worker | None = None
     clock_offset: float = 0.0
 
 
@@ -96,17 +104,18 @@ class Agent:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         while not self.stopping:
-            channel = self.session.channel if self.session else None
-            if channel:
-                poller.register(channel.fileno(), zmq.POLLIN)
+            session = self.session
+            worker = session.worker if session else None
+            if worker:
+                poller.register(worker.channel.fileno(), zmq.POLLIN)
             ready = dict(poller.poll(200))
-            if channel:
-                poller.unregister(channel.fileno())
+            if worker:
+                poller.unregister(worker.channel.fileno())
             if self.socket in ready:
                 peer, data = self.socket.recv_multipart()
                 self._from_coordinator(peer, data)
-            if channel and channel.fileno() in ready:
-                self._from_worker()
+            if session and worker and worker.channel.fileno() in ready:
+                self._from_worker(session, worker)
             self._check_session()
 
     def _send(self, peer: bytes, message: Message) -> None:
@@ -128,15 +137,15 @@ class Agent:
             self._send(peer, ClockReply(message.sent, time.time()))
         elif isinstance(message, Assign):
             session.last_heard = time.time()
-            self._start_worker(message)
+            self._start_worker(session, message)
         else:
             session.last_heard = time.time()
             if isinstance(message, SetClock):
                 session.clock_offset = message.offset
-            if session.channel is not None:
-                session.channel.send(message)
+            if session.worker is not None:
+                session.worker.channel.send(message)
             elif isinstance(message, Close):  # before any Assign: the coordinator did not need us
-                self._end_session("released unused")
+                self._end_session(session, "released unused")
 
     def _hello(self, peer: bytes, hello: Hello) -> None:
         if hello.protocol_version != PROTOCOL_VERSION:
@@ -159,29 +168,27 @@ class Agent:
         log.info("serving run %s from %s", hello.run_id, hello.coordinator_host)
         self._send(peer, self.welcome())
 
-    def _start_worker(self, message: Assign) -> None:
-        session = self.session
+    def _start_worker(self, session: Session, message: Assign) -> None:
         assignment = message.assignment
         assignment.log_file = str(session.folder / f"worker-{assignment.worker_index}.log")
         assignment.clock_offset = session.clock_offset
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
-        session.process = context.Process(target=worker_main, args=(theirs, assignment), name="dimster-worker")
-        session.process.start()
+        process = context.Process(target=worker_main, args=(theirs, assignment), name="dimster-worker")
+        process.start()
         theirs.close()
-        session.channel = PipeChannel(ours)
+        session.worker = Worker(process, PipeChannel(ours))
 
-    def _from_worker(self) -> None:
-        session = self.session
+    def _from_worker(self, session: Session, worker: Worker) -> None:
         try:
-            message = session.channel.recv()
+            message = worker.channel.recv()
         except (EOFError, OSError):
-            session.process.join(5)
-            self._send(session.peer, Failed(f"worker on {platform.node()} exited with code {session.process.exitcode}"))
-            self._end_session("worker exited")
+            worker.process.join(5)
+            self._send(session.peer, Failed(f"worker on {platform.node()} exited with code {worker.process.exitcode}"))
+            self._end_session(session, "worker exited")
             return
         if isinstance(message, Closed):
-            session.process.join(30)
+            worker.process.join(30)
             log.info(
                 "run %s: worker closed; shipping %d log file(s)",
                 session.run_id,
@@ -191,29 +198,32 @@ class Agent:
                 with path.open("rb") as f:
                     self._send(session.peer, LogFile(path.name, f.read(MAX_LOG_BYTES)))
             self._send(session.peer, message)
-            self._end_session("run closed")
+            self._end_session(session, "run closed")
         else:
             self._send(session.peer, message)
 
     def _check_session(self) -> None:
-        if self.session and time.time() - self.session.last_heard > COORDINATOR_TIMEOUT:
-            self._end_session(f"coordinator silent for {COORDINATOR_TIMEOUT:.0f}s")
+        session = self.session
+        if session and time.time() - session.last_heard > COORDINATOR_TIMEOUT:
+            self._end_session(session, f"coordinator silent for {COORDINATOR_TIMEOUT:.0f}s")
 
-    def _end_session(self, why: str) -> None:
-        session, self.session = self.session, None
+    def _end_session(self, session: Session, why: str) -> None:
+        """Stop the run's worker (if any) and forget the run."""
+        self.session = None
         log.info("run %s ended: %s", session.run_id, why)
-        if session.process is not None and session.process.is_alive():
+        worker = session.worker
+        if worker is not None and worker.process.is_alive():
             with contextlib.suppress(OSError):  # it may be gone already
-                session.channel.send(Close())
-            session.process.join(30)
-            if session.process.is_alive():
-                session.process.kill()
-                session.process.join(5)
+                worker.channel.send(Close())
+            worker.process.join(30)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(5)
         shutil.rmtree(session.folder, ignore_errors=True)
 
     def close(self) -> None:
         if self.session:
-            self._end_session("agent stopping")
+            self._end_session(self.session, "agent stopping")
         self.socket.close(linger=0)
         self.authenticator.stop()
         self.context.term()
