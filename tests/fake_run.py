@@ -26,7 +26,7 @@ from dimster.worker.protocol import (
     ProducersStopped,
     Ready,
     RemoveClients,
-    Report,
+    Reported,
     StartLoad,
     StopProducers,
 )
@@ -74,16 +74,16 @@ class FakeWorkers:
                 self.clients[index][client_id(spec)] = spec
         elif isinstance(message, RemoveClients):
             leaving = [self.clients[index].pop(c) for c in message.client_ids]
-            self.outbox.append((index, Report(IntervalReport(index, time.time(), self._intervals(leaving)))))
+            self.outbox.append((index, Reported(IntervalReport(index, time.time(), self._intervals(leaving)))))
         elif isinstance(message, Close):
-            self.outbox.append((index, Report(IntervalReport(index, time.time(), []))))
+            self.outbox.append((index, Reported(IntervalReport(index, time.time(), []))))
             self.outbox.append((index, Closed()))
 
     def receive(self, timeout: float):
         time.sleep(min(timeout, 0.02))
         received = list(self.outbox)
         self.outbox.clear()
-        self.reports_under_load += sum(1 for _, m in received if isinstance(m, Report) and self.loading)
+        self.reports_under_load += sum(1 for _, m in received if isinstance(m, Reported) and self.loading)
         if self.loading:
             self.steps += 1
             if self.lose_worker is not None and self.steps == self.lose_after_steps:
@@ -94,7 +94,7 @@ class FakeWorkers:
             for index, clients in self.clients.items():
                 if index not in self.lost:
                     report = IntervalReport(index, time.time(), self._intervals(list(clients.values())))
-                    received.append((index, Report(report)))
+                    received.append((index, Reported(report)))
                     self.reports_under_load += 1
         return received
 

@@ -24,8 +24,8 @@ def agent(tmp_path_factory):
         yield address, token_file
 
 
-def hello(run_id: str = "r1", version: int = PROTOCOL_VERSION) -> Hello:
-    return Hello(__version__, version, run_id, "test-host")
+def hello(workload: str = "r1", version: int = PROTOCOL_VERSION) -> Hello:
+    return Hello(__version__, version, workload, "test-host")
 
 
 def test_status_says_up_idle_and_what_it_is(agent):
@@ -73,11 +73,11 @@ def test_a_busy_agent_refuses_a_second_run_and_says_whose(agent):
     context = zmq.Context()
     try:
         first, welcome = handshake(context, address, TOKEN, hello("run-a"), timeout=5)
-        assert welcome.busy_with == "run run-a from test-host"
-        with pytest.raises(WorkersError, match="refused: busy with run run-a from test-host"):
+        assert welcome.busy_with == "workload run-a from test-host"
+        with pytest.raises(WorkersError, match="refused: busy with workload run-a from test-host"):
             handshake(context, address, TOKEN, hello("run-b"), timeout=5)
         status = dimster("worker", "status", address, "--token-file", str(token_file), "--json")
-        assert json.loads(status.stdout)["busyWith"] == "run run-a from test-host"
+        assert json.loads(status.stdout)["busyWith"] == "workload run-a from test-host"
         first.send(encode(Close()))  # released unused: the agent is free again
         first.close(linger=1000)
         second = None

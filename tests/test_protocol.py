@@ -10,8 +10,7 @@ from dimster.worker.protocol import (
     Assign,
     Assignment,
     ClientInterval,
-    ClockProbe,
-    ClockReply,
+    ClockProbed,
     Close,
     Closed,
     ConsumerSpec,
@@ -19,14 +18,15 @@ from dimster.worker.protocol import (
     Failed,
     Hello,
     IntervalReport,
-    LogFile,
+    LogFileSent,
+    ProbeClock,
     ProducerSpec,
     ProducersStopped,
     ProtocolError,
     Ready,
     Refused,
     RemoveClients,
-    Report,
+    Reported,
     RestartConsumers,
     SetClock,
     StartLoad,
@@ -81,21 +81,21 @@ EXAMPLES = [
     RestartConsumers(["c1"]),
     WatchRedeliveries("g", 1_800_000_000.5, {1: [(0, 4), (9, 9)]}),
     Close(),
-    ClockProbe(1_790_000_000.5),
+    ProbeClock(1_790_000_000.5),
     SetClock(0.3001),
     Welcome("0.1.0", 1, "agent-a", 16, 64 * 2**30, busy_with="run-0 from h"),
     Refused("busy with run run-0 from h"),
     Ready(),
-    Report(
+    Reported(
         IntervalReport(
             2, 1_790_000_001.0, [INTERVAL, ClientInterval("p0", "producer", "t", next_sequence=99)], cpu_seconds=0.75
         )
     ),
     ProducersStopped(),
-    LogFile("worker-2.log", b"line\n\x00\xff"),
+    LogFileSent("worker-2.log", b"line\n\x00\xff"),
     Closed(),
     Failed("worker 2: boom"),
-    ClockReply(1_790_000_000.5, 1_790_000_000.81),
+    ClockProbed(1_790_000_000.5, 1_790_000_000.81),
 ]
 
 
@@ -112,7 +112,7 @@ def test_round_trip(message):
 
 
 def test_histogram_keys_and_int_keyed_maps_keep_their_types():
-    [back] = decode(encode(Report(IntervalReport(0, 1.0, [INTERVAL])))).report.clients
+    [back] = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report.clients
     assert set(back.histograms) == {("e2e", 3), ("warmup_e2e", 0)}
     assert back.histograms[("e2e", 3)][0] == {0: 1, 17: 4}
     assert back.settled[3] == [(0, 0)] and back.delivery_counts == {1: 9, 2: 1}
@@ -140,8 +140,8 @@ def test_fields_at_their_default_stay_off_the_wire_and_come_back():
     import msgpack
 
     idle = ClientInterval("c1", "share_consumer", "t", "g")
-    _kind, body = msgpack.unpackb(encode(Report(IntervalReport(0, 1.0, [idle]))), strict_map_key=False)
+    _kind, body = msgpack.unpackb(encode(Reported(IntervalReport(0, 1.0, [idle]))), strict_map_key=False)
     assert set(body["report"]["clients"][0]) == {"client_id", "role", "topic", "group"}
-    assert decode(encode(Report(IntervalReport(0, 1.0, [idle])))).report.clients == [idle]
-    busy = decode(encode(Report(IntervalReport(0, 1.0, [INTERVAL])))).report.clients[0]
+    assert decode(encode(Reported(IntervalReport(0, 1.0, [idle])))).report.clients == [idle]
+    busy = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report.clients[0]
     assert busy == INTERVAL and busy.rejected == 0 and busy.crash_held == {}

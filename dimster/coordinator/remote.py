@@ -25,13 +25,13 @@ from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     Assign,
     Assignment,
-    ClockProbe,
-    ClockReply,
+    ClockProbed,
     Close,
     Closed,
     Hello,
-    LogFile,
+    LogFileSent,
     Message,
+    ProbeClock,
     ProtocolError,
     Refused,
     SetClock,
@@ -118,17 +118,17 @@ class RemoteWorkers:
     def capacity(self) -> int:
         return len(self.addresses)
 
-    def connect(self, run_id: str) -> list[Welcome]:
+    def connect(self, workload: str) -> list[Welcome]:
         """Handshake with every agent and take a first clock estimate; fails on the first agent that
         cannot serve the run."""
-        hello = Hello(__version__, PROTOCOL_VERSION, run_id, platform.node())
+        hello = Hello(__version__, PROTOCOL_VERSION, workload, platform.node())
         try:
             for index, address in enumerate(self.addresses):
                 socket, welcome = handshake(self.context, address, self.token, hello)
                 self.links.append(AgentLink(index, address, socket, welcome, last_heard=time.time()))
             for link in self.links:
                 for _ in range(FIRST_PROBES):
-                    link.socket.send(encode(ClockProbe(time.time())))
+                    link.socket.send(encode(ProbeClock(time.time())))
                     if link.socket.poll(1000):
                         self._handle(link, decode(link.socket.recv()))
         except DimsterError:
@@ -155,7 +155,7 @@ class RemoteWorkers:
             self._next_probe = now + PROBE_EVERY
             for link in self.links:
                 if not link.gone:
-                    link.socket.send(encode(ClockProbe(now)))
+                    link.socket.send(encode(ProbeClock(now)))
         poller = zmq.Poller()
         live = {link.socket: link for link in self.links if not link.gone}
         for socket in live:
@@ -184,13 +184,13 @@ class RemoteWorkers:
         """Take what the link itself consumes (clock answers, log files); return the rest."""
         now = time.time()
         link.last_heard = now
-        if isinstance(message, ClockReply):
+        if isinstance(message, ClockProbed):
             link.clock.add(clock_sample(message.sent, message.received, now))
             if abs(link.clock.offset - link.offset_sent) > RESEND_OFFSET_ABOVE:
                 link.offset_sent = link.clock.offset
                 link.socket.send(encode(SetClock(link.offset_sent)))
             return None
-        if isinstance(message, LogFile):
+        if isinstance(message, LogFileSent):
             (self._logs() / Path(message.name).name).write_bytes(message.content)
             return None
         if isinstance(message, Closed):

@@ -31,7 +31,7 @@ from dimster.coordinator.workers import WorkerLost, Workers
 from dimster.errors import DimsterError
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.protocol import Close, Failed, Message, Report, StartLoad, StopProducers, Update
+from dimster.worker.protocol import Close, Failed, Message, Reported, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
 from dimster.workload.modes import plan_for
 from dimster.workload.modes.base import RunPlan, SteadyPlan
@@ -123,7 +123,7 @@ class Coordinator:
         return self.phase
 
     def _handle(self, index: int, message: Message | WorkerLost) -> None:
-        if isinstance(message, Report):
+        if isinstance(message, Reported):
             end = message.report.end_time
             self.intake.take(message.report, self.metrics, self._phase_at(end), self.load_started > 0)
         elif isinstance(message, Failed):

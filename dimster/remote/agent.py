@@ -29,14 +29,14 @@ from dimster.worker.process import PipeChannel, worker_main
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     Assign,
-    ClockProbe,
-    ClockReply,
+    ClockProbed,
     Close,
     Closed,
     Failed,
     Hello,
-    LogFile,
+    LogFileSent,
     Message,
+    ProbeClock,
     ProtocolError,
     Refused,
     SetClock,
@@ -71,7 +71,7 @@ class Session:
     """The run an agent serves: its coordinator, and the worker once assigned."""
 
     peer: bytes
-    run_id: str
+    workload: str
     coordinator_host: str
     folder: Path
     last_heard: float
@@ -95,7 +95,7 @@ class Agent:
         self.stopping = False
 
     def welcome(self) -> Welcome:
-        busy = f"run {self.session.run_id} from {self.session.coordinator_host}" if self.session else ""
+        busy = f"workload {self.session.workload} from {self.session.coordinator_host}" if self.session else ""
         return Welcome(
             __version__, PROTOCOL_VERSION, platform.node(), os.cpu_count() or 1, psutil.virtual_memory().total, busy
         )
@@ -132,9 +132,9 @@ class Agent:
             self._hello(peer, message)
         elif session is None or peer != session.peer:
             self._send(peer, Refused(f"this agent serves {self.welcome().busy_with or 'no run of yours'}"))
-        elif isinstance(message, ClockProbe):
+        elif isinstance(message, ProbeClock):
             session.last_heard = time.time()
-            self._send(peer, ClockReply(message.sent, time.time()))
+            self._send(peer, ClockProbed(message.sent, time.time()))
         elif isinstance(message, Assign):
             session.last_heard = time.time()
             self._start_worker(session, message)
@@ -163,9 +163,9 @@ class Agent:
         if self.session is not None:
             self._send(peer, Refused(f"busy with {self.welcome().busy_with}"))
             return
-        folder = Path(tempfile.mkdtemp(prefix=f"dimster-agent-{hello.run_id}-", dir=self.work_dir))
-        self.session = Session(peer, hello.run_id, hello.coordinator_host, folder, time.time())
-        log.info("serving run %s from %s", hello.run_id, hello.coordinator_host)
+        folder = Path(tempfile.mkdtemp(prefix=f"dimster-agent-{hello.workload}-", dir=self.work_dir))
+        self.session = Session(peer, hello.workload, hello.coordinator_host, folder, time.time())
+        log.info("serving workload %s from %s", hello.workload, hello.coordinator_host)
         self._send(peer, self.welcome())
 
     def _start_worker(self, session: Session, message: Assign) -> None:
@@ -191,12 +191,12 @@ class Agent:
             worker.process.join(30)
             log.info(
                 "run %s: worker closed; shipping %d log file(s)",
-                session.run_id,
+                session.workload,
                 len(list(session.folder.glob("*.log"))),
             )
             for path in sorted(session.folder.glob("*.log")):
                 with path.open("rb") as f:
-                    self._send(session.peer, LogFile(path.name, f.read(MAX_LOG_BYTES)))
+                    self._send(session.peer, LogFileSent(path.name, f.read(MAX_LOG_BYTES)))
             self._send(session.peer, message)
             self._end_session(session, "run closed")
         else:
@@ -210,7 +210,7 @@ class Agent:
     def _end_session(self, session: Session, why: str) -> None:
         """Stop the run's worker (if any) and forget the run."""
         self.session = None
-        log.info("run %s ended: %s", session.run_id, why)
+        log.info("workload %s ended: %s", session.workload, why)
         worker = session.worker
         if worker is not None and worker.process.is_alive():
             with contextlib.suppress(OSError):  # it may be gone already

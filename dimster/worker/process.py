@@ -32,7 +32,7 @@ from dimster.worker.protocol import (
     ProducersStopped,
     Ready,
     RemoveClients,
-    Report,
+    Reported,
     RestartConsumers,
     SetClock,
     StartLoad,
@@ -150,7 +150,7 @@ class Worker:
             rss, threads = self.process.memory_info().rss, self.process.num_threads()
         index = self.assignment.worker_index
         report = IntervalReport(index, clock.now(), intervals, cpu, rss, threads, self.wake_probe.take())
-        self.channel.send(Report(report))
+        self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]
         if failed:
             self.channel.send(Failed(failed[0]))

@@ -4,9 +4,9 @@ field converted by its type hint as wire.py does it, never pickle).
 
 Coordinator -> worker: Hello (remote only, the handshake), Assign (remote only: a local worker gets its
 assignment when it starts), StartLoad, Update, AddClients, RemoveClients, StopProducers, Close,
-ClockProbe, SetClock, CrashConsumers, RestartConsumers, WatchRedeliveries.
-Worker -> coordinator: Welcome or Refused (the handshake's answer), Ready, Report, ProducersStopped,
-LogFile (a remote agent's logs, before Closed), Closed, Failed, ClockReply.
+ProbeClock, SetClock, CrashConsumers, RestartConsumers, WatchRedeliveries.
+Worker -> coordinator: Welcome or Refused (the handshake's answer), Ready, Reported, ProducersStopped,
+LogFileSent (a remote agent's logs, before Closed), Closed, Failed, ClockProbed.
 """
 
 import typing
@@ -17,7 +17,7 @@ import msgpack
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
 from dimster.worker.wire import from_wire, to_wire
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition); a warm-up record's latency goes under WARMUP_PREFIX + metric.
@@ -142,7 +142,7 @@ class IntervalReport:
 class Hello:
     dimster_version: str
     protocol_version: int
-    run_id: str  # the run as the agent names it (its status, its folder, its log): today the workload's name
+    workload: str  # the workload the agent serves (its status, its folder, its log)
     coordinator_host: str
     status_only: bool = False  # `dimster worker status`: answer, take no run
 
@@ -206,7 +206,7 @@ class Close:
 
 
 @dataclass
-class ClockProbe:
+class ProbeClock:
     sent: float  # coordinator's clock when sent
 
 
@@ -223,7 +223,7 @@ class Welcome:
     host: str
     cores: int
     memory_bytes: int
-    busy_with: str = ""  # the run it serves, or empty when idle
+    busy_with: str = ""  # the workload it serves and the coordinator's host, or empty when idle
 
 
 @dataclass
@@ -237,7 +237,7 @@ class Ready:
 
 
 @dataclass
-class Report:
+class Reported:
     report: IntervalReport
 
 
@@ -247,7 +247,7 @@ class ProducersStopped:
 
 
 @dataclass
-class LogFile:
+class LogFileSent:
     name: str
     content: bytes
 
@@ -263,7 +263,7 @@ class Failed:
 
 
 @dataclass
-class ClockReply:
+class ClockProbed:
     sent: float  # the probe's, coordinator's clock
     received: float  # the worker's clock when it answered
 
@@ -271,9 +271,9 @@ class ClockReply:
 MESSAGES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
-        Hello, Assign, StartLoad, Update, AddClients, RemoveClients, StopProducers, Close, ClockProbe, SetClock,
+        Hello, Assign, StartLoad, Update, AddClients, RemoveClients, StopProducers, Close, ProbeClock, SetClock,
         CrashConsumers, RestartConsumers, WatchRedeliveries,
-        Welcome, Refused, Ready, Report, ProducersStopped, LogFile, Closed, Failed, ClockReply,
+        Welcome, Refused, Ready, Reported, ProducersStopped, LogFileSent, Closed, Failed, ClockProbed,
     )
 }  # fmt: skip
 Message = typing.Any  # one of MESSAGES' types

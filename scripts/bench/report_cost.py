@@ -16,7 +16,7 @@ import numpy as np
 
 from dimster.clients import Polled
 from dimster.worker.clients import ConsumerClient
-from dimster.worker.protocol import ConsumerSpec, IntervalReport, Report, decode, encode
+from dimster.worker.protocol import ConsumerSpec, IntervalReport, Reported, decode, encode
 from dimster.workload.model import Workload
 from dimster.workload.payload import pack_header
 
@@ -64,7 +64,7 @@ def main() -> None:
         started = time.perf_counter()
         intervals = [client.take_interval() for client in clients]
         taken = time.perf_counter()
-        data = encode(Report(IntervalReport(0, time.time(), intervals, 1.0, 1, 1)))
+        data = encode(Reported(IntervalReport(0, time.time(), intervals, 1.0, 1, 1)))
         encoded = time.perf_counter()
         decode(data)
         decoded = time.perf_counter()
