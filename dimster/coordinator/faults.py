@@ -12,9 +12,7 @@ from dimster.cluster.backend import ClusterBackend
 from dimster.cluster.local_nodes import LocalProfile
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
-from dimster.workload.model import Workload
-
-HEALS = {"kill": "start", "pause": "resume", "isolate": "rejoin", "isolate-all": "rejoin"}  # fault -> its undoing
+from dimster.workload.model import HEALS, Workload
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from dimster.coordinator.faults import HEALS
 from dimster.report.data import RunData
+from dimster.workload.model import HEALS
 
 WINDOW_SECONDS = 10  # whole seconds before a fault and after its heal
 

@@ -88,6 +88,7 @@ class ConsumerCrash(Strict):
 
 
 WEEK_SECONDS = 7 * 24 * 3600
+HEALS = {"kill": "start", "pause": "resume", "isolate": "rejoin", "isolate-all": "rejoin"}  # fault -> its undoing
 
 
 class BrokerFault(Strict):
