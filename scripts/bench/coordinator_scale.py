@@ -1,0 +1,160 @@
+"""The coordinator's own cost at 16, 256 and 1,024 workers: the real run loop, in-memory workers.
+
+Per size, a fresh child process runs dimster's `Coordinator` (dimster/coordinator/run.py) with a control
+API as `dimster run` has, on the in-memory cluster of the run-loop tests (tests/fake_run.py) and with
+`ScaleWorkers` (scale_workers.py): N workers of 30 clients each (half of them producers, half share
+consumers), each reporting every second, spread over the second (`--aligned`: all at once). The
+workload has max(1, N/16) topics with 15 N / topics producers and as many consumers in one group each.
+The figures come from the run's own `coordinator` record in run.json (dimster/coordinator/self_cost.py):
+its process's CPU over the load as a share of one core, less the fake workers' own CPU building the
+reports (their decoding stays in: `RemoteWorkers` decodes on the loop's thread too), the report lag
+(a report's end to its handling) and the console lag (a line's due time to its printing).
+
+    .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 60]
+        [--clients-per-worker 30] [--aligned] [--profile PREFIX] [--json-out F]
+
+`--profile PREFIX` writes a cProfile of the loop's thread over the load (StartLoad to StopProducers) per
+size to PREFIX-<N>.prof; a profiled run's figures are inflated by the profiler: measure without it.
+"""
+
+import argparse
+import cProfile
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # tests/fake_run.py: the run-loop tests' in-memory cluster
+
+
+def workload_of(workers: int, clients_per_worker: int, seconds: float) -> dict:
+    """N workers of `clients_per_worker` each: half producers, half share consumers, 16 workers a topic."""
+    topics = max(1, workers // 16)
+    per_topic, rest = divmod(clients_per_worker * workers // 2, topics)
+    if rest or clients_per_worker * workers % 2:
+        sys.exit(f"{workers} workers of {clients_per_worker} clients do not split evenly over {topics} topic(s)")
+    return {
+        "name": f"scale-{workers}",
+        "topics": topics,
+        "partitionsPerTopic": 6,
+        "producersPerTopic": per_topic,
+        "groupsPerTopic": 1,
+        "consumersPerGroup": per_topic,
+        "producerRate": 10 * per_topic * topics,  # what ScaleWorkers sends: 10 records/s per producer
+        "messageSize": 1024,
+        "durationSeconds": seconds,
+        "reportIntervalSeconds": 1,
+        "drainTimeoutSeconds": 30,
+    }
+
+
+def run_child(args: argparse.Namespace) -> dict:
+    """One size, in this process: the run, then its figures."""
+    folder = Path(tempfile.mkdtemp(prefix="dimster-coordinator-scale-"))
+    os.environ["DIMSTER_STATE_DIR"] = str(folder / "state")  # the control API's state file
+
+    from scale_workers import ScaleWorkers
+
+    from dimster.coordinator.control import ControlServer
+    from dimster.coordinator.run import Coordinator
+    from dimster.results.bundle import ResultsBundle
+    from dimster.workload.model import Workload
+    from tests.fake_run import FakeKafka, fake_cluster
+
+    n = args.workers
+    workload = Workload.model_validate(workload_of(n, args.clients_per_worker, args.seconds))
+    bundle = ResultsBundle(folder / "results", workload.name)
+    bundle.start(workload=workload.to_yaml_dict(), environment={}, broker_config={}, kafka_version="4.3.1", run_id="r")
+    profiler = cProfile.Profile() if args.profile else None
+    fake = ScaleWorkers(rate=10, aligned=args.aligned, profiler=profiler)
+    control = ControlServer("scale-bench")
+    control.start({"run_id": None, "results": None, "workload": workload.name, "phase": "starting"})
+    lines: list[str] = []
+    coordinator = Coordinator(
+        workload, fake_cluster(), bundle, fake, n, control=control, say=lines.append, kafka=FakeKafka(fake)
+    )
+    started = time.monotonic()
+    try:
+        coordinator.run()
+    finally:
+        if profiler:
+            profiler.dump_stats(f"{args.profile}-{n}.prof")
+        control.close()
+    info = json.loads((bundle.path / "run.json").read_text())
+    cost = info["coordinator"]
+    wall = fake.measured_seconds  # StartLoad to StopProducers: what self_cost measures, to one loop pass
+    net = cost["cpu_seconds"] - fake.own_cpu_seconds
+    return {
+        "workers": n,
+        "clients": sum(len(p) + len(fake.consumers[i]) for i, p in fake.producers.items()),
+        "aligned": args.aligned,
+        "load_seconds": round(wall, 2),
+        "run_seconds": round(time.monotonic() - started, 2),
+        "reports": fake.reports,
+        "report_kb": round(fake.wire_bytes / max(1, fake.reports) / 1000, 1),
+        "fake_cpu_seconds": round(fake.own_cpu_seconds, 3),
+        "coordinator_cpu_seconds": round(net, 3),
+        "share_of_one_core": round(net / wall, 4) if wall else None,
+        "share_per_worker": round(net / wall / n, 6) if wall else None,
+        "us_per_report": round(1e6 * net / fake.reports, 1) if fake.reports else None,
+        "report_lag_ms": cost["report_lag_ms"],
+        "console_lag_ms": cost["console_lag_ms"],
+        "console_lines": len([line for line in lines if line.startswith("[")]),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "as_measured": cost,  # run.json's record: the process's CPU, the fake's included
+        "totals": {k: info["totals"].get(k) for k in ("sent", "acked", "received", "lost", "unconsumed")},
+        "status": info["status"],
+    }
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="16,256,1024", help="sizes, comma-separated (one child process each)")
+    parser.add_argument("--clients-per-worker", type=int, default=30)
+    parser.add_argument("--seconds", type=float, default=60, help="of load (durationSeconds)")
+    parser.add_argument("--aligned", action="store_true", help="every worker reports at the same moment")
+    parser.add_argument("--profile", help="cProfile of the loop's thread to PREFIX-<workers>.prof")
+    parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        args.workers = int(args.workers)
+        print(json.dumps(run_child(args)))
+        return
+    rows = []
+    for n in [int(size) for size in args.workers.split(",")]:
+        command = [sys.executable, __file__, "--child", "--workers", str(n), "--seconds", str(args.seconds)]
+        command += ["--clients-per-worker", str(args.clients_per_worker)] + (["--aligned"] if args.aligned else [])
+        command += ["--profile", args.profile] if args.profile else []
+        before = load_average()
+        child = subprocess.run(command, capture_output=True, text=True)
+        if child.returncode:
+            sys.exit(f"{n} workers: the run failed:\n{child.stderr[-3000:]}")
+        row = {**json.loads(child.stdout.splitlines()[-1]), "load_average_before": before}
+        rows.append(row)
+        lag, line = row["report_lag_ms"], row["console_lag_ms"]
+        print(
+            f"{n:>5} workers ({row['clients']:,} clients): {100 * row['share_of_one_core']:.1f}% of one core "
+            f"({1e4 * row['share_per_worker']:.2f}% per 100 workers, {row['us_per_report']} µs per report); "
+            f"report lag p50/p99/max {lag['p50']}/{lag['p99']}/{lag['max']} ms; console lag p50/max "
+            f"{line['p50']}/{line['max']} ms; lost {row['totals']['lost']}; load average before {before}",
+            flush=True,
+        )
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

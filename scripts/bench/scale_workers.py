@@ -1,0 +1,251 @@
+"""In-memory workers for `coordinator_scale.py`: the `Workers` interface of dimster/coordinator/workers.py
+for hundreds of simulated workers, each reporting every second. Every report goes to the coordinator
+as msgpack bytes decoded on the loop's thread, as `RemoteWorkers.receive` decodes them; with it the
+clock probes `RemoteWorkers` sends each agent every second (encoded, and their replies decoded).
+
+The numbers keep the account closing: producer j of a topic sends `rate` records a second, all of
+them acknowledged; consumer j of the topic's group settles what producer j had sent by its previous
+report, and everything once producers stop, so a drain ends with nothing lost. A report's wire form
+is built from templates made once by `to_wire` (only the counts change), so the fake's own CPU stays
+small beside the coordinator's; it is measured (`own_cpu_seconds`) and left out of the figures."""
+
+import cProfile
+import heapq
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import msgpack
+import numpy as np
+
+from dimster.coordinator.topology import client_id
+from dimster.coordinator.workers import WorkerLost
+from dimster.metrics.histogram import Histogram
+from dimster.worker.protocol import (
+    Assignment,
+    ClientInterval,
+    ClockProbe,
+    ClockReply,
+    Close,
+    Closed,
+    Message,
+    ProducersStopped,
+    Ready,
+    StartLoad,
+    StopProducers,
+    decode,
+    encode,
+)
+from dimster.worker.wire import to_wire
+
+MESSAGE_SIZE = 1024
+E2E_PARTITIONS = (0, 1)  # a consumer's records of a second come from two partitions
+IDLE_OFF_THE_WIRE = ("sent", "sent_bytes", "acked", "histograms")  # a stopped producer's, at their defaults
+WAKE_LAG = {"wakes": 10, "lag_ms_sum": 2.0, "lag_ms_max": 0.5}
+
+
+def _histogram(seed: int, count: int, median_us: float) -> tuple:
+    """A histogram's wire form of `count` latencies around `median_us`, the same every second."""
+    values = np.random.default_rng(seed).lognormal(np.log(median_us), 0.5, count)
+    histogram = Histogram()
+    histogram.record_array(values)
+    return histogram.to_wire()
+
+
+@dataclass
+class Producer:
+    client_id: str
+    template: dict
+    next_sequence: int = 0
+    settle_limit: int = 0  # what its consumer may settle: what it had sent by its previous report
+
+
+@dataclass
+class Consumer:
+    template: dict
+    producer: Producer
+    producer_id: int
+    settled: int = 0  # sequences 0..settled-1 of its producer are settled
+
+
+class ScaleWorkers:
+    def __init__(self, rate: int = 10, aligned: bool = False, profiler: cProfile.Profile | None = None):
+        self.rate = rate  # records per producer per second
+        self.aligned = aligned  # every worker reports at the same moment, not spread over the second
+        self.profiler = profiler  # on while measuring: the loop's thread from StartLoad to StopProducers
+        self.producers: dict[int, list[Producer]] = {}  # worker -> its producers
+        self.consumers: dict[int, list[Consumer]] = {}
+        self.groups: list[str] = []
+        self.outbox: deque[tuple[int, Message | bytes]] = deque()  # bytes: a report, decoded when received
+        self.due: list[tuple[float, int]] = []  # heap of (epoch s, worker): each worker's next report
+        self.closed: set[int] = set()  # sent Close: no report after its last
+        self.stopped: set[int] = set()  # sent StopProducers
+        self.measuring = False  # between StartLoad and StopProducers: the coordinator's own cost is measured
+        self.measured_seconds = 0.0  # how long that was
+        self.own_cpu_seconds = 0.0  # the fake's CPU building reports while measuring (this thread's)
+        self.reports = 0  # reports handed over while measuring
+        self.next_probe = 0.0
+        self.wire_bytes = 0  # of the reports handed over while measuring
+
+    # -- the Workers interface --------------------------------------------------------------------
+    def start(self, assignments: list[Assignment]) -> None:
+        publish = {
+            ("publish", -1): _histogram(1, self.rate, 2_000.0),
+            ("publish_delay", -1): _histogram(2, self.rate, 50.0),
+        }
+        e2e = {("e2e", p): _histogram(3 + p, max(1, self.rate // len(E2E_PARTITIONS)), 5_000.0) for p in E2E_PARTITIONS}
+        by_place: dict[tuple[str, int], Producer] = {}  # (topic, index in topic) -> producer
+        for a in assignments:
+            self.producers[a.worker_index] = []
+            for p in a.producers:
+                interval = ClientInterval(
+                    client_id(p), "producer", p.topic, library="librdkafka", generation=1, target_rate=float(self.rate),
+                    sent=1, sent_bytes=1, acked=1, next_sequence=1, histograms=publish,
+                )  # fmt: skip
+                producer = Producer(client_id(p), to_wire(ClientInterval, interval))
+                self.producers[a.worker_index].append(producer)
+                by_place[(p.topic, p.index_in_topic)] = producer
+        # consumer j of a group (in the order of consumer ids) settles what producer j of its topic sends
+        rank, seen = {}, {}
+        for c in sorted((c for a in assignments for c in a.consumers), key=lambda c: c.consumer_id):
+            rank[c.consumer_id], seen[c.group] = seen.get(c.group, 0), seen.get(c.group, 0) + 1
+        self.groups = list(seen)
+        for a in assignments:
+            self.consumers[a.worker_index] = []
+            for c in a.consumers:
+                interval = ClientInterval(
+                    client_id(c), "share_consumer", c.topic, c.group, library="librdkafka", generation=1,
+                    received=1, received_bytes=1, accepted=1, polls=1, max_poll_records=1, max_poll_partitions=1,
+                    histograms=e2e, delivery_counts={1: 1}, settled={0: [(0, 0)]}, first_received_at=1.0,
+                    last_received_at=1.0,
+                )  # fmt: skip
+                producer = by_place[(c.topic, rank[c.consumer_id])]
+                consumer = Consumer(to_wire(ClientInterval, interval), producer, int(producer.client_id[1:]))
+                self.consumers[a.worker_index].append(consumer)
+            self.outbox.append((a.worker_index, Ready()))
+
+    def send(self, index: int, message: Message) -> None:
+        if index in self.closed:
+            return
+        if isinstance(message, StartLoad):
+            offset = 0.0 if self.aligned else index / max(1, len(self.producers))
+            heapq.heappush(self.due, (message.at + offset + 1.0, index))
+            if not self.measuring and not self.measured_seconds:
+                self.measuring, self.measured_seconds = True, time.monotonic()
+                if self.profiler:
+                    self.profiler.enable()
+        elif isinstance(message, StopProducers):
+            if self.measuring:
+                self.measuring, self.measured_seconds = False, time.monotonic() - self.measured_seconds
+                if self.profiler:
+                    self.profiler.disable()
+            self.stopped.add(index)
+            for producer in self.producers[index]:
+                producer.settle_limit = producer.next_sequence
+            self.outbox.append((index, ProducersStopped()))
+        elif isinstance(message, Close):
+            self.outbox.append((index, self._report(index, time.time())))  # its last, decoded in receive()
+            self.outbox.append((index, Closed()))
+            self.closed.add(index)
+
+    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
+        """What is waiting, and the reports due by now once the first is due or `timeout` passes: at most
+        one per worker, so that a loop that falls behind sees its report lag grow and still ends its run
+        (RemoteWorkers would hand over every queued report, and the loop would never catch up)."""
+        now = time.time()
+        if not self.outbox:
+            wake = min(now + timeout, self.due[0][0] if self.due else now + timeout)
+            if wake > now:
+                time.sleep(wake - now)
+            now = time.time()
+        received: list[tuple[int, Message | WorkerLost]] = [
+            (index, decode(m) if isinstance(m, bytes) else m) for index, m in self.outbox
+        ]
+        self.outbox.clear()
+        self._probe(now)
+        later = []  # each worker's next report: in a later pass, however far behind the loop is
+        while self.due and self.due[0][0] <= now:
+            at, index = heapq.heappop(self.due)
+            if index not in self.closed:
+                later.append((at + 1.0, index))
+                received.append((index, decode(self._report(index, at))))
+        for due in later:
+            heapq.heappush(self.due, due)
+        return received
+
+    def _probe(self, now: float) -> None:
+        """RemoteWorkers' work on the loop's thread each second: a ClockProbe encoded per agent, its reply decoded."""
+        if now < self.next_probe:
+            return
+        self.next_probe = now + 1.0
+        for index in self.producers:
+            if index not in self.closed:
+                encode(ClockProbe(now))
+                started = time.thread_time()
+                reply = encode(ClockReply(now, now + 0.0001))  # the agent's work
+                self.own_cpu_seconds += (time.thread_time() - started) if self.measuring else 0.0
+                decode(reply)
+
+    def close(self) -> list[str]:
+        return []
+
+    def describe(self) -> list[dict]:
+        return [
+            {"index": i, "host": "memory", "address": f"memory:{i}", "cores": 2, "alive": i not in self.closed}
+            for i in self.producers
+        ]
+
+    def clock_offsets(self) -> dict[int, dict]:
+        return {}
+
+    @property
+    def pending(self) -> dict[str, range]:
+        """Per group, records acknowledged and not yet settled: what FakeKafka reports as its lag."""
+        left = {group: 0 for group in self.groups}
+        for consumers in self.consumers.values():
+            for consumer in consumers:
+                group = consumer.template["group"]
+                left[group] += consumer.producer.next_sequence - consumer.settled
+        return {group: range(n) for group, n in left.items()}
+
+    # -- one report -----------------------------------------------------------------------------------
+    def _report(self, index: int, end_time: float) -> bytes:
+        """Worker `index`'s report ending at `end_time`, encoded as the wire carries it."""
+        started = time.thread_time()
+        producing = index not in self.stopped
+        clients = [self._producer(p, producing) for p in self.producers[index]]
+        clients += [self._consumer(c, end_time) for c in self.consumers[index]]
+        report = {"worker_index": index, "end_time": end_time, "clients": clients, "cpu_seconds": 0.05}
+        report |= {"rss_bytes": 400_000_000, "threads": 90, "wake_lag": WAKE_LAG}
+        data = msgpack.packb(["Report", {"report": report}], use_bin_type=True)
+        if self.measuring:
+            self.own_cpu_seconds += time.thread_time() - started
+            self.reports += 1
+            self.wire_bytes += len(data)
+        return data
+
+    def _producer(self, producer: Producer, producing: bool) -> dict:
+        if producing:
+            producer.settle_limit = producer.next_sequence
+        sent = self.rate if producing else 0
+        producer.next_sequence += sent
+        if not sent:  # counters at their default stay off the wire
+            idle = {k: v for k, v in producer.template.items() if k not in IDLE_OFF_THE_WIRE}
+            return idle | {"next_sequence": producer.next_sequence}
+        return producer.template | {
+            "sent": sent, "sent_bytes": sent * MESSAGE_SIZE, "acked": sent, "next_sequence": producer.next_sequence,
+        }  # fmt: skip
+
+    def _consumer(self, consumer: Consumer, end_time: float) -> dict:
+        first, last = consumer.settled, consumer.producer.settle_limit
+        consumer.settled = max(first, last)
+        count = last - first
+        template = consumer.template
+        if count <= 0:
+            return {k: template[k] for k in ("client_id", "role", "topic", "group", "library", "generation")}
+        return template | {
+            "received": count, "received_bytes": count * MESSAGE_SIZE, "accepted": count, "polls": 1 + count // 4,
+            "max_poll_records": min(count, 4), "delivery_counts": {1: count},
+            "settled": {consumer.producer_id: [(first, last - 1)]},
+            "first_received_at": end_time - 0.9, "last_received_at": end_time - 0.1,
+        }  # fmt: skip

@@ -1,0 +1,70 @@
+"""scripts/bench/coordinator_scale.py drives the real run loop with in-memory workers: its reports must
+be what a worker sends, byte for byte, and a run of it must close its account and yield its figures."""
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dimster.worker.protocol import Close, Closed, Ready, Report, StartLoad, StopProducers, decode, encode
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+BENCH = str(REPO / "scripts" / "bench")
+if BENCH not in sys.path:
+    sys.path.insert(0, BENCH)  # the benchmark's modules import each other by name, as when run as a script
+scale_workers = importlib.import_module("scale_workers")
+coordinator_scale = importlib.import_module("coordinator_scale")
+
+
+def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_their_producers():
+    from dimster.coordinator.topology import build_topology, clients_of, place
+    from dimster.worker.protocol import Assignment
+    from dimster.workload.model import Workload
+
+    workload = Workload.model_validate(coordinator_scale.workload_of(2, 4, 1))
+    topology = build_topology(workload, "t")
+    placement = place(topology, 2)
+    fake = scale_workers.ScaleWorkers(rate=10)
+    fake.start([Assignment(i, "b", {}, *clients_of(topology, placement, i), 4, 5, "", "4.3.1") for i in range(2)])
+    assert [type(m) for _, m in fake.receive(0)] == [Ready, Ready]
+    for index in (0, 1):
+        fake.send(index, StartLoad(0.0))
+    bytes_by_second = [[fake._report(i, 1.0 + k) for i in (0, 1)] for k in range(3)]
+    for second in bytes_by_second:
+        for data in second:
+            assert encode(decode(data)) == data  # the wire as to_wire makes it: defaults left out, same order
+    producers, consumers = (decode(data).report.clients for data in bytes_by_second[2])
+    assert [c.next_sequence for c in producers] == [30, 30, 30, 30] and {c.sent for c in producers} == {10}
+    settled = {c.client_id: c.settled for c in consumers}
+    assert settled == {f"c{j}": {j: [(10, 19)]} for j in range(4)}  # producer j's previous second
+    for index in (0, 1):
+        fake.send(index, StopProducers())
+        fake.send(index, Close())
+    last = [m for _, m in fake.receive(0)]
+    assert [type(m).__name__ for m in last].count("Closed") == 2 and isinstance(last[-1], Closed)
+    [final_consumers] = [m.report.clients for m in last if isinstance(m, Report) and m.report.worker_index == 1]
+    assert {c.client_id: c.settled for c in final_consumers} == {f"c{j}": {j: [(20, 29)]} for j in range(4)}
+    assert fake.pending == {g: range(0) for g in topology.groups}
+
+
+def test_one_small_run_closes_its_account_and_reports_its_figures(tmp_path):
+    out = tmp_path / "scale.json"
+    command = [sys.executable, f"{BENCH}/coordinator_scale.py", "--workers", "2", "--clients-per-worker", "4"]
+    run = subprocess.run(
+        [*command, "--seconds", "3", "--json-out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    [row] = json.loads(out.read_text())
+    totals = row["totals"]
+    assert row["status"] == "completed" and row["workers"] == 2 and row["clients"] == 8
+    assert totals["lost"] == 0 and totals["unconsumed"] == 0
+    assert totals["received"] == totals["acked"] == totals["sent"] > 0
+    assert row["reports"] >= 4 and 0 < row["share_of_one_core"] < 2 and row["us_per_report"] > 0
+    assert row["fake_cpu_seconds"] < row["as_measured"]["cpu_seconds"]
+    assert row["report_lag_ms"]["count"] >= row["reports"] and row["report_lag_ms"]["p50"] is not None
+    assert row["console_lag_ms"]["count"] == row["console_lines"] >= 2
+    assert "2 workers (8 clients)" in run.stdout
