@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from dimster.worker.protocol import Close, Closed, Ready, Report, StartLoad, StopProducers, decode, encode
+from dimster.worker.protocol import Close, Closed, Ready, Reported, StartLoad, StopProducers, decode, encode
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit
@@ -46,7 +46,7 @@ def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_the
         fake.send(index, Close())
     last = [m for _, m in fake.receive(0)]
     assert [type(m).__name__ for m in last].count("Closed") == 2 and isinstance(last[-1], Closed)
-    [final_consumers] = [m.report.clients for m in last if isinstance(m, Report) and m.report.worker_index == 1]
+    [final_consumers] = [m.report.clients for m in last if isinstance(m, Reported) and m.report.worker_index == 1]
     assert {c.client_id: c.settled for c in final_consumers} == {f"c{j}": {j: [(20, 29)]} for j in range(4)}
     assert fake.pending == {g: range(0) for g in topology.groups}
 

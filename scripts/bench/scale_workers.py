@@ -24,11 +24,11 @@ from dimster.metrics.histogram import Histogram
 from dimster.worker.protocol import (
     Assignment,
     ClientInterval,
-    ClockProbe,
-    ClockReply,
+    ClockProbed,
     Close,
     Closed,
     Message,
+    ProbeClock,
     ProducersStopped,
     Ready,
     StartLoad,
@@ -174,15 +174,15 @@ class ScaleWorkers:
         return received
 
     def _probe(self, now: float) -> None:
-        """RemoteWorkers' work on the loop's thread each second: a ClockProbe encoded per agent, its reply decoded."""
+        """RemoteWorkers' work on the loop's thread each second: a ProbeClock encoded per agent, its reply decoded."""
         if now < self.next_probe:
             return
         self.next_probe = now + 1.0
         for index in self.producers:
             if index not in self.closed:
-                encode(ClockProbe(now))
+                encode(ProbeClock(now))
                 started = time.thread_time()
-                reply = encode(ClockReply(now, now + 0.0001))  # the agent's work
+                reply = encode(ClockProbed(now, now + 0.0001))  # the agent's work
                 self.own_cpu_seconds += (time.thread_time() - started) if self.measuring else 0.0
                 decode(reply)
 
@@ -217,7 +217,7 @@ class ScaleWorkers:
         clients += [self._consumer(c, end_time) for c in self.consumers[index]]
         report = {"worker_index": index, "end_time": end_time, "clients": clients, "cpu_seconds": 0.05}
         report |= {"rss_bytes": 400_000_000, "threads": 90, "wake_lag": WAKE_LAG}
-        data = msgpack.packb(["Report", {"report": report}], use_bin_type=True)
+        data = msgpack.packb(["Reported", {"report": report}], use_bin_type=True)
         if self.measuring:
             self.own_cpu_seconds += time.thread_time() - started
             self.reports += 1
