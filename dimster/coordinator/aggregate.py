@@ -164,7 +164,7 @@ class RunAggregate:
             self.probe.cover(report.worker_index, covered, waited)
             self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
         own = {c.client_id for c in report.clients if c.role == "producer"}
-        target = sum(rate for client_id, rate in self.target_rate.items() if client_id in own)
+        target = sum(self.target_rate.get(client_id, 0.0) for client_id in own)  # per report, not per producer
         received = sum(c.received for c in report.clients)
         self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
