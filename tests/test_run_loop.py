@@ -489,3 +489,45 @@ def test_the_broker_scraper_warms_each_exporter_up_once_keeps_nothing_of_it_and_
     assert asked == {s.server_port: 2 for s in servers}  # the warm-up's answer, then the baseline
     assert max(most_at_once) == 1
     assert delivered == [1, 2] and notes == []  # only the baseline was kept
+
+
+class BrokenWorkers(FakeWorkers):
+    """In-memory workers whose channel breaks with an error that is not dimster's, mid-load."""
+
+    def receive(self, timeout: float):
+        received = super().receive(timeout)
+        if self.steps == 6:
+            raise RuntimeError("the channel broke")
+        return received
+
+
+def test_an_internal_error_mid_run_keeps_what_was_measured_and_says_failed(tmp_path):
+    workers = BrokenWorkers()
+    c = coordinator(tmp_path, workers, durationSeconds=30)
+    with pytest.raises(RuntimeError):
+        c.run()
+    info = json.loads((c.bundle.path / "run.json").read_text())
+    assert info["status"] == "failed" and info["failure"] == "internal error: RuntimeError: the channel broke"
+    assert info["totals"]["sent"] > 0 and info["totals"]["acked"] == c.aggregate.acked
+    assert info["totals"]["unconsumed"] is None  # the groups' positions were never read
+    parts = list((c.bundle.path / "metrics" / "intervals").glob("*.parquet"))
+    assert parts and not list((c.bundle.path / "metrics").rglob(".*.writing"))  # flushed, whole
+    assert any(isinstance(m, StopProducers) for _, m in workers.sent) is False  # it never reached its stop
+
+
+def test_a_part_cut_short_is_left_out_with_a_note_and_parts_appear_whole(tmp_path):
+    from dimster.results.metrics_writer import MetricsWriter, readable_parts
+    from dimster.worker.protocol import ClientInterval, IntervalReport
+
+    writer = MetricsWriter(tmp_path / "metrics", 100.0)
+    for second in range(3):
+        writer.add(IntervalReport(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)]), "measure")
+        writer.flush()
+    table = tmp_path / "metrics" / "intervals"
+    assert sorted(p.name for p in table.iterdir()) == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    whole = (table / "part-00002.parquet").read_bytes()
+    (table / "part-00002.parquet").write_bytes(whole[:-20])  # its footer gone, as after a crash mid-write
+    parts, notes = readable_parts(table)
+    assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet"]
+    [note] = notes
+    assert note.startswith("intervals/part-00002.parquet is unreadable and left out")

@@ -62,10 +62,14 @@ def test_partial_run_folder_summarizes_what_exists(tmp_path, spark):
     (tmp_path / "run.json").unlink()
     for part in (tmp_path / "metrics" / "histograms").iterdir():
         part.unlink()
+    whole = sorted((tmp_path / "metrics" / "intervals").glob("*.parquet"))[0].read_bytes()
+    (tmp_path / "metrics" / "intervals" / "part-99999.parquet").write_bytes(whole[: len(whole) // 2])  # cut short
     summary = summarize(tmp_path, spark)
     assert json.loads((tmp_path / "summary" / "summary.json").read_text()) == json.loads(json.dumps(summary))
     assert "run.json is missing: versions, totals and status unknown" in summary["notes"]
     assert "metrics/histograms is missing" in summary["notes"]
+    [cut] = [note for note in summary["notes"] if "part-99999" in note]
+    assert cut.startswith("intervals/part-99999.parquet is unreadable and left out")
     assert summary["throughput"]["seconds"] == 5
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from dimster.clients.properties import java_versions
 from dimster.cluster.backend import ClusterBackend
-from dimster.coordinator.account import clock_offsets, close_account, record_end
+from dimster.coordinator.account import clock_offsets, close_account, record_end, record_failure
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.barrier import ASSIGNMENT_TIMEOUT, AssignmentBarrier, group_specs
 from dimster.coordinator.client_events import ReportIntake, note_replaced, note_worker_lost
@@ -198,10 +198,8 @@ class Coordinator:
         with stop_signals(self._on_signal):
             try:
                 return self._run()
-            except DimsterError as e:
-                if self.bundle.run_info.get("status") == "running":  # failed before it could finish: say so
-                    self.bundle.run_info.update({"status": "failed", "failure": str(e), "ended": time.time()})
-                    self.bundle.save_run_info()
+            except Exception as e:  # before its end account: keep what was measured, and say so
+                record_failure(e, self.aggregate, self.metrics, self.log)
                 raise
             finally:
                 if self.live.heal_now():  # ended by an exception: heal all the same

@@ -21,6 +21,7 @@ from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.spark import spark_session
 from dimster.pipeline.summary import read_run_info
 from dimster.pipeline.throughput import THROUGHPUT_FIELDS, compression_ratio, measured_throughput
+from dimster.results.metrics_writer import readable_parts
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates")
@@ -168,8 +169,13 @@ def _exit(point: dict[str, Any]) -> str:
     return "no reason given" if code is None else f"exit code {code}"
 
 
+def _parts(run: Run, table: str) -> list[str]:
+    """The run's readable part files of `table` (each run's own summary notes those left out)."""
+    return [str(path) for path in readable_parts(run.path / "metrics" / table)[0]]
+
+
 def _has(run: Run, table: str) -> bool:
-    return any((run.path / "metrics" / table).glob("*.parquet"))
+    return bool(_parts(run, table))
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -185,7 +191,7 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
 
     def read(table: str):
         frames = [
-            spark.read.parquet(str(run.path / "metrics" / table))
+            spark.read.parquet(*_parts(run, table))
             .withColumn("point", F.lit(run.point))
             .withColumn("repeat", F.lit(run.repeat))
             for run in runs
@@ -229,7 +235,7 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
     rows = []
     for run in runs:
         mine = intervals.where((F.col("point") == run.point) & (F.col("repeat") == run.repeat))
-        brokers = spark.read.parquet(str(run.path / "metrics" / "brokers")) if _has(run, "brokers") else None
+        brokers = spark.read.parquet(*_parts(run, "brokers")) if _has(run, "brokers") else None
         topics = list(read_run_info(run.path / "run.json").get("topics") or [])
         row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
         row["compression_ratio"] = compression_ratio(mine, brokers, topics)["ratio"]

@@ -22,6 +22,7 @@ from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.spark import spark_session
 from dimster.pipeline.throughput import overall_compression, overall_throughput, poll_counts, throughput_per_second
 from dimster.results.bundle import is_run_folder, load_timeline
+from dimster.results.metrics_writer import readable_parts
 
 
 def read_run_info(path: Path) -> dict:
@@ -38,10 +39,13 @@ def summarize(run_dir: Path, master: str) -> dict:
     if not run_dir.is_dir() or not is_run_folder(run_dir):
         raise DimsterError(f"{run_dir} is not a dimster run folder (no run.json, no metrics/)")
     metrics = run_dir / "metrics"
-    present = [t for t in TABLES if any((metrics / t).glob("*.parquet"))]
+    parts, notes = {}, []
+    for table in TABLES:
+        parts[table], skipped = readable_parts(metrics / table)
+        notes += skipped
+    present = [t for t in TABLES if parts[t]]
     missing = [t for t in TABLES if t not in present]
     run_info = read_run_info(run_dir / "run.json")
-    notes = []
     if not (run_dir / "run.json").exists():
         notes.append("run.json is missing: versions, totals and status unknown")
     elif not run_info:
@@ -66,7 +70,7 @@ def summarize(run_dir: Path, master: str) -> dict:
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
             groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
-            tables = _spark_tables(spark, metrics, present, summary, groups, topics)
+            tables = _spark_tables(spark, {t: parts[t] for t in present}, summary, groups, topics)
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
             # read while Spark's JVM still runs: a Java exception's text comes from there
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
@@ -80,12 +84,12 @@ def summarize(run_dir: Path, master: str) -> dict:
 
 
 def _spark_tables(
-    spark, metrics: Path, present: list[str], summary: dict, groups: list[str], topics: list[str]
+    spark, parts: dict[str, list[Path]], summary: dict, groups: list[str], topics: list[str]
 ) -> dict[str, pd.DataFrame]:
     """Run the Spark side: fills `summary` with overall numbers, returns the tables to write."""
     from pyspark.sql import functions as F
 
-    frames = {t: spark.read.parquet(str(metrics / t)) for t in present}
+    frames = {t: spark.read.parquet(*map(str, paths)) for t, paths in parts.items()}
     tables: dict[str, pd.DataFrame] = {}
     if "intervals" in frames:
         intervals = frames["intervals"].withColumn("second", F.floor("run_time_s").cast("long"))

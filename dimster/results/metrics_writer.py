@@ -2,6 +2,7 @@
 run that dies keeps everything up to its last flush. Row counts follow intervals, clients and
 histogram buckets, never the message rate."""
 
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Protocol
@@ -96,7 +97,10 @@ class MetricsWriter:
                 continue
             path = self.folder / table / f"part-{self.parts:05d}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)), path)
+            # whole or not at all: a reader never sees a part half written (Spark skips names with a dot)
+            writing = path.with_name(f".{path.name}.writing")
+            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)), writing)
+            os.replace(writing, path)
         self.rows.clear()
         self.parts += 1
 
@@ -104,3 +108,17 @@ class MetricsWriter:
 def _row(first: dict, columns: tuple[str, ...], values: tuple) -> dict:
     """`first`'s columns, then `columns` with their `values`."""
     return {**first, **dict(zip(columns, values, strict=True))}
+
+
+def readable_parts(table_dir: Path) -> tuple[list[Path], list[str]]:
+    """A table's part files whose Parquet footer reads, and a note for each that does not (a part cut
+    short by a crash or a full disk is left out of the summary, not the reason it fails)."""
+    parts, notes = [], []
+    for path in sorted(table_dir.glob("*.parquet")):
+        try:
+            pq.read_metadata(path)
+        except (OSError, ValueError) as e:
+            notes.append(f"{path.parent.name}/{path.name} is unreadable and left out: {str(e).splitlines()[0]}")
+            continue
+        parts.append(path)
+    return parts, notes
