@@ -5,9 +5,12 @@ import json
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dimster.coordinator.control import TOKEN_HEADER, ControlServer
@@ -261,3 +264,27 @@ def test_workers_for_one_run_replace_a_count_or_a_container_count_and_nothing_el
         result = dimster(*args, env=env)
         assert result.code == 2 and len(result.error_lines) == 1 and "Traceback" not in result.stderr
         assert expected in result.error_lines[0], result.stderr
+
+
+@pytest.mark.unit
+def test_a_run_whose_coordinator_was_killed_is_called_crashed_once(tmp_path):
+    """kill -9 of the coordinator leaves its state file and a run.json that says running: the next
+    `status` says the run crashed and where its results are, and its run.json says crashed."""
+    results = tmp_path / "results" / "20261127T000000Z-w"
+    results.mkdir(parents=True)
+    (results / "run.json").write_text(json.dumps({"run_id": results.name, "status": "running"}))
+    coordinator = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    started = psutil.Process(coordinator.pid).create_time()
+    coordinator.kill()
+    coordinator.wait()
+    state = {"pid": coordinator.pid, "started": started, "port": 1, "token": "t", "results": str(results)}
+    (tmp_path / "state" / "runs").mkdir(parents=True)
+    (tmp_path / "state" / "runs" / "crashenv.json").write_text(json.dumps(state))
+    env = {"DIMSTER_STATE_DIR": str(tmp_path / "state")}
+    crashed = dimster("status", "crashenv", env=env)
+    line = one_error_line(crashed, f"the run of 'crashenv' crashed: its coordinator (pid {coordinator.pid})", code=5)
+    assert str(results) in line
+    info = json.loads((results / "run.json").read_text())
+    assert info["status"] == "crashed" and str(coordinator.pid) in info["failure"]
+    again = dimster("status", "crashenv", env=env)
+    assert again.code == 5 and "no run is active for 'crashenv'" in again.error_lines[0]

@@ -29,6 +29,7 @@ from dimster.cluster.processes import TrackedProcess
 from dimster.environment import check_environment_name
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
+from dimster.results.bundle import mark_crashed
 from dimster.results.redaction import Redactor
 
 TOKEN_HEADER = "X-Dimster-Token"
@@ -228,24 +229,37 @@ def _handler_for(server: ControlServer):
 
 def read_run_state(env: str) -> dict | None:
     """The state of the live run of `env`, or None (a state whose process is gone is removed)."""
+    state, alive = _run_state(env)
+    return state if alive else None
+
+
+def _run_state(env: str) -> tuple[dict | None, bool]:
+    """The run state file of `env` and whether its process lives. A state whose process is gone is
+    removed; the run it names, when its run.json still says running, is marked crashed."""
     path = run_state_file(env)
     try:
         state = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
+        return None, False
     try:
         alive = TrackedProcess(state["pid"], state["started"]).alive() and {"port", "token"} <= state.keys()
     except (KeyError, TypeError, ValueError, AttributeError):  # not a state of ours
-        alive = False
+        return None, False
     if not alive:
         path.unlink(missing_ok=True)
-        return None
-    return state
+        crashed = bool(state.get("results")) and mark_crashed(Path(state["results"]), state["pid"])
+        return (state if crashed else None), False  # a run that recorded its end left nothing to say
+    return state, alive
 
 
 def control_request(env: str, method: str, path: str, body: dict | None = None, timeout: float = 600) -> dict:
     """Call the API of the run of `env`; DimsterError with the coordinator's words on refusal."""
-    state = read_run_state(env)
+    state, alive = _run_state(env)
+    if state is not None and not alive:
+        raise NoActiveRun(
+            f"the run of '{env}' crashed: its coordinator (pid {state['pid']}) ended without closing the run; "
+            f"what it measured is in {state['results']} (`dimster summarize` it)"
+        )
     if state is None:
         raise NoActiveRun(f"no run is active for '{env}' (start one with `dimster run {env} -w WORKLOAD.yaml`)")
     data = json.dumps(body).encode() if body is not None else None

@@ -47,6 +47,23 @@ def hardware() -> dict:
     }
 
 
+def mark_crashed(run_dir: Path, pid: int) -> bool:
+    """A run whose coordinator died without recording its end (killed, out of memory): its run.json
+    says `crashed`. False when run.json is not there or already records an end."""
+    path = run_dir / "run.json"
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(info, dict) or info.get("status") != "running":
+        return False
+    info.update(status="crashed", failure=f"the coordinator (pid {pid}) ended without recording the run's end")
+    tmp = path.with_name("run.json.tmp")
+    tmp.write_text(json.dumps(info, indent=2, default=str))
+    tmp.replace(path)
+    return True
+
+
 class ResultsBundle:
     def __init__(self, root: Path, workload_name: str, started: datetime | None = None):
         started = started or datetime.now(UTC)
