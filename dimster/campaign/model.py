@@ -2,6 +2,7 @@
 keys that co-vary; several dimensions make a cartesian product), each point `repeat` times, in the
 test `mode` it names. Every point is a complete workload, validated before anything runs."""
 
+import datetime
 import itertools
 import json
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ class Dimension(Strict):
                     raise ValueError(
                         f"each value of keys {self.keys} is a list of {len(self.keys)} values, got {value!r}"
                     )
+        for value in self.values:
+            if date := _first_date(value):
+                names = ", ".join(self.names)
+                raise ValueError(
+                    f"value {date} of dimension '{names}' is a date to YAML: quote it ('{date}') to mean the text"
+                )
         return self
 
     @property
@@ -47,6 +54,17 @@ class Dimension(Strict):
     def rows(self) -> list[list[Any]]:
         """Its values, one list (a value per key) each."""
         return self.values if self.keys is not None else [[v] for v in self.values]
+
+
+def _first_date(value: Any) -> str | None:
+    """A date or time YAML made of an unquoted value (2026-01-01), as written; a point's values are JSON."""
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return next((d for v in value if (d := _first_date(v))), None)
+    if isinstance(value, dict):
+        return next((d for v in value.values() if (d := _first_date(v))), None)
+    return None
 
 
 class CampaignFile(Strict):

@@ -1,6 +1,7 @@
 """`dimster status`, `wait` and `stop`: scripts and a second terminal talking to a running workload."""
 
 import contextlib
+import math
 import time
 
 import typer
@@ -57,6 +58,8 @@ def wait(
 ) -> None:
     """Block until a condition on the run's status holds. Exit 0 when it does, 6 on timeout, 5 when
     no run is active."""
+    if not (every > 0 and math.isfinite(every)):  # 0 would ask the run as fast as it answers
+        raise typer.BadParameter(f"must be a finite number of seconds above 0 (got {every:g})", param_hint="'--every'")
     condition = parse_condition(until)
     deadline = time.time() + timeout
     while True:

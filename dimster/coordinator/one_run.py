@@ -17,6 +17,7 @@ from dimster.coordinator.launchers import workers_for
 from dimster.coordinator.run import Coordinator
 from dimster.coordinator.topology import worker_versions
 from dimster.environment import EnvironmentProfile
+from dimster.errors import DimsterError
 from dimster.monitor import announce_run
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import Workload
@@ -46,8 +47,7 @@ def run_workload(
     Raises DimsterError when the run cannot start (bad input, cluster, workers); a run that started
     and failed is an outcome. `control`, when given, serves the run and is closed at its end;
     `context` goes into the run's status (a campaign's point)."""
-    if workload.broker_config:
-        profile = profile.with_broker_config(workload.broker_config)
+    profile = with_workload_broker_config(workload, profile)
     check_faults(workload, profile)
     check_client_versions(workload, profile)
     launcher = workers_for(profile, progress)
@@ -60,6 +60,20 @@ def run_workload(
         return _run_on(workload, profile, cluster, launcher, results_root, control, say, context, client_bootstrap)
     finally:
         launcher.close()
+
+
+def with_workload_broker_config(workload: Workload, profile: EnvironmentProfile) -> EnvironmentProfile:
+    """The profile with the workload's `brokerConfig` over its own; refused for an external cluster,
+    whose brokers dimster neither configures nor restarts."""
+    if not workload.broker_config:
+        return profile
+    if profile.backend == "external":
+        keys = ", ".join(sorted(workload.broker_config))
+        raise DimsterError(
+            f"workload '{workload.name}': brokerConfig ({keys}) cannot apply to '{profile.name}', an external "
+            "cluster: change its broker config where it runs and drop brokerConfig from the workload"
+        )
+    return profile.with_broker_config(workload.broker_config)
 
 
 def check_client_versions(workload: Workload, profile: EnvironmentProfile) -> None:

@@ -4,6 +4,7 @@ every second (the probes also estimate its clock offset, see clocks.py); an agen
 `timeout` seconds is lost."""
 
 import platform
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ CONNECT_TIMEOUT = 10.0
 PROBE_EVERY = 1.0
 FIRST_PROBES = 5  # before the assignment goes out, so workers start on a corrected clock
 RESEND_OFFSET_ABOVE = 0.0002  # seconds an estimate must move before the worker hears of it
+LOG_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")  # an agent's log file: a plain name, never a path
 
 
 class WorkersError(DimsterError):
@@ -130,7 +132,10 @@ class RemoteWorkers:
                 for _ in range(FIRST_PROBES):
                     link.socket.send(encode(ProbeClock(time.time())))
                     if link.socket.poll(1000):
-                        self._handle(link, decode(link.socket.recv()))
+                        try:
+                            self._handle(link, decode(link.socket.recv()))
+                        except ProtocolError as e:
+                            raise WorkersError(f"agent {link.address} answered in another protocol: {e}") from None
         except DimsterError:
             self.close()
             raise
@@ -167,18 +172,24 @@ class RemoteWorkers:
             for socket in ready:
                 link = live[socket]
                 while socket.poll(0) and not link.gone:
-                    message = self._handle(link, decode(socket.recv()))
+                    try:
+                        message = self._handle(link, decode(socket.recv()))
+                    except ProtocolError as e:
+                        message = self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
                     if message is not None:
                         received.append((link.index, message))
             if received or time.time() >= deadline:
                 break
         for link in self.links:
             if not link.gone and time.time() - link.last_heard > self.timeout:
-                link.gone = True
-                self._note_missing_logs(link)
-                reason = f"worker {link.index} (agent {link.address}) silent for {self.timeout:.0f}s"
-                received.append((link.index, WorkerLost(reason, link.last_heard)))
+                received.append((link.index, self._lose(link, f"silent for {self.timeout:.0f}s")))
         return received
+
+    def _lose(self, link: AgentLink, why: str) -> WorkerLost:
+        """The link's worker lost: heard of no more, its logs noted as left on the agent."""
+        link.gone = True
+        self._note_missing_logs(link)
+        return WorkerLost(f"worker {link.index} (agent {link.address}) {why}", link.last_heard)
 
     def _handle(self, link: AgentLink, message: Message) -> Message | None:
         """Take what the link itself consumes (clock answers, log files); return the rest."""
@@ -191,7 +202,11 @@ class RemoteWorkers:
                 link.socket.send(encode(SetClock(link.offset_sent)))
             return None
         if isinstance(message, LogFileSent):
-            (self._logs() / Path(message.name).name).write_bytes(message.content)
+            if LOG_NAME.fullmatch(message.name):
+                (self._logs() / message.name).write_bytes(message.content)
+            else:  # the bundle's files are the coordinator's to name: no path, no hidden file, no '..'
+                with (self._logs() / f"worker-{link.index}.log.refused").open("a") as note:
+                    note.write(f"agent {link.address} sent a log file named {message.name!r}: not a plain file name\n")
             return None
         if isinstance(message, Closed):
             link.gone = True

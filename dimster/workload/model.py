@@ -1,6 +1,7 @@
 """The workload YAML: every key, its default and what is valid. Names follow OpenMessaging
 Benchmark and the Dimster posts; Kafka property names are used as they are."""
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -88,6 +89,7 @@ class ConsumerCrash(Strict):
 
 
 WEEK_SECONDS = 7 * 24 * 3600
+MAX_CLIENTS = 100_000  # producers and consumers of one run: beyond, a typo rather than a test
 HEALS = {"kill": "start", "pause": "resume", "isolate": "rejoin", "isolate-all": "rejoin"}  # fault -> its undoing
 
 
@@ -210,6 +212,13 @@ class Workload(Strict):
     group_config: KafkaProperties = Field(default_factory=dict, alias="groupConfig")
     mode: Mode = Field(default_factory=Steady)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _finite(cls, data):
+        if where := non_finite(data):
+            raise ValueError(f"key '{where[0]}': must be a finite number (got {where[1]})")
+        return data
+
     @field_validator("mode", mode="before")
     @classmethod
     def _mode_name(cls, value):
@@ -232,6 +241,13 @@ class Workload(Strict):
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.total_producers + self.total_consumers > MAX_CLIENTS:
+            raise ValueError(
+                f"{self.total_producers:,} producers (topics {self.topics} x producersPerTopic "
+                f"{self.producers_per_topic}) and {self.total_consumers:,} consumers (topics {self.topics} "
+                f"x groupsPerTopic {self.groups_per_topic} x consumersPerGroup {self.consumers_per_group}) "
+                f"are more than the {MAX_CLIENTS:,} clients a run may have"
+            )
         if self.consumer_proc_ms_max < self.consumer_proc_ms_min:
             raise ValueError(
                 f"consumerProcMsMax ({self.consumer_proc_ms_max}) is below consumerProcMsMin "
@@ -302,6 +318,17 @@ class Workload(Strict):
 
     def to_yaml_dict(self) -> dict:
         return self.model_dump(by_alias=True, exclude_none=True)
+
+
+def non_finite(data: object, path: str = "") -> tuple[str, float] | None:
+    """The first key holding an infinite or not-a-number value (YAML's .inf, .nan), with it."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path, data
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if found := non_finite(value, f"{path}.{key}" if path else str(key)):
+            return found
+    return None
 
 
 def parse_workload(data: dict, source: str) -> Workload:

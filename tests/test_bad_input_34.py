@@ -1,0 +1,130 @@
+"""Bad input found in issue 34, each one clear line (or, from an agent, a clear worker loss): a
+campaign value YAML reads as a date, infinite numbers, absurd client counts, `wait --every 0`, a
+brokerConfig for an external cluster, an unreadable agent message and a log file named like a path."""
+
+import time
+
+import pytest
+import zmq
+
+from dimster import __version__
+from dimster.coordinator.one_run import with_workload_broker_config
+from dimster.coordinator.remote import AgentLink, RemoteWorkers
+from dimster.coordinator.workers import WorkerLost
+from dimster.environment import parse_profile
+from dimster.errors import DimsterError
+from dimster.worker.protocol import PROTOCOL_VERSION, Closed, LogFileSent, Welcome, encode
+from dimster.workload.model import parse_workload
+from tests.conftest import dimster, one_error_line
+
+pytestmark = pytest.mark.unit
+
+
+# ---- workload and campaign files -----------------------------------------------------------------
+def test_a_campaign_value_that_yaml_reads_as_a_date(tmp_path):
+    path = tmp_path / "dates.yaml"
+    path.write_text(
+        "name: dates\nbase: {name: b, durationSeconds: 1}\n"
+        "dimensions:\n  - key: kafkaConfig.producerConfig.client.id\n    values: [2026-01-01]\n"
+    )
+    one_error_line(
+        dimster("campaign", "local", "-c", str(path), "--dry-run"),
+        "dates.yaml",
+        "kafkaConfig.producerConfig.client.id",
+        "2026-01-01",
+        "quote it",
+    )
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_an_infinite_producer_rate_is_refused(tmp_path, value):
+    path = tmp_path / "inf.yaml"
+    path.write_text(f"name: inf\nproducerRate: {value}\n")
+    one_error_line(dimster("validate", str(path)), "inf.yaml", "'producerRate'", "finite")
+
+
+def test_an_infinite_number_by_set_or_deep_in_the_workload_is_refused(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("name: w\n")
+    one_error_line(dimster("validate", str(path), "--set", "producerRate=.inf"), "'producerRate'", "finite")
+    with pytest.raises(DimsterError, match=r"key 'mode.targetE2eP99Ms': must be a finite number \(got nan\)"):
+        parse_workload({"name": "w", "mode": {"type": "explore-limits", "targetE2eP99Ms": float("nan")}}, "w.yaml")
+
+
+def test_client_counts_beyond_the_bound_are_refused(tmp_path):
+    path = tmp_path / "many.yaml"
+    path.write_text("name: many\ntopics: 1000\ngroupsPerTopic: 100\nconsumersPerGroup: 5000\n")
+    one_error_line(
+        dimster("validate", str(path)),
+        "many.yaml",
+        "500,000,000 consumers",
+        "consumersPerGroup 5000",
+        "100,000 clients",
+    )
+    # the bound itself is a valid run
+    bound = {"topics": 100, "producersPerTopic": 0, "groupsPerTopic": 1, "consumersPerGroup": 1000}
+    assert parse_workload({"name": "w", **bound}, "w").total_consumers == 100_000
+
+
+# ---- the CLI -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("every", ["-1", "0", "nan"])
+def test_wait_every_must_be_above_zero(every):
+    one_error_line(dimster("wait", "local", "--until", "backlog<1", f"--every={every}"), "'--every'", "above 0")
+
+
+# ---- a run ---------------------------------------------------------------------------------------
+def test_broker_config_for_an_external_cluster_is_refused():
+    external = parse_profile({"name": "ext", "backend": "external", "bootstrapServers": "127.0.0.1:9092"})
+    workload = parse_workload({"name": "w", "brokerConfig": {"num.io.threads": 16}}, "w")
+    with pytest.raises(DimsterError, match=r"num\.io\.threads.*'ext', an external cluster"):
+        with_workload_broker_config(workload, external)
+    plain = parse_workload({"name": "w"}, "w")
+    assert with_workload_broker_config(plain, external) is external
+    local = parse_profile({"name": "loc", "backend": "local"})
+    assert with_workload_broker_config(workload, local).broker_overrides["num.io.threads"] == 16
+
+
+# ---- agents --------------------------------------------------------------------------------------
+@pytest.fixture
+def agent_link(tmp_path):
+    """RemoteWorkers with one link whose far end (the 'agent') the test holds, over inproc PAIR sockets."""
+    workers = RemoteWorkers(["agent-a:1"], "token", log_dir=tmp_path, timeout=60)
+    near, far = workers.context.socket(zmq.PAIR), workers.context.socket(zmq.PAIR)
+    near.bind("inproc://agent")
+    far.connect("inproc://agent")
+    welcome = Welcome(__version__, PROTOCOL_VERSION, "host-a", 2, 1 << 30)
+    workers.links.append(AgentLink(0, "agent-a:1", near, welcome, last_heard=time.time()))
+    yield workers, far
+    far.close(linger=0)
+    workers.close()
+
+
+def receive_all(workers: RemoteWorkers) -> list:
+    return [message for _, message in workers.receive(0.5)]
+
+
+def test_an_unreadable_agent_message_is_a_worker_lost_with_its_reason(agent_link, tmp_path):
+    workers, agent = agent_link
+    agent.send(b"\x93not msgpack of ours")
+    [lost] = receive_all(workers)
+    assert isinstance(lost, WorkerLost)
+    assert "worker 0 (agent agent-a:1) sent what dimster" in lost.reason and "cannot read" in lost.reason
+    assert workers.links[0].gone and (tmp_path / "worker-0.log.missing").is_file()
+    agent.send(encode(Closed()))
+    assert receive_all(workers) == []  # a lost link is heard of no more
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../run.json", "sub/worker.log", "a\\b.log", ".hidden"])
+def test_a_log_file_named_like_a_path_is_refused(agent_link, tmp_path, name):
+    workers, agent = agent_link
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    workers.log_dir = logs
+    agent.send(encode(LogFileSent(name, b"evil\n")))
+    agent.send(encode(LogFileSent("worker-0.log", b"fine\n")))
+    agent.send(encode(Closed()))
+    assert [type(m) for m in receive_all(workers)] == [Closed]
+    assert sorted(p.name for p in logs.iterdir()) == ["worker-0.log", "worker-0.log.refused"]
+    assert (logs / "worker-0.log").read_bytes() == b"fine\n"
+    assert repr(name) in (logs / "worker-0.log.refused").read_text()
+    assert not (tmp_path / "run.json").exists()
