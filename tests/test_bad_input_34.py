@@ -15,7 +15,7 @@ from dimster.environment import parse_profile
 from dimster.errors import DimsterError
 from dimster.worker.protocol import PROTOCOL_VERSION, Closed, LogFileSent, Welcome, encode
 from dimster.workload.model import parse_workload
-from tests.conftest import dimster, one_error_line
+from tests.conftest import dimster, one_error_line, write_environment
 
 pytestmark = pytest.mark.unit
 
@@ -128,3 +128,14 @@ def test_a_log_file_named_like_a_path_is_refused(agent_link, tmp_path, name):
     assert (logs / "worker-0.log").read_bytes() == b"fine\n"
     assert repr(name) in (logs / "worker-0.log.refused").read_text()
     assert not (tmp_path / "run.json").exists()
+
+
+def test_a_campaign_of_broker_configs_on_an_external_cluster_is_refused_before_it_runs(project, tmp_path):
+    write_environment(project, "outside", "backend: external\nbootstrapServers: 127.0.0.1:9\n")
+    path = tmp_path / "brokers.yaml"
+    path.write_text(
+        "name: brokers\nbase: {name: b, durationSeconds: 1}\n"
+        "dimensions:\n  - key: brokerConfig.num.io.threads\n    values: [4, 8]\n"
+    )
+    result = dimster("campaign", "outside", "-c", str(path), "--dry-run", env={"DIMSTER_PROJECT_DIR": str(project)})
+    one_error_line(result, "brokers.yaml", "point 1", "num.io.threads", "'outside', an external cluster")

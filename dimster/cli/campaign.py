@@ -74,6 +74,7 @@ def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
     """Before anything runs: every point's client properties (by their libraries) and, on a local
     cluster, every broker config a point asks for (by Kafka's own parser)."""
     from dimster.clients.properties import check_client_configs
+    from dimster.coordinator.one_run import with_workload_broker_config
 
     seen_clients, seen_brokers = set(), set()
     for point in loaded.points:
@@ -83,10 +84,10 @@ def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
             seen_clients.add(clients)
             check_client_configs(w, f"{loaded.source}: {_where(point)}", profile.kafka_version)
         brokers = repr(sorted(w.broker_config.items()))
-        if w.broker_config and brokers not in seen_brokers and profile.backend != "external":
+        if w.broker_config and brokers not in seen_brokers:
             seen_brokers.add(brokers)
-            try:
-                backend_for(profile.with_broker_config(w.broker_config)).check_broker_config()
+            try:  # an external cluster's is refused before any point runs
+                backend_for(with_workload_broker_config(w, profile)).check_broker_config()
             except DimsterError as e:
                 raise DimsterError(f"{loaded.source}: {_where(point)}: {e}") from None
 
