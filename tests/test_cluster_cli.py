@@ -40,3 +40,29 @@ def test_a_failed_redeploy_is_one_line_with_exit_code_3(monkeypatch, capsys, err
     errors = [x for x in capsys.readouterr().err.splitlines() if x.startswith("dimster:")]
     assert len(errors) == 1 and errors[0].startswith("dimster: error: ") and line in errors[0]
     assert told == ["cluster_redeploy_started", "cluster_redeploy_failed"]
+
+
+class Stopping:
+    def down(self, progress):
+        for node_id, pid in ((1, 101), (2, 102), (3, 103)):
+            progress(f"node {node_id} (pid {pid}) stopped")
+        return [101, 102, 103]
+
+
+def test_down_says_each_node_and_then_the_summary_on_lines_of_their_own(monkeypatch, capsys):
+    """Its progress and its summary on one stream: a capture that shows stdout before stderr keeps
+    them in order, each on its own line."""
+    monkeypatch.setattr(cluster, "load_environment", lambda env: SimpleNamespace(name=env))
+    monkeypatch.setattr(cluster, "backend_for", lambda profile: Stopping())
+    monkeypatch.setattr(sys, "argv", ["dimster", "cluster", "down", "localBeefy"])
+    with pytest.raises(SystemExit) as exit_:
+        app.main()
+    assert exit_.value.code == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines() == [
+        "node 1 (pid 101) stopped",
+        "node 2 (pid 102) stopped",
+        "node 3 (pid 103) stopped",
+        "'localBeefy': stopped 3 node(s)",
+    ]
+    assert out.err == ""

@@ -34,7 +34,7 @@ def down(
 ) -> None:
     """Stop the nodes dimster started for ENV (SIGTERM, SIGKILL after 30 s). Data is kept unless --purge."""
     cluster = backend_for(load_environment(env))
-    stopped = cluster.down(progress)
+    stopped = cluster.down(console.print)  # no --json: its progress and its summary are one stream, in order
     if purge:
         cluster.remove_data()
     console.print(f"'{env}': stopped {len(stopped)} node(s)" if stopped else f"'{env}': nothing was running")

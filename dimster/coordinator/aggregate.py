@@ -6,6 +6,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from dimster.clients import STATS_INTERVAL_S
+from dimster.coordinator.console import OneInstant
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
 from dimster.metrics.sequences import RangeSet
@@ -85,6 +86,7 @@ class RunAggregate:
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
         # (worker, end, covered seconds, sent, target rate, received) of recent reports
         self._recent: deque[tuple[int, float, float, int, float, int]] = deque()
+        self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
 
     def add(self, report: IntervalReport) -> None:
         window = self.window
@@ -94,7 +96,7 @@ class RunAggregate:
         self._last_report[report.worker_index] = report.end_time
         waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
         window.cover(report.worker_index, covered, waited)
-        sent_before = self.sent
+        sent_before, acked_before, received_before = self.sent, self.acked, self.received
         # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
         counted: Counter[tuple[str, ...]] = Counter()
         for c in report.clients:
@@ -166,6 +168,8 @@ class RunAggregate:
         own = {c.client_id for c in report.clients if c.role == "producer"}
         target = sum(self.target_rate.get(client_id, 0.0) for client_id in own)  # per report, not per producer
         received = sum(c.received for c in report.clients)
+        counts = (self.sent - sent_before, self.acked - acked_before, self.received - received_before)
+        self.instant.note(report.worker_index, report.end_time, counts, previous)
         self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
             self._recent.popleft()
@@ -325,8 +329,10 @@ class RunAggregate:
         return missing
 
     def take_window(self) -> dict:
-        """The console's numbers since the previous call."""
+        """The console's numbers since the previous call; sent, acked and received as of the last
+        instant every live worker has reported (the totals go on in `sent`, `acked`, `received`)."""
         window, self.window = self.window, Window()
+        sent, acked, received = self.instant.counts(self.instant.cut(), 3)
         seconds = max(window.seconds.values(), default=0.0) or 1e-6
         recent = self.recent_rates()
 
@@ -339,9 +345,9 @@ class RunAggregate:
             "consRate": window.received / seconds,
             "targetRate": recent["targetRate"],
             "pubRate10s": recent["pubRate"],
-            "sent": self.sent,
-            "acked": self.acked,
-            "received": self.received,
+            "sent": sent,
+            "acked": acked,
+            "received": received,
             "backlog": self.backlog,
             "e2eP50Ms": ms(window.e2e, 50),
             "e2eP99Ms": ms(window.e2e, 99),

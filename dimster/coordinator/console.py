@@ -2,6 +2,7 @@
 segments name status fields of the one status schema (status_schema.py)."""
 
 import string
+from collections import deque
 
 from dimster.coordinator.status_schema import FIELDS
 from dimster.metrics.schema import WAITING_NOTED
@@ -17,6 +18,51 @@ SEGMENTS = (
     "pub p99 {publishP99Ms}",
 )
 POLLS = "poll avg {recordsPerPoll:.1f} max {maxPollRecords}"  # consumers only
+LIVE_WITHIN = 5.0  # s: a worker whose latest report is this far behind the newest no longer holds the cut back
+KEPT = 64  # reports kept per worker (one a second; a line reads the last few)
+
+
+class OneInstant:
+    """The workers' cumulative counts at one instant, for the status line: each worker's latest report
+    ends at another time, so summing them shows consumers ahead of producers on other workers. The
+    line is cut at the last instant every live worker has reported (the earliest of their latest
+    reports); each worker's counts are interpolated between its reports around it. O(1) a report."""
+
+    def __init__(self) -> None:
+        self.history: dict[int, deque[tuple[float, tuple[float, ...]]]] = {}  # worker -> (end time, counts)
+
+    def note(self, worker: int, end: float, counts: tuple[int, ...], since: float = 0.0) -> None:
+        """A worker's report covering `since` (its first report: from load start) to `end` added
+        `counts` (deltas, in a fixed order)."""
+        history = self.history.setdefault(worker, deque(maxlen=KEPT))
+        if not history and 0 < since < end:
+            history.append((since, (0,) * len(counts)))
+        before = history[-1][1] if history else (0,) * len(counts)
+        history.append((end, tuple(a + b for a, b in zip(before, counts, strict=True))))
+
+    def cut(self) -> float:
+        """The last instant every live worker has reported (0 before any report)."""
+        latest = [history[-1][0] for history in self.history.values()]
+        newest = max(latest, default=0.0)
+        return min((end for end in latest if end >= newest - LIVE_WITHIN), default=0.0)
+
+    def counts(self, at: float, size: int) -> list[int]:
+        """The workers' counts summed as of `at`; reports older than the one at or before it are dropped."""
+        total = [0.0] * size
+        for history in self.history.values():
+            while len(history) > 1 and history[1][0] <= at:
+                history.popleft()
+            end, counts = history[0]
+            if end > at:  # its first kept report is after the cut: nothing yet (or its oldest kept counts)
+                if len(history) == KEPT:
+                    total = [t + c for t, c in zip(total, counts, strict=True)]
+                continue
+            if len(history) > 1:  # between two reports: as if it went on at an even pace
+                later, after = history[1]
+                share = (at - end) / (later - end)
+                counts = tuple(c + share * (a - c) for c, a in zip(counts, after, strict=True))
+            total = [t + c for t, c in zip(total, counts, strict=True)]
+        return [round(t) for t in total]
 
 
 def field_names(template: str) -> list[str]:
