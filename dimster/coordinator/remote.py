@@ -46,6 +46,7 @@ PROBE_EVERY = 1.0
 FIRST_PROBES = 5  # before the assignment goes out, so workers start on a corrected clock
 RESEND_OFFSET_ABOVE = 0.0002  # seconds an estimate must move before the worker hears of it
 LOG_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")  # an agent's log file: a plain name, never a path
+MAX_FROM_AGENT = 64 * 2**20  # the largest message an agent may send: a log file of up to 50 MiB and its frame
 
 
 class WorkersError(DimsterError):
@@ -71,6 +72,7 @@ def handshake(
     with one line saying why not: unreachable, wrong token, refused (busy, other version), silent."""
     socket = context.socket(zmq.DEALER)
     socket.linger = 0
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_FROM_AGENT)  # a larger one drops the agent's connection
     socket.reconnect_ivl = 500
     connect_securely(socket, token)
     monitor = socket.get_monitor_socket()

@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import platform
+import re
 import shutil
 import tempfile
 import time
@@ -48,6 +49,10 @@ from dimster.worker.protocol import (
 log = logging.getLogger("dimster.agent")
 COORDINATOR_TIMEOUT = 30.0  # a run whose coordinator is silent this long is ended (it probes every second)
 MAX_LOG_BYTES = 50 * 2**20  # per file shipped back
+MAX_MESSAGE_BYTES = 16 * 2**20  # from a coordinator (an Assign of thousands of clients is far smaller)
+NAME = re.compile(r"[A-Za-z0-9._-]{1,80}")  # a workload's name, as the workload file allows it: part of a folder
+VERSION = re.compile(r"\d+\.\d+\.\d+")  # a Kafka version: fetched by Maven, named in paths
+BEFORE_ASSIGN = (SetClock, Close)  # what a coordinator may send between Hello and Assign (and ProbeClock)
 
 
 def endpoint(address: str) -> str:
@@ -84,6 +89,7 @@ class Agent:
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 1000
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # a larger one drops its connection
         self.authenticator = serve_securely(self.context, self.socket, token)
         try:
             self.socket.bind(endpoint(listen))
@@ -112,14 +118,27 @@ class Agent:
             if worker:
                 poller.unregister(worker.channel.fileno())
             if self.socket in ready:
-                peer, data = self.socket.recv_multipart()
-                self._from_coordinator(peer, data)
+                self._guarded(self.socket.recv_multipart())
             if session and worker and worker.channel.fileno() in ready:
                 self._from_worker(session, worker)
             self._check_session()
 
     def _send(self, peer: bytes, message: Message) -> None:
         self.socket.send_multipart([peer, encode(message)])
+
+    def _guarded(self, frames: list[bytes]) -> None:
+        """One message from a coordinator, inside an error boundary: whatever it holds, the agent answers
+        it (Refused, or Failed to the run's own coordinator) and goes on serving."""
+        peer = frames[0]
+        try:
+            if len(frames) != 2:
+                raise ProtocolError(f"a message of {len(frames) - 1} parts (the protocol sends one)")
+            self._from_coordinator(peer, frames[1])
+        except Exception as e:
+            reason = str(e) if isinstance(e, (DimsterError, ProtocolError)) else f"{type(e).__name__}: {e}"
+            log.warning("a message from a coordinator was not served: %s", reason)
+            mine = self.session is not None and peer == self.session.peer
+            self._send(peer, Failed(f"agent on {platform.node()}: {reason}") if mine else Refused(reason))
 
     def _from_coordinator(self, peer: bytes, data: bytes) -> None:
         try:
@@ -140,6 +159,8 @@ class Agent:
             self._start_worker(session, message)
         else:
             session.last_heard = time.time()
+            if session.worker is None and not isinstance(message, BEFORE_ASSIGN):
+                raise ProtocolError(f"{type(message).__name__} before Assign: there is no worker to give it to")
             if isinstance(message, SetClock):
                 session.clock_offset = message.offset
             if session.worker is not None:
@@ -163,6 +184,9 @@ class Agent:
         if self.session is not None:
             self._send(peer, Refused(f"busy with {self.welcome().busy_with}"))
             return
+        if not NAME.fullmatch(hello.workload):
+            name = hello.workload[:100]
+            raise ProtocolError(f"workload name {name!r} is not a workload's name (letters, digits, . _ -)")
         folder = Path(tempfile.mkdtemp(prefix=f"dimster-agent-{hello.workload}-", dir=self.work_dir))
         self.session = Session(peer, hello.workload, hello.coordinator_host, folder, time.time())
         log.info("serving workload %s from %s", hello.workload, hello.coordinator_host)
@@ -170,6 +194,11 @@ class Agent:
 
     def _start_worker(self, session: Session, message: Assign) -> None:
         assignment = message.assignment
+        if session.worker is not None:
+            raise ProtocolError("a second Assign: this run's worker is running already")
+        for version in (assignment.kafka_version, assignment.java_clients_version):
+            if version and not VERSION.fullmatch(version):
+                raise ProtocolError(f"Kafka version {version[:100]!r} is not one (N.N.N)")
         assignment.log_file = str(session.folder / f"worker-{assignment.worker_index}.log")
         assignment.clock_offset = session.clock_offset
         context = multiprocessing.get_context("spawn")

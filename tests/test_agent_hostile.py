@@ -1,0 +1,123 @@
+"""An agent that one message cannot kill: a token holder sends it a corpus of malformed, out-of-order
+and oversized messages of every type; after each, the agent still answers `worker status`. A real
+agent process on loopback, no Kafka."""
+
+import dataclasses
+import json
+import random
+
+import msgpack
+import pytest
+import zmq
+
+from dimster import __version__
+from dimster.coordinator.remote import WorkersError, handshake
+from dimster.remote.agent import MAX_MESSAGE_BYTES
+from dimster.worker.protocol import (
+    MESSAGES,
+    PROTOCOL_VERSION,
+    Assign,
+    Assignment,
+    Close,
+    Failed,
+    Hello,
+    ProbeClock,
+    Refused,
+    StartLoad,
+    decode,
+    encode,
+)
+from tests.agents import TOKEN, running_agent, status_hello, write_token
+from tests.conftest import dimster, spare_ports
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile-agent")
+    address = f"127.0.0.1:{spare_ports(4)['brokerPortBase'] + 9}"
+    token_file = write_token(folder)
+    with running_agent(address, token_file, folder / "agent.log"):
+        yield address, token_file, folder
+
+
+def assignment(version: str) -> Assignment:
+    return Assignment(0, "127.0.0.1:9", {}, [], [], 1, 5, "", version)
+
+
+def corpus() -> list[tuple[str, list[bytes]]]:
+    """(what, frames): for every message type, a body that is not a map, one without its fields, one
+    with every field of the wrong type; then bytes that are no message at all, and messages that
+    decode but come out of order or carry a path where a version goes."""
+    items = []
+    for kind, cls in MESSAGES.items():
+        fields = [f.name for f in dataclasses.fields(cls)]
+        items.append((f"{kind}: not a map", [msgpack.packb([kind, "body"])]))
+        if fields:
+            items.append((f"{kind}: no fields", [msgpack.packb([kind, {}])]))
+            items.append((f"{kind}: wrong types", [msgpack.packb([kind, {key: {"x": [1]} for key in fields}])]))
+    rng = random.Random(34)
+    items += [
+        ("random bytes", [bytes(rng.randrange(256) for _ in range(200))]),
+        ("truncated", [encode(ProbeClock(1.0))[:-3]]),
+        ("empty", [b""]),
+        ("an unknown kind", [msgpack.packb(["Shutdown", {}])]),
+        ("not a list", [msgpack.packb({"kind": "Close"})]),
+        ("two parts", [encode(Close()), encode(Close())]),
+        ("StartLoad before Assign", [encode(StartLoad(1.0))]),
+        ("a path for a version", [encode(Assign(assignment("../../../tmp/x")))]),
+        ("a Maven argument for a version", [encode(Assign(assignment("4.3.1 -Dexec=evil")))]),
+        ("oversized", [b"\x00" * (MAX_MESSAGE_BYTES + 1)]),
+    ]
+    return items
+
+
+def test_no_message_of_the_corpus_stops_the_agent_serving(agent):
+    address, token_file, _ = agent
+    context = zmq.Context()
+    answers: dict[str, str] = {}
+    try:
+        for what, frames in corpus():
+            owner, _ = handshake(context, address, TOKEN, Hello(__version__, PROTOCOL_VERSION, "hostile", "h"), 5)
+            owner.send_multipart(frames)
+            if owner.poll(2000):
+                answer = decode(owner.recv())
+                answers[what] = type(answer).__name__
+                if isinstance(answer, (Failed, Refused)):
+                    assert "Traceback" not in answer.reason and answer.reason, what
+            status, welcome = handshake(context, address, TOKEN, status_hello(), timeout=5)  # still serving
+            status.close()
+            assert welcome.protocol_version == PROTOCOL_VERSION, what
+            if what == "oversized":  # the last: its connection is gone, the run ends when it falls silent
+                owner.close(linger=0)
+                break
+            owner.send(encode(Close()))  # release the run, if it still holds one
+            owner.close(linger=500)
+            for _ in range(50):  # the agent is free again for the next item
+                probe, welcome = handshake(context, address, TOKEN, status_hello(), timeout=5)
+                probe.close()
+                if not welcome.busy_with:
+                    break
+            assert not welcome.busy_with, what
+    finally:
+        context.term()
+    # what no dimster coordinator sends is answered, not ignored
+    for what in ("random bytes", "truncated", "empty", "an unknown kind", "not a list", "Assign: wrong types"):
+        assert answers.get(what) == "Refused", (what, answers.get(what))
+    for what in ("two parts", "StartLoad before Assign", "a path for a version", "a Maven argument for a version"):
+        assert answers.get(what) == "Failed", (what, answers.get(what))
+    assert "oversized" not in answers  # its connection was dropped, unread
+    status = dimster("worker", "status", address, "--token-file", str(token_file), "--json")
+    assert status.code == 0 and json.loads(status.stdout)["up"]
+
+
+def test_a_workload_name_that_is_a_path_is_refused(tmp_path):
+    address = f"127.0.0.1:{spare_ports(4)['brokerPortBase'] + 10}"
+    with running_agent(address, write_token(tmp_path), tmp_path / "agent.log"):
+        context = zmq.Context()
+        try:
+            with pytest.raises(WorkersError, match=r"'\.\./\.\./escaped' is not a workload's name"):
+                handshake(context, address, TOKEN, Hello(__version__, PROTOCOL_VERSION, "../../escaped", "h"), 5)
+        finally:
+            context.term()
