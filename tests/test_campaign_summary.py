@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dimster.errors import DimsterError
@@ -269,8 +271,9 @@ def test_campaign_summary_and_page(tmp_path, spark):
 @pytest.mark.spark
 def test_spark_failure_is_one_error_line(tmp_path, spark):
     write_campaign(tmp_path)
-    broken = tmp_path / "levers-2-1" / "metrics" / "intervals" / "part-00000.parquet"
-    broken.write_bytes(b"not parquet at all, but long enough to have a footer-sized tail")
+    # a whole part (its footer reads) whose columns Spark cannot read as the others': a failure of Spark's
+    broken = tmp_path / "levers-2-1" / "metrics" / "intervals" / "part-00001.parquet"
+    pq.write_table(pa.table({"run_time_s": ["not a number"], "sent": ["many"], "phase": [1]}), broken)
     with pytest.raises(DimsterError) as raised:
         summarize_campaign(tmp_path, spark)
     message = str(raised.value)
