@@ -512,7 +512,7 @@ def test_an_internal_error_mid_run_keeps_what_was_measured_and_says_failed(tmp_p
     assert info["totals"]["unconsumed"] is None  # the groups' positions were never read
     parts = list((c.bundle.path / "metrics" / "intervals").glob("*.parquet"))
     assert parts and not list((c.bundle.path / "metrics").rglob(".*.writing"))  # flushed, whole
-    assert any(isinstance(m, StopProducers) for _, m in workers.sent) is False  # it never reached its stop
+    assert not any(isinstance(m, StopProducers) for _, m in workers.sent)  # it never reached its stop
 
 
 def test_a_part_cut_short_is_left_out_with_a_note_and_parts_appear_whole(tmp_path):

@@ -175,7 +175,7 @@ def _parts(run: Run, table: str) -> list[str]:
 
 
 def _has(run: Run, table: str) -> bool:
-    return bool(_parts(run, table))
+    return any((run.path / "metrics" / table).glob("*.parquet"))
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -190,12 +190,11 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
     from pyspark.sql import functions as F
 
     def read(table: str):
+        parts = [(run, _parts(run, table)) for run in runs]  # each footer read once
         frames = [
-            spark.read.parquet(*_parts(run, table))
-            .withColumn("point", F.lit(run.point))
-            .withColumn("repeat", F.lit(run.repeat))
-            for run in runs
-            if _has(run, table)
+            spark.read.parquet(*paths).withColumn("point", F.lit(run.point)).withColumn("repeat", F.lit(run.repeat))
+            for run, paths in parts
+            if paths
         ]
         if not frames:
             return None
@@ -235,7 +234,8 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
     rows = []
     for run in runs:
         mine = intervals.where((F.col("point") == run.point) & (F.col("repeat") == run.repeat))
-        brokers = spark.read.parquet(*_parts(run, "brokers")) if _has(run, "brokers") else None
+        broker_parts = _parts(run, "brokers")
+        brokers = spark.read.parquet(*broker_parts) if broker_parts else None
         topics = list(read_run_info(run.path / "run.json").get("topics") or [])
         row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
         row["compression_ratio"] = compression_ratio(mine, brokers, topics)["ratio"]
