@@ -25,6 +25,10 @@ def summarize(
     if (run_dir / "campaign.json").is_file():
         return summarize_campaign_folder(run_dir, spark_master(spark_master_))
 
+    from dimster.coordinator.recover import recover_crashed
+
+    for note in recover_crashed(run_dir):  # a run whose coordinator was killed: its end first
+        console.print(f"note: {note}", markup=False)
     summary = summarize_run(run_dir, spark_master(spark_master_))
     print_summary(run_dir, summary)
 

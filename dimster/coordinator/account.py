@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.journal import RunJournal
 from dimster.coordinator.run_log import RunLog
 from dimster.errors import DimsterError
 from dimster.results.metrics_writer import MetricsWriter
@@ -30,22 +31,29 @@ def close_account(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, p
     return EndAccount(account, totals, plan.result(totals, a) or {"type": mode})
 
 
-def record_failure(error: Exception, a: RunAggregate, metrics: MetricsWriter | None, log: RunLog) -> None:
+def record_failure(
+    error: Exception, a: RunAggregate, metrics: MetricsWriter | None, log: RunLog, journal: RunJournal
+) -> None:
     """The run ends by an exception before its end account: what was measured is flushed, and run.json
-    says `failed`, why, and the totals so far (the groups' positions unknown: nothing counts as lost)."""
+    says `failed`, why, and the totals so far (the groups' positions unknown: nothing counts as lost).
+    The journal stays unless the flush succeeded."""
     info = log.bundle.run_info
     if info.get("status") != "running":  # its end is recorded already
         return
     reason = str(error) if isinstance(error, DimsterError) else f"internal error: {type(error).__name__}: {error}"
+    flushed = True
     if metrics:
         try:
             metrics.flush()
         except Exception as e:  # already failing: keep the first error, note this one
+            flushed = False
             log.event("metrics_not_flushed", reason=f"{type(e).__name__}: {e}")
     account = a.account(None)
     totals = run_totals(a, None, account)
     info.update({"status": "failed", "failure": reason, "ended": time.time(), "totals": totals, "account": account})
     log.bundle.save_run_info()
+    if flushed:
+        journal.remove()
 
 
 def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: RunLog, plan: str) -> str | None:

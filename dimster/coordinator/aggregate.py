@@ -250,6 +250,12 @@ class RunAggregate:
             for group, topic in self.groups.items()
         }
 
+    def clients_lost(self, client_ids: list[str], last_heard: float) -> None:
+        """A worker's clients, gone with it (last heard of at `last_heard`): its producers' sequences end
+        where they were reported; its consumers' unreported tail is in doubt."""
+        self.lost_producers.update(int(c[1:]) for c in client_ids if c.startswith("p"))
+        self.consumers_lost([c for c in client_ids if c.startswith("c")], last_heard)
+
     def consumers_lost(self, client_ids: list[str], last_heard: float) -> None:
         """Consumers whose worker was lost: what they settled between their last report and the last
         sign of life of their worker never reached us. Bound it by their receive rate over that time
@@ -309,6 +315,10 @@ class RunAggregate:
                 "unaccounted": unaccounted,
             }
         return accounts
+
+    def closes(self, unconsumed: dict[str, int]) -> bool:
+        """Whether every group's account closes, given where the groups stand."""
+        return all(g["closes"] for g in self.account(unconsumed).values())
 
     def missing_by_group(self) -> dict[str, int]:
         """Per group: acknowledged records it never settled (meaningful once consumers have closed)."""

@@ -9,6 +9,7 @@ from dimster.clients import REBALANCE_KINDS
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.ensemble import Ensemble, Loss
 from dimster.coordinator.exporter import StatusExporter
+from dimster.coordinator.journal import RunJournal
 from dimster.coordinator.run_log import RunLog
 from dimster.coordinator.self_cost import SelfCost
 from dimster.coordinator.workers import WorkerLost
@@ -20,11 +21,15 @@ EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
 
 
 class ReportIntake:
-    """Each worker's report, to all that keep its numbers: the aggregate, the metrics endpoint, the
-    Parquet files once load has started, and the coordinator's own cost; and its client events."""
+    """Each worker's report, to all that keep its numbers: the journal, the aggregate, the metrics
+    endpoint, the Parquet files once load has started, and the coordinator's own cost; and its client
+    events."""
 
-    def __init__(self, a: RunAggregate, ensemble: Ensemble, log: RunLog, exporter: StatusExporter | None):
+    def __init__(
+        self, a: RunAggregate, ensemble: Ensemble, log: RunLog, exporter: StatusExporter | None, journal: RunJournal
+    ):
         self.aggregate, self.ensemble, self.log, self.exporter = a, ensemble, log, exporter
+        self.journal = journal
         self.self_cost = SelfCost()
         self.rebalances: dict[str, Counter] = {}  # consumer groups: rebalance callbacks per group and kind
         self.flushed = self.exported = 0.0  # when the Parquet files were last written, the endpoint fed
@@ -36,11 +41,21 @@ class ReportIntake:
             self.exporter.update(status())
             self.exported = now
         if metrics and now - self.flushed >= FLUSH_EVERY:
-            metrics.flush()
-            self.flushed = now
+            self.flush(metrics)
+
+    def start_load(self, load_started: float) -> None:
+        self.flushed = time.time()
+        self.journal.load(load_started)
+
+    def flush(self, metrics: MetricsWriter) -> None:
+        """The Parquet files written, and the journal told so."""
+        metrics.flush()
+        self.journal.flushed()
+        self.flushed = time.time()
 
     def take(self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool) -> None:
         """`phase`: the phase the report's end falls in; `loading`: load has started."""
+        self.journal.report(report, phase if metrics else None)  # first: a crash after it loses nothing
         if loading:
             self.self_cost.report_handled(report.end_time)
         self.aggregate.add(report)
@@ -82,10 +97,12 @@ def note_crashes(report: IntervalReport, ensemble: Ensemble, log: RunLog) -> Non
         ensemble.send_all(WatchRedeliveries(c.group, c.crashed_at, c.crash_held))
 
 
-def note_worker_lost(index: int, lost: WorkerLost, loss: Loss, a: RunAggregate, log: RunLog) -> None:
+def note_worker_lost(
+    index: int, lost: WorkerLost, loss: Loss, a: RunAggregate, log: RunLog, journal: RunJournal
+) -> None:
     """Its producers' sequences end where it was last heard of; its consumers' unreported tail is in doubt."""
-    a.lost_producers.update(int(c[1:]) for c in loss.clients if c.startswith("p"))
-    a.consumers_lost([c for c in loss.clients if c.startswith("c")], lost.last_heard)
+    journal.lost(loss.clients, lost.last_heard)
+    a.clients_lost(loss.clients, lost.last_heard)
     log.event("worker_lost", worker=index, reason=lost.reason, clients=loss.clients)
 
 

@@ -20,6 +20,7 @@ from dimster.coordinator.desk import ControlDesk
 from dimster.coordinator.ensemble import Ensemble, Placed
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.failures import CorrectnessFailed, RunFailed
+from dimster.coordinator.journal import RunJournal
 from dimster.coordinator.live import LiveChanges
 from dimster.coordinator.observers import BrokerObservers
 from dimster.coordinator.run_kafka import RunKafka
@@ -89,8 +90,8 @@ class Coordinator:
         self.last_window: dict = {}
         # per group: records still there for it to consume, read once its consumers have closed
         self.unconsumed_by_group: dict[str, int] | None = None
-        self.intake = ReportIntake(self.aggregate, self.ensemble, self.log, exporter)
-        self.self_cost = self.intake.self_cost
+        self.journal = RunJournal(bundle.path)  # every report as it arrives: a killed run loses nothing
+        self.intake = ReportIntake(self.aggregate, self.ensemble, self.log, exporter, self.journal)
 
     def _groups(self) -> dict:
         return group_specs(self.topology, self.workload.consumer_type, self.workload.partitions_per_topic)
@@ -102,6 +103,7 @@ class Coordinator:
         self.observers.watch_brokers()
         self.log.event("topics_created", topics=self.topology.topics, groups=list(self.topology.groups))
         self.observers.warm_up(self._groups() if self.topology.groups else {})
+        self.journal.start(self.topology.topics, self.workload.partitions_per_topic, self._groups())
         version = self.cluster.profile.kafka_version
         assignment = assignment_for(
             self.workload, self.topology, self.ensemble, self.client_bootstrap, version, self.client_security, limits
@@ -137,7 +139,7 @@ class Coordinator:
     def _worker_lost(self, index: int, lost: WorkerLost) -> None:
         """A worker is gone: the run fails, or its clients go on elsewhere (onWorkerLoss)."""
         loss = self.ensemble.lose(index, lost, self.phase, self.on_worker_loss)
-        note_worker_lost(index, lost, loss, self.aggregate, self.log)
+        note_worker_lost(index, lost, loss, self.aggregate, self.log, self.journal)
         if loss.failure:
             self._fail(loss.failure)
             return
@@ -199,17 +201,19 @@ class Coordinator:
             try:
                 return self._run()
             except Exception as e:  # before its end account: keep what was measured, and say so
-                record_failure(e, self.aggregate, self.metrics, self.log)
+                record_failure(e, self.aggregate, self.metrics, self.log, self.journal)
                 raise
             finally:
+                self.journal.close()
                 if self.live.heal_now():  # ended by an exception: heal all the same
                     self.log.write_background()
                 self.observers.stop()
                 self.barrier.stop()
                 if self.phase != "done":  # ended by an exception: no worker may outlive the run
-                    self._close_workers_quietly()
+                    self._close_workers()
 
-    def _close_workers_quietly(self) -> None:
+    def _close_workers(self) -> None:
+        """Every worker closed (one that does not close in time killed); a failure to is noted."""
         try:
             for killed in self.ensemble.workers.close():
                 self.log.event("worker_killed", worker=killed)
@@ -229,7 +233,7 @@ class Coordinator:
             self._await_assignments()
         self.load_started = time.time() + LOOP_TICK
         self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started)
-        self.intake.flushed = time.time()
+        self.intake.start_load(self.load_started)
         for index in self.ensemble.live_workers():
             self.ensemble.send(index, StartLoad(self.load_started))
             if w.consumers_paused:
@@ -240,7 +244,7 @@ class Coordinator:
         self.aggregate.take_window()  # the first status line covers load only
         self.observers.start_with_load()
         self.live.schedule_faults(w, self.load_started)
-        self.self_cost.start()
+        self.intake.self_cost.start()
         self.log.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
         self.phase = "warmup" if w.warmup_seconds else "measure"
         self.desk.publish()  # `--detach` returns now: a status asked from then on shows load
@@ -254,7 +258,7 @@ class Coordinator:
                 self.log.event("measure_started")
             if time.time() >= next_line:
                 self._print_line()
-                self.self_cost.line_printed(next_line)
+                self.intake.self_cost.line_printed(next_line)
                 next_line = max(next_line + self.workload.report_interval_seconds, time.time() + 0.5)
         return self._stop()
 
@@ -286,7 +290,7 @@ class Coordinator:
 
     def _stop(self) -> int:
         forced = self.stop_requested > 1
-        self.self_cost.stop()
+        self.intake.self_cost.stop()
         plan_end = "duration" if isinstance(self.plan, SteadyPlan) else f"{self.plan.name} plan"
         self.log.event("stopping", reason=self.failure or ("request" if self.stop_requested else plan_end))
         self.phase = "drain"
@@ -308,21 +312,17 @@ class Coordinator:
         self.phase = "closing"
         self.ensemble.send_all(Close())
         self._wait(self.ensemble.all_gone, 5 if forced else 90, 1e9)
-        for killed in self.ensemble.workers.close():
-            self.log.event("worker_killed", worker=killed)
+        self._close_workers()
         self.phase = "done"
-        groups, backlog_by_group = list(self.topology.groups), self.aggregate.backlog_by_group
-        self.unconsumed_by_group = self.observers.finish(self.metrics, groups, self._accounts_close, backlog_by_group)
+        a, groups = self.aggregate, list(self.topology.groups)
+        self.unconsumed_by_group = self.observers.finish(self.metrics, groups, a.closes, a.backlog_by_group)
         if self.metrics:
-            self.metrics.flush()
+            self.intake.flush(self.metrics)
         self.desk.publish()  # the last one: `lost` is known now
         if not self.workload.keep_topics:
             for problem in self.kafka.delete_topics(self.topology.topics):
                 self.log.say(problem)
         return self._finish(forced)
-
-    def _accounts_close(self, unconsumed_by_group: dict[str, int]) -> bool:
-        return all(g["closes"] for g in self.aggregate.account(unconsumed_by_group).values())
 
     def _finish(self, forced: bool) -> int:
         end = close_account(self.aggregate, self.unconsumed_by_group, self.plan, self.workload.mode.type)
@@ -338,12 +338,13 @@ class Coordinator:
             "rebalances": {group: dict(counts) for group, counts in self.intake.rebalances.items()},
             "clock_offsets": offsets,
             "e2e_ms": self.aggregate.e2e_measured.summary_ms(),  # the summary has more
-            "coordinator": self.self_cost.as_record(),
+            "coordinator": self.intake.self_cost.as_record(),
             "final_workload": self.workload.to_yaml_dict(),
         }
         if self.exporter:  # the final numbers (lost and unconsumed are known now)
             self.exporter.update(self.status())
         verdict_failure = record_end(end, status, facts, self.aggregate, self.log, self.plan.name)
+        self.journal.remove()
         if self.failure:
             raise RunFailed(f"run failed: {self.failure} (results kept in {self.bundle.path})")
         if verdict_failure:

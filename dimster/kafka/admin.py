@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from dimster.errors import ClusterError
+from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.security import ClientSecurity
 
 _quiet = logging.getLogger("dimster.librdkafka")
@@ -138,3 +138,20 @@ def _reason(error: Exception) -> str:
     if isinstance(error, KafkaException) and error.args and hasattr(error.args[0], "str"):
         return error.args[0].str()
     return str(error) or type(error).__name__
+
+
+def records_in_log(
+    bootstrap_servers: str, partitions: dict[str, int], timeout: float = 10.0, security: ClientSecurity = None
+) -> dict[str, int]:
+    """Per topic of `partitions` (topic -> partition count), the records its log has taken: the sum of
+    its partitions' end offsets (a topic made for one run starts at offset 0). DimsterError when a
+    partition does not answer."""
+    admin = admin_client(bootstrap_servers, security)
+    wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, count in partitions.items() for p in range(count)}
+    counts = dict.fromkeys(partitions, 0)
+    for tp, future in admin.list_offsets(wanted, request_timeout=timeout).items():
+        try:
+            counts[tp.topic] += wait_for(admin, future, timeout + 5).offset
+        except (KafkaException, TimeoutError) as e:
+            raise DimsterError(f"the end offset of {tp.topic}-{tp.partition} could not be read: {_reason(e)}") from None
+    return counts

@@ -120,6 +120,8 @@ class ResultsBundle:
             "hardware": hardware(),
             "brokers": brokers or [],
             "status": "running",
+            # who records the run's end: a run whose coordinator is gone without doing so crashed
+            "coordinator_process": {"pid": os.getpid(), "started": psutil.Process().create_time()},
         }
         self.save_run_info()
 

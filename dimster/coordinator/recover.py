@@ -1,0 +1,183 @@
+"""A crashed run's end, recorded after the fact by `dimster summarize`: its journal (journal.py) replayed
+into the aggregate the coordinator had, the metrics it had not yet written, and the account closed
+from what the brokers say now (their logs' ends and the groups' positions).
+
+After a crash every worker died with the coordinator, each after its last report. A record the broker
+took after its producer's last report is in the log but in no report, so a crashed run's `acked` is
+what the run's topics hold; a record a consumer settled after its last report is in doubt, up to its
+receive rate for the second a report can trail (RunAggregate.consumers_lost)."""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from dimster.cluster.backends import backend_for
+from dimster.cluster.processes import TrackedProcess
+from dimster.coordinator.account import run_totals
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.journal import JOURNAL, read_journal
+from dimster.coordinator.run_kafka import RunKafka
+from dimster.environment import load_environment
+from dimster.errors import DimsterError
+from dimster.kafka.admin import records_in_log
+from dimster.kafka.groups import GroupSpec
+from dimster.results.bundle import mark_crashed
+from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.protocol import IntervalReport
+
+POSITIONS_TIMEOUT_SECONDS = 60.0
+
+
+@dataclass
+class Replay:
+    """What the journal tells: the aggregate as the coordinator had it, and what it had not written."""
+
+    aggregate: RunAggregate = field(default_factory=lambda: RunAggregate({}))
+    topics: dict[str, int] = field(default_factory=dict)  # topic -> partitions
+    groups: dict[str, dict] = field(default_factory=dict)  # group -> {kind, topic, partitions}
+    load_started: float = 0.0
+    unwritten: list[tuple[IntervalReport, str]] = field(default_factory=list)  # (report, phase) after the last flush
+    last_report: dict[int, float] = field(default_factory=dict)  # worker -> end of its last report
+    clients: dict[int, list[str]] = field(default_factory=dict)  # worker -> its clients at its last report
+    reports: int = 0
+
+
+def replay(path: Path) -> Replay:
+    """The journal at `path` fed to a fresh aggregate, then every worker lost at its last report."""
+    r = Replay()
+    for record in read_journal(path):
+        kind = record[0]
+        if kind == "start":
+            r.topics, r.groups = record[1]["topics"], record[1]["groups"]
+            r.aggregate = RunAggregate({group: spec["topic"] for group, spec in r.groups.items()})
+        elif kind == "load":
+            r.load_started = r.aggregate.load_started = record[1]
+        elif kind == "report":
+            _, phase, report = record
+            r.aggregate.add(report)
+            r.reports += 1
+            r.last_report[report.worker_index] = max(r.last_report.get(report.worker_index, 0.0), report.end_time)
+            r.clients[report.worker_index] = [c.client_id for c in report.clients]
+            if phase:
+                r.unwritten.append((report, phase))
+        elif kind == "flushed":
+            r.unwritten.clear()
+        elif kind == "lost":
+            r.aggregate.clients_lost(record[1], record[2])
+    for worker, clients in r.clients.items():  # the crash took every worker after its last report
+        r.aggregate.clients_lost(clients, r.last_report[worker])
+    return r
+
+
+def write_unwritten(r: Replay, metrics: Path) -> int:
+    """The reports the Parquet files miss, as one more part of each table. Returns how many."""
+    if not r.unwritten:
+        return 0
+    writer = MetricsWriter(metrics, r.load_started)
+    numbers = [int(p.stem.split("-")[1]) for p in metrics.glob("*/part-*.parquet")]
+    writer.parts = max(numbers, default=-1) + 1
+    for report, phase in r.unwritten:
+        writer.add(report, phase)
+    writer.flush()
+    return len(r.unwritten)
+
+
+def crashed_account(a: RunAggregate, in_log: dict[str, int] | None, unconsumed: dict[str, int] | None) -> dict:
+    """Per group: acked (its topic's log, else what producers reported) = accepted + rejected +
+    archived + unconsumed + in_doubt + lost. What the log holds beyond the settled and the unconsumed
+    records was settled unreported (in doubt, up to the consumers' bound) or is lost."""
+    accounts = {}
+    for group, topic in a.groups.items():
+        rejected = a.settled_as_by_group[("rejected", group)]
+        archived = a.settled_as_by_group[("archived", group)]
+        settled = a.settled_by_group[group]
+        acked = in_log[topic] if in_log is not None else a.acked_by_topic[topic]
+        terms: dict = {"accepted": settled - rejected - archived, "rejected": rejected, "archived": archived}
+        if unconsumed is None:
+            terms |= {"unconsumed": None, "in_doubt": 0, "lost": None}
+        else:
+            beyond = max(0, acked - settled - unconsumed.get(group, 0))
+            in_doubt = min(beyond, a.in_doubt_by_group.get(group, 0))
+            terms |= {"unconsumed": unconsumed.get(group, 0), "in_doubt": in_doubt, "lost": beyond - in_doubt}
+        unaccounted = acked - sum(v or 0 for v in terms.values())
+        closes = unconsumed is not None and unaccounted == 0
+        accounts[group] = {"acked": acked, **terms, "closes": closes, "unaccounted": unaccounted}
+    return accounts
+
+
+def brokers_view(info: dict, r: Replay, delete_topics: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """Through the run's environment: each topic's records in its log, each group's unconsumed records;
+    then the run's topics deleted, as the run would have (`delete_topics`)."""
+    profile = load_environment(info.get("environment") or "")
+    security = backend_for(profile).client_security()
+    in_log = records_in_log(profile.bootstrap_servers, r.topics, security=security)
+    kafka = RunKafka(profile.bootstrap_servers, profile.kafka_version, security)
+    unconsumed = {}
+    if r.groups:
+        specs = {g: GroupSpec(spec["kind"], spec["topic"], 0, spec["partitions"]) for g, spec in r.groups.items()}
+        watch = kafka.watch_lag(specs, 3600)
+        try:
+            reading = watch.read_now(POSITIONS_TIMEOUT_SECONDS)
+        finally:
+            watch.stop()
+        unconsumed = {group: reading.lag(group) for group in r.groups}
+    if delete_topics:
+        kafka.delete_topics(list(r.topics))
+    return in_log, unconsumed
+
+
+def keeps_topics(run_dir: Path) -> bool:
+    try:
+        workload = yaml.safe_load((run_dir / "workload.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return True  # unknown: nothing is deleted
+    return not isinstance(workload, dict) or bool(workload.get("keepTopics", False))
+
+
+def recover_crashed(run_dir: Path) -> list[str]:
+    """When `run_dir` is a run whose coordinator died without recording its end: record it from the
+    journal (run.json `crashed`, its totals and account; the metrics it had not written). Returns what
+    it did, as notes; nothing for a run that recorded its end."""
+    path = run_dir / "run.json"
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if info.get("status") == "running":
+        process = info.get("coordinator_process") or {}
+        if process and TrackedProcess(process["pid"], process["started"]).alive():
+            pid = process["pid"]
+            raise DimsterError(f"{run_dir.name} is still running (coordinator pid {pid}): summarize it once it ends")
+        mark_crashed(run_dir, process.get("pid", 0))
+        info = json.loads(path.read_text())
+    journal = run_dir / JOURNAL
+    if info.get("status") != "crashed" or not journal.is_file():
+        return []
+    r = replay(journal)
+    notes = [f"the run crashed: its end is recorded from its journal ({r.reports:,} reports)"]
+    if written := write_unwritten(r, run_dir / "metrics"):
+        notes.append(f"{written:,} report(s) not yet in the metrics files were written from the journal")
+    in_log = unconsumed = None
+    try:
+        in_log, unconsumed = brokers_view(info, r, not keeps_topics(run_dir))
+    except DimsterError as e:
+        notes.append(f"the groups' positions are unknown ({e}): the account stays open")
+    a = r.aggregate
+    account = crashed_account(a, in_log, unconsumed)
+    totals = run_totals(a, unconsumed, account)
+    totals |= {
+        "acked": sum(in_log.values()) if in_log is not None else a.acked,
+        "acked_reported": a.acked,
+        "lost": sum(g["lost"] or 0 for g in account.values()),
+        "in_doubt": sum(g["in_doubt"] for g in account.values()),
+    }
+    groups = {group: spec["topic"] for group, spec in r.groups.items()}
+    info.update(totals=totals, account=account, recovered_from="journal")
+    info.update(load_started=r.load_started, topics=list(r.topics), groups=groups)
+    tmp = path.with_name("run.json.tmp")
+    tmp.write_text(json.dumps(info, indent=2, default=str))
+    tmp.replace(path)
+    journal.unlink()
+    return notes

@@ -1,0 +1,127 @@
+"""A coordinator killed mid-run (issue 34, item 1): its journal holds every report it took, and
+`dimster summarize` records the run's end from it. In-memory workers and cluster; the kill -9 of a
+real run is in test_crash_recovery.py."""
+
+import json
+import subprocess
+
+import pyarrow.parquet as pq
+import pytest
+
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.journal import JOURNAL, RunJournal, read_journal
+from dimster.coordinator.recover import crashed_account, recover_crashed, replay
+from dimster.errors import DimsterError
+from dimster.worker.protocol import ClientInterval, IntervalReport
+from tests.fake_run import FakeWorkers
+from tests.test_run_loop import coordinator
+
+pytestmark = pytest.mark.unit
+
+
+class Killed(BaseException):
+    """Ends the coordinator as a kill would: no handler of `Exception` records its end."""
+
+
+class KilledWorkers(FakeWorkers):
+    def __init__(self, at_step: int):
+        super().__init__()
+        self.at_step = at_step
+
+    def receive(self, timeout: float):
+        received = super().receive(timeout)
+        if self.steps == self.at_step:
+            raise Killed
+        return received
+
+
+def killed_run(tmp_path, at_step: int = 40):
+    c = coordinator(tmp_path, KilledWorkers(at_step), durationSeconds=30)
+    with pytest.raises(Killed):
+        c.run()
+    return c
+
+
+def test_the_journal_replays_to_the_aggregate_the_coordinator_had(tmp_path):
+    c = killed_run(tmp_path)
+    path = c.bundle.path / JOURNAL
+    info = json.loads((c.bundle.path / "run.json").read_text())
+    assert info["status"] == "running"  # nothing recorded its end
+    r = replay(path)
+    a, live = r.aggregate, c.aggregate
+    assert a.sent == live.sent > 0 and a.acked == live.acked and a.received == live.received > 0
+    assert dict(a.settled_by_group) == dict(live.settled_by_group) and a.duplicates == live.duplicates
+    assert r.load_started == c.load_started and set(r.groups) == set(c.topology.groups)
+    assert r.topics == dict.fromkeys(c.topology.topics, c.workload.partitions_per_topic)
+    # every worker is lost at its last report: its producers' last sends are not lost, its consumers'
+    # unreported second is in doubt (their receive rate times a second)
+    assert a.lost_producers == {p.producer_id for p in c.topology.producers}
+    assert sum(a.in_doubt_by_group.values()) > 0
+
+
+def test_a_record_cut_short_ends_the_journal(tmp_path):
+    journal = RunJournal(tmp_path)
+    journal.load(100.0)
+    for second in range(3):
+        journal.report(IntervalReport(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)]), "measure")
+    journal.close()
+    whole = journal.path.read_bytes()
+    journal.path.write_bytes(whole[:-7])  # the crash came mid-write
+    records = list(read_journal(journal.path))
+    assert [r[0] for r in records] == ["load", "report", "report"]
+    assert [r[2].end_time for r in records[1:]] == [101.0, 102.0]
+
+
+def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):
+    c = killed_run(tmp_path)
+    run_dir = c.bundle.path
+    flushed = sum(pq.read_metadata(p).num_rows for p in (run_dir / "metrics" / "intervals").glob("*.parquet"))
+    r = replay(run_dir / JOURNAL)
+    unwritten_rows = sum(len(report.clients) for report, _ in r.unwritten)
+    info = json.loads((run_dir / "run.json").read_text())
+    with pytest.raises(DimsterError, match="still running"):  # its coordinator (this process) lives
+        recover_crashed(run_dir)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    info["coordinator_process"] = {"pid": gone.pid, "started": 0.0}
+    (run_dir / "run.json").write_text(json.dumps(info))
+    notes = recover_crashed(run_dir)
+    assert notes[0].startswith("the run crashed: its end is recorded from its journal")
+    assert any("positions are unknown" in n for n in notes)  # its environment names no cluster here
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "crashed" and info["recovered_from"] == "journal"
+    totals = info["totals"]
+    assert totals["sent"] == c.aggregate.sent and totals["acked"] == totals["acked_reported"] == c.aggregate.acked
+    assert totals["unconsumed"] is None and all(not g["closes"] for g in info["account"].values())
+    rows = sum(pq.read_metadata(p).num_rows for p in (run_dir / "metrics" / "intervals").glob("*.parquet"))
+    assert unwritten_rows > 0 and rows == flushed + unwritten_rows  # each report once in the metrics
+    assert not (run_dir / JOURNAL).exists() and recover_crashed(run_dir) == []  # recorded once
+
+
+def test_a_run_that_records_its_end_leaves_no_journal(tmp_path):
+    c = coordinator(tmp_path, FakeWorkers())
+    assert c.run() == 0
+    assert not (c.bundle.path / JOURNAL).exists()
+
+
+def account_of(acked_reported: int, in_log: int | None, settled: int, bound: int, unconsumed: int | None) -> dict:
+    a = RunAggregate({"g": "t"})
+    a.acked_by_topic["t"], a.settled_by_group["g"], a.in_doubt_by_group["g"] = acked_reported, settled, bound
+    logs, positions = None if in_log is None else {"t": in_log}, None if unconsumed is None else {"g": unconsumed}
+    return crashed_account(a, logs, positions)["g"]
+
+
+def test_a_crashed_account_counts_acked_from_the_log_and_its_unreported_tail_in_doubt():
+    # 10 records reached the log after the producers' last report; 3 were settled unreported
+    g = account_of(100, 110, settled=95, bound=10, unconsumed=12)
+    assert (g["acked"], g["accepted"], g["unconsumed"], g["in_doubt"], g["lost"]) == (110, 95, 12, 3, 0)
+    assert g["closes"] and g["unaccounted"] == 0
+    # more missing than the consumers' unreported second can explain: lost
+    g = account_of(100, 110, settled=80, bound=5, unconsumed=12)
+    assert (g["in_doubt"], g["lost"], g["closes"]) == (5, 13, True)
+    # a record both settled and within the group's reach: the account does not close, by that record
+    g = account_of(100, 110, settled=100, bound=5, unconsumed=11)
+    assert (g["in_doubt"], g["lost"], g["closes"], g["unaccounted"]) == (0, 0, False, -1)
+    # the cluster unknown: acked as reported, the account open
+    g = account_of(100, None, settled=95, bound=5, unconsumed=None)
+    assert (g["acked"], g["unconsumed"], g["lost"], g["closes"]) == (100, None, None, False)
