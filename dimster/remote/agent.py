@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import zmq
+from pydantic import ValidationError
 
 from dimster import __version__
 from dimster.errors import DimsterError
@@ -45,6 +46,8 @@ from dimster.worker.protocol import (
     decode,
     encode,
 )
+from dimster.workload.model import Workload
+from dimster.yamlfile import validation_error_line
 
 log = logging.getLogger("dimster.agent")
 COORDINATOR_TIMEOUT = 30.0  # a run whose coordinator is silent this long is ended (it probes every second)
@@ -52,6 +55,8 @@ MAX_LOG_BYTES = 50 * 2**20  # per file shipped back
 MAX_MESSAGE_BYTES = 16 * 2**20  # from a coordinator (an Assign of thousands of clients is far smaller)
 NAME = re.compile(r"[A-Za-z0-9._-]{1,80}")  # a workload's name, as the workload file allows it: part of a folder
 VERSION = re.compile(r"\d+\.\d+\.\d+")  # a Kafka version: fetched by Maven, named in paths
+LOG_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}\.log")  # a file of the run's folder shipped back
+MAX_WORKER_INDEX = 99_999  # a worker's index names its log file
 BEFORE_ASSIGN = (SetClock, Close)  # what a coordinator may send between Hello and Assign (and ProbeClock)
 
 
@@ -61,6 +66,26 @@ def endpoint(address: str) -> str:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise DimsterError(f"'{address}' is not HOST:PORT (a port 1-65535)")
     return f"tcp://{host}:{port}"
+
+
+def workload_of(data: dict) -> Workload:
+    """A coordinator's workload, as the worker will read it."""
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as e:
+        raise ProtocolError(validation_error_line("the workload", e, Workload)) from None
+
+
+def log_files(folder: Path) -> list[Path]:
+    """The run folder's log files to ship: regular files named as logs (a symlink or another name is
+    left, with a note in the agent's log)."""
+    files = []
+    for path in sorted(folder.iterdir()):
+        if LOG_NAME.fullmatch(path.name) and path.is_file() and not path.is_symlink():
+            files.append(path)
+        else:
+            log.warning("run folder %s: %r is not shipped (only regular files named NAME.log are)", folder, path.name)
+    return files
 
 
 @dataclass
@@ -199,6 +224,10 @@ class Agent:
         for version in (assignment.kafka_version, assignment.java_clients_version):
             if version and not VERSION.fullmatch(version):
                 raise ProtocolError(f"Kafka version {version[:100]!r} is not one (N.N.N)")
+        if not 0 <= assignment.worker_index <= MAX_WORKER_INDEX:
+            index = assignment.worker_index
+            raise ProtocolError(f"worker index {index} is not one (0-{MAX_WORKER_INDEX}): it names a log file")
+        workload_of(assignment.workload)  # one the worker cannot read is refused here
         assignment.log_file = str(session.folder / f"worker-{assignment.worker_index}.log")
         assignment.clock_offset = session.clock_offset
         context = multiprocessing.get_context("spawn")
@@ -218,13 +247,10 @@ class Agent:
             return
         if isinstance(message, Closed):
             worker.process.join(30)
-            log.info(
-                "run %s: worker closed; shipping %d log file(s)",
-                session.workload,
-                len(list(session.folder.glob("*.log"))),
-            )
-            for path in sorted(session.folder.glob("*.log")):
-                with path.open("rb") as f:
+            files = log_files(session.folder)
+            log.info("run %s: worker closed; shipping %d log file(s)", session.workload, len(files))
+            for path in files:
+                with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
                     self._send(session.peer, LogFileSent(path.name, f.read(MAX_LOG_BYTES)))
             self._send(session.peer, message)
             self._end_session(session, "run closed")
