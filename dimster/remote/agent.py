@@ -4,7 +4,9 @@ The agent speaks the protocol on a ZeroMQ ROUTER socket. It serves one run at a 
 that said Hello first owns it until its workers close (or it falls silent); any other is refused. For
 each run it starts one worker process (the same `worker_main` a local run uses) and relays messages
 between it and the coordinator; it answers clock probes itself, with this host's clock. When the run
-closes it ships the worker's log files back before it says Closed.
+closes it ships the worker's log files back before it says Closed. Client properties of the run that
+load code, run a command or name a file or URL on this host are refused unless the agent's operator
+allows them (remote/allowances.py), in the Assign and in every live Update.
 """
 
 import contextlib
@@ -16,7 +18,7 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from pydantic import ValidationError
 
 from dimster import __version__
 from dimster.errors import DimsterError
+from dimster.remote.allowances import Allowances
 from dimster.remote.security import serve_securely
 from dimster.worker.process import PipeChannel, worker_main
 from dimster.worker.protocol import (
@@ -42,6 +45,7 @@ from dimster.worker.protocol import (
     ProtocolError,
     Refused,
     SetClock,
+    Update,
     Welcome,
     decode,
     encode,
@@ -107,10 +111,11 @@ class Session:
     last_heard: float
     worker: Worker | None = None
     clock_offset: float = 0.0
+    security: dict[str, str] = field(default_factory=dict)  # the Assign's client security, for live Updates
 
 
 class Agent:
-    def __init__(self, listen: str, token: str, work_dir: Path | None = None):
+    def __init__(self, listen: str, token: str, work_dir: Path | None = None, allowances: Allowances | None = None):
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 1000
@@ -122,6 +127,7 @@ class Agent:
             self.close()
             raise DimsterError(f"cannot listen on {listen}: {e}") from None
         self.work_dir = work_dir or Path(tempfile.gettempdir())
+        self.allowances = allowances or Allowances()
         self.session: Session | None = None
         self.stopping = False
 
@@ -188,6 +194,8 @@ class Agent:
                 raise ProtocolError(f"{type(message).__name__} before Assign: there is no worker to give it to")
             if isinstance(message, SetClock):
                 session.clock_offset = message.offset
+            if isinstance(message, Update):
+                self.allowances.check(workload_of(message.workload), session.security)
             if session.worker is not None:
                 session.worker.channel.send(message)
             elif isinstance(message, Close):  # before any Assign: the coordinator did not need us
@@ -227,7 +235,8 @@ class Agent:
         if not 0 <= assignment.worker_index <= MAX_WORKER_INDEX:
             index = assignment.worker_index
             raise ProtocolError(f"worker index {index} is not one (0-{MAX_WORKER_INDEX}): it names a log file")
-        workload_of(assignment.workload)  # one the worker cannot read is refused here
+        self.allowances.check(workload_of(assignment.workload), assignment.client_security)  # validated too
+        session.security = assignment.client_security
         assignment.log_file = str(session.folder / f"worker-{assignment.worker_index}.log")
         assignment.clock_offset = session.clock_offset
         context = multiprocessing.get_context("spawn")
