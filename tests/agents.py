@@ -13,8 +13,9 @@ from pathlib import Path
 
 import zmq
 
+from dimster import __version__
 from dimster.coordinator.remote import WorkersError, handshake
-from dimster.worker.protocol import PROTOCOL_VERSION, Hello
+from dimster.worker.protocol import PROTOCOL_VERSION, Close, Closed, Hello, Message, decode, encode
 
 DIMSTER = str(Path(sys.executable).parent / "dimster")
 TOKEN = "a-test-token-of-this-suite-0123456789"
@@ -60,9 +61,11 @@ def running_agent(
     netns: str | None = None,
     skew: float | None = None,
     work_dir: Path | None = None,
+    options: tuple[str, ...] = (),
 ):
-    """An agent listening on `address`; yields its Popen (its pid is the agent's own)."""
-    command = [DIMSTER, "worker", "serve", "--listen", address, "--token-file", str(token_file)]
+    """An agent listening on `address` (with more `dimster worker serve` options); yields its Popen
+    (its pid is the agent's own)."""
+    command = [DIMSTER, "worker", "serve", "--listen", address, "--token-file", str(token_file), *options]
     command += ["--work-dir", str(work_dir)] if work_dir else []
     if netns:
         command = ["ip", "netns", "exec", netns, *command]  # execs the agent: same pid
@@ -82,3 +85,33 @@ def running_agent(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+def claim(context: zmq.Context, address: str, workload: str = "r1") -> zmq.Socket:
+    """A socket that holds the agent's run of `workload` (as a coordinator's does after Hello)."""
+    socket, _ = handshake(context, address, TOKEN, Hello(__version__, PROTOCOL_VERSION, workload, "test-host"), 5)
+    return socket
+
+
+def answer(socket: zmq.Socket, timeout: float = 30) -> Message | None:
+    """The agent's next message, or None when none comes within `timeout` seconds."""
+    return decode(socket.recv()) if socket.poll(int(timeout * 1000)) else None
+
+
+def release(context: zmq.Context, address: str, socket: zmq.Socket) -> list[Message]:
+    """Close the run `socket` holds and wait until the agent is free; returns what it answered (its log
+    files and Closed, when a worker ran)."""
+    socket.send(encode(Close()))
+    answers = []
+    while (message := answer(socket, 2)) is not None:
+        answers.append(message)
+        if isinstance(message, Closed):
+            break
+    socket.close(linger=500)
+    for _ in range(50):
+        probe, welcome = handshake(context, address, TOKEN, status_hello(), timeout=5)
+        probe.close()
+        if not welcome.busy_with:
+            return answers
+        time.sleep(0.2)
+    raise AssertionError(f"agent on {address} is still busy with {welcome.busy_with}")

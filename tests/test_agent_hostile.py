@@ -19,15 +19,18 @@ from dimster.worker.protocol import (
     Assign,
     Assignment,
     Close,
+    Closed,
     Failed,
     Hello,
+    LogFileSent,
     ProbeClock,
+    Ready,
     Refused,
     StartLoad,
     decode,
     encode,
 )
-from tests.agents import TOKEN, running_agent, status_hello, write_token
+from tests.agents import TOKEN, answer, claim, release, running_agent, status_hello, write_token
 from tests.conftest import dimster, spare_ports
 
 pytestmark = pytest.mark.unit
@@ -42,8 +45,8 @@ def agent(tmp_path_factory):
         yield address, token_file, folder
 
 
-def assignment(version: str) -> Assignment:
-    return Assignment(0, "127.0.0.1:9", {}, [], [], 1, 5, "", version)
+def assignment(version: str = "4.3.1", index: int = 0, workload: dict | None = None) -> Assignment:
+    return Assignment(index, "127.0.0.1:9", {"name": "w"} if workload is None else workload, [], [], 1, 5, "", version)
 
 
 def corpus() -> list[tuple[str, list[bytes]]]:
@@ -68,6 +71,8 @@ def corpus() -> list[tuple[str, list[bytes]]]:
         ("StartLoad before Assign", [encode(StartLoad(1.0))]),
         ("a path for a version", [encode(Assign(assignment("../../../tmp/x")))]),
         ("a Maven argument for a version", [encode(Assign(assignment("4.3.1 -Dexec=evil")))]),
+        ("a worker index that names no log file", [encode(Assign(assignment(index=-1)))]),
+        ("a workload that is not one", [encode(Assign(assignment(workload={"name": "../../x"})))]),
         ("oversized", [b"\x00" * (MAX_MESSAGE_BYTES + 1)]),
     ]
     return items
@@ -105,7 +110,14 @@ def test_no_message_of_the_corpus_stops_the_agent_serving(agent):
     # what no dimster coordinator sends is answered, not ignored
     for what in ("random bytes", "truncated", "empty", "an unknown kind", "not a list", "Assign: wrong types"):
         assert answers.get(what) == "Refused", (what, answers.get(what))
-    for what in ("two parts", "StartLoad before Assign", "a path for a version", "a Maven argument for a version"):
+    for what in (
+        "two parts",
+        "StartLoad before Assign",
+        "a path for a version",
+        "a Maven argument for a version",
+        "a worker index that names no log file",
+        "a workload that is not one",
+    ):
         assert answers.get(what) == "Failed", (what, answers.get(what))
     assert "oversized" not in answers  # its connection was dropped, unread
     status = dimster("worker", "status", address, "--token-file", str(token_file), "--json")
@@ -121,3 +133,28 @@ def test_a_workload_name_that_is_a_path_is_refused(tmp_path):
                 handshake(context, address, TOKEN, Hello(__version__, PROTOCOL_VERSION, "../../escaped", "h"), 5)
         finally:
             context.term()
+
+
+def test_only_regular_files_named_as_logs_are_shipped_back(tmp_path):
+    """Whatever lands in a run's folder on the agent, the agent ships back regular files named NAME.log
+    only: not a symlink to a file elsewhere on its host, not a file by another name."""
+    address = f"127.0.0.1:{spare_ports(4)['brokerPortBase'] + 13}"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the coordinator")
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    with running_agent(address, write_token(tmp_path), tmp_path / "agent.log", work_dir=work_dir):
+        context = zmq.Context()
+        try:
+            owner = claim(context, address, "ship")
+            owner.send(encode(Assign(assignment())))
+            assert isinstance(answer(owner), Ready)
+            (folder,) = work_dir.glob("dimster-agent-ship-*")
+            (folder / "planted.log").symlink_to(secret)
+            (folder / "a name with spaces.log").write_text("odd")
+            shipped = release(context, address, owner)
+        finally:
+            context.term()
+    assert [m.name for m in shipped if isinstance(m, LogFileSent)] == ["worker-0.log"]
+    assert isinstance(shipped[-1], Closed)
+    assert "is not shipped" in (tmp_path / "agent.log").read_text()

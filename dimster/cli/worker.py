@@ -22,13 +22,28 @@ def serve(
     listen: str = typer.Option(..., "--listen", help="HOST:PORT to listen on (an address coordinators reach)."),
     token_file: Path = TokenOpt,
     work_dir: Path = typer.Option(None, "--work-dir", help="Folder for the runs' worker logs (default: temp)."),
+    allow_property: list[str] = typer.Option(
+        [],
+        "--allow-property",
+        help="Let coordinators set this client property that loads code, runs a command "
+        "or names a file or URL on this host (repeatable; docs/distributed.md lists them).",
+        show_default=False,
+    ),
+    allow_files_under: list[Path] = typer.Option(
+        [],
+        "--allow-files-under",
+        help="Let client properties name files under this folder (repeatable).",
+        show_default=False,
+    ),
 ) -> None:
     """Serve runs: one at a time, to coordinators that hold the token. Stops on SIGTERM or Ctrl-C."""
     from dimster.remote.agent import Agent
+    from dimster.remote.allowances import Allowances
 
+    allowances = Allowances.of_options(allow_property, allow_files_under)
     token = read_token(token_file)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", force=True)
-    agent = Agent(listen, token, work_dir)
+    agent = Agent(listen, token, work_dir, allowances)
 
     def stop(_signum, _frame):
         agent.stopping = True

@@ -4,7 +4,9 @@ The agent speaks the protocol on a ZeroMQ ROUTER socket. It serves one run at a 
 that said Hello first owns it until its workers close (or it falls silent); any other is refused. For
 each run it starts one worker process (the same `worker_main` a local run uses) and relays messages
 between it and the coordinator; it answers clock probes itself, with this host's clock. When the run
-closes it ships the worker's log files back before it says Closed.
+closes it ships the worker's log files back before it says Closed. Client properties of the run that
+load code, run a command or name a file or URL on this host are refused unless the agent's operator
+allows them (remote/allowances.py), in the Assign and in every live Update.
 """
 
 import contextlib
@@ -16,15 +18,17 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import psutil
 import zmq
+from pydantic import ValidationError
 
 from dimster import __version__
 from dimster.errors import DimsterError
+from dimster.remote.allowances import Allowances
 from dimster.remote.security import serve_securely
 from dimster.worker.process import PipeChannel, worker_main
 from dimster.worker.protocol import (
@@ -41,10 +45,13 @@ from dimster.worker.protocol import (
     ProtocolError,
     Refused,
     SetClock,
+    Update,
     Welcome,
     decode,
     encode,
 )
+from dimster.workload.model import Workload
+from dimster.yamlfile import validation_error_line
 
 log = logging.getLogger("dimster.agent")
 COORDINATOR_TIMEOUT = 30.0  # a run whose coordinator is silent this long is ended (it probes every second)
@@ -52,6 +59,8 @@ MAX_LOG_BYTES = 50 * 2**20  # per file shipped back
 MAX_MESSAGE_BYTES = 16 * 2**20  # from a coordinator (an Assign of thousands of clients is far smaller)
 NAME = re.compile(r"[A-Za-z0-9._-]{1,80}")  # a workload's name, as the workload file allows it: part of a folder
 VERSION = re.compile(r"\d+\.\d+\.\d+")  # a Kafka version: fetched by Maven, named in paths
+LOG_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}\.log")  # a file of the run's folder shipped back
+MAX_WORKER_INDEX = 99_999  # a worker's index names its log file
 BEFORE_ASSIGN = (SetClock, Close)  # what a coordinator may send between Hello and Assign (and ProbeClock)
 
 
@@ -61,6 +70,26 @@ def endpoint(address: str) -> str:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise DimsterError(f"'{address}' is not HOST:PORT (a port 1-65535)")
     return f"tcp://{host}:{port}"
+
+
+def workload_of(data: dict) -> Workload:
+    """A coordinator's workload, as the worker will read it."""
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as e:
+        raise ProtocolError(validation_error_line("the workload", e, Workload)) from None
+
+
+def log_files(folder: Path) -> list[Path]:
+    """The run folder's log files to ship: regular files named as logs (a symlink or another name is
+    left, with a note in the agent's log)."""
+    files = []
+    for path in sorted(folder.iterdir()):
+        if LOG_NAME.fullmatch(path.name) and path.is_file() and not path.is_symlink():
+            files.append(path)
+        else:
+            log.warning("run folder %s: %r is not shipped (only regular files named NAME.log are)", folder, path.name)
+    return files
 
 
 @dataclass
@@ -82,10 +111,11 @@ class Session:
     last_heard: float
     worker: Worker | None = None
     clock_offset: float = 0.0
+    security: dict[str, str] = field(default_factory=dict)  # the Assign's client security, for live Updates
 
 
 class Agent:
-    def __init__(self, listen: str, token: str, work_dir: Path | None = None):
+    def __init__(self, listen: str, token: str, work_dir: Path | None = None, allowances: Allowances | None = None):
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 1000
@@ -97,6 +127,7 @@ class Agent:
             self.close()
             raise DimsterError(f"cannot listen on {listen}: {e}") from None
         self.work_dir = work_dir or Path(tempfile.gettempdir())
+        self.allowances = allowances or Allowances()
         self.session: Session | None = None
         self.stopping = False
 
@@ -163,6 +194,8 @@ class Agent:
                 raise ProtocolError(f"{type(message).__name__} before Assign: there is no worker to give it to")
             if isinstance(message, SetClock):
                 session.clock_offset = message.offset
+            if isinstance(message, Update):
+                self.allowances.check(workload_of(message.workload), session.security)
             if session.worker is not None:
                 session.worker.channel.send(message)
             elif isinstance(message, Close):  # before any Assign: the coordinator did not need us
@@ -199,6 +232,11 @@ class Agent:
         for version in (assignment.kafka_version, assignment.java_clients_version):
             if version and not VERSION.fullmatch(version):
                 raise ProtocolError(f"Kafka version {version[:100]!r} is not one (N.N.N)")
+        if not 0 <= assignment.worker_index <= MAX_WORKER_INDEX:
+            index = assignment.worker_index
+            raise ProtocolError(f"worker index {index} is not one (0-{MAX_WORKER_INDEX}): it names a log file")
+        self.allowances.check(workload_of(assignment.workload), assignment.client_security)  # validated too
+        session.security = assignment.client_security
         assignment.log_file = str(session.folder / f"worker-{assignment.worker_index}.log")
         assignment.clock_offset = session.clock_offset
         context = multiprocessing.get_context("spawn")
@@ -218,13 +256,10 @@ class Agent:
             return
         if isinstance(message, Closed):
             worker.process.join(30)
-            log.info(
-                "run %s: worker closed; shipping %d log file(s)",
-                session.workload,
-                len(list(session.folder.glob("*.log"))),
-            )
-            for path in sorted(session.folder.glob("*.log")):
-                with path.open("rb") as f:
+            files = log_files(session.folder)
+            log.info("run %s: worker closed; shipping %d log file(s)", session.workload, len(files))
+            for path in files:
+                with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
                     self._send(session.peer, LogFileSent(path.name, f.read(MAX_LOG_BYTES)))
             self._send(session.peer, message)
             self._end_session(session, "run closed")
