@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.journal import JOURNAL, RunJournal, read_journal
+from dimster.coordinator.journal import JOURNAL, TAIL, RunJournal, read_journal
 from dimster.coordinator.recover import crashed_account, recover_crashed, replay
 from dimster.errors import DimsterError
 from dimster.worker.protocol import ClientInterval, IntervalReport
@@ -63,21 +63,42 @@ def test_a_record_cut_short_ends_the_journal(tmp_path):
     journal = RunJournal(tmp_path)
     journal.load(100.0)
     for second in range(3):
-        journal.report(IntervalReport(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)]), "measure")
+        report = IntervalReport(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)])
+        journal.report(report, "measure", second)
     journal.close()
-    whole = journal.path.read_bytes()
-    journal.path.write_bytes(whole[:-7])  # the crash came mid-write
+    for path in (journal.path, journal.tail_path):
+        path.write_bytes(path.read_bytes()[:-7])  # the crash came mid-write
     records = list(read_journal(journal.path))
     assert [r[0] for r in records] == ["load", "report", "report"]
-    assert [r[2].end_time for r in records[1:]] == [101.0, 102.0]
+    assert [r[-1].end_time for r in records[1:]] == [101.0, 102.0]
+    assert [(r[1], r[2], r[3].clients[0].sent) for r in read_journal(journal.tail_path)] == [
+        ("measure", 0, 10),
+        ("measure", 1, 10),
+    ]
+
+
+def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_report(tmp_path):
+    consumer = ClientInterval(
+        "c0", "share_consumer", "t", "g", received=5, accepted=5, settled={0: [(0, 4)]},
+        histograms={("e2e", 0): ({10: 5}, 50, 1.0, 2.0)}, delivery_counts={1: 5}, client_stats={"x": 1.0},
+    )  # fmt: skip
+    journal = RunJournal(tmp_path)
+    journal.report(IntervalReport(0, 101.0, [consumer]), "measure", 0)
+    [(_, account)] = read_journal(journal.path)
+    [(_, _, _, whole)] = read_journal(journal.tail_path)
+    assert account.clients[0].settled == {0: [(0, 4)]} and account.clients[0].received == 5
+    assert account.clients[0].histograms == {} and account.clients[0].client_stats is None
+    assert whole.clients[0] == consumer
+    journal.flushed()  # the Parquet files hold the tail now
+    assert journal.tail_path.stat().st_size == 0 and journal.path.stat().st_size > 0
 
 
 def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):
     c = killed_run(tmp_path)
     run_dir = c.bundle.path
     flushed = sum(pq.read_metadata(p).num_rows for p in (run_dir / "metrics" / "intervals").glob("*.parquet"))
-    r = replay(run_dir / JOURNAL)
-    unwritten_rows = sum(len(report.clients) for report, _ in r.unwritten)
+    tail = list(read_journal(run_dir / TAIL))
+    unwritten_rows = sum(len(record[3].clients) for record in tail)
     info = json.loads((run_dir / "run.json").read_text())
     with pytest.raises(DimsterError, match="still running"):  # its coordinator (this process) lives
         recover_crashed(run_dir)
@@ -95,13 +116,14 @@ def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):
     assert totals["unconsumed"] is None and all(not g["closes"] for g in info["account"].values())
     rows = sum(pq.read_metadata(p).num_rows for p in (run_dir / "metrics" / "intervals").glob("*.parquet"))
     assert unwritten_rows > 0 and rows == flushed + unwritten_rows  # each report once in the metrics
-    assert not (run_dir / JOURNAL).exists() and recover_crashed(run_dir) == []  # recorded once
+    assert not (run_dir / JOURNAL).exists() and not (run_dir / TAIL).exists()
+    assert recover_crashed(run_dir) == []  # recorded once
 
 
 def test_a_run_that_records_its_end_leaves_no_journal(tmp_path):
     c = coordinator(tmp_path, FakeWorkers())
     assert c.run() == 0
-    assert not (c.bundle.path / JOURNAL).exists()
+    assert not (c.bundle.path / JOURNAL).exists() and not (c.bundle.path / TAIL).exists()
 
 
 def account_of(acked_reported: int, in_log: int | None, settled: int, bound: int, unconsumed: int | None) -> dict:

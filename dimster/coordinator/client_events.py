@@ -55,7 +55,8 @@ class ReportIntake:
 
     def take(self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool) -> None:
         """`phase`: the phase the report's end falls in; `loading`: load has started."""
-        self.journal.report(report, phase if metrics else None)  # first: a crash after it loses nothing
+        # first: a crash after it loses nothing (before load, no metrics file holds a report)
+        self.journal.report(report, phase if metrics else None, metrics.parts if metrics else 0)
         if loading:
             self.self_cost.report_handled(report.end_time)
         self.aggregate.add(report)

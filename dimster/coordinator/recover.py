@@ -17,7 +17,7 @@ from dimster.cluster.backends import backend_for
 from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.account import run_totals
 from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.journal import JOURNAL, read_journal
+from dimster.coordinator.journal import JOURNAL, TAIL, read_journal
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
@@ -25,20 +25,18 @@ from dimster.kafka.admin import records_in_log
 from dimster.kafka.groups import GroupSpec
 from dimster.results.bundle import mark_crashed
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.protocol import IntervalReport
 
 POSITIONS_TIMEOUT_SECONDS = 60.0
 
 
 @dataclass
 class Replay:
-    """What the journal tells: the aggregate as the coordinator had it, and what it had not written."""
+    """What the journal tells: the aggregate as the coordinator had it."""
 
     aggregate: RunAggregate = field(default_factory=lambda: RunAggregate({}))
     topics: dict[str, int] = field(default_factory=dict)  # topic -> partitions
     groups: dict[str, dict] = field(default_factory=dict)  # group -> {kind, topic, partitions}
     load_started: float = 0.0
-    unwritten: list[tuple[IntervalReport, str]] = field(default_factory=list)  # (report, phase) after the last flush
     last_report: dict[int, float] = field(default_factory=dict)  # worker -> end of its last report
     clients: dict[int, list[str]] = field(default_factory=dict)  # worker -> its clients at its last report
     reports: int = 0
@@ -55,15 +53,11 @@ def replay(path: Path) -> Replay:
         elif kind == "load":
             r.load_started = r.aggregate.load_started = record[1]
         elif kind == "report":
-            _, phase, report = record
+            report = record[1]
             r.aggregate.add(report)
             r.reports += 1
             r.last_report[report.worker_index] = max(r.last_report.get(report.worker_index, 0.0), report.end_time)
             r.clients[report.worker_index] = [c.client_id for c in report.clients]
-            if phase:
-                r.unwritten.append((report, phase))
-        elif kind == "flushed":
-            r.unwritten.clear()
         elif kind == "lost":
             r.aggregate.clients_lost(record[1], record[2])
     for worker, clients in r.clients.items():  # the crash took every worker after its last report
@@ -71,17 +65,21 @@ def replay(path: Path) -> Replay:
     return r
 
 
-def write_unwritten(r: Replay, metrics: Path) -> int:
-    """The reports the Parquet files miss, as one more part of each table. Returns how many."""
-    if not r.unwritten:
+def write_tail(tail: Path, metrics: Path, load_started: float) -> int:
+    """The journal tail's reports that no Parquet part holds, as one more part of each table. Returns
+    how many were written."""
+    if not tail.is_file():
         return 0
-    writer = MetricsWriter(metrics, r.load_started)
-    numbers = [int(p.stem.split("-")[1]) for p in metrics.glob("*/part-*.parquet")]
-    writer.parts = max(numbers, default=-1) + 1
-    for report, phase in r.unwritten:
+    written = {int(p.stem.split("-")[1]) for p in (metrics / "workers").glob("part-*.parquet")}  # a row each
+    unwritten = [(record[1], record[3]) for record in read_journal(tail) if record[2] not in written]
+    if not unwritten:
+        return 0
+    writer = MetricsWriter(metrics, load_started)
+    writer.parts = max(written, default=-1) + 1
+    for phase, report in unwritten:
         writer.add(report, phase)
     writer.flush()
-    return len(r.unwritten)
+    return len(unwritten)
 
 
 def crashed_account(a: RunAggregate, in_log: dict[str, int] | None, unconsumed: dict[str, int] | None) -> dict:
@@ -157,7 +155,7 @@ def recover_crashed(run_dir: Path) -> list[str]:
         return []
     r = replay(journal)
     notes = [f"the run crashed: its end is recorded from its journal ({r.reports:,} reports)"]
-    if written := write_unwritten(r, run_dir / "metrics"):
+    if written := write_tail(run_dir / TAIL, run_dir / "metrics", r.load_started):
         notes.append(f"{written:,} report(s) not yet in the metrics files were written from the journal")
     in_log = unconsumed = None
     try:
@@ -180,4 +178,5 @@ def recover_crashed(run_dir: Path) -> list[str]:
     tmp.write_text(json.dumps(info, indent=2, default=str))
     tmp.replace(path)
     journal.unlink()
+    (run_dir / TAIL).unlink(missing_ok=True)
     return notes
