@@ -44,7 +44,7 @@ class CampaignFolder:
         path.mkdir(parents=True)
         folder = cls(path)
         # for the record only (secrets masked): a resume reads the campaign file again
-        (path / "campaign.yaml").write_text(yaml.safe_dump(redact(campaign.resolved()), sort_keys=False))
+        (path / "campaign.yaml").write_text(yaml.safe_dump(redact(campaign.recorded()), sort_keys=False))
         folder.state = {
             "name": campaign.file.name,
             "campaign_file": str(campaign.path),
@@ -54,7 +54,7 @@ class CampaignFolder:
             "created": time.time(),
             "ended": None,
             "mode": campaign.points[0].workload.mode.model_dump(by_alias=True) if campaign.points else {},
-            "dimensions": [{"keys": d.names, "values": d.rows()} for d in campaign.file.dimensions],
+            "dimensions": [{"keys": d.names, "values": d.shown_rows()} for d in campaign.file.dimensions],
             "repeat": campaign.file.repeat,
             "points": [_point_record(p) for p in campaign.points],
         }
@@ -98,8 +98,9 @@ class CampaignFolder:
 
 
 def fingerprint(campaign: Campaign) -> str:
-    """What makes a campaign this campaign (secrets masked before hashing)."""
-    text = json.dumps(redact(campaign.resolved()), sort_keys=True, default=str)
+    """What makes a campaign this campaign (secrets masked before hashing: a hash of a secret is no
+    record of it; a campaign resumed with other values of a secret is the same campaign)."""
+    text = json.dumps(redact(campaign.recorded()), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
