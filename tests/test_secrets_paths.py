@@ -71,6 +71,17 @@ def test_the_campaign_folder_and_page_hold_no_secret_and_tell_the_points_apart(c
     assert "sasl.password=***2, producerRate=100, ssl.key.password=***1" in page
 
 
+def test_a_points_failure_naming_its_secret_is_masked_in_campaign_json(campaign, tmp_path):
+    folder = CampaignFolder.create(tmp_path / "campaigns", campaign, "local")
+    folder.learn_secrets(campaign)  # as running the campaign does
+    folder.state["points"][3]["failure"] = f"a client said: bad password {WORD}x and {NUMBER}"
+    folder.save()
+    assert files_holding(folder.path, [WORD, str(NUMBER)]) == []
+    assert json.loads((folder.path / "campaign.json").read_text())["points"][3]["failure"] == (
+        "a client said: bad password *** and ***"
+    )
+
+
 def test_a_campaign_resumes_with_other_values_of_its_secret(campaign, tmp_path):
     """Its fingerprint is made from what campaign.yaml records: a hash of a secret is no record of it."""
     folder = CampaignFolder.create(tmp_path / "campaigns", campaign, "local")

@@ -19,7 +19,7 @@ from dimster.coordinator.one_run import run_workload
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import display
-from dimster.results.redaction import redact
+from dimster.results.redaction import Redactor, redact
 
 FINISHED = ("completed", "forced", "failed")  # a resumed campaign runs every other point again
 CAMPAIGN_JSON = "campaign.json"
@@ -32,6 +32,7 @@ class CampaignFolder:
     def __init__(self, path: Path):
         self.path = path
         self.state: dict = {}
+        self.redactor = Redactor()  # knows the points' secrets (`learn`): a failure's text may hold one
 
     @classmethod
     def create(cls, root: Path, campaign: Campaign, environment: str, workers: int | None = None) -> "CampaignFolder":
@@ -69,8 +70,13 @@ class CampaignFolder:
 
     def save(self) -> None:
         tmp = self.path / (CAMPAIGN_JSON + ".tmp")
-        tmp.write_text(json.dumps(redact(self.state), indent=2, default=str))
+        tmp.write_text(json.dumps(self.redactor.redact(self.state), indent=2, default=str))
         tmp.replace(self.path / CAMPAIGN_JSON)
+
+    def learn_secrets(self, campaign: Campaign) -> None:
+        """Mask the secrets of the campaign's points wherever they show in campaign.json (a failure's text)."""
+        for point in campaign.points:
+            self.redactor.learn(point.workload.to_yaml_dict())
 
     def record(self, point: Point) -> dict:
         return next(r for r in self.state["points"] if r["index"] == point.index and r["repeat"] == point.repeat)
@@ -140,6 +146,7 @@ def run_campaign(
     cleanly, marks it interrupted and ends the campaign; a failed point does not stop the others."""
     total = len(campaign.points)
     ran: list[str] = []
+    folder.learn_secrets(campaign)
     for number, point in enumerate(campaign.points, start=1):
         record = folder.record(point)
         if record["status"] in FINISHED:
