@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from dimster.errors import DimsterError
 from dimster.paths import display
-from dimster.results.redaction import MASK, is_secret_key
+from dimster.secret_keys import MASK, is_secret_key
 
 
 def load_mapping(path: Path, what: str) -> dict[str, Any]:

@@ -15,18 +15,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|private|ssl\.key\.|\.key$", re.IGNORECASE)
-MASK = "***"
+from dimster.secret_keys import MASK, SECRET_KEY, is_secret_key
+
+__all__ = ["MASK", "SECRET_KEY", "Redactor", "is_secret_key", "redact", "redact_argv", "redact_text", "secret_tag"]
+
 SECRET_TAG = re.compile(r"\*\*\*\d+")  # `***2`: the second value of a secret, masked by dimster
 TAG_VALUE = re.compile(rf"{SECRET_TAG.pattern}[,;)]?")  # a tag as the value of `key=***2, ...`
 CHANGE_VALUES = ("old", "new", "value")  # the fields of a change record whose `key` may name a secret
 MIN_SECRET_LENGTH = 4  # shorter values are masked under their key, but not searched for in free text
 KEY_AT_END = re.compile(r"[\w.\-]+$")  # the property name just before a `=`
 CHANGE_LINE = re.compile(r"(?P<key>[\w.\-]+): .* -> .* \((?P<effect>[\w-]+)\)$")  # `k: old -> new (effect)`
-
-
-def is_secret_key(key: Any) -> bool:
-    return isinstance(key, str) and bool(SECRET_KEY.search(key))
 
 
 def secret_tag(position: int) -> str:

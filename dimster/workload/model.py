@@ -11,7 +11,7 @@ from pydantic import Field, StringConstraints, ValidationError, field_validator,
 from dimster.client_libraries import LIBRARIES
 from dimster.errors import DimsterError
 from dimster.paths import display
-from dimster.results.redaction import MASK, is_secret_key
+from dimster.secret_keys import MASK, is_secret_key
 from dimster.workload.modes import MODES, Mode, mode_mapping
 from dimster.workload.modes import problem as mode_problem
 from dimster.workload.modes.steady import Steady
