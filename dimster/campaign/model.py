@@ -40,9 +40,11 @@ class Dimension(Strict):
                 if not isinstance(value, list) or len(value) != len(self.keys):
                     got = secret_tag(position) if any(map(is_secret_key, self.keys)) else repr(value)
                     raise ValueError(f"each value of keys {self.keys} is a list of {len(self.keys)} values, got {got}")
-        for value in self.values:
+        for position, value in enumerate(self.values, start=1):
             if date := _first_date(value):
                 names = ", ".join(self.names)
+                if any(map(is_secret_key, self.names)):
+                    date = secret_tag(position)
                 raise ValueError(
                     f"value {date} of dimension '{names}' is a date to YAML: quote it ('{date}') to mean the text"
                 )
