@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from dimster.errors import DimsterError
 from dimster.paths import display
+from dimster.secret_keys import MASK, is_secret_key
 
 
 def load_mapping(path: Path, what: str) -> dict[str, Any]:
@@ -59,6 +60,8 @@ def validation_error_line(source: str, error: ValidationError, model: type[BaseM
         return f"{source}: unknown key '{key}'{closest(str(loc[-1]), known)}"
     got = first.get("input")
     got_text = "" if isinstance(got, dict) or first["type"] == "missing" else f" (got {got!r})"
+    if got_text and is_secret_key(key):  # the key and what is valid say enough; a secret is never echoed
+        got_text = f" (got {MASK})"
     where = f"key '{key}': " if key else ""
     return f"{source}: {where}{message}{got_text}"
 

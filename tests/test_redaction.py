@@ -161,3 +161,21 @@ def test_names_dimster_made_are_not_secret_keys():
     info = {"groups": {"secrets-1a2b-t0-g0": "secrets-1a2b-0"}, "account": {"secrets-1a2b-t0-g0": {"lost": 0}}}
     assert redactor.redact(info) == info
     assert redactor.redact({"secret.key": "hunter22"}) == {"secret.key": "***"}
+
+
+def test_a_tag_dimster_made_stays_and_is_no_secret_to_look_for():
+    """`***2` (a secret's second value, as a campaign shows it) stays as it is wherever it shows, so
+    the points of a campaign stay apart; a secret number is masked like a word."""
+    redactor = Redactor()
+    point = {"values": {"sasl.password": "***2", "ssl.key.password": 90817263}}
+    assert redactor.redact(point) == {"values": {"sasl.password": "***2", "ssl.key.password": MASK}}
+    assert redactor.text("== point 2: sasl.password=***2, linger.ms=5 at 90817263") == (
+        f"== point 2: sasl.password=***2, linger.ms=5 at {MASK}"
+    )
+    assert redactor.secrets == {"90817263"}
+    assert redact_text("sasl.password=***2x ssl.key.password=***2,x") == f"sasl.password={MASK} ssl.key.password={MASK}"
+    assert redact({"key": "sasl.password", "old": "***1", "new": "hunter22"}) == {
+        "key": "sasl.password",
+        "old": "***1",
+        "new": MASK,
+    }

@@ -19,6 +19,7 @@ from dimster.cluster.tls import make_tls_material, refuses_password
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
 from dimster.kafka.admin import registered_brokers
+from dimster.kafka.distribution import KafkaDistribution
 from dimster.kafka.security import java_security
 from dimster.results.redaction import Redactor
 from dimster.worker.clients import client_properties
@@ -122,6 +123,15 @@ def test_server_properties_offer_sasl_ssl_only_and_hold_no_password(sec):
     assert cluster._broker_environment() == {"DIMSTER_BROKER_PASSWORD": PASSWORD}
     [flag, credential] = cluster._scram_users()
     assert flag == "--add-scram" and "name=loadtest" in credential and PASSWORD not in credential
+
+
+@pytest.mark.unit
+def test_the_salted_password_reaches_kafka_storage_through_a_pipe_not_its_command_line(sec, tmp_path):
+    command, argfile = sec.format_command(KafkaDistribution("4.4.0", tmp_path, tmp_path), 0)
+    assert command[-1] == "@/dev/stdin" and not any("scram" in arg.lower() for arg in command), command
+    lines = argfile.splitlines()
+    assert lines[:2] == ['"kafka.tools.StorageTool"', '"format"'] and lines[-2] == '"--add-scram"'
+    assert "saltedpassword=\\\"" in lines[-1] and PASSWORD not in argfile
 
 
 @pytest.mark.unit

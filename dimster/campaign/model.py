@@ -1,6 +1,10 @@
 """A campaign file: one `base` workload run at every point of its `dimensions` (one key, or several
 keys that co-vary; several dimensions make a cartesian product), each point `repeat` times, in the
-test `mode` it names. Every point is a complete workload, validated before anything runs."""
+test `mode` it names. Every point is a complete workload, validated before anything runs.
+
+A secret's values (a dimension over `kafkaConfig.commonConfig.sasl.password`) live in the points'
+workloads only: wherever a point shows (its label, campaign.yaml and .json, the page, the console)
+each shows as `***N`, N its place among the dimension's values, so the points stay apart."""
 
 import datetime
 import itertools
@@ -13,6 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from dimster.errors import DimsterError
 from dimster.paths import display
+from dimster.results.redaction import is_secret_key, secret_tag
 from dimster.workload.model import Strict, Workload, long_forms, parse_workload
 from dimster.workload.modes import Mode, load_seconds, mode_mapping
 from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides
@@ -31,18 +36,27 @@ class Dimension(Strict):
         if (self.key is None) == (self.keys is None):
             raise ValueError("a dimension names either 'key' or 'keys'")
         if self.keys is not None:
-            for value in self.values:
+            for position, value in enumerate(self.values, start=1):
                 if not isinstance(value, list) or len(value) != len(self.keys):
-                    raise ValueError(
-                        f"each value of keys {self.keys} is a list of {len(self.keys)} values, got {value!r}"
-                    )
-        for value in self.values:
+                    got = secret_tag(position) if any(map(is_secret_key, self.keys)) else repr(value)
+                    raise ValueError(f"each value of keys {self.keys} is a list of {len(self.keys)} values, got {got}")
+        for position, value in enumerate(self.values, start=1):
             if date := _first_date(value):
                 names = ", ".join(self.names)
+                if any(map(is_secret_key, self.names)):
+                    date = secret_tag(position)
                 raise ValueError(
                     f"value {date} of dimension '{names}' is a date to YAML: quote it ('{date}') to mean the text"
                 )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _values_listed(cls, data):
+        """Its values are a list: said here, where pydantic's error would echo a secret's value."""
+        if isinstance(data, dict) and "values" in data and not isinstance(data["values"], list):
+            raise ValueError("'values' is a list of the dimension's values")
+        return data
 
     @property
     def names(self) -> list[str]:
@@ -54,6 +68,27 @@ class Dimension(Strict):
     def rows(self) -> list[list[Any]]:
         """Its values, one list (a value per key) each."""
         return self.values if self.keys is not None else [[v] for v in self.values]
+
+    def shown_rows(self) -> list[list[Any]]:
+        """`rows()` as files and pages show them: a secret's values as `***N`."""
+        return [
+            [shown_value(key, value, position) for key, value in zip(self.names, row, strict=True)]
+            for position, row in enumerate(self.rows(), start=1)
+        ]
+
+    def shown(self) -> dict[str, Any]:
+        """The dimension as campaign.yaml records it: its values shown as `shown_rows()`."""
+        rows = self.shown_rows()
+        return {**self.model_dump(exclude_none=True), "values": rows if self.keys is not None else [r[0] for r in rows]}
+
+
+def shown_value(key: str, value: Any, position: int) -> Any:
+    """A dimension's value as it shows: `***N` for the value of a secret key (at any depth of a mapping)."""
+    if is_secret_key(key):
+        return secret_tag(position)
+    if isinstance(value, dict):
+        return {k: shown_value(k, v, position) for k, v in value.items()}
+    return value
 
 
 def _first_date(value: Any) -> str | None:
@@ -86,12 +121,12 @@ class CampaignFile(Strict):
 class Point:
     index: int  # 1-based, shared by the repeats of one point
     repeat: int  # 1..repeat
-    values: dict[str, Any]  # key -> value, every dimension's keys
-    workload: Workload
+    values: dict[str, Any]  # key -> value as it shows (a secret's as `***N`), every dimension's keys
+    workload: Workload  # the point's workload, with the values themselves
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{short_key(k)}={v}" for k, v in self.values.items())
+        return label(self.values)
 
     @property
     def tag(self) -> str:
@@ -106,9 +141,19 @@ class Campaign:
     base: dict[str, Any]  # the base workload document, resolved (a path read, mode applied)
     points: list[Point]
 
-    def resolved(self) -> dict[str, Any]:
-        """The campaign with its base inlined: what a resumed campaign runs, whatever became of the files."""
-        return {**self.file.model_dump(by_alias=True, exclude_none=True), "base": self.base}
+    def recorded(self) -> dict[str, Any]:
+        """The campaign with its base inlined, as campaign.yaml records it: the dimensions' secrets as
+        `***N` (the base's are masked where it is written)."""
+        return {
+            **self.file.model_dump(by_alias=True, exclude_none=True),
+            "dimensions": [d.shown() for d in self.file.dimensions],
+            "base": self.base,
+        }
+
+
+def label(values: dict[str, Any]) -> str:
+    """A point's values as the console and the page name it: `linger.ms=5, sasl.password=***2`."""
+    return ", ".join(f"{short_key(k)}={v}" for k, v in values.items())
 
 
 def short_key(key: str) -> str:
@@ -158,17 +203,21 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
 def _points(file: CampaignFile, source: str, base: dict) -> list[Point]:
     """Every point in order (the first dimension varies slowest), each repeat right after the other."""
     points = []
-    rows = [d.rows() for d in file.dimensions]
+    rows = [list(zip(d.rows(), d.shown_rows(), strict=True)) for d in file.dimensions]
     names = [d.names for d in file.dimensions]
     for index, combination in enumerate(itertools.product(*rows), start=1):
-        values = {k: v for keys, row in zip(names, combination, strict=True) for k, v in zip(keys, row, strict=True)}
-        workload = _point_workload(file, source, base, index, values)
-        points += [Point(index, r, values, workload) for r in range(1, file.repeat + 1)]
+        values: dict[str, Any] = {}
+        shown: dict[str, Any] = {}
+        for keys, (row, shown_row) in zip(names, combination, strict=True):
+            values.update(zip(keys, row, strict=True))
+            shown.update(zip(keys, shown_row, strict=True))
+        workload = _point_workload(file, source, base, index, values, where=label(shown) or "the base")
+        points += [Point(index, r, shown, workload) for r in range(1, file.repeat + 1)]
     return points
 
 
-def _point_workload(file: CampaignFile, source: str, base: dict, index: int, values: dict) -> Workload:
-    where = f"{source}: point {index} ({', '.join(f'{k}={v}' for k, v in values.items()) or 'the base'})"
+def _point_workload(file: CampaignFile, source: str, base: dict, index: int, values: dict, where: str) -> Workload:
+    where = f"{source}: point {index} ({where})"
     try:
         data = apply_overrides(base, [(k, json.dumps(v)) for k, v in values.items()])
     except DimsterError as e:

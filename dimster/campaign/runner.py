@@ -19,7 +19,7 @@ from dimster.coordinator.one_run import run_workload
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import display
-from dimster.results.redaction import redact
+from dimster.results.redaction import Redactor, redact
 
 FINISHED = ("completed", "forced", "failed")  # a resumed campaign runs every other point again
 CAMPAIGN_JSON = "campaign.json"
@@ -32,6 +32,7 @@ class CampaignFolder:
     def __init__(self, path: Path):
         self.path = path
         self.state: dict = {}
+        self.redactor = Redactor()  # knows the points' secrets (`learn`): a failure's text may hold one
 
     @classmethod
     def create(cls, root: Path, campaign: Campaign, environment: str, workers: int | None = None) -> "CampaignFolder":
@@ -44,7 +45,7 @@ class CampaignFolder:
         path.mkdir(parents=True)
         folder = cls(path)
         # for the record only (secrets masked): a resume reads the campaign file again
-        (path / "campaign.yaml").write_text(yaml.safe_dump(redact(campaign.resolved()), sort_keys=False))
+        (path / "campaign.yaml").write_text(yaml.safe_dump(redact(campaign.recorded()), sort_keys=False))
         folder.state = {
             "name": campaign.file.name,
             "campaign_file": str(campaign.path),
@@ -54,7 +55,7 @@ class CampaignFolder:
             "created": time.time(),
             "ended": None,
             "mode": campaign.points[0].workload.mode.model_dump(by_alias=True) if campaign.points else {},
-            "dimensions": [{"keys": d.names, "values": d.rows()} for d in campaign.file.dimensions],
+            "dimensions": [{"keys": d.names, "values": d.shown_rows()} for d in campaign.file.dimensions],
             "repeat": campaign.file.repeat,
             "points": [_point_record(p) for p in campaign.points],
         }
@@ -69,8 +70,13 @@ class CampaignFolder:
 
     def save(self) -> None:
         tmp = self.path / (CAMPAIGN_JSON + ".tmp")
-        tmp.write_text(json.dumps(redact(self.state), indent=2, default=str))
+        tmp.write_text(json.dumps(self.redactor.redact(self.state), indent=2, default=str))
         tmp.replace(self.path / CAMPAIGN_JSON)
+
+    def learn_secrets(self, campaign: Campaign) -> None:
+        """Mask the secrets of the campaign's points wherever they show in campaign.json (a failure's text)."""
+        for point in campaign.points:
+            self.redactor.learn(point.workload.to_yaml_dict())
 
     def record(self, point: Point) -> dict:
         return next(r for r in self.state["points"] if r["index"] == point.index and r["repeat"] == point.repeat)
@@ -98,8 +104,9 @@ class CampaignFolder:
 
 
 def fingerprint(campaign: Campaign) -> str:
-    """What makes a campaign this campaign (secrets masked before hashing)."""
-    text = json.dumps(redact(campaign.resolved()), sort_keys=True, default=str)
+    """What makes a campaign this campaign (secrets masked before hashing: a hash of a secret is no
+    record of it; a campaign resumed with other values of a secret is the same campaign)."""
+    text = json.dumps(redact(campaign.recorded()), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -139,6 +146,7 @@ def run_campaign(
     cleanly, marks it interrupted and ends the campaign; a failed point does not stop the others."""
     total = len(campaign.points)
     ran: list[str] = []
+    folder.learn_secrets(campaign)
     for number, point in enumerate(campaign.points, start=1):
         record = folder.record(point)
         if record["status"] in FINISHED:

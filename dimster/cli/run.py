@@ -1,5 +1,6 @@
 """`dimster validate` and `dimster run`: workloads from YAML."""
 
+import json
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment, with_wo
 from dimster.errors import DimsterError
 from dimster.paths import display, project_dir
 from dimster.pipeline.spark import spark_master
+from dimster.results.redaction import redact_argv
 from dimster.workload.overrides import parse_set_arguments
 
 SetOpt = typer.Option(
@@ -45,6 +47,7 @@ WorkersOpt = typer.Option(
     show_default=False,
 )
 
+HANDOFF = "--sets-on-stdin"  # `--detach` hands its child the --set pairs over a pipe, never its command line
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
@@ -78,11 +81,12 @@ def run(
     no_summary: bool = typer.Option(False, "--no-summary", help="Skip the Spark summary at the end."),
     workers: int = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
+    handed: bool = typer.Option(False, HANDOFF, hidden=True, help="Read --set pairs from stdin (--detach's child)."),
 ) -> None:
     """Run a workload against the cluster of ENV (brought up, or reused if it runs), or with --modify
     change the workload that runs there."""
     check_environment_name(env)
-    sets = set_items(ctx, set_)
+    sets = set_items(ctx, set_) + (_take_handoff() if handed else [])
     if modify:
         if workers is not None:
             raise DimsterError("--workers is set when a run starts; --modify changes clients, not workers")
@@ -142,6 +146,18 @@ def _modify(env: str, workload: Path | None, sets: list[tuple[str, str]], as_jso
         console.print(note, markup=False)
 
 
+def _take_handoff() -> list[tuple[str, str]]:
+    """The `--set` pairs a `--detach` parent wrote to this process's stdin, which keeps them off its
+    command line (`ps` shows that to every user) and off disk. The parent's own command line, masked,
+    becomes this one's, as the results bundle records it."""
+    try:
+        handoff = json.loads(sys.stdin.read())
+        sys.argv = [str(arg) for arg in handoff["argv"]]
+        return [(str(key), str(value)) for key, value in handoff["sets"]]
+    except (ValueError, TypeError, KeyError):
+        raise DimsterError(f"{HANDOFF} reads what `dimster run --detach` writes, not this") from None
+
+
 def _detach(
     env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, as_json: bool, child_options: list[str]
 ) -> None:
@@ -163,18 +179,17 @@ def _detach(
         "--results",
         str(results_root),
     ]
-    command += child_options
-    if sets:
-        command += ["--set", *(f"{k}={v}" for k, v in sets)]
+    command += [*child_options, HANDOFF]
+    handoff = json.dumps({"sets": sets, "argv": redact_argv(sys.argv)})
     with open(log, "w") as out:
         child = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=Path.cwd(),
+            command, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, text=True
         )
+    try:
+        with child.stdin:  # type: ignore[union-attr]  # stdin=PIPE
+            child.stdin.write(handoff)  # type: ignore[union-attr]
+    except BrokenPipeError:  # the child ended at once: its log says why, below
+        pass
     deadline = time.time() + 600
     while time.time() < deadline:
         state = read_run_state(env)

@@ -293,7 +293,18 @@ class LocalNodes(NodeCluster[ClusterState]):
     def _format_storage(self, distribution: KafkaDistribution, index: int) -> None:
         if (self.node_dir(index) / "data" / "meta.properties").exists():
             return
-        command = distribution.java(
+        command, argfile = self.format_command(distribution, index)
+        environment = {**os.environ, **self._broker_environment()}
+        result = subprocess.run(command, input=argfile, capture_output=True, text=True, env=environment)
+        if result.returncode != 0:
+            last = (result.stdout + result.stderr).strip().splitlines()[-1:] or ["no output"]
+            raise ClusterError(f"formatting storage of node {self.node_id(index)} failed: {last[0]}")
+
+    def format_command(self, distribution: KafkaDistribution, index: int) -> tuple[list[str], str]:
+        """`kafka-storage format` as a command line and the text of its standard input: the tool and its
+        arguments come through java's `@argfile` from the pipe, so the SCRAM user's salted password (as
+        good as the password to log in with) is on no command line and in no file."""
+        arguments = [
             "kafka.tools.StorageTool",
             "format",
             "-t",
@@ -303,17 +314,13 @@ class LocalNodes(NodeCluster[ClusterState]):
             "--feature",
             "share.version=1",
             *self._scram_users(),
-            jvm_options=(
-                "-Xmx256m",
-                f"-Dlog4j2.configurationFile={resources.files('dimster.kafka') / 'log4j2.properties'}",
-                f"-Dkafka.logs.dir={self.node_dir(index) / 'logs'}",
-            ),
+        ]
+        jvm_options = (
+            "-Xmx256m",
+            f"-Dlog4j2.configurationFile={resources.files('dimster.kafka') / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.node_dir(index) / 'logs'}",
         )
-        environment = {**os.environ, **self._broker_environment()}
-        result = subprocess.run(command, capture_output=True, text=True, env=environment)
-        if result.returncode != 0:
-            last = (result.stdout + result.stderr).strip().splitlines()[-1:] or ["no output"]
-            raise ClusterError(f"formatting storage of node {self.node_id(index)} failed: {last[0]}")
+        return distribution.java("@/dev/stdin", jvm_options=jvm_options), java_argfile(arguments)
 
     def _scram_users(self) -> tuple[str, ...]:
         """The SCRAM user, created with the metadata: a salted password, never the password itself."""
@@ -354,3 +361,10 @@ class LocalNodes(NodeCluster[ClusterState]):
                     f"its log: {display(self.log_files()[node.node_id])}",
                     detail=self.failure_detail(self.profile.node_index(node.node_id)),
                 )
+
+
+def java_argfile(arguments: list[str]) -> str:
+    """`arguments` as a java launcher's @argfile: one double-quoted argument a line (`\\`, `"` and a new
+    line escaped)."""
+    escaped = (a.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") for a in arguments)
+    return "".join(f'"{a}"\n' for a in escaped)

@@ -6,22 +6,38 @@ mappings, in change records (`{"key": <secret key>, "old": ..., "new": ...}`), i
 and in command lines (`--set k=v`, `--set k v`). A Redactor also remembers the values it saw under
 secret keys and masks them in any text (console lines, failure reasons, logs), so that a secret
 given once stays out of every file.
+
+A value dimster masked itself, so that values stay apart (a campaign's secret dimension shows its
+values as `***1`, `***2` by their place in the campaign file), is a tag, and stays as it is.
 """
 
 import re
 from pathlib import Path
 from typing import Any
 
-SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|private|ssl\.key\.|\.key$", re.IGNORECASE)
-MASK = "***"
+from dimster.secret_keys import MASK, SECRET_KEY, is_secret_key
+
+__all__ = ["MASK", "SECRET_KEY", "Redactor", "is_secret_key", "redact", "redact_argv", "redact_text", "secret_tag"]
+
+SECRET_TAG = re.compile(r"\*\*\*\d+")  # `***2`: the second value of a secret, masked by dimster
+TAG_VALUE = re.compile(rf"{SECRET_TAG.pattern}[,;)]?")  # a tag as the value of `key=***2, ...`
 CHANGE_VALUES = ("old", "new", "value")  # the fields of a change record whose `key` may name a secret
 MIN_SECRET_LENGTH = 4  # shorter values are masked under their key, but not searched for in free text
 KEY_AT_END = re.compile(r"[\w.\-]+$")  # the property name just before a `=`
 CHANGE_LINE = re.compile(r"(?P<key>[\w.\-]+): .* -> .* \((?P<effect>[\w-]+)\)$")  # `k: old -> new (effect)`
 
 
-def is_secret_key(key: Any) -> bool:
-    return isinstance(key, str) and bool(SECRET_KEY.search(key))
+def secret_tag(position: int) -> str:
+    """How the `position`-th (1-based) value of a secret shows, apart from its other values."""
+    return f"{MASK}{position}"
+
+
+def _is_tag(value: Any) -> bool:
+    return isinstance(value, str) and bool(SECRET_TAG.fullmatch(value))
+
+
+def _mask(value: Any) -> Any:
+    return value if _is_tag(value) else MASK
 
 
 class Redactor:
@@ -55,8 +71,10 @@ class Redactor:
         if isinstance(value, dict | list | tuple):
             for item in value.values() if isinstance(value, dict) else value:
                 self._remember(item)
-        elif value is not None and not isinstance(value, bool) and len(str(value).strip()) >= MIN_SECRET_LENGTH:
-            self.secrets.add(str(value).strip())
+            return
+        text = "" if value is None or isinstance(value, bool) or _is_tag(value) else str(value).strip()
+        if len(text) >= MIN_SECRET_LENGTH:
+            self.secrets.add(text)
 
     def redact(self, value: Any) -> Any:
         """A copy of `value` (mappings, lists, strings) with every secret masked; learns its secrets first."""
@@ -66,10 +84,8 @@ class Redactor:
     def _masked(self, value: Any) -> Any:
         if isinstance(value, dict):
             secret_change = is_secret_key(value.get("key"))
-            return {
-                key: MASK if self._secret_key(key) or (secret_change and key in CHANGE_VALUES) else self._masked(item)
-                for key, item in value.items()
-            }
+            masked = {key for key in value if self._secret_key(key) or (secret_change and key in CHANGE_VALUES)}
+            return {key: _mask(item) if key in masked else self._masked(item) for key, item in value.items()}
         if isinstance(value, list | tuple):
             return [self._masked(item) for item in value]
         if isinstance(value, str):
@@ -126,7 +142,7 @@ def _masked_assignment(token: str) -> str:
     parts = token.split("=")
     for index, part in enumerate(parts[:-1]):
         name = KEY_AT_END.search(part)
-        if name and is_secret_key(name.group()):
+        if name and is_secret_key(name.group()) and not (index == len(parts) - 2 and TAG_VALUE.fullmatch(parts[-1])):
             return "=".join(parts[: index + 1]) + "=" + MASK
     return token
 

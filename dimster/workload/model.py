@@ -11,6 +11,7 @@ from pydantic import Field, StringConstraints, ValidationError, field_validator,
 from dimster.client_libraries import LIBRARIES
 from dimster.errors import DimsterError
 from dimster.paths import display
+from dimster.secret_keys import MASK, is_secret_key
 from dimster.workload.modes import MODES, Mode, mode_mapping
 from dimster.workload.modes import problem as mode_problem
 from dimster.workload.modes.steady import Steady
@@ -216,7 +217,8 @@ class Workload(Strict):
     @classmethod
     def _finite(cls, data):
         if where := non_finite(data):
-            raise ValueError(f"key '{where[0]}': must be a finite number (got {where[1]})")
+            got = MASK if is_secret_key(where[0]) else where[1]
+            raise ValueError(f"key '{where[0]}': must be a finite number (got {got})")
         return data
 
     @field_validator("mode", mode="before")
