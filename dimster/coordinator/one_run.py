@@ -123,7 +123,7 @@ def _run_on(workload, profile, cluster, launcher, results_root, control, say, co
         try:
             exit_code = coordinator.run()
         except RunFailed as e:
-            exit_code, failure = e.exit_code, str(e)
+            exit_code, failure = e.exit_code, bundle.redact_text(str(e))  # the secrets the run knows masked
     finally:
         if exporter:
             exporter.close()
