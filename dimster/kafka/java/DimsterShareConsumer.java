@@ -33,8 +33,9 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     // The broker's answers to acknowledgements not taken yet, one long each (see answer()).
     private long[] answers = new long[64];
     public int answered;  // how many: Python looks at this one field per poll
-    // Keys of records whose renewal is unanswered: their answer is renew()'s (from commitSync), not an answer.
-    private final Set<Long> renewing = new HashSet<>();
+    // Keys of records with renewals not answered yet, and how many: those answers are renew()'s (from
+    // commitSync), not answers to acknowledgements. (An answer may come after the next renewal began.)
+    private final Map<Long, Integer> renewing = new HashMap<>();
     // Records of the last poll whose renewal the broker granted but that no poll has returned since:
     // key -> their slot in `polled`. Not in flight, so not acknowledgeable until a poll returns them.
     private final Map<Long, Integer> awaited = new HashMap<>();
@@ -98,7 +99,9 @@ public final class DimsterShareConsumer extends DimsterConsumer {
         for (Map.Entry<TopicIdPartition, Set<Long>> entry : offsets.entrySet()) {
             for (long offset : entry.getValue()) {
                 long key = key(entry.getKey().partition(), offset);
-                if (!renewing.remove(key)) answer(key | status << STATUS_SHIFT);  // a renewal's answer is renew()'s
+                Integer renewals = renewing.remove(key);
+                if (renewals == null) answer(key | status << STATUS_SHIFT);
+                else if (renewals > 1) renewing.put(key, renewals - 1);
             }
         }
     }
@@ -137,7 +140,7 @@ public final class DimsterShareConsumer extends DimsterConsumer {
             share.acknowledge(record, AcknowledgeType.RENEW);
             index.put(key(record), i);
         }
-        renewing.addAll(index.keySet());
+        for (long key : index.keySet()) renewing.merge(key, 1, Integer::sum);
         Map<TopicIdPartition, Optional<KafkaException>> results = Map.of();
         long deadline = System.currentTimeMillis() + timeoutMs;
         try {
@@ -190,9 +193,20 @@ public final class DimsterShareConsumer extends DimsterConsumer {
         }
     }
 
-    /** Settles the last poll (implicit mode accepts it here) before leaving. */
+    /** Settles the last poll (implicit mode accepts it here) before leaving: renewed records no poll
+     *  has returned yet are polled for (for up to 5 s) and acknowledged with their outcome; records a
+     *  renewal's poll fetched besides them, never handed over, are released. */
     @Override
     public void commitSync() {
+        for (ConsumerRecord<byte[], byte[]> record : fetchedWhileRenewing) share.acknowledge(record, AcknowledgeType.RELEASE);
+        fetchedWhileRenewing.clear();  // never handed over: back to the group
+        long deadline = System.currentTimeMillis() + 5_000;
+        while (!owed.isEmpty() && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<byte[], byte[]> record : share.poll(Duration.ofMillis(100))) {
+                Byte outcome = owed.remove(key(record));  // nothing else comes with them; if it did: released
+                share.acknowledge(record, outcome == null ? AcknowledgeType.RELEASE : OUTCOMES[outcome]);
+            }
+        }
         share.commitSync();
     }
 
