@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dimster.clients import ACCEPT, REJECT, RELEASE, Polled, RefusedAcks
+from dimster.clients import ACCEPT, LOCK_LAPSED, REJECT, RELEASE, RENEWED, SETTLED, Answers, Polled, record_keys
 from dimster.clients.java import JAVA_METRICS
 from dimster.clients.java import client_stats as java_client_stats
 from dimster.clients.librdkafka import client_stats as extract_client_stats
@@ -21,8 +21,9 @@ from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
 pytestmark = pytest.mark.unit
 
 
-def polled(records: list[tuple[int, int, int, int]], delivery_counts=None, foreign: int = 0) -> Polled:
-    """records: (producer id, sequence, intended ns, partition); `foreign` values without our header."""
+def polled(records: list[tuple[int, int, int, int]], delivery_counts=None, foreign: int = 0, first_offset=0) -> Polled:
+    """records: (producer id, sequence, intended ns, partition), at offsets first_offset, first_offset + 1
+    and so on; `foreign` values without our header."""
     headers = b"".join(pack_header(p, s, t) for p, s, t, _ in records) + bytes(HEADER_SIZE) * foreign
     count = len(records) + foreign
     return Polled(
@@ -30,7 +31,14 @@ def polled(records: list[tuple[int, int, int, int]], delivery_counts=None, forei
         delivery_counts=np.array(delivery_counts or [1] * count, dtype=np.int32),
         headers=headers,
         value_bytes=100 * count,
+        offsets=np.arange(first_offset, first_offset + count, dtype=np.int64),
     )
+
+
+def answered(poll: Polled, status: int = SETTLED) -> Answers:
+    """The broker's answer to the acknowledgement of every record of `poll`."""
+    keys = record_keys(poll)
+    return Answers(keys, np.full(len(keys), status, np.int8))
 
 
 def consumer(kind="SHARE_GROUP", **keys) -> ConsumerClient:
@@ -52,11 +60,13 @@ def test_headers_unpack_in_bulk_and_foreign_values_are_not_ours():
     assert (int(headers["producer_id"][0]), int(headers["sequence"][0]), int(headers["intended_ns"][0])) == (3, 7, 11)
 
 
-def test_implicit_poll_settles_every_record_and_times_it_per_partition():
+def test_implicit_poll_settles_every_record_once_answered_and_times_it_per_partition_at_receipt():
     client = consumer()
     now = time.time_ns()
     records = [(1, s, now - 5_000_000, s % 2) for s in range(10)] + [(2, 0, now, 1)]
-    client._record(polled(records, foreign=2), None)
+    poll = polled(records, foreign=2)
+    client._record(poll, None)
+    client._answered(answered(poll))
     interval = client.take_interval()
     assert (interval.polls, interval.received, interval.max_poll_records) == (1, 13, 13)
     assert interval.max_poll_partitions == 2  # partitions 0 and 1 (the foreign records' 0 among them)
@@ -72,7 +82,9 @@ def test_released_records_settle_only_on_their_last_delivery():
     client = consumer(acknowledgement={"mode": "EXPLICIT", "releaseFraction": 0.5})
     records = [(1, s, 0, 0) for s in range(4)]
     outcomes = np.array([ACCEPT, RELEASE, RELEASE, REJECT], dtype=np.int8)
-    client._record(polled(records, delivery_counts=[1, 2, 5, 1]), outcomes)
+    poll = polled(records, delivery_counts=[1, 2, 5, 1])
+    client._record(poll, outcomes)
+    client._answered(answered(poll))
     interval = client.take_interval()
     assert (interval.accepted, interval.released, interval.rejected) == (1, 2, 1)
     assert interval.settled == {1: [(0, 0), (2, 3)]}  # sequence 1 comes back; 2 was on its last delivery
@@ -222,9 +234,15 @@ def test_a_lock_that_ran_out_on_the_last_delivery_archives_the_record():
     client = consumer(acknowledgement={"mode": "EXPLICIT"})
     records = [(1, s, 0, 0) for s in range(4)]
     outcomes = np.array([ACCEPT, RELEASE, REJECT, ACCEPT], dtype=np.int8)
-    client._lapsed_on_last_delivery(polled(records, delivery_counts=[5, 5, 5, 4]), outcomes)
+    poll = polled(records, delivery_counts=[5, 5, 5, 4])
+    client._record(poll, outcomes)
+    client._lapsed_on_last_delivery(poll, outcomes)
+    # the broker: the archived and the rejected took effect; the fourth's lock had run out
+    client._answered(Answers(record_keys(poll), np.array([SETTLED] * 3 + [LOCK_LAPSED], dtype=np.int8)))
     interval = client.take_interval()
-    assert interval.settled_archived == {1: [(0, 1)]} and interval.lock_timeouts == 2
+    assert interval.settled_archived == {1: [(0, 1)]} and interval.lock_timeouts == 3
+    assert interval.settled == {1: [(0, 2)]}  # the fourth comes back; sequence 2 is rejected
+    assert (interval.accepted, interval.rejected, interval.settled_rejected) == (0, 1, {1: [(2, 2)]})
 
 
 def test_the_group_config_sets_the_delivery_count_limit_live():
@@ -260,12 +278,13 @@ def test_a_crash_heard_of_late_still_times_the_records_received_before():
 
 def test_a_refusal_of_a_lapse_counted_already_is_not_counted_again():
     client = consumer(acknowledgement={"mode": "EXPLICIT"})
-    lapsed = polled([(1, 0, 0, 0)], delivery_counts=[5])
-    lapsed.offsets = np.array([42])
-    client._lapsed_on_last_delivery(lapsed, None)
-    driver = SimpleNamespace(take_refused=lambda: RefusedAcks([(0, 42), (0, 43)]))
-    client._count_refused(driver)
-    assert client.take_interval().lock_timeouts == 2  # offset 42 once, 43 once
+    poll = polled([(1, 0, 0, 0), (1, 1, 0, 0)], delivery_counts=[5, 1], first_offset=42)
+    client._record(poll, np.array([ACCEPT, ACCEPT], dtype=np.int8))
+    client._lapsed_on_last_delivery(poll, None)  # offset 42, on its last delivery
+    client._answered(answered(poll, LOCK_LAPSED))
+    interval = client.take_interval()
+    assert interval.lock_timeouts == 2  # offset 42 once, 43 once
+    assert interval.settled == interval.settled_archived == {1: [(0, 0)]}  # 43 comes back
 
 
 def test_a_renewal_may_take_until_the_lock_it_renews_runs_out():
@@ -281,7 +300,7 @@ def test_a_renewal_may_take_until_the_lock_it_renews_runs_out():
 
     def renew(timeout: float) -> np.ndarray:
         timeouts.append(timeout)
-        return np.array([True])
+        return np.array([RENEWED], dtype=np.int8)
 
     polled_at = time.monotonic()
     from_poll = client._process(SimpleNamespace(renew=renew), polled([(1, 0, 0, 0)]), polled_at, lock_s=4.0)

@@ -25,6 +25,7 @@ def poll_of(intended_ns: list[int]) -> Polled:
         delivery_counts=np.ones(len(intended_ns), dtype=np.int32),
         headers=b"".join(pack_header(1, s, t) for s, t in enumerate(intended_ns)),
         value_bytes=0,
+        offsets=np.arange(len(intended_ns), dtype=np.int64),
     )
 
 

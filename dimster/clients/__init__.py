@@ -38,13 +38,33 @@ class Polled:
         return len(self.partitions)
 
 
-@dataclass
-class RefusedAcks:
-    """Acknowledgements the broker refused since the last look (share groups)."""
+# The broker's answer to a share acknowledgement, per record (see Answers).
+SETTLED, LOCK_LAPSED, REFUSED = 0, 1, 2
+# What a renewal did to a record of the last poll (see ConsumerDriver.renew): 0 nothing (not held, or
+# held but not back in flight yet), RENEWED, or RENEWAL_REFUSED (no longer held).
+RENEWED, RENEWAL_REFUSED = 1, 2
+KEY_PARTITION_SHIFT = 40  # a record's key: partition << 40 | offset (an offset stays below 2^40)
 
-    lock_lapsed: list[tuple[int, int]]  # (partition, offset): the record's lock had timed out
-    renewals: int = 0  # renewals refused
-    other: int = 0  # refused for another reason
+
+def record_keys(polled: Polled) -> np.ndarray:
+    """One int64 per record of a poll, unique within a topic: partition and offset together."""
+    assert polled.offsets is not None  # every driver gives its records' offsets
+    return (polled.partitions.astype(np.int64) << KEY_PARTITION_SHIFT) | polled.offsets
+
+
+@dataclass
+class Answers:
+    """The broker's answers to a share consumer's acknowledgements since the last look, as both
+    libraries' acknowledgement-commit callbacks give them: per record acknowledged, its key
+    (record_keys) and SETTLED (the outcome it was acknowledged with took effect), LOCK_LAPSED (its
+    acquisition lock had run out) or REFUSED (for another reason). Renewals are not answers."""
+
+    keys: np.ndarray  # int64
+    status: np.ndarray  # int8
+
+    @staticmethod
+    def none() -> "Answers":
+        return Answers(np.empty(0, np.int64), np.empty(0, np.int8))
 
 
 class ProducerDriver(Protocol):
@@ -84,15 +104,16 @@ class ConsumerDriver(Protocol):
     def acknowledge(self, outcomes: np.ndarray) -> None:
         """Explicit share acknowledgement of every record of the last poll (ACCEPT, RELEASE, REJECT)."""
 
-    def take_refused(self) -> RefusedAcks:
-        """Share groups: acknowledgements the broker refused since the last call."""
+    def take_answers(self) -> Answers:
+        """Share groups: the broker's answers to acknowledgements since the last call (those that
+        poll, renew or close dispatched)."""
 
     def lock_timeout_ms(self) -> float | None:
         """Share groups: the acquisition lock time-out the broker reported, when the library tells."""
 
     def renew(self, timeout: float) -> np.ndarray:
         """Share groups, explicit mode (KIP-1222): renew the locks of the last poll's records (within
-        `timeout` s); per record, whether this consumer still holds it."""
+        `timeout` s), as the broker answers per partition; per record 0, RENEWED or RENEWAL_REFUSED."""
 
     def close(self) -> None:
         """Settle the last poll (share groups) and leave the group."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import jpype
 import numpy as np
 
-from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks, jvm
+from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Answers, Polled, Rebalance, jvm
 from dimster.clients.properties import ROLE_SECTIONS, java_versions
 from dimster.errors import DimsterError
 from dimster.kafka.properties import property_text
@@ -28,6 +28,8 @@ from dimster.yamlfile import closest
 
 log = logging.getLogger("dimster.worker")
 CHECK_BOOTSTRAP = "127.0.0.1:9"  # the property check builds clients that never need to reach a broker
+STATUS_SHIFT = 60  # DimsterShareConsumer's answers: a record's key | its status << 60
+KEY_MASK = (1 << STATUS_SHIFT) - 1
 
 
 def _properties(properties: dict, client_id: str | None = None) -> object:
@@ -131,21 +133,18 @@ class JavaConsumer:
     def acknowledge(self, outcomes: np.ndarray) -> None:
         self.java.acknowledge(jpype.JArray(jpype.JByte)(outcomes.astype(np.int8)))
 
-    def take_refused(self) -> RefusedAcks:
-        java = self.java
-        if not java.refused:  # the usual case: one field read per poll
-            return RefusedAcks([])
-        pairs = np.asarray(java.takeLockLapsed(), dtype=np.int64).reshape(-1, 2).tolist()
-        refused = RefusedAcks([(p, o) for p, o in pairs], int(java.renewalsRefused), int(java.otherRefusals))
-        java.renewalsRefused = java.otherRefusals = 0
-        return refused
+    def take_answers(self) -> Answers:
+        if not self.java.answered:  # the usual case between answers: one field read per poll
+            return Answers.none()
+        answers = np.asarray(self.java.takeAnswers(), dtype=np.int64)
+        return Answers(answers & KEY_MASK, (answers >> STATUS_SHIFT).astype(np.int8))
 
     def lock_timeout_ms(self) -> float | None:
         reported = int(self.java.acquisitionLockTimeoutMs())
         return None if reported < 0 else float(reported)
 
     def renew(self, timeout: float) -> np.ndarray:
-        return np.asarray(self.java.renew(max(100, int(timeout * 1000))), dtype=bool)
+        return np.asarray(self.java.renew(max(100, int(timeout * 1000))), dtype=np.int8)
 
     def close(self) -> None:
         try:

@@ -13,7 +13,16 @@ from typing import Any
 import numpy as np
 from confluent_kafka import AcknowledgeType, Consumer, KafkaError, KafkaException, Message, Producer, ShareConsumer
 
-from dimster.clients import STATS_INTERVAL_S, Polled, Rebalance, RefusedAcks
+from dimster.clients import (
+    KEY_PARTITION_SHIFT,
+    LOCK_LAPSED,
+    REFUSED,
+    SETTLED,
+    STATS_INTERVAL_S,
+    Answers,
+    Polled,
+    Rebalance,
+)
 from dimster.clients.properties import ROLE_SECTIONS
 from dimster.kafka.properties import property_text
 from dimster.kafka.security import ClientSecurity
@@ -120,7 +129,8 @@ class LibrdkafkaConsumer:
         self._messages: list = []  # the last poll's, for explicit acknowledgement
         self._rebalances: list[Rebalance] = []
         config = _config(properties, client_id, on_stats)
-        self._refused = RefusedAcks([])
+        self._answered: list[int] = []  # keys of the records acknowledged, as the callback answered them
+        self._status: list[int] = []  # SETTLED, LOCK_LAPSED or REFUSED, one per key
         self.consumer: ShareConsumer | Consumer
         if share:
             self.consumer, self.batch = ShareConsumer(config), 0
@@ -195,17 +205,26 @@ class LibrdkafkaConsumer:
             acknowledge(message, OUTCOMES[outcome])
 
     def _on_acknowledged(self, offsets: dict, exception) -> None:
-        # Runs inside poll()/commit_sync()/close() on the client's thread.
+        """The broker's answer to acknowledgements of some records: every acknowledgement is answered,
+        accepted, released and rejected alike, in implicit mode too. Runs inside poll()/commit_sync()/
+        close() on the client's thread."""
         if exception is None:
-            return
-        if exception.args[0].code() == KafkaError.INVALID_RECORD_STATE:  # the record's lock had timed out
-            self._refused.lock_lapsed.extend((tp.partition, o) for tp, found in offsets.items() for o in found)
+            status = SETTLED
+        elif exception.args[0].code() == KafkaError.INVALID_RECORD_STATE:  # the record's lock had timed out
+            status = LOCK_LAPSED
         else:
-            self._refused.other += sum(len(found) for found in offsets.values())
+            status = REFUSED
+        for tp, found in offsets.items():
+            base = tp.partition << KEY_PARTITION_SHIFT
+            self._answered.extend(base | offset for offset in found)
+            self._status.extend([status] * len(found))
 
-    def take_refused(self) -> RefusedAcks:
-        refused, self._refused = self._refused, RefusedAcks([])
-        return refused
+    def take_answers(self) -> Answers:
+        if not self._answered:
+            return Answers.none()
+        answers = Answers(np.array(self._answered, np.int64), np.array(self._status, np.int8))
+        self._answered, self._status = [], []
+        return answers
 
     def lock_timeout_ms(self) -> float | None:
         return None  # confluent-kafka 2.16 does not tell

@@ -13,6 +13,7 @@ import argparse
 import time
 
 import numpy as np
+from poll_accounting import answers_to
 
 from dimster.clients import Polled
 from dimster.worker.clients import ConsumerClient
@@ -45,6 +46,7 @@ def a_poll(rng: np.random.Generator) -> Polled:
         delivery_counts=np.ones(RECORDS_PER_POLL, dtype=np.int32),
         headers=b"".join(pack_header(*record) for record in records),
         value_bytes=500 * RECORDS_PER_POLL,
+        offsets=rng.integers(2**40, size=RECORDS_PER_POLL),
     )
 
 
@@ -60,7 +62,9 @@ def main() -> None:
     for _ in range(args.repeat):
         for client in clients:  # a second's polls, accounted as the consumer's thread does
             for _ in range(POLLS):
-                client._record(a_poll(rng), None)
+                poll = a_poll(rng)
+                client._record(poll, None)
+                client._answered(answers_to(poll))  # settled: the broker answered its acknowledgement
         started = time.perf_counter()
         intervals = [client.take_interval() for client in clients]
         taken = time.perf_counter()

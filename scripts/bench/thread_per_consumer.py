@@ -4,7 +4,7 @@ blocks in its client's poll and its processing time (the GIL released), then acc
 - threads: one thread per consumer, as dimster runs them;
 - pool: the same N consumers served by a few threads from one queue of due times, the alternative
   (a consumer is due when its processing time ends; a free pool thread accounts for it).
-The accounting is dimster's own (`ConsumerClient._record` on a poll of 3 records, one client per
+The accounting is dimster's own (poll_accounting.account on a poll of 3 records, one client per
 consumer); each cycle's block is the processing time of its records. Per case it prints the polls
 accounted per second, the share of what one thread doing nothing but the accounting reaches (the
 GIL's capacity), and how late a consumer's accounting starts after its block ends, p50 and p99.
@@ -18,7 +18,7 @@ import threading
 import time
 
 import numpy as np
-from poll_accounting import a_client, a_poll
+from poll_accounting import a_client, a_poll, account, answers_to
 
 from dimster.worker.clients import ConsumerClient
 
@@ -34,14 +34,16 @@ def capacity(seconds: float) -> float:
     """Polls a second one thread accounts for back to back: what the GIL allows at most."""
     [client] = consumers(1)
     poll, done, end = a_poll(RECORDS_PER_POLL), 0, time.monotonic() + seconds
+    answers = answers_to(poll)
     while time.monotonic() < end:
-        client._record(poll, None)
+        account(client, poll, answers)
         done += 1
     return done / seconds
 
 
 def with_threads(count: int, seconds: float) -> tuple[int, list[float]]:
     clients, poll = consumers(count), a_poll(RECORDS_PER_POLL)
+    answers = answers_to(poll)
     lateness: list[list[float]] = [[] for _ in clients]
     end = time.monotonic() + seconds
 
@@ -53,7 +55,7 @@ def with_threads(count: int, seconds: float) -> tuple[int, list[float]]:
             if now >= end:
                 return
             late.append(now - due)
-            client._record(poll, None)
+            account(client, poll, answers)
 
     threads = [threading.Thread(target=consume, args=(c, late)) for c, late in zip(clients, lateness, strict=True)]
     for thread in threads:
@@ -65,6 +67,7 @@ def with_threads(count: int, seconds: float) -> tuple[int, list[float]]:
 
 def with_pool(count: int, workers: int, seconds: float) -> tuple[int, list[float]]:
     clients, poll = consumers(count), a_poll(RECORDS_PER_POLL)
+    answers = answers_to(poll)
     start = time.monotonic()
     due = [(start + PROCESSING_S * i / count, i) for i in range(count)]  # spread like threads started in turn
     heapq.heapify(due)
@@ -82,7 +85,7 @@ def with_pool(count: int, workers: int, seconds: float) -> tuple[int, list[float
             if now >= end:
                 return
             late_all.append(now - at)
-            clients[i]._record(poll, None)
+            account(clients[i], poll, answers)
             with lock:
                 heapq.heappush(due, (time.monotonic() + PROCESSING_S, i))
 

@@ -2,6 +2,7 @@
 // It needs the share consumer API of kafka-clients 4.3 (AcknowledgeType.RENEW, KIP-1222).
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -10,6 +11,7 @@ import java.util.Optional;
 import java.util.Set;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Metric;
@@ -21,16 +23,25 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 public final class DimsterShareConsumer extends DimsterConsumer {
     private static final AcknowledgeType[] OUTCOMES = {AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT};
 
+    private static final int KEY_PARTITION_SHIFT = 40;  // a record's key: partition << 40 | offset, as in Python
+    private static final int STATUS_SHIFT = 60;  // an answer: its key | its status << 60 (see answer())
+    private static final byte RENEWED = 1, RENEWAL_REFUSED = 2;  // renew()'s answer per record; 0: neither
+
     private final KafkaShareConsumer<byte[], byte[]> share;
     // New records a renewal's poll returned besides the renewed ones: the next poll hands them over.
     private final List<ConsumerRecord<byte[], byte[]>> fetchedWhileRenewing = new ArrayList<>();
-    // Acknowledgements the broker refused because the records were no longer acquired by this member
-    // (their lock had timed out), as (partition, offset) pairs; and other refusals, counted.
-    private final List<long[]> lockLapsed = new ArrayList<>();
-    public int otherRefusals;
-    public int renewalsRefused;
-    public int refused;  // all refusals not taken yet: Python looks at this one field per poll
-    private final Set<Long> renewing = new HashSet<>();  // keys of records being renewed
+    // The broker's answers to acknowledgements not taken yet, one long each (see answer()).
+    private long[] answers = new long[64];
+    public int answered;  // how many: Python looks at this one field per poll
+    // Keys of records with renewals not answered yet, and how many: those answers are renew()'s (from
+    // commitSync), not answers to acknowledgements. (An answer may come after the next renewal began.)
+    private final Map<Long, Integer> renewing = new HashMap<>();
+    // Records of the last poll whose renewal the broker granted but that no poll has returned since:
+    // key -> their slot in `polled`. Not in flight, so not acknowledgeable until a poll returns them.
+    private final Map<Long, Integer> awaited = new HashMap<>();
+    // Outcomes chosen for records still awaited when the last poll was acknowledged: key -> outcome,
+    // applied when a poll returns them.
+    private final Map<Long, Byte> owed = new HashMap<>();
 
     public DimsterShareConsumer(Map<String, Object> config, boolean verify) {
         super(verify);
@@ -49,10 +60,21 @@ public final class DimsterShareConsumer extends DimsterConsumer {
 
     @Override
     protected Iterable<ConsumerRecord<byte[], byte[]>> fetch(Duration timeout) {
-        if (fetchedWhileRenewing.isEmpty()) return share.poll(timeout);
-        List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>(fetchedWhileRenewing);
-        fetchedWhileRenewing.clear();
-        return records;
+        awaited.clear();  // those of the previous poll are owed by now
+        if (!fetchedWhileRenewing.isEmpty()) {
+            List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>(fetchedWhileRenewing);
+            fetchedWhileRenewing.clear();
+            return records;
+        }
+        ConsumerRecords<byte[], byte[]> records = share.poll(timeout);
+        if (owed.isEmpty()) return records;
+        List<ConsumerRecord<byte[], byte[]>> fresh = new ArrayList<>();
+        for (ConsumerRecord<byte[], byte[]> record : records) {  // renewed records back in flight at last
+            Byte outcome = owed.remove(key(record));
+            if (outcome == null) fresh.add(record);
+            else share.acknowledge(record, OUTCOMES[outcome]);
+        }
+        return fresh;
     }
 
     @Override
@@ -70,29 +92,30 @@ public final class DimsterShareConsumer extends DimsterConsumer {
         share.subscribe(List.of(topic));
     }
 
-    /** Runs on the application thread, inside poll, commitSync or close. */
+    /** The broker's answer to acknowledgements (accepted, released, rejected, in either mode; renewals
+     *  are renew()'s). Runs on the application thread, inside poll, commitSync or close. */
     private void onAcknowledged(Map<TopicIdPartition, Set<Long>> offsets, Exception exception) {
-        if (exception == null) return;
+        long status = exception == null ? 0 : exception instanceof InvalidRecordStateException ? 1 : 2;
         for (Map.Entry<TopicIdPartition, Set<Long>> entry : offsets.entrySet()) {
             for (long offset : entry.getValue()) {
-                if (renewing.contains(key(entry.getKey().partition(), offset))) continue;  // renew() counts those
-                refused++;
-                if (exception instanceof InvalidRecordStateException) lockLapsed.add(new long[] {entry.getKey().partition(), offset});
-                else otherRefusals++;
+                long key = key(entry.getKey().partition(), offset);
+                Integer renewals = renewing.remove(key);
+                if (renewals == null) answer(key | status << STATUS_SHIFT);
+                else if (renewals > 1) renewing.put(key, renewals - 1);
             }
         }
     }
 
-    /** The (partition, offset) pairs refused since the last call, flattened. */
-    public long[] takeLockLapsed() {
-        long[] pairs = new long[lockLapsed.size() * 2];
-        for (int i = 0; i < lockLapsed.size(); i++) {
-            pairs[2 * i] = lockLapsed.get(i)[0];
-            pairs[2 * i + 1] = lockLapsed.get(i)[1];
-        }
-        lockLapsed.clear();
-        refused = 0;
-        return pairs;
+    private void answer(long answer) {
+        if (answered == answers.length) answers = Arrays.copyOf(answers, 2 * answered);
+        answers[answered++] = answer;
+    }
+
+    /** The answers since the last call: key | status << 60, status 0 settled, 1 lock lapsed, 2 refused. */
+    public long[] takeAnswers() {
+        long[] taken = Arrays.copyOf(answers, answered);
+        answered = 0;
+        return taken;
     }
 
     /** The acquisition lock time-out the broker last reported, or -1 before it has. */
@@ -100,44 +123,55 @@ public final class DimsterShareConsumer extends DimsterConsumer {
         return share.acquisitionLockTimeoutMs().orElse(-1);
     }
 
-    /** KIP-1222: renews the acquisition lock of the last poll's records still held and takes them back
-     *  in flight (the poll after a renewal returns the renewed records and nothing new). Returns per
-     *  record of the last poll whether it is still held. A renewal the broker refuses, or that fails
-     *  (a broker restarting), counts in renewalsRefused and leaves its record to time out. */
-    public boolean[] renew(long timeoutMs) {
-        boolean[] held = new boolean[polled.size()];
+    /** KIP-1222: renews the acquisition locks of the last poll's records in flight, and decides from the
+     *  broker's answer per partition which are renewed. A renewed record leaves the flight until a poll
+     *  returns it: the poll after the renewal returns the renewed records and nothing new, though not
+     *  always all of them (their renewal may not have been taken in yet); those stay in their slots,
+     *  awaited, and are acknowledged when a poll returns them (see fetch). (A poll with records in flight
+     *  unacknowledged is refused in explicit mode, so it is polled for again only while none came back.)
+     *  Returns per record of the last poll RENEWED, RENEWAL_REFUSED (a refusal, or a renewal that
+     *  failed, such as with a broker restarting: the record times out and comes back) or 0. */
+    public byte[] renew(long timeoutMs) {
+        byte[] answer = new byte[polled.size()];
         Map<Long, Integer> index = new HashMap<>();
         for (int i = 0; i < polled.size(); i++) {
             ConsumerRecord<byte[], byte[]> record = polled.get(i);
-            if (record == null) continue;
+            if (record == null || awaited.containsKey(key(record))) continue;
             share.acknowledge(record, AcknowledgeType.RENEW);
             index.put(key(record), i);
         }
-        renewing.addAll(index.keySet());
+        for (long key : index.keySet()) renewing.merge(key, 1, Integer::sum);
+        Map<TopicIdPartition, Optional<KafkaException>> results = Map.of();
+        long deadline = System.currentTimeMillis() + timeoutMs;
         try {
-            Map<TopicIdPartition, Optional<KafkaException>> answers = share.commitSync(Duration.ofMillis(timeoutMs));
-            if (answers.values().stream().anyMatch(Optional::isEmpty)) {
-                for (ConsumerRecord<byte[], byte[]> record : share.poll(Duration.ofMillis(timeoutMs))) {
-                    Integer i = index.get(key(record));
-                    if (i == null) fetchedWhileRenewing.add(record);
-                    else {
-                        polled.set(i, record);
-                        held[i] = true;
-                    }
-                }
-            }
+            results = share.commitSync(Duration.ofMillis(timeoutMs));
         } catch (KafkaException e) {  // not renewed: the records time out and come back
-        } finally {
-            renewing.clear();
         }
-        for (int i = 0; i < held.length; i++) {
-            if (!held[i] && polled.get(i) != null) {
+        Set<Integer> granted = new HashSet<>();
+        for (Map.Entry<TopicIdPartition, Optional<KafkaException>> entry : results.entrySet()) {
+            if (entry.getValue().isEmpty()) granted.add(entry.getKey().partition());
+        }
+        for (Map.Entry<Long, Integer> entry : index.entrySet()) {
+            int i = entry.getValue();
+            if (granted.contains(polled.get(i).partition())) {
+                answer[i] = RENEWED;
+                awaited.put(entry.getKey(), i);
+            } else {
+                answer[i] = RENEWAL_REFUSED;
                 polled.set(i, null);
-                renewalsRefused++;
-                refused++;
             }
         }
-        return held;
+        boolean returned = false;
+        while (!awaited.isEmpty() && !returned && System.currentTimeMillis() < deadline) {
+            long left = Math.max(0, deadline - System.currentTimeMillis());
+            for (ConsumerRecord<byte[], byte[]> record : share.poll(Duration.ofMillis(left))) {
+                returned = true;
+                Integer i = awaited.remove(key(record));
+                if (i == null) fetchedWhileRenewing.add(record);
+                else polled.set(i, record);
+            }
+        }
+        return answer;
     }
 
     private static long key(ConsumerRecord<byte[], byte[]> record) {
@@ -145,19 +179,34 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     }
 
     private static long key(int partition, long offset) {
-        return ((long) partition << 40) ^ offset;
+        return ((long) partition << KEY_PARTITION_SHIFT) | offset;
     }
 
-    /** Explicit acknowledgement of every record of the last poll still held: 0 accept, 1 release, 2 reject. */
+    /** Explicit acknowledgement of every record of the last poll still held: 0 accept, 1 release, 2
+     *  reject; a renewed record no poll has returned yet is acknowledged when one does. */
     public void acknowledge(byte[] outcomes) {
         for (int i = 0; i < outcomes.length; i++) {
-            if (polled.get(i) != null) share.acknowledge(polled.get(i), OUTCOMES[outcomes[i]]);
+            ConsumerRecord<byte[], byte[]> record = polled.get(i);
+            if (record == null) continue;
+            if (awaited.containsKey(key(record))) owed.put(key(record), outcomes[i]);
+            else share.acknowledge(record, OUTCOMES[outcomes[i]]);
         }
     }
 
-    /** Settles the last poll (implicit mode accepts it here) before leaving. */
+    /** Settles the last poll (implicit mode accepts it here) before leaving: renewed records no poll
+     *  has returned yet are polled for (for up to 5 s) and acknowledged with their outcome; records a
+     *  renewal's poll fetched besides them, never handed over, are released. */
     @Override
     public void commitSync() {
+        for (ConsumerRecord<byte[], byte[]> record : fetchedWhileRenewing) share.acknowledge(record, AcknowledgeType.RELEASE);
+        fetchedWhileRenewing.clear();  // never handed over: back to the group
+        long deadline = System.currentTimeMillis() + 5_000;
+        while (!owed.isEmpty() && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<byte[], byte[]> record : share.poll(Duration.ofMillis(100))) {
+                Byte outcome = owed.remove(key(record));  // nothing else comes with them; if it did: released
+                share.acknowledge(record, outcome == null ? AcknowledgeType.RELEASE : OUTCOMES[outcome]);
+            }
+        }
         share.commitSync();
     }
 

@@ -1,22 +1,34 @@
 """A consumer load client, of a consumer group or a share group: polls, simulates processing,
 chooses acknowledgements, renews record locks, crashes on request, and accounts for every record
-it receives (settled sequences, delivery counts, end-to-end latency)."""
+it receives (settled sequences, delivery counts, end-to-end latency). A share-group record is
+settled when the broker answers its acknowledgement (unsettled.py), a consumer-group record when it
+is received."""
 
 import logging
 import random
 import threading
 import time
 from collections import Counter, deque
-from typing import Any
 
 import numpy as np
 
-from dimster.clients import ACCEPT, REJECT, RELEASE, ConsumerDriver, Polled
+from dimster.clients import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    RENEWAL_REFUSED,
+    RENEWED,
+    Answers,
+    ConsumerDriver,
+    Polled,
+    record_keys,
+)
 from dimster.clients.jvm import detach_thread
 from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
 from dimster.worker.clients.drivers import consumer_driver
 from dimster.worker.clients.load_client import LoadClient, distinct
+from dimster.worker.clients.unsettled import Unsettled, count_answered, rows_of, settle
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
 from dimster.workload.model import Workload
@@ -57,8 +69,7 @@ class ConsumerClient(LoadClient):
         self.subscribed = threading.Event()
         self.crashing = threading.Event()  # set by crash(): stop dead at the next chance
         self.burials: list[tuple[threading.Thread, float]] = []  # (closes a crashed client, its lock s)
-        # (partition, offset) of records whose lock ran out on their last delivery, counted already
-        self.lapsed_counted: set[tuple[int, int]] = set()
+        self.unsettled = Unsettled()  # share groups: records whose acknowledgement is unanswered
         # redelivered records received lately: (epoch s received, producer id, sequence)
         self.redelivered: deque[tuple[float, int, int]] = deque(maxlen=RECENT_REDELIVERIES)
         # records a crashed consumer of the group held: (crashed at, {(producer id, sequence)}), under lock
@@ -117,14 +128,17 @@ class ConsumerClient(LoadClient):
             if keys:
                 self.watches.append((crashed_at, keys))
 
-    def _bury(self, driver: ConsumerDriver, lock_s: float) -> None:
+    def _bury(self, driver: ConsumerDriver, lock_s: float, unsettled: Unsettled) -> None:
         """Close a crashed client once its records' locks have run out, on a thread of its own (a close
-        may take seconds). Not before: a close would release, or in implicit mode accept, what it held."""
+        may take seconds). Not before: a close would release, or in implicit mode accept, what it held.
+        The answers to acknowledgements it sent before the crash settle its `unsettled` records then."""
 
         def close_later() -> None:
             try:
                 time.sleep(lock_s + CLOSE_AFTER_LOCK_S)
                 driver.close()
+                self._answered(driver.take_answers(), unsettled)
+                self._unanswered(unsettled.take_all(), "when its crashed client closed")
             except Exception as e:  # a crashed client's close is best effort: the run goes on
                 log.warning("%s: closing a crashed client: %s", self.client_id, e)
             finally:
@@ -140,7 +154,6 @@ class ConsumerClient(LoadClient):
         self._new_generation(w.client_library.of(self.role))
         explicit = self.role == "share_consumer" and w.acknowledgement.mode == "EXPLICIT"
         last: Polled | None = None  # the last poll's records: unacknowledged until the next poll sends them
-        last_outcomes: np.ndarray | None = None
         try:
             driver.subscribe(self.topic)
             self.subscribed.set()
@@ -152,14 +165,14 @@ class ConsumerClient(LoadClient):
                 polled = driver.poll(0.2)
                 polled_at = time.monotonic()
                 if self.role == "share_consumer":
-                    self._count_refused(driver)
+                    self._answered(driver.take_answers())
                 else:
                     self._note_rebalances(driver)
                 if polled is None:
-                    last = last_outcomes = None
+                    last = None
                     continue
                 outcomes = self._outcomes(polled.count) if explicit else None
-                last, last_outcomes = polled, outcomes
+                last = polled
                 self._record(polled, outcomes)
                 renewing = self.role == "share_consumer" and w.acknowledgement.renew_locks
                 held = self._process(driver, polled, polled_at, self._lock_timeout_s(driver) if renewing else None)
@@ -173,11 +186,14 @@ class ConsumerClient(LoadClient):
                     driver.acknowledge(outcomes)  # sent with the next poll
         finally:
             if self.crashing.is_set() and self.role == "share_consumer":
-                self._crashed(driver, last, last_outcomes)
+                self._crashed(driver, last)
             else:
                 driver.close()
                 if self.role == "consumer":
                     self._note_rebalances(driver)  # what the close revoked
+                else:  # the close settles the last poll: its answers come inside it
+                    self._answered(driver.take_answers())
+                    self._unanswered(self.unsettled.take_all(), "when its client closed")
 
     def _pause_some(self, driver: ConsumerDriver) -> None:
         """flowControl: pause the partitions chosen for this poll and resume the others. (Turning it off
@@ -193,22 +209,24 @@ class ConsumerClient(LoadClient):
             with self.lock:
                 self.interval.rebalances += [(at - clock.offset(), kind, count) for at, kind, count in taken]
 
-    def _crashed(self, driver: ConsumerDriver, held: Polled | None, outcomes: np.ndarray | None) -> None:
-        """Leave the Kafka client as a crash would (see crash()) and report what it held: the records
-        that come back after their lock time-out, and those the broker archives instead (on their
-        last delivery; a rejected one counts as rejected either way)."""
+    def _crashed(self, driver: ConsumerDriver, held: Polled | None) -> None:
+        """Leave the Kafka client as a crash would (see crash()) and report what it held, unacknowledged:
+        the records that come back after their lock time-out, and those the broker archives instead
+        (on their last delivery)."""
         self.crashing.clear()
-        self._bury(driver, self._lock_timeout_s(driver))
+        unsettled, self.unsettled = self.unsettled, Unsettled()
+        rows = unsettled.take(record_keys(held)) if held is not None else None
+        self._bury(driver, self._lock_timeout_s(driver), unsettled)
         with self.lock:
             self.interval.crashed_at = clock.now()
-            if held is None:
+            if rows is None:
                 return
-            ours, headers = unpack_headers(held.headers)
-            last_delivery = held.delivery_counts >= self.delivery_count_limit
-            self._settle(self.interval.crash_held, headers[ours & ~last_delivery])
-            archived = ours & last_delivery & (True if outcomes is None else outcomes != REJECT)
-            self._settle(self.interval.settled_archived, headers[archived])
-        log.warning("%s crashed holding %d record(s)", self.client_id, held.count)
+            ours = rows[rows["ours"]]
+            last = ours["last"]
+            settle(self.interval.crash_held, ours[~last])
+            settle(self.interval.settled, ours[last])
+            settle(self.interval.settled_archived, ours[last])
+        log.warning("%s crashed holding %d record(s)", self.client_id, len(rows))
 
     def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
         """Simulated processing of one poll's records; given the lock time-out (`renewLocks`), renewing
@@ -224,32 +242,34 @@ class ConsumerClient(LoadClient):
         from_poll = True
         while (now := time.monotonic()) < done_at and not self.wake.is_set():
             if lock_s and now >= next_renewal:  # (next_renewal is infinite without lock_s)
-                held = driver.renew(max(locked_at + lock_s - now, RENEW_TIMEOUT_MIN_S))
+                renewals = driver.renew(max(locked_at + lock_s - now, RENEW_TIMEOUT_MIN_S))
                 from_poll = False
+                refused = renewals == RENEWAL_REFUSED
+                if refused.any():  # no longer this consumer's: they come back, not a duplicate
+                    self.unsettled.take(record_keys(polled)[refused])
                 with self.lock:
-                    self.interval.renewed += int(held.sum())
+                    self.interval.renewed += int(np.count_nonzero(renewals == RENEWED))
+                    self.interval.renewals_refused += int(np.count_nonzero(refused))
                 locked_at, next_renewal = now, now + renew_every
             self.wake.wait(min(done_at, next_renewal) - now)
         return from_poll
 
     def _lapsed_on_last_delivery(self, polled: Polled, outcomes: np.ndarray | None) -> None:
         """Processing outlasted the locks of the poll: its records on their last delivery are archived
-        by the broker (which refuses their acknowledgements without a word to the client); the others
-        come back, and their refusals are counted when they arrive (`_count_refused`)."""
-        ours, headers = unpack_headers(polled.headers)
+        by the broker, which answers their acknowledgements as if they took effect (seen with Kafka
+        4.3): the consumer counts them itself, now. The others come back, and their acknowledgements
+        are answered as refused (`_answered`)."""
+        ours, _ = unpack_headers(polled.headers)
         last = ours & (polled.delivery_counts >= self.delivery_count_limit)
         if outcomes is not None:
             last &= outcomes != REJECT  # rejected either way
         if not last.any():
             return
-        if polled.offsets is not None:  # the refusal the broker may send for them is not counted again
-            partitions, offsets = polled.partitions[last].tolist(), polled.offsets[last].tolist()
-            if len(self.lapsed_counted) > RECENT_REDELIVERIES:
-                self.lapsed_counted.clear()
-            self.lapsed_counted.update(zip(partitions, offsets, strict=True))
+        rows = self.unsettled.take(record_keys(polled)[last])
         with self.lock:
-            self.interval.lock_timeouts += int(last.sum())
-            self._settle(self.interval.settled_archived, headers[last])
+            self.interval.lock_timeouts += len(rows)
+            settle(self.interval.settled, rows)
+            settle(self.interval.settled_archived, rows)
 
     def _lock_timeout_s(self, driver: ConsumerDriver) -> float:
         """The acquisition lock time-out: as the client last heard it (Java), else the group's config as
@@ -259,16 +279,23 @@ class ConsumerClient(LoadClient):
             reported = self.workload.group_config.get("share.record.lock.duration.ms", self.record_lock_ms)
         return max(float(reported), 200.0) / 1000
 
-    def _count_refused(self, driver: ConsumerDriver) -> None:
-        """Acknowledgements the broker refused since the last poll (records that come back)."""
-        refused = driver.take_refused()
-        if refused.lock_lapsed or refused.renewals or refused.other:
-            new = [pair for pair in refused.lock_lapsed if pair not in self.lapsed_counted]
-            self.lapsed_counted.difference_update(refused.lock_lapsed)
+    def _answered(self, answers: Answers, unsettled: Unsettled | None = None) -> None:
+        """The broker's answers to acknowledgements of the records kept unsettled (see count_answered)."""
+        if not len(answers.keys):
+            return
+        unsettled = self.unsettled if unsettled is None else unsettled
+        rows, status = unsettled.answered(answers.keys, answers.status)
+        if len(rows):
             with self.lock:
-                self.interval.lock_timeouts += len(new)
-                self.interval.renewals_refused += refused.renewals
-                self.interval.ack_errors += refused.other
+                count_answered(self.interval, rows, status)
+
+    def _unanswered(self, rows: np.ndarray, when: str) -> None:
+        """Records whose acknowledgement was never answered: not settled (whatever became of them, the
+        broker did not say), counted as acknowledgement errors."""
+        if len(rows):
+            log.warning("%s: %d acknowledgement(s) unanswered %s", self.client_id, len(rows), when)
+            with self.lock:
+                self.interval.ack_errors += len(rows)
 
     def _outcomes(self, count: int) -> np.ndarray:
         """ACCEPT, RELEASE or REJECT per record, with the workload's release and reject fractions."""
@@ -299,14 +326,6 @@ class ConsumerClient(LoadClient):
         self.histograms[("redelivery", -1)].record_array(np.array(delays_us))
         self.interval.redelivered_after_crash += len(delays_us)
 
-    @staticmethod
-    def _settle(by_producer: dict[int, list[Any]], headers: np.ndarray) -> None:
-        """Add the records' sequence numbers under their producers. `by_producer` is a field of the
-        interval: sequence numbers while it is filled, ranges once take_interval() has turned them so."""
-        producer_ids, sequences = headers["producer_id"], headers["sequence"]
-        for producer_id in distinct(producer_ids):
-            by_producer.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
-
     def _out_of_order(self, polled: Polled, ours: np.ndarray, headers: np.ndarray) -> int:
         """Records of a producer that follow a later record of it in their partition's log. A record at
         or below the last offset seen is a re-read (a rebalance, a restart), not disorder."""
@@ -331,7 +350,9 @@ class ConsumerClient(LoadClient):
             pass
 
     def _record(self, polled: Polled, outcomes: np.ndarray | None) -> None:
-        """Account for one poll: counts, delivery counts, outcomes, settled sequences, e2e latency."""
+        """Account for one poll at receipt: counts, delivery counts, e2e latency (of delivery, so at
+        receipt); a consumer group's records are settled now, a share group's are kept until the
+        broker answers their acknowledgement (see _answered)."""
         now_ns = clock.now_ns()
         ours, headers = unpack_headers(polled.headers)
         if not self.measure_known.is_set() and ours.any():
@@ -354,24 +375,18 @@ class ConsumerClient(LoadClient):
                 self._time_redeliveries(polled, ours, headers, now_ns)
                 for count, times_seen in Counter(polled.delivery_counts.tolist()).items():
                     interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + times_seen
-                if outcomes is None:
-                    interval.accepted += polled.count
-                else:
-                    released = outcomes == RELEASE
-                    interval.released += int(released.sum())
-                    interval.rejected += int((outcomes == REJECT).sum())
-                    interval.accepted += int((outcomes == ACCEPT).sum())
-                    last_delivery = polled.delivery_counts >= self.delivery_count_limit
-                    # a released record comes back (not settled yet) unless it used its last delivery:
-                    # then the broker archives it
-                    settles = ours & ~(released & ~last_delivery)
-                    self._settle(interval.settled_rejected, headers[ours & (outcomes == REJECT)])
-                    self._settle(interval.settled_archived, headers[ours & released & last_delivery])
+                last_delivery = polled.delivery_counts >= self.delivery_count_limit
+                replaced = self.unsettled.add(rows_of(record_keys(polled), ours, headers, outcomes, last_delivery))
+                if len(replaced):
+                    interval.ack_errors += len(replaced)  # came back with their acknowledgement unanswered
+                if outcomes is not None:  # a record released for another delivery is timed when it settles
+                    settles = ours & ~((outcomes == RELEASE) & ~last_delivery)
+            else:
+                settle(interval.settled, headers[ours])
             if not settles.any():
                 return
-            settled = headers[settles]
-            self._settle(interval.settled, settled)
-            intended_ns = settled["intended_ns"]
+            timed = headers[settles]
+            intended_ns = timed["intended_ns"]
             latency_us = np.maximum(now_ns - intended_ns, 0) / 1000
             partitions = polled.partitions[settles]
             measured = intended_ns >= self.measure_from * 1e9

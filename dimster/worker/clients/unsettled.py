@@ -1,0 +1,132 @@
+"""A share consumer's records between receipt and the broker's answer to their acknowledgement: what
+each one is (producer id, sequence number), the outcome it was acknowledged with (ACCEPT in implicit
+mode) and whether it was on its last delivery, by its key (partition and offset, see
+dimster.clients.record_keys). A record counts as settled only once the broker has answered; kept
+as one structured array, so that a poll costs a few numpy calls whatever its size."""
+
+from typing import Any
+
+import numpy as np
+
+from dimster.clients import ACCEPT, LOCK_LAPSED, REJECT, RELEASE, SETTLED
+from dimster.worker.clients.load_client import distinct
+from dimster.worker.protocol import ClientInterval
+
+ROW = np.dtype(
+    [("key", "i8"), ("producer_id", "u4"), ("sequence", "u8"), ("outcome", "i1"), ("last", "?"), ("ours", "?")]
+)
+
+
+def rows_of(keys: np.ndarray, ours: np.ndarray, headers: np.ndarray, outcomes: np.ndarray | None, last: np.ndarray):
+    """A poll's records as rows: `headers` unpacked (payload.unpack_headers), `ours` the records with
+    dimster's header, `outcomes` per record (None: implicit mode, every record accepted)."""
+    rows = np.empty(len(keys), ROW)
+    rows["key"], rows["ours"], rows["last"] = keys, ours, last
+    rows["producer_id"], rows["sequence"] = headers["producer_id"], headers["sequence"]
+    rows["outcome"] = ACCEPT if outcomes is None else outcomes
+    return rows
+
+
+def _matches(keys: np.ndarray, among: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `keys`: whether it is among `among`, and where (an index into `among`)."""
+    order = np.argsort(among, kind="stable")
+    ranked = among[order]
+    at = np.minimum(np.searchsorted(ranked, keys), len(ranked) - 1)
+    return ranked[at] == keys, order[at]
+
+
+def _same(keys: np.ndarray, others: np.ndarray) -> bool:
+    """Whether two arrays of distinct keys hold the same keys."""
+    return keys.tobytes() == others.tobytes() or np.array_equal(np.sort(keys), np.sort(others))
+
+
+class Unsettled:
+    """Rows of records received and not yet answered for."""
+
+    def __init__(self) -> None:
+        self.rows = np.empty(0, ROW)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, rows: np.ndarray) -> np.ndarray:
+        """Keep `rows` until answered. Returns the rows they replace: records that came back before
+        their previous delivery's acknowledgement was answered (none, as a rule: an answer comes in
+        the response that would carry the record again)."""
+        if not len(self.rows):
+            self.rows = rows
+            return self.rows[:0]
+        again, _ = _matches(self.rows["key"], rows["key"])
+        replaced = self.rows[again]
+        self.rows = np.concatenate((self.rows[~again], rows))
+        return replaced
+
+    def answered(self, keys: np.ndarray, status: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Take the rows the broker answered for: (those rows, the status of each). Answers for
+        records no longer kept (taken already) are left out."""
+        rows = self.rows
+        if not len(rows) or not len(keys):
+            return rows[:0], status[:0]
+        if len(keys) == len(rows) and not status.any() and _same(keys, rows["key"]):
+            self.rows = rows[:0]  # the usual answer: every record of the last poll took effect
+            return rows, status
+        found, at = _matches(rows["key"], keys)
+        if found.all():
+            rows, self.rows = self.rows, self.rows[:0]
+            return rows, status[at]
+        rows, self.rows = self.rows[found], self.rows[~found]
+        return rows, status[at[found]]
+
+    def take(self, keys: np.ndarray) -> np.ndarray:
+        """Take the rows of these records, answered or not (the consumer knows their fate itself)."""
+        if not len(self.rows) or not len(keys):
+            return self.rows[:0]
+        found, _ = _matches(self.rows["key"], keys)
+        rows, self.rows = self.rows[found], self.rows[~found]
+        return rows
+
+    def take_all(self) -> np.ndarray:
+        rows, self.rows = self.rows, self.rows[:0]
+        return rows
+
+
+def settle(by_producer: dict[int, list[Any]], records: np.ndarray) -> None:
+    """Add the records' sequence numbers under their producers (`records`: headers or rows). `by_producer`
+    is a field of the interval: sequence numbers while it is filled, ranges once take_interval() has
+    turned them so."""
+    producer_ids, sequences = records["producer_id"], records["sequence"]
+    for producer_id in distinct(producer_ids):
+        by_producer.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
+
+
+def count_answered(interval: ClientInterval, rows: np.ndarray, status: np.ndarray) -> None:
+    """Count records the broker answered for: one whose acknowledgement took effect by its outcome,
+    settled unless released for another delivery; one whose lock had run out as a lock time-out, one
+    refused otherwise as an acknowledgement error: both come back (on their last delivery the broker
+    archives them instead)."""
+    if status.any():  # not all SETTLED
+        took_effect, lapsed = status == SETTLED, status == LOCK_LAPSED
+        interval.lock_timeouts += int(np.count_nonzero(lapsed))
+        interval.ack_errors += int(np.count_nonzero(~took_effect & ~lapsed))
+        archived = rows[lapsed & rows["last"] & rows["ours"]]
+        settle(interval.settled, archived)
+        settle(interval.settled_archived, archived)
+        rows = rows[took_effect]
+    outcome, ours = rows["outcome"], rows["ours"]
+    if not outcome.any():  # all accepted (ACCEPT is 0): implicit mode, as a rule
+        interval.accepted += len(rows)
+        settle(interval.settled, rows if ours.all() else rows[ours])
+        return
+    released, rejected = outcome == RELEASE, outcome == REJECT
+    n_released, n_rejected = int(np.count_nonzero(released)), int(np.count_nonzero(rejected))
+    interval.accepted += len(rows) - n_released - n_rejected
+    if n_released or n_rejected:
+        interval.released += n_released
+        interval.rejected += n_rejected
+        last = rows["last"]
+        settle(interval.settled_rejected, rows[ours & rejected])
+        # a released record comes back (not settled yet) unless it used its last delivery: then the
+        # broker archives it
+        settle(interval.settled_archived, rows[ours & released & last])
+        ours = ours & ~(released & ~last)
+    settle(interval.settled, rows[ours])

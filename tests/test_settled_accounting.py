@@ -1,0 +1,172 @@
+"""A share-group record is settled when the broker says so: the consumer's real loop, driven by an
+in-memory Kafka client that answers every acknowledgement at the next poll (or at close), as both
+libraries' acknowledgement-commit callbacks do, and the coordinator's account of what it reports.
+No broker: what the libraries really answer is checked on the real one in test_share_features.py."""
+
+import time
+
+import numpy as np
+import pytest
+
+from dimster.clients import ACCEPT, LOCK_LAPSED, REJECT, RELEASE, SETTLED, Answers, Polled, record_keys
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.metrics.histogram import Histogram
+from dimster.worker.clients import ConsumerClient
+from dimster.worker.clients import consumer as consumer_module
+from dimster.worker.protocol import ClientInterval, ConsumerSpec, IntervalReport
+from dimster.workload.model import Workload
+from dimster.workload.payload import pack_header
+
+pytestmark = pytest.mark.unit
+
+PRODUCER = 7
+
+
+def poll_of(*records: tuple[int, int, int]) -> Polled:
+    """Records of PRODUCER as (sequence, offset, delivery count), all on partition 0."""
+    return Polled(
+        partitions=np.zeros(len(records), dtype=np.int32),
+        delivery_counts=np.array([d for _, _, d in records], dtype=np.int32),
+        headers=b"".join(pack_header(PRODUCER, s, time.time_ns()) for s, _, _ in records),
+        value_bytes=100 * len(records),
+        offsets=np.array([o for _, o, _ in records], dtype=np.int64),
+    )
+
+
+class InMemoryShareClient:
+    """A share consumer's Kafka client: hands out `polls` one per poll and answers the acknowledgement
+    of each poll's records with the next poll or the close: LOCK_LAPSED, once, for the offsets in
+    `lapse`, else SETTLED. Tells the load client to stop when the polls run out."""
+
+    def __init__(self, client: ConsumerClient, polls: list[Polled], lapse: set[int] = frozenset()):
+        self.client, self.polls, self.lapse = client, list(polls), set(lapse)
+        self.sent: Polled | None = None  # the last poll: acknowledged with the next poll or the close
+        self.answers = Answers.none()
+        self.closed = False
+
+    def subscribe(self, topic: str) -> None:
+        pass
+
+    def lock_timeout_ms(self) -> float | None:
+        return None
+
+    def acknowledge(self, outcomes: np.ndarray) -> None:
+        assert self.sent is not None and len(outcomes) == self.sent.count
+
+    def _commit(self) -> None:
+        if self.sent is None:
+            return
+        offsets = self.sent.offsets.tolist()
+        status = [LOCK_LAPSED if offset in self.lapse else SETTLED for offset in offsets]
+        self.lapse.difference_update(offsets)
+        self.answers = Answers(record_keys(self.sent), np.array(status, dtype=np.int8))
+        self.sent = None
+
+    def poll(self, timeout: float) -> Polled | None:
+        self._commit()
+        if not self.polls:
+            self.client.stopping.set()
+            return None
+        self.sent = self.polls.pop(0)
+        return self.sent
+
+    def take_answers(self) -> Answers:
+        answers, self.answers = self.answers, Answers.none()
+        return answers
+
+    def close(self) -> None:
+        self._commit()
+        self.closed = True
+
+
+def run(monkeypatch, polls: list[Polled], outcomes: list[list[int]] | None = None, lapse=frozenset(), **keys):
+    """The consumer's loop over `polls` to its close (`outcomes`: explicit mode, per poll): its interval."""
+    mode = "EXPLICIT" if outcomes is not None else "IMPLICIT"
+    keys = {"name": "w", "consumerType": "SHARE_GROUP", "acknowledgement": {"mode": mode}, **keys}
+    workload = Workload.model_validate(keys)
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
+    client.measure_from = 0.0
+    driver = InMemoryShareClient(client, polls, lapse)
+    monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: driver)
+    chosen = iter(outcomes or [])
+    monkeypatch.setattr(client, "_outcomes", lambda count: np.array(next(chosen), dtype=np.int8))
+    client._consume_until_recreated()
+    assert driver.closed
+    return client.take_interval()
+
+
+def account(interval: ClientInterval, acked: int) -> tuple[dict, int]:
+    """The coordinator's account of the group after this interval (the producer acknowledged `acked`
+    records, sequences 0 on) and its count of duplicates."""
+    aggregate = RunAggregate({"g": "t"})
+    producer = ClientInterval(f"p{PRODUCER}", "producer", "t", next_sequence=acked, acked=acked, sent=acked)
+    aggregate.add(IntervalReport(0, time.time(), [producer, interval]))
+    return aggregate.account({"g": 0})["g"], aggregate.duplicates
+
+
+def test_a_received_record_is_not_settled_until_the_broker_answers():
+    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
+    client.measure_from = 0.0
+    poll = poll_of((0, 10, 1), (1, 11, 1))
+    client._record(poll, None)
+    received = client.take_interval()
+    assert received.received == 2 and received.accepted == 0 and received.settled == {}
+    assert Histogram.from_wire(received.histograms[("e2e", 0)]).total == 2  # latency: of delivery, at receipt
+    client._answered(Answers(record_keys(poll), np.array([SETTLED, SETTLED], dtype=np.int8)))
+    answered = client.take_interval()
+    assert answered.accepted == 2 and answered.settled == {PRODUCER: [(0, 1)]} and answered.received == 0
+
+
+def test_success_settles(monkeypatch):
+    interval = run(monkeypatch, [poll_of((0, 0, 1), (1, 1, 1)), poll_of((2, 2, 1))])
+    assert (interval.received, interval.accepted, interval.lock_timeouts) == (3, 3, 0)
+    assert interval.settled == {PRODUCER: [(0, 2)]}  # the last poll's with the close
+    terms, duplicates = account(interval, 3)
+    assert terms["accepted"] == 3 and terms["lost"] == 0 and terms["closes"] and duplicates == 0
+
+
+def test_a_refused_acknowledgement_does_not_settle_and_the_redelivery_is_no_duplicate(monkeypatch):
+    """Sequence 1's lock ran out before its acknowledgement: refused, it comes back (delivery 2) and
+    is settled then, once."""
+    polls = [poll_of((0, 0, 1), (1, 1, 1)), poll_of((1, 1, 2), (2, 2, 1))]
+    interval = run(monkeypatch, polls, lapse={1})
+    assert (interval.received, interval.accepted, interval.lock_timeouts) == (4, 3, 1)
+    assert interval.settled == {PRODUCER: [(0, 2)]}
+    terms, duplicates = account(interval, 3)
+    assert duplicates == 0 and terms["accepted"] == 3 and terms["closes"]
+
+
+def test_a_record_released_on_its_last_delivery_is_archived(monkeypatch):
+    """Released on delivery 1 of 2 it comes back; released on delivery 2, the broker archives it."""
+    polls = [poll_of((0, 0, 1)), poll_of((0, 0, 2))]
+    interval = run(monkeypatch, polls, [[RELEASE], [RELEASE]], groupConfig={"share.delivery.count.limit": 2})
+    assert (interval.released, interval.accepted) == (2, 0)
+    assert interval.settled == interval.settled_archived == {PRODUCER: [(0, 0)]}
+    terms, duplicates = account(interval, 1)
+    assert (terms["archived"], terms["accepted"], duplicates) == (1, 0, 0) and terms["closes"]
+
+
+def test_explicit_outcomes_count_when_their_acknowledgement_took_effect(monkeypatch):
+    """Accepted, rejected and released count once the broker answers; one refused counts as refused."""
+    polls = [poll_of((0, 0, 1), (1, 1, 1), (2, 2, 1), (3, 3, 1)), poll_of((2, 2, 2), (3, 3, 2))]
+    interval = run(monkeypatch, polls, [[ACCEPT, REJECT, RELEASE, ACCEPT], [ACCEPT, ACCEPT]], lapse={3})
+    assert (interval.accepted, interval.rejected, interval.released, interval.lock_timeouts) == (3, 1, 1, 1)
+    assert interval.settled == {PRODUCER: [(0, 3)]} and interval.settled_rejected == {PRODUCER: [(1, 1)]}
+    terms, duplicates = account(interval, 4)
+    assert (terms["accepted"], terms["rejected"], duplicates) == (3, 1, 0) and terms["closes"]
+
+
+def test_acknowledgements_left_unanswered_at_close_settle_nothing(monkeypatch):
+    class Silent(InMemoryShareClient):
+        def _commit(self) -> None:  # the acknowledgements never reach the broker (it went away)
+            self.sent = None
+
+    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
+    client.measure_from = 0.0
+    silent = Silent(client, [poll_of((0, 0, 1), (1, 1, 1))])
+    monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: silent)
+    client._consume_until_recreated()
+    interval = client.take_interval()
+    assert (interval.received, interval.accepted, interval.ack_errors, interval.settled) == (2, 0, 2, {})
