@@ -77,9 +77,13 @@ def test_processing_past_the_lock_redelivers_without_renewal_and_not_with_it(loc
     acked = info["totals"]["acked"]
     counts = client_totals(renewing)
     deliveries = table(renewing, "delivery_counts")
-    assert counts["lock_timeouts"] == 0 and counts["renewals_refused"] == 0, counts
-    assert set(deliveries.delivery_count) == {1}, counts  # no record came back
-    assert counts["received"] == acked and info["totals"]["duplicates"] == 0
+    # Kafka's Java client may acquire the next record with the fetch that brings the one in processing
+    # and hold it in its buffer, unrenewed (docs/share-groups.md): its lock may run out there, another
+    # consumer gets it (delivery 2), and the renewal of it, once handed over, is refused. Only such a
+    # record comes back, at most one per consumer and only after a refused renewal, and counts once.
+    redelivered = int(deliveries[deliveries.delivery_count > 1]["count"].sum())
+    assert counts["lock_timeouts"] == 0 and counts["renewals_refused"] == redelivered <= 3, counts
+    assert counts["received"] == acked + redelivered and info["totals"]["duplicates"] == 0
     # each record is processed for 2 lock durations and none of their locks timed out: each was renewed
     # at least once, but for the last of each consumer, still in processing when the drain ended
     assert counts["renewed"] >= acked - 3
