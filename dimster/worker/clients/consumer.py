@@ -14,6 +14,7 @@ import numpy as np
 
 from dimster.clients import (
     ACCEPT,
+    REFUSED,
     REJECT,
     RELEASE,
     RENEWAL_REFUSED,
@@ -290,12 +291,12 @@ class ConsumerClient(LoadClient):
                 count_answered(self.interval, rows, status)
 
     def _unanswered(self, rows: np.ndarray, when: str) -> None:
-        """Records whose acknowledgement was never answered: not settled (whatever became of them, the
-        broker did not say), counted as acknowledgement errors."""
+        """Records whose acknowledgement was never answered: whether it took effect is unknown. As for an
+        error answer (count_answered): an acknowledgement error, and counted by its outcome."""
         if len(rows):
             log.warning("%s: %d acknowledgement(s) unanswered %s", self.client_id, len(rows), when)
             with self.lock:
-                self.interval.ack_errors += len(rows)
+                count_answered(self.interval, rows, np.full(len(rows), REFUSED, dtype=np.int8))
 
     def _outcomes(self, count: int) -> np.ndarray:
         """ACCEPT, RELEASE or REJECT per record, with the workload's release and reject fractions."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dimster.clients import ACCEPT, LOCK_LAPSED, REJECT, RELEASE, SETTLED
+from dimster.clients import ACCEPT, LOCK_LAPSED, REFUSED, REJECT, RELEASE
 from dimster.worker.clients.load_client import distinct
 from dimster.worker.protocol import ClientInterval
 
@@ -101,17 +101,19 @@ def settle(by_producer: dict[int, list[Any]], records: np.ndarray) -> None:
 
 def count_answered(interval: ClientInterval, rows: np.ndarray, status: np.ndarray) -> None:
     """Count records the broker answered for: one whose acknowledgement took effect by its outcome,
-    settled unless released for another delivery; one whose lock had run out as a lock time-out, one
-    refused otherwise as an acknowledgement error: both come back (on their last delivery the broker
-    archives them instead)."""
+    settled unless released for another delivery; one whose lock had run out as a lock time-out: it
+    comes back (on its last delivery the broker archives it instead). One answered with another error
+    (a broker restarting, a leader moving) may have taken effect or not: it counts as an
+    acknowledgement error and by its outcome, as most often it did (one that comes back is then a
+    duplicate; counted as lost it would be a loss that never happened)."""
     if status.any():  # not all SETTLED
-        took_effect, lapsed = status == SETTLED, status == LOCK_LAPSED
+        lapsed = status == LOCK_LAPSED
         interval.lock_timeouts += int(np.count_nonzero(lapsed))
-        interval.ack_errors += int(np.count_nonzero(~took_effect & ~lapsed))
+        interval.ack_errors += int(np.count_nonzero(status == REFUSED))
         archived = rows[lapsed & rows["last"] & rows["ours"]]
         settle(interval.settled, archived)
         settle(interval.settled_archived, archived)
-        rows = rows[took_effect]
+        rows = rows[~lapsed]
     outcome, ours = rows["outcome"], rows["ours"]
     if not outcome.any():  # all accepted (ACCEPT is 0): implicit mode, as a rule
         interval.accepted += len(rows)
