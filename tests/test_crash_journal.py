@@ -147,3 +147,12 @@ def test_a_crashed_account_counts_acked_from_the_log_and_its_unreported_tail_in_
     # the cluster unknown: acked as reported, the account open
     g = account_of(100, None, settled=95, bound=5, unconsumed=None)
     assert (g["acked"], g["unconsumed"], g["lost"], g["closes"]) == (100, None, None, False)
+
+
+def test_a_journal_that_is_not_one_is_one_error_line(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"status": "crashed"}))
+    (run_dir / JOURNAL).write_bytes(b"\x92\xa6report\x01")  # a report that is no report
+    with pytest.raises(DimsterError, match=r"journal\.msgpack cannot be read"):
+        recover_crashed(run_dir)

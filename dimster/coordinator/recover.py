@@ -145,7 +145,7 @@ def recover_crashed(run_dir: Path) -> list[str]:
         return []
     if info.get("status") == "running":
         process = info.get("coordinator_process") or {}
-        if process and TrackedProcess(process["pid"], process["started"]).alive():
+        if process and TrackedProcess(process.get("pid", 0), process.get("started", 0.0)).alive():
             pid = process["pid"]
             raise DimsterError(f"{run_dir.name} is still running (coordinator pid {pid}): summarize it once it ends")
         mark_crashed(run_dir, process.get("pid", 0))
@@ -153,7 +153,10 @@ def recover_crashed(run_dir: Path) -> list[str]:
     journal = run_dir / JOURNAL
     if info.get("status") != "crashed" or not journal.is_file():
         return []
-    r = replay(journal)
+    try:
+        r = replay(journal)
+    except (ValueError, TypeError, KeyError, IndexError) as e:  # not a journal of ours (msgpack's are ValueErrors)
+        raise DimsterError(f"{run_dir.name}/{JOURNAL} cannot be read ({type(e).__name__}: {e})") from None
     notes = [f"the run crashed: its end is recorded from its journal ({r.reports:,} reports)"]
     if written := write_tail(run_dir / TAIL, run_dir / "metrics", r.load_started):
         notes.append(f"{written:,} report(s) not yet in the metrics files were written from the journal")

@@ -29,7 +29,7 @@ from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
 from dimster.worker.clients.drivers import consumer_driver
 from dimster.worker.clients.load_client import LoadClient, distinct
-from dimster.worker.clients.unsettled import Unsettled, count_answered, rows_of, settle
+from dimster.worker.clients.unsettled import Unsettled, archive, count_answered, rows_of, settle
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
 from dimster.workload.model import Workload
@@ -225,8 +225,7 @@ class ConsumerClient(LoadClient):
             ours = rows[rows["ours"]]
             last = ours["last"]
             settle(self.interval.crash_held, ours[~last])
-            settle(self.interval.settled, ours[last])
-            settle(self.interval.settled_archived, ours[last])
+            archive(self.interval, ours[last])
         log.warning("%s crashed holding %d record(s)", self.client_id, len(rows))
 
     def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
@@ -269,8 +268,7 @@ class ConsumerClient(LoadClient):
         rows = self.unsettled.take(record_keys(polled)[last])
         with self.lock:
             self.interval.lock_timeouts += len(rows)
-            settle(self.interval.settled, rows)
-            settle(self.interval.settled_archived, rows)
+            archive(self.interval, rows)
 
     def _lock_timeout_s(self, driver: ConsumerDriver) -> float:
         """The acquisition lock time-out: as the client last heard it (Java), else the group's config as

@@ -99,6 +99,12 @@ def settle(by_producer: dict[int, list[Any]], records: np.ndarray) -> None:
         by_producer.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
 
 
+def archive(interval: ClientInterval, records: np.ndarray) -> None:
+    """Records the broker archived (their last delivery ran out or was released): settled, as archived."""
+    settle(interval.settled, records)
+    settle(interval.settled_archived, records)
+
+
 def count_answered(interval: ClientInterval, rows: np.ndarray, status: np.ndarray) -> None:
     """Count records the broker answered for: one whose acknowledgement took effect by its outcome,
     settled unless released for another delivery; one whose lock had run out as a lock time-out: it
@@ -110,9 +116,7 @@ def count_answered(interval: ClientInterval, rows: np.ndarray, status: np.ndarra
         lapsed = status == LOCK_LAPSED
         interval.lock_timeouts += int(np.count_nonzero(lapsed))
         interval.ack_errors += int(np.count_nonzero(status == REFUSED))
-        archived = rows[lapsed & rows["last"] & rows["ours"]]
-        settle(interval.settled, archived)
-        settle(interval.settled_archived, archived)
+        archive(interval, rows[lapsed & rows["last"] & rows["ours"]])
         rows = rows[~lapsed]
     outcome, ours = rows["outcome"], rows["ours"]
     if not outcome.any():  # all accepted (ACCEPT is 0): implicit mode, as a rule
