@@ -8,8 +8,15 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from dimster.paths import project_dir
+from dimster.workload.model import version_tuple
 
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
+
+
+def share_feature_level(kafka_version: str) -> int:
+    """The `share.version` dimster formats a new cluster with: 2 (share groups with dead-letter queues,
+    KIP-1191) from Kafka 4.4, 1 (share groups) before."""
+    return 2 if version_tuple(kafka_version) >= (4, 4) else 1
 
 
 class AgentAddress(BaseModel):

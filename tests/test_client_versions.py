@@ -10,12 +10,13 @@ import yaml
 from dimster.clients.properties import check_client_configs, java_versions
 from dimster.coordinator.changes import live_changes
 from dimster.coordinator.topology import build_topology, place, pools, worker_versions
+from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import DimsterError
 from dimster.workload.model import parse_workload
 from tests.conftest import dimster
 from tests.runs import BASE, only_bundle, run_info, summarized, table, wait, write_workload
 
-CLUSTER = "4.3.1"
+CLUSTER = DEFAULT_KAFKA_VERSION
 GROUPS = {"consumerType": "CONSUMER_GROUP", "clientLibrary": "java"}
 
 
@@ -65,7 +66,7 @@ def test_two_versions_go_on_workers_of_their_own():
     consumers = [placement[f"c{c.consumer_id}"] for c in topology.consumers]
     producers = [placement[f"p{p.producer_id}"] for p in topology.producers]
     assert consumers == [0, 2, 0, 2, 0] and producers == [1, 3, 1]
-    with pytest.raises(DimsterError, match=r"need 2 kafka-clients versions \(consumer 2.4.0, producer 4.3.1\)"):
+    with pytest.raises(DimsterError, match=rf"need 2 kafka-clients versions \(consumer 2.4.0, producer {CLUSTER}\)"):
         worker_versions(versions, 1, CLUSTER)
 
 

@@ -62,7 +62,7 @@ def await_members(bootstrap: str, group: str, count: int, timeout: float = 60) -
 def test_status_reports_one_healthy_node(local_cluster):
     status = status_json()
     assert status["code"] == 0
-    assert status["healthy"] and status["kafka_version"] == "4.3.1"
+    assert status["healthy"] and status["kafka_version"] == DEFAULT_KAFKA_VERSION
     assert status["bootstrap_servers"] == local_cluster
     [node] = status["nodes"]
     assert node["registered"] and psutil.pid_exists(node["pid"])

@@ -4,6 +4,7 @@ statistics and logs, and their property checks."""
 
 import pytest
 
+from dimster.environment import DEFAULT_KAFKA_VERSION
 from tests.conftest import dimster
 from tests.runs import (
     modifications,
@@ -114,7 +115,7 @@ def test_mixed_libraries_lose_nothing(tmp_path, libraries):
     assert producers.tx_msgs.max() > 0 and producers.batch_records_avg.max() > 0
     assert consumers.rx_bytes.max() > 0 and (consumers.requests_fetch + consumers.requests_sharefetch).max() > 0
     java_role = "producer" if libraries["producer"] == "java" else "share_consumer"
-    assert info["versions"]["java_clients"] == {java_role: "4.3.1"}
+    assert info["versions"]["java_clients"] == {java_role: DEFAULT_KAFKA_VERSION}
     java_log = (bundle / "logs" / "worker-0.java.log").read_text()
     client = "p0" if java_role == "producer" else "c0"
     assert f"client.id = {client}" in java_log and "Config values" in java_log

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.worker.wake_lag import PERIOD_S
 from tests.conftest import dimster
 from tests.runs import events, run_info, run_until, start_run, summarized, table, wait, write_workload
@@ -46,7 +47,7 @@ def every_record_once(bundle: Path, summary: dict, consumer_type: str) -> None:
     assert (stats[stats.role == "producer"].tx_msgs.max()) > 0
     for name in ("workload.yaml", "environment.yaml", "broker-config.yaml", "events.jsonl", "logs/worker-0.log"):
         assert (bundle / name).exists(), name
-    assert info["versions"]["kafka"] == "4.3.1" and info["versions"]["librdkafka"]
+    assert info["versions"]["kafka"] == DEFAULT_KAFKA_VERSION and info["versions"]["librdkafka"]
     assert info["hardware"]["cpus"] >= 1 and "run" in info["command_line"]
     assert yaml.safe_load((bundle / "workload.yaml").read_text())["consumerType"] == consumer_type
 

@@ -98,19 +98,19 @@ def test_with_continue_the_lost_clients_go_on_elsewhere_under_fresh_ids(tmp_path
 
 
 def test_clients_whose_kafka_clients_version_no_live_worker_runs_fail_the_run_in_one_line(tmp_path):
-    """Producers on 4.4.0 go on worker 1, share consumers on the cluster's 4.3.1 on worker 0: when
-    worker 1 is lost, its producers have nowhere to go on, whatever onWorkerLoss says."""
-    workers = FakeWorkers(lose_worker=1)
+    """Producers on 4.3.1 go on worker 0, share consumers on the cluster's 4.4.0 on worker 1: when
+    worker 0 is lost, its producers have nowhere to go on, whatever onWorkerLoss says."""
+    workers = FakeWorkers(lose_worker=0)
     c = coordinator(
-        tmp_path, workers, on_worker_loss="continue", clientLibrary="java", clientVersion={"producer": "4.4.0"}
+        tmp_path, workers, on_worker_loss="continue", clientLibrary="java", clientVersion={"producer": "4.3.1"}
     )
     assert c.ensemble.worker_versions == ["4.3.1", "4.4.0"]
     with pytest.raises(RunFailed):
         c.run()
     [lost] = [e for e in events(c) if e["event"] == "worker_lost"]
-    assert lost["clients"] == ["p0", "p1"]  # worker 1 hosted the producers, worker 0 the consumers
+    assert lost["clients"] == ["p0", "p1"]  # worker 0 hosted the producers, worker 1 the consumers
     info = json.loads((c.bundle.path / "run.json").read_text())
-    assert info["status"] == "failed" and info["failure"] == "no live worker runs kafka-clients 4.4.0 for p2, p3"
+    assert info["status"] == "failed" and info["failure"] == "no live worker runs kafka-clients 4.3.1 for p2, p3"
     assert not [m for _, m in workers.sent if isinstance(m, AddClients)]
     assert [p.producer_id for p in c.topology.producers] == [] and len(c.topology.consumers) == 2
 

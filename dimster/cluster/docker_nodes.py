@@ -28,6 +28,7 @@ from dimster.containers.daemon import (
 )
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.jmx_exporter import agent_jar, rules_file
+from dimster.profile import share_feature_level
 
 CONFIG_DIR = "/etc/kafka/dimster"  # where the node's server.properties (and the metrics agent) go
 DATA_DIR = "/var/lib/kafka/data"  # the official image's data folder: the node's volume
@@ -217,12 +218,13 @@ class DockerNodes(NodeCluster[DockerState]):
     def _command(self) -> list[str]:
         """Format the volume when it is new (a JVM of its own: a restart skips it), then run Kafka."""
         properties = f"{CONFIG_DIR}/server.properties"
+        share_version = share_feature_level(self.profile.kafka_version)
         return [
             "/bin/sh",
             "-c",
             f"[ -f {DATA_DIR}/meta.properties ] || "
             f'/opt/kafka/bin/kafka-storage.sh format --ignore-formatted -t "$DIMSTER_CLUSTER_ID" -c {properties} '
-            f"--feature share.version=1 && exec /opt/kafka/bin/kafka-server-start.sh {properties}",
+            f"--feature share.version={share_version} && exec /opt/kafka/bin/kafka-server-start.sh {properties}",
         ]
 
     def _environment(self, cluster_id: str) -> dict[str, str]:

@@ -31,6 +31,7 @@ from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import KafkaDistribution
 from dimster.kafka.jmx_exporter import agent_jar, agent_option
 from dimster.paths import display, project_dir
+from dimster.profile import share_feature_level
 
 BROKER_PASSWORD_ENV = "DIMSTER_BROKER_PASSWORD"  # set in a secure broker's environment only
 ENV_CONFIG_PROVIDER = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
@@ -312,7 +313,7 @@ class LocalNodes(NodeCluster[ClusterState]):
             "-c",
             str(self.node_dir(index) / "server.properties"),
             "--feature",
-            "share.version=1",
+            f"share.version={share_feature_level(self.profile.kafka_version)}",
             *self._scram_users(),
         ]
         jvm_options = (
