@@ -72,6 +72,12 @@ class RunAggregate:
         self.renewed = self.renewals_refused = self.lock_timeouts = self.ack_errors = 0
         self.crashes = self.redelivered_after_crash = 0
         self.duplicates = 0
+        # dead-letter queues (KIP-1191), None when the run has none: the live count is the topic's
+        # records so far; at the end, the run's records found there, and where that differs from
+        # rejected + archived (coordinator/dead_letters.py)
+        self.dead_lettered: int | None = None
+        self.dead_letter_missing: int | None = None
+        self.dead_letter_duplicates: int | None = None
         self.target_rate: dict[str, float] = {}  # producer client id -> latest target
         # producer client id -> (report end time, its latest client statistics)
         self.producer_stats: dict[str, tuple[float, dict]] = {}
