@@ -117,6 +117,9 @@ def run_totals(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, acco
         "consumer_crashes": a.crashes,
         "redelivered_after_crash": a.redelivered_after_crash,
         "archived": sum(g["archived"] for g in account.values()),
+        "dead_lettered": a.dead_lettered,
+        "dead_letter_missing": a.dead_letter_missing,
+        "dead_letter_duplicates": a.dead_letter_duplicates,
     }
 
 

@@ -78,6 +78,7 @@ class RunAggregate:
         self.dead_lettered: int | None = None
         self.dead_letter_missing: int | None = None
         self.dead_letter_duplicates: int | None = None
+        self.dead_letter_by_group: dict[str, dict[str, int | None]] = {}  # the three, and `unexpected`, per group
         self.target_rate: dict[str, float] = {}  # producer client id -> latest target
         # producer client id -> (report end time, its latest client statistics)
         self.producer_stats: dict[str, tuple[float, dict]] = {}
@@ -314,11 +315,13 @@ class RunAggregate:
                 "lost": lost.get(group, 0) if known else None,
             }
             unaccounted = self.acked_by_topic[topic] - sum(v or 0 for v in terms.values())
+            dead_letters = self.dead_letter_by_group.get(group, {})
             accounts[group] = {
                 "acked": self.acked_by_topic[topic],
                 **terms,
                 "closes": known and unaccounted == 0,
                 "unaccounted": unaccounted,
+                **{k: dead_letters.get(k) for k in ("dead_lettered", "dead_letter_missing", "dead_letter_duplicates")},
             }
         return accounts
 

@@ -39,6 +39,8 @@ LIVE = {
     "kafkaConfig.topicConfig": "topic-config",
     "brokerConfig": "broker",
     "groupConfig": "group-config",
+    "deadLetterQueue.enabled": "group-config",
+    "deadLetterQueue.copyRecord": "group-config",
     "durationSeconds": "coordinator",
     "reportIntervalSeconds": "coordinator",
     "drainTimeoutSeconds": "coordinator",
@@ -52,6 +54,7 @@ REFUSED = {
     "consumerType": "a run's consumers are either share groups or consumer groups; start a new run",
     "groupsPerTopic": "groups are created when a run starts; start a new run",
     "mode": "a run's test mode is chosen when it starts; start a new run",
+    "deadLetterQueue": "a run's dead-letter topic is chosen when it starts; change enabled or copyRecord live",
     "clientVersion": "each worker's JVM loads one kafka-clients version when the run starts; start a new run",
 }
 
@@ -93,9 +96,9 @@ def live_changes(old: dict, new: dict) -> list[Change]:
         if before.get(key) == after.get(key):
             continue
         root = key.split(".")[0]
-        if root in REFUSED:
-            raise ValueError(f"'{key}' cannot change during a run: {REFUSED[root]}")
         effect = effect_of(key)
+        if effect is None and root in REFUSED:
+            raise ValueError(f"'{key}' cannot change during a run: {REFUSED[root]}")
         if effect is None:
             raise ValueError(f"'{key}' cannot change during a run")
         if effect == "partitions" and after[key] < before[key]:

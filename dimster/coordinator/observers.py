@@ -6,8 +6,10 @@ import queue
 import time
 from collections.abc import Callable
 
+from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.broker_scrape import BrokerScraper
 from dimster.coordinator.cluster_watch import BrokerWatch
+from dimster.coordinator.dead_letters import DeadLetterWatch
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.run_log import RunLog
 from dimster.errors import DimsterError
@@ -21,8 +23,9 @@ POSITIONS_TIMEOUT_SECONDS = 90.0  # for the groups' positions at the end
 
 
 class BrokerObservers:
-    def __init__(self, kafka: RunKafka, broker_metrics_urls: dict[int, str], log: RunLog):
+    def __init__(self, kafka: RunKafka, broker_metrics_urls: dict[int, str], log: RunLog, aggregate: RunAggregate):
         self.kafka = kafka
+        self.aggregate = aggregate
         self.urls = broker_metrics_urls
         self.log = log
         self.broker_watch: BrokerWatch | None = None  # once the cluster has said which brokers it has
@@ -31,6 +34,7 @@ class BrokerObservers:
         self.lag_watch: LagWatch | None = None  # the groups' lag as the brokers see it, while load runs
         self.broker_lag: LagSample | None = None  # its latest sample
         self._lag_error_said = False
+        self.dead_letters: DeadLetterWatch | None = None  # the run's dead-letter topic, when it has one
 
     def watch_brokers(self) -> None:
         self.broker_watch = self.kafka.broker_watch()
@@ -53,6 +57,9 @@ class BrokerObservers:
             self.broker_watch.start()
         if self.scraper:
             self.scraper.start()
+        if self.kafka.dead_letter_topic:
+            self.dead_letters = DeadLetterWatch(self.kafka, self.aggregate, self.log)
+            self.dead_letters.start()
 
     def watch_lag(
         self, groups: dict[str, GroupSpec], metrics: MetricsWriter | None, phase: str, backlog_by_group: Callable
@@ -114,7 +121,8 @@ class BrokerObservers:
         self, metrics: MetricsWriter | None, groups: list[str], closes: Callable, backlog_by_group: Callable
     ) -> dict[str, int] | None:
         """Once the workers have closed: a last scrape (the brokers' counts at the end), where each group
-        stands (`unconsumed`), and the lag watch's last reading. Returns the unconsumed records by group."""
+        stands (`unconsumed`), the lag watch's last reading, and the dead-letter topic's records. Returns
+        the unconsumed records by group."""
         if self.scraper:
             self.scraper.stop()
             self.write_samples(metrics, "done")
@@ -122,6 +130,8 @@ class BrokerObservers:
         if self.lag_watch:
             self.lag_watch.stop()
             self.take_lag(metrics, "done", backlog_by_group)  # with the reading of the end
+        if self.dead_letters:
+            self.dead_letters.finish()
         return by_group
 
     def unconsumed(self, groups: list[str], closes: Callable[[dict[str, int]], bool]) -> dict[str, int] | None:
@@ -156,3 +166,5 @@ class BrokerObservers:
             self.scraper.stopped.set()
         if self.lag_watch:
             self.lag_watch.stop()
+        if self.dead_letters:
+            self.dead_letters.stopped.set()

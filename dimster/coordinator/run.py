@@ -80,7 +80,7 @@ class Coordinator:
         self.kafka = kafka or RunKafka(profile.bootstrap_servers, profile.kafka_version, self.client_security)
         self.aggregate = RunAggregate(self.topology.groups)
         self.barrier = AssignmentBarrier(self.kafka, self.log)
-        self.observers = BrokerObservers(self.kafka, profile.broker_metrics_urls, self.log)
+        self.observers = BrokerObservers(self.kafka, profile.broker_metrics_urls, self.log, self.aggregate)
         self.live = LiveChanges(cluster, self.kafka, self.ensemble, self.log, versions)
         self.phase = "starting"
         self.stop_requested = 0

@@ -9,10 +9,12 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from dimster.coordinator.cluster_watch import BrokerWatch
 from dimster.errors import DimsterError
 from dimster.kafka.admin import admin_client, describe_brokers, wait_until_partitions_serve
+from dimster.kafka.dead_letters import cluster_settings, dead_letter_topic, refusal
 from dimster.kafka.distribution import kafka_distribution
 from dimster.kafka.groups import AssignmentWatch, GroupSpec, LagWatch
 from dimster.kafka.properties import property_text
 from dimster.kafka.security import ClientSecurity
+from dimster.workload.dead_letter import dead_letter_group_config
 from dimster.workload.model import Workload
 
 ADMIN_TIMEOUT = 15.0
@@ -26,6 +28,9 @@ class RunKafka:
         self.security = dict(security or {})  # the cluster's client security (kafka/security.py)
         self.kafka_version = kafka_version
         self.brokers: list[int] = []
+        self.dead_letter_topic: str | None = None  # the run's share groups' (workload key deadLetterQueue)
+        self.dead_letter_created = False  # by dimster, for the run: deleted with its topics
+        self.dead_letter_states: set[bool] = set()  # `enabled` as the run had it, at start and live
 
     def prepare(self, workload: Workload, topics: list[str], groups: list[str]) -> int:
         """Create the run's topics (after a validate-only pass) and let share groups start at the
@@ -34,6 +39,8 @@ class RunKafka:
         admin = admin_client(self.bootstrap, self.security, **{"socket.connection.setup.timeout.ms": 10_000})
         w = workload
         replication = w.replication_factor or min(3, len(self.brokers))
+        if w.dead_letter_queue and groups:
+            self._prepare_dead_letters(admin, w, topics, replication)
         config = {k: property_text(v) for k, v in w.kafka_config.topic_config.items()}
         new_topics = [NewTopic(t, w.partitions_per_topic, replication, config=config) for t in topics]
         for validate_only in (True, False):
@@ -44,7 +51,7 @@ class RunKafka:
         ):
             raise DimsterError(f"the partitions of the run's topics were not served within {SERVE_TIMEOUT:.0f}s")
         if groups:
-            configs = {**(SHARE_GROUP_START if w.consumer_type == "SHARE_GROUP" else {}), **w.group_config}
+            configs = {**(SHARE_GROUP_START if w.consumer_type == "SHARE_GROUP" else {}), **self.group_configs(w)}
             resources = group_config_resources(groups, {}, configs)
             if resources:
                 for validate_only in (True, False):
@@ -54,6 +61,33 @@ class RunKafka:
         [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
         entry = described.result(timeout=ADMIN_TIMEOUT).get("group.share.delivery.count.limit")
         return int(entry.value) if entry is not None and entry.value else 5
+
+    def _prepare_dead_letters(self, admin: AdminClient, w: Workload, topics: list[str], replication: int) -> None:
+        """Check that the cluster will write the run's dead-letter records (it archives them in silence
+        when it will not), then create the topic unless it is there or the broker creates it."""
+        queue = w.dead_letter_queue
+        assert queue is not None
+        settings = cluster_settings(admin, self.brokers[0], self.bootstrap, self.kafka_version, self.security)
+        topic = queue.topic or settings.prefix + topics[0].rsplit("-", 1)[0]  # prefix, run name and tag
+        if problem := refusal(queue, topic, settings, self.kafka_version):
+            raise DimsterError(problem)
+        self.dead_letter_topic = topic
+        self.dead_letter_states.add(queue.enabled)
+        if queue.create_topic and topic not in admin.list_topics(timeout=ADMIN_TIMEOUT).topics:
+            new = dead_letter_topic(topic, w.partitions_per_topic, replication)
+            self.results(admin.create_topics([new], request_timeout=ADMIN_TIMEOUT), "dead-letter topic")
+            self.dead_letter_created = True
+
+    def dead_letter_partitions(self) -> int:
+        """The dead-letter topic's partitions (0 until the broker has created one it creates)."""
+        assert self.dead_letter_topic is not None
+        admin = admin_client(self.bootstrap, self.security)
+        described = admin.list_topics(self.dead_letter_topic, timeout=ADMIN_TIMEOUT).topics.get(self.dead_letter_topic)
+        return 0 if described is None or described.error is not None else len(described.partitions)
+
+    def group_configs(self, w: Workload) -> dict:
+        """The workload's group configs with those of its dead-letter queue."""
+        return {**w.group_config, **dead_letter_group_config(w.dead_letter_queue, self.dead_letter_topic)}
 
     def group_config(self, group: str, prefix: str) -> dict[str, str]:
         """The effective configs of `group` whose names start with `prefix` (`share.`, `consumer.`)."""
@@ -89,6 +123,8 @@ class RunKafka:
         """Delete the run's topics; returns what could not be deleted, one line each."""
         admin = admin_client(self.bootstrap, self.security)
         problems = []
+        if self.dead_letter_created and self.dead_letter_topic:
+            topics = [*topics, self.dead_letter_topic]
         for future in admin.delete_topics(topics, request_timeout=ADMIN_TIMEOUT).values():
             try:
                 future.result(timeout=ADMIN_TIMEOUT + 5)
@@ -134,7 +170,7 @@ class ConfigChanges:
         )
         self.resources = self._config_resources() if "topic-config" in effects else []
         if "group-config" in effects:
-            self.resources += group_config_resources(groups, old.group_config, new.group_config)
+            self.resources += group_config_resources(groups, kafka.group_configs(old), kafka.group_configs(new))
         self.partitions = (
             [NewPartitions(t, new.partitions_per_topic) for t in topics] if "partitions" in effects else []
         )
@@ -162,6 +198,8 @@ class ConfigChanges:
         notes = []
         if self.resources:
             self.kafka.results(self._admin_client().incremental_alter_configs(self.resources), "the config of")
+            if self.new.dead_letter_queue:
+                self.kafka.dead_letter_states.add(self.new.dead_letter_queue.enabled)
         if self.partitions:
             self.kafka.results(self._admin_client().create_partitions(self.partitions), "partitions of")
             grown = dict.fromkeys(self.topics, range(self.old.partitions_per_topic, self.new.partitions_per_topic))

@@ -21,6 +21,12 @@ def prepare_topics(kafka: RunKafka, workload: Workload, topology: Topology, bund
     groups' record lock duration (ms)."""
     limit = kafka.prepare(workload, topology.topics, list(topology.groups))
     bundle.run_info.update(topics=topology.topics, groups=topology.groups)
+    if queue := workload.dead_letter_queue:
+        created = "dimster" if kafka.dead_letter_created else ("broker" if not queue.create_topic else "before the run")
+        bundle.run_info["deadLetterQueue"] = {
+            "topic": kafka.dead_letter_topic, "copyRecord": queue.copy_record, "createTopic": queue.create_topic,
+            "createdBy": created,
+        }  # fmt: skip
     if not topology.groups:
         return limit, DEFAULT_LOCK_MS
     prefix = "share." if workload.consumer_type == "SHARE_GROUP" else "consumer."

@@ -12,6 +12,7 @@ from dimster.client_libraries import LIBRARIES
 from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.secret_keys import MASK, is_secret_key
+from dimster.workload.dead_letter import DeadLetterQueue
 from dimster.workload.modes import MODES, Mode, mode_mapping
 from dimster.workload.modes import problem as mode_problem
 from dimster.workload.modes.steady import Steady
@@ -211,6 +212,7 @@ class Workload(Strict):
     broker_config: KafkaProperties = Field(default_factory=dict, alias="brokerConfig")
     # dynamic group configs (share.record.lock.duration.ms, ...) of every group of the run
     group_config: KafkaProperties = Field(default_factory=dict, alias="groupConfig")
+    dead_letter_queue: DeadLetterQueue | None = Field(None, alias="deadLetterQueue")  # Kafka 4.4, KIP-1191
     mode: Mode = Field(default_factory=Steady)
 
     @model_validator(mode="before")
@@ -263,6 +265,8 @@ class Workload(Strict):
             raise ValueError("staticMembership needs consumerType: CONSUMER_GROUP (share groups have none)")
         if self.flow_control.paused_fraction and self.consumer_type != "CONSUMER_GROUP":
             raise ValueError("flowControl needs consumerType: CONSUMER_GROUP (share consumers pause no partitions)")
+        if self.dead_letter_queue and self.consumer_type != "SHARE_GROUP":
+            raise ValueError("deadLetterQueue needs consumerType: SHARE_GROUP (consumer groups have none)")
         if self.consumer_crashes and self.consumer_type != "SHARE_GROUP":
             raise ValueError("consumerCrashes needs consumerType: SHARE_GROUP (share consumers crash, holding records)")
         if [c.at_seconds for c in self.consumer_crashes] != sorted(c.at_seconds for c in self.consumer_crashes):

@@ -1,6 +1,7 @@
 """The correctness plan: a steady run judged at its end. The verdict comes from its totals: every
 acknowledged record consumed (or still within its group's reach: not consumed is not lost), none
-corrupt, none out of order, and no duplicates unless the mode allows them."""
+corrupt, none out of order, no duplicates unless the mode allows them, and with a dead-letter queue
+every rejected or archived record in its topic exactly once."""
 
 from typing import Literal
 
@@ -32,6 +33,9 @@ def correctness_verdict(settings: Correctness, totals: dict, consumer_type: str)
         "out_of_order": totals.get("out_of_order") or 0,
         "duplicates": totals.get("duplicates") or 0,
         "in_doubt": totals.get("in_doubt") or 0,
+        # a dead-letter queue: each rejected or archived record in its topic exactly once
+        "dead_letter_missing": totals.get("dead_letter_missing") or 0,
+        "dead_letter_duplicates": totals.get("dead_letter_duplicates") or 0,
     }
     failing = {name: count for name, count in checks.items() if count}
     if settings.allow_duplicates:

@@ -1,0 +1,178 @@
+"""A share group's dead-letter topic on the cluster (KIP-1191, Kafka 4.4): whether the cluster writes
+one, the topic itself, and what it holds. A dead-letter record carries its source in headers
+(`__dlq.errors.topic`, `.partition`, `.offset`, `.group`), and the record's own key and value only when
+the group copies them; a record's producer and sequence number are read from its source when not."""
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from dimster.errors import DimsterError
+from dimster.kafka.admin import _quiet
+from dimster.kafka.distribution import kafka_distribution, run_helper
+from dimster.kafka.security import ClientSecurity
+from dimster.workload.dead_letter import AUTO_CREATE, OLDEST_SHARE_VERSION, PREFIX, TOPIC_ENABLE, DeadLetterQueue
+from dimster.workload.payload import unpack_header
+
+HEADER = "__dlq.errors."
+TIMEOUT = 15.0
+Source = tuple[str, str, int, int]  # group, topic, partition, offset of the record dead-lettered
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    share_version: int
+    prefix: str  # what every dead-letter topic's name must start with ("" when any name will do)
+    auto_create: bool
+
+
+def cluster_settings(admin: AdminClient, broker: int, bootstrap: str, version: str, security) -> ClusterSettings:
+    """The finalized share.version (through Kafka's Admin API in dimster's Java helper) and the
+    cluster's two dead-letter configs, as broker `broker` has them."""
+    result = run_helper(kafka_distribution(version), "share-health", bootstrap, security=security)
+    try:
+        share_version = int(json.loads(result.stdout.strip().splitlines()[-1])["shareVersion"])
+    except (IndexError, KeyError, ValueError):
+        raise DimsterError(f"the finalized share.version of the cluster at {bootstrap} could not be read") from None
+    [described] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(broker))]).values()
+    entries = described.result(timeout=TIMEOUT)
+    prefix = entries[PREFIX].value if PREFIX in entries else None
+    auto = entries.get(AUTO_CREATE)
+    return ClusterSettings(share_version, "dlq." if prefix is None else prefix, bool(auto and auto.value == "true"))
+
+
+def refusal(queue: DeadLetterQueue, topic: str, settings: ClusterSettings, version: str) -> str | None:
+    """Why the cluster would write no dead-letter record for this queue (it archives in silence then)."""
+    if settings.share_version < OLDEST_SHARE_VERSION:
+        return (
+            f"deadLetterQueue needs share.version={OLDEST_SHARE_VERSION} (Kafka 4.4 or newer, KIP-1191): the "
+            f"cluster (kafkaVersion {version}) has share.version={settings.share_version}"
+        )
+    if not topic.startswith(settings.prefix):
+        return (
+            f"deadLetterQueue.topic '{topic}' does not start with the cluster's {PREFIX} "
+            f"'{settings.prefix}': name it '{settings.prefix}…'"
+        )
+    if not queue.create_topic and not settings.auto_create:
+        return (
+            f"deadLetterQueue.createTopic: false needs {AUTO_CREATE}=true on the brokers (brokerConfig), "
+            "or createTopic: true"
+        )
+    return None
+
+
+def dead_letter_topic(topic: str, partitions: int, replication: int) -> NewTopic:
+    """A dead-letter topic of dimster's: the broker writes to a topic it did not create only when the
+    topic says so."""
+    return NewTopic(topic, partitions, replication, config={TOPIC_ENABLE: "true"})
+
+
+def consumer(bootstrap: str, security: ClientSecurity) -> Consumer:
+    """A consumer that reads by assignment and commits nothing."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "dimster-dead-letter-reader",  # never joined: partitions are assigned
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "logger": _quiet,
+            **(security or {}),
+        }
+    )
+
+
+def partitions_of(reader: Consumer, topic: str) -> list[int]:
+    described = reader.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
+    if described is None or described.error is not None:
+        return []  # the broker creates it at its first dead-letter record
+    return sorted(described.partitions)
+
+
+@dataclass
+class DeadLetters:
+    found: Counter  # Source -> how many dead-letter records it has
+    copied: dict[Source, tuple[int, int]]  # (producer id, sequence) of a record copied with its value
+    others: int  # records of groups not the run's (a topic a user shares)
+
+
+def read_sources(bootstrap: str, security: ClientSecurity, topic: str, groups: set[str]) -> DeadLetters:
+    """What the dead-letter topic holds now for `groups`."""
+    reader = consumer(bootstrap, security)
+    letters = DeadLetters(Counter(), {}, 0)
+    try:
+        partitions = partitions_of(reader, topic)
+        for message in _every_record(reader, topic, partitions):
+            headers = {k: v.decode() for k, v in message.headers() or [] if k.startswith(HEADER) and v is not None}
+            group = headers.get(HEADER + "group")
+            if group not in groups:
+                letters.others += 1
+                continue
+            partition, offset = int(headers[HEADER + "partition"]), int(headers[HEADER + "offset"])
+            source = (group, headers[HEADER + "topic"], partition, offset)
+            letters.found[source] += 1
+            if header := unpack_header(message.value()):
+                letters.copied[source] = header[:2]
+    finally:
+        reader.close()
+    return letters
+
+
+def identities(bootstrap: str, security: ClientSecurity, sources: set[Source]) -> dict[Source, tuple[int, int]]:
+    """(producer id, sequence) of each source record, read from the run's topics by offset."""
+    wanted: dict[tuple[str, int], set[int]] = {}
+    for _group, topic, partition, offset in sources:
+        wanted.setdefault((topic, partition), set()).add(offset)
+    known: dict[tuple[str, int, int], tuple[int, int]] = {}
+    reader = consumer(bootstrap, security)
+    try:
+        for (topic, partition), offsets in wanted.items():
+            last = max(offsets)
+            reader.assign([TopicPartition(topic, partition, min(offsets))])
+            for message in _records_until(reader, last):
+                if message.topic() != topic or message.partition() != partition:
+                    continue  # fetched for the partition read before
+                header = unpack_header(message.value()) if message.offset() in offsets else None
+                if header:
+                    known[(topic, partition, message.offset())] = header[:2]
+    finally:
+        reader.close()
+    return {s: known[s[1:]] for s in sources if s[1:] in known}
+
+
+def _every_record(reader: Consumer, topic: str, partitions: list[int]):
+    """Every record the partitions hold now, up to each one's end."""
+    ends = {p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT)[1] for p in partitions}
+    open_partitions = {p for p, end in ends.items() if end > 0}
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in open_partitions])
+    deadline = time.monotonic() + 60
+    while open_partitions and time.monotonic() < deadline:
+        for message in _records(reader):
+            partition, offset = message.partition() or 0, message.offset() or 0
+            if offset >= ends[partition] - 1:
+                open_partitions.discard(partition)
+            yield message
+    if open_partitions:
+        raise DimsterError(f"the dead-letter topic {topic} could not be read to its end within 60 s")
+
+
+def _records_until(reader: Consumer, last: int):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for message in _records(reader):
+            yield message
+            if (message.offset() or 0) >= last:
+                return
+
+
+def _records(reader: Consumer):
+    """One fetch's records: an error other than a partition's end is raised."""
+    for message in reader.consume(10_000, 1.0):
+        error = message.error()
+        if error is None:
+            yield message
+        elif error.code() != KafkaError._PARTITION_EOF:
+            raise KafkaException(error)

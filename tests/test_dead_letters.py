@@ -1,0 +1,107 @@
+"""Dead-letter queues (KIP-1191) on the session's `local` (Kafka 4.4.0, share.version=2): a share group
+rejects a known fraction of its records and lets others time out on their last delivery; each such
+record is in the dead-letter topic once, as the topic itself says when this test reads it, and
+dimster's figures say the same. On a 4.3 cluster the workload is refused in one line."""
+
+from collections import Counter
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from dimster.environment import load_environment
+from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
+from tests.runs import BASE, events, only_bundle, run_info, write_workload
+
+pytestmark = pytest.mark.kafka
+
+LOCK_MS = 1000  # the shortest the suite's broker allows
+LIMIT = 2  # deliveries: a record whose lock runs out twice is archived, and dead-lettered
+# One record per poll, processed for 0 to 2 lock durations (about half outlast their lock), a fifth
+# of those acknowledged in time rejected: both ways into the dead-letter topic in one short run.
+DEAD_LETTERS = {
+    **BASE,
+    "partitionsPerTopic": 2,
+    "messageSize": 128,
+    "producersPerTopic": 1,
+    "producerRate": 6,
+    "durationSeconds": 8,
+    "warmupSeconds": 0,
+    "reportIntervalSeconds": 2,
+    "drainTimeoutSeconds": 60,
+    "consumersPerGroup": 6,
+    "consumerProcMsMin": 0,
+    "consumerProcMsMax": 2 * LOCK_MS,
+    "keepTopics": True,  # the test reads the dead-letter topic itself, then deletes it
+    "acknowledgement": {"mode": "EXPLICIT", "rejectFraction": 0.2},
+    "clientLibrary": {"shareConsumer": "java"},
+    "groupConfig": {"share.record.lock.duration.ms": LOCK_MS, "share.delivery.count.limit": LIMIT},
+    "deadLetterQueue": {},
+    "kafkaConfig": {
+        "producerConfig": {"linger.ms": 0},
+        "shareConsumerConfig": {"max.poll.records": 1, "share.acquire.mode": "record_limit"},
+    },
+}
+
+
+def read_topic(bootstrap: str, topic: str) -> list:
+    """Every record of `topic`, from its start to its end now."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "dlq-test", "enable.auto.commit": False})
+    partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = {p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p, end in ends.items() if end])
+    records: list = []
+    while len(records) < sum(ends.values()):
+        records += [m for m in reader.consume(1000, 5.0) if m.error() is None]
+    reader.close()
+    return records
+
+
+def test_rejected_and_last_delivery_records_are_dead_lettered_once_and_the_account_closes(local_cluster, tmp_path):
+    workload = write_workload(tmp_path, "dlq", **DEAD_LETTERS)
+    results = tmp_path / "results"
+    result = dimster("run", "local", "-w", str(workload), "--results", str(results), "--no-summary", timeout=300)
+    assert result.code == 0 and "run completed" in result.stdout, result.stderr + result.stdout
+    bundle = only_bundle(results)
+    info = run_info(bundle)
+    topic = info["deadLetterQueue"]["topic"]
+    assert info["deadLetterQueue"] == {"topic": topic, "copyRecord": False, "createTopic": True, "createdBy": "dimster"}
+    [(group, account)] = info["account"].items()
+    rejected, archived = account["rejected"], account["archived"]
+    assert rejected > 0 and archived > 0 and account["closes"] and account["lost"] == 0, account
+
+    bootstrap = load_environment("local").bootstrap_servers
+    records = read_topic(bootstrap, topic)
+    headers = [{k: v.decode() for k, v in m.headers()} for m in records]
+    sources = Counter((h["__dlq.errors.topic"], h["__dlq.errors.partition"], h["__dlq.errors.offset"]) for h in headers)
+    assert {h["__dlq.errors.group"] for h in headers} == {group}
+    assert len(sources) == len(records) == rejected + archived  # each once: none missing, none twice
+    assert all(m.value() is None and m.key() is None for m in records)  # copyRecord off: metadata only
+    causes = Counter(h["__dlq.errors.message"] for h in headers)
+    assert causes == {"Offset rejected by client.": rejected, "Offset delivery count exceeded the threshold.": archived}
+    assert {h["__dlq.errors.delivery.count"] for h in headers if "exceeded" in h["__dlq.errors.message"]} == {
+        str(LIMIT)
+    }
+
+    totals = info["totals"]
+    assert (totals["dead_lettered"], totals["dead_letter_missing"], totals["dead_letter_duplicates"]) == (
+        rejected + archived, 0, 0
+    )  # fmt: skip
+    assert (account["dead_lettered"], account["dead_letter_missing"]) == (rejected + archived, 0)
+    [read] = events(bundle, "dead_letters_read")
+    assert read["expected"] == rejected + archived and read["dead_letter_unexpected"] == 0
+    AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic, *info["topics"]])
+
+
+def test_a_cluster_below_4_4_refuses_a_dead_letter_queue_in_one_line(tmp_path, project):
+    """On 4.3.1 (share.version=1) the broker would archive rejected records in silence: refused."""
+    env = {"DIMSTER_PROJECT_DIR": str(project)}
+    write_environment(project, "dlq43", "nodes: 1\nkafkaVersion: 4.3.1\n" + spare_ports_yaml())
+    workload = write_workload(tmp_path, "dlq43", **{**BASE, "durationSeconds": 1, "deadLetterQueue": {}})
+    try:
+        assert dimster("cluster", "up", "dlq43", env=env).code == 0
+        result = dimster("run", "dlq43", "-w", str(workload), "--results", str(tmp_path / "r"), "--no-summary", env=env)
+        expected = ("deadLetterQueue needs share.version=2", "kafkaVersion 4.3.1", "has share.version=1")
+        one_error_line(result, *expected, code=None)
+    finally:
+        assert dimster("cluster", "down", "dlq43", env=env).code == 0
