@@ -10,12 +10,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from dimster.environment import load_environment
-from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
+from tests.conftest import dimster, spare_ports_yaml, write_environment
 from tests.runs import BASE, events, only_bundle, run_info, write_workload
 
 pytestmark = pytest.mark.kafka
 
 LOCK_MS = 1000  # the shortest the suite's broker allows
+EXCEEDED = "Offset delivery count exceeded the threshold."
 LIMIT = 2  # deliveries: a record whose lock runs out twice is archived, and dead-lettered
 # One record per poll, processed for 0 to 2 lock durations (about half outlast their lock), a fifth
 # of those acknowledged in time rejected: both ways into the dead-letter topic in one short run.
@@ -77,11 +78,12 @@ def test_rejected_and_last_delivery_records_are_dead_lettered_once_and_the_accou
     assert {h["__dlq.errors.group"] for h in headers} == {group}
     assert len(sources) == len(records) == rejected + archived  # each once: none missing, none twice
     assert all(m.value() is None and m.key() is None for m in records)  # copyRecord off: metadata only
-    causes = Counter(h["__dlq.errors.message"] for h in headers)
-    assert causes == {"Offset rejected by client.": rejected, "Offset delivery count exceeded the threshold.": archived}
-    assert {h["__dlq.errors.delivery.count"] for h in headers if "exceeded" in h["__dlq.errors.message"]} == {
-        str(LIMIT)
-    }
+    # the cause: the client's reject, or the delivery count's (a lock running out on the last delivery,
+    # and as the broker tells it at times, a reject on the last delivery)
+    causes = Counter((h["__dlq.errors.message"], h["__dlq.errors.delivery.count"]) for h in headers)
+    by_client = sum(n for (message, _), n in causes.items() if message == "Offset rejected by client.")
+    exceeded = causes[(EXCEEDED, str(LIMIT))]
+    assert by_client + exceeded == len(records) and by_client <= rejected and exceeded >= archived, causes
 
     totals = info["totals"]
     assert (totals["dead_lettered"], totals["dead_letter_missing"], totals["dead_letter_duplicates"]) == (
@@ -101,7 +103,9 @@ def test_a_cluster_below_4_4_refuses_a_dead_letter_queue_in_one_line(tmp_path, p
     try:
         assert dimster("cluster", "up", "dlq43", env=env).code == 0
         result = dimster("run", "dlq43", "-w", str(workload), "--results", str(tmp_path / "r"), "--no-summary", env=env)
-        expected = ("deadLetterQueue needs share.version=2", "kafkaVersion 4.3.1", "has share.version=1")
-        one_error_line(result, *expected, code=None)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("dimster: error:")]
+        assert result.code != 0 and len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+        for fragment in ("deadLetterQueue needs share.version=2", "kafkaVersion 4.3.1", "has share.version=1"):
+            assert fragment in errors[0], errors
     finally:
         assert dimster("cluster", "down", "dlq43", env=env).code == 0
