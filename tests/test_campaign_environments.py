@@ -35,13 +35,13 @@ def write_campaign(folder, dimensions, base=None, **keys):
     return path
 
 
-def versions_by_rate(folder, **keys):
+def versions_by_rate(folder, base=None, **keys):
     """producerRate listed first, the version second: the plan still runs each version's points together."""
     dimensions = [
         {"key": "producerRate", "values": [100, 200]},
         {"key": "cluster.kafkaVersion", "values": VERSIONS},
     ]
-    return write_campaign(folder, dimensions, **keys)
+    return write_campaign(folder, dimensions, base=base, **keys)
 
 
 @pytest.mark.unit
@@ -78,7 +78,9 @@ def test_a_points_profile_is_the_environments_with_its_values_only(name):
 
 @pytest.mark.unit
 def test_dry_run_names_each_environment_once_before_its_points(tmp_path):
-    result = dimster("campaign", "local", "-c", str(versions_by_rate(tmp_path)), "--dry-run")
+    """Java clients: each point's properties are judged by its version's (one process holds one)."""
+    path = versions_by_rate(tmp_path, base={**BASE, "clientLibrary": "java"})
+    result = dimster("campaign", "local", "-c", str(path), "--dry-run")
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].strip() == "on kafkaVersion=4.3.1 (brought up with fresh data):"
@@ -218,3 +220,45 @@ def test_a_resumed_campaign_brings_its_first_points_environment_up_fresh(tmp_pat
     state = json.loads((folder.path / "campaign.json").read_text())
     assert [p["values"]["cluster.kafkaVersion"] for p in state["points"]] == ["4.3.1", "4.3.1", "4.4.0", "4.4.0"]
     assert [p["status"] for p in state["points"]] == ["completed"] * 4
+
+
+@pytest.mark.kafka
+def test_a_campaign_over_two_kafka_versions_runs_each_point_on_its_own_fresh_broker(
+    tmp_path, project, spark, state_dir
+):
+    """Two points, one per version, on a one-node cluster of the test's own (spare slot 1): each
+    point's broker ran its version on fresh data (its log names that version only), run.json records
+    it, the cluster is gone at the end, and the summary and page compare the two points."""
+    from dimster.pipeline.campaign_summary import summarize_campaign
+    from dimster.report.campaign_page import write_campaign_page
+
+    write_environment(project, "versions", f"backend: local\nnodes: 1\nheap: 512m\n{spare_ports_yaml(1)}")
+    env = {"DIMSTER_PROJECT_DIR": str(project)}
+    path = write_campaign(tmp_path, [{"key": "cluster.kafkaVersion", "values": VERSIONS}])
+    try:
+        result = dimster("campaign", "versions", "-c", str(path), "--results", str(tmp_path), "--no-summary", env=env)
+    finally:
+        dimster("cluster", "down", "versions", "--purge", env=env)
+    assert result.code == 0, result.stderr + result.stdout
+    assert result.stdout.count("'versions' down, its data deleted, up again fresh") == 2
+    [folder] = [p for p in tmp_path.iterdir() if p.name.endswith("-versions")]
+    state = json.loads((folder / "campaign.json").read_text())
+    assert [p["status"] for p in state["points"]] == ["completed", "completed"]
+    assert [p["totals"]["lost"] for p in state["points"]] == [0, 0]
+    for point, version in zip(state["points"], VERSIONS, strict=True):
+        bundle = folder / point["bundle"]
+        assert json.loads((bundle / "run.json").read_text())["versions"]["kafka"] == version
+        assert yaml.safe_load((bundle / "environment.yaml").read_text())["kafkaVersion"] == version
+        log = (bundle / "logs" / "broker-1.log").read_text()
+        other = next(v for v in VERSIONS if v != version)
+        assert f"Kafka version: {version}" in log and f"Kafka version: {other}" not in log  # fresh: its own log only
+    status = dimster("cluster", "status", "versions", "--json", env=env)
+    assert json.loads(status.stdout)["running"] is False and not (state_dir / "clusters" / "versions").exists()
+    summary = summarize_campaign(folder, spark)
+    assert [(p["point"], p["values"]["cluster.kafkaVersion"]) for p in summary["points"]] == [
+        (1, "4.3.1"),
+        (2, "4.4.0"),
+    ]
+    assert all(p["metrics"]["produced_msgs_per_s"]["mean"] > 0 for p in summary["points"])
+    page = write_campaign_page(folder).read_text()
+    assert "cluster.kafkaVersion" in page and all(f"cluster.kafkaVersion={v}" in page for v in VERSIONS)
