@@ -1,6 +1,7 @@
 """A campaign file: one `base` workload run at every point of its `dimensions` (one key, or several
 keys that co-vary; several dimensions make a cartesian product), each point `repeat` times, in the
-test `mode` it names. Every point is a complete workload, validated before anything runs.
+test `mode` it names. Every point is a complete workload, validated before anything runs. A
+dimension keyed `cluster.<key>` varies the environment instead (campaign/environments.py).
 
 A secret's values (a dimension over `kafkaConfig.commonConfig.sasl.password`) live in the points'
 workloads only: wherever a point shows (its label, campaign.yaml and .json, the page, the console)
@@ -9,12 +10,13 @@ each shows as `***N`, N its place among the dimension's values, so the points st
 import datetime
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from dimster.campaign.environments import CLUSTER_PREFIX, check_cluster_key
 from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.results.redaction import is_secret_key, secret_tag
@@ -123,6 +125,7 @@ class Point:
     repeat: int  # 1..repeat
     values: dict[str, Any]  # key -> value as it shows (a secret's as `***N`), every dimension's keys
     workload: Workload  # the point's workload, with the values themselves
+    environment: dict[str, Any] = field(default_factory=dict)  # its `cluster.` values, by environment key
 
     @property
     def label(self) -> str:
@@ -197,22 +200,29 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
         raise DimsterError(f"{source}: key '{duplicated[0]}' is in more than one dimension")
     if "name" in keys or "mode" in keys or any(k.startswith("mode.") for k in keys):
         raise DimsterError(f"{source}: 'name' and 'mode' cannot be dimensions (a campaign has one mode)")
+    for key in keys:
+        if key.startswith(CLUSTER_PREFIX):
+            check_cluster_key(key, source)
     return Campaign(file, source, path, base, list(_points(file, source, base)))
 
 
 def _points(file: CampaignFile, source: str, base: dict) -> list[Point]:
-    """Every point in order (the first dimension varies slowest), each repeat right after the other."""
+    """Every point in order, each repeat right after the other: the first dimension varies slowest,
+    after the dimensions of `cluster.` keys, so that the points of one environment run together."""
     points = []
-    rows = [list(zip(d.rows(), d.shown_rows(), strict=True)) for d in file.dimensions]
-    names = [d.names for d in file.dimensions]
+    dimensions = sorted(file.dimensions, key=lambda d: not any(k.startswith(CLUSTER_PREFIX) for k in d.names))
+    rows = [list(zip(d.rows(), d.shown_rows(), strict=True)) for d in dimensions]
+    names = [d.names for d in dimensions]
     for index, combination in enumerate(itertools.product(*rows), start=1):
         values: dict[str, Any] = {}
         shown: dict[str, Any] = {}
         for keys, (row, shown_row) in zip(names, combination, strict=True):
             values.update(zip(keys, row, strict=True))
             shown.update(zip(keys, shown_row, strict=True))
-        workload = _point_workload(file, source, base, index, values, where=label(shown) or "the base")
-        points += [Point(index, r, shown, workload) for r in range(1, file.repeat + 1)]
+        environment = {k.removeprefix(CLUSTER_PREFIX): v for k, v in values.items() if k.startswith(CLUSTER_PREFIX)}
+        workload_values = {k: v for k, v in values.items() if not k.startswith(CLUSTER_PREFIX)}
+        workload = _point_workload(file, source, base, index, workload_values, where=label(shown) or "the base")
+        points += [Point(index, r, shown, workload, environment) for r in range(1, file.repeat + 1)]
     return points
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from dimster.campaign.environments import Environments, fetch_versions, point_profile
 from dimster.campaign.model import Campaign, Point, read_campaign_json
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.failures import CorrectnessFailed
@@ -143,55 +144,71 @@ def run_campaign(
     progress: Callable[[str], None] = print,
 ) -> CampaignOutcome:
     """Run every point not finished yet, in order. Ctrl-C (or `dimster stop`) ends the current point
-    cleanly, marks it interrupted and ends the campaign; a failed point does not stop the others."""
+    cleanly, marks it interrupted and ends the campaign; a failed point does not stop the others.
+
+    Points with `cluster.` values run on clusters the campaign brings up: before the first such point
+    this call runs, and wherever the values change, the cluster goes down with its data and the point's
+    run brings it up fresh (every version's jars are fetched first); at the end the last one goes down
+    with its data too, so that the profile's own cluster starts fresh on the next run."""
     total = len(campaign.points)
     ran: list[str] = []
     folder.learn_secrets(campaign)
-    for number, point in enumerate(campaign.points, start=1):
-        record = folder.record(point)
-        if record["status"] in FINISHED:
-            continue
-        say(f"== {point.tag} ({number} of {total}): {point.label or 'the base workload'}")
-        record.update(status="running", started=time.time(), ended=None, failure=None)
-        folder.save()
-        ran.append(point.tag)
-        where = {"point": number, "points": total, "index": point.index, "repeat": point.repeat}
-        context = {
-            "campaign": {"name": campaign.file.name, "folder": str(folder.path), **where, "values": point.values}
-        }
-        try:
-            outcome = _run_point(point, profile, folder.path, context, say, progress)
-        except KeyboardInterrupt:  # outside the run's own handling of Ctrl-C: starting, or closing
-            _interrupted(folder, record, "interrupted while the run started or closed")
-            return CampaignOutcome(folder.path, INTERRUPTED_EXIT, ran)
-        except DimsterError as e:  # the run could not start: the next points would not either
-            record.update(status="not started", failure=str(e), exit_code=e.exit_code, ended=time.time())
+    pending = [p for p in campaign.points if folder.record(p)["status"] not in FINISHED]
+    fetch_versions({str(p.environment["kafkaVersion"]) for p in pending if "kafkaVersion" in p.environment})
+    environments = Environments(say, progress)
+    try:
+        for number, point in enumerate(campaign.points, start=1):
+            record = folder.record(point)
+            if record["status"] in FINISHED:
+                continue
+            say(f"== {point.tag} ({number} of {total}): {point.label or 'the base workload'}")
+            record.update(status="running", started=time.time(), ended=None, failure=None)
             folder.save()
-            raise
-        record.update(
-            status=outcome.status,
-            bundle=outcome.bundle.name,
-            exit_code=outcome.exit_code,
-            failure=outcome.failure,
-            ended=time.time(),
-            mode=outcome.mode,
-            totals=outcome.totals,
-            modifications=_live_modifications(outcome.bundle),
-        )
-        if outcome.stopped_early:
-            _interrupted(folder, record, "stopped during the run")
-            say(f"== campaign interrupted in {point.tag}: `dimster campaign ... --resume {folder.path}` goes on")
-            return CampaignOutcome(folder.path, INTERRUPTED_EXIT, ran)
+            ran.append(point.tag)
+            where = {"point": number, "points": total, "index": point.index, "repeat": point.repeat}
+            context = {
+                "campaign": {"name": campaign.file.name, "folder": str(folder.path), **where, "values": point.values}
+            }
+            try:
+                on = point_profile(profile, point.environment, campaign.source)
+                outcome = _run_point(point, on, folder.path, context, say, progress, environments)
+            except KeyboardInterrupt:  # outside the run's own handling of Ctrl-C: starting, or closing
+                _interrupted(folder, record, "interrupted while the run started or closed")
+                return CampaignOutcome(folder.path, INTERRUPTED_EXIT, ran)
+            except DimsterError as e:  # the run could not start: the next points would not either
+                record.update(status="not started", failure=str(e), exit_code=e.exit_code, ended=time.time())
+                folder.save()
+                raise
+            record.update(
+                status=outcome.status,
+                bundle=outcome.bundle.name,
+                exit_code=outcome.exit_code,
+                failure=outcome.failure,
+                ended=time.time(),
+                mode=outcome.mode,
+                totals=outcome.totals,
+                modifications=_live_modifications(outcome.bundle),
+            )
+            if outcome.stopped_early:
+                _interrupted(folder, record, "stopped during the run")
+                say(f"== campaign interrupted in {point.tag}: `dimster campaign ... --resume {folder.path}` goes on")
+                return CampaignOutcome(folder.path, INTERRUPTED_EXIT, ran)
+            folder.save()
+        folder.state["ended"] = time.time()
         folder.save()
-    folder.state["ended"] = time.time()
-    folder.save()
-    return CampaignOutcome(folder.path, _exit_code(folder.state["points"]), ran)
+        return CampaignOutcome(folder.path, _exit_code(folder.state["points"]), ran)
+    finally:
+        environments.end()
 
 
-def _run_point(point: Point, profile, root: Path, context: dict, say, progress):
+def _run_point(point: Point, profile, root: Path, context: dict, say, progress, environments: Environments):
+    """The point's run; on an environment other than the last, once the campaign holds the
+    environment's control channel (no other run goes on there), its cluster goes down with its data."""
     control = ControlServer(profile.name)
     control.start({"run_id": None, "results": None, "workload": point.workload.name, "phase": "starting", **context})
     try:
+        if environments.changes(point.environment):
+            environments.start(profile, point.environment)
         return run_workload(point.workload, profile, root, control=control, say=say, progress=progress, context=context)
     finally:
         control.close()

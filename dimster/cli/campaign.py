@@ -71,25 +71,39 @@ def _recorded_file(folder: CampaignFolder) -> Path:
 
 
 def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
-    """Before anything runs: every point's client properties (by their libraries) and, on a local
-    cluster, every broker config a point asks for (by Kafka's own parser)."""
+    """Before anything runs: the environments the points vary (`cluster.` keys), every point's client
+    properties (by their libraries) and, on a local cluster, every broker config a point asks for (by
+    Kafka's own parser), each on the point's own environment."""
+    from dimster.campaign.environments import check_varied, point_profile
     from dimster.clients.properties import check_client_configs
     from dimster.coordinator.one_run import with_workload_broker_config
 
+    check_varied(profile, {key for p in loaded.points for key in p.environment}, loaded.source)
     seen_clients, seen_brokers = set(), set()
     for point in loaded.points:
         w = point.workload
+        on = point_profile(profile, point.environment, loaded.source)
+        _check_replication(loaded, point, on)
         clients = repr((w.client_library, w.client_version, w.kafka_config, w.consumer_type, w.acknowledgement))
-        if clients not in seen_clients:
-            seen_clients.add(clients)
-            check_client_configs(w, f"{loaded.source}: {_where(point)}", profile.kafka_version)
-        brokers = repr(sorted(w.broker_config.items()))
+        if (clients, on.kafka_version) not in seen_clients:
+            seen_clients.add((clients, on.kafka_version))
+            check_client_configs(w, f"{loaded.source}: {_where(point)}", on.kafka_version)
+        brokers = repr((sorted(w.broker_config.items()), on.kafka_version))
         if w.broker_config and brokers not in seen_brokers:
             seen_brokers.add(brokers)
             try:  # an external cluster's is refused before any point runs
-                backend_for(with_workload_broker_config(w, profile)).check_broker_config()
+                backend_for(with_workload_broker_config(w, on)).check_broker_config()
             except DimsterError as e:
                 raise DimsterError(f"{loaded.source}: {_where(point)}: {e}") from None
+
+
+def _check_replication(loaded: Campaign, point: Point, on: EnvironmentProfile) -> None:
+    """A point's replicationFactor fits the node count of its environment (`cluster.nodes`)."""
+    nodes, replication = getattr(on, "nodes", None), point.workload.replication_factor
+    if "nodes" in point.environment and replication and nodes and replication > nodes:
+        raise DimsterError(
+            f"{loaded.source}: {_where(point)}: replicationFactor {replication} needs {replication} nodes or more"
+        )
 
 
 def _where(point: Point) -> str:
@@ -97,10 +111,15 @@ def _where(point: Point) -> str:
 
 
 def _list_points(loaded: Campaign, folder: CampaignFolder | None) -> None:
+    from dimster.campaign.environments import shown
     from dimster.campaign.model import estimated_seconds
 
     total = 0.0
+    environment = None
     for number, point in enumerate(loaded.points, start=1):
+        if point.environment and point.environment != environment:
+            environment = point.environment
+            console.print(f"   on {shown(environment)} (brought up with fresh data):", markup=False)
         state = folder.record(point)["status"] if folder else "pending"
         seconds = estimated_seconds(point.workload)
         if state not in ("completed", "forced", "failed"):
@@ -110,8 +129,10 @@ def _list_points(loaded: Campaign, folder: CampaignFolder | None) -> None:
             markup=False,
         )
     mode = loaded.points[0].workload.mode.type if loaded.points else "steady"
+    environments = len({repr(p.environment) for p in loaded.points if p.environment})
+    on = f" on {environments} environment(s), each started once" if environments else ""
     console.print(
-        f"{len(loaded.points)} run(s) of '{loaded.file.name}' in mode {mode}; "
+        f"{len(loaded.points)} run(s) of '{loaded.file.name}' in mode {mode}{on}; "
         f"estimated {_duration(total)} for those not finished (cluster start-up and redeploys not counted)",
         markup=False,
     )

@@ -179,10 +179,10 @@ def check(workload: Workload, roles: list[str], kafka_version: str) -> Iterator[
         roles_of.setdefault(versions.get(role, kafka_version), []).append(role)
     unknown_common = []  # a commonConfig name needs one of the run's Java clients to know it
     for version, version_roles in roles_of.items():
-        if version == kafka_version:
+        if version == kafka_version and jvm.holds(version):
             jvm.start_jvm(kafka_version)
             common_problem, problem = check_roles(version_roles, common, sections)
-        else:  # this process's JVM holds the cluster's clients: another version is judged aside
+        else:  # this process's JVM holds another version's clients (a campaign's other points): judged aside
             common_problem, problem = _check_roles_aside(kafka_version, version, version_roles, common, sections)
         unknown_common.append(common_problem)
         if problem:

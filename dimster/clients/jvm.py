@@ -37,6 +37,11 @@ def libjvm_path() -> str:
     raise DimsterError(f"no libjvm.so under {home}: the java clients need a full JDK 17+ (JAVA_HOME)")
 
 
+def holds(clients_version: str) -> bool:
+    """This process's JVM runs kafka-clients `clients_version`, or runs none yet (it could)."""
+    return _started_version in (None, clients_version)
+
+
 def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version: str = "") -> None:
     """Start this process's JVM with Kafka `kafka_version`'s jars (or kafka-clients `clients_version`
     alone, where it is another), once; client logs (WARN and up) go to `log_file`, or nowhere."""
