@@ -49,6 +49,8 @@ def rolling_upgrade(cluster: ClusterBackend, to: str, finalize: bool, tell: Tell
     local, versions = _upgradable(cluster, to)
     name = local.profile.name
     tools = kafka_distribution(to)  # fetched now if it must be: before any node goes down
+    if tools.version != to:
+        raise DimsterError(f"KAFKA_HOME names Kafka {tools.version}, not {to}: unset it to upgrade to {to}")
     if not tools.has_perf_tools:
         raise DimsterError(f"Kafka {to} has no kafka-tools jar here, whose feature tool upgrades need")
     pending = [i for i, n in enumerate(local.profile.node_ids) if versions[n] != to]
@@ -57,16 +59,18 @@ def rolling_upgrade(cluster: ClusterBackend, to: str, finalize: bool, tell: Tell
         return UpgradeReport(name, to, [], levels, levels, None)
     target = version_mapping(tools, release(to)) if finalize else {}
     old = ", ".join(f"{n} on {v}" for n, v in versions.items())
+    if pending and local.profile.nodes > 1:  # no node goes down while a partition lacks a replica
+        local.wait_replicas_in_sync(time.monotonic() + local.profile.start_timeout_seconds, progress)
     tell("upgrade_started", f"upgrade to Kafka {to} started (nodes {old})", None)
     try:
         for index in pending:
             _upgrade_node(local, index, tools, tell, progress)
-        if pending:
-            state = local.recorded_state()
-            assert state is not None
+        state = local.recorded_state()
+        assert state is not None
+        if state.kafka_version != to:  # every node runs `to`: so does the cluster
             state.kafka_version = to
             state.save(local.state_file)
-            record_profile_version(name, to)
+        if record_profile_version(name, to):
             progress(f"run/environments/{name}.yaml: kafkaVersion is {to} now")
         before = describe_features(local, tools)
         progress(f"feature levels: {levels_text(before)}")
@@ -243,13 +247,16 @@ def levels_text(levels: dict[str, str]) -> str:
     return ", ".join(f"{name}={level}" for name, level in levels.items())
 
 
-def record_profile_version(name: str, version: str) -> None:
+def record_profile_version(name: str, version: str) -> bool:
     """Set `kafkaVersion` in the environment's profile to the version its cluster now runs (comments and
-    every other line kept), so that later `up`, `redeploy` and runs ask for that version."""
+    every other line kept), so that later `up`, `redeploy` and runs ask for that version; whether the
+    file changed."""
     path = environments_dir() / f"{name}.yaml"
     text = path.read_text()
     new, found = re.subn(r"(?m)^(kafkaVersion:[ \t]*)[\"']?[\w.]+[\"']?", rf"\g<1>{version}", text)
     if not found:
         new = text.rstrip("\n") + f"\nkafkaVersion: {version}\n"
-    if new != text:
-        path.write_text(new)
+    if new == text:
+        return False
+    path.write_text(new)
+    return True
