@@ -15,7 +15,7 @@ from rich.console import Console
 from dimster.cli.output import cluster_table
 from dimster.cluster.backend import ClusterStatus, NodeStatus
 from dimster.cluster.local import LocalCluster
-from dimster.cluster.upgrade import finalize_flags, properties_text, record_profile_version
+from dimster.cluster.upgrade import described_levels, finalize_flags, properties_text, record_profile_version
 from dimster.environment import load_environment
 from dimster.errors import ClusterError
 from dimster.report.charts import Marker, markers
@@ -116,6 +116,21 @@ def test_finalizing_names_every_feature_below_its_release_level_but_never_kraft_
     assert finalize_flags(current, MAPPING_4_4) == {"metadata.version": 33, "share.version": 2, "streams.version": 1}
     finalized = {**current, **MAPPING_4_4, "kraft.version": 0, "eligible.leader.replicas.version": 3}
     assert finalize_flags(finalized, MAPPING_4_4) == {}
+
+
+def test_the_levels_are_read_from_what_kafka_features_describe_prints():
+    text = (  # Kafka 4.4.0's, of a cluster formatted by 4.3.1
+        "Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+        "FinalizedVersionLevel: 1\tEpoch: 39\n"
+        "Feature: metadata.version          SupportedMinVersion: 3.3-IV3          SupportedMaxVersion: 4.4-IV2"
+        "          FinalizedVersionLevel: 4.3-IV0          Epoch: 39\n"
+        "Feature: share.version  SupportedMinVersion: 0  SupportedMaxVersion: 2  FinalizedVersionLevel: 1  Epoch: 39\n"
+    )
+    assert described_levels(text) == {
+        "eligible.leader.replicas.version": "1",
+        "metadata.version": "4.3-IV0",
+        "share.version": "1",
+    }
 
 
 def test_a_secure_clusters_client_properties_reach_the_feature_tool_as_java_reads_them():

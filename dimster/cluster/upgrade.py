@@ -180,13 +180,20 @@ def finalize_features(
 def describe_features(local: LocalCluster, tools: KafkaDistribution) -> dict[str, str]:
     """The cluster's finalized feature levels, by `kafka-features describe` (metadata.version by name)."""
     result = feature_tool(local, tools, "describe")
-    levels = {}
-    for line in result.stdout.splitlines():
-        fields = dict(part.split(": ", 1) for part in line.split("\t") if ": " in part)
-        if "Feature" in fields and "FinalizedVersionLevel" in fields:
-            levels[fields["Feature"].strip()] = fields["FinalizedVersionLevel"].strip()
+    levels = described_levels(result.stdout)
     if result.returncode != 0 or not levels:
         raise ClusterError(f"kafka-features describe on '{local.profile.name}' failed: {_problem(result)}")
+    return levels
+
+
+def described_levels(text: str) -> dict[str, str]:
+    """Each feature's finalized level in `kafka-features describe`'s output, whose lines read
+    `Feature: share.version   SupportedMinVersion: 0   SupportedMaxVersion: 2   FinalizedVersionLevel: 1 ...`."""
+    levels = {}
+    for line in text.splitlines():
+        fields = dict(re.findall(r"(\w+): (\S+)", line))
+        if "Feature" in fields and "FinalizedVersionLevel" in fields:
+            levels[fields["Feature"]] = fields["FinalizedVersionLevel"]
     return levels
 
 
