@@ -83,7 +83,7 @@ def test_a_rolling_upgrade_under_an_acks_all_share_group_load_loses_nothing_and_
         html = (bundle / "report.html").read_text()
         for label in ("upgrade to Kafka 4.4.0 started", "node 2 stopped", "node 2 on Kafka 4.4.0", "node 3 in sync"):
             assert label in html, label
-        assert "upgrade_features_finalized" in html and "share.version=2" in html
+        assert f"features finalized (metadata.version={after['metadata.version']}, share.version=2" in html
 
         again = dimster("cluster", "upgrade", ENV, "--to", NEW, "--finalize", env=cli)  # finalizes only
         assert again.code == 0 and "no node needed upgrading" in again.stdout, again.stderr

@@ -76,10 +76,12 @@ def rolling_upgrade(cluster: ClusterBackend, to: str, finalize: bool, tell: Tell
         progress(f"feature levels: {levels_text(before)}")
         finalized = finalize_features(local, tools, before, target) if finalize else None
         after = describe_features(local, tools) if finalized else before
-        if finalize:
-            tell("upgrade_features_finalized", f"features finalized ({levels_text(after)})", None)
-        kept = "feature levels finalized" if finalize else "feature levels kept"
-        tell("upgrade_done", f"upgrade to Kafka {to} done ({kept}: {levels_text(after)})", None)
+        if finalized is not None:
+            raised = levels_text({n: after.get(n, "?") for n in finalized}) or f"already Kafka {release(to)}'s"
+            tell("upgrade_features_finalized", f"features finalized ({raised}; {NOT_FINALIZED} kept)", None)
+        main = {n: after[n] for n in (METADATA, "share.version") if n in after}
+        outcome = "finalized" if finalize else f"kept: {levels_text(main)}"
+        tell("upgrade_done", f"upgrade to Kafka {to} done (feature levels {outcome})", None)
     except BaseException as e:
         why = str(e) if isinstance(e, DimsterError) else f"{type(e).__name__}: {e}"
         tell("upgrade_failed", f"upgrade to Kafka {to} failed: {why}", None)
