@@ -1,10 +1,13 @@
 """`dimster cluster ...`: bring an environment's Kafka cluster up, down, redeploy it, look at it."""
 
+from dataclasses import asdict
+
 import typer
 
 from dimster.cli.control import notify_run
 from dimster.cli.output import cluster_table, console, print_json, progress
 from dimster.cluster.backends import backend_for
+from dimster.cluster.upgrade import UpgradeReport, levels_text, rolling_upgrade
 from dimster.environment import load_environment
 from dimster.errors import ClusterError, DimsterError
 
@@ -79,6 +82,56 @@ def redeploy(env: str = EnvArg, json: bool = JsonOpt) -> None:
             f"'{env}' redeployed: {len(report.dynamic)} dynamic change(s), "
             f"{len(report.restarted)} needing restart, nodes restarted: {report.restarted_nodes or 'none'}"
         )
+
+
+@app.command()
+def upgrade(
+    env: str = EnvArg,
+    to: str = typer.Option(..., "--to", help="The Kafka version to go to, e.g. 4.4.0 (fetched if missing)."),
+    finalize: bool = typer.Option(
+        False, "--finalize", help="Then finalize the new release's feature levels (kafka-features; cannot go back)."
+    ),
+    json: bool = JsonOpt,
+) -> None:
+    """Upgrade a running `local` cluster to another Kafka version one node at a time, under load if a run
+    goes on: each node is stopped, started on the new version with its data, and waited for until it is
+    in sync. With --finalize, its feature levels are then raised to the new release's (explicit flags,
+    kraft.version left as it is: KAFKA-21426). A run of ENV records every step as an event."""
+    cluster = backend_for(load_environment(env))
+
+    def tell(event: str, message: str, node: int | None) -> None:
+        progress(message)
+        notify_run(env, event, message, **({} if node is None else {"node": node}))
+
+    try:
+        report = rolling_upgrade(cluster, to, finalize, tell, progress)
+    except DimsterError:
+        raise
+    except Exception as e:  # boundary: whatever went wrong half-way, one line with the cluster's exit code
+        raise ClusterError(f"cluster upgrade of '{env}' failed: {type(e).__name__}: {e}") from None
+    if json:
+        print_json(asdict(report))
+    else:
+        console.print(_upgrade_line(report))
+
+
+def _upgrade_line(report: UpgradeReport) -> str:
+    """What the upgrade left: which nodes went, and at which feature levels the cluster now runs."""
+    env, to, levels = report.environment, report.to, report.features_after
+    nodes = f"nodes {report.upgraded_nodes} upgraded" if report.upgraded_nodes else "no node needed upgrading"
+    if report.finalized is not None:
+        done = "finalized" if report.finalized else "already those of its release"
+        return (
+            f"'{env}' runs Kafka {to} on every node ({nodes}); feature levels {done}: {levels_text(levels)} "
+            f"(before: {levels_text(report.features_before)})"
+        )
+    share = levels.get("share.version")
+    dead_letters = "" if share is None or int(share) >= 2 else ", so share groups have no dead-letter queues"
+    return (
+        f"'{env}' runs Kafka {to} on every node ({nodes}) at its old feature levels "
+        f"({levels_text(levels)}{dead_letters}): `dimster cluster upgrade {env} --to {to} --finalize` "
+        "raises them, for good (a finalized metadata.version cannot go back)"
+    )
 
 
 @app.command()

@@ -21,12 +21,15 @@ def progress(message: str) -> None:
 
 
 def cluster_table(status) -> Table:
-    table = Table(title=f"{status.environment}: Kafka {status.kafka_version}, bootstrap {status.bootstrap_servers}")
-    for column in ("node", "pid", "process", "registered", "client port", "controller port"):
+    versions = sorted({n.kafka_version for n in status.nodes if n.kafka_version})
+    kafka = f"{status.kafka_version} (mixed: {', '.join(versions)})" if len(versions) > 1 else status.kafka_version
+    table = Table(title=f"{status.environment}: Kafka {kafka}, bootstrap {status.bootstrap_servers}")
+    for column in ("node", "Kafka", "pid", "process", "registered", "client port", "controller port"):
         table.add_column(column)
     for node in status.nodes:
         table.add_row(
             str(node.node_id),
+            node.kafka_version or "-",
             str(node.pid or "-"),
             ("paused" if node.paused else "running" if node.alive else "stopped")
             + (f", isolated from {node.isolated}" if node.isolated else ""),

@@ -20,6 +20,7 @@ class NodeStatus:
     log_file: str
     paused: bool = False  # stopped by `dimster cluster pause`
     isolated: str | None = None  # cut off by `dimster cluster isolate`: from `nodes`, or from `all`
+    kafka_version: str | None = None  # the version it runs, when the backend knows (upgrades roll node by node)
 
 
 @dataclass

@@ -147,6 +147,7 @@ class DockerCluster(DockerNodes):
                 broker_port=self.profile.broker_port(i),
                 controller_port=0,
                 log_file=f"container {self.container_name(i)}",
+                kafka_version=state.kafka_version if state and node_id in containers else None,
             )
             for i, node_id in enumerate(self.profile.node_ids)
         ]

@@ -84,8 +84,8 @@ class LocalCluster(LocalNodes):
                 f"'{self.profile.name}' runs Kafka {state.kafka_version} but the profile asks for "
                 f"{distribution.version}; `dimster cluster down {self.profile.name}` first to change versions"
             )
-        for index in missing:
-            self._start_again(state, index, distribution)
+        for index in missing:  # each on the version it ran (an upgrade may be half-way)
+            self._start_again(state, index, kafka_distribution(state.node_version(index)))
             progress(
                 f"node {self.node_id(index)} was not running: started it again with its data "
                 f"(pid {state.nodes[index].pid})"
@@ -138,6 +138,7 @@ class LocalCluster(LocalNodes):
                 log_file=str(log_files[node_id]),
                 paused=node_id in processes and processes[node_id].process.paused(),
                 isolated=state.isolated.get(node_id) if state else None,
+                kafka_version=state.node_version(i) if state and node_id in processes else None,
             )
             for i, node_id in enumerate(self.profile.node_ids)
         ]
@@ -161,20 +162,36 @@ class LocalCluster(LocalNodes):
                 f"nodes {away} of '{self.profile.name}' are stopped, paused or isolated: "
                 f"`dimster cluster up {self.profile.name}` brings them back first"
             )
+        if len(versions := {state.node_version(i) for i in range(len(state.nodes))}) > 1:
+            raise ClusterError(
+                f"'{self.profile.name}' is half-way through an upgrade (Kafka {', '.join(sorted(versions))}): "
+                f"`dimster cluster upgrade {self.profile.name} --to VERSION` finishes it first"
+            )
         return state.kafka_version, state.broker_config
 
     def restart_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
+        self.stop_node(index, progress)
+        self.start_node(index, distribution, progress)
+
+    def stop_node(self, index: int, progress) -> None:
+        """Stop node `index` gracefully (SIGTERM to its recorded PID, SIGKILL after 30 s), to start it
+        again at once: what that needs is checked first."""
         if self.profile.broker_metrics:
             agent_jar()  # fetched, if it must be, before the node goes down
         self.check_password()
         state = self.recorded_state()
-        assert state is not None, "restart_node on a cluster that is not running"
+        assert state is not None, "stop_node on a cluster that is not running"
         node = state.nodes[index]
         progress(f"node {node.node_id}: stopping (pid {node.pid})")
         node.process.stop()
+
+    def start_node(self, index: int, distribution: KafkaDistribution, progress) -> None:
+        """Start stopped node `index` on `distribution` with its data and config file, and record it."""
+        state = self.recorded_state()
+        assert state is not None, "start_node on a cluster that is not running"
         state.nodes[index] = self._start_node(distribution, index)
         state.save(self.state_file)
-        progress(f"node {node.node_id}: started again (pid {state.nodes[index].pid})")
+        progress(f"node {self.node_id(index)}: started again (pid {state.nodes[index].pid})")
 
     def fault(self, node_id: int, action: str, progress) -> str:
         """Kill (SIGKILL), pause (SIGSTOP), resume (SIGCONT) or restart one node dimster started, found
@@ -196,10 +213,10 @@ class LocalCluster(LocalNodes):
         if action == "start" and node.process.alive():
             raise ClusterError(f"node {node_id} of '{self.profile.name}' is running already")
         if action == "restart":
-            self.restart_node(index, kafka_distribution(state.kafka_version), progress)
+            self.restart_node(index, kafka_distribution(state.node_version(index)), progress)
         elif action == "start":
             self.check_password()
-            self._start_again(state, index, kafka_distribution(state.kafka_version))
+            self._start_again(state, index, kafka_distribution(state.node_version(index)))
         if action in ("restart", "start"):
             self.wait_serving(index, time.monotonic() + self.profile.start_timeout_seconds)
             started = self.recorded_state()

@@ -86,6 +86,7 @@ class NodeProcess:
     node_id: int
     pid: int
     started: float
+    kafka_version: str | None = None  # the version it runs (None in older records: the cluster's)
 
     @property
     def process(self) -> TrackedProcess:
@@ -96,10 +97,14 @@ class NodeProcess:
 class ClusterState:
     """What `up` started, kept in the cluster folder so later commands can find and end it."""
 
-    kafka_version: str
+    kafka_version: str  # every node's, or the one an upgrade rolls from until its last node is done
     nodes: list[NodeProcess]
     broker_config: dict[str, str]  # the broker-config properties the nodes run with
     isolated: dict[int, str] = field(default_factory=dict)  # node id -> isolated from `nodes` or `all`
+
+    def node_version(self, index: int) -> str:
+        """The Kafka version node `index` runs: the cluster's, or another while an upgrade rolls."""
+        return self.nodes[index].kafka_version or self.kafka_version
 
     @classmethod
     def load(cls, path: Path) -> "ClusterState | None":
@@ -344,7 +349,7 @@ class LocalNodes(NodeCluster[ClusterState]):
         if self.network:
             command = self.network.command(index, command)
         process = spawn(command, self._stdout_file(index), env=self._broker_environment())
-        return NodeProcess(self.node_id(index), process.pid, process.started)
+        return NodeProcess(self.node_id(index), process.pid, process.started, distribution.version)
 
     def failure_detail(self, index: int) -> str:
         """What the node said last: its errors from server.log, and the JVM's own output."""

@@ -3,6 +3,7 @@ shaded and its live modifications and cluster events drawn as labelled vertical 
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -30,6 +31,7 @@ MARKER_STYLES = {
     "redeploy": ("#7048e8", "dot"),
     "failure": ("#c92a2a", "solid"),
     "fault": ("#c92a2a", "dashdot"),
+    "upgrade": ("#0c8599", "dashdot"),
 }
 RUN_COLORS = ("#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#c92a2a", "#0ca678", "#f59f00", "#495057")
 PLOT_WIDTH_PX = 1150  # the plot area at the page's width, to keep labels from overlapping
@@ -75,6 +77,9 @@ def markers(run: RunData) -> list[Marker]:
             found.append(Marker(x, kind.replace("_", " "), "redeploy"))
         elif kind == "fault":
             found.append(Marker(x, f"node {event.get('node')} {event.get('action')}", "fault"))
+        elif kind.startswith("upgrade_"):  # `cluster upgrade`'s steps: their message up to its details
+            label = re.split(r" \(|: ", str(event.get("message") or kind.replace("_", " ")))[0]
+            found.append(Marker(x, label, "upgrade"))
         elif kind == "worker_killed":
             found.append(Marker(x, f"worker {event.get('worker')} killed", "failure"))
         elif kind == "run_failed":
