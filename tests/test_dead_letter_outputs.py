@@ -1,7 +1,7 @@
 """The dead-letter figures (KIP-1191) in every output, by issue 35's names: `dimster status` and its
 --json, `wait --until` conditions, the run's Prometheus endpoint, the console's status line and the
-run's last line, the report's key numbers and account, and the campaign page. A run without a
-dead-letter queue shows none of them."""
+run's last line, the report's key numbers and account, `dimster compare`, and the campaign page. A
+run without a dead-letter queue shows none of them."""
 
 from pathlib import Path
 
@@ -15,8 +15,10 @@ from dimster.coordinator.console import dead_letter_counts, status_line
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.status import RunFacts, numeric_status
 from dimster.report.campaign_page import charted_metrics, point_table
+from dimster.report.compare import KEY_ROWS
 from dimster.report.data import RunData
 from dimster.report.key_numbers import key_numbers
+from dimster.report.page import MISSING
 from tests.runs import scrape
 
 pytestmark = pytest.mark.unit
@@ -127,6 +129,10 @@ def test_the_report_shows_the_dead_letter_counts_and_flags_missing_and_duplicate
 
     clean = key_numbers(run_data({**TOTALS, **found, "dead_letter_missing": 0}, None, queue))
     assert '<div class="card"><div class="label">dead_lettered</div>' in clean  # not flagged
+
+    compared = {label: row for label, row in KEY_ROWS if label in DEAD_LETTER_FIELDS}  # dimster compare
+    assert [compared[name](run_data({**TOTALS, **found})) for name in DEAD_LETTER_FIELDS] == ["48", "2", "0"]
+    assert compared["dead_lettered"](run_data(TOTALS)) == MISSING
 
 
 def test_the_campaign_page_compares_dead_lettered_across_points_and_charts_wrong_counts_only_when_any():
