@@ -123,7 +123,9 @@ def test_the_report_shows_the_dead_letter_counts_and_flags_missing_and_duplicate
     assert card + '<div class="label">2 missing</div>' in page
     assert '<span class="bad">2</span>' in page  # missing: in the totals and the group's account
     assert page.count('<span class="bad">2</span>') == 2
-    assert "dlq.r1 (metadata only, created by dimster)" in page
+    for label, value in (("dead-letter topic", "dlq.r1"), ("dead letters hold", "metadata only"),
+                         ("dead-letter topic made by", "dimster")):  # fmt: skip
+        assert f"<tr><td>{label}</td><td>{value}</td></tr>" in page
     for name in DEAD_LETTER_FIELDS:
         assert f"<td>{name}</td>" in page and f"<th>{name}</th>" in page  # the totals, the group's account
 

@@ -126,10 +126,11 @@ def share_panel(run: RunData) -> str:
     if counts:
         rows.append(("delivered more than once", integer(redelivered)))
     if queue := run.summary.get("dead_letter_queue") or run.run_info.get("deadLetterQueue"):
-        how = ("records copied" if queue.get("copyRecord") else "metadata only") + (
-            ", created by dimster" if queue.get("createTopic") else ", created by the broker"
-        )
-        rows.append(("dead-letter topic", f"{text(queue.get('topic'))} ({escape(how)})"))
+        rows += [
+            ("dead-letter topic", text(queue.get("topic"))),
+            ("dead letters hold", text("the record" if queue.get("copyRecord") else "metadata only")),
+            ("dead-letter topic made by", text("dimster" if queue.get("createTopic") else "the broker")),
+        ]
     return panel("Share outcomes", kv_table(rows) + account_table(run.summary.get("account") or {}))
 
 

@@ -43,7 +43,9 @@ def dead_letter_requests_figure(run: RunData, x_range: tuple[float, float]) -> g
     fig = go.Figure()
     for meter, label in (("produce_requests", "produce requests"), ("failed_produce_requests", "failed")):
         for group, rows in table[table["meter"] == meter].groupby("key"):
-            fig.add_trace(run_trace(rows["run_time_s"], rows["per_s"], f"{label} {group}", len(fig.data), "requests/s"))
+            trace = run_trace(rows["run_time_s"], rows["per_s"], f"{label} {group}", len(fig.data), "requests/s")
+            trace.line.dash = "dot" if meter.startswith("failed") else "solid"
+            fig.add_trace(trace)
     if not fig.data:
         return None
     time_layout(fig, "Brokers: produce requests per second writing dead letters, per group", "requests/s", x_range)
