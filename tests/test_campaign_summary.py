@@ -35,6 +35,8 @@ POINT_VALUES = {
     4: {MODE_KEY: "record_limit", "consumersPerGroup": 2, "partitionsPerTopic": 2},
 }
 FAILURE = "the cluster did not come up"
+# the runs with a dead-letter queue -> (dead_lettered, dead_letter_duplicates); the others have none
+DEAD_LETTERS = {(3, 1): (20, 0), (3, 2): (26, 1), (4, 1): (30, 0)}
 KEY_METRICS = 5  # consumed and produced msg/s, e2e p50 and p99, publish p99
 CPU_PER_MB = {"producer": 0.05, "consumer": 0.1}  # CPU seconds per MB of each role's worker
 
@@ -94,6 +96,7 @@ def write_bundle(folder: Path, rate: int, seed: int, waited: float = 0.02) -> di
 
 
 def run_json(point: int, repeat: int, rate: int) -> dict:
+    dead_lettered, copies = DEAD_LETTERS.get((point, repeat), (None, None))
     return {
         "run_id": f"run-{point}-{repeat}",
         "status": "completed",
@@ -104,6 +107,9 @@ def run_json(point: int, repeat: int, rate: int) -> dict:
             "lost": repeat - 1,
             "unconsumed": 0,
             "duplicates": 0,
+            "dead_lettered": dead_lettered,
+            "dead_letter_missing": None if dead_lettered is None else 0,
+            "dead_letter_duplicates": copies,
         },
         "mode": {
             "type": "explore-limits",
@@ -170,7 +176,8 @@ def test_campaign_summary_and_page(tmp_path, spark):
     assert list(zip(runs.point, runs.repeat, strict=True)) == list(RATES)
     assert pd.read_csv(out / "runs.csv").shape == runs.shape
     for row in runs.to_dict("records"):
-        rate = RATES[(row["point"], row["repeat"])]
+        run = (row["point"], row["repeat"])
+        rate = RATES[run]
         assert row["measured_seconds"] == MEASURED
         assert row["produced_msgs_per_s"] == pytest.approx(rate)
         assert row["consumed_msgs_per_s"] == pytest.approx(rate - 10)
@@ -194,6 +201,8 @@ def test_campaign_summary_and_page(tmp_path, spark):
         assert math.isnan(row["compression_ratio"])  # no broker was scraped
         assert row["sent"] == 14 * rate
         assert row["lost"] == row["repeat"] - 1
+        dead_letters, expected = (row["dead_lettered"], row["dead_letter_duplicates"]), DEAD_LETTERS.get(run)
+        assert dead_letters == expected if expected else all(map(math.isnan, dead_letters))  # none: not 0
         assert row["mode_limit_msgs_per_s"] == pytest.approx(0.8 * rate)
         assert row[MODE_KEY] == POINT_VALUES[row["point"]][MODE_KEY]
         assert row["consumersPerGroup"] == POINT_VALUES[row["point"]]["consumersPerGroup"]
@@ -212,6 +221,11 @@ def test_campaign_summary_and_page(tmp_path, spark):
     assert points.loc[2, "produced_mb_per_s_mean"] == pytest.approx(1505 * SIZE / 1e6)
     assert points.loc[2, "mode_limit_msgs_per_s_mean"] == pytest.approx(0.8 * 1505)
     assert points.loc[2, "lost_mean"] == pytest.approx(0.5)
+    assert math.isnan(points.loc[1, "dead_lettered_mean"])  # no dead-letter queue: no figure, not 0
+    assert points.loc[3, "dead_lettered_mean"] == 23 and points.loc[3, "dead_lettered_stddev"] == pytest.approx(
+        6 / math.sqrt(2)
+    )
+    assert points.loc[3, "dead_letter_duplicates_max"] == 1 and points.loc[4, "dead_letter_missing_mean"] == 0
     for point in (1, 2, 3):
         p99s = [exact_percentile(samples[(point, r)]["e2e"], 99, 100) / 1000 for r in (1, 2)]
         assert points.loc[point, "e2e_p99_ms_mean"] == pytest.approx(np.mean(p99s), rel=ALPHA)
@@ -248,8 +262,9 @@ def test_campaign_summary_and_page(tmp_path, spark):
     assert offline_problems(html) == []
     assert sum(len(body) > 100_000 for body in re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.DOTALL)) == 1
     # two dimensions; the key numbers, the explore-limits limit, and records per fetch and the workers'
-    # wait to run, which differ between points (the CPU per MB does not)
-    charts = 2 * (KEY_METRICS + 3)
+    # wait to run, which differ between points (the CPU per MB does not); dead_lettered, and the
+    # dead-letter duplicates that one run had (its missing ones are 0 everywhere: tabled, not charted)
+    charts = 2 * (KEY_METRICS + 3 + 2)
     assert html.count("Plotly.newPlot") == charts
     figures = html.replace("\\u002f", "/")  # plotly's JSON escapes slashes
     for title in ("consumed msg/s by share.acquire.mode", "e2e p99 (ms) by consumersPerGroup / partitionsPerTopic"):
@@ -262,6 +277,9 @@ def test_campaign_summary_and_page(tmp_path, spark):
     assert len(rows) == 1 + 4  # the header and every point
     assert "record_limit" in rows[4] and "2 / 2" in rows[4] and "completed, failed" in rows[4]
     assert "2,990" in rows[4]  # consumed msg/s
+    assert "dead_lettered (records)" in rows[0] and "dead_letter_missing (records)" in rows[0]
+    assert "dead_letter_duplicates (records) by share.acquire.mode" in figures
+    assert "dead_letter_missing (records) by" not in figures
     assert "1,090" in rows[1]
     assert 'href="levers-1-1/report.html"' in rows[1]
     assert table.count("href=") == 1  # the other runs have no report

@@ -365,3 +365,65 @@ def test_the_drivers_jvm_runs_with_dimsters_java_options(spark, tmp_path):
     with spark_session(spark, tmp_path / "spark.log") as session:  # the session's kept one
         driver = session.sparkContext._gateway.proc
     assert set(DRIVER_JAVA_OPTS.split()) <= set(psutil.Process(driver.pid).cmdline())
+
+
+@pytest.mark.spark
+def test_the_brokers_dead_letter_meters_and_the_runs_dead_letter_counts_reach_the_summary_and_the_report(
+    tmp_path, spark
+):
+    """Two brokers scraped every 5 s (the first scrape in the warm-up). Broker 1's dead-letter meters of
+    group g appear at 10 s (registered at their first mark: that count is the run's), broker 2's failed
+    produce request at 20 s; the Reject counter counts broker-wide (500 from earlier runs); a group of
+    an earlier run is left out."""
+    from dimster.report.html import write_report
+
+    synthetic_run(tmp_path, seconds=20, consumers=1, per_second=100)  # the scrapes within its time
+    info = json.loads((tmp_path / "run.json").read_text())
+    found = {"dead_lettered": 98, "dead_letter_missing": 2, "dead_letter_duplicates": 0}
+    queue = {"topic": "dlq.r", "copyRecord": True, "createTopic": False}
+    info |= {"groups": {"g": "t"}, "totals": {**info["totals"], "rejected": 100, **found}, "deadLetterQueue": queue}
+    (tmp_path / "run.json").write_text(json.dumps(info))
+    meters = {  # (broker, name) -> value per scrape, None: not registered yet
+        (1, "kafka_server_share_record_acknowledgements_total"): [500, 500, 540, 600, 600],
+        (2, "kafka_server_share_record_acknowledgements_total"): [0, 0, 0, 0, 0],
+        (1, "kafka_server_share_dead_letter_records_total"): [None, None, 40, 100, 100],
+        (1, "kafka_server_share_dead_letter_produce_requests_total"): [None, None, 2, 5, 5],
+        (2, "kafka_server_share_dead_letter_produce_requests_total"): [None, None, None, None, 1],
+        (2, "kafka_server_share_dead_letter_failed_produce_requests_total"): [None, None, None, None, 1],
+    }
+    writer = MetricsWriter(tmp_path / "metrics", START)
+    for scrape in range(5):
+        for broker in (1, 2):
+            samples = [("kafka_server_share_dead_letter_records_total", {"group": "old"}, 999.0)]
+            for (b, name), values in meters.items():
+                labels = {"ack_type": "Reject"} if "acknowledgements" in name else {"group": "g"}
+                if b == broker and values[scrape] is not None:
+                    samples.append((name, labels, float(values[scrape])))
+            writer.add_broker_samples(START + 5 * scrape, broker, samples, "warmup" if scrape == 0 else "measure")
+    writer.flush()
+    summary = summarize(tmp_path, spark)
+    share = summary["brokers"]["share"]
+    measured = 15  # seconds from the first measured scrape to the last
+    assert share["dead_letters"] == {
+        "g": {
+            "records": 100, "records_per_s": pytest.approx(100 / measured),
+            "produce_requests": 6, "produce_requests_per_s": pytest.approx(6 / measured),
+            "failed_produce_requests": 1, "failed_produce_requests_per_s": pytest.approx(1 / measured),
+        }
+    }  # fmt: skip
+    assert share["acknowledgements_per_s"]["Reject"] == pytest.approx(100 / measured)
+    assert {key: summary["share_outcomes"][key] for key in found} == found
+    assert summary["dead_letter_queue"] == queue
+    table = pd.read_csv(tmp_path / "summary" / "broker_share_records.csv")
+    per_round = {(m, k): rows.per_s.tolist() for (m, k), rows in table.groupby(["meter", "key"])}
+    assert per_round == {  # per second since the previous scrape, summed over brokers; 0 before the first mark
+        ("acknowledged", "Reject"): [0.0, 8.0, 12.0, 0.0],
+        ("records", "g"): [0.0, 8.0, 12.0, 0.0],
+        ("produce_requests", "g"): [0.0, 0.4, 0.6, 0.2],
+        ("failed_produce_requests", "g"): [0.0, 0.0, 0.0, 0.2],
+    }
+    assert table[table.meter == "records"].run_time_s.tolist() == [5.0, 10.0, 15.0, 20.0]
+    page = write_report(tmp_path).read_text()
+    for drawn in ("records acknowledged per second by type", "dead-lettered g", "failed g", "<td>the record</td>"):
+        assert drawn in page
+    assert '<div class="card bad"><div class="label">dead_lettered</div><div class="value">98</div>' in page

@@ -9,7 +9,7 @@ import typer
 from dimster.cli.output import console, print_json
 from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.conditions import holds, parse_condition
-from dimster.coordinator.console import ms_text
+from dimster.coordinator.console import dead_letter_counts, ms_text
 from dimster.coordinator.control import control_request, read_run_state
 from dimster.errors import DimsterError
 
@@ -39,6 +39,7 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
     console.print(
         f"pub {s['pubRate']:,.0f} msg/s (target {s['targetRate']:,.0f}) | cons {s['consRate']:,.0f} msg/s | "
         f"sent {s['sent']:,} | received {s['received']:,} | backlog {s['backlog']:,} | duplicates {s['duplicates']:,}"
+        + "".join(f" | {count}" for count in dead_letter_counts(s))
     )
     console.print(
         f"e2e p50 {ms_text(s['e2eP50Ms'])} p99 {ms_text(s['e2eP99Ms'])} | publish p99 {ms_text(s['publishP99Ms'])} | "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.console import dead_letter_counts
 from dimster.coordinator.journal import RunJournal
 from dimster.coordinator.run_log import RunLog
 from dimster.errors import DimsterError
@@ -139,11 +140,14 @@ def why_open(terms: dict, lock_timeouts: int, crashes: int) -> str:
 
 
 def ended_line(status: str, totals: dict, results: Path) -> str:
-    """The run's last console line: where its records went and where its results are."""
+    """The run's last console line: where its records went (with a dead-letter queue: how many of the
+    run's records it holds, and those missing or duplicated there when there are any) and where its
+    results are."""
     unconsumed = "unknown" if totals["unconsumed"] is None else f"{totals['unconsumed']:,}"
     in_doubt = f", in doubt {totals['in_doubt']:,} (a lost worker's consumers)" if totals["in_doubt"] else ""
+    dead_letters = "".join(f", {count}" for count in dead_letter_counts(totals))
     return (
         f"run {status}: sent {totals['sent']:,} (acked {totals['acked']:,}), received {totals['received']:,}, "
         f"lost {totals['lost']:,}, unconsumed {unconsumed}{in_doubt}, "
-        f"duplicates {totals['duplicates']:,}; results in {results}"
+        f"duplicates {totals['duplicates']:,}{dead_letters}; results in {results}"
     )

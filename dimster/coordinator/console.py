@@ -18,6 +18,7 @@ SEGMENTS = (
     "pub p99 {publishP99Ms}",
 )
 POLLS = "poll avg {recordsPerPoll:.1f} max {maxPollRecords}"  # consumers only
+DEAD_LETTERS = "dlq {dead_lettered:,}"  # runs with a dead-letter queue only
 LIVE_WITHIN = 5.0  # s: a worker whose latest report is this far behind the newest no longer holds the cut back
 KEPT = 64  # reports kept per worker (one a second; a line reads the last few)
 
@@ -71,9 +72,20 @@ def field_names(template: str) -> list[str]:
 
 def status_line(elapsed: float, phase: str, s: dict) -> str:
     values = {k: (ms_text(v) if k in MILLISECONDS else v) for k, v in s.items()}
-    segments = [*SEGMENTS, POLLS] if s.get("recordsPerPoll") is not None else SEGMENTS
+    segments = [*SEGMENTS, POLLS] if s.get("recordsPerPoll") is not None else [*SEGMENTS]
+    if s.get("dead_lettered") is not None:
+        segments.append(DEAD_LETTERS)
     line = f"[{elapsed:6.0f}s {phase:7}] " + " | ".join(segment.format_map(values) for segment in segments)
     return line + "".join(f"  !! {w}" for w in warnings(phase, s))
+
+
+def dead_letter_counts(s: dict) -> list[str]:
+    """`dead_lettered N`, then `dead_letter_missing N` and `dead_letter_duplicates N` where not 0 (they
+    are known at the end); none for a run without a dead-letter queue. Of a status or run.json's totals."""
+    if s.get("dead_lettered") is None:
+        return []
+    keys = ("dead_lettered", *(k for k in ("dead_letter_missing", "dead_letter_duplicates") if s.get(k)))
+    return [f"{key} {s[key]:,}" for key in keys]
 
 
 def ms_text(value: float | None) -> str:

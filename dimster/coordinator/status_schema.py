@@ -66,6 +66,26 @@ FIELDS: tuple[StatusField, ...] = (
     StatusField(
         "unconsumed", "dimster_unconsumed_messages", "gauge", "Records still within the groups' reach at the end"
     ),
+    # dead-letter queues (KIP-1191): None when the run has none; the names are issue 35's, in every output
+    StatusField(
+        "dead_lettered",
+        "dimster_dead_lettered_messages",
+        "gauge",  # not a counter: at the end it becomes the run's records found there, each once
+        "Records in the run's dead-letter topic: its record count while load runs, at the end the run's "
+        "records found there, each once",
+    ),
+    StatusField(
+        "dead_letter_missing",
+        "dimster_dead_letter_missing_messages",
+        "gauge",
+        "Rejected or archived-on-last-delivery records not found in the dead-letter topic (known at the end)",
+    ),
+    StatusField(
+        "dead_letter_duplicates",
+        "dimster_dead_letter_duplicate_messages",
+        "gauge",
+        "Extra copies of the run's records in the dead-letter topic (known at the end)",
+    ),
     StatusField(
         "e2eP50Ms",
         "dimster_e2e_latency_p50_seconds",

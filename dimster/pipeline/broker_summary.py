@@ -1,13 +1,14 @@
 """The brokers' side of a run, from the samples scraped into metrics/brokers/ (their JMX exporter,
 every 5 s): request rates and latency per API, purgatory sizes over time, and the share-group
-metrics. Counters become rates between the first and last scrape of the measured phase; Kafka's
-latency quantiles (decaying samples of the last minutes) are taken as the median of the measured
-scrapes, and their largest value."""
+metrics (records acknowledged and dead-lettered: share_meters.py). Counters become rates between the
+first and last scrape of the measured phase; Kafka's latency quantiles (decaying samples of the last
+minutes) are taken as the median of the measured scrapes, and their largest value."""
 
 import pandas as pd
 
+from dimster.pipeline.share_meters import ACKS, share_meters
+
 REQUEST_APIS = ("Produce", "Fetch", "ShareFetch", "ShareAcknowledge")
-ACKS = "kafka_server_share_record_acknowledgements_total"
 QUANTILES = {"0.50": "p50_ms", "0.99": "p99_ms", "0.999": "p999_ms"}
 
 
@@ -44,6 +45,7 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
         .toPandas()
     )
     measured_purgatory, measured_in_flight = _measured(purgatory), _measured(in_flight)
+    dead_letters, share_records = share_meters(brokers, groups)
     summary = {
         "scrapes": brokers.select("end_time", "broker").distinct().count(),
         "requests": requests.astype(object).where(requests.notna(), None).to_dict("records"),
@@ -58,7 +60,7 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
             "acknowledgements_per_s": {
                 ack: rate
                 for (metric, ack), rate in counters.items()
-                if metric == "kafka_server_share_record_acknowledgements_total"
+                if metric == ACKS
             },
             "acquisition_lock_timeouts_per_s": counters.get(
                 ("kafka_server_share_partition_acquisition_lock_timeouts_total", "")
@@ -73,9 +75,16 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
                 }
                 for (group, topic, partition), g in measured_in_flight.groupby(["group", "topic", "partition"])
             ],
+            # per group with a dead-letter queue (KIP-1191): records written there, produce requests, failed ones
+            "dead_letters": dead_letters,
         },
     }
-    tables = {"broker_requests": requests, "broker_purgatory": purgatory, "share_partition_in_flight": in_flight}
+    tables = {
+        "broker_requests": requests,
+        "broker_purgatory": purgatory,
+        "share_partition_in_flight": in_flight,
+        "broker_share_records": share_records,
+    }
     return summary, tables
 
 

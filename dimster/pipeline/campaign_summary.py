@@ -19,12 +19,12 @@ from dimster.metrics.schema import WAITING_NOTED
 from dimster.pipeline.client_tables import client_ratios, overall_client_ratios, overall_worker_cpu, worker_cpu
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.spark import spark_session
-from dimster.pipeline.summary import read_run_info
+from dimster.pipeline.summary import DEAD_LETTER_TOTALS, read_run_info
 from dimster.pipeline.throughput import THROUGHPUT_FIELDS, compression_ratio, measured_throughput
 from dimster.results.metrics_writer import readable_parts
 
 SUMMARIZED = ("completed", "forced")
-TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates")
+TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates", *DEAD_LETTER_TOTALS)
 # (histogram metric, percentile) -> column
 LATENCIES = {
     ("e2e", "p50"): "e2e_p50_ms",

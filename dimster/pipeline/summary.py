@@ -66,6 +66,7 @@ def summarize(run_dir: Path, master: str) -> dict:
         "mode": run_info.get("mode"),  # what a test mode found: a limit, a drain, a correctness verdict
         # per group: acked = accepted + rejected + archived + unconsumed + in_doubt + lost
         "account": run_info.get("account"),
+        "dead_letter_queue": run_info.get("deadLetterQueue"),  # topic, copyRecord, createTopic; None without
     }
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
@@ -156,8 +157,13 @@ def _row(record: dict) -> dict:
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items() if k != "metric"}
 
 
+# run.json's dead-letter totals (KIP-1191), None without a dead-letter queue: the run's records found in
+# the dead-letter topic each once, those rejected or archived on their last delivery not found there,
+# and the extra copies found
+DEAD_LETTER_TOTALS = ("dead_lettered", "dead_letter_missing", "dead_letter_duplicates")
 SHARE_OUTCOMES = (
     "accepted", "released", "rejected", "archived", "lost", "unconsumed", "duplicates", "renewed", "lock_timeouts",
+    *DEAD_LETTER_TOTALS,
 )  # fmt: skip
 
 

@@ -34,6 +34,11 @@ MODE_METRICS = {  # a run plan's own result, from run.json's `mode`
     "mode_drain_seconds": "drain time (s)",
 }
 MODE_COLUMNS = {**MODE_METRICS, "mode_passed": "passed (share of repeats)"}  # tabled, not charted
+DEAD_LETTER_METRICS = {"dead_lettered": "dead_lettered (records)"}  # runs with a dead-letter queue only
+DEAD_LETTER_FAULTS = {  # tabled where the runs had a dead-letter queue, charted where some point has any
+    "dead_letter_missing": "dead_letter_missing (records)",
+    "dead_letter_duplicates": "dead_letter_duplicates (records)",
+}
 COST_METRICS = {  # charted where they vary between points by more than COST_SPREAD (compression, CPU)
     "compression_ratio": "payload bytes per byte the brokers took in",
     "worker_memory_mb": "workers' memory (MB)",
@@ -163,9 +168,11 @@ def _time(epoch: Any) -> str:
 
 # ---- charts ------------------------------------------------------------------------------------------
 def charted_metrics(points: pd.DataFrame) -> dict[str, str]:
-    """The key metrics and run-plan metrics the summary has a mean of for some point."""
-    wanted = {**KEY_METRICS, **MODE_METRICS}
+    """The key metrics, run-plan metrics and dead-letter totals the summary has a mean of for some point."""
+    wanted = {**KEY_METRICS, **MODE_METRICS, **DEAD_LETTER_METRICS}
     charted = {m: label for m, label in wanted.items() if f"{m}_mean" in points and points[f"{m}_mean"].notna().any()}
+    faults = DEAD_LETTER_FAULTS.items()
+    charted |= {m: label for m, label in faults if f"{m}_mean" in points and (points[f"{m}_mean"] > 0).any()}
     return {**charted, **{m: label for m, label in COST_METRICS.items() if _varies(points, m)}}
 
 
@@ -277,9 +284,10 @@ def point_table(campaign_dir: Path, campaign: dict, dimensions: list[Dimension],
         if point.get("index") is not None:
             runs.setdefault(int(point["index"]), []).append(point)
     rows_by_point = {} if points is None else {int(r["point"]): r for r in points.to_dict("records")}
+    tabled = {**KEY_METRICS, "produced_mb_per_s": "produced MB/s", **MODE_COLUMNS, **DEAD_LETTER_METRICS}
     shown_metrics = {
         m: label
-        for m, label in {**KEY_METRICS, "produced_mb_per_s": "produced MB/s", **MODE_COLUMNS, **COST_METRICS}.items()
+        for m, label in {**tabled, **DEAD_LETTER_FAULTS, **COST_METRICS}.items()
         if points is not None and f"{m}_mean" in points and points[f"{m}_mean"].notna().any()
     }
     headers = ["point", *(d.label for d in dimensions), "status", "repeats", *shown_metrics.values(), "runs"]

@@ -174,6 +174,9 @@ KEY_ROWS: list[Row] = [
     ("lost", lambda run: integer(_total(run, "lost"))),
     ("unconsumed", lambda run: integer(_total(run, "unconsumed"))),
     ("duplicates", lambda run: integer(_total(run, "duplicates"))),
+    ("dead_lettered", lambda run: integer(_total(run, "dead_lettered"))),  # runs with a dead-letter queue
+    ("dead_letter_missing", lambda run: integer(_total(run, "dead_letter_missing"))),
+    ("dead_letter_duplicates", lambda run: integer(_total(run, "dead_letter_duplicates"))),
     ("accepted", lambda run: integer(_get(run, "share_outcomes", "accepted"))),
     ("released", lambda run: integer(_get(run, "share_outcomes", "released"))),
     ("rejected", lambda run: integer(_get(run, "share_outcomes", "rejected"))),

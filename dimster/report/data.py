@@ -25,6 +25,7 @@ SUMMARY_TABLES = (
     "broker_requests",
     "broker_purgatory",
     "share_partition_in_flight",
+    "broker_share_records",
     "broker_lag",
 )
 BROKER_TABLES = ("broker_requests", "broker_purgatory", "share_partition_in_flight")
@@ -116,7 +117,8 @@ def load_run(run_dir: Path) -> RunData:
     for name in SUMMARY_TABLES:
         frame = _read_table(summary_dir, name)
         lag_read = (run_dir / "metrics" / "group_lag").is_dir()
-        expected = {"delivery_counts": share_group, "broker_lag": lag_read}.get(
+        # broker_share_records: not in the summaries of earlier versions
+        expected = {"delivery_counts": share_group, "broker_lag": lag_read, "broker_share_records": False}.get(
             name, brokers_scraped if name in BROKER_TABLES else True
         )
         if frame is not None:

@@ -24,6 +24,7 @@ from dimster.report.page import (
     text,
     unavailable,
 )
+from dimster.report.share_records import dead_letter_requests_figure, dead_letter_table, share_records_figure
 from dimster.workload.modes import mode_line, mode_panel
 
 
@@ -165,11 +166,17 @@ def delivery_counts(run: RunData, page: Page) -> str:
 
 def broker_section(run: RunData, page: Page) -> str:
     """What the brokers measured (their JMX metrics, scraped every 5 s): request rates and latency per
-    API, purgatories and the share partitions' in-flight records."""
+    API, purgatories, the share partitions' in-flight records, the records acknowledged and
+    dead-lettered, and the dead letters' produce requests."""
     requests = run.table("broker_requests")
     x_range = charts.time_range(run)
-    figures = [charts.in_flight_figure(run, x_range), charts.purgatory_figure(run, x_range)]
-    body = "".join(page.figure(fig) for fig in figures if fig is not None)
+    figures = [
+        charts.in_flight_figure(run, x_range),
+        share_records_figure(run, x_range),
+        dead_letter_requests_figure(run, x_range),
+        charts.purgatory_figure(run, x_range),
+    ]
+    body = dead_letter_table(run) + "".join(page.figure(fig) for fig in figures if fig is not None)
     if requests is not None and not requests.empty:
         rows = [
             [

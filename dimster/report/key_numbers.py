@@ -5,6 +5,7 @@ from html import escape
 from typing import Any
 
 from dimster.metrics.schema import LATENCY_METRICS as LATENCY_ROWS
+from dimster.pipeline.summary import DEAD_LETTER_TOTALS
 from dimster.report.data import RunData
 from dimster.report.page import MISSING, data_table, decimal, integer, is_missing, kv_table, panel, text, unavailable
 
@@ -41,6 +42,10 @@ def key_numbers(run: RunData) -> str:
         _card("unconsumed", integer(totals.get("unconsumed")), bad=_positive(totals.get("unconsumed"))),
         _card("duplicates", integer(duplicates), bad=_positive(duplicates)),
     ]  # fmt: skip
+    if totals.get("dead_lettered") is not None:  # a run with a dead-letter queue
+        wrong = [totals.get(key) for key in DEAD_LETTER_TOTALS[1:]]
+        cards.append(_card("dead_lettered", integer(totals["dead_lettered"]), sub=_wrong_dead_letters(totals),
+                           bad=any(_positive(v) for v in wrong)))  # fmt: skip
     panels = [throughput_panel(run), totals_panel(totals), share_panel(run), clients_panel(run)]
     return (
         '<section id="key-numbers"><h2>Key numbers</h2>'
@@ -88,7 +93,18 @@ def totals_panel(totals: dict[str, Any]) -> str:
             ("backlog", "backlog at the end"),
         )
     ]
+    if totals.get("dead_lettered") is not None:
+        rows += [(key, _flagged(totals.get(key), bad=key != "dead_lettered")) for key in DEAD_LETTER_TOTALS]
     return panel("Totals", kv_table(rows))
+
+
+def _wrong_dead_letters(totals: dict[str, Any]) -> str:
+    """The card's line under dead_lettered: the missing and duplicated ones, where there are any."""
+    return ", ".join(
+        f"{integer(totals[key])} {word}"
+        for key, word in (("dead_letter_missing", "missing"), ("dead_letter_duplicates", "duplicated"))
+        if _positive(totals.get(key))
+    )
 
 
 def share_panel(run: RunData) -> str:
@@ -109,6 +125,12 @@ def share_panel(run: RunData) -> str:
     redelivered = sum(int(v) for k, v in counts.items() if str(k) != "1")
     if counts:
         rows.append(("delivered more than once", integer(redelivered)))
+    if queue := run.summary.get("dead_letter_queue") or run.run_info.get("deadLetterQueue"):
+        rows += [
+            ("dead-letter topic", text(queue.get("topic"))),
+            ("dead letters hold", text("the record" if queue.get("copyRecord") else "metadata only")),
+            ("dead-letter topic made by", text("dimster" if queue.get("createTopic") else "the broker")),
+        ]
     return panel("Share outcomes", kv_table(rows) + account_table(run.summary.get("account") or {}))
 
 
@@ -116,18 +138,29 @@ ACCOUNT_TERMS = ("acked", "accepted", "rejected", "archived", "unconsumed", "in_
 ACCOUNT_HINT = "acked = accepted + rejected + archived + unconsumed + in doubt + lost, each record once"
 
 
+DEAD_LETTER_HINT = (
+    "dead_lettered: the group's records found in the dead-letter topic, each once; dead_letter_missing: "
+    "records it rejected, or the broker archived on their last delivery, not found there; "
+    "dead_letter_duplicates: extra copies found there"
+)
+
+
 def account_table(account: dict[str, Any]) -> str:
-    """Where each group's acknowledged records went; a group whose terms do not add up is flagged."""
+    """Where each group's acknowledged records went; a group whose terms do not add up is flagged. With
+    a dead-letter queue, the group's records found there, and those missing or duplicated (flagged)."""
     if not account:
         return ""
+    dead_letters = [t for t in DEAD_LETTER_TOTALS if any(g.get(t) is not None for g in account.values())]
     rows = []
     for group, terms in sorted(account.items()):
         closes = "yes" if terms.get("closes") else f"no ({terms.get('unaccounted'):+,})"
         shown = text(closes) if terms.get("closes") else f'<span class="bad">{text(closes)}</span>'
-        rows.append([text(group), *(integer(terms.get(term)) for term in ACCOUNT_TERMS), shown])
-    headers = ["group", *(t.replace("_", " ") for t in ACCOUNT_TERMS), "closes"]
+        queue = [_flagged(terms.get(t), bad=t != "dead_lettered") for t in dead_letters]
+        rows.append([text(group), *(integer(terms.get(term)) for term in ACCOUNT_TERMS), shown, *queue])
+    headers = ["group", *(t.replace("_", " ") for t in ACCOUNT_TERMS), "closes", *dead_letters]
     table = data_table(headers, rows)
-    return f'<p class="hint">{ACCOUNT_HINT}.</p><div class="scroll">{table}</div>'
+    hint = f"{ACCOUNT_HINT}. {DEAD_LETTER_HINT}" if dead_letters else ACCOUNT_HINT
+    return f'<p class="hint">{escape(hint)}.</p><div class="scroll">{table}</div>'
 
 
 def milliseconds(seconds: float | None) -> float | None:
