@@ -132,3 +132,12 @@ def test_a_queue_never_enabled_expects_nothing_and_one_switched_live_cannot_tell
     assert (switched["dead_lettered"], switched["dead_letter_missing"], switched["dead_letter_unexpected"]) == (
         1, None, 0
     )  # fmt: skip
+
+
+def test_the_console_window_carries_the_live_dead_letter_count():
+    from dimster.coordinator.console import status_line
+
+    a = RunAggregate({GROUP: TOPIC})
+    assert "dlq" not in status_line(1.0, "measure", a.take_window())  # a run without a queue
+    a.dead_lettered = 42
+    assert status_line(2.0, "measure", a.take_window()).endswith(" | dlq 42")

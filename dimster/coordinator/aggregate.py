@@ -375,5 +375,6 @@ class RunAggregate:
             "maxPollRecords": window.max_poll_records if window.polls else None,
             "workerWaitShare": window.wait_share(),
             "duplicates": self.duplicates,
+            "dead_lettered": self.dead_lettered,
             "sendErrors": self.send_errors,
         }
