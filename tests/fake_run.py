@@ -163,6 +163,7 @@ class FakeKafka:
     def __init__(self, workers: FakeWorkers):
         self.workers = workers
         self.deleted: list[str] = []
+        self.dead_letter_topic: str | None = None  # a workload with deadLetterQueue is not run here
 
     def prepare(self, workload, topics, groups) -> int:
         return 5
