@@ -7,11 +7,12 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from dimster.environment import load_environment
+from dimster.workload.payload import unpack_header
 from tests.conftest import dimster, spare_ports_yaml, write_environment
-from tests.runs import BASE, events, only_bundle, run_info, write_workload
+from tests.runs import BASE, events, modify, only_bundle, run_info, start_detached, wait, write_workload
 
 pytestmark = pytest.mark.kafka
 
@@ -109,3 +110,38 @@ def test_a_cluster_below_4_4_refuses_a_dead_letter_queue_in_one_line(tmp_path, p
             assert fragment in errors[0], errors
     finally:
         assert dimster("cluster", "down", "dlq43", env=env).code == 0
+
+
+def test_copy_record_switched_on_live_copies_what_comes_after_and_the_topic_cannot_change(local_cluster, tmp_path):
+    """`--modify --set deadLetterQueue.copyRecord=true` is a group config changed on the broker with no
+    restart: dead letters written before it carry metadata only, those after it the record too; the
+    live count feeds `wait`; the topic itself is refused live in one line."""
+    keys = {"producerRate": 200, "keepTopics": True, "deadLetterQueue": {},
+            "acknowledgement": {"mode": "EXPLICIT", "rejectFraction": 0.2}}  # fmt: skip
+    bundle = start_detached(tmp_path, "dlqlive", **keys)
+    bootstrap = load_environment("local").bootstrap_servers
+    try:
+        wait("dead_lettered>=40")  # the topic's live count
+        applied = modify("deadLetterQueue.copyRecord=true")["applied"]
+        assert [(c["key"], c["new"], c["effect"]) for c in applied] == [
+            ("deadLetterQueue.copyRecord", True, "group-config")
+        ]
+        [group] = run_info(bundle)["groups"]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        [described] = admin.describe_configs([ConfigResource(ConfigResource.Type.GROUP, group)]).values()
+        assert described.result(timeout=30)["errors.deadletterqueue.copy.record.enable"].value == "true"
+        refused = dimster("run", "local", "--modify", "--set", "deadLetterQueue.topic=dlq.other")
+        assert refused.code == 2 and len(refused.error_lines) == 1, refused.stderr
+        assert "'deadLetterQueue.topic' cannot change during a run" in refused.error_lines[0]
+        wait("received>=3000")
+    finally:
+        dimster("stop", "local")
+    info = run_info(bundle)
+    topic, totals = info["deadLetterQueue"]["topic"], info["totals"]
+    records = read_topic(bootstrap, topic)
+    copied = [unpack_header(m.value()) for m in records if m.value() is not None]
+    assert 0 < len(copied) < len(records) and all(copied), (len(copied), len(records))
+    assert (totals["dead_lettered"], totals["dead_letter_missing"], totals["dead_letter_duplicates"]) == (
+        totals["rejected"], 0, 0
+    ) and len(records) == totals["rejected"] > 0  # fmt: skip
+    AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic, *info["topics"]])
