@@ -14,15 +14,17 @@ from dimster.coordinator.run_log import RunLog
 from dimster.errors import DimsterError
 from dimster.kafka.admin import records_in_log
 from dimster.kafka.dead_letters import DeadLetters, Source, identities, read_sources
+from dimster.metrics.sequences import RangeSet
 
 COUNT_EVERY = 5.0  # seconds between live counts of the topic's records
 SETTLE_SECONDS = 30.0  # the broker's dead-letter writes retry with a back-off of 1 s and more
 LOOK_AGAIN_SECONDS = 1.0
 OUTCOMES = ("rejected", "archived")  # a share group's records that go to its dead-letter topic
+NO_RANGES = RangeSet()
 
 
 def expected_by_group(a: RunAggregate) -> dict[str, int]:
-    return {g: sum(a.settled_as_by_group[(o, g)] for o in OUTCOMES) for g in a.groups}
+    return {g: sum(a.settled_as_by_group.get((o, g), 0) for o in OUTCOMES) for g in a.groups}
 
 
 def match(
@@ -40,18 +42,20 @@ def match(
             unread[source[0]][source] += n
         else:
             copies[source[0]][identity] += n
-    counts = {}
+    enabled, never = states == {True}, True not in states
+    counts: dict[str, dict[str, int | None]] = {}
     for group, expected in expected_by_group(a).items():
-        expected = expected if True in states else 0
-        found, matched = copies[group], 0
-        for producer, sequence in found:
-            matched += any(sequence in a.settled_as[(o, group, producer)] for o in OUTCOMES)
-        distinct = len(found) + len(unread[group])
+        found, unread_here = copies[group], unread[group]
+        matched = sum(  # .get: a lookup must not add empty ranges to the aggregate
+            any(sequence in a.settled_as.get((o, group, producer), NO_RANGES) for o in OUTCOMES)
+            for producer, sequence in found
+        )
+        distinct = len(found) + len(unread_here)
         counts[group] = {
             "dead_lettered": distinct,
-            "dead_letter_missing": expected - matched if len(states) == 1 else None,
-            "dead_letter_duplicates": sum(found.values()) + sum(unread[group].values()) - distinct,
-            "dead_letter_unexpected": distinct - matched if True in states else distinct,
+            "dead_letter_missing": expected - matched if enabled else (0 if never else None),
+            "dead_letter_duplicates": sum(found.values()) + sum(unread_here.values()) - distinct,
+            "dead_letter_unexpected": distinct if never else distinct - matched,
         }
     return counts
 
@@ -64,6 +68,7 @@ class DeadLetterWatch:
         self.kafka, self.aggregate, self.log = kafka, aggregate, log
         assert kafka.dead_letter_topic is not None  # made only for a run that has one
         self.topic = kafka.dead_letter_topic
+        self.partitions = 0
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._count, name="dead-letter-count", daemon=True)
         aggregate.dead_lettered = 0
@@ -71,29 +76,36 @@ class DeadLetterWatch:
     def start(self) -> None:
         self.thread.start()
 
+    def records(self) -> int | None:
+        """The topic's records now (None before the broker has created a topic it creates). Its
+        partitions are asked for until there are some, then kept: a topic does not lose any."""
+        if not self.partitions:
+            self.partitions = self.kafka.dead_letter_partitions()
+            if not self.partitions:
+                return None
+        kafka = self.kafka
+        return records_in_log(kafka.bootstrap, {self.topic: self.partitions}, security=kafka.security)[self.topic]
+
     def _count(self) -> None:
         while not self.stopped.wait(COUNT_EVERY):
             try:
-                partitions = self.kafka.dead_letter_partitions()
-                if partitions:
-                    kafka = self.kafka
-                    counts = records_in_log(kafka.bootstrap, {self.topic: partitions}, security=kafka.security)
-                    self.aggregate.dead_lettered = counts[self.topic]
+                if (records := self.records()) is not None:
+                    self.aggregate.dead_lettered = records
             except DimsterError:
                 pass  # a count missed; the end reads the topic whole
 
     def finish(self) -> None:
-        """Once the consumers have closed: read the topic until every expected record is there, or for
-        SETTLE_SECONDS, and set the aggregate's dead-letter figures."""
+        """Once the consumers have closed: wait until the topic holds as many records as expected (the
+        broker's last writes retry), for SETTLE_SECONDS at most, read it, and set the aggregate's
+        dead-letter figures."""
         self.stopped.set()
         a, started = self.aggregate, time.monotonic()
         states = self.kafka.dead_letter_states
         expected = sum(expected_by_group(a).values()) if states == {True} else 0
-        try:
-            letters = read_sources(self.kafka.bootstrap, self.kafka.security, self.topic, set(a.groups))
-            while len(letters.found) < expected and time.monotonic() < started + SETTLE_SECONDS:
+        try:  # the topic's end offsets until they hold what is expected, then the topic read once
+            while (self.records() or 0) < expected and time.monotonic() < started + SETTLE_SECONDS:
                 time.sleep(LOOK_AGAIN_SECONDS)
-                letters = read_sources(self.kafka.bootstrap, self.kafka.security, self.topic, set(a.groups))
+            letters = read_sources(self.kafka.bootstrap, self.kafka.security, self.topic, set(a.groups))
             unread = set(letters.found) - set(letters.copied)
             known = {**letters.copied, **identities(self.kafka.bootstrap, self.kafka.security, unread)}
         except Exception as e:  # the run's other numbers stand

@@ -39,8 +39,11 @@ class RunKafka:
         admin = admin_client(self.bootstrap, self.security, **{"socket.connection.setup.timeout.ms": 10_000})
         w = workload
         replication = w.replication_factor or min(3, len(self.brokers))
+        broker = ConfigResource(ConfigResource.Type.BROKER, str(self.brokers[0]))
+        [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
+        broker_config = described.result(timeout=ADMIN_TIMEOUT)
         if w.dead_letter_queue and groups:
-            self._prepare_dead_letters(admin, w, topics, replication)
+            self._prepare_dead_letters(admin, broker_config, w, topics, replication)
         config = {k: property_text(v) for k, v in w.kafka_config.topic_config.items()}
         new_topics = [NewTopic(t, w.partitions_per_topic, replication, config=config) for t in topics]
         for validate_only in (True, False):
@@ -57,17 +60,17 @@ class RunKafka:
                 for validate_only in (True, False):
                     altered = admin.incremental_alter_configs(resources, validate_only=validate_only)
                     self.results(altered, "the config of")
-        broker = ConfigResource(ConfigResource.Type.BROKER, str(self.brokers[0]))
-        [described] = admin.describe_configs([broker], request_timeout=ADMIN_TIMEOUT).values()
-        entry = described.result(timeout=ADMIN_TIMEOUT).get("group.share.delivery.count.limit")
+        entry = broker_config.get("group.share.delivery.count.limit")
         return int(entry.value) if entry is not None and entry.value else 5
 
-    def _prepare_dead_letters(self, admin: AdminClient, w: Workload, topics: list[str], replication: int) -> None:
+    def _prepare_dead_letters(
+        self, admin: AdminClient, broker_config: dict, w: Workload, topics: list[str], replication: int
+    ) -> None:
         """Check that the cluster will write the run's dead-letter records (it archives them in silence
         when it will not), then create the topic unless it is there or the broker creates it."""
         queue = w.dead_letter_queue
         assert queue is not None
-        settings = cluster_settings(admin, self.brokers[0], self.bootstrap, self.kafka_version, self.security)
+        settings = cluster_settings(broker_config, self.bootstrap, self.kafka_version, self.security)
         topic = queue.topic or settings.prefix + topics[0].rsplit("-", 1)[0]  # prefix, run name and tag
         if problem := refusal(queue, topic, settings, self.kafka_version):
             raise DimsterError(problem)

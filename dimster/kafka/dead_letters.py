@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from dimster.errors import DimsterError
 from dimster.kafka.admin import _quiet
@@ -30,19 +30,17 @@ class ClusterSettings:
     auto_create: bool
 
 
-def cluster_settings(admin: AdminClient, broker: int, bootstrap: str, version: str, security) -> ClusterSettings:
+def cluster_settings(broker_config: dict, bootstrap: str, version: str, security) -> ClusterSettings:
     """The finalized share.version (through Kafka's Admin API in dimster's Java helper) and the
-    cluster's two dead-letter configs, as broker `broker` has them."""
+    cluster's two dead-letter configs, from a broker's described config."""
     result = run_helper(kafka_distribution(version), "share-health", bootstrap, security=security)
     try:
         share_version = int(json.loads(result.stdout.strip().splitlines()[-1])["shareVersion"])
     except (IndexError, KeyError, ValueError):
         raise DimsterError(f"the finalized share.version of the cluster at {bootstrap} could not be read") from None
-    [described] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(broker))]).values()
-    entries = described.result(timeout=TIMEOUT)
-    prefix = entries[PREFIX].value if PREFIX in entries else None
-    auto = entries.get(AUTO_CREATE)
-    return ClusterSettings(share_version, "dlq." if prefix is None else prefix, bool(auto and auto.value == "true"))
+    prefix = broker_config[PREFIX].value if PREFIX in broker_config else "dlq."  # the broker's default
+    auto = broker_config.get(AUTO_CREATE)
+    return ClusterSettings(share_version, prefix, bool(auto and auto.value == "true"))
 
 
 def refusal(queue: DeadLetterQueue, topic: str, settings: ClusterSettings, version: str) -> str | None:
