@@ -5,8 +5,13 @@ agent process on loopback, no Kafka."""
 import dataclasses
 import json
 import random
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import msgpack
+import psutil
 import pytest
 import zmq
 
@@ -94,7 +99,7 @@ def test_no_message_of_the_corpus_stops_the_agent_serving(agent):
             status, welcome = handshake(context, address, TOKEN, status_hello(), timeout=5)  # still serving
             status.close()
             assert welcome.protocol_version == PROTOCOL_VERSION, what
-            if what == "oversized":  # the last: its connection is gone, the run ends when it falls silent
+            if what == "oversized":  # the last: its connection is gone, and the run with it
                 owner.close(linger=0)
                 break
             owner.send(encode(Close()))  # release the run, if it still holds one
@@ -158,3 +163,51 @@ def test_only_regular_files_named_as_logs_are_shipped_back(tmp_path):
     assert [m.name for m in shipped if isinstance(m, LogFileSent)] == ["worker-0.log"]
     assert isinstance(shipped[-1], Closed)
     assert "is not shipped" in (tmp_path / "agent.log").read_text()
+
+
+COORDINATOR = """
+import sys, time
+import zmq
+from dimster.worker.protocol import Assign, Ready, encode
+from tests.agents import answer, claim
+from tests.test_agent_hostile import assignment
+context = zmq.Context()
+owner = claim(context, sys.argv[1], "orphaned")
+owner.send(encode(Assign(assignment())))
+assert isinstance(answer(owner), Ready)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_killed_coordinator_s_worker_on_an_agent_ends_within_seconds(tmp_path):
+    """kill -9 of the coordinator that holds an agent's run: its kernel closes the connection, and the
+    agent ends the run and its worker process at once, not after the 30 s of silence."""
+    address = f"127.0.0.1:{spare_ports(4)['brokerPortBase'] + 14}"
+    with running_agent(address, write_token(tmp_path), tmp_path / "agent.log") as agent_process:
+        root = Path(__file__).parent.parent
+        coordinator = subprocess.Popen(
+            [sys.executable, "-c", COORDINATOR, address], cwd=root, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert coordinator.stdout and coordinator.stdout.readline().strip() == "ready"
+            children = psutil.Process(agent_process.pid).children()
+            (worker,) = [child for child in children if "spawn_main" in " ".join(child.cmdline())]
+            coordinator.kill()
+            coordinator.wait(10)
+            killed_at = time.monotonic()
+            worker.wait(10)  # psutil.TimeoutExpired fails the test
+            ended_after = time.monotonic() - killed_at
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+                coordinator.wait(10)
+        context = zmq.Context()
+        try:
+            probe, welcome = handshake(context, address, TOKEN, status_hello(), timeout=5)
+            probe.close()
+        finally:
+            context.term()
+    assert not welcome.busy_with
+    assert ended_after < 5
+    assert "the coordinator's connection closed" in (tmp_path / "agent.log").read_text()

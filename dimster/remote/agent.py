@@ -1,7 +1,9 @@
 """`dimster worker serve`: a long-lived agent that runs the clients a coordinator places on it.
 
 The agent speaks the protocol on a ZeroMQ ROUTER socket. It serves one run at a time: the coordinator
-that said Hello first owns it until its workers close (or it falls silent); any other is refused. For
+that said Hello first owns it until its workers close, its connection closes (a killed coordinator's
+kernel closes it at once; ZeroMQ's heartbeats close a silent one) or it falls silent; any other is
+refused. For
 each run it starts one worker process (the same `worker_main` a local run uses) and relays messages
 between it and the coordinator; it answers clock probes itself, with this host's clock. When the run
 closes it ships the worker's log files back before it says Closed. Client properties of the run that
@@ -25,6 +27,7 @@ from pathlib import Path
 import psutil
 import zmq
 from pydantic import ValidationError
+from zmq.utils.monitor import recv_monitor_message
 
 from dimster import __version__
 from dimster.errors import DimsterError
@@ -55,6 +58,8 @@ from dimster.yamlfile import validation_error_line
 
 log = logging.getLogger("dimster.agent")
 COORDINATOR_TIMEOUT = 30.0  # a run whose coordinator is silent this long is ended (it probes every second)
+HEARTBEAT_MS = 2000  # ZeroMQ pings each connection this often (its I/O thread answers, not the loop's)
+HEARTBEAT_TIMEOUT_MS = 10_000  # a connection that answers no ping this long is closed, ending its run
 MAX_LOG_BYTES = 50 * 2**20  # per file shipped back
 MAX_MESSAGE_BYTES = 16 * 2**20  # from a coordinator (an Assign of thousands of clients is far smaller)
 NAME = re.compile(r"[A-Za-z0-9._-]{1,80}")  # a workload's name, as the workload file allows it: part of a folder
@@ -109,6 +114,7 @@ class Session:
     coordinator_host: str
     folder: Path
     last_heard: float
+    connection: int  # the coordinator's connection (its socket's file descriptor on this host)
     worker: Worker | None = None
     clock_offset: float = 0.0
     security: dict[str, str] = field(default_factory=dict)  # the Assign's client security, for live Updates
@@ -120,6 +126,8 @@ class Agent:
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 1000
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # a larger one drops its connection
+        self.socket.heartbeat_ivl, self.socket.heartbeat_timeout = HEARTBEAT_MS, HEARTBEAT_TIMEOUT_MS
+        self.disconnects = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self.authenticator = serve_securely(self.context, self.socket, token)
         try:
             self.socket.bind(endpoint(listen))
@@ -140,6 +148,7 @@ class Agent:
     def serve(self) -> None:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
+        poller.register(self.disconnects, zmq.POLLIN)
         while not self.stopping:
             session = self.session
             worker = session.worker if session else None
@@ -148,8 +157,10 @@ class Agent:
             ready = dict(poller.poll(200))
             if worker:
                 poller.unregister(worker.channel.fileno())
+            self._end_if_disconnected()  # first: a closed connection's number may be reused by the next
             if self.socket in ready:
-                self._guarded(self.socket.recv_multipart())
+                frames = self.socket.recv_multipart(copy=False)
+                self._guarded([frame.bytes for frame in frames], frames[-1].get(zmq.SRCFD))
             if session and worker and worker.channel.fileno() in ready:
                 self._from_worker(session, worker)
             self._check_session()
@@ -157,21 +168,30 @@ class Agent:
     def _send(self, peer: bytes, message: Message) -> None:
         self.socket.send_multipart([peer, encode(message)])
 
-    def _guarded(self, frames: list[bytes]) -> None:
+    def _end_if_disconnected(self) -> None:
+        """End the run whose coordinator's connection closed: it cannot come back (a new connection is
+        a new peer), and its workers must not go on loading the cluster with nobody watching."""
+        while self.disconnects.poll(0):
+            event = recv_monitor_message(self.disconnects)
+            session = self.session
+            if session and event["event"] == zmq.EVENT_DISCONNECTED and event["value"] == session.connection:
+                self._end_session(session, "the coordinator's connection closed")
+
+    def _guarded(self, frames: list[bytes], connection: int) -> None:
         """One message from a coordinator, inside an error boundary: whatever it holds, the agent answers
         it (Refused, or Failed to the run's own coordinator) and goes on serving."""
         peer = frames[0]
         try:
             if len(frames) != 2:
                 raise ProtocolError(f"a message of {len(frames) - 1} parts (the protocol sends one)")
-            self._from_coordinator(peer, frames[1])
+            self._from_coordinator(peer, frames[1], connection)
         except Exception as e:
             reason = str(e) if isinstance(e, (DimsterError, ProtocolError)) else f"{type(e).__name__}: {e}"
             log.warning("a message from a coordinator was not served: %s", reason)
             mine = self.session is not None and peer == self.session.peer
             self._send(peer, Failed(f"agent on {platform.node()}: {reason}") if mine else Refused(reason))
 
-    def _from_coordinator(self, peer: bytes, data: bytes) -> None:
+    def _from_coordinator(self, peer: bytes, data: bytes, connection: int) -> None:
         try:
             message = decode(data)
         except ProtocolError as e:
@@ -179,7 +199,7 @@ class Agent:
             return
         session = self.session
         if isinstance(message, Hello):
-            self._hello(peer, message)
+            self._hello(peer, message, connection)
         elif session is None or peer != session.peer:
             self._send(peer, Refused(f"this agent serves {self.welcome().busy_with or 'no run of yours'}"))
         elif isinstance(message, ProbeClock):
@@ -201,7 +221,7 @@ class Agent:
             elif isinstance(message, Close):  # before any Assign: the coordinator did not need us
                 self._end_session(session, "released unused")
 
-    def _hello(self, peer: bytes, hello: Hello) -> None:
+    def _hello(self, peer: bytes, hello: Hello, connection: int) -> None:
         if hello.protocol_version != PROTOCOL_VERSION:
             self._send(
                 peer,
@@ -221,7 +241,7 @@ class Agent:
             name = hello.workload[:100]
             raise ProtocolError(f"workload name {name!r} is not a workload's name (letters, digits, . _ -)")
         folder = Path(tempfile.mkdtemp(prefix=f"dimster-agent-{hello.workload}-", dir=self.work_dir))
-        self.session = Session(peer, hello.workload, hello.coordinator_host, folder, time.time())
+        self.session = Session(peer, hello.workload, hello.coordinator_host, folder, time.time(), connection)
         log.info("serving workload %s from %s", hello.workload, hello.coordinator_host)
         self._send(peer, self.welcome())
 
@@ -288,6 +308,8 @@ class Agent:
     def close(self) -> None:
         if self.session:
             self._end_session(self.session, "agent stopping")
+        self.socket.disable_monitor()
+        self.disconnects.close(linger=0)
         self.socket.close(linger=0)
         self.authenticator.stop()
         self.context.term()
