@@ -10,7 +10,7 @@ import pytest
 
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.journal import JOURNAL, TAIL, RunJournal, read_journal
-from dimster.coordinator.recover import crashed_account, recover_crashed, replay
+from dimster.coordinator.recover import crashed_account, received_past_commit, recover_crashed, replay
 from dimster.errors import DimsterError
 from dimster.worker.protocol import ClientInterval, IntervalReport
 from tests.fake_run import FakeWorkers
@@ -147,6 +147,16 @@ def test_a_crashed_account_counts_acked_from_the_log_and_its_unreported_tail_in_
     # the cluster unknown: acked as reported, the account open
     g = account_of(100, None, settled=95, bound=5, unconsumed=None)
     assert (g["acked"], g["unconsumed"], g["lost"], g["closes"]) == (100, None, None, False)
+
+
+def test_records_past_a_consumer_group_s_commit_count_once_as_received():
+    a = RunAggregate({"g": "t", "h": "t"})
+    a.settled[("g", 1)].add(0, 9)  # producer 1's sequences 0-9 reported received by g
+    a.settled[("g", 2)].add(5, 5)
+    past_commit = [(1, 8), (1, 9), (1, 10), (2, 5), (2, 6), (3, 0)]  # as read from the log
+    assert received_past_commit(a, "g", past_commit) == 3  # (1, 8), (1, 9), (2, 5)
+    assert received_past_commit(a, "h", past_commit) == 0  # another group's reports count nothing
+    assert ("h", 1) not in a.settled  # reading adds no empty entries
 
 
 def test_a_journal_that_is_not_one_is_one_error_line(tmp_path):

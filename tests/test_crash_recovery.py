@@ -17,9 +17,14 @@ from tests.runs import run_info, start_run, wait
 pytestmark = pytest.mark.kafka
 
 
-def test_a_killed_coordinator_leaves_no_worker_and_its_account_closes_from_the_journal(tmp_path, local_cluster):
+@pytest.mark.parametrize("consumer_type", ["SHARE_GROUP", "CONSUMER_GROUP"])
+def test_a_killed_coordinator_leaves_no_worker_and_its_account_closes_from_the_journal(
+    tmp_path, local_cluster, consumer_type
+):
+    """A consumer group commits every 5 s, so records its consumers received past its last commit are
+    both in its reports and past its position: counted once, as received."""
     process, bundle = start_run(
-        tmp_path, "killed", consumerType="SHARE_GROUP", durationSeconds=300, reportIntervalSeconds=1, warmupSeconds=0
+        tmp_path, "killed", consumerType=consumer_type, durationSeconds=300, reportIntervalSeconds=1, warmupSeconds=0
     )
     try:
         wait("received>=3000")

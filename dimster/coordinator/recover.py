@@ -5,9 +5,12 @@ from what the brokers say now (their logs' ends and the groups' positions).
 After a crash every worker died with the coordinator, each after its last report. A record the broker
 took after its producer's last report is in the log but in no report, so a crashed run's `acked` is
 what the run's topics hold; a record a consumer settled after its last report is in doubt, up to its
-receive rate for the second a report can trail (RunAggregate.consumers_lost)."""
+receive rate for the second a report can trail (RunAggregate.consumers_lost). A consumer group's
+position is its last commit: the records past it that its consumers had reported received are
+settled, not unconsumed (read from the log, each by its producer and sequence)."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from dimster.environment import load_environment
 from dimster.errors import DimsterError
 from dimster.kafka.admin import records_in_log
 from dimster.kafka.groups import GroupSpec
+from dimster.kafka.records import identities_between
 from dimster.results.bundle import mark_crashed
 from dimster.results.metrics_writer import MetricsWriter
 
@@ -121,9 +125,20 @@ def brokers_view(info: dict, r: Replay, delete_topics: bool) -> tuple[dict[str, 
         finally:
             watch.stop()
         unconsumed = {group: reading.lag(group) for group in r.groups}
+        for group, spec in r.groups.items():
+            if spec["kind"] == "consumer":
+                spans = {p: (start, start + lag) for p, (start, lag) in reading.groups.get(group, {}).items()}
+                read = identities_between(profile.bootstrap_servers, security, spec["topic"], spans)
+                unconsumed[group] -= received_past_commit(r.aggregate, group, read)
     if delete_topics:
         kafka.delete_topics(list(r.topics))
     return in_log, unconsumed
+
+
+def received_past_commit(a: RunAggregate, group: str, identities: Iterable[tuple[int, int]]) -> int:
+    """How many of the records past a consumer group's commit (their producer and sequence) its
+    consumers reported received."""
+    return sum(1 for producer, sequence in identities if sequence in a.settled.get((group, producer), ()))
 
 
 def keeps_topics(run_dir: Path) -> bool:

@@ -4,22 +4,21 @@ one, the topic itself, and what it holds. A dead-letter record carries its sourc
 the group copies them; a record's producer and sequence number are read from its source when not."""
 
 import json
-import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from dimster.errors import DimsterError
-from dimster.kafka.admin import _quiet
 from dimster.kafka.distribution import kafka_distribution, run_helper
+from dimster.kafka.records import every_record, partitions_of, reader, records_until
 from dimster.kafka.security import ClientSecurity
 from dimster.workload.dead_letter import AUTO_CREATE, OLDEST_SHARE_VERSION, PREFIX, TOPIC_ENABLE, DeadLetterQueue
 from dimster.workload.payload import unpack_header
 
 HEADER = "__dlq.errors."
-TIMEOUT = 15.0
 Source = tuple[str, str, int, int]  # group, topic, partition, offset of the record dead-lettered
 
 
@@ -69,27 +68,6 @@ def dead_letter_topic(topic: str, partitions: int, replication: int) -> NewTopic
     return NewTopic(topic, partitions, replication, config={TOPIC_ENABLE: "true"})
 
 
-def consumer(bootstrap: str, security: ClientSecurity) -> Consumer:
-    """A consumer that reads by assignment and commits nothing."""
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "dimster-dead-letter-reader",  # never joined: partitions are assigned
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-            "logger": _quiet,
-            **(security or {}),
-        }
-    )
-
-
-def partitions_of(reader: Consumer, topic: str) -> list[int]:
-    described = reader.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
-    if described is None or described.error is not None:
-        return []  # the broker creates it at its first dead-letter record
-    return sorted(described.partitions)
-
-
 @dataclass
 class DeadLetters:
     found: Counter  # Source -> how many dead-letter records it has
@@ -99,12 +77,13 @@ class DeadLetters:
 
 def read_sources(bootstrap: str, security: ClientSecurity, topic: str, groups: set[str]) -> DeadLetters:
     """What the dead-letter topic holds now for `groups`."""
-    reader = consumer(bootstrap, security)
+    consumer = reader(bootstrap, security)
     letters = DeadLetters(Counter(), {}, 0)
     try:
-        partitions = partitions_of(reader, topic)
-        for message in _every_record(reader, topic, partitions):
-            headers = {k: v.decode() for k, v in message.headers() or [] if k.startswith(HEADER) and v is not None}
+        partitions = partitions_of(consumer, topic)
+        for message in every_record(consumer, topic, partitions):
+            pairs = cast(list[tuple[str, bytes | None]], message.headers() or [])  # the consumer's form
+            headers = {k: v.decode() for k, v in pairs if k.startswith(HEADER) and v is not None}
             group = headers.get(HEADER + "group")
             if group not in groups:
                 letters.others += 1
@@ -115,7 +94,7 @@ def read_sources(bootstrap: str, security: ClientSecurity, topic: str, groups: s
             if header := unpack_header(message.value()):
                 letters.copied[source] = header[:2]
     finally:
-        reader.close()
+        consumer.close()
     return letters
 
 
@@ -125,52 +104,18 @@ def identities(bootstrap: str, security: ClientSecurity, sources: set[Source]) -
     for _group, topic, partition, offset in sources:
         wanted.setdefault((topic, partition), set()).add(offset)
     known: dict[tuple[str, int, int], tuple[int, int]] = {}
-    reader = consumer(bootstrap, security)
+    consumer = reader(bootstrap, security)
     try:
         for (topic, partition), offsets in wanted.items():
             last = max(offsets)
-            reader.assign([TopicPartition(topic, partition, min(offsets))])
-            for message in _records_until(reader, last):
+            consumer.assign([TopicPartition(topic, partition, min(offsets))])
+            for message in records_until(consumer, last):
                 if message.topic() != topic or message.partition() != partition:
                     continue  # fetched for the partition read before
-                header = unpack_header(message.value()) if message.offset() in offsets else None
+                offset = message.offset() or 0
+                header = unpack_header(message.value()) if offset in offsets else None
                 if header:
-                    known[(topic, partition, message.offset())] = header[:2]
+                    known[(topic, partition, offset)] = header[:2]
     finally:
-        reader.close()
+        consumer.close()
     return {s: known[s[1:]] for s in sources if s[1:] in known}
-
-
-def _every_record(reader: Consumer, topic: str, partitions: list[int]):
-    """Every record the partitions hold now, up to each one's end."""
-    ends = {p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT)[1] for p in partitions}
-    open_partitions = {p for p, end in ends.items() if end > 0}
-    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in open_partitions])
-    deadline = time.monotonic() + 60
-    while open_partitions and time.monotonic() < deadline:
-        for message in _records(reader):
-            partition, offset = message.partition() or 0, message.offset() or 0
-            if offset >= ends[partition] - 1:
-                open_partitions.discard(partition)
-            yield message
-    if open_partitions:
-        raise DimsterError(f"the dead-letter topic {topic} could not be read to its end within 60 s")
-
-
-def _records_until(reader: Consumer, last: int):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for message in _records(reader):
-            yield message
-            if (message.offset() or 0) >= last:
-                return
-
-
-def _records(reader: Consumer):
-    """One fetch's records: an error other than a partition's end is raised."""
-    for message in reader.consume(10_000, 1.0):
-        error = message.error()
-        if error is None:
-            yield message
-        elif error.code() != KafkaError._PARTITION_EOF:
-            raise KafkaException(error)
