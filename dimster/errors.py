@@ -17,3 +17,16 @@ class ClusterError(DimsterError):
     """The cluster could not be brought to the asked state."""
 
     exit_code = 3
+
+
+class ThresholdsBreached(DimsterError):
+    """A run (or a campaign's point) completed, and a threshold of its workload did not hold."""
+
+    exit_code = 8
+
+
+class RegressionFound(DimsterError):
+    """`compare --verdict`: a candidate's figure is worse than the baseline's beyond its tolerance, and
+    the difference is significant."""
+
+    exit_code = 9
