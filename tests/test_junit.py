@@ -7,7 +7,8 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from dimster.errors import DimsterError
-from dimster.results.junit import Case, Suite, campaign_suites, comparison_suites, quantity, run_suite, write_junit
+from dimster.results.junit import Case, Suite, campaign_suites, comparison_suites, run_suite, write_junit
+from dimster.verdict.judge import quantity
 
 RUN_INFO = {
     "run_id": "20261201T100000Z-b",

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.client_events import ReportIntake
 from dimster.coordinator.ensemble import Ensemble
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.observers import BrokerObservers
@@ -78,6 +79,7 @@ class StatusSource(Protocol):
     topology: Topology
     workload: Workload
     aggregate: RunAggregate
+    intake: ReportIntake
     run_id: str
     run_tag: str
     phase: str
@@ -94,6 +96,7 @@ def run_status(run: StatusSource) -> dict:
         run.load_started, len(t.producers), len(t.consumers), run.last_window or {},
         run.observers.lag(groups), lag.at if lag else None, run.unconsumed_by_group,
     )  # fmt: skip
+    numbers = numeric_status(run.aggregate, facts)
     return {
         "environment": run.cluster.profile.name,
         "runId": run.run_id,
@@ -101,7 +104,8 @@ def run_status(run: StatusSource) -> dict:
         "results": str(run.bundle.path),
         "metricsUrl": run.exporter.url if run.exporter else None,
         "phase": run.phase,
-        **numeric_status(run.aggregate, facts),
+        **numbers,
+        "thresholds": run.intake.judge.status(numbers),  # each one's value over the measured phase so far
         "brokers": run.observers.registered(),
         "workers": run.ensemble.described(),
         "mode": run.workload.mode.type,

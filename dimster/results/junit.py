@@ -13,6 +13,7 @@ from typing import Any
 
 from dimster.errors import DimsterError
 from dimster.verdict.figures import FIGURES
+from dimster.verdict.judge import quantity
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
 _RESULT_TAGS = {"failed": "failure", "error": "error", "skipped": "skipped"}
@@ -36,17 +37,6 @@ class Suite:
     properties: dict[str, str] = field(default_factory=dict)
     timestamp: str | None = None  # ISO 8601, UTC
     time: float | None = None  # seconds
-
-
-def quantity(value: float | None, unit: str = "") -> str:
-    """A value with its unit, as many decimals as it has up to two ("12.3 ms", "333.1 msg/s", "0");
-    small values keep three significant digits ("0.004 MB/s")."""
-    if value is None:
-        return "no value"
-    text = f"{value:,.2f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
-    if "." in text and "e" not in text:
-        text = text.rstrip("0").rstrip(".")
-    return f"{text} {unit}".rstrip()
 
 
 def write_junit(suites: list[Suite], path: Path) -> None:

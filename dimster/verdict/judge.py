@@ -58,14 +58,18 @@ def judge_summary(thresholds: Iterable[object], summary: dict, aborted_by: str |
 def breaches(verdict: dict) -> list[str]:
     """One line per threshold that did not hold: 'e2e.p99 < 50ms: 73.2 ms'."""
     return [
-        f"{r['threshold']}: {r['note'] or show(r['value'], r['unit'])}"
+        f"{r['threshold']}: {r['note'] or quantity(r['value'], r['unit'])}"
         for r in verdict.get("thresholds", [])
         if not r["passed"]
     ]
 
 
-def show(value: float | None, unit: str) -> str:
+def quantity(value: float | None, unit: str = "") -> str:
+    """A value with its unit, as many decimals as it has up to two ("12.3 ms", "333.1 msg/s", "0");
+    small values keep three significant digits ("0.004 MB/s")."""
     if value is None:
         return "no value"
-    text = f"{value:,.0f}" if value == int(value) and abs(value) >= 1 else f"{value:,.3g}"
+    text = f"{value:,.2f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+    if "." in text and "e" not in text:
+        text = text.rstrip("0").rstrip(".")
     return f"{text} {unit}".rstrip()
