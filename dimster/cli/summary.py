@@ -7,7 +7,7 @@ import typer
 from dimster.cli.output import console, err_console
 from dimster.errors import DimsterError, ThresholdsBreached
 from dimster.pipeline.spark import spark_master
-from dimster.verdict.judge import breaches
+from dimster.verdict.judge import Spec, breaches, not_judged
 from dimster.workload.modes import mode_line
 
 SparkMasterOpt = typer.Option(
@@ -100,6 +100,16 @@ def check_verdict(run_dir: Path, summary: dict | None) -> None:
         raise ThresholdsBreached(
             f"thresholds breached: {failed} of {len(verdict['thresholds'])} (results kept in {run_dir})"
         )
+
+
+def write_run_junit(path: Path, run_dir: Path, summary: dict | None, thresholds: list[Spec]) -> None:
+    """--junit: the run's thresholds as JUnit XML, one case each (errors when there is no summary)."""
+    from dimster.pipeline.summary import read_run_info
+    from dimster.results.junit import run_suite, write_junit
+
+    verdict = summary.get("verdict") if summary else not_judged(thresholds, "not judged: the run has no summary")
+    write_junit([run_suite(verdict, read_run_info(run_dir / "run.json"))], path)
+    console.print(f"junit: {path}", markup=False)
 
 
 def summarize_after_run(run_dir: Path, master: str) -> dict | None:

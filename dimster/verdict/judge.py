@@ -55,6 +55,14 @@ def judge_summary(thresholds: Iterable[object], summary: dict, aborted_by: str |
     return judge(specs, lambda name: summary_value(FIGURES[name], summary), aborted_by)
 
 
+def not_judged(specs: list[Spec], why: str) -> dict:
+    """A verdict for thresholds that could not be judged (no summary): each fails, saying why."""
+    verdict = judge(specs, lambda _name: None)
+    for result in verdict["thresholds"]:
+        result["note"] = why
+    return verdict
+
+
 def breaches(verdict: dict) -> list[str]:
     """One line per threshold that did not hold: 'e2e.p99 < 50ms: 73.2 ms'."""
     return [
