@@ -2,6 +2,7 @@
 expression, what a workload must have for a figure, abortOnFail's rule, the judge on summary figures
 and the exit code of a breach. No broker: tests/test_verdicts.py judges real runs."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from dimster.coordinator.changes import live_changes
 from dimster.errors import ThresholdsBreached
 from dimster.verdict.expressions import PERCENT, parse_quantity, parse_threshold
 from dimster.verdict.figures import FIGURES, MSG_RATE, NUMBER, TIME, summary_value
-from dimster.verdict.judge import judge_summary, specs_of
+from dimster.verdict.judge import judge_summary, quantity, specs_of
 from dimster.workload.model import load_workload, parse_workload
 from tests.cli import dimster
 
@@ -144,3 +145,23 @@ def test_a_breach_exits_8_and_says_which(tmp_path):
         check_verdict(Path("r1"), None)
     check_verdict(Path("r1"), {"verdict": judge_summary(["lost == 0"], SUMMARY)})  # passes: no exit
     check_verdict(Path("r1"), {"verdict": None})
+
+
+def test_the_report_opens_with_the_thresholds_verdict(tmp_path):
+    from dimster.report.html import write_report
+    from tests.report_runs import Scenario, write_run
+
+    run_dir = write_run(tmp_path, Scenario())
+    summary = json.loads((run_dir / "summary" / "summary.json").read_text())
+    summary["verdict"] = judge_summary(["e2e.p99 < 1ms", "lost == 0", "dead_lettered == 0"], summary)
+    (run_dir / "summary" / "summary.json").write_text(json.dumps(summary))
+    page = write_report(run_dir).read_text()
+    panel = page[page.index("<h3>Thresholds</h3>") :]
+    assert page.index("</header>") < page.index("<h3>Thresholds</h3>") < page.index("Key numbers")
+    assert "1 of 3 threshold(s) held" in panel and '<span class="badge failed">failed</span>' in panel
+    p99 = quantity(summary["latency_ms"]["e2e"]["p99"], "ms")
+    assert f"<td>{p99}</td><td>1 ms</td><td>" in panel
+    assert "breached</span> (no value: the run has no dead_lettered)" in panel
+    summary["verdict"] = None
+    (run_dir / "summary" / "summary.json").write_text(json.dumps(summary))
+    assert "<h3>Thresholds</h3>" not in write_report(run_dir).read_text()
