@@ -9,6 +9,7 @@ import time
 
 import pytest
 import yaml
+from junitparser import JUnitXml
 
 from dimster.campaign.model import load_campaign
 from dimster.coordinator.control import control_request
@@ -115,7 +116,8 @@ def current_status() -> dict | None:
 
 @pytest.mark.kafka
 def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_path):
-    path = write_campaign(tmp_path)
+    """Its thresholds judge each point on its own run: the points at 200 msg/s breach a bound of 300."""
+    path = write_campaign(tmp_path, thresholds=["consumed.rate > 300 msg/s", "lost == 0"])
     results = tmp_path / "campaigns"
     command = [sys.executable, "-m", "dimster", "campaign", "local", "-c", str(path), "--results", str(results)]
     process = subprocess.Popen(
@@ -151,8 +153,10 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
     interrupted_bundle = state["points"][1]["bundle"]
     assert interrupted_bundle and (folder / interrupted_bundle / "run.json").exists()  # kept, not lost
 
-    resumed = dimster("campaign", "local", "--resume", str(folder), timeout=900)
-    assert resumed.code == 0, resumed.stderr + resumed.stdout
+    junit = tmp_path / "junit.xml"
+    resumed = dimster("campaign", "local", "--resume", str(folder), "--junit", str(junit), timeout=900)
+    assert resumed.code == 8, resumed.stderr + resumed.stdout
+    assert "thresholds breached or not judged at point(s) 1, 2" in resumed.error_lines[0]
     started = [line for line in resumed.stdout.splitlines() if line.startswith("== point")]
     assert [line.split(" (")[0] for line in started] == ["== point 2", "== point 3", "== point 4"]
     state = json.loads((folder / "campaign.json").read_text())
@@ -170,6 +174,15 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
     assert (folder / "campaign" / "logs" / "spark.log").is_file()  # Spark's JVM wrote there, not to the console
     page = (folder / "campaign.html").read_text()
     assert page.count("producerRate=400") >= 2
+    verdict = summary["verdict"]
+    assert [p["passed"] for p in verdict["points"]] == [False, False, True, True] and not verdict["passed"]
+    consumed = {p["point"]: p["metrics"]["consumed_msgs_per_s"]["mean"] for p in summary["points"]}
+    for point in verdict["points"]:
+        rate = point["thresholds"][0]
+        assert rate["value"] == pytest.approx(consumed[point["point"]])
+        assert rate["repeats"] == [pytest.approx(rate["value"])]
+    suites = list(JUnitXml.fromfile(str(junit)))
+    assert [(s.tests, s.failures, s.errors) for s in suites] == [(2, 1, 0), (2, 1, 0), (2, 0, 0), (2, 0, 0)]
 
 
 @pytest.mark.unit

@@ -20,9 +20,11 @@ from dimster.campaign.environments import CLUSTER_PREFIX, check_cluster_key
 from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.results.redaction import is_secret_key, secret_tag
+from dimster.verdict.campaign import campaign_threshold_problem
 from dimster.workload.model import Strict, Workload, long_forms, parse_workload
 from dimster.workload.modes import Mode, load_seconds, mode_mapping
 from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides
+from dimster.workload.thresholds import Threshold
 from dimster.yamlfile import load_mapping, validation_error_line
 
 
@@ -110,6 +112,7 @@ class CampaignFile(Strict):
     dimensions: list[Dimension] = Field(default_factory=list)
     repeat: int = Field(1, ge=1, le=100)
     mode: Mode | None = None  # overrides the base workload's
+    thresholds: list[Threshold] = Field(default_factory=list)  # added to the base workload's, for every point
 
     @model_validator(mode="before")
     @classmethod
@@ -195,11 +198,17 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
     )
     if file.mode is not None:
         base["mode"] = file.mode.model_dump(by_alias=True)
+    if file.thresholds:
+        base["thresholds"] = [*(base.get("thresholds") or []), *(t.model_dump(by_alias=True) for t in file.thresholds)]
+    if problem := campaign_threshold_problem(base.get("thresholds") or []):
+        raise DimsterError(f"{source}: {problem}")
     keys = [k for d in file.dimensions for k in d.names]
     if duplicated := sorted({k for k in keys if keys.count(k) > 1}):
         raise DimsterError(f"{source}: key '{duplicated[0]}' is in more than one dimension")
     if "name" in keys or "mode" in keys or any(k.startswith("mode.") for k in keys):
         raise DimsterError(f"{source}: 'name' and 'mode' cannot be dimensions (a campaign has one mode)")
+    if "thresholds" in keys:
+        raise DimsterError(f"{source}: 'thresholds' cannot be a dimension (every point is judged alike)")
     for key in keys:
         if key.startswith(CLUSTER_PREFIX):
             check_cluster_key(key, source)

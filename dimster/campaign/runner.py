@@ -58,6 +58,7 @@ class CampaignFolder:
             "mode": campaign.points[0].workload.mode.model_dump(by_alias=True) if campaign.points else {},
             "dimensions": [{"keys": d.names, "values": d.shown_rows()} for d in campaign.file.dimensions],
             "repeat": campaign.file.repeat,
+            "thresholds": campaign.base.get("thresholds") or [],  # every point's, judged on its repeats' mean
             "points": [_point_record(p) for p in campaign.points],
         }
         folder.save()
@@ -187,6 +188,7 @@ def run_campaign(
                 ended=time.time(),
                 mode=outcome.mode,
                 totals=outcome.totals,
+                aborted_by=outcome.aborted_by,
                 modifications=_live_modifications(outcome.bundle),
             )
             if outcome.stopped_early:

@@ -10,7 +10,13 @@ import typer
 
 from dimster.cli.output import console, err_console, progress
 from dimster.cli.run import WorkersOpt
-from dimster.cli.summary import SparkMasterOpt, summarize_campaign_folder, write_campaign_page_line
+from dimster.cli.summary import (
+    SparkMasterOpt,
+    campaign_not_judged,
+    check_campaign_verdict,
+    summarize_campaign_folder,
+    write_campaign_page_line,
+)
 from dimster.cluster.backends import backend_for
 from dimster.coordinator.control import check_environment_name
 from dimster.environment import load_environment, with_worker_count
@@ -33,6 +39,7 @@ def campaign(
     no_summary: bool = typer.Option(False, "--no-summary", help="Skip the campaign summary and page at the end."),
     workers: int | None = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
+    junit: Path = typer.Option(None, "--junit", help="Write each point's thresholds as JUnit XML to this file."),
 ) -> None:
     """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one."""
     from dimster.campaign.model import load_campaign
@@ -60,9 +67,19 @@ def campaign(
     master = None if no_summary else spark_master(spark_master_)
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     outcome = run_campaign(loaded, folder, profile, say=say, progress=progress)
+    summary = None
     if master and outcome.exit_code != INTERRUPTED_EXIT and any(r["bundle"] for r in folder.state["points"]):
-        _summarize(folder.path, master)
+        summary = _summarize(folder.path, master)
     console.print(f"campaign {outcome.folder}: {_counts(folder.state['points'])}", markup=False)
+    thresholds = folder.state.get("thresholds") or []
+    if junit is not None:
+        from dimster.results.junit import campaign_suites, write_junit
+
+        verdict = (summary or {}).get("verdict") or campaign_not_judged(folder.state, thresholds)
+        write_junit(campaign_suites(verdict, loaded.file.name), junit)
+        console.print(f"junit: {junit}", markup=False)
+    if thresholds and not outcome.exit_code and master:
+        check_campaign_verdict(folder.path, summary)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -143,14 +160,15 @@ def _duration(seconds: float) -> str:
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{rest:02d}s"
 
 
-def _summarize(folder: Path, master: str) -> None:
+def _summarize(folder: Path, master: str) -> dict | None:
     """The campaign's summary and page; a failed summary is a warning (the points' bundles stand), and
     the page is still written from campaign.json."""
     try:
-        summarize_campaign_folder(folder, master)
+        return summarize_campaign_folder(folder, master)
     except DimsterError as e:
         err_console.print(f"dimster: warning: no campaign summary: {e}", markup=False)
         write_campaign_page_line(folder)
+        return None
 
 
 def _counts(records: list[dict]) -> str:

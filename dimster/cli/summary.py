@@ -24,7 +24,8 @@ def summarize(
     from dimster.pipeline.summary import summarize as summarize_run  # pandas and Spark load only here
 
     if (run_dir / "campaign.json").is_file():
-        return summarize_campaign_folder(run_dir, spark_master(spark_master_))
+        check_campaign_verdict(run_dir, summarize_campaign_folder(run_dir, spark_master(spark_master_)))
+        return
 
     from dimster.coordinator.recover import recover_crashed
 
@@ -35,7 +36,7 @@ def summarize(
     check_verdict(run_dir, summary)
 
 
-def summarize_campaign_folder(folder: Path, master: str) -> None:
+def summarize_campaign_folder(folder: Path, master: str) -> dict:
     """campaign/summary/ by one Spark job over every run of the campaign, then campaign.html."""
     from dimster.pipeline.campaign_summary import summarize_campaign
 
@@ -43,7 +44,30 @@ def summarize_campaign_folder(folder: Path, master: str) -> None:
     console.print(
         f"campaign summary of {len(summary['points'])} point(s) in {folder / 'campaign' / 'summary'}", markup=False
     )
+    for point in (summary.get("verdict") or {}).get("points", []):
+        for line in verdict_lines(point if point["passed"] is not None else None):
+            console.print(f"  point {point['point']} ({point['label']}):{line.removeprefix(' ')}", markup=False)
     write_campaign_page_line(folder)
+    return summary
+
+
+def check_campaign_verdict(folder: Path, summary: dict | None) -> None:
+    """Exit 8 when a point's thresholds did not all hold, or the campaign could not be judged."""
+    if summary is None:
+        raise ThresholdsBreached(f"thresholds not judged: no summary of the campaign in {folder}")
+    verdict = summary.get("verdict")
+    if verdict and not verdict["passed"]:
+        failed = [str(p["point"]) for p in verdict["points"] if not p["passed"]]
+        raise ThresholdsBreached(f"thresholds breached or not judged at point(s) {', '.join(failed)} (in {folder})")
+
+
+def campaign_not_judged(state: dict, thresholds: list) -> dict | None:
+    """A campaign verdict without a summary: every point unjudged."""
+    import pandas as pd
+
+    from dimster.verdict.campaign import campaign_verdict
+
+    return campaign_verdict(thresholds, state.get("points") or [], pd.DataFrame({"point": []}))
 
 
 def write_campaign_page_line(folder: Path) -> None:

@@ -32,6 +32,7 @@ class RunOutcome:
     totals: dict = field(default_factory=dict)
     stopped_early: bool = False  # Ctrl-C or `dimster stop` ended it before its plan did
     mode: dict = field(default_factory=dict)  # run.json's: what the test mode found
+    aborted_by: str | None = None  # the abortOnFail threshold that stopped it early
 
 
 def run_workload(
@@ -142,4 +143,5 @@ def _run_on(workload, profile, cluster, launcher, results_root, control, say, co
         info.get("totals", {}),
         stopped_early=coordinator.stop_requested > 0,
         mode=info.get("mode", {}),
+        aborted_by=info.get("aborted_by"),
     )

@@ -22,6 +22,7 @@ from dimster.pipeline.spark import spark_session
 from dimster.pipeline.summary import DEAD_LETTER_TOTALS, read_run_info
 from dimster.pipeline.throughput import THROUGHPUT_FIELDS, compression_ratio, measured_throughput
 from dimster.results.metrics_writer import readable_parts
+from dimster.verdict.campaign import campaign_verdict
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates", *DEAD_LETTER_TOTALS)
@@ -116,6 +117,7 @@ def summarize_campaign(campaign_dir: Path, master: str) -> dict:
             "dimensions": keys,
             "metrics": _metric_columns(run_table),
             "points": _point_dicts(points, keys, point_table),
+            "verdict": campaign_verdict(campaign.get("thresholds") or [], points, run_table),
             "notes": notes,
         }
     )

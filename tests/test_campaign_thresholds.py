@@ -1,0 +1,67 @@
+"""A campaign's thresholds (issue 36, item 1): added to every point's workload, limited to the figures
+a campaign's per-run table holds, and judged per point on its repeats' mean. No broker:
+tests/test_campaigns.py judges a real campaign."""
+
+import pandas as pd
+import pytest
+import yaml
+
+from dimster.campaign.model import load_campaign
+from dimster.errors import DimsterError
+from dimster.verdict.campaign import campaign_verdict
+
+pytestmark = pytest.mark.unit
+
+
+def write(folder, **keys):
+    path = folder / "c.yaml"
+    base = {"name": "w", "thresholds": ["lost == 0"]}
+    data = {"name": "c", "base": base, "dimensions": [{"key": "producerRate", "values": [100, 200]}], **keys}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_campaign_thresholds_join_the_base_s_in_every_point(tmp_path):
+    campaign = load_campaign(write(tmp_path, thresholds=[{"threshold": "duplicates == 0", "abortOnFail": True}]))
+    for point in campaign.points:
+        assert [(t.threshold, t.abort_on_fail) for t in point.workload.thresholds] == [
+            ("lost == 0", False), ("duplicates == 0", True),
+        ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("keys", "line"),
+    [
+        ({"thresholds": ["brokerLag.max < 10"]}, "'brokerLag.max < 10': a campaign's summary has no brokerLag.max"),
+        ({"thresholds": ["e2e.p75 < 10ms"]}, "a campaign's summary has no e2e.p75 (its figures: "),
+        ({"dimensions": [{"key": "thresholds", "values": [["lost == 0"]]}]}, "'thresholds' cannot be a dimension"),
+        ({"thresholds": ["e2e.p99 < 10"]}, "e2e.p99 is a latency: write its bound with a unit"),
+    ],
+)
+def test_a_threshold_a_campaign_cannot_judge_is_one_line(tmp_path, keys, line):
+    with pytest.raises(DimsterError) as raised:
+        load_campaign(write(tmp_path, **keys))
+    assert line in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_each_point_is_judged_on_its_repeats_mean_and_a_point_not_completed_is_not():
+    points = [
+        {"index": 1, "repeat": 1, "label": "producerRate=100", "status": "completed"},
+        {"index": 1, "repeat": 2, "label": "producerRate=100", "status": "completed"},
+        {"index": 2, "repeat": 1, "label": "producerRate=200", "status": "completed", "aborted_by": "lost == 0"},
+        {"index": 3, "repeat": 1, "label": "producerRate=300", "status": "failed"},
+    ]
+    runs = pd.DataFrame(
+        {"point": [1, 1, 2], "repeat": [1, 2, 1], "consumed_msgs_per_s": [90.0, 110.0, 199.0],
+         "e2e_p99_ms": [4.0, 8.0, 30.0], "lost": [0.0, 0.0, 0.0]}
+    )  # fmt: skip
+    verdict = campaign_verdict(["consumed.rate >= 95 msg/s", "e2e.p99 < 10ms"], points, runs)
+    assert verdict is not None and verdict["passed"] is False
+    one, two, three = verdict["points"]
+    assert one["passed"] is True and [r["value"] for r in one["thresholds"]] == [100.0, 6.0]
+    assert one["thresholds"][0]["repeats"] == [90.0, 110.0] and one["thresholds"][1]["repeats"] == [4.0, 8.0]
+    assert two["passed"] is False and [r["passed"] for r in two["thresholds"]] == [True, False]
+    assert three == {"point": 3, "label": "producerRate=300", "status": "failed", "passed": None, "thresholds": []}
+    assert campaign_verdict([], points, runs) is None
+    stopped = campaign_verdict(["consumed.rate >= 95 msg/s"], points[2:3], runs)
+    assert stopped is not None and stopped["points"][0]["passed"] is False  # its run stopped early
