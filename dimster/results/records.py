@@ -69,6 +69,7 @@ class Totals(TypedDict):
     dead_lettered: NotRequired[int | None]  # null without a dead-letter queue
     dead_letter_missing: NotRequired[int | None]
     dead_letter_duplicates: NotRequired[int | None]
+    acked_reported: NotRequired[int]  # a crashed run's: what the workers reported acked (`acked` is the log's)
     corrupt: NotRequired[int]  # mode: correctness
     out_of_order: NotRequired[int]
 
@@ -174,6 +175,7 @@ class RunJson(TypedDict):
     coordinator: NotRequired[CoordinatorCost]
     final_workload: NotRequired[dict[str, Any]]  # the workload as it ended, live changes applied
     mode: NotRequired[RunMode]
+    recovered_from: NotRequired[str]  # "journal": a crashed run's end, recorded by `dimster summarize`
 
 
 # ---- summary/summary.json -----------------------------------------------------------------------
