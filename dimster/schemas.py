@@ -24,6 +24,7 @@ from dimster.results.campaign_records import CampaignJson, CampaignSummaryJson
 from dimster.results.records import RunJson, SummaryJson
 from dimster.workload.model import Library, Version, Workload
 from dimster.workload.modes import Mode
+from dimster.workload.thresholds import Threshold
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 SCHEMAS_DIR = PACKAGE_DIR.parent / "schemas"
@@ -43,12 +44,14 @@ def short_modes() -> list[str]:
     return names
 
 
-# (model, key): the short form its mode="before" validator writes out in full
-SHORT_FORMS: dict[tuple[type[BaseModel], str], Schema] = {
+# (model, key): the short form its mode="before" validator writes out in full; (model, None): the
+# short form of the model itself, wherever it is
+SHORT_FORMS: dict[tuple[type[BaseModel], str | None], Schema] = {
     (Workload, "mode"): {"type": "string", "enum": short_modes()},
     (Workload, "clientLibrary"): TypeAdapter(Library).json_schema(),
     (Workload, "clientVersion"): TypeAdapter(Version).json_schema(),
     (CampaignFile, "mode"): {"type": "string", "enum": short_modes()},
+    (Threshold, None): {"type": "string", "description": "a threshold, as 'e2e.p99 < 50ms'"},
 }
 
 
@@ -57,12 +60,20 @@ def generated(model: type[BaseModel]) -> tuple[Schema, Schema]:
     schema = model.model_json_schema(by_alias=True, mode="validation", ref_template=REF)
     definitions = schema.pop("$defs", {})
     for (owner, key), short in SHORT_FORMS.items():
+        if key is None:
+            if owner.__name__ in definitions:
+                definitions[owner.__name__] = taking(short, definitions[owner.__name__])
+            continue
         target = schema if owner is model else definitions.get(owner.__name__)
         if target is not None and key in target["properties"]:
-            full = target["properties"][key]
-            kept = {k: full.pop(k) for k in ("title", "description", "default") if k in full}
-            target["properties"][key] = {**kept, "anyOf": [short, full]}
+            target["properties"][key] = taking(short, target["properties"][key])
     return schema, definitions
+
+
+def taking(short: Schema, full: Schema) -> Schema:
+    """`full`, or its `short` form (title, description and default stay outside)."""
+    kept: Schema = {k: full.pop(k) for k in ("title", "description", "default") if k in full}
+    return {**kept, "anyOf": [short, full]}
 
 
 def merged(definitions: Schema, more: Schema) -> Schema:

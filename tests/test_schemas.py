@@ -18,7 +18,9 @@ from dimster.campaign.runner import CampaignFolder
 from dimster.cluster.backends import profile_models
 from dimster.errors import DimsterError
 from dimster.results.records import RunJson, SummaryJson, Totals
+from dimster.verdict.judge import judge_summary
 from dimster.workload.model import Workload, parse_workload
+from dimster.workload.thresholds import Threshold
 from tests.conftest import REPO
 from tests.fake_run import FakeWorkers
 from tests.report_runs import Scenario, write_run
@@ -137,6 +139,7 @@ SHORT_FORMS = [
     ("clientLibrary", "java", "jvm", "workload"),
     ("clientVersion", "4.3.0", "4.3", "workload"),
     ("mode", "correctness", "explore-limits", "campaign"),  # explore-limits needs targetE2eP99Ms
+    ("thresholds", ["e2e.p99 < 50ms", {"threshold": "duplicates == 0", "abortOnFail": True}], [50], "workload"),
 ]
 
 
@@ -184,6 +187,7 @@ WIDENING = {
     "Workload._same_for_every_role": (Workload, "clientLibrary"),
     "Workload._one_version_for_all": (Workload, "clientVersion"),
     "CampaignFile._mode_name": (CampaignFile, "mode"),
+    "Threshold._short_form": (Threshold, None),
 }
 
 
@@ -240,6 +244,8 @@ def test_a_summary_json_validates_with_or_without_a_verdict(tmp_path):
     assert set(summary) <= set(SummaryJson.__annotations__)
     lag = {"broker_lag_total": {"max": 1200, "end": 0, "readings": 9}, "backlog": {"max": 800, "end": 0}}
     assert problems("summary", {**summary, **lag, "verdict": VERDICT}) == []
+    judged = judge_summary(["consumed.rate >= 0.95 * produced.rate", {"threshold": "e2e.p99 < 5ms"}], summary)
+    assert judged and problems("summary", {**summary, "verdict": judged}) == []
     assert problems("summary", {**summary, "verdict": None, "broker_lag_total": None, "backlog": None}) == []
     assert problems("summary", {**summary, "verdict": {**VERDICT, "passed": "no"}})
     assert problems("summary", {**summary, "latency_ms": {"e2e": {"p50": 1.0}}})

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import console, print_json, progress
-from dimster.cli.summary import SparkMasterOpt, summarize_after_run
+from dimster.cli.summary import SparkMasterOpt, check_verdict, summarize_after_run
 from dimster.coordinator.control import (
     ControlServer,
     check_environment_name,
@@ -123,10 +123,16 @@ def _run(loaded, profile, results_root: Path, control: ControlServer, summary_ma
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     outcome = run_workload(loaded, profile, results_root, control=control, say=say, progress=progress)
+    summary = None
     if summary_master and (outcome.bundle / "metrics").exists():
-        summarize_after_run(outcome.bundle, summary_master)
+        summary = summarize_after_run(outcome.bundle, summary_master)
     if outcome.failure:
         raise DimsterError(outcome.failure, exit_code=outcome.exit_code)
+    if loaded.thresholds and not outcome.exit_code:  # a failed run's exit code says more than its thresholds
+        if summary_master is None:
+            say(f"note: thresholds not judged (--no-summary): `dimster summarize {outcome.bundle}` judges them")
+        else:
+            check_verdict(outcome.bundle, summary)
     raise typer.Exit(outcome.exit_code)
 
 

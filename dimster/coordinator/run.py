@@ -26,7 +26,7 @@ from dimster.coordinator.observers import BrokerObservers
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.run_log import RunLog, stop_signals
 from dimster.coordinator.start import assignment_for, prepare_topics, record_workers
-from dimster.coordinator.status import RunFacts, numeric_status
+from dimster.coordinator.status import run_status
 from dimster.coordinator.topology import Topology, build_topology
 from dimster.coordinator.workers import WorkerLost, Workers
 from dimster.errors import DimsterError
@@ -358,26 +358,7 @@ class Coordinator:
         return {"stopping": True, "results": str(self.bundle.path)}
 
     def status(self) -> dict:
-        lag, groups, t = self.observers.broker_lag, list(self.topology.groups), self.topology
-        facts = RunFacts(
-            self.load_started, len(t.producers), len(t.consumers), self.last_window or {},
-            self.observers.lag(groups), lag.at if lag else None, self.unconsumed_by_group,
-        )  # fmt: skip
-        return {
-            "environment": self.cluster.profile.name,
-            "runId": self.run_id,
-            "runTag": self.run_tag,
-            "results": str(self.bundle.path),
-            "metricsUrl": self.exporter.url if self.exporter else None,
-            "phase": self.phase,
-            **numeric_status(self.aggregate, facts),
-            "brokers": self.observers.registered(),
-            "workers": self.ensemble.described(),
-            "mode": self.workload.mode.type,
-            "consumersPaused": self.workload.consumers_paused,
-            **self.context,
-            "settings": self.workload.to_yaml_dict(),
-        }
+        return run_status(self)
 
     def modify(self, pairs: list[tuple[str, str]], by: str = "control") -> dict:
         """Validate the whole set, then apply it. Nothing changes when any part is invalid. `by`:

@@ -175,6 +175,7 @@ class RunJson(TypedDict):
     coordinator: NotRequired[CoordinatorCost]
     final_workload: NotRequired[dict[str, Any]]  # the workload as it ended, live changes applied
     mode: NotRequired[RunMode]
+    aborted_by: NotRequired[str | None]  # the threshold (abortOnFail) that stopped the run early
     recovered_from: NotRequired[str]  # "journal": a crashed run's end, recorded by `dimster summarize`
 
 
