@@ -20,6 +20,7 @@ from dimster.coordinator.one_run import run_workload
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import display
+from dimster.results.campaign_records import CampaignJson, PointRecord
 from dimster.results.redaction import Redactor, redact
 
 FINISHED = ("completed", "forced", "failed")  # a resumed campaign runs every other point again
@@ -47,7 +48,7 @@ class CampaignFolder:
         folder = cls(path)
         # for the record only (secrets masked): a resume reads the campaign file again
         (path / "campaign.yaml").write_text(yaml.safe_dump(redact(campaign.recorded()), sort_keys=False))
-        folder.state = {
+        state: CampaignJson = {
             "name": campaign.file.name,
             "campaign_file": str(campaign.path),
             "fingerprint": fingerprint(campaign),
@@ -61,6 +62,7 @@ class CampaignFolder:
             "thresholds": campaign.base.get("thresholds") or [],  # every point's, judged on its repeats' mean
             "points": [_point_record(p) for p in campaign.points],
         }
+        folder.state = dict(state)
         folder.save()
         return folder
 
@@ -112,7 +114,7 @@ def fingerprint(campaign: Campaign) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _point_record(point: Point) -> dict:
+def _point_record(point: Point) -> PointRecord:
     return {
         "index": point.index,
         "repeat": point.repeat,

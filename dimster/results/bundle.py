@@ -21,6 +21,7 @@ import yaml
 from dimster import __version__
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import java_executable, java_version_line
+from dimster.results.records import Hardware, RunJson
 from dimster.results.redaction import Redactor, redact, redact_argv
 
 __all__ = ["ResultsBundle", "load_timeline", "redact", "redact_argv"]
@@ -33,7 +34,7 @@ def java_version() -> str:
         return "unknown"
 
 
-def hardware() -> dict:
+def hardware() -> Hardware:
     model = ""
     if Path("/proc/cpuinfo").exists():
         match = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
@@ -101,7 +102,7 @@ class ResultsBundle:
         self.write_yaml("workload.yaml", workload)
         self.write_yaml("environment.yaml", environment)
         self.write_yaml("broker-config.yaml", broker_config)
-        self.run_info = {
+        record: RunJson = {  # run.json as the run starts (records.py has what the run adds)
             "run_id": run_id,
             "workload": workload.get("name"),
             "environment": environment.get("name"),
@@ -110,7 +111,7 @@ class ResultsBundle:
             "versions": {
                 "dimster": __version__,
                 "kafka": kafka_version,
-                "confluent_kafka": confluent_kafka.version(),
+                "confluent_kafka": confluent_kafka.version(),  # type: ignore[typeddict-item]  # a str (stubs: a tuple)
                 "librdkafka": confluent_kafka.libversion()[0],
                 "java_clients": java_clients or {},
                 "java": java_version(),
@@ -123,6 +124,7 @@ class ResultsBundle:
             # who records the run's end: a run whose coordinator is gone without doing so crashed
             "coordinator_process": {"pid": os.getpid(), "started": psutil.Process().create_time()},
         }
+        self.run_info = dict(record)
         self.save_run_info()
 
     def save_run_info(self) -> None:
