@@ -31,6 +31,7 @@ class PointRecord(TypedDict):
     modifications: int  # live changes made by hand during the run
     mode: dict[str, Any] | None  # the run's run.json `mode`
     totals: dict[str, Any] | None  # the run's run.json `totals`
+    aborted_by: NotRequired[str | None]  # the abortOnFail threshold that stopped the run early
 
 
 class CampaignJson(TypedDict):
@@ -46,6 +47,7 @@ class CampaignJson(TypedDict):
     mode: dict[str, Any]
     dimensions: list[CampaignDimension]
     repeat: int
+    thresholds: list[str | dict[str, Any]]  # every point's (the base workload's and the campaign's)
     points: list[PointRecord]
 
 
