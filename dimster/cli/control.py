@@ -12,6 +12,7 @@ from dimster.coordinator.conditions import holds, parse_condition
 from dimster.coordinator.console import dead_letter_counts, ms_text
 from dimster.coordinator.control import control_request, read_run_state
 from dimster.errors import DimsterError
+from dimster.verdict.judge import quantity
 
 EnvArg = typer.Argument(..., help="Environment whose run to address.", show_default=False)
 
@@ -49,6 +50,9 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
         console.print(f"producer batches: {s['batchRecordsAvg']:.1f} records, {s['batchBytesAvg'] / 1024:.1f} KiB")
     if s.get("recordsPerPoll") is not None:
         console.print(f"consumer polls: {s['recordsPerPoll']:.1f} records on average, at most {s['maxPollRecords']}")
+    for t in s.get("thresholds") or []:  # over the measured phase so far
+        state = {True: "passing", False: "failing", None: "no value yet"}[t["passing"]]
+        console.print(f"threshold {t['threshold']}: {quantity(t['value'], t['unit'])} ({state})", markup=False)
 
 
 def wait(
