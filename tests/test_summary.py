@@ -156,19 +156,28 @@ def test_the_groups_lag_and_account_reach_the_summary_and_the_report(tmp_path, s
     account = {"g": {"acked": 400, "accepted": 390, "rejected": 4, "archived": 5, "unconsumed": 3, "in_doubt": 0,
                      "lost": 0, "closes": False, "unaccounted": -2}}  # fmt: skip
     totals = {**info["totals"], "archived": 5, "renewed": 12, "lock_timeouts": 7}
-    (tmp_path / "run.json").write_text(json.dumps({**info, "groups": {"g": "t"}, "account": account, "totals": totals}))
+    thresholds = ["brokerLag.max < 1000", "brokerLag.end > 0", "e2e.p99 < 1s", {"threshold": "lost == 0"}]
+    final = {**info.get("final_workload", {}), "thresholds": thresholds}
+    info |= {"groups": {"g": "t"}, "account": account, "totals": totals, "final_workload": final}
+    (tmp_path / "run.json").write_text(json.dumps(info))
     writer = MetricsWriter(tmp_path / "metrics", START)
-    lags = [(120, 100), (300, 300), (40, 35), (0, 0)]  # (brokers' lag, dimster's backlog)
-    for i, (lag, backlog) in enumerate(lags):
+    # (brokers' lag, dimster's backlog, phase): the warm-up's start-up lag is no measured figure
+    lags = [(5000, 4000, "warmup")] + [(lag, b, "measure") for lag, b in [(120, 100), (300, 300), (40, 35), (0, 0)]]
+    for i, (lag, backlog, phase) in enumerate(lags):
         sample = LagSample(START + 5 * i, {"g": {0: (10 * i, lag - lag // 2), 1: (0, lag // 2)}})
-        writer.add_group_lag(sample, {"g": backlog}, "measure")
+        writer.add_group_lag(sample, {"g": backlog}, phase)
     writer.flush()
     summary = summarize(tmp_path, spark)
-    assert summary["broker_lag"] == {"g": {"end": 0, "max": 300, "backlog_max": 300}}
+    assert summary["broker_lag"] == {"g": {"end": 0, "max": 5000, "backlog_max": 4000}}
+    assert summary["broker_lag_total"] == {"max": 300, "end": 0, "readings": 4}
+    verdict = summary["verdict"]
+    assert [r["passed"] for r in verdict["thresholds"]] == [True, False, True, True] and not verdict["passed"]
+    assert [r["value"] for r in verdict["thresholds"]] == [300, 0, summary["latency_ms"]["e2e"]["p99"], 0]
+    assert verdict["thresholds"][2]["bound"] == 1000.0 and verdict["thresholds"][2]["unit"] == "ms"
     assert summary["account"] == account
     assert summary["share_outcomes"]["archived"] == 5 and summary["share_outcomes"]["lock_timeouts"] == 7
     table = pd.read_csv(tmp_path / "summary" / "broker_lag.csv")
-    assert table.lag.tolist() == [lag for lag, _ in lags] and table.backlog.tolist() == [b for _, b in lags]
+    assert table.lag.tolist() == [lag for lag, _, _ in lags] and table.backlog.tolist() == [b for _, b, _ in lags]
     page = write_report(tmp_path).read_text()
     assert "brokers&#x27; lag" in page or "brokers' lag" in page
     assert "no (-2)" in page and "archived by the broker" in page

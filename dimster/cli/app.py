@@ -7,7 +7,7 @@ import sys
 import typer
 
 from dimster import __version__
-from dimster.cli import campaign, cluster, control, image, monitor, report, run, summary, worker
+from dimster.cli import campaign, cluster, control, history, image, monitor, report, run, summary, worker
 from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
@@ -36,6 +36,7 @@ app.command()(control.stop)
 app.command()(summary.summarize)
 app.command()(report.report)
 app.command()(report.compare)
+app.command()(history.history)
 kafka_app = typer.Typer(help="The Apache Kafka distribution dimster runs.", no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 

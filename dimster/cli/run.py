@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import console, print_json, progress
-from dimster.cli.summary import SparkMasterOpt, summarize_after_run
+from dimster.cli.summary import SparkMasterOpt, check_verdict, summarize_after_run, write_run_junit
 from dimster.coordinator.control import (
     ControlServer,
     check_environment_name,
@@ -81,6 +81,7 @@ def run(
     no_summary: bool = typer.Option(False, "--no-summary", help="Skip the Spark summary at the end."),
     workers: int = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
+    junit: Path = typer.Option(None, "--junit", help="Write the thresholds' verdict as JUnit XML to this file."),
     handed: bool = typer.Option(False, HANDOFF, hidden=True, help="Read --set pairs from stdin (--detach's child)."),
 ) -> None:
     """Run a workload against the cluster of ENV (brought up, or reused if it runs), or with --modify
@@ -107,26 +108,38 @@ def run(
         child_options += ["--spark-master", spark_master_]
     if workers is not None:
         child_options += ["--workers", str(workers)]
+    if junit is not None:
+        child_options += ["--junit", str(junit.resolve())]
     if detach:
         return _detach(env, workload, sets, results_root, json, child_options)
     control = ControlServer(env)
     control.start({"run_id": None, "results": None, "workload": loaded.name, "phase": "starting"})
     summary_master = None if no_summary else spark_master(spark_master_)
     try:
-        _run(loaded, profile, results_root, control, summary_master)
+        _run(loaded, profile, results_root, control, summary_master, junit)
     finally:
         control.close()
 
 
-def _run(loaded, profile, results_root: Path, control: ControlServer, summary_master: str | None) -> None:
+def _run(
+    loaded, profile, results_root: Path, control: ControlServer, summary_master: str | None, junit: Path | None
+) -> None:
     from dimster.coordinator.one_run import run_workload
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
     outcome = run_workload(loaded, profile, results_root, control=control, say=say, progress=progress)
+    summary = None
     if summary_master and (outcome.bundle / "metrics").exists():
-        summarize_after_run(outcome.bundle, summary_master)
+        summary = summarize_after_run(outcome.bundle, summary_master)
+    if junit is not None:
+        write_run_junit(junit, outcome.bundle, summary, [(t.threshold, t.abort_on_fail) for t in loaded.thresholds])
     if outcome.failure:
         raise DimsterError(outcome.failure, exit_code=outcome.exit_code)
+    if loaded.thresholds and not outcome.exit_code:  # a failed run's exit code says more than its thresholds
+        if summary_master is None:
+            say(f"note: thresholds not judged (--no-summary): `dimster summarize {outcome.bundle}` judges them")
+        else:
+            check_verdict(outcome.bundle, summary)
     raise typer.Exit(outcome.exit_code)
 
 

@@ -5,8 +5,9 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import console, err_console
-from dimster.errors import DimsterError
+from dimster.errors import DimsterError, ThresholdsBreached
 from dimster.pipeline.spark import spark_master
+from dimster.verdict.judge import Spec, breaches, not_judged
 from dimster.workload.modes import mode_line
 
 SparkMasterOpt = typer.Option(
@@ -31,6 +32,7 @@ def summarize(
         console.print(f"note: {note}", markup=False)
     summary = summarize_run(run_dir, spark_master(spark_master_))
     print_summary(run_dir, summary)
+    check_verdict(run_dir, summary)
 
 
 def summarize_campaign_folder(folder: Path, master: str) -> None:
@@ -68,19 +70,59 @@ def print_summary(run_dir: Path, summary: dict) -> None:
             )
     if line := mode_line(summary.get("mode") or {}):
         lines.append(f"  {line}")
+    lines += verdict_lines(summary.get("verdict"))
     for note in summary.get("notes", []):
         lines.append(f"  note: {note}")
     for line in lines:
         console.print(line, markup=False)
 
 
-def summarize_after_run(run_dir: Path, master: str) -> None:
-    """At the end of a run: summarize, and say so in one line if it cannot (the run's own result stands)."""
+def verdict_lines(verdict: dict | None) -> list[str]:
+    """The thresholds' outcome: how many passed, then each that did not, with its value."""
+    if not verdict:
+        return []
+    results = verdict["thresholds"]
+    passed = sum(r["passed"] for r in results)
+    lines = [f"  thresholds: {passed} of {len(results)} passed" + ("" if verdict["passed"] else ": FAILED")]
+    if verdict.get("aborted_by"):
+        lines.append(f"    stopped early: '{verdict['aborted_by']}' could not pass any more")
+    lines += [f"    breached {line}" for line in breaches(verdict)]
+    return lines
+
+
+def check_verdict(run_dir: Path, summary: dict | None) -> None:
+    """Exit 8 when the run's thresholds did not all hold, or could not be judged (no summary)."""
+    if summary is None:
+        raise ThresholdsBreached(f"thresholds not judged: no summary of {run_dir.name} (results kept in {run_dir})")
+    verdict = summary.get("verdict")
+    if verdict and not verdict["passed"]:
+        failed = sum(not r["passed"] for r in verdict["thresholds"])
+        raise ThresholdsBreached(
+            f"thresholds breached: {failed} of {len(verdict['thresholds'])} (results kept in {run_dir})"
+        )
+
+
+def write_run_junit(path: Path, run_dir: Path, summary: dict | None, thresholds: list[Spec]) -> None:
+    """--junit: the run's thresholds as JUnit XML, one case each (errors when there is no summary)."""
+    from dimster.pipeline.summary import read_run_info
+    from dimster.results.junit import run_suite, write_junit
+
+    verdict = summary.get("verdict") if summary else not_judged(thresholds, "not judged: the run has no summary")
+    write_junit([run_suite(verdict, read_run_info(run_dir / "run.json"))], path)
+    console.print(f"junit: {path}", markup=False)
+
+
+def summarize_after_run(run_dir: Path, master: str) -> dict | None:
+    """At the end of a run: summarize, and say so in one line if it cannot (the run's own result
+    stands); returns the summary, None when there is none."""
     from dimster.pipeline.summary import summarize as summarize_run
     from dimster.report.html import write_report
 
     try:
-        print_summary(run_dir, summarize_run(run_dir, master))
+        summary = summarize_run(run_dir, master)
+        print_summary(run_dir, summary)
         console.print(f"report: {write_report(run_dir)}", markup=False)
+        return summary
     except DimsterError as e:
         err_console.print(f"dimster: warning: no summary for {run_dir.name}: {e}", markup=False)
+        return None

@@ -56,6 +56,7 @@ REFUSED = {
     "mode": "a run's test mode is chosen when it starts; start a new run",
     "deadLetterQueue": "a run's dead-letter topic is chosen when it starts; change enabled or copyRecord live",
     "clientVersion": "each worker's JVM loads one kafka-clients version when the run starts; start a new run",
+    "thresholds": "a run is judged on the thresholds it started with; start a new run",
 }
 
 

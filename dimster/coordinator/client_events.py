@@ -14,6 +14,8 @@ from dimster.coordinator.run_log import RunLog
 from dimster.coordinator.self_cost import SelfCost
 from dimster.coordinator.workers import WorkerLost
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.verdict.judge import Spec
+from dimster.verdict.live import LiveJudge
 from dimster.worker.protocol import IntervalReport, WatchRedeliveries
 
 FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
@@ -26,10 +28,17 @@ class ReportIntake:
     events."""
 
     def __init__(
-        self, a: RunAggregate, ensemble: Ensemble, log: RunLog, exporter: StatusExporter | None, journal: RunJournal
+        self,
+        a: RunAggregate,
+        ensemble: Ensemble,
+        log: RunLog,
+        exporter: StatusExporter | None,
+        journal: RunJournal,
+        thresholds: list[Spec] | None = None,
     ):
         self.aggregate, self.ensemble, self.log, self.exporter = a, ensemble, log, exporter
         self.journal = journal
+        self.judge = LiveJudge(thresholds or [])  # the workload's thresholds, judged while load runs
         self.self_cost = SelfCost()
         self.rebalances: dict[str, Counter] = {}  # consumer groups: rebalance callbacks per group and kind
         self.flushed = self.exported = 0.0  # when the Parquet files were last written, the endpoint fed
@@ -60,6 +69,7 @@ class ReportIntake:
         if loading:
             self.self_cost.report_handled(report.end_time)
         self.aggregate.add(report)
+        self.judge.take(report, phase, self.aggregate.load_started)
         note_crashes(report, self.ensemble, self.log)
         note_rebalances(report, self.rebalances, self.log)
         if self.exporter:

@@ -26,7 +26,7 @@ from dimster.coordinator.observers import BrokerObservers
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.run_log import RunLog, stop_signals
 from dimster.coordinator.start import assignment_for, prepare_topics, record_workers
-from dimster.coordinator.status import RunFacts, numeric_status
+from dimster.coordinator.status import run_status
 from dimster.coordinator.topology import Topology, build_topology
 from dimster.coordinator.workers import WorkerLost, Workers
 from dimster.errors import DimsterError
@@ -91,7 +91,9 @@ class Coordinator:
         # per group: records still there for it to consume, read once its consumers have closed
         self.unconsumed_by_group: dict[str, int] | None = None
         self.journal = RunJournal(bundle.path)  # every report as it arrives: a killed run loses nothing
-        self.intake = ReportIntake(self.aggregate, self.ensemble, self.log, exporter, self.journal)
+        thresholds = [(t.threshold, t.abort_on_fail) for t in workload.thresholds]
+        self.intake = ReportIntake(self.aggregate, self.ensemble, self.log, exporter, self.journal, thresholds)
+        self.aborted_by: str | None = None  # the abortOnFail threshold that stopped the run early
 
     def _groups(self) -> dict:
         return group_specs(self.topology, self.workload.consumer_type, self.workload.partitions_per_topic)
@@ -286,12 +288,22 @@ class Coordinator:
             except DimsterError as e:
                 self._fail(f"{self.plan.name} plan: {e}")
             self.desk.publish()  # a status asked for from now on shows the change
-        return step.done
+        return step.done or self._threshold_broken()
+
+    def _threshold_broken(self) -> bool:
+        """True when an abortOnFail threshold can no longer pass: the run stops as its plan would."""
+        broken = self.intake.judge.check(self.phase, self.status, time.time())
+        if broken:
+            self.aborted_by, value = broken
+            line = f"-- threshold '{self.aborted_by}' cannot pass any more ({value:g}): stopping the run"
+            self.log.tell("threshold_abort", line, threshold=self.aborted_by, value=value)
+        return broken is not None
 
     def _stop(self) -> int:
         forced = self.stop_requested > 1
         self.intake.self_cost.stop()
         plan_end = "duration" if isinstance(self.plan, SteadyPlan) else f"{self.plan.name} plan"
+        plan_end = "threshold" if self.aborted_by else plan_end
         self.log.event("stopping", reason=self.failure or ("request" if self.stop_requested else plan_end))
         self.phase = "drain"
         self.desk.phase("stopping")
@@ -340,6 +352,7 @@ class Coordinator:
             "e2e_ms": self.aggregate.e2e_measured.summary_ms(),  # the summary has more
             "coordinator": self.intake.self_cost.as_record(),
             "final_workload": self.workload.to_yaml_dict(),
+            "aborted_by": self.aborted_by,
         }
         if self.exporter:  # the final numbers (lost and unconsumed are known now)
             self.exporter.update(self.status())
@@ -358,26 +371,7 @@ class Coordinator:
         return {"stopping": True, "results": str(self.bundle.path)}
 
     def status(self) -> dict:
-        lag, groups, t = self.observers.broker_lag, list(self.topology.groups), self.topology
-        facts = RunFacts(
-            self.load_started, len(t.producers), len(t.consumers), self.last_window or {},
-            self.observers.lag(groups), lag.at if lag else None, self.unconsumed_by_group,
-        )  # fmt: skip
-        return {
-            "environment": self.cluster.profile.name,
-            "runId": self.run_id,
-            "runTag": self.run_tag,
-            "results": str(self.bundle.path),
-            "metricsUrl": self.exporter.url if self.exporter else None,
-            "phase": self.phase,
-            **numeric_status(self.aggregate, facts),
-            "brokers": self.observers.registered(),
-            "workers": self.ensemble.described(),
-            "mode": self.workload.mode.type,
-            "consumersPaused": self.workload.consumers_paused,
-            **self.context,
-            "settings": self.workload.to_yaml_dict(),
-        }
+        return run_status(self)
 
     def modify(self, pairs: list[tuple[str, str]], by: str = "control") -> dict:
         """Validate the whole set, then apply it. Nothing changes when any part is invalid. `by`:

@@ -4,9 +4,18 @@ and the run's identity, phase, workers and settings."""
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
+from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.client_events import ReportIntake
+from dimster.coordinator.ensemble import Ensemble
+from dimster.coordinator.exporter import StatusExporter
+from dimster.coordinator.observers import BrokerObservers
 from dimster.coordinator.status_schema import NAMES
+from dimster.coordinator.topology import Topology
+from dimster.results.bundle import ResultsBundle
+from dimster.workload.model import Workload
 
 
 @dataclass
@@ -57,3 +66,50 @@ def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
     if set(values) != set(NAMES):  # one name, one value: the schema and this function move together
         raise AssertionError(f"status fields differ from status_schema: {sorted(set(values) ^ set(NAMES))}")
     return {name: values[name] for name in NAMES}
+
+
+class StatusSource(Protocol):
+    """What a run's whole status is read from: the coordinator."""
+
+    cluster: ClusterBackend
+    bundle: ResultsBundle
+    exporter: StatusExporter | None
+    observers: BrokerObservers
+    ensemble: Ensemble
+    topology: Topology
+    workload: Workload
+    aggregate: RunAggregate
+    intake: ReportIntake
+    run_id: str
+    run_tag: str
+    phase: str
+    load_started: float
+    last_window: dict
+    unconsumed_by_group: dict[str, int] | None
+    context: dict
+
+
+def run_status(run: StatusSource) -> dict:
+    """`dimster status --json`: the run's identity, phase, numbers, brokers, workers and settings."""
+    lag, groups, t = run.observers.broker_lag, list(run.topology.groups), run.topology
+    facts = RunFacts(
+        run.load_started, len(t.producers), len(t.consumers), run.last_window or {},
+        run.observers.lag(groups), lag.at if lag else None, run.unconsumed_by_group,
+    )  # fmt: skip
+    numbers = numeric_status(run.aggregate, facts)
+    return {
+        "environment": run.cluster.profile.name,
+        "runId": run.run_id,
+        "runTag": run.run_tag,
+        "results": str(run.bundle.path),
+        "metricsUrl": run.exporter.url if run.exporter else None,
+        "phase": run.phase,
+        **numbers,
+        "thresholds": run.intake.judge.status(numbers),  # each one's value over the measured phase so far
+        "brokers": run.observers.registered(),
+        "workers": run.ensemble.described(),
+        "mode": run.workload.mode.type,
+        "consumersPaused": run.workload.consumers_paused,
+        **run.context,
+        "settings": run.workload.to_yaml_dict(),
+    }

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from dimster.errors import DimsterError
 from dimster.metrics.schema import OPTIONAL_TABLES, TABLES, WARMUP_PREFIX
@@ -23,6 +24,7 @@ from dimster.pipeline.spark import spark_session
 from dimster.pipeline.throughput import overall_compression, overall_throughput, poll_counts, throughput_per_second
 from dimster.results.bundle import is_run_folder, load_timeline
 from dimster.results.metrics_writer import readable_parts
+from dimster.verdict.judge import judge_summary
 
 
 def read_run_info(path: Path) -> dict:
@@ -77,6 +79,7 @@ def summarize(run_dir: Path, master: str) -> dict:
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
     if "throughput_per_second" in tables:
         summary["share_outcomes"] = _share_outcomes(run_info)
+    summary["verdict"] = judge_summary(thresholds_of(run_dir, run_info), summary, run_info.get("aborted_by"))
     for name, table in tables.items():
         table.to_csv(out / f"{name}.csv", index=False)
         table.to_parquet(out / f"{name}.parquet", index=False)
@@ -95,6 +98,7 @@ def _spark_tables(
     if "intervals" in frames:
         intervals = frames["intervals"].withColumn("second", F.floor("run_time_s").cast("long"))
         tables["throughput_per_second"] = throughput_per_second(intervals).toPandas()
+        summary["backlog"] = _measured(tables["throughput_per_second"], "second", "backlog")
         summary["throughput"] = overall_throughput(intervals)
         summary["polls"] = poll_counts(intervals)
     if "histograms" in frames:
@@ -129,9 +133,11 @@ def _spark_tables(
     if "intervals" in frames:
         summary["compression"] = overall_compression(frames, topics, summary.get("client_stats") or {})
     if "group_lag" in frames:
-        totals = frames["group_lag"].where(F.col("partition") == -1).select("group", "run_time_s", "lag", "backlog")
+        lag = frames["group_lag"].where(F.col("partition") == -1)
+        totals = lag.select("group", "run_time_s", "phase", "lag", "backlog")
         tables["broker_lag"] = totals.orderBy("group", "run_time_s").toPandas()
         summary["broker_lag"] = _broker_lag(tables["broker_lag"])
+        summary["broker_lag_total"] = _measured(tables["broker_lag"], "run_time_s", "lag")
     return tables
 
 
@@ -145,6 +151,29 @@ def _broker_lag(table: pd.DataFrame) -> dict:
             "backlog_max": None if rows["backlog"].isna().all() else int(rows["backlog"].max()),
         }
     return out
+
+
+def _measured(table: pd.DataFrame, at: str, column: str) -> dict | None:
+    """A quantity summed over groups at each reading (`at`) of the measured phase: its max, its last
+    value, and how many readings there were; None when the phase had none."""
+    rows = table[(table["phase"] == "measure") & table[column].notna()]
+    if rows.empty:
+        return None
+    per_reading = rows.groupby(at)[column].sum().sort_index()
+    return {"max": int(per_reading.max()), "end": int(per_reading.iloc[-1]), "readings": len(per_reading)}
+
+
+def thresholds_of(run_dir: Path, run_info: dict) -> list:
+    """The run's thresholds: as it ended (run.json), else as the bundle's workload.yaml says (a crashed
+    run recovered from its journal has no final workload)."""
+    final = run_info.get("final_workload")
+    if isinstance(final, dict):
+        return final.get("thresholds") or []
+    try:
+        workload = yaml.safe_load((run_dir / "workload.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    return (workload.get("thresholds") or []) if isinstance(workload, dict) else []
 
 
 def _json_default(value):

@@ -25,6 +25,7 @@ from dimster.report.page import (
     unavailable,
 )
 from dimster.report.share_records import dead_letter_requests_figure, dead_letter_table, share_records_figure
+from dimster.report.verdict_panel import verdict_panel
 from dimster.workload.modes import mode_line, mode_panel
 
 
@@ -32,7 +33,8 @@ def write_report(run_dir: Path) -> Path:
     """Write `run_dir/report.html` from the run's summary; returns its path."""
     run = load_run(run_dir)
     page = Page(f"dimster: {run.name} ({run.path.name})")
-    page.add(header(run), notes_box("Notes", notes(run)), key_numbers(run), mode_section(run))
+    page.add(header(run), verdict_panel(run.summary), notes_box("Notes", notes(run)), key_numbers(run))
+    page.add(mode_section(run))
     page.add(time_charts(run, page), faults_section(run))
     page.add(delivery_counts(run, page), partition_table(run), client_tables(run))
     page.add(broker_section(run, page))

@@ -18,6 +18,7 @@ from dimster.workload.modes import problem as mode_problem
 from dimster.workload.modes.steady import Steady
 from dimster.workload.payload import HEADER_SIZE
 from dimster.workload.strict import Strict
+from dimster.workload.thresholds import Threshold, threshold_problem
 from dimster.yamlfile import load_mapping, validation_error_line
 
 Scalar = str | int | float | bool
@@ -214,6 +215,7 @@ class Workload(Strict):
     group_config: KafkaProperties = Field(default_factory=dict, alias="groupConfig")
     dead_letter_queue: DeadLetterQueue | None = Field(None, alias="deadLetterQueue")  # Kafka 4.4, KIP-1191
     mode: Mode = Field(default_factory=Steady)
+    thresholds: list[Threshold] = Field(default_factory=list)  # what the run must meet to pass
 
     @model_validator(mode="before")
     @classmethod
@@ -281,6 +283,10 @@ class Workload(Strict):
         if problem := self._client_version_problem():
             raise ValueError(problem)
         if problem := mode_problem(self):
+            raise ValueError(problem)
+        share, correctness = self.consumer_type == "SHARE_GROUP", self.mode.type == "correctness"
+        queue = self.dead_letter_queue is not None
+        if problem := threshold_problem(self.thresholds, self.total_consumers > 0, share, queue, correctness):
             raise ValueError(problem)
         return self
 

@@ -1,0 +1,34 @@
+"""The report's first panel when a run has thresholds: passed or failed, and each threshold with its
+value, its bound and its outcome (summary.json's `verdict`)."""
+
+from html import escape
+
+from dimster.report.page import data_table, panel
+from dimster.verdict.judge import quantity
+
+
+def verdict_panel(summary: dict) -> str:
+    verdict = summary.get("verdict")
+    if not verdict:
+        return ""
+    outcome = "passed" if verdict["passed"] else "failed"
+    badge = f'<span class="badge {"completed" if verdict["passed"] else "failed"}">{outcome}</span>'
+    results = verdict.get("thresholds") or []
+    held = sum(bool(r["passed"]) for r in results)
+    html = f"<p>{held} of {len(results)} threshold(s) held {badge}</p>"
+    if verdict.get("aborted_by"):
+        html += f"<p>Stopped early: <code>{escape(verdict['aborted_by'])}</code> could not pass any more.</p>"
+    rows = [
+        [
+            f"<code>{escape(r['threshold'])}</code>",
+            escape(quantity(r["value"], r["unit"])),
+            escape(quantity(r["bound"], r["unit"])),
+            "held" if r["passed"] else f'<span class="bad">breached</span>{_note(r)}',
+        ]
+        for r in results
+    ]
+    return panel("Thresholds", html + data_table(["threshold", "value", "bound", "outcome"], rows, text_columns=1))
+
+
+def _note(result: dict) -> str:
+    return f" ({escape(result['note'])})" if result.get("note") else ""

@@ -1,0 +1,110 @@
+"""Thresholds judged while load runs: each one's value over the measured phase so far (`dimster status
+--json`), and which `abortOnFail` threshold can no longer pass. Latencies come from the measured
+phase's merged histograms, rates from each worker's counts over the time its measured reports
+covered; counts are the run's so far (as the end's totals are); a figure known only at the end
+(`lost`, `unconsumed`) has no value until then. The end's verdict is the summary's, not this."""
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+
+from dimster.metrics.histogram import Histogram
+from dimster.verdict.expressions import Comparison, parse_threshold
+from dimster.verdict.figures import BYTE_RATE, FIGURES, MSG_RATE, TIME, Figure
+from dimster.verdict.judge import Spec
+from dimster.worker.protocol import IntervalReport
+
+RATE_COUNTS = {"produced": "sent", "consumed": "received"}  # a rate figure's object -> its count
+LATENCY_METRICS = ("e2e", "publish", "publish_delay", "redelivery")
+MAXIMA = {"brokerLag.max": "brokerLag", "backlog.max": "backlog"}  # status key whose max they are
+
+
+class LiveJudge:
+    def __init__(self, specs: list[Spec]):
+        self.specs: list[tuple[Comparison, bool]] = [(parse_threshold(text), abort) for text, abort in specs]
+        self.named = {name for comparison, _ in self.specs for name in comparison.figures()}
+        wanted = {name.split(".")[0] for name in self.named}
+        self.latency = {metric: Histogram() for metric in LATENCY_METRICS if metric in wanted}
+        self.counts: dict[int, Counter] = {}  # worker -> measured counts (sent, received and their bytes)
+        self.seconds: dict[int, float] = defaultdict(float)  # worker -> seconds its measured reports covered
+        self.last_end: dict[int, float] = {}
+        self.maxima: dict[str, float] = {}
+        self.checked = 0.0  # when check() last read the status
+
+    @property
+    def abortable(self) -> bool:
+        return any(abort for _, abort in self.specs)
+
+    def take(self, report: IntervalReport, phase: str, load_started: float) -> None:
+        """A worker's report: counted when it ends in the measured phase."""
+        if not self.specs:
+            return
+        worker = report.worker_index
+        previous = max(self.last_end.get(worker, 0.0), load_started)
+        self.last_end[worker] = report.end_time
+        if phase != "measure" or not load_started:
+            return
+        self.seconds[worker] += max(0.0, report.end_time - previous)
+        counts = self.counts.setdefault(worker, Counter())
+        for c in report.clients:
+            counts.update(sent=c.sent, sent_bytes=c.sent_bytes, received=c.received, received_bytes=c.received_bytes)
+            for (metric, _partition), wire in c.histograms.items():
+                if metric in self.latency:
+                    self.latency[metric].merge(Histogram.from_wire(wire))
+
+    def check(self, phase: str, status: Callable[[], dict], now: float) -> tuple[str, float] | None:
+        """Once a second while load runs: note the measured phase's maxima of the brokers' lag and the
+        backlog, and return the first abortOnFail threshold already broken (its figure only grows, so
+        for good), with its value."""
+        if not (self.abortable or self.named & set(MAXIMA)) or now - self.checked < 1.0:
+            return None
+        self.checked = now
+        numbers = status()
+        for figure, key in MAXIMA.items():
+            if phase == "measure" and isinstance(numbers.get(key), int | float):
+                self.maxima[figure] = max(self.maxima.get(figure, 0.0), float(numbers[key]))
+        for comparison, abort in self.specs:
+            if abort:
+                left, _, held = comparison.judge({name: self.value(name, numbers) for name in comparison.figures()})
+                if held is False and left is not None:
+                    return comparison.text, left
+        return None
+
+    def value(self, name: str, status: dict) -> float | None:
+        figure = FIGURES[name]
+        what, _, stat = name.partition(".")
+        if figure.dim == TIME and what in self.latency:
+            histogram = self.latency[what]
+            value = histogram.max if stat == "max" else histogram.percentile(float(stat[1:]))
+            return None if value is None or not histogram.total else value / 1000  # us -> ms
+        if figure.dim in (MSG_RATE, BYTE_RATE) and what in RATE_COUNTS:
+            key = RATE_COUNTS[what] + ("_bytes" if figure.dim == BYTE_RATE else "")
+            scale = 1e6 if figure.dim == BYTE_RATE else 1.0
+            rates = [c[key] / self.seconds[w] for w, c in self.counts.items() if self.seconds[w]]
+            return sum(rates) / scale if rates else None
+        if name == "measured.seconds":
+            return max(self.seconds.values(), default=0.0) * 1000
+        if name in MAXIMA:
+            return self.maxima.get(name)
+        return _status_value(figure, status)
+
+    def status(self, status: dict) -> list[dict]:
+        """Each threshold now: its value, its bound, and whether it holds so far (None: no value yet)."""
+        answers = []
+        for comparison, abort in self.specs:
+            left, right, held = comparison.judge({name: self.value(name, status) for name in comparison.figures()})
+            answers.append(
+                {
+                    "threshold": comparison.text,
+                    "value": left,
+                    "bound": right,
+                    "unit": comparison.unit,
+                    "passing": held,
+                    "abortOnFail": abort,
+                }
+            )
+        return answers
+
+
+def _status_value(figure: Figure, status: dict) -> float | None:
+    value = status.get(figure.live) if figure.live else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
