@@ -82,10 +82,8 @@ def tolerance(figure: Figure, text: str) -> Tolerance:
     except ValueError as e:
         raise DimsterError(f"{what}: {e}") from None
     if dim not in (figure.dim, "percent"):
-        unit = f"in {figure.unit}" if figure.unit else "a plain number"
-        raise DimsterError(f"{what}: {figure.name} is {unit}; give a percentage or {unit}, as {example}")
-    if value < 0:
-        raise DimsterError(f"{what}: a tolerance is not negative, as {example}")
+        is_in, amount = (f"in {figure.unit}", f"an amount in {figure.unit}") if figure.unit else ("a count", "a number")
+        raise DimsterError(f"{what}: {figure.name} is {is_in}; give a percentage or {amount}, as {example}")
     return Tolerance(text, value, dim == "percent")
 
 
