@@ -17,7 +17,6 @@ from typing import Any
 import pandas as pd
 
 from dimster.errors import DimsterError
-from dimster.results.bundle import is_run_folder
 from dimster.verdict.expressions import parse_quantity
 from dimster.verdict.figures import BYTE_RATE, FIGURES, MSG_RATE, NUMBER, TIME, Figure, summary_value
 from dimster.verdict.stats import mann_whitney, repeats_needed, smallest_p
@@ -95,7 +94,7 @@ def load_side(folder: Path) -> tuple[str, list[Point]]:
         raise DimsterError(f"{folder}: no such folder")
     if (folder / "campaign.json").is_file():
         return "campaign", _campaign_points(folder)
-    if is_run_folder(folder):
+    if (folder / "run.json").is_file() or (folder / "metrics").is_dir():  # a run, also one cut short
         return "run", [_run_point(folder)]
     raise DimsterError(f"{folder} is neither a dimster run folder (run.json) nor a campaign folder (campaign.json)")
 
