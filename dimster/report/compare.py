@@ -14,6 +14,7 @@ from dimster.errors import DimsterError
 from dimster.report import charts
 from dimster.report.data import RunData, load_run, parse_yaml
 from dimster.report.page import MISSING, Page, data_table, decimal, integer, notes_box, text, unavailable
+from dimster.report.verdict_page import figure_verdicts, verdict_section
 
 Row = tuple[str, Callable[[RunData], str]]
 
@@ -23,8 +24,9 @@ def default_output() -> Path:
     return Path.cwd() / f"comparison-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.html"
 
 
-def write_comparison(run_dirs: list[Path], output: Path) -> Path:
-    """Write the comparison of the runs in `run_dirs` to `output`; returns its path."""
+def write_comparison(run_dirs: list[Path], output: Path, verdict: dict | None = None) -> Path:
+    """Write the comparison of the runs in `run_dirs` to `output`; returns its path. With the `verdict`
+    of `compare --verdict` (two runs), it comes first and the candidate's key numbers are marked."""
     if len(run_dirs) < 2:
         raise DimsterError("compare needs two or more run folders")
     runs = [load_run(run_dir) for run_dir in run_dirs]
@@ -33,7 +35,8 @@ def write_comparison(run_dirs: list[Path], output: Path) -> Path:
     page.add(
         f"<header><h1>Comparing {len(runs)} runs</h1></header>",
         notes_box("Notes", _notes(runs, labels)),
-        key_table(runs, labels),
+        verdict_section(verdict) if verdict else "",
+        key_table(runs, labels, figure_verdicts(verdict) if verdict else {}),
         differences(runs, labels),
         overlay_charts(runs, labels, page),
     )
@@ -42,16 +45,22 @@ def write_comparison(run_dirs: list[Path], output: Path) -> Path:
     return output
 
 
-def key_table(runs: list[RunData], labels: list[str]) -> str:
+def key_table(runs: list[RunData], labels: list[str], verdicts: dict[str, str] | None = None) -> str:
+    """A row per key number, a column per run; with `verdicts` (figure -> verdict), the last run's
+    cell of each compared figure carries its verdict as a class."""
+    verdicts = verdicts or {}
     headers = [
         f"<b>{escape(label)}</b><br><code>{escape(run.path.name)}</code>"
         for label, run in zip(labels, runs, strict=True)
     ]
     head = '<th class="text"></th>' + "".join(f"<th>{h}</th>" for h in headers)
-    body = "".join(
-        f'<tr><td class="text">{escape(label)}</td>' + "".join(f"<td>{value(run)}</td>" for run in runs) + "</tr>"
-        for label, value in KEY_ROWS
-    )
+    body = ""
+    for label, value in KEY_ROWS:
+        verdict = verdicts.get(ROW_FIGURES.get(label, label))
+        cells = [f"<td>{value(run)}</td>" for run in runs]
+        if verdict:
+            cells[-1] = f'<td class="verdict-{verdict}" title="{verdict}">{value(runs[-1])}</td>'
+        body += f'<tr><td class="text">{escape(label)}</td>{"".join(cells)}</tr>'
     return (
         '<section id="key-numbers"><h2>Key numbers</h2>'
         '<p class="hint">Rates and latencies cover each run\'s measured phase; totals the whole run.</p>'
@@ -187,6 +196,21 @@ KEY_ROWS: list[Row] = [
     ("bytes fetched per byte consumed", lambda run: decimal(_get(run, "client_stats", "rx_bytes_per_consumed_byte"))),
     ("live modifications", lambda run: integer(len(run.timeline.get("modifications", [])))),
 ]
+
+
+# the key table's rows that show a figure of verdict/figures.py under another name (totals show theirs)
+ROW_FIGURES = {
+    "produced (msg/s)": "produced.rate",
+    "consumed (msg/s)": "consumed.rate",
+    "produced (MB/s)": "produced.byteRate",
+    "consumed (MB/s)": "consumed.byteRate",
+    "e2e p50 (ms)": "e2e.p50",
+    "e2e p99 (ms)": "e2e.p99",
+    "e2e p99.9 (ms)": "e2e.p99.9",
+    "e2e max (ms)": "e2e.max",
+    "publish p50 (ms)": "publish.p50",
+    "publish p99 (ms)": "publish.p99",
+}
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
