@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from cli import dimster
+from junitparser import JUnitXml
 from report_runs import Scenario, write_run
 
 from dimster.errors import DimsterError
@@ -221,8 +222,11 @@ def test_the_command_exits_9_on_a_regression_0_without_and_2_on_bad_input(tmp_pa
     base = write_campaign(tmp_path / "base", {1: BASE_P99})
     worse = write_campaign(tmp_path / "worse", {1: [40.0, 42.0, 44.0, 46.0]})
     html = tmp_path / "verdict.html"
-    result = dimster("compare", str(base), str(worse), "--verdict", "--json", "-o", str(html))
+    junit = tmp_path / "compare.xml"
+    result = dimster("compare", str(base), str(worse), "--verdict", "--json", "-o", str(html), "--junit", str(junit))
     assert result.code == 9, result.stderr
+    [suite] = list(JUnitXml.fromfile(str(junit)))  # written before the exit
+    assert suite.failures == 3 and sorted(c.name for c in suite if c.result) == ["e2e.p50", "e2e.p99", "e2e.p99.9"]
     verdict = json.loads(result.stdout)
     assert verdict["regression"] is True and verdict["baseline"] == str(base)
     assert result.error_lines == [
@@ -247,7 +251,8 @@ def test_the_command_exits_9_on_a_regression_0_without_and_2_on_bad_input(tmp_pa
         "dimster: error: compare --verdict takes two folders, a baseline and a candidate (got 3)"
     ]
     result = dimster("compare", str(base), str(worse), "--json")
-    assert result.code == 2 and result.error_lines == ["dimster: error: --tolerance and --json go with --verdict"]
+    assert result.code == 2
+    assert result.error_lines == ["dimster: error: --tolerance, --json and --junit go with --verdict"]
 
 
 def test_the_html_comparison_of_two_runs_marks_each_verdict(tmp_path: Path) -> None:

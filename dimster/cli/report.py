@@ -48,14 +48,15 @@ def compare(
         show_default=False,
     ),
     json_: bool = typer.Option(False, "--json", help="With --verdict: print the verdict as JSON."),
+    junit: Path = typer.Option(None, "--junit", help="With --verdict: write it as JUnit XML to this file."),
 ) -> None:
     """Write one HTML page comparing runs side by side: key numbers, settings that differ, overlaid charts.
     With --verdict, first say whether the candidate regressed from the baseline."""
     from dimster.report.compare import default_output, write_comparison
 
     if not verdict:
-        if tolerances or json_:
-            raise DimsterError("--tolerance and --json go with --verdict")
+        if tolerances or json_ or junit:
+            raise DimsterError("--tolerance, --json and --junit go with --verdict")
         path = write_comparison(run_dirs, output or default_output())
         console.print(str(path), markup=False)
         return
@@ -79,6 +80,11 @@ def compare(
         for note in result["notes"]:
             console.print(f"note: {note}", markup=False)
         console.print(str(path), markup=False)
+    if junit is not None:
+        from dimster.results.junit import comparison_suites, write_junit
+
+        write_junit(comparison_suites(result), junit)
+        progress(f"junit: {junit}")
     line = regression_line(result)
     if result["regression"]:
         raise RegressionFound(line)

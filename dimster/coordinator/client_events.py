@@ -10,12 +10,12 @@ from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.ensemble import Ensemble, Loss
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.journal import RunJournal
+from dimster.coordinator.live_thresholds import LiveJudge
 from dimster.coordinator.run_log import RunLog
 from dimster.coordinator.self_cost import SelfCost
 from dimster.coordinator.workers import WorkerLost
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.verdict.judge import Spec
-from dimster.verdict.live import LiveJudge
 from dimster.worker.protocol import IntervalReport, WatchRedeliveries
 
 FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
