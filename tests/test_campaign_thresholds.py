@@ -65,3 +65,19 @@ def test_each_point_is_judged_on_its_repeats_mean_and_a_point_not_completed_is_n
     assert campaign_verdict([], points, runs) is None
     stopped = campaign_verdict(["consumed.rate >= 95 msg/s"], points[2:3], runs)
     assert stopped is not None and stopped["points"][0]["passed"] is False  # its run stopped early
+
+
+def test_the_campaign_page_lists_each_point_s_outcome():
+    from dimster.report.verdict_panel import campaign_verdict_section
+
+    points = [
+        {"index": 1, "repeat": 1, "label": "producerRate=100", "status": "completed"},
+        {"index": 2, "repeat": 1, "label": "producerRate=200", "status": "failed"},
+    ]
+    runs = pd.DataFrame({"point": [1], "repeat": [1], "consumed_msgs_per_s": [90.0]})
+    html = campaign_verdict_section(campaign_verdict(["consumed.rate >= 95 msg/s"], points, runs))
+    assert '<span class="badge failed">failed</span>' in html
+    row = '<td class="text">1</td><td class="text">producerRate=100</td><td class="text"><span class="bad">breached'
+    assert row in html
+    assert "<code>consumed.rate &gt;= 95 msg/s</code>: 90 msg/s" in html and "not judged (failed)" in html
+    assert campaign_verdict_section(None) == ""

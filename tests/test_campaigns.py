@@ -9,11 +9,13 @@ import time
 
 import pytest
 import yaml
+from jsonschema import Draft7Validator
 from junitparser import JUnitXml
 
 from dimster.campaign.model import load_campaign
 from dimster.coordinator.control import control_request
 from dimster.errors import DimsterError
+from dimster.schemas import schemas
 from tests.conftest import REPO, dimster
 
 BASE = {
@@ -174,6 +176,7 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
     assert (folder / "campaign" / "logs" / "spark.log").is_file()  # Spark's JVM wrote there, not to the console
     page = (folder / "campaign.html").read_text()
     assert page.count("producerRate=400") >= 2
+    assert '<section id="thresholds">' in page and page.count('<span class="bad">breached</span>') == 2
     verdict = summary["verdict"]
     assert [p["passed"] for p in verdict["points"]] == [False, False, True, True] and not verdict["passed"]
     consumed = {p["point"]: p["metrics"]["consumed_msgs_per_s"]["mean"] for p in summary["points"]}
@@ -181,6 +184,10 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
         rate = point["thresholds"][0]
         assert rate["value"] == pytest.approx(consumed[point["point"]])
         assert rate["repeats"] == [pytest.approx(rate["value"])]
+    published = schemas()  # the real campaign.json and campaign summary match their published schemas
+    for name, document in (("campaign-result", state), ("campaign-summary", summary)):
+        problems = [e.message for e in Draft7Validator(published[f"{name}.schema.json"]).iter_errors(document)]
+        assert problems == [], (name, problems[:3])
     suites = list(JUnitXml.fromfile(str(junit)))
     assert [(s.tests, s.failures, s.errors) for s in suites] == [(2, 1, 0), (2, 1, 0), (2, 0, 0), (2, 0, 0)]
 

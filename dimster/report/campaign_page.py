@@ -19,6 +19,7 @@ from dimster.campaign.model import read_campaign_json, short_key
 from dimster.pipeline.campaign_summary import dimension_keys, point_label
 from dimster.report.charts import RUN_COLORS, _frame
 from dimster.report.page import MISSING, Page, data_table, decimal, integer, notes_box, text, unavailable
+from dimster.report.verdict_panel import campaign_verdict_section
 
 # points.parquet metric -> label; charted and tabled in this order, when the summary has them
 KEY_METRICS = {
@@ -78,8 +79,10 @@ def write_campaign_page(campaign_dir: Path) -> Path:
         notes.append("the campaign summary is missing (campaign/summary/points.parquet): no numbers or charts")
     dimensions = campaign_dimensions(campaign)
     page = Page(f"dimster campaign: {campaign.get('name', campaign_dir.name)}")
+    verdict = _summary(summary_dir).get("verdict")
     page.add(
         header(campaign, campaign_dir),
+        campaign_verdict_section(verdict),
         charts_section(page, campaign, dimensions, points),
         point_table(campaign_dir, campaign, dimensions, points),
         notes_box("Notes", notes),
@@ -127,10 +130,18 @@ def _read_points(path: Path) -> pd.DataFrame | None:
         return None
 
 
-def _summary_notes(summary_dir: Path) -> list[str]:
+def _summary(summary_dir: Path) -> dict[str, Any]:
+    """The campaign summary's summary.json; {} when it is missing or unreadable."""
     try:
         summary = json.loads((summary_dir / "summary.json").read_text())
     except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def _summary_notes(summary_dir: Path) -> list[str]:
+    summary = _summary(summary_dir)
+    if not summary:
         return ["campaign/summary/summary.json is missing or unreadable: its notes are not shown"]
     return [str(note) for note in summary.get("notes") or []]
 

@@ -32,3 +32,26 @@ def verdict_panel(summary: dict) -> str:
 
 def _note(result: dict) -> str:
     return f" ({escape(result['note'])})" if result.get("note") else ""
+
+
+def campaign_verdict_section(verdict: dict | None) -> str:
+    """The campaign page's thresholds: each point passed, failed (with what it breached) or not judged."""
+    if not verdict:
+        return ""
+    rows = []
+    for point in verdict.get("points") or []:
+        if point["passed"] is None:
+            outcome, breached = f"not judged ({escape(point['status'])})", ""
+        else:
+            outcome = "held" if point["passed"] else '<span class="bad">breached</span>'
+            breached = "; ".join(
+                f"<code>{escape(r['threshold'])}</code>: {escape(r['note'] or quantity(r['value'], r['unit']))}"
+                for r in point["thresholds"]
+                if not r["passed"]
+            )
+        rows.append([str(point["point"]), escape(point["label"]), outcome, breached])
+    badge = f'<span class="badge {"completed" if verdict["passed"] else "failed"}">'
+    badge += f"{'passed' if verdict['passed'] else 'failed'}</span>"
+    html = f"<p>Each point judged on the mean of its repeats {badge}</p>"
+    table = data_table(["point", "values", "outcome", "breached (mean)"], rows, text_columns=4)
+    return f'<section id="thresholds"><h2>Thresholds</h2>{html}{table}</section>'
