@@ -8,7 +8,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from dimster.paths import project_dir
-from dimster.workload.model import version_tuple
+from dimster.workload.clients import version_tuple
 
 DEFAULT_KAFKA_VERSION = "4.4.0"
 

@@ -22,7 +22,8 @@ from dimster.cluster.backends import profile_models
 from dimster.paths import PACKAGE_DIR
 from dimster.results.campaign_records import CampaignJson, CampaignSummaryJson
 from dimster.results.records import RunJson, SummaryJson
-from dimster.workload.model import Library, Version, Workload
+from dimster.workload.clients import Library, Version
+from dimster.workload.model import Workload
 from dimster.workload.modes import Mode
 from dimster.workload.thresholds import Threshold
 

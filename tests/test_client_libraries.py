@@ -4,7 +4,7 @@ import pytest
 
 from dimster.client_libraries import LIBRARIES
 from dimster.clients import LibraryPlug, library
-from dimster.workload.model import ClientLibrary
+from dimster.workload.clients import ClientLibrary
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,7 @@ from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
 from dimster.kafka.security import java_security
 from dimster.paths import environments_dir
-from dimster.workload.model import version_tuple
+from dimster.workload.clients import version_tuple
 
 OLDEST_TARGET = (4, 2)
 FEATURE_TOOL = "org.apache.kafka.tools.FeatureCommand"

@@ -17,7 +17,8 @@ from dimster.coordinator.run_kafka import ConfigChanges, RunKafka
 from dimster.coordinator.run_log import RunLog
 from dimster.errors import DimsterError
 from dimster.worker.protocol import CrashConsumers, RestartConsumers, Update
-from dimster.workload.model import Workload, parse_workload, role_key
+from dimster.workload.clients import role_key
+from dimster.workload.model import Workload, parse_workload
 from dimster.workload.overrides import apply_overrides
 
 

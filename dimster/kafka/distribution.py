@@ -20,7 +20,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.security import ClientSecurity, helper_environment
 from dimster.paths import cache_dir
-from dimster.workload.model import OLDEST_SHARE_CLIENT, version_tuple
+from dimster.workload.clients import OLDEST_SHARE_CLIENT, version_tuple
 
 HELPER_CLASS = "DimsterKafkaTool"
 JAVA_HINT = "install a JDK 17+ (Debian: apt-get install openjdk-17-jdk-headless)"

@@ -47,7 +47,7 @@ from perf_side_by_side import compare_producers, compare_share_consumers, side_n
 from dimster.clients.jvm import start_jvm
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import kafka_distribution
-from dimster.workload.model import Library
+from dimster.workload.clients import Library
 
 log = logging.getLogger("bench")
 
