@@ -47,6 +47,10 @@ WorkersOpt = typer.Option(
     show_default=False,
 )
 
+DriverOpt = typer.Option(
+    None, "--driver", help="An OpenMessaging Benchmark Kafka driver file: the run's client and topic settings."
+)
+OmbResultOpt = typer.Option(False, "--omb-result", help="Also write omb-result.json (OMB's TestResult format).")
 HANDOFF = "--sets-on-stdin"  # `--detach` hands its child the --set pairs over a pipe, never its command line
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -55,13 +59,17 @@ def validate(
     ctx: typer.Context,
     workload: Path = typer.Argument(..., help="Workload YAML file.", show_default=False),
     set_: list[str] = SetOpt,
+    driver: Path = DriverOpt,
 ) -> None:
-    """Check a workload file (and --set overrides) without running it."""
+    """Check a workload file (dimster's or OpenMessaging Benchmark's, and --set overrides) without running it."""
     from dimster.clients.properties import check_client_configs
     from dimster.workload.model import load_workload
 
-    loaded = load_workload(workload, set_items(ctx, set_))
+    notes: list[str] = []
+    loaded = load_workload(workload, set_items(ctx, set_), driver, notes=notes)
     check_client_configs(loaded, display(workload), DEFAULT_KAFKA_VERSION)
+    for note in notes:
+        console.print(f"note: {note}", markup=False)
     console.print(
         f"{workload}: ok: '{loaded.name}', {loaded.topics} topic(s) x {loaded.partitions_per_topic} partition(s), "
         f"{loaded.total_producers} producer(s) at {loaded.producer_rate:g} msg/s, "
@@ -82,6 +90,8 @@ def run(
     workers: int = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
     junit: Path = typer.Option(None, "--junit", help="Write the thresholds' verdict as JUnit XML to this file."),
+    driver: Path = DriverOpt,
+    omb_result: bool = OmbResultOpt,
     handed: bool = typer.Option(False, HANDOFF, hidden=True, help="Read --set pairs from stdin (--detach's child)."),
 ) -> None:
     """Run a workload against the cluster of ENV (brought up, or reused if it runs), or with --modify
@@ -98,7 +108,10 @@ def run(
 
     if workload is None:
         raise DimsterError("dimster run needs a workload: -w WORKLOAD.yaml (or --modify --set k=v to change a run)")
-    loaded = load_workload(workload, sets)
+    notes: list[str] = []
+    loaded = load_workload(workload, sets, driver, omb_result, notes)
+    for note in notes:
+        progress(f"note: {note}")
     profile = with_worker_count(load_environment(env), workers)
     check_client_versions(loaded, profile)  # before the property check fetches any version
     check_client_configs(loaded, display(workload), profile.kafka_version)
@@ -110,6 +123,10 @@ def run(
         child_options += ["--workers", str(workers)]
     if junit is not None:
         child_options += ["--junit", str(junit.resolve())]
+    if driver is not None:
+        child_options += ["--driver", str(driver.resolve())]
+    if omb_result:
+        child_options += ["--omb-result"]
     if detach:
         return _detach(env, workload, sets, results_root, json, child_options)
     control = ControlServer(env)

@@ -12,6 +12,7 @@ from dimster.client_libraries import LIBRARIES
 from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.secret_keys import MASK, is_secret_key
+from dimster.workload import omb
 from dimster.workload.clients import (
     OLDEST_CLIENT,
     OLDEST_SHARE_CLIENT,
@@ -319,11 +320,26 @@ def long_forms(data: dict) -> dict:
     return data
 
 
-def load_workload(path: Path, sets: Sequence[tuple[str, str]] = ()) -> Workload:
-    """Read and validate a workload file, with `--set` overrides applied first."""
+def load_workload(
+    path: Path,
+    sets: Sequence[tuple[str, str]] = (),
+    driver: Path | None = None,
+    omb_result: bool = False,
+    notes: list[str] | None = None,
+) -> Workload:
+    """Read and validate a workload file, dimster's or OpenMessaging Benchmark's (workload/omb.py),
+    with an OMB driver file's settings and `--set` overrides applied first; `notes` gets what was
+    ignored, for the user."""
     from dimster.workload.overrides import apply_overrides
 
-    data = load_mapping(path, "workload")
+    notes = [] if notes is None else notes
+    data, sets = load_mapping(path, "workload"), list(sets)
+    if omb.is_omb(data, display(path)):
+        data, sets = omb.native_document(path, data, sets, driver, notes)
+    elif driver is not None:
+        data = omb.apply_driver(data, driver, notes)
+    if omb_result:
+        data.setdefault("ombResult", {})
     if sets:
         data = apply_overrides(long_forms(data), sets)
     return parse_workload(data, display(path))
