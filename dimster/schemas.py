@@ -1,6 +1,7 @@
 """JSON Schemas of the files dimster reads (a workload, an environment profile, a campaign) and
-writes (run.json, summary.json, campaign.json, a campaign's summary.json), generated from their
-models: `python -m dimster.schemas` writes them to schemas/, `--check` names those that are stale.
+writes (run.json, summary.json, campaign.json, a campaign's summary.json, omb-result.json), generated
+from their models: `python -m dimster.schemas` writes them to schemas/, `--check` names those that are
+stale.
 
 They are draft-07, the newest draft editors' YAML language server reads: definitions live under
 `definitions`, and no keyword of a later draft appears. Where a model reads more than its fields
@@ -21,6 +22,7 @@ from dimster.campaign.model import CampaignFile
 from dimster.cluster.backends import profile_models
 from dimster.paths import PACKAGE_DIR
 from dimster.results.campaign_records import CampaignJson, CampaignSummaryJson
+from dimster.results.omb_records import OmbTestResult
 from dimster.results.records import RunJson, SummaryJson
 from dimster.workload.clients import Library, Version
 from dimster.workload.model import Workload
@@ -160,6 +162,7 @@ def schemas() -> dict[str, Schema]:
         "summary.schema.json": record_schema(SummaryJson),
         "campaign-result.schema.json": record_schema(CampaignJson),
         "campaign-summary.schema.json": record_schema(CampaignSummaryJson),
+        "omb-result.schema.json": record_schema(OmbTestResult),  # closed: OMB refuses unknown keys
     }
 
 

@@ -15,6 +15,7 @@ from dimster.pipeline.latency import QUANTILES
 from dimster.pipeline.spark import DRIVER_JAVA_OPTS, spark_session
 from dimster.pipeline.summary import summarize
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.results.omb_result import omb_result
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 from tests.conftest import dimster
 from tests.synthetic import START, exact_percentile, synthetic_run
@@ -31,6 +32,12 @@ def test_spark_percentiles_match_exact_ones_within_the_bound(tmp_path, spark):
         exact_ms = exact_percentile(everything, num, den) / 1000
         assert overall[name] == pytest.approx(exact_ms, rel=ALPHA), name
     assert overall["max"] == pytest.approx(everything.max() / 1000)
+    shape = {"messageSize": 100, "topics": 1, "partitionsPerTopic": 3, "producersPerTopic": 1, "consumersPerGroup": 1}
+    (tmp_path / "workload.yaml").write_text(json.dumps(shape))  # omb-result.json's figures are summary.json's
+    omb = omb_result(tmp_path, "synthetic", "Kafka")
+    same = {"50pct": "p50", "75pct": "p75", "95pct": "p95", "99pct": "p99", "999pct": "p99_9", "9999pct": "p99_99"}
+    for omb_name, name in {**same, "Max": "max"}.items():
+        assert omb[f"aggregatedEndToEndLatency{omb_name}"] == pytest.approx(overall[name], rel=1e-9), name
 
     per_client = json.loads((tmp_path / "summary" / "summary.json").read_text())  # written too
     assert per_client["latency_ms"]["e2e"]["count"] == len(everything)
