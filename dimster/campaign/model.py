@@ -24,6 +24,7 @@ from dimster.verdict.campaign import campaign_threshold_problem
 from dimster.workload.model import Strict, Workload, long_forms, parse_workload
 from dimster.workload.modes import Mode, load_seconds, mode_mapping
 from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides
+from dimster.workload.payload import with_file_data
 from dimster.workload.thresholds import Threshold
 from dimster.yamlfile import load_mapping, validation_error_line
 
@@ -193,9 +194,9 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
         file = CampaignFile.model_validate(data)
     except ValidationError as e:
         raise DimsterError(validation_error_line(source, e, CampaignFile)) from None
-    base = long_forms(
-        load_mapping(path.parent / file.base, f"{source}: base workload") if isinstance(file.base, str) else file.base
-    )
+    base_file = path.parent / file.base if isinstance(file.base, str) else path
+    base = long_forms(load_mapping(base_file, f"{source}: base workload") if isinstance(file.base, str) else file.base)
+    base = with_file_data(base, [base_file.parent, Path.cwd()], source)  # a payload.file of the base
     if file.mode is not None:
         base["mode"] = file.mode.model_dump(by_alias=True)
     if file.thresholds:
@@ -209,6 +210,8 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
         raise DimsterError(f"{source}: 'name' and 'mode' cannot be dimensions (a campaign has one mode)")
     if "thresholds" in keys:
         raise DimsterError(f"{source}: 'thresholds' cannot be a dimension (every point is judged alike)")
+    if "payload.file" in keys:
+        raise DimsterError(f"{source}: 'payload.file' cannot be a dimension (the base's file is read once)")
     for key in keys:
         if key.startswith(CLUSTER_PREFIX):
             check_cluster_key(key, source)

@@ -31,6 +31,9 @@ def distributor(
     if kind == "KEY_ROUND_ROBIN":
         keys = itertools.cycle([f"key-{i}".encode() for i in range(key_count)])
         return lambda: (next(keys), -1)
+    if kind == "KEY_RANDOM":  # OpenMessaging Benchmark's RANDOM_NANO: any of the keys, each record
+        choices = [f"key-{i}".encode() for i in range(key_count)]
+        return lambda: (rng.choice(choices), -1)
     if kind == "PINNED_PARTITIONS":
         pinned = producer_index % partitions
         return lambda: (None, pinned)

@@ -1,6 +1,7 @@
 """The workload YAML: every key, its default and what is valid. Names follow OpenMessaging
 Benchmark and the Dimster posts; Kafka property names are used as they are."""
 
+import base64
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from dimster.workload.dead_letter import DeadLetterQueue
 from dimster.workload.modes import MODES, Mode, mode_mapping
 from dimster.workload.modes import problem as mode_problem
 from dimster.workload.modes.steady import Steady
-from dimster.workload.payload import HEADER_SIZE
+from dimster.workload.payload import HEADER_SIZE, with_file_data
 from dimster.workload.strict import Strict
 from dimster.workload.thresholds import Threshold, threshold_problem
 from dimster.yamlfile import load_mapping, validation_error_line
@@ -59,10 +60,41 @@ class RateSchedule(Strict):
 
 
 class Payload(Strict):
-    """RANDOM bodies do not compress; COMPRESSIBLE ones repeat `compressibleRatio` of their bytes."""
+    """RANDOM bodies do not compress; COMPRESSIBLE ones repeat `compressibleRatio` of their bytes (zero
+    bytes after the random part with `zeros`); FILE values are a file's bytes after dimster's header."""
 
-    type: Literal["RANDOM", "COMPRESSIBLE"] = "RANDOM"
+    type: Literal["RANDOM", "COMPRESSIBLE", "FILE"] = "RANDOM"
     compressible_ratio: float = Field(0.5, alias="compressibleRatio", ge=0, le=1)
+    zeros: bool = False
+    count: int | None = Field(None, ge=1)  # distinct bodies per producer; None: as many as compression needs
+    file: str | None = None  # FILE: the file, as written; read into `data` when the workload is loaded
+    data: str | None = None  # FILE: the base64 of the whole file, messageSize bytes
+
+    @model_validator(mode="after")
+    def _file(self):
+        given = self.data is not None or self.file is not None
+        if self.type == "FILE" and not given:
+            raise ValueError("type FILE needs payload.file (or payload.data, the file's base64)")
+        if self.type != "FILE" and given:
+            raise ValueError(f"payload.file and payload.data need type FILE, not {self.type} (or set them to null)")
+        if self.type == "FILE" and self.count is not None:
+            raise ValueError("a FILE payload is one body: drop payload.count")
+        if self.data is not None:
+            try:
+                base64.b64decode(self.data, validate=True)
+            except ValueError:
+                raise ValueError("payload.data must be base64 (the whole file)") from None
+        return self
+
+    def file_bytes(self) -> bytes:
+        return base64.b64decode(self.data or "")
+
+
+class OmbResult(Strict):
+    """Write omb-result.json (OpenMessaging Benchmark's TestResult) into the bundle."""
+
+    workload: str | None = None  # TestResult.workload: OMB's charts group by it; None: the workload's name
+    driver: str = "Kafka"  # TestResult.driver: the series' name
 
 
 class Acknowledgement(Strict):
@@ -139,8 +171,8 @@ class Workload(Strict):
     replication_factor: int | None = Field(None, alias="replicationFactor", ge=1)
     message_size: int = Field(1024, alias="messageSize", ge=HEADER_SIZE, le=10_000_000)
     payload: Payload = Field(default_factory=Payload)
-    message_distributor: Literal["NO_KEY", "KEY_ROUND_ROBIN", "PINNED_PARTITIONS", "PARTITION_ZIPF"] = Field(
-        "NO_KEY", alias="messageDistributor"
+    message_distributor: Literal["NO_KEY", "KEY_ROUND_ROBIN", "KEY_RANDOM", "PINNED_PARTITIONS", "PARTITION_ZIPF"] = (
+        Field("NO_KEY", alias="messageDistributor")
     )
     zipf_alpha: float = Field(1.0, alias="zipfAlpha", gt=0)
     key_count: int = Field(1000, alias="keyCount", ge=1)
@@ -174,6 +206,7 @@ class Workload(Strict):
     dead_letter_queue: DeadLetterQueue | None = Field(None, alias="deadLetterQueue")  # Kafka 4.4, KIP-1191
     mode: Mode = Field(default_factory=Steady)
     thresholds: list[Threshold] = Field(default_factory=list)  # what the run must meet to pass
+    omb_result: OmbResult | None = Field(None, alias="ombResult")  # write omb-result.json too
 
     @model_validator(mode="before")
     @classmethod
@@ -238,6 +271,8 @@ class Workload(Strict):
                 "acknowledgement.renewLocks needs Kafka's Java share consumer (librdkafka has no "
                 "AcknowledgeType.RENEW): set clientLibrary.shareConsumer: java"
             )
+        if problem := self._payload_problem():
+            raise ValueError(problem)
         if problem := self._client_version_problem():
             raise ValueError(problem)
         if problem := mode_problem(self):
@@ -254,6 +289,20 @@ class Workload(Strict):
         if self.groups_per_topic and self.consumers_per_group:
             roles.append("share_consumer" if self.consumer_type == "SHARE_GROUP" else "consumer")
         return roles
+
+    def _payload_problem(self) -> str | None:
+        if self.payload.type != "FILE":
+            return None
+        if self.payload.data is None:
+            return (
+                f"payload.file {self.payload.file} was not read: it is read when a workload (or a campaign's base) "
+                "is loaded, not from a live --set or a campaign dimension"
+            )
+        if (size := len(self.payload.file_bytes())) != self.message_size:
+            return f"payload.data is {size} bytes, messageSize is {self.message_size}"
+        if self.mode.type == "correctness":
+            return "payload.type FILE cannot run in mode correctness (it writes its own checksummed bodies)"
+        return None
 
     def _client_version_problem(self) -> str | None:
         for role in self.run_roles():
@@ -329,7 +378,8 @@ def load_workload(
 ) -> Workload:
     """Read and validate a workload file, dimster's or OpenMessaging Benchmark's (workload/omb.py),
     with an OMB driver file's settings and `--set` overrides applied first; `notes` gets what was
-    ignored, for the user."""
+    ignored, for the user. A `payload.file` is read relative to the workload file's folder, then the
+    working directory."""
     from dimster.workload.overrides import apply_overrides
 
     notes = [] if notes is None else notes
@@ -341,5 +391,7 @@ def load_workload(
     if omb_result:
         data.setdefault("ombResult", {})
     if sets:
+        if isinstance(data.get("payload"), dict) and any(key == "payload.file" for key, _ in sets):
+            data["payload"] = {k: v for k, v in data["payload"].items() if k != "data"}  # a new file: read it
         data = apply_overrides(long_forms(data), sets)
-    return parse_workload(data, display(path))
+    return parse_workload(with_file_data(data, [path.parent, Path.cwd()], display(path)), display(path))

@@ -1,15 +1,21 @@
 """Message values: a fixed header (producer id, sequence number, intended send time) then a body
-that is random or compressible. The header makes latency free of coordinated omission and lets
-consumers count lost and duplicated records."""
+that is random, compressible or a file's bytes. The header makes latency free of coordinated omission
+and lets consumers count lost and duplicated records."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import random
 import struct
 import zlib
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from dimster.errors import DimsterError
+from dimster.paths import display
 
 if TYPE_CHECKING:  # numpy is imported where headers are read in bulk, not by every `dimster` command
     import numpy as np
@@ -82,12 +88,18 @@ def make_bodies(
     count: int = FEW_BODIES,
     seed: int | None = None,
     checksum: bool = False,
+    zeros: bool = False,
+    data: bytes = b"",
 ) -> list[bytes]:
     """`count` bodies of `size - HEADER_SIZE` bytes to rotate through. COMPRESSIBLE bodies have
-    `compressible_ratio` of their bytes as a repeated pattern and the rest random. With `checksum`,
-    each body's first 4 bytes are the CRC-32 of its other bytes, so a consumer can tell it intact."""
+    `compressible_ratio` of their bytes as a repeated pattern and the rest random; with `zeros` the
+    random part comes first and the rest is zero bytes (OpenMessaging Benchmark's randomBytesRatio).
+    FILE is one body: `data` (a whole value) after the header. With `checksum`, each body's first 4
+    bytes are the CRC-32 of its other bytes, so a consumer can tell it intact."""
+    if kind == "FILE":
+        return [data[HEADER_SIZE:size]]
     if checksum:
-        rest = make_bodies(size - CHECKSUM.size, kind, compressible_ratio, count, seed)
+        rest = make_bodies(size - CHECKSUM.size, kind, compressible_ratio, count, seed, zeros=zeros)
         return [CHECKSUM.pack(zlib.crc32(body)) + body for body in rest]
     length = max(0, size - HEADER_SIZE)
     rng = random.Random(seed)
@@ -97,7 +109,29 @@ def make_bodies(
             bodies.append(os.urandom(length) if seed is None else rng.randbytes(length))
             continue
         repeated = int(length * compressible_ratio)
+        if zeros:
+            bodies.append(rng.randbytes(length - repeated) + bytes(repeated))
+            continue
         pattern = b"dimster-compressible-payload "
         filler = (pattern * (repeated // len(pattern) + 1))[:repeated]
         bodies.append(filler + rng.randbytes(length - repeated))
     return bodies
+
+
+def with_file_data(doc: dict, folders: Sequence[Path], source: str) -> dict:
+    """The workload document with `payload.data`, the base64 of the whole file `payload.file`, filled
+    in when absent: a relative path is looked for in each of `folders` in turn."""
+    payload = doc.get("payload")
+    if not isinstance(payload, dict) or not isinstance(payload.get("file"), str) or payload.get("data") is not None:
+        return doc
+    name = payload["file"]
+    places = [Path(name)] if Path(name).is_absolute() else [folder / name for folder in folders]
+    found = next((place for place in places if place.is_file()), None)
+    if found is None:
+        looked = ", ".join(display(place.parent) for place in places)
+        raise DimsterError(f"{source}: payload.file {name} does not exist (looked in {looked})")
+    try:
+        data = found.read_bytes()
+    except OSError as e:
+        raise DimsterError(f"{source}: payload.file {name}: cannot read {display(found)}: {e.strerror}") from None
+    return {**doc, "payload": {**payload, "data": base64.b64encode(data).decode()}}

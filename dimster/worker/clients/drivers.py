@@ -36,9 +36,12 @@ def producer_driver(
     workload: Workload, bootstrap: str, client_id: str, spec: ProducerSpec, on_stats, security: dict
 ) -> ProducerDriver:
     properties = client_properties(workload, bootstrap, security, "producer")
-    payload, checksum = workload.payload, checksums(workload)
-    count = body_count(workload.message_size, _compressed(properties), _batch_size(properties))
-    bodies = make_bodies(workload.message_size, payload.type, payload.compressible_ratio, count, checksum=checksum)
+    payload, size = workload.payload, workload.message_size
+    count = payload.count or body_count(size, _compressed(properties), _batch_size(properties))
+    bodies = make_bodies(
+        size, payload.type, payload.compressible_ratio, count,
+        checksum=checksums(workload), zeros=payload.zeros, data=payload.file_bytes(),
+    )
     new_driver = library(workload.client_library.producer).PRODUCER
     return new_driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
 
