@@ -134,6 +134,8 @@ def _run_on(workload, profile, cluster, launcher, results_root, control, say, co
         bundle.scrub_logs()
         if control:
             control.close()  # the run is over: free the environment before anything else
+    if workload.omb_result is not None:
+        write_omb_file(bundle.path, workload, say)
     info = bundle.run_info
     return RunOutcome(
         bundle.path,
@@ -145,3 +147,19 @@ def _run_on(workload, profile, cluster, launcher, results_root, control, say, co
         mode=info.get("mode", {}),
         aborted_by=info.get("aborted_by"),
     )
+
+
+def write_omb_file(run_dir: Path, workload: Workload, say: Callable[[str], None]) -> None:
+    """omb-result.json (OpenMessaging Benchmark's TestResult) of a run whose workload asks for it; a
+    run it cannot be written for says why in one line, and its own result stands."""
+    from dimster.results.omb_result import write_omb_result
+
+    asked = workload.omb_result
+    assert asked is not None
+    share = " (share groups)" if workload.consumer_type == "SHARE_GROUP" else ""  # beside OMB's own series
+    try:
+        path = write_omb_result(run_dir, asked.workload or workload.name, asked.driver + share)
+    except DimsterError as e:
+        say(f"note: {e}")
+        return
+    say(f"omb-result.json: {path}")
