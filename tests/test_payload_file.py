@@ -218,3 +218,14 @@ def test_omb_result_takes_its_defaults_and_refuses_unknown_keys():
     assert (workload.omb_result.workload, workload.omb_result.driver) == (None, "Kafka")
     assert parse_workload({"name": "w"}, "w.yaml").omb_result is None
     assert "unknown key 'ombResult.drivers'" in refusal({"name": "w", "ombResult": {"drivers": "x"}})
+
+
+def test_a_payload_file_cannot_change_live_and_the_rest_of_the_payload_can():
+    from dimster.coordinator.changes import live_changes
+
+    before = {"name": "w", "payload": {"type": "COMPRESSIBLE", "compressibleRatio": 0.5}}
+    after = {"name": "w", "payload": {"type": "COMPRESSIBLE", "compressibleRatio": 0.9, "zeros": True}}
+    assert [c.key for c in live_changes(before, after)] == ["payload.compressibleRatio", "payload.zeros"]
+    to_file = {"name": "w", "payload": {"type": "FILE", "file": "x", "data": "AAAA"}}
+    with pytest.raises(ValueError, match=r"'payload\.data' cannot change during a run: a payload file is read when"):
+        live_changes(before, to_file)

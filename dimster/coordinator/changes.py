@@ -25,7 +25,10 @@ LIVE = {
     "consumersPerGroup": "client-count",
     "partitionsPerTopic": "partitions",
     "messageSize": "producers",
-    "payload": "producers",
+    "payload.type": "producers",
+    "payload.compressibleRatio": "producers",
+    "payload.zeros": "producers",
+    "payload.count": "producers",
     "messageDistributor": "producers",
     "zipfAlpha": "producers",
     "keyCount": "producers",
@@ -56,6 +59,7 @@ REFUSED = {
     "mode": "a run's test mode is chosen when it starts; start a new run",
     "deadLetterQueue": "a run's dead-letter topic is chosen when it starts; change enabled or copyRecord live",
     "clientVersion": "each worker's JVM loads one kafka-clients version when the run starts; start a new run",
+    "payload": "a payload file is read when the run starts; type, compressibleRatio, zeros and count change live",
     "thresholds": "a run is judged on the thresholds it started with; start a new run",
 }
 
