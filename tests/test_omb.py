@@ -164,3 +164,25 @@ def test_a_driver_file_sets_clients_and_topics_and_says_what_it_ignores(tmp_path
     driver.write_text(DRIVER + "producerConfigs: x\n")
     with pytest.raises(DimsterError, match="producerConfigs"):
         native(write(tmp_path, SIMPLE), driver=driver)
+
+
+def test_import_writes_the_native_workload_commented_with_where_each_key_came_from(tmp_path):
+    from tests.cli import dimster
+
+    with_payload(tmp_path)
+    (tmp_path / "workloads").mkdir()
+    workload = write(tmp_path / "workloads", SIMPLE, "simple.yaml")  # the payload sits beside workloads/
+    driver = tmp_path / "kafka.yaml"
+    driver.write_text(DRIVER)
+    out = tmp_path / "mine" / "native.yaml"
+    out.parent.mkdir()
+    result = dimster("import", "omb", str(workload), "--driver", str(driver), "-o", str(out))
+    assert result.code == 0, result.stderr
+    text = out.read_text()
+    assert "# from OMB's subscriptionsPerTopic\ngroupsPerTopic: 1\n" in text
+    assert "# OMB's subscriptions are consumer groups\nconsumerType: CONSUMER_GROUP\n" in text
+    assert "durationSeconds: 900\n" in text and "file: ../payload/payload-1Kb.data\n" in text and "data:" not in text
+    assert dimster("validate", str(out)).code == 0  # it runs as it is, its payload file found
+    native = write(tmp_path, {"name": "q", "durationSeconds": 5}, "native.yaml")
+    refused = dimster("import", "omb", str(native), "-o", str(tmp_path / "x.yaml"))
+    assert refused.code == 2 and "is not an OpenMessaging Benchmark workload" in refused.error_lines[0]

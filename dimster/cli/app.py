@@ -7,7 +7,7 @@ import sys
 import typer
 
 from dimster import __version__
-from dimster.cli import campaign, cluster, control, history, image, monitor, report, run, summary, worker
+from dimster.cli import campaign, cluster, control, history, image, imports, monitor, report, run, summary, worker
 from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
@@ -27,6 +27,7 @@ app.add_typer(cluster.app, name="cluster")
 app.add_typer(worker.app, name="worker")
 app.add_typer(monitor.app, name="monitor")
 app.add_typer(image.app, name="image")
+app.add_typer(imports.app, name="import")
 app.command(context_settings=run.EXTRA_ARGS)(run.validate)
 app.command(context_settings=run.EXTRA_ARGS)(run.run)
 app.command()(campaign.campaign)

@@ -6,10 +6,12 @@ settings. docs/omb.md has the key-by-key mapping."""
 
 import base64
 import math
+import os
 import re
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import Field, ValidationError
 
 from dimster.errors import DimsterError
@@ -127,9 +129,9 @@ def slug(name: str | None, stem: str) -> str:
     return "omb"
 
 
-def read_payload_file(name: str, workload: Path, size: int) -> bytes:
-    """OMB's payloadFile: the whole file is one payload, relative to the working directory as OMB
-    reads it (then the workload's folder, and its parent: an OMB checkout's layout)."""
+def find_payload_file(name: str, workload: Path) -> Path:
+    """OMB's payloadFile, relative to the working directory as OMB reads it (then the workload's
+    folder, and its parent: an OMB checkout's layout)."""
     path = Path(name)
     folders = [Path.cwd(), workload.parent, workload.parent.parent]
     places = [path] if path.is_absolute() else [folder / path for folder in folders]
@@ -137,7 +139,12 @@ def read_payload_file(name: str, workload: Path, size: int) -> bytes:
     if found is None:
         looked = ", ".join(str(p.parent) for p in places)
         raise DimsterError(f"{workload}: payloadFile {name} does not exist (looked in {looked})")
-    data = found.read_bytes()
+    return found
+
+
+def read_payload_file(name: str, workload: Path, size: int) -> bytes:
+    """OMB's payloadFile: the whole file is one payload, of messageSize bytes."""
+    data = find_payload_file(name, workload).read_bytes()
     if len(data) != size:
         raise DimsterError(
             f"{workload}: payloadFile {name} is {len(data)} bytes, messageSize is {size} (OMB: Payload length mismatch)"
@@ -161,14 +168,14 @@ def translate(omb: OmbWorkload, path: Path, notes: list[str]) -> dict:
         "consumerType": "CONSUMER_GROUP",  # OMB's subscriptions are consumer groups
         "groupsPerTopic": omb.subscriptions_per_topic,
         "consumersPerGroup": omb.consumer_per_subscription,
-        "warmupSeconds": 60 * omb.warmup_duration_minutes,
-        "durationSeconds": 60 * omb.test_duration_minutes,
+        "warmupSeconds": whole(60 * omb.warmup_duration_minutes),
+        "durationSeconds": whole(60 * omb.test_duration_minutes),
         "clientLibrary": "java",  # OMB runs Kafka's Java clients, and drivers carry Java-only properties
         "ombResult": {"workload": omb.name or path.stem, "driver": "Kafka"},
     }
     doc |= _keys(omb) | {"payload": _payload(omb, path, notes)}
     if omb.producer_rate > 0:
-        doc["producerRate"] = omb.producer_rate
+        doc["producerRate"] = whole(omb.producer_rate)
     elif omb.consumer_backlog_size_gb:
         raise DimsterError(
             f"{path}: consumerBacklogSizeGB needs a producerRate: OMB cannot probe the sustainable rate while "
@@ -179,6 +186,11 @@ def translate(omb: OmbWorkload, path: Path, notes: list[str]) -> dict:
     if omb.consumer_backlog_size_gb:
         doc["mode"] = _backlog(omb)
     return doc
+
+
+def whole(value: float) -> float | int:
+    """A number as an int when it is one (OMB's minutes are often whole)."""
+    return int(value) if float(value).is_integer() else value
 
 
 def _keys(omb: OmbWorkload) -> dict:
@@ -219,9 +231,9 @@ def _backlog(omb: OmbWorkload) -> dict:
     return {
         "type": "drain-backlog",
         "backlogBytes": size,
-        "residualRate": omb.producer_rate,
+        "residualRate": whole(omb.producer_rate),
         "emptyAtRecords": max(1000, math.floor((1 - omb.backlog_drain_ratio) * records)),
-        "afterDrainSeconds": 60 * omb.test_duration_minutes,
+        "afterDrainSeconds": whole(60 * omb.test_duration_minutes),
         "buildAfterWarmup": True,
         "buildTimeoutSeconds": max(600, seconds),
         "drainTimeoutSeconds": max(300, seconds),
@@ -293,3 +305,40 @@ def native_document(
     if driver is not None:
         doc = apply_driver(doc, driver, notes)
     return doc, after
+
+
+# where each key of a translated workload came from, for `dimster import omb`
+SOURCES = {
+    "consumerType": "OMB's subscriptions are consumer groups",
+    "groupsPerTopic": "from OMB's subscriptionsPerTopic",
+    "consumersPerGroup": "from OMB's consumerPerSubscription",
+    "warmupSeconds": "from OMB's warmupDurationMinutes (OMB's default is 1)",
+    "durationSeconds": "from OMB's testDurationMinutes",
+    "clientLibrary": "OMB runs Kafka's Java clients",
+    "ombResult": "omb-result.json's names: OMB's name, and the driver's",
+    "messageDistributor": "from OMB's keyDistributor",
+    "keyCount": "OMB's 10,000 keys",
+    "payload": "from OMB's useRandomizedPayloads, randomBytesRatio, randomizedPayloadPoolSize, payloadFile",
+    "mode": "from OMB's producerRate 0 (max-rate), or consumerBacklogSizeGB and backlogDrainRatio",
+    "replicationFactor": "from the driver's replicationFactor",
+    "kafkaConfig": "from the driver's commonConfig, producerConfig, consumerConfig, topicConfig",
+}
+
+
+def imported(path: Path, driver: Path | None, out: Path, notes: list[str]) -> str:
+    """The native workload an OMB file (and driver) runs as, as YAML text commented with the OMB key
+    each key came from; a payload file is named relative to `out`'s folder, not inlined."""
+    data = load_mapping(path, "workload")
+    if not is_omb(data, str(path)):
+        raise DimsterError(f"{path} is not an OpenMessaging Benchmark workload (it has none of OMB's own keys)")
+    doc, _ = native_document(path, data, [], driver, notes)
+    payload = doc.get("payload") or {}
+    if payload.get("type") == "FILE":
+        found = find_payload_file(payload["file"], path).resolve()
+        doc["payload"] = {"type": "FILE", "file": os.path.relpath(found, out.resolve().parent)}
+    driven = f" and driver {driver.name}" if driver else ""
+    lines = [f"# imported from the OpenMessaging Benchmark workload {path.name}{driven}"]
+    for key, value in doc.items():
+        lines.append("# " + SOURCES.get(key, "from OMB's " + key))
+        lines.append(yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True).rstrip())
+    return "\n".join(lines) + "\n"
