@@ -18,7 +18,7 @@ PLUG = ("NAME", "plan", "problem", "line", "panel", "load_seconds")
 def test_every_registered_mode_offers_the_whole_plug_and_its_settings_are_in_the_union():
     settings = typing.get_args(typing.get_args(Mode)[0])
     names = {typing.get_args(s.model_fields["type"].annotation)[0] for s in settings}
-    assert names == set(MODES) == {"steady", "explore-limits", "drain-backlog", "correctness"}
+    assert names == set(MODES) == {"steady", "explore-limits", "drain-backlog", "max-rate", "correctness"}
     for name, module in MODULES.items():
         assert name == module.NAME and all(callable(getattr(module, part)) for part in PLUG[1:])
 
@@ -29,6 +29,7 @@ def test_every_registered_mode_offers_the_whole_plug_and_its_settings_are_in_the
         ({"type": "steady"}, "steady"),
         ({"type": "explore-limits", "targetE2eP99Ms": 50}, "explore-limits"),
         ({"type": "drain-backlog", "backlogRecords": 1000}, "drain-backlog"),
+        ({"type": "max-rate"}, "max-rate"),
         ({"type": "correctness"}, "correctness"),
     ],
 )

@@ -261,3 +261,64 @@ def test_drain_backlog_in_bytes_and_a_plateau_ends_with_a_verdict():
     ended = plan.step(7, workload, run)
     assert ended.done and plan.result()["outcome"] == "stalled" and not plan.result()["drained"]
     assert plan.result()["backlog_left"] == 700 and "700 records left" in ended.note
+
+
+def test_drain_backlog_defaults_pause_at_once_empty_at_two_seconds_of_residual_load_and_end_when_drained():
+    workload = drain_workload(backlogRecords=1000, residualRate=50).model_copy(update={"warmup_seconds": 10.0})
+    plan, run = plan_for(workload), ScriptedRun()
+    assert plan.step(0, workload, run).sets == [("consumersPaused", "true")]  # warm-up or not
+    run.backlog = 1000
+    plan.step(1, workload, run)
+    run.backlog = 101
+    assert not plan.step(2, workload, run).done
+    run.backlog = 100  # floor(2 x 50 msg/s)
+    assert plan.step(3, workload, run).done and plan.result()["drained"]
+
+
+def draining(workload):
+    """A drain-backlog plan whose backlog is built (at step 1) and drains, and its scripted run."""
+    plan, run = plan_for(workload), ScriptedRun()
+    plan.step(0, workload, run)
+    run.backlog = plan.target
+    assert plan.step(1, workload, run).sets[-1] == ("consumersPaused", "false")
+    return plan, run
+
+
+def test_drain_backlog_empty_at_records_ends_the_drain_at_that_backlog():
+    workload = drain_workload(backlogRecords=5000, residualRate=50, emptyAtRecords=1000)
+    plan, run = draining(workload)
+    run.backlog = 1001
+    assert not plan.step(2, workload, run).done
+    run.backlog = 1000
+    done = plan.step(3, workload, run)
+    assert done.done and plan.result()["outcome"] == "drained" and plan.result()["backlog_left"] == 1000
+
+
+def test_drain_backlog_after_drain_seconds_keeps_the_load_going_after_a_drained_drain_only():
+    workload = drain_workload(backlogRecords=1000, residualRate=10, afterDrainSeconds=60)
+    plan, run = draining(workload)
+    run.backlog = 0
+    drained = plan.step(5, workload, run)
+    assert not drained.done and drained.evidence["outcome"] == "drained"
+    assert drained.note.endswith("load goes on for 60 s") and plan.result()["drained"]
+    assert not plan.step(64.9, workload, run).done and plan.step(64.9, workload, run).sets == []
+    assert plan.step(65, workload, run).done
+    stalled_workload = drain_workload(backlogRecords=1000, afterDrainSeconds=60)
+    stalled, run = draining(stalled_workload)
+    run.backlog = 700
+    stalled.step(2, stalled_workload, run)
+    assert stalled.step(7, stalled_workload, run).done and stalled.result()["outcome"] == "stalled"
+
+
+def test_drain_backlog_build_after_warmup_pauses_once_warm_up_is_over_and_times_the_build_from_there():
+    workload = drain_workload(backlogRecords=1000, buildAfterWarmup=True, buildTimeoutSeconds=20)
+    workload = workload.model_copy(update={"warmup_seconds": 30.0})
+    plan, run = plan_for(workload), ScriptedRun()
+    assert [plan.step(t, workload, run).sets for t in (0, 10, 29.9)] == [[], [], []]
+    assert plan.stage == "start"
+    assert plan.step(30, workload, run).sets == [("consumersPaused", "true")]
+    run.backlog = 500
+    assert plan.step(49.9, workload, run).sets == []  # 19.9 s into the build: not timed out yet
+    resumed = plan.step(50, workload, run)
+    assert resumed.sets == [("producerRate", "0"), ("consumersPaused", "false")]
+    assert "buildTimeoutSeconds reached at 500 records" in resumed.note

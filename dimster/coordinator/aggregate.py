@@ -196,6 +196,7 @@ class RunAggregate:
             behind=max(0.0, behind[slowest]) if slowest else 0.0,
             e2e=probe.e2e,
             worker_wait_share=probe.wait_share(),
+            acked=sum(probe.rate(("acked", topic)) for topic in set(self.groups.values())),
         )
 
     def mark_receiving(self) -> None:

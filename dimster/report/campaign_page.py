@@ -33,6 +33,7 @@ MODE_METRICS = {  # a run plan's own result, from run.json's `mode`
     "mode_limit_msgs_per_s": "sustained limit (msg/s)",
     "mode_drain_msgs_per_s": "drain rate (msg/s)",
     "mode_drain_seconds": "drain time (s)",
+    "mode_mean_rate_msgs_per_s": "max-rate: mean rate (msg/s)",
 }
 MODE_COLUMNS = {**MODE_METRICS, "mode_passed": "passed (share of repeats)"}  # tabled, not charted
 DEAD_LETTER_METRICS = {"dead_lettered": "dead_lettered (records)"}  # runs with a dead-letter queue only

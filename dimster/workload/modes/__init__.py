@@ -1,7 +1,7 @@
 """Run modes, one module each: a plain run (steady), test modes that steer the run (explore-limits,
-drain-backlog) and one that judges every record (correctness). A mode's module holds its settings
-(the workload's `mode`), its plan (what steers the run and judges it at the end), its console line,
-its report panel and its dry-run estimate. A new mode is its module, one line in MODULES and its
+drain-backlog, max-rate) and one that judges every record (correctness). A mode's module holds its
+settings (the workload's `mode`), its plan (what steers the run and judges it at the end), its console
+line, its report panel and its dry-run estimate. A new mode is its module, one line in MODULES and its
 settings in `Mode`."""
 
 from types import ModuleType
@@ -9,14 +9,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from dimster.workload.modes import correctness, drain_backlog, explore_limits, steady
+from dimster.workload.modes import correctness, drain_backlog, explore_limits, max_rate, steady
 from dimster.workload.modes.base import Panel, RunPlan, Workload
 
-MODULES: dict[str, ModuleType] = {m.NAME: m for m in (steady, explore_limits, drain_backlog, correctness)}
+MODULES: dict[str, ModuleType] = {m.NAME: m for m in (steady, explore_limits, drain_backlog, max_rate, correctness)}
 MODES = tuple(MODULES)
 
 Mode = Annotated[
-    steady.Steady | explore_limits.ExploreLimits | drain_backlog.DrainBacklog | correctness.Correctness,
+    steady.Steady
+    | explore_limits.ExploreLimits
+    | drain_backlog.DrainBacklog
+    | max_rate.MaxRate
+    | correctness.Correctness,
     Field(discriminator="type"),
 ]
 

@@ -70,6 +70,7 @@ class Probe:
     behind: float  # msg/s by which that group's backlog grew (acknowledged minus settled), at least 0
     e2e: Histogram
     worker_wait_share: float | None = None  # the largest share of the time a worker's threads waited to run
+    acked: float = 0.0  # msg/s acknowledged by the brokers, over every topic a group reads
 
 
 @dataclass

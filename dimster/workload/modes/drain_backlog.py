@@ -13,7 +13,9 @@ NAME = "drain-backlog"
 
 class DrainBacklog(Strict):
     """Build a backlog of `backlogRecords` (or `backlogBytes`) with consumers paused, then resume them
-    with producers at `residualRate`: the drain's throughput and time to empty."""
+    with producers at `residualRate`: the drain's throughput and time to empty. The drain is over at
+    `emptyAtRecords` (default: two seconds of the residual rate); after it, load goes on for
+    `afterDrainSeconds`. With `buildAfterWarmup`, the consumers pause only once warm-up is over."""
 
     type: Literal["drain-backlog"]
     backlog_records: int | None = Field(None, alias="backlogRecords", ge=1)
@@ -22,6 +24,9 @@ class DrainBacklog(Strict):
     build_timeout_seconds: float = Field(600, alias="buildTimeoutSeconds", gt=0)
     drain_timeout_seconds: float = Field(300, alias="drainTimeoutSeconds", gt=0)
     drain_stall_seconds: float = Field(30, alias="drainStallSeconds", gt=0)
+    empty_at_records: int | None = Field(None, alias="emptyAtRecords", ge=0)
+    after_drain_seconds: float = Field(0, alias="afterDrainSeconds", ge=0)
+    build_after_warmup: bool = Field(False, alias="buildAfterWarmup")
 
     @model_validator(mode="after")
     def _one_size(self):
@@ -36,6 +41,14 @@ def backlog_target(settings: DrainBacklog, message_size: int) -> int:
         return settings.backlog_records
     assert settings.backlog_bytes is not None
     return math.ceil(settings.backlog_bytes / message_size)
+
+
+def empty_at(settings: DrainBacklog) -> int:
+    """The backlog at or below which the drain is over: with residual load, a backlog of two seconds
+    of it (reports every second, plus latency) is empty, unless emptyAtRecords says otherwise."""
+    if settings.empty_at_records is not None:
+        return settings.empty_at_records
+    return math.floor(2 * settings.residual_rate)
 
 
 def plan(workload: Workload) -> RunPlan:
@@ -66,11 +79,13 @@ def load_seconds(workload: Workload) -> float:
     mode = workload.mode
     target = backlog_target(mode, workload.message_size)
     build = min(target / workload.producer_rate, mode.build_timeout_seconds) if workload.producer_rate else 0
-    return build + min(mode.drain_timeout_seconds, 30)
+    warmup = workload.warmup_seconds if mode.build_after_warmup else 0
+    return warmup + build + min(mode.drain_timeout_seconds, 30) + mode.after_drain_seconds
 
 
 class DrainBacklogPlan:
-    """build (consumers paused) -> drain (consumers resumed, producers at the residual rate) -> done."""
+    """[wait for warm-up's end] -> build (consumers paused) -> drain (consumers resumed, producers at the
+    residual rate) -> [after: load goes on for afterDrainSeconds] -> done."""
 
     name = "drain-backlog"
 
@@ -85,23 +100,26 @@ class DrainBacklogPlan:
         self.span = ReceiveSpan()
         self.drain_seconds: float | None = None
         self.left: int | None = None
+        self.build_started = 0.0  # elapsed s
+        self.after_until = 0.0  # elapsed s
 
     def step(self, elapsed: float, workload: Workload, run: RunView) -> PlanStep:
         if self.stage == "start":
+            if self.s.build_after_warmup and elapsed < workload.warmup_seconds:
+                return PlanStep()
             self.stage = "build"
+            self.build_started = elapsed if self.s.build_after_warmup else 0.0
             note = f"building a backlog of {self.target:,} records with consumers paused"
             return PlanStep(sets=[("consumersPaused", "true")], note=note)
         if self.stage == "build":
-            timed_out = elapsed >= self.s.build_timeout_seconds
+            timed_out = elapsed - self.build_started >= self.s.build_timeout_seconds
             if run.backlog < self.target and not timed_out:
                 return PlanStep()
             self.backlog = run.backlog
             self.resumed_at = run.load_started + elapsed
             self.stage = "drain"
-            # with residual load, a backlog of two seconds of it (reports every second, plus latency) is empty
-            empty_at = math.floor(2 * self.s.residual_rate)
             self.drain = Drain(
-                elapsed, self.backlog, self.s.drain_stall_seconds, self.s.drain_timeout_seconds, empty_at
+                elapsed, self.backlog, self.s.drain_stall_seconds, self.s.drain_timeout_seconds, empty_at(self.s)
             )
             run.mark_receiving()
             built = "built" if not timed_out else f"buildTimeoutSeconds reached at {self.backlog:,} records"
@@ -124,7 +142,13 @@ class DrainBacklogPlan:
                 if self.drain_seconds is not None and result["drain_msgs_per_s"]
                 else f"{self.left:,} records left"
             )
-            return PlanStep(done=True, note=note, evidence={"plan": self.name, **result})
+            if outcome == "drained" and self.s.after_drain_seconds:
+                self.stage, self.after_until = "after", elapsed + self.s.after_drain_seconds
+                note += f"; load goes on for {self.s.after_drain_seconds:g} s"
+            return PlanStep(done=self.stage == "done", note=note, evidence={"plan": self.name, **result})
+        if self.stage == "after" and elapsed >= self.after_until:
+            self.stage = "done"
+            return PlanStep(done=True, note=f"{self.s.after_drain_seconds:g} s of load after the drain are over")
         return PlanStep()
 
     def result(self, totals: dict | None = None, run: RunView | None = None) -> dict:
