@@ -186,3 +186,39 @@ def test_import_writes_the_native_workload_commented_with_where_each_key_came_fr
     native = write(tmp_path, {"name": "q", "durationSeconds": 5}, "native.yaml")
     refused = dimster("import", "omb", str(native), "-o", str(tmp_path / "x.yaml"))
     assert refused.code == 2 and "is not an OpenMessaging Benchmark workload" in refused.error_lines[0]
+
+
+def test_an_omb_campaign_runs_every_workload_with_every_driver_in_omb_s_order(tmp_path):
+    from dimster.campaign.model import load_campaign
+    from tests.cli import dimster
+
+    with_payload(tmp_path)
+    b = write(tmp_path, {**SIMPLE, "name": "b"}, "b-run.yaml")
+    a = write(tmp_path, {**SIMPLE, "name": "a"}, "a-run.yaml")
+    latency, throughput = tmp_path / "kafka-latency.yaml", tmp_path / "kafka-throughput.yaml"
+    latency.write_text(DRIVER.replace("linger.ms=1", "linger.ms=0"))
+    throughput.write_text(DRIVER)
+    drivers = [str(latency), str(throughput)]
+    spec = {"workloads": [str(b), str(a)], "drivers": drivers, "sets": ["testDurationMinutes=1"]}
+    campaign = load_campaign(write(tmp_path, {"name": "omb", "omb": spec, "thresholds": ["lost == 0"]}, "c.yaml"))
+    assert [(p.index, p.values["workload"], p.values["driver"]) for p in campaign.points] == [
+        (1, "a-run", "kafka-latency"), (2, "a-run", "kafka-throughput"),
+        (3, "b-run", "kafka-latency"), (4, "b-run", "kafka-throughput"),
+    ]  # fmt: skip
+    first = campaign.points[0].workload
+    assert first.name == "omb-p1" and first.duration_seconds == 60 and first.omb_result is not None
+    assert first.kafka_config.producer_config["linger.ms"] == "0"
+    assert [t.threshold for t in first.thresholds] == ["lost == 0"]
+    assert (first.omb_result.workload, first.omb_result.driver) == ("a", "Kafka")
+    with pytest.raises(DimsterError, match="no dimensions and no mode"):
+        dimensions = [{"key": "producerRate", "values": [1]}]
+        load_campaign(write(tmp_path, {"name": "o", "omb": spec, "dimensions": dimensions}))
+    with pytest.raises(DimsterError, match="two workloads named a-run"):
+        load_campaign(write(tmp_path, {"name": "o", "omb": {"workloads": [str(a), str(a)]}}))
+    listed = dimster(
+        "campaign", "local", "--omb", str(b), str(a), "--driver", str(latency), "--set", "testDurationMinutes=1",
+        "--dry-run", "--results", str(tmp_path / "campaigns"),
+    )  # fmt: skip
+    assert listed.code == 0, listed.stderr
+    assert "workload=a-run, driver=kafka-latency" in listed.stdout and "2 run(s) of 'omb'" in listed.stdout
+    assert dimster("campaign", "local", "--omb", str(a), "--drivers", "x").code == 2

@@ -21,9 +21,9 @@ from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.results.redaction import is_secret_key, secret_tag
 from dimster.verdict.campaign import campaign_threshold_problem
-from dimster.workload.model import Strict, Workload, long_forms, parse_workload
+from dimster.workload.model import Strict, Workload, load_workload, long_forms, parse_workload
 from dimster.workload.modes import Mode, load_seconds, mode_mapping
-from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides
+from dimster.workload.overrides import PROPERTY_SECTIONS, apply_overrides, parse_set_arguments
 from dimster.workload.payload import with_file_data
 from dimster.workload.thresholds import Threshold
 from dimster.yamlfile import load_mapping, validation_error_line
@@ -107,9 +107,19 @@ def _first_date(value: Any) -> str | None:
     return None
 
 
+class OmbCampaign(Strict):
+    """OpenMessaging Benchmark's benchmark command: every workload file with every driver file, one
+    point each, as they are (workload/omb.py); paths relative to the campaign file."""
+
+    workloads: list[str] = Field(..., min_length=1)
+    drivers: list[str] = Field(default_factory=list)
+    sets: list[str] = Field(default_factory=list)  # k=v, on every point, as `dimster run --set` takes them
+
+
 class CampaignFile(Strict):
     name: str = Field(..., pattern=r"^[A-Za-z0-9._-]{1,60}$")
-    base: str | dict[str, Any]  # a workload file (relative to the campaign file) or the workload itself
+    base: str | dict[str, Any] | None = None  # a workload file (relative to the campaign file) or the workload
+    omb: OmbCampaign | None = None  # in place of base and dimensions
     dimensions: list[Dimension] = Field(default_factory=list)
     repeat: int = Field(1, ge=1, le=100)
     mode: Mode | None = None  # overrides the base workload's
@@ -121,6 +131,14 @@ class CampaignFile(Strict):
         if isinstance(data, dict) and "mode" in data:
             data = {**data, "mode": mode_mapping(data["mode"])}
         return data
+
+    @model_validator(mode="after")
+    def _base_or_omb(self):
+        if (self.base is None) == (self.omb is None):
+            raise ValueError("a campaign has a base workload or an omb list of workload files, one of them")
+        if self.omb and (self.dimensions or self.mode):
+            raise ValueError("an omb campaign's points are its files: no dimensions and no mode (the files say it)")
+        return self
 
 
 @dataclass
@@ -194,6 +212,10 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
         file = CampaignFile.model_validate(data)
     except ValidationError as e:
         raise DimsterError(validation_error_line(source, e, CampaignFile)) from None
+    if file.omb is not None:
+        recorded = {"omb": file.omb.model_dump(), "thresholds": [t.model_dump(by_alias=True) for t in file.thresholds]}
+        return Campaign(file, source, path, recorded, _omb_points(file, source, path))
+    assert file.base is not None
     base_file = path.parent / file.base if isinstance(file.base, str) else path
     base = long_forms(load_mapping(base_file, f"{source}: base workload") if isinstance(file.base, str) else file.base)
     base = with_file_data(base, [base_file.parent, Path.cwd()], source)  # a payload.file of the base
@@ -216,6 +238,38 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
         if key.startswith(CLUSTER_PREFIX):
             check_cluster_key(key, source)
     return Campaign(file, source, path, base, list(_points(file, source, base)))
+
+
+def _omb_points(file: CampaignFile, source: str, path: Path) -> list[Point]:
+    """Each workload file (in the order of their names, as OMB runs them) with each driver file (in the
+    order given), one point each, run as `dimster run -w W --driver D --set ...` runs them."""
+    spec = file.omb
+    assert spec is not None
+    workloads = sorted((path.parent / w for w in spec.workloads), key=lambda w: w.stem)
+    stems = [w.stem for w in workloads]
+    if same := sorted({s for s in stems if stems.count(s) > 1}):
+        raise DimsterError(f"{source}: two workloads named {same[0]}: OMB would run only the last")
+    drivers: list[Path | None] = [path.parent / d for d in spec.drivers] or [None]
+    sets = parse_set_arguments(spec.sets)
+    points: list[Point] = []
+    for workload_path in workloads:
+        for driver in drivers:
+            index = len(points) + 1
+            values = {"workload": workload_path.stem, "driver": driver.stem if driver else "Kafka"}
+            try:
+                workload = load_workload(workload_path, [*sets, *_threshold_sets(file)], driver, omb_result=True)
+            except DimsterError as e:
+                raise DimsterError(f"{source}: point {index} ({label(values)}): {e}") from None
+            named = workload.model_copy(update={"name": f"{file.name}-p{index}"})
+            points.append(Point(index, 1, values, named))
+    return points
+
+
+def _threshold_sets(file: CampaignFile) -> list[tuple[str, str]]:
+    """The campaign's thresholds as a --set on each OMB point."""
+    if not file.thresholds:
+        return []
+    return [("thresholds", json.dumps([t.model_dump(by_alias=True) for t in file.thresholds]))]
 
 
 def _points(file: CampaignFile, source: str, base: dict) -> list[Point]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 
 def campaign(
+    ctx: typer.Context,
     env: str = typer.Argument(..., help="Environment name: run/environments/ENV.yaml.", show_default=False),
     campaign_file: Path = typer.Option(None, "--campaign", "-c", help="Campaign YAML file.", show_default=False),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and the estimated time; run nothing."),
@@ -41,12 +42,19 @@ def campaign(
     spark_master_: str = SparkMasterOpt,
     junit: Path = typer.Option(None, "--junit", help="Write each point's thresholds as JUnit XML to this file."),
 ) -> None:
-    """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one."""
+    """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one.
+    `--omb WORKLOAD... [--driver DRIVER...] [--set k=v...]` runs OpenMessaging Benchmark workload files
+    with driver files as OMB's benchmark command does, one point each (docs/omb.md)."""
     from dimster.campaign.model import load_campaign
     from dimster.campaign.runner import INTERRUPTED_EXIT, CampaignFolder, run_campaign
 
     check_environment_name(env)
     folder = CampaignFolder.open(resume) if resume else None
+    root = (results or project_dir() / "results" / "campaigns").resolve()
+    if ctx.args:
+        if campaign_file is not None or folder is not None:
+            raise DimsterError("--omb makes its own campaign: not with -c or --resume")
+        campaign_file = omb_campaign_file(ctx.args, root)
     if campaign_file is not None:
         source = campaign_file
     elif folder is not None:
@@ -62,7 +70,6 @@ def campaign(
     if dry_run:
         return _list_points(loaded, folder)
     if folder is None:
-        root = (results or project_dir() / "results" / "campaigns").resolve()
         folder = CampaignFolder.create(root, loaded, env, workers)
     master = None if no_summary else spark_master(spark_master_)
     say = lambda line: console.print(line, markup=False)  # noqa: E731
@@ -71,6 +78,8 @@ def campaign(
     if master and outcome.exit_code != INTERRUPTED_EXIT and any(r["bundle"] for r in folder.state["points"]):
         summary = _summarize(folder.path, master)
     console.print(f"campaign {outcome.folder}: {_counts(folder.state['points'])}", markup=False)
+    if loaded.file.omb is not None and (copied := copy_omb_results(folder.path, folder.state["points"])):
+        console.print(f"{copied} omb-result file(s) in {folder.path / 'campaign' / 'omb'}", markup=False)
     thresholds = folder.state.get("thresholds") or []
     if junit is not None:
         from dimster.results.junit import campaign_suites, write_junit
@@ -176,3 +185,55 @@ def _counts(records: list[dict]) -> str:
     for r in records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def omb_campaign_file(args: list[str], root: Path) -> Path:
+    """`--omb W... [--driver D...] [--set k=v...]` as a campaign file (written beside the campaign
+    folders, so that --resume reads it again)."""
+    import time
+
+    import yaml
+
+    lists: dict[str, list[str]] = {"--omb": [], "--driver": [], "--set": []}
+    current = None
+    for arg in args:
+        if arg.startswith("-"):
+            if arg not in lists:
+                raise DimsterError(f"unexpected option {arg}: campaign takes --omb W... [--driver D...] [--set k=v...]")
+            current = lists[arg]
+        elif current is None:
+            raise DimsterError(f"unexpected argument {arg}")
+        else:
+            current.append(arg)
+    if not lists["--omb"]:
+        raise DimsterError("--omb needs one or more OpenMessaging Benchmark workload files")
+    absolute = {key: [str(Path(v).resolve()) for v in values] for key, values in lists.items() if key != "--set"}
+    spec = {"workloads": absolute["--omb"], "drivers": absolute["--driver"], "sets": lists["--set"]}
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"omb-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.yaml"
+    path.write_text(yaml.safe_dump({"name": "omb", "omb": spec}, sort_keys=False))
+    return path
+
+
+def copy_omb_results(folder: Path, points: list[dict]) -> int:
+    """Each point's omb-result.json under OMB's own name, <workload>-<driver>-<time>.json, in
+    campaign/omb/: OMB's create_charts.py reads them all."""
+    import shutil
+    import time
+
+    target = folder / "campaign" / "omb"
+    copied = 0
+    for point in points:
+        source = folder / str(point.get("bundle")) / "omb-result.json"
+        if not point.get("bundle") or not source.is_file():
+            continue
+        values = point.get("values") or {}
+        stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(point.get("ended") or 0))
+        target.mkdir(parents=True, exist_ok=True)
+        name = f"{values.get('workload', 'workload')}-{values.get('driver', 'Kafka')}-{stamp}"
+        path = target / f"{name}.json"
+        if path.exists():
+            path = target / f"{name}-{point.get('index')}.json"
+        shutil.copyfile(source, path)
+        copied += 1
+    return copied
