@@ -1,6 +1,7 @@
-"""An OpenMessaging Benchmark workload and Kafka driver file run as they are, on the real `local`
-cluster (issue 37): the driver's settings reach the run, what dimster ignores is said, and the run's
-omb-result.json (OMB's TestResult) agrees with the run's own summary field by field."""
+"""An OpenMessaging Benchmark workload with two Kafka driver files, run as they are by `dimster campaign
+--omb` on the real `local` cluster (issue 37): one point per driver, each driver's settings reach its
+run, what dimster ignores is said, and each run's omb-result.json (OMB's TestResult), copied under
+OMB's own name, agrees with the run's own summary field by field."""
 
 import json
 from pathlib import Path
@@ -45,7 +46,7 @@ consumerConfig: |
 """
 
 
-def test_an_omb_workload_and_driver_run_as_they_are_and_the_result_file_agrees_with_the_summary(
+def test_an_omb_workload_with_two_drivers_runs_as_a_campaign_and_each_result_file_agrees_with_its_summary(
     tmp_path: Path, kept_spark
 ):
     (tmp_path / "payload").mkdir()
@@ -55,14 +56,26 @@ def test_an_omb_workload_and_driver_run_as_they_are_and_the_result_file_agrees_w
     workload.parent.mkdir()
     workload.write_text(yaml.safe_dump(WORKLOAD))
     driver.write_text(DRIVER)
-    results = tmp_path / "results"
+    other = tmp_path / "kafka-throughput.yaml"
+    other.write_text(DRIVER.replace("Kafka-latency", "Kafka-throughput").replace("linger.ms=1", "linger.ms=20"))
+    results = tmp_path / "campaigns"
     result = dimster(
-        "run", "local", "-w", str(workload), "--driver", str(driver), "--results", str(results), "--no-summary"
-    )
+        "campaign", "local", "--omb", str(workload), "--driver", str(driver), str(other), "--results", str(results),
+        "--no-summary",
+    )  # fmt: skip
     assert result.code == 0, result.stderr + result.stdout
+    [folder] = [path for path in results.iterdir() if path.is_dir()]
+    state = json.loads((folder / "campaign.json").read_text())
+    assert [(p["values"]["driver"], p["status"]) for p in state["points"]] == [
+        ("kafka-latency", "completed"), ("kafka-throughput", "completed"),
+    ]  # fmt: skip
+    copies = sorted(path.name for path in (folder / "campaign" / "omb").iterdir())
+    assert [name.rsplit("-", 6)[0] for name in copies] == ["omb-kafka-latency", "omb-kafka-throughput"]
+    second = run_info(folder / state["points"][1]["bundle"])
+    assert second["final_workload"]["kafkaConfig"]["producerConfig"]["linger.ms"] == "20"
+    bundle = folder / state["points"][0]["bundle"]
     assert "bootstrap.servers=localhost:9092 ignored" in result.stderr
     assert "enable.auto.commit ignored" in result.stderr
-    [bundle] = list(results.iterdir())
     info = run_info(bundle)
     final = info["final_workload"]
     assert (final["consumerType"], final["clientLibrary"]["consumer"], final["replicationFactor"]) == (

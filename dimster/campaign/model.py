@@ -165,6 +165,7 @@ class Campaign:
     path: Path  # the campaign file, resolved: a resume reads it again
     base: dict[str, Any]  # the base workload document, resolved (a path read, mode applied)
     points: list[Point]
+    notes: list[str] = field(default_factory=list)  # what its files asked for that dimster ignores
 
     def recorded(self) -> dict[str, Any]:
         """The campaign with its base inlined, as campaign.yaml records it: the dimensions' secrets as
@@ -214,7 +215,8 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
         raise DimsterError(validation_error_line(source, e, CampaignFile)) from None
     if file.omb is not None:
         recorded = {"omb": file.omb.model_dump(), "thresholds": [t.model_dump(by_alias=True) for t in file.thresholds]}
-        return Campaign(file, source, path, recorded, _omb_points(file, source, path))
+        notes: list[str] = []
+        return Campaign(file, source, path, recorded, _omb_points(file, source, path, notes), notes)
     assert file.base is not None
     base_file = path.parent / file.base if isinstance(file.base, str) else path
     base = long_forms(load_mapping(base_file, f"{source}: base workload") if isinstance(file.base, str) else file.base)
@@ -240,7 +242,7 @@ def parse_campaign(data: dict, source: str, path: Path) -> Campaign:
     return Campaign(file, source, path, base, list(_points(file, source, base)))
 
 
-def _omb_points(file: CampaignFile, source: str, path: Path) -> list[Point]:
+def _omb_points(file: CampaignFile, source: str, path: Path, notes: list[str]) -> list[Point]:
     """Each workload file (in the order of their names, as OMB runs them) with each driver file (in the
     order given), one point each, run as `dimster run -w W --driver D --set ...` runs them."""
     spec = file.omb
@@ -257,7 +259,8 @@ def _omb_points(file: CampaignFile, source: str, path: Path) -> list[Point]:
             index = len(points) + 1
             values = {"workload": workload_path.stem, "driver": driver.stem if driver else "Kafka"}
             try:
-                workload = load_workload(workload_path, [*sets, *_threshold_sets(file)], driver, omb_result=True)
+                settings = [*sets, *_threshold_sets(file)]
+                workload = load_workload(workload_path, settings, driver, omb_result=True, notes=notes)
             except DimsterError as e:
                 raise DimsterError(f"{source}: point {index} ({label(values)}): {e}") from None
             named = workload.model_copy(update={"name": f"{file.name}-p{index}"})

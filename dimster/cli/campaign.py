@@ -62,6 +62,8 @@ def campaign(
     else:
         raise DimsterError("dimster campaign needs a campaign file: -c CAMPAIGN.yaml (or --resume FOLDER)")
     loaded = load_campaign(source)
+    for note in dict.fromkeys(loaded.notes):
+        progress(f"note: {note}")
     if folder:
         folder.check_matches(loaded, env)
         workers = folder.resumed_workers(workers)
