@@ -99,3 +99,46 @@ def test_an_omb_workload_with_two_drivers_runs_as_a_campaign_and_each_result_fil
     produced = summary["throughput"]["produced_msgs_per_s"]
     assert sum(omb["publishRate"]) / windows == pytest.approx(produced, rel=0.15)
     assert omb["aggregatedEndToEndLatencyQuantiles"] and all(v is not None for v in omb["publishRate"])
+
+
+def test_omb_s_backlog_and_max_rate_files_run_as_omb_runs_them(tmp_path: Path):
+    """Randomized payloads and RANDOM_NANO keys, with (1) a backlog: consumers pause after warm-up until
+    it holds the size, producers keep their rate through the drain, which ends at the drain ratio's
+    level, then the test's length; (2) producerRate 0: OMB's rate controller moves the rate."""
+    randomized = {**WORKLOAD, "useRandomizedPayloads": True, "randomBytesRatio": 0.5, "randomizedPayloadPoolSize": 50}
+    randomized |= {"keyDistributor": "RANDOM_NANO", "testDurationMinutes": 0.1, "warmupDurationMinutes": 0.05}
+    del randomized["payloadFile"]
+    backlog = tmp_path / "backlog.yaml"
+    backlog.write_text(yaml.safe_dump({**randomized, "consumerBacklogSizeGB": 1, "backlogDrainRatio": 0.5}))
+    results = tmp_path / "results"
+    # 1 GiB is OMB's smallest backlog: the test builds 1,000,000 bytes (3,906 records) through dimster's own key
+    result = dimster(
+        "run", "local", "-w", str(backlog), "--results", str(results), "--no-summary",
+        "--set", "clientLibrary=librdkafka", "mode.backlogBytes=1000000", "mode.emptyAtRecords=500",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr + result.stdout
+    [bundle] = list(results.iterdir())
+    info = run_info(bundle)
+    mode = info["mode"]
+    assert mode["drained"] and mode["backlog_target"] == -(-1_000_000 // 256) and mode["residual_rate"] == 400
+    assert mode["backlog_left"] <= 500  # OMB's drain ends at its level, not at an empty backlog
+    events = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
+    paused = next(e for e in events if e["event"] == "plan")  # "building a backlog ... with consumers paused"
+    assert "building a backlog" in paused["note"] and paused["time"] >= info["load_started"] + 3 - 0.5  # after warm-up
+    no_loss(info)
+    assert (bundle / "omb-result.json").is_file()
+
+    searching = tmp_path / "max-rate.yaml"
+    searching.write_text(yaml.safe_dump({**randomized, "producerRate": 0, "partitionsPerTopic": 4}))
+    results = tmp_path / "searched"
+    settings = ["--set", "clientLibrary=librdkafka"]
+    result = dimster("run", "local", "-w", str(searching), "--results", str(results), "--no-summary", *settings)
+    assert result.code == 0, result.stderr + result.stdout
+    [bundle] = list(results.iterdir())
+    info = run_info(bundle)
+    mode = info["mode"]
+    assert mode["type"] == "max-rate" and mode["start_rate_msgs_per_s"] == 10_000 and mode["adjustments"] >= 1
+    assert {step["reason"] for step in mode["steps"]} <= {"no backlog", "publish backlog", "receive backlog"}
+    changes = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
+    assert changes and all(c["by"] == "max-rate" for c in changes)
+    no_loss(info)
