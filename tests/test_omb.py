@@ -222,3 +222,12 @@ def test_an_omb_campaign_runs_every_workload_with_every_driver_in_omb_s_order(tm
     assert listed.code == 0, listed.stderr
     assert "workload=a-run, driver=kafka-latency" in listed.stdout and "2 run(s) of 'omb'" in listed.stdout
     assert dimster("campaign", "local", "--omb", str(a), "--drivers", "x").code == 2
+
+
+def test_omb_result_asks_any_run_for_the_result_file(tmp_path):
+    from dimster.workload.model import load_workload
+
+    native = write(tmp_path, {"name": "mine", "consumerType": "SHARE_GROUP"}, "mine.yaml")
+    assert load_workload(native).omb_result is None
+    asked = load_workload(native, omb_result=True).omb_result
+    assert asked is not None and (asked.workload, asked.driver) == (None, "Kafka")
