@@ -129,14 +129,17 @@ def test_compare_finds_the_slower_processing_a_regression(runs, tmp_path):
 
 
 def test_compare_finds_no_regression_between_two_repeats(runs, tmp_path):
-    # A shared 2-core machine moves a p99 by tens of percent from one run to the next; the slower
-    # processing moves it by orders of magnitude. Rates keep the default 5 %.
-    loose = ["--tolerance", "e2e.p99=100%", "--tolerance", "e2e.p99.9=100%", "--tolerance", "e2e.p50=100%"]
+    # On this shared 2-core machine, with another Kafka test beside it, one of two identical runs had a
+    # publish p99 five times the other's (32 and 164 ms): latencies get a tolerance wider than that
+    # noise, and the comparison's claim here is on the rates and counts, at their default tolerances.
+    loose = [f"--tolerance={figure}=1000%" for figure in ("e2e.p50", "e2e.p99", "e2e.p99.9", "publish.p99")]
     html = str(tmp_path / "compare.html")
     result = dimster("compare", str(runs["a1"]), str(runs["a2"]), "--verdict", "--json", *loose, "-o", html)
     assert result.code == 0, result.stderr + result.stdout
     [point] = json.loads(result.stdout)["points"]
     assert not [f["figure"] for f in point["figures"] if f["verdict"] == "worse"]
+    rates = {f["figure"]: f for f in point["figures"] if f["figure"] in ("produced.rate", "consumed.rate")}
+    assert {f["tolerance"] for f in rates.values()} == {"5%"} and len(rates) == 2
 
 
 def test_real_bundles_match_the_schemas(runs):
