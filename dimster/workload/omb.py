@@ -64,12 +64,13 @@ def aliases(model: type[Strict]) -> set[str]:
 
 
 SHARED = {"name", "topics", "partitionsPerTopic", "messageSize", "producersPerTopic", "producerRate"}
-OMB_ONLY = aliases(OmbWorkload) - SHARED
+OMB_KEYS = aliases(OmbWorkload)
+OMB_ONLY = OMB_KEYS - SHARED
 
 
 def is_omb(data: dict, source: str) -> bool:
     """Whether a workload document is OMB's: one of OMB's own keys and none of dimster's."""
-    if "nameFormat" in data or any(isinstance(v, list) for k, v in data.items() if k in aliases(OmbWorkload)):
+    if "nameFormat" in data or any(isinstance(v, list) for k, v in data.items() if k in OMB_KEYS):
         raise DimsterError(
             f"{source}: an OMB workload-set template (nameFormat, lists of values): generate its workloads "
             "with OMB's tool first"
@@ -282,9 +283,8 @@ def apply_driver(doc: dict, driver_path: Path, notes: list[str]) -> dict:
 
 def split_sets(pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """--set pairs on an OMB file: OMB's own keys apply before translation, dimster's after."""
-    omb_keys = aliases(OmbWorkload)
-    before = [(k, v) for k, v in pairs if k.split(".")[0] in omb_keys]
-    return before, [(k, v) for k, v in pairs if k.split(".")[0] not in omb_keys]
+    before = [(k, v) for k, v in pairs if k.split(".")[0] in OMB_KEYS]
+    return before, [(k, v) for k, v in pairs if k.split(".")[0] not in OMB_KEYS]
 
 
 def native_document(
