@@ -242,7 +242,7 @@ def test_a_lock_that_ran_out_on_the_last_delivery_archives_the_record():
     interval = client.take_interval()
     assert interval.settled_archived == {1: [(0, 1)]} and interval.lock_timeouts == 3
     assert interval.settled == {1: [(0, 2)]}  # the fourth comes back; sequence 2 is rejected
-    assert (interval.accepted, interval.rejected, interval.settled_rejected) == (0, 1, {1: [(2, 2)]})
+    assert (interval.accepted, interval.rejected, interval.settled_rejected) == (0, 1, {(1, 5): [(2, 2)]})
 
 
 def test_the_group_config_sets_the_delivery_count_limit_live():

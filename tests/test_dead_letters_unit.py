@@ -12,6 +12,7 @@ from dimster.coordinator.changes import live_changes
 from dimster.coordinator.dead_letters import match
 from dimster.errors import DimsterError
 from dimster.kafka.dead_letters import ClusterSettings, DeadLetters, refusal
+from dimster.worker.protocol import ClientInterval
 from dimster.workload.dead_letter import COPY_RECORD, TOPIC_NAME, DeadLetterQueue, dead_letter_group_config
 from dimster.workload.model import parse_workload
 from dimster.workload.modes.correctness import Correctness, correctness_verdict
@@ -81,10 +82,16 @@ def test_a_cluster_that_writes_dead_letters_is_not_refused():
 
 def aggregate_with(rejected: list[int], archived: list[int], producer: int = 7) -> RunAggregate:
     a = RunAggregate({GROUP: TOPIC})
-    for outcome, sequences in (("rejected", rejected), ("archived", archived)):
-        for s in sequences:
-            a.settled_as[(outcome, GROUP, producer)].add(s, s)
-            a.settled_as_by_group[(outcome, GROUP)] += 1
+    a.outcomes.add(
+        ClientInterval(
+            "c",
+            "share_consumer",
+            TOPIC,
+            group=GROUP,
+            settled_rejected={(producer, 1): [(s, s) for s in rejected]},
+            settled_archived={producer: [(s, s) for s in archived]},
+        )
+    )
     return a
 
 

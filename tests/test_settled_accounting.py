@@ -152,9 +152,21 @@ def test_explicit_outcomes_count_when_their_acknowledgement_took_effect(monkeypa
     polls = [poll_of((0, 0, 1), (1, 1, 1), (2, 2, 1), (3, 3, 1)), poll_of((2, 2, 2), (3, 3, 2))]
     interval = run(monkeypatch, polls, [[ACCEPT, REJECT, RELEASE, ACCEPT], [ACCEPT, ACCEPT]], lapse={3})
     assert (interval.accepted, interval.rejected, interval.released, interval.lock_timeouts) == (3, 1, 1, 1)
-    assert interval.settled == {PRODUCER: [(0, 3)]} and interval.settled_rejected == {PRODUCER: [(1, 1)]}
+    assert interval.settled == {PRODUCER: [(0, 3)]} and interval.settled_rejected == {(PRODUCER, 1): [(1, 1)]}
     terms, duplicates = account(interval, 4)
     assert (terms["accepted"], terms["rejected"], duplicates) == (3, 1, 0) and terms["closes"]
+
+
+def test_a_reject_answered_as_settled_after_its_lock_ran_out_is_void_when_the_record_comes_back(monkeypatch):
+    """The Java client may answer "settled" for a record whose lock had run out: its delivery 1 was
+    answered rejected, yet delivery 2 came and was accepted. It counts as accepted, once, with one
+    duplicate; the reject on delivery 2 of record 1 stands (no later delivery)."""
+    polls = [poll_of((0, 0, 1), (1, 1, 1)), poll_of((0, 0, 2)), poll_of((1, 1, 2))]
+    interval = run(monkeypatch, polls, [[REJECT, ACCEPT], [ACCEPT], [REJECT]])
+    assert interval.settled_rejected == {(PRODUCER, 1): [(0, 0)], (PRODUCER, 2): [(1, 1)]}
+    assert interval.received_again == {(PRODUCER, 2): [(0, 1)]}
+    terms, duplicates = account(interval, 2)
+    assert (terms["accepted"], terms["rejected"], duplicates) == (1, 1, 2) and terms["closes"], terms
 
 
 def test_acknowledgements_left_unanswered_at_close_count_as_errors_and_by_their_outcome(monkeypatch):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from dimster.clients import STATS_INTERVAL_S
 from dimster.coordinator.console import OneInstant
+from dimster.coordinator.share_outcomes import ShareOutcomes
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
 from dimster.metrics.sequences import RangeSet
@@ -66,9 +67,7 @@ class RunAggregate:
         self.producer_topic: dict[int, str] = {}
         self.settled: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)  # (group, producer id)
         self.settled_by_group: dict[str, int] = defaultdict(int)
-        # share groups: of the settled records, the rejected and the archived ones, each counted once
-        self.settled_as: dict[tuple[str, str, int], RangeSet] = defaultdict(RangeSet)  # (outcome, group, producer)
-        self.settled_as_by_group: dict[tuple[str, str], int] = defaultdict(int)  # (outcome, group)
+        self.outcomes = ShareOutcomes()  # share groups: of the settled records, the rejected and archived
         self.renewed = self.renewals_refused = self.lock_timeouts = self.ack_errors = 0
         self.crashes = self.redelivered_after_crash = 0
         self.duplicates = 0
@@ -148,11 +147,7 @@ class RunAggregate:
             self.ack_errors += c.ack_errors
             self.crashes += 1 if c.crashed_at else 0
             self.redelivered_after_crash += c.redelivered_after_crash
-            for outcome, settled in (("rejected", c.settled_rejected), ("archived", c.settled_archived)):
-                for producer_id, ranges in settled.items():
-                    ranges_of = self.settled_as[(outcome, c.group, producer_id)]
-                    for first, last in ranges:
-                        self.settled_as_by_group[(outcome, c.group)] += last - first + 1 - ranges_of.add(first, last)
+            self.outcomes.add(c)
             for producer_id, ranges in c.settled.items():
                 ranges_of = self.settled[(c.group, producer_id)]
                 for first, last in ranges:
@@ -305,8 +300,7 @@ class RunAggregate:
         lost, in_doubt = self._lost_by_group(unconsumed), self._in_doubt_by_group(unconsumed)
         accounts = {}
         for group, topic in self.groups.items():
-            rejected = self.settled_as_by_group[("rejected", group)]
-            archived = self.settled_as_by_group[("archived", group)]
+            rejected, archived = self.outcomes.count("rejected", group), self.outcomes.count("archived", group)
             terms = {
                 "accepted": self.settled_by_group[group] - rejected - archived,
                 "rejected": rejected,

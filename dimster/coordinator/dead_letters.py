@@ -14,17 +14,15 @@ from dimster.coordinator.run_log import RunLog
 from dimster.errors import DimsterError
 from dimster.kafka.admin import records_in_log
 from dimster.kafka.dead_letters import DeadLetters, Source, identities, read_sources
-from dimster.metrics.sequences import RangeSet
 
 COUNT_EVERY = 5.0  # seconds between live counts of the topic's records
 SETTLE_SECONDS = 30.0  # the broker's dead-letter writes retry with a back-off of 1 s and more
 LOOK_AGAIN_SECONDS = 1.0
 OUTCOMES = ("rejected", "archived")  # a share group's records that go to its dead-letter topic
-NO_RANGES = RangeSet()
 
 
 def expected_by_group(a: RunAggregate) -> dict[str, int]:
-    return {g: sum(a.settled_as_by_group.get((o, g), 0) for o in OUTCOMES) for g in a.groups}
+    return {g: sum(a.outcomes.count(o, g) for o in OUTCOMES) for g in a.groups}
 
 
 def match(
@@ -46,9 +44,8 @@ def match(
     counts: dict[str, dict[str, int | None]] = {}
     for group, expected in expected_by_group(a).items():
         found, unread_here = copies[group], unread[group]
-        matched = sum(  # .get: a lookup must not add empty ranges to the aggregate
-            any(sequence in a.settled_as.get((o, group, producer), NO_RANGES) for o in OUTCOMES)
-            for producer, sequence in found
+        matched = sum(
+            any(a.outcomes.holds(o, group, producer, sequence) for o in OUTCOMES) for producer, sequence in found
         )
         distinct = len(found) + len(unread_here)
         counts[group] = {

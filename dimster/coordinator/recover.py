@@ -92,8 +92,7 @@ def crashed_account(a: RunAggregate, in_log: dict[str, int] | None, unconsumed: 
     records was settled unreported (in doubt, up to the consumers' bound) or is lost."""
     accounts = {}
     for group, topic in a.groups.items():
-        rejected = a.settled_as_by_group[("rejected", group)]
-        archived = a.settled_as_by_group[("archived", group)]
+        rejected, archived = a.outcomes.count("rejected", group), a.outcomes.count("archived", group)
         settled = a.settled_by_group[group]
         acked = in_log[topic] if in_log is not None else a.acked_by_topic[topic]
         terms: dict = {"accepted": settled - rejected - archived, "rejected": rejected, "archived": archived}

@@ -94,10 +94,14 @@ class ClientInterval:
     histograms: dict[tuple[str, int], HistogramWire] = field(default_factory=dict)  # (metric, partition)
     delivery_counts: dict[int, int] = field(default_factory=dict)
     settled: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> sequence ranges
-    # share groups: of the settled records, those rejected, and those the broker archived (released or
-    # timed out on their last delivery); the rest were accepted. Producer id -> sequence ranges.
-    settled_rejected: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # share groups: of the settled records, those rejected, by (producer id, delivery count), and those
+    # the broker archived (released or timed out on their last delivery), by producer id; the rest were
+    # accepted. Values: sequence ranges.
+    settled_rejected: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
     settled_archived: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # share groups: records received on a delivery after their first, by (producer id, delivery count):
+    # a reject answered as settled on an earlier delivery did not take effect (see share_outcomes.py)
+    received_again: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
     renewed: int = 0  # records whose acquisition lock was renewed (KIP-1222), once per renewal
     renewals_refused: int = 0
     lock_timeouts: int = 0  # acknowledgements refused because the record's lock had timed out

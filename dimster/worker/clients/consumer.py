@@ -8,7 +8,7 @@ import logging
 import random
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
 from dimster.worker.clients.drivers import consumer_driver
 from dimster.worker.clients.load_client import LoadClient, distinct
-from dimster.worker.clients.unsettled import Unsettled, archive, count_answered, rows_of, settle
+from dimster.worker.clients.unsettled import Unsettled, archive, count_answered, receive, rows_of, settle
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
 from dimster.workload.model import Workload
@@ -81,9 +81,9 @@ class ConsumerClient(LoadClient):
     def take_interval(self) -> ClientInterval:
         interval = super().take_interval()
         # collected as sequence numbers per producer (see _record), sent as ranges
-        for name in ("settled", "settled_rejected", "settled_archived", "crash_held"):
+        for name in ("settled", "settled_rejected", "settled_archived", "received_again", "crash_held"):
             by_producer = getattr(interval, name)
-            setattr(interval, name, {pid: to_ranges(sequences) for pid, sequences in by_producer.items()})
+            setattr(interval, name, {key: to_ranges(sequences) for key, sequences in by_producer.items()})
         return interval
 
     @property
@@ -372,14 +372,10 @@ class ConsumerClient(LoadClient):
             interval.received_bytes += polled.value_bytes
             if self.role == "share_consumer":
                 self._time_redeliveries(polled, ours, headers, now_ns)
-                for count, times_seen in Counter(polled.delivery_counts.tolist()).items():
-                    interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + times_seen
-                last_delivery = polled.delivery_counts >= self.delivery_count_limit
-                replaced = self.unsettled.add(rows_of(record_keys(polled), ours, headers, outcomes, last_delivery))
-                if len(replaced):
-                    interval.ack_errors += len(replaced)  # came back with their acknowledgement unanswered
-                if outcomes is not None:  # a record released for another delivery is timed when it settles
-                    settles = ours & ~((outcomes == RELEASE) & ~last_delivery)
+                rows = rows_of(
+                    record_keys(polled), ours, headers, outcomes, polled.delivery_counts, self.delivery_count_limit
+                )
+                settles = receive(interval, self.unsettled, rows, headers)
             else:
                 settle(interval.settled, headers[ours])
             if not settles.any():

@@ -1,9 +1,10 @@
 """A share consumer's records between receipt and the broker's answer to their acknowledgement: what
 each one is (producer id, sequence number), the outcome it was acknowledged with (ACCEPT in implicit
-mode) and whether it was on its last delivery, by its key (partition and offset, see
+mode), its delivery count and whether that was its last delivery, by its key (partition and offset, see
 dimster.clients.record_keys). A record counts as settled only once the broker has answered; kept
 as one structured array, so that a poll costs a few numpy calls whatever its size."""
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -13,15 +14,31 @@ from dimster.worker.clients.load_client import distinct
 from dimster.worker.protocol import ClientInterval
 
 ROW = np.dtype(
-    [("key", "i8"), ("producer_id", "u4"), ("sequence", "u8"), ("outcome", "i1"), ("last", "?"), ("ours", "?")]
+    [
+        ("key", "i8"),
+        ("producer_id", "u4"),
+        ("sequence", "u8"),
+        ("outcome", "i1"),
+        ("delivery", "u2"),
+        ("last", "?"),
+        ("ours", "?"),
+    ]
 )
 
 
-def rows_of(keys: np.ndarray, ours: np.ndarray, headers: np.ndarray, outcomes: np.ndarray | None, last: np.ndarray):
+def rows_of(
+    keys: np.ndarray,
+    ours: np.ndarray,
+    headers: np.ndarray,
+    outcomes: np.ndarray | None,
+    deliveries: np.ndarray,
+    limit: int,
+) -> np.ndarray:
     """A poll's records as rows: `headers` unpacked (payload.unpack_headers), `ours` the records with
-    dimster's header, `outcomes` per record (None: implicit mode, every record accepted)."""
+    dimster's header, `outcomes` per record (None: implicit mode, every record accepted), `deliveries`
+    their delivery counts (`limit`: the group's delivery count limit)."""
     rows = np.empty(len(keys), ROW)
-    rows["key"], rows["ours"], rows["last"] = keys, ours, last
+    rows["key"], rows["ours"], rows["delivery"], rows["last"] = keys, ours, deliveries, deliveries >= limit
     rows["producer_id"], rows["sequence"] = headers["producer_id"], headers["sequence"]
     rows["outcome"] = ACCEPT if outcomes is None else outcomes
     return rows
@@ -99,6 +116,27 @@ def settle(by_producer: dict[int, list[Any]], records: np.ndarray) -> None:
         by_producer.setdefault(producer_id, []).extend(sequences[producer_ids == producer_id].tolist())
 
 
+def receive(interval: ClientInterval, unsettled: Unsettled, rows: np.ndarray, headers: np.ndarray) -> np.ndarray:
+    """A poll's records (`rows`, rows_of) at receipt: counted by delivery count, the ones received again
+    noted, all kept until answered. Returns which are timed now (all of ours but those released for
+    another delivery: they are timed when they settle)."""
+    deliveries, ours = rows["delivery"], rows["ours"]
+    for count, times_seen in Counter(deliveries.tolist()).items():
+        interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + times_seen
+    again = ours & (deliveries > 1)
+    settle_by_delivery(interval.received_again, headers[again], deliveries[again])
+    replaced = unsettled.add(rows)
+    interval.ack_errors += len(replaced)  # came back with their acknowledgement unanswered
+    return ours & ~((rows["outcome"] == RELEASE) & ~rows["last"])
+
+
+def settle_by_delivery(by_key: dict[tuple[int, int], list[Any]], records: np.ndarray, deliveries: np.ndarray) -> None:
+    """Add the records' sequence numbers under (producer, delivery count), as settle() does by producer."""
+    keys = records["producer_id"].astype(np.int64) << 16 | deliveries
+    for key in distinct(keys):
+        by_key.setdefault((int(key) >> 16, int(key) & 0xFFFF), []).extend(records["sequence"][keys == key].tolist())
+
+
 def archive(interval: ClientInterval, records: np.ndarray) -> None:
     """Records the broker archived (their last delivery ran out or was released): settled, as archived."""
     settle(interval.settled, records)
@@ -130,7 +168,7 @@ def count_answered(interval: ClientInterval, rows: np.ndarray, status: np.ndarra
         interval.released += n_released
         interval.rejected += n_rejected
         last = rows["last"]
-        settle(interval.settled_rejected, rows[ours & rejected])
+        settle_by_delivery(interval.settled_rejected, rows[ours & rejected], rows["delivery"][ours & rejected])
         # a released record comes back (not settled yet) unless it used its last delivery: then the
         # broker archives it
         settle(interval.settled_archived, rows[ours & released & last])
