@@ -25,6 +25,9 @@ def every_record_once(bundle: Path, summary: dict, consumer_type: str) -> None:
     assert totals["sent"] >= 2_000
     assert totals["acked"] == totals["sent"] == totals["received"]
     assert totals["lost"] == 0 and totals["duplicates"] == 0 and totals["backlog"] == 0
+    # a group that keeps up is never diagnosed (test_limits_live.py: one that does not)
+    assert [e for e in events(bundle) if e["event"].startswith("limit")] == []
+    assert "limit:" not in (bundle / "console.log").read_text()
 
     intervals = table(bundle, "intervals")
     producers = intervals[intervals.role == "producer"]

@@ -7,7 +7,20 @@ import sys
 import typer
 
 from dimster import __version__
-from dimster.cli import campaign, cluster, control, history, image, imports, monitor, report, run, summary, worker
+from dimster.cli import (
+    campaign,
+    cluster,
+    control,
+    explain,
+    history,
+    image,
+    imports,
+    monitor,
+    report,
+    run,
+    summary,
+    worker,
+)  # fmt: skip
 from dimster.cli.output import console, err_console
 from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
@@ -38,6 +51,7 @@ app.command()(summary.summarize)
 app.command()(report.report)
 app.command()(report.compare)
 app.command()(history.history)
+app.command()(explain.explain)
 kafka_app = typer.Typer(help="The Apache Kafka distribution dimster runs.", no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 

@@ -50,6 +50,9 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
         console.print(f"producer batches: {s['batchRecordsAvg']:.1f} records, {s['batchBytesAvg'] / 1024:.1f} KiB")
     if s.get("recordsPerPoll") is not None:
         console.print(f"consumer polls: {s['recordsPerPoll']:.1f} records on average, at most {s['maxPollRecords']}")
+    if s.get("limit"):  # why a share group falls behind (`dimster explain` after the run)
+        allows = f": allows {s['limitRate']:,.0f} msg/s" if s.get("limitRate") is not None else ""
+        console.print(f"limit: {s['limit']}{allows} ({s['limitInputs']})", markup=False)
     for t in s.get("thresholds") or []:  # over the measured phase so far
         state = {True: "passing", False: "failing", None: "no value yet"}[t["passing"]]
         console.print(f"threshold {t['threshold']}: {quantity(t['value'], t['unit'])} ({state})", markup=False)

@@ -21,6 +21,7 @@ from dimster.coordinator.ensemble import Ensemble, Placed
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.failures import CorrectnessFailed, RunFailed
 from dimster.coordinator.journal import RunJournal
+from dimster.coordinator.limit_watch import LimitWatch
 from dimster.coordinator.live import LiveChanges
 from dimster.coordinator.observers import BrokerObservers
 from dimster.coordinator.run_kafka import RunKafka
@@ -82,6 +83,7 @@ class Coordinator:
         self.barrier = AssignmentBarrier(self.kafka, self.log)
         self.observers = BrokerObservers(self.kafka, profile.broker_metrics_urls, self.log, self.aggregate)
         self.live = LiveChanges(cluster, self.kafka, self.ensemble, self.log, versions)
+        self.limits = LimitWatch(self)  # why a share group falls behind, after each console window
         self.phase = "starting"
         self.stop_requested = 0
         self.failure: str | None = None
@@ -196,6 +198,7 @@ class Coordinator:
     def _print_line(self) -> None:
         self.last_window = self.aggregate.take_window()
         self.log.say(status_line(time.time() - self.load_started, self.phase, self.last_window))
+        self.limits.see(self.last_window)
 
     def run(self) -> int:
         """The whole run. Returns the process exit code (0; RunFailed when a worker failed)."""

@@ -11,9 +11,11 @@ from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.client_events import ReportIntake
 from dimster.coordinator.ensemble import Ensemble
 from dimster.coordinator.exporter import StatusExporter
+from dimster.coordinator.limit_watch import LimitWatch, to_json
 from dimster.coordinator.observers import BrokerObservers
 from dimster.coordinator.status_schema import NAMES
 from dimster.coordinator.topology import Topology
+from dimster.diagnosis.limits import Diagnosis
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import Workload
 
@@ -29,6 +31,7 @@ class RunFacts:
     broker_lag: int | None
     broker_lag_at: float | None  # epoch of the brokers' last lag reading
     unconsumed_by_group: dict[str, int] | None  # known once the consumers have closed at the end
+    limit: Diagnosis | None = None  # why a share group falls behind, while it does (limit_watch.py)
 
 
 def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
@@ -62,6 +65,7 @@ def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
         "recordsPerPoll": facts.window.get("recordsPerPoll"),
         "maxPollRecords": facts.window.get("maxPollRecords"),
         "workerWaitShare": facts.window.get("workerWaitShare"),
+        "limitRate": facts.limit.limit.rate if facts.limit and facts.limit.limit else None,
     }
     if set(values) != set(NAMES):  # one name, one value: the schema and this function move together
         raise AssertionError(f"status fields differ from status_schema: {sorted(set(values) ^ set(NAMES))}")
@@ -80,6 +84,7 @@ class StatusSource(Protocol):
     workload: Workload
     aggregate: RunAggregate
     intake: ReportIntake
+    limits: LimitWatch
     run_id: str
     run_tag: str
     phase: str
@@ -89,12 +94,20 @@ class StatusSource(Protocol):
     context: dict
 
 
+def limit_status(d: Diagnosis | None) -> dict:
+    """`limit` (the binding limit's name, `unexplained`, or None while the groups keep up) and
+    `limitInputs` (its numbers; `limitRate` is a numeric field)."""
+    if d is None:
+        return {"limit": None, "limitInputs": None}
+    return {"limit": d.name, "limitInputs": to_json(d)["limitInputs"]}
+
+
 def run_status(run: StatusSource) -> dict:
     """`dimster status --json`: the run's identity, phase, numbers, brokers, workers and settings."""
     lag, groups, t = run.observers.broker_lag, list(run.topology.groups), run.topology
     facts = RunFacts(
         run.load_started, len(t.producers), len(t.consumers), run.last_window or {},
-        run.observers.lag(groups), lag.at if lag else None, run.unconsumed_by_group,
+        run.observers.lag(groups), lag.at if lag else None, run.unconsumed_by_group, run.limits.current,
     )  # fmt: skip
     numbers = numeric_status(run.aggregate, facts)
     return {
@@ -105,6 +118,7 @@ def run_status(run: StatusSource) -> dict:
         "metricsUrl": run.exporter.url if run.exporter else None,
         "phase": run.phase,
         **numbers,
+        **limit_status(run.limits.current),
         "thresholds": run.intake.judge.status(numbers),  # each one's value over the measured phase so far
         "brokers": run.observers.registered(),
         "workers": run.ensemble.described(),

@@ -138,6 +138,13 @@ FIELDS: tuple[StatusField, ...] = (
         "The largest share of the last status line's window a worker's threads waited to run (for a core or "
         "the GIL); from 0.1 up the clients' figures include that wait",
     ),
+    StatusField(
+        "limitRate",
+        "dimster_limit_rate",
+        "gauge",
+        "The consumption rate (msg/s, per group) the binding limit allows, while a share group falls behind and "
+        "one explains it (see `limit`); absent otherwise",
+    ),
 )
 
 NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)

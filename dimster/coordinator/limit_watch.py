@@ -1,0 +1,137 @@
+"""The live diagnosis of a run whose share groups fall behind (diagnosis/limits.py): after each console
+window, with the workload as it is now. Behind for WINDOWS windows in a row, the run says which limit
+binds, or that the shortfall is unexplained, once, and again whenever that changes; the `limit` events
+are the bundle's timeline of diagnoses (`dimster explain`)."""
+
+import math
+from typing import Protocol
+
+from dimster.cluster.backend import ClusterBackend
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.run_log import RunLog
+from dimster.coordinator.topology import Topology
+from dimster.diagnosis.limits import (
+    DEFAULT_FETCH_MAX_WAIT_MS,
+    DEFAULT_MAX_POLL_RECORDS,
+    TOLERANCE,
+    Diagnosis,
+    GroupInputs,
+    diagnose,
+)
+from dimster.metrics.schema import WAITING_NOTED
+from dimster.results.bundle import ResultsBundle
+from dimster.workload.model import Workload
+
+BEHIND_SHARE = 0.95  # a window whose consumption is below this share of the offered rate is behind
+BACKLOG_GROWTH = 0.05  # ... or whose backlog grew by this share of the records offered in it
+WINDOWS = 2  # windows behind in a row before a diagnosis
+LOAD_PHASES = ("warmup", "measure")
+LOCKS = "share.partition.max.record.locks"
+DEFAULT_RECORD_LOCKS = 2000  # Kafka's group.share.partition.max.record.locks
+
+
+class LimitSource(Protocol):
+    """What the watch reads: the coordinator."""
+
+    workload: Workload
+    topology: Topology
+    aggregate: RunAggregate
+    cluster: ClusterBackend
+    bundle: ResultsBundle
+    log: RunLog
+    phase: str
+
+
+def record_locks(w: Workload, broker_config: dict[str, str], at_start: dict) -> int:
+    """The group's lock budget now: its group config (live), else the brokers' default as they run,
+    else as the group had it at start."""
+    value = w.group_config.get(LOCKS) or broker_config.get(f"group.{LOCKS}") or at_start.get(LOCKS)
+    return int(value or DEFAULT_RECORD_LOCKS)
+
+
+def group_inputs(w: Workload, locks: int, window: dict, records_per_batch: float | None) -> GroupInputs:
+    share = {**w.kafka_config.common_config, **w.kafka_config.share_consumer_config}
+    return GroupInputs(
+        partitions=w.partitions_per_topic,
+        consumers=w.consumers_per_group,
+        proc_ms=(w.consumer_proc_ms_min + w.consumer_proc_ms_max) / 2,
+        parallelism=w.consumer_proc_parallelism,
+        max_poll_records=int(share.get("max.poll.records", DEFAULT_MAX_POLL_RECORDS)),
+        acquire_mode=str(share.get("share.acquire.mode", "batch_optimized")),
+        record_locks=locks,
+        records_per_batch=records_per_batch,
+        records_per_poll=window.get("recordsPerPoll"),
+        fetch_max_wait_ms=float(share.get("fetch.max.wait.ms", DEFAULT_FETCH_MAX_WAIT_MS)),
+    )
+
+
+def is_behind(window: dict, backlog_before: int | None, seconds: float) -> bool:
+    offered, consumed = window.get("pubRate") or 0.0, window.get("consRate") or 0.0
+    if offered <= 0:
+        return False
+    grew = backlog_before is not None and window["backlog"] - backlog_before > BACKLOG_GROWTH * offered * seconds
+    return consumed < BEHIND_SHARE * offered or grew
+
+
+def changed(before: Diagnosis | None, now: Diagnosis) -> bool:
+    """A new diagnosis is told when the binding limit, or its prediction, moved."""
+    if before is None or before.name != now.name:
+        return True
+    if before.limit and now.limit:
+        return abs(now.limit.rate - before.limit.rate) > TOLERANCE * before.limit.rate
+    return False
+
+
+class LimitWatch:
+    def __init__(self, run: LimitSource):
+        self.run = run
+        self.behind = 0  # windows behind in a row
+        self.backlog: int | None = None  # at the end of the previous window
+        self.current: Diagnosis | None = None
+
+    def see(self, window: dict) -> None:
+        """One console window (RunAggregate.take_window) has ended."""
+        run, w = self.run, self.run.workload
+        backlog_before, self.backlog = self.backlog, window.get("backlog")
+        share_groups = w.consumer_type == "SHARE_GROUP" and run.topology.groups and not w.consumers_paused
+        if run.phase not in LOAD_PHASES or not share_groups:
+            self.behind = 0
+            return
+        self.behind = self.behind + 1 if is_behind(window, backlog_before, w.report_interval_seconds) else 0
+        if self.behind == 0 and self.current is not None:
+            self.current = None
+            run.log.tell("limit_cleared", "-- limit: none (consumption keeps up)")
+        elif self.behind >= WINDOWS:
+            self._diagnose(window)
+
+    def _diagnose(self, window: dict) -> None:
+        run, w = self.run, self.run.workload
+        at_start = run.bundle.run_info.get("groupConfig", {}).get("start", {})
+        locks = record_locks(w, run.cluster.broker_config(), at_start)
+        batch = run.aggregate.producer_batches()["batchRecordsAvg"]
+        groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
+        measured, offered = (window.get("consRate") or 0.0) / groups, (window.get("pubRate") or 0.0) / topics
+        notes: tuple[str, ...] = ()
+        wait = window.get("workerWaitShare")
+        if wait is not None and wait >= WAITING_NOTED:
+            notes = (f"dimster's threads waited {wait:.0%} of the time to run: its own host may hold load back",)
+        now = diagnose(group_inputs(w, locks, window, batch), measured, offered, notes)
+        before, self.current = self.current, now
+        if changed(before, now):
+            run.log.tell("limit", f"-- {now.line()}", **to_json(now))
+
+
+def to_json(d: Diagnosis) -> dict:
+    """A diagnosis as an event's and the status's fields."""
+    binding = d.limit
+    return {
+        "limit": d.name,
+        "limitRate": round(binding.rate, 1) if binding else None,
+        "measured": round(d.measured, 1),
+        "offered": round(d.offered, 1),
+        "limitInputs": binding.inputs if binding else {lim.name: lim.inputs for lim in d.limits},
+        "sentence": binding.sentence if binding else None,
+        "levers": list(binding.levers) if binding else [],
+        "allowed": {lim.name: round(lim.rate, 1) for lim in d.limits if math.isfinite(lim.rate)},
+        "notes": list(d.notes),
+    }
