@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from dimster.diagnosis.timeline import diagnoses
 from dimster.errors import DimsterError
 from dimster.metrics.schema import OPTIONAL_TABLES, TABLES, WARMUP_PREFIX
 from dimster.pipeline.broker_summary import summarize_brokers
@@ -62,7 +63,12 @@ def summarize(run_dir: Path, master: str) -> dict:
         "status": run_info.get("status"),
         "totals": run_info.get("totals"),
         "notes": notes,
-        "timeline": load_timeline(run_dir),
+        "timeline": (timeline := load_timeline(run_dir)),
+        # what limited the share groups while they fell behind: each limit's prediction and the rate measured
+        "limits": [
+            {k: d.get(k) for k in ("atSeconds", "event", "limit", "limitRate", "measured", "offered")}
+            for d in diagnoses(timeline["events"])
+        ],
         # seconds each group's consumers took to hold their assignments before load started
         "consumer_assignment_seconds": run_info.get("consumer_assignment_seconds"),
         "mode": run_info.get("mode"),  # what a test mode found: a limit, a drain, a correctness verdict

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from dimster.diagnosis.timeline import diagnoses, stretches
 from dimster.report.data import RunData
 
 COLORS = {
@@ -23,6 +24,7 @@ COLORS = {
     "e2e p99": "#1c7ed6",
     "e2e p99.9": "#0b3d91",
     "publish p99": "#f08c00",
+    "limit": "#e03131",
 }
 # kind -> (line colour, dash)
 MARKER_STYLES = {
@@ -128,9 +130,25 @@ def throughput_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure |
     if "target_rate" in table:
         target = _line(table["second"], table["target_rate"], "target rate", COLORS["target"], dash="dash")
         fig.add_trace(target)
+    if predicted := limit_prediction(run, x_range):
+        fig.add_trace(predicted)
     time_layout(fig, "Produced and consumed messages per second", "messages / s", x_range)
     add_timeline(fig, run, x_range)
     return fig
+
+
+def limit_prediction(run: RunData, x_range: tuple[float, float]) -> go.Scatter | None:
+    """The rate each binding limit allowed while it held (per group, times the run's groups)."""
+    held = stretches(diagnoses(run.timeline.get("events", [])))
+    if not held:
+        return None
+    groups = max(1, len(run.run_info.get("groups") or {}))
+    x: list[float | None] = []
+    y: list[float | None] = []
+    for h in held:
+        x += [h.start, x_range[1] if h.end is None else h.end, None]
+        y += [h.rate * groups, h.rate * groups, None]
+    return _line(x, y, "limit's prediction", COLORS["limit"], dash="dot")
 
 
 def backlog_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure | None:

@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from dimster.diagnosis.timeline import diagnoses, line
 from dimster.report import charts
 from dimster.report.clients import client_tables, partition_table
 from dimster.report.data import RunData, load_run, parse_yaml
@@ -35,7 +36,7 @@ def write_report(run_dir: Path) -> Path:
     page = Page(f"dimster: {run.name} ({run.path.name})")
     page.add(header(run), verdict_panel(run.summary), notes_box("Notes", notes(run)), key_numbers(run))
     page.add(mode_section(run))
-    page.add(time_charts(run, page), faults_section(run))
+    page.add(time_charts(run, page), limits_section(run), faults_section(run))
     page.add(delivery_counts(run, page), partition_table(run), client_tables(run))
     page.add(broker_section(run, page))
     page.add(timeline_table(run), inputs(run))
@@ -154,9 +155,18 @@ def time_charts(run: RunData, page: Page) -> str:
     legend = (
         '<p class="hint">Time 0 is when load started. Shaded: warm-up and drain. Dashed orange lines: live '
         "modifications (key=new value); dotted red: brokers leaving or returning; dotted violet: redeploys; "
-        "dash-dotted red: faults and their heals.</p>"
+        "dash-dotted red: faults and their heals; dotted red: the rate a binding limit allowed (see below).</p>"
     )
     return f'<section id="charts"><h2>Over the run</h2>{legend}{body}</section>'
+
+
+def limits_section(run: RunData) -> str:
+    """The run's diagnoses of what limited its share groups (`dimster explain`)."""
+    found = diagnoses(run.timeline.get("events", []))
+    if not found:
+        return ""
+    listed = notes_box("Diagnoses, from the start of load", [line(d) for d in found])
+    return f'<section id="limits"><h2>What limited the share groups</h2>{listed}</section>'
 
 
 def delivery_counts(run: RunData, page: Page) -> str:

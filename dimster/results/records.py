@@ -259,6 +259,19 @@ class Timeline(TypedDict):
     modifications: list[dict[str, Any]]  # modifications.jsonl
 
 
+class Diagnosis(TypedDict):
+    """One `limit` or `limit_cleared` event (coordinator/limit_watch.py): at which second of load, the
+    binding limit (`unexplained` when none explains the shortfall), the rate it allows and the rates
+    measured and offered, in msg/s per group."""
+
+    atSeconds: float | None
+    event: str
+    limit: str | None
+    limitRate: float | None
+    measured: float | None
+    offered: float | None
+
+
 class SummaryJson(TypedDict):
     """summary/summary.json: the Spark summary of a run. Keys from run.json are copied as they are;
     the Spark side adds what its tables allow."""
@@ -268,6 +281,7 @@ class SummaryJson(TypedDict):
     totals: Totals | None
     notes: list[str]
     timeline: Timeline
+    limits: NotRequired[list[Diagnosis]]
     consumer_assignment_seconds: NotRequired[dict[str, float] | None]
     mode: NotRequired[RunMode | None]
     account: NotRequired[dict[str, GroupAccount] | None]
