@@ -75,9 +75,16 @@ def test_two_windows_behind_name_the_lock_budget_once_and_keeping_up_clears_it(t
         "groupConfig.share.partition.max.record.locks, kafkaConfig.shareConsumerConfig.share.acquire.mode"
     ]
     assert limit_status(watch.current) == {"limit": "lock budget", "limitInputs": told["limitInputs"]}
+    assert run.bundle.run_info["limit"] == {
+        "limit": "lock budget",
+        "limitRate": 1200.0,
+        "measured": 1180.0,
+        "offered": 2000.0,
+    }
     run.workload = run.workload.model_copy(update={"group_config": {"share.partition.max.record.locks": 400}})
     watch.see(window(2000, 2300, 4000))  # the live budget of 400: it catches up
     assert watch.current is None and [e["event"] for e in limit_events(run)] == ["limit", "limit_cleared"]
+    assert run.bundle.run_info["limit"] is None  # as the run ends: its groups kept up
     assert limit_status(None) == {"limit": None, "limitInputs": None}
 
 

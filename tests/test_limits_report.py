@@ -1,11 +1,13 @@
 """A run's diagnoses after the run: the report's section and the predicted rate drawn on the consumption
 chart where each explained limit held (report/charts.py, report/html.py). No Kafka, no Spark."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 from dimster.diagnosis.timeline import Stretch, diagnoses, stretches
+from dimster.report.campaign_page import point_table
 from dimster.report.charts import limit_prediction
 from dimster.report.data import RunData
 from dimster.report.html import write_report
@@ -66,3 +68,25 @@ def test_the_report_lists_the_diagnoses_and_draws_the_prediction(tmp_path):
     assert (
         at > 0 and '<section id="limits">' not in write_report(write_run(tmp_path, Scenario(name="calm"))).read_text()
     )
+
+
+def test_the_campaign_page_names_each_point_s_binding_limit_from_its_runs(tmp_path):
+    ended = {  # point -> its repeats' run.json `limit`
+        1: [{"limit": "lock budget", "limitRate": 1200.0, "measured": 1180.0, "offered": 2000.0}] * 2,
+        2: [None, {"limit": "unexplained", "limitRate": None, "measured": 700.0, "offered": 2000.0}],
+    }
+    points = []
+    for index, limits in ended.items():
+        for repeat, limit in enumerate(limits, start=1):
+            bundle = tmp_path / f"run-{index}-{repeat}"
+            bundle.mkdir()
+            (bundle / "run.json").write_text(json.dumps({"status": "completed", "limit": limit}))
+            points.append(
+                {"index": index, "repeat": repeat, "values": {}, "status": "completed", "bundle": bundle.name}
+            )
+    table = point_table(tmp_path, {"points": points}, [], None)
+    assert "<th>binding limit</th>" in table.replace(' class="text"', "")
+    assert "lock budget 1,200 msg/s</td>" in table and "lock budget 1,200 msg/s, lock" not in table
+    assert ">unexplained</td>" in table
+    calm = {"points": [{**points[0], "bundle": None}]}
+    assert "binding limit" not in point_table(tmp_path, calm, [], None)

@@ -99,7 +99,7 @@ class LimitWatch:
             return
         self.behind = self.behind + 1 if is_behind(window, backlog_before, w.report_interval_seconds) else 0
         if self.behind == 0 and self.current is not None:
-            self.current = None
+            self.current = run.bundle.run_info["limit"] = None
             run.log.tell("limit_cleared", "-- limit: none (consumption keeps up)")
         elif self.behind >= WINDOWS:
             self._diagnose(window)
@@ -118,7 +118,10 @@ class LimitWatch:
         now = diagnose(group_inputs(w, locks, window, batch), measured, offered, notes)
         before, self.current = self.current, now
         if changed(before, now):
-            run.log.tell("limit", f"-- {now.line()}", **to_json(now))
+            told = to_json(now)
+            run.log.tell("limit", f"-- {now.line()}", **told)
+            # run.json: what limited the groups as the run ended (a campaign's page shows it per point)
+            run.bundle.run_info["limit"] = {k: told[k] for k in ("limit", "limitRate", "measured", "offered")}
 
 
 def to_json(d: Diagnosis) -> dict:

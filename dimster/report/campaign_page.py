@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from dimster.campaign.model import read_campaign_json, short_key
 from dimster.pipeline.campaign_summary import dimension_keys, point_label
+from dimster.pipeline.summary import read_run_info
 from dimster.report.charts import RUN_COLORS, _frame
 from dimster.report.page import MISSING, Page, data_table, decimal, integer, notes_box, text, unavailable
 from dimster.report.verdict_panel import campaign_verdict_section
@@ -302,7 +303,10 @@ def point_table(campaign_dir: Path, campaign: dict, dimensions: list[Dimension],
         for m, label in {**tabled, **DEAD_LETTER_FAULTS, **COST_METRICS}.items()
         if points is not None and f"{m}_mean" in points and points[f"{m}_mean"].notna().any()
     }
-    headers = ["point", *(d.label for d in dimensions), "status", "repeats", *shown_metrics.values(), "runs"]
+    limits = {index: _limits(campaign_dir, runs[index]) for index in runs}
+    limit_column = ["binding limit"] if any(limits.values()) else []
+    headers = ["point", *(d.label for d in dimensions), "status", "repeats", *shown_metrics.values(), *limit_column]
+    headers.append("runs")
     rows = []
     for index in sorted(runs):
         repeats = sorted(runs[index], key=lambda p: p.get("repeat") or 0)
@@ -316,6 +320,7 @@ def point_table(campaign_dir: Path, campaign: dict, dimensions: list[Dimension],
                 escape(statuses),
                 integer(summary.get("repeats")) if summary else MISSING,
                 *(_value(metric, summary.get(f"{metric}_mean")) for metric in shown_metrics),
+                *([escape(limits[index])] if limit_column else []),
                 _links(campaign_dir, repeats),
             ]
         )
@@ -327,6 +332,22 @@ def point_table(campaign_dir: Path, campaign: dict, dimensions: list[Dimension],
         "where it exists.</p>"
     )
     return f'<section id="points"><h2>Points</h2>{hint}<div class="scroll">{table}</div></section>'
+
+
+def _limits(campaign_dir: Path, repeats: list[dict]) -> str:
+    """What limited the point's share groups as each repeat's run ended (run.json's `limit`): the
+    limit and the rate it allowed, once per distinct one."""
+    found = []
+    for point in repeats:
+        limit = (
+            read_run_info(campaign_dir / str(point.get("bundle")) / "run.json").get("limit")
+            if point.get("bundle")
+            else None
+        )
+        if isinstance(limit, dict) and limit.get("limit"):
+            allows = f" {limit['limitRate']:,.0f} msg/s" if limit.get("limitRate") is not None else ""
+            found.append(f"{limit['limit']}{allows}")
+    return ", ".join(dict.fromkeys(found))
 
 
 def _value(metric: str, value: Any) -> str:

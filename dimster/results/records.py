@@ -145,6 +145,29 @@ class RunMode(TypedDict):
     verdict: NotRequired[str]
 
 
+class BindingLimit(TypedDict):
+    """The last diagnosis of a run (None once its groups kept up again): the limit's name
+    (`unexplained` when none explains the shortfall) and the rates, msg/s per group."""
+
+    limit: str
+    limitRate: float | None
+    measured: float
+    offered: float
+
+
+class Diagnosis(TypedDict):
+    """One `limit` or `limit_cleared` event (coordinator/limit_watch.py): at which second of load, the
+    binding limit (`unexplained` when none explains the shortfall), the rate it allows and the rates
+    measured and offered, in msg/s per group."""
+
+    atSeconds: float | None
+    event: str
+    limit: str | None
+    limitRate: float | None
+    measured: float | None
+    offered: float | None
+
+
 class RunJson(TypedDict):
     """run.json: written as the run starts, rewritten as it goes and at its end."""
 
@@ -162,6 +185,7 @@ class RunJson(TypedDict):
     groups: NotRequired[dict[str, str]]  # group -> its topic
     deadLetterQueue: NotRequired[DeadLetterTopic]
     groupConfig: NotRequired[GroupConfig]
+    limit: NotRequired[BindingLimit | None]  # what limited the share groups as load ended (limit_watch.py)
     workers: NotRequired[list[WorkerPlace]]
     totals: NotRequired[Totals]
     account: NotRequired[dict[str, GroupAccount]]  # per group
@@ -257,19 +281,6 @@ class Verdict(TypedDict):
 class Timeline(TypedDict):
     events: list[dict[str, Any]]  # events.jsonl
     modifications: list[dict[str, Any]]  # modifications.jsonl
-
-
-class Diagnosis(TypedDict):
-    """One `limit` or `limit_cleared` event (coordinator/limit_watch.py): at which second of load, the
-    binding limit (`unexplained` when none explains the shortfall), the rate it allows and the rates
-    measured and offered, in msg/s per group."""
-
-    atSeconds: float | None
-    event: str
-    limit: str | None
-    limitRate: float | None
-    measured: float | None
-    offered: float | None
 
 
 class SummaryJson(TypedDict):
