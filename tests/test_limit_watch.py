@@ -142,7 +142,7 @@ def test_explain_prints_the_run_s_diagnoses_in_order_and_as_json(tmp_path):
     run.bundle.save_run_info()
     run.log.event("load_started", warmup_seconds=0, duration_seconds=60)
     watch = LimitWatch(run)
-    for cons, backlog in ((1180, 1000), (1180, 2000), (700, 3000), (2300, 1000)):
+    for cons, backlog in ((0, 4000), (1180, 5000), (1180, 6000), (700, 7000), (2300, 5000)):  # the first: start-up
         watch.see(window(2000, cons, backlog))
     result = dimster("explain", str(run.bundle.path))
     assert result.code == 0, result.stderr
