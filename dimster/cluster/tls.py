@@ -18,7 +18,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -29,6 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dimster.errors import DimsterError
+from dimster.kafka.properties import EitherCase
 from dimster.paths import project_dir
 
 KEYSTORE = "broker.p12"
@@ -43,7 +44,7 @@ class Security(BaseModel):
     never written: an environment variable (`passwordEnv`) or a file (`passwordFile`)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    protocol: Literal["SASL_SSL"] = "SASL_SSL"
+    protocol: Annotated[Literal["SASL_SSL"], EitherCase()] = "SASL_SSL"  # Kafka reads it in any case
     mechanism: Literal["SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
     user: str = Field("dimster", pattern=r"^[A-Za-z0-9._@-]+$")
     password_env: str | None = Field(None, alias="passwordEnv", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")

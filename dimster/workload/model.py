@@ -14,6 +14,7 @@ from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.secret_keys import MASK, is_secret_key
 from dimster.workload import omb
+from dimster.workload.acknowledgement import Acknowledgement
 from dimster.workload.clients import (
     OLDEST_CLIENT,
     OLDEST_SHARE_CLIENT,
@@ -95,27 +96,6 @@ class OmbResult(Strict):
 
     workload: str | None = None  # TestResult.workload: OMB's charts group by it; None: the workload's name
     driver: str = "Kafka"  # TestResult.driver: the series' name
-
-
-class Acknowledgement(Strict):
-    """Share groups: IMPLICIT accepts every record on the next poll; EXPLICIT accepts, releases or
-    rejects each record with the given fractions (the rest is accepted)."""
-
-    mode: Literal["IMPLICIT", "EXPLICIT"] = "IMPLICIT"
-    release_fraction: float = Field(0.0, alias="releaseFraction", ge=0, le=1)
-    reject_fraction: float = Field(0.0, alias="rejectFraction", ge=0, le=1)
-    # KIP-1222: renew the acquisition lock of records still being processed at half its time-out
-    renew_locks: bool = Field(False, alias="renewLocks")
-
-    @model_validator(mode="after")
-    def _fractions(self):
-        if self.release_fraction + self.reject_fraction > 1:
-            raise ValueError("releaseFraction + rejectFraction must be at most 1")
-        if self.mode == "IMPLICIT" and (self.release_fraction or self.reject_fraction):
-            raise ValueError("releaseFraction and rejectFraction need mode: EXPLICIT")
-        if self.mode == "IMPLICIT" and self.renew_locks:
-            raise ValueError("renewLocks needs mode: EXPLICIT (Kafka renews locks only on explicit acknowledgement)")
-        return self
 
 
 class FlowControl(Strict):
