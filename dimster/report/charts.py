@@ -148,7 +148,7 @@ def limit_prediction(run: RunData, x_range: tuple[float, float]) -> go.Scatter |
     for h in held:
         x += [h.start, x_range[1] if h.end is None else h.end, None]
         y += [h.rate * groups, h.rate * groups, None]
-    return _line(x, y, "limit's prediction", COLORS["limit"], dash="dot")
+    return _line(x, y, "limit's prediction", COLORS["limit"], dash="longdash")
 
 
 def backlog_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure | None:

@@ -155,7 +155,7 @@ def time_charts(run: RunData, page: Page) -> str:
     legend = (
         '<p class="hint">Time 0 is when load started. Shaded: warm-up and drain. Dashed orange lines: live '
         "modifications (key=new value); dotted red: brokers leaving or returning; dotted violet: redeploys; "
-        "dash-dotted red: faults and their heals; dotted red: the rate a binding limit allowed (see below).</p>"
+        "dash-dotted red: faults and their heals; long-dashed red: the rate a binding limit allowed (see below).</p>"
     )
     return f'<section id="charts"><h2>Over the run</h2>{legend}{body}</section>'
 
