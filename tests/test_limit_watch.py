@@ -82,7 +82,9 @@ def test_two_windows_behind_name_the_lock_budget_once_and_keeping_up_clears_it(t
         "offered": 2000.0,
     }
     run.workload = run.workload.model_copy(update={"group_config": {"share.partition.max.record.locks": 400}})
-    watch.see(window(2000, 2300, 4000))  # the live budget of 400: it catches up
+    watch.see(window(2000, 1500, 6000))  # the window the change cut in two: no one setting's numbers
+    assert watch.current is not None and len(limit_events(run)) == 1
+    watch.see(window(2000, 2300, 5400))  # the live budget of 400: it catches up
     assert watch.current is None and [e["event"] for e in limit_events(run)] == ["limit", "limit_cleared"]
     assert run.bundle.run_info["limit"] is None  # as the run ends: its groups kept up
     assert limit_status(None) == {"limit": None, "limitInputs": None}
@@ -106,7 +108,8 @@ def test_a_binding_limit_that_moves_is_told_again(tmp_path):
     for _ in range(3):
         watch.see(window(3000, 1190, 0))
     run.workload = run.workload.model_copy(update={"group_config": {"share.partition.max.record.locks": 150}})
-    watch.see(window(3000, 1800, 0))  # ceil(150 / 52) = 3 busy: 1,800 msg/s
+    for _ in range(3):  # the first is cut in two by the change; then two windows behind
+        watch.see(window(3000, 1800, 0))  # ceil(150 / 52) = 3 busy: 1,800 msg/s
     assert [e["limitRate"] for e in limit_events(run)] == [1200.0, 1800.0]
 
 

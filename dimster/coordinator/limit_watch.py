@@ -86,7 +86,7 @@ class LimitWatch:
     def __init__(self, run: LimitSource):
         self.run = run
         self.behind = 0  # windows behind in a row
-        self.windows = 0  # windows of load seen (of this stretch of load, for share groups)
+        self.settings: Workload | None = None  # the workload the previous window ran with
         self.backlog: int | None = None  # at the end of the previous window
         self.current: Diagnosis | None = None
 
@@ -96,10 +96,10 @@ class LimitWatch:
         backlog_before, self.backlog = self.backlog, window.get("backlog")
         share_groups = w.consumer_type == "SHARE_GROUP" and run.topology.groups and not w.consumers_paused
         if run.phase not in LOAD_PHASES or not share_groups:
-            self.behind, self.windows, self.current = 0, 0, None
+            self.behind, self.settings, self.current = 0, None, None
             return
-        self.windows += 1
-        if self.windows == 1:  # load's first window holds the clients' start: not a limit of Kafka's
+        if w is not self.settings:  # load's first window (the clients' start), or one a live change cut
+            self.settings, self.behind = w, 0  # in two: its numbers are of no one setting
             return
         self.behind = self.behind + 1 if is_behind(window, backlog_before, w.report_interval_seconds) else 0
         if self.behind == 0 and self.current is not None:
