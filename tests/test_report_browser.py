@@ -1,6 +1,7 @@
 """The HTML reports in a real browser (Debian's headless Chromium through Playwright): synthetic run
 folders written directly (no Kafka, no Spark), `report.html` and a comparison rendered offline with no
-console errors, no page errors and no network request, charts drawn with the modification labels."""
+console errors, no page errors and no network request, charts drawn with the modification labels; and
+at two window widths, report.html, a comparison and campaign.html each with every value inside its panel."""
 
 import json
 import re
@@ -13,10 +14,11 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from dimster.errors import DimsterError
+from dimster.report.campaign_page import write_campaign_page
 from dimster.report.compare import write_comparison
 from dimster.report.html import write_report
 from tests.conftest import dimster
-from tests.report_runs import Scenario, write_run
+from tests.report_runs import Scenario, write_campaign, write_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,9 +53,9 @@ class Opened:
     requests: list[str]
 
 
-def open_offline(browser: Browser, path: Path) -> Opened:
+def open_offline(browser: Browser, path: Path, width: int = 1400) -> Opened:
     """Open `path` with every request recorded and every non-file request refused; wait for the charts."""
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page = browser.new_page(viewport={"width": width, "height": 900})
     opened = Opened(page, [], [])
     page.on("console", lambda m: opened.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: opened.problems.append(f"page error: {e}"))
@@ -71,6 +73,57 @@ def rendered_charts(page: Page) -> int:
 
 def trace_counts(page: Page) -> list[int]:
     return page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot')).map(d => d.data.length)")
+
+
+# The boxes a page draws (panels, cards, the header's fields, notes, charts, tables' frames): nothing in
+# one may stick out of it or be cut off by it, except inside an element that scrolls (a wide table's frame).
+BOXES = ".panel, .card, .meta, .notes, .chart, .box, .scroll, pre"
+OVERFLOWS = """(boxes) => {
+  const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+    [...el.classList].map(c => '.' + c).join('') +
+    ' "' + (el.innerText || el.textContent || '').trim().replace(/\\s+/g, ' ').slice(0, 60) + '"';
+  const found = [];
+  const root = document.documentElement;
+  if (root.scrollWidth > root.clientWidth + 1) {
+    found.push(`the page: scroll width ${root.scrollWidth} > width ${root.clientWidth}`);
+  }
+  const main = document.querySelector('main');
+  const content = main.getBoundingClientRect().right - parseFloat(getComputedStyle(main).paddingRight);
+  const reported = new Set();  // an element sticking out: what it holds sticks out with it, unsaid
+  for (const box of document.querySelectorAll(boxes)) {
+    const edge = box.getBoundingClientRect().right;
+    if (!box.parentElement.closest(boxes) && edge > content + 1) {
+      found.push(`${name(box)}: right edge ${Math.round(edge)} beyond the page's ${Math.round(content)}`);
+    }
+    for (const el of [box, ...box.querySelectorAll('*')]) {
+      if (el.parentElement.closest('.js-plotly-plot')) continue;  // plotly lays out its own drawing
+      if (reported.has(el.parentElement)) {
+        reported.add(el);
+        continue;
+      }
+      if (el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 && !scrolls(el)) {
+        found.push(`${name(el)}: scroll width ${el.scrollWidth} > width ${el.clientWidth}`);
+      }
+      let scrolled = false;
+      for (let up = el.parentElement; el !== box && !scrolled; up = up.parentElement) {
+        scrolled = scrolls(up);
+        if (up === box) break;
+      }
+      const right = el.getBoundingClientRect().right;
+      if (el !== box && !scrolled && right > edge + 1) {
+        found.push(`${name(el)}: right edge ${Math.round(right)} beyond its box's ${Math.round(edge)}`);
+        reported.add(el);
+      }
+    }
+  }
+  return [...new Set(found)];
+}"""
+
+
+def overflows(page: Page) -> list[str]:
+    """Each element that sticks out of its box or is cut off, with its figures (none on a good page)."""
+    return page.evaluate(OVERFLOWS, BOXES)
 
 
 # ---- the tests -------------------------------------------------------------------------------------------
@@ -191,3 +244,31 @@ def test_cli_report_and_compare(tmp_path: Path) -> None:
     result = dimster("report", str(tmp_path))
     assert result.code == 2
     assert result.error_lines == [f"dimster: error: {tmp_path} is not a dimster run folder (no run.json, no metrics/)"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1400, 1920])
+def test_every_panel_holds_its_values(tmp_path: Path, browser: Browser, width: int) -> None:
+    """Two runs' reports, their comparison and a campaign page with a real run's long values (three roles'
+    client libraries, the group's account table, a dead-letter topic, long dimension keys): wide text
+    wraps, wide tables scroll."""
+    runs = tmp_path / "results"
+    runs.mkdir()
+    first = write_run(runs, Scenario())
+    second = write_run(runs, Scenario(name="quickstart-dead-letters", rate=3000.0, modifications=[], dead_letters=True))
+    pages = {
+        "report": write_report(first),
+        "report with a dead-letter queue": write_report(second),
+        "comparison": write_comparison([first, second], tmp_path / "comparison.html"),
+        "campaign": write_campaign_page(write_campaign(tmp_path)),
+    }
+    found = []
+    for name, path in pages.items():
+        opened = open_offline(browser, path, width)
+        assert opened.problems == [], name
+        found += [f"{name}: {problem}" for problem in overflows(opened.page)]
+        if name == "report":  # the values the issue found cut off are there, inside the Clients panel
+            clients = opened.page.locator(".panel", has_text="client libraries")
+            assert "producer java, consumer librdkafka, shareConsumer librdkafka" in clients.inner_text()
+        opened.page.close()
+    assert not found, "\n".join(found)

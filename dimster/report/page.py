@@ -47,13 +47,14 @@ p.hint { color: var(--muted); margin: 4px 0 12px; }
   display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); gap: 6px 24px;
   margin-top: 16px; padding: 12px 16px;
 }
+.meta div { min-width: 0; overflow-wrap: anywhere; }
 .meta span {
   display: block; color: var(--muted); font-size: 11.5px; text-transform: uppercase; letter-spacing: .04em;
 }
 .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(136px, 1fr)); gap: 12px; }
 .card { padding: 12px 14px; }
 .card .label { color: var(--muted); font-size: 12px; }
-.card .value { font-size: 22px; font-weight: 600; margin-top: 2px; white-space: nowrap; }
+.card .value { font-size: 22px; font-weight: 600; margin-top: 2px; }
 .card .value small { font-size: 13px; font-weight: 400; color: var(--muted); }
 .card.bad .value, span.bad { color: var(--bad); font-weight: 600; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(290px, 1fr)); gap: 16px; margin-top: 16px; }
@@ -64,8 +65,12 @@ th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); text-align: ri
 th { background: #f0f3f7; font-weight: 600; position: sticky; top: 0; }
 th.text, td.text { text-align: left; }
 td.text { white-space: normal; }
-.kv td { border-bottom: none; padding: 2px 8px 2px 0; }
-.kv td:first-child { color: var(--muted); text-align: left; }
+/* label left, value right; a value too long for the label's line takes the next line, and wraps */
+.kv, .kv tbody { display: block; }
+.kv tr { display: flex; flex-wrap: wrap; column-gap: 8px; }
+.kv td { border-bottom: none; padding: 2px 0; white-space: normal; overflow-wrap: anywhere; }
+.kv td:first-child { color: var(--muted); text-align: left; flex: 1 1 0; }
+.kv td:last-child { margin-left: auto; }
 table.faults td[rowspan] { vertical-align: top; }
 table.faults tbody + tbody { border-top: 2px solid #cbd2d9; }
 table.faults .hint { color: var(--muted); font-size: 12px; }
