@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dimster.coordinator.limit_watch import LimitWatch, record_locks
+from dimster.coordinator.limit_watch import LimitWatch, notes, record_locks
 from dimster.coordinator.run_log import RunLog
 from dimster.coordinator.status import limit_status
 from dimster.results.bundle import ResultsBundle
@@ -32,6 +32,7 @@ def coordinator(tmp_path, lines: list[str], **keys):
         cluster=SimpleNamespace(broker_config=lambda: {}),
         bundle=bundle,
         log=RunLog(bundle, say=lines.append),
+        observers=SimpleNamespace(handler_idle={1: 0.9}),
         phase="measure",
     )
 
@@ -170,3 +171,14 @@ def test_explain_of_a_folder_that_is_no_run_is_one_line(tmp_path):
     result = dimster("explain", str(tmp_path))
     assert result.code != 0 and "is not a run's results folder" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_a_shortfall_s_notes_name_dimster_s_own_wait_short_producers_and_busy_brokers():
+    calm = {"workerWaitShare": 0.01, "targetRate": 2000.0, "pubRate10s": 1990.0}
+    assert notes(calm, {1: 0.9, 2: 0.5}) == ()
+    found = notes({"workerWaitShare": 0.25, "targetRate": 2000.0, "pubRate10s": 1500.0}, {1: 0.9, 2: 0.05})
+    assert found == (
+        "dimster's threads waited 25% of the time to run: its own host may hold load back",
+        "the producers sent 1,500 of the 2,000 msg/s targeted",
+        "broker 2's request handlers were idle 5% of the last minute: the brokers may limit",
+    )

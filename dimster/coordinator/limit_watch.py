@@ -8,6 +8,7 @@ from typing import Protocol
 
 from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.observers import BrokerObservers
 from dimster.coordinator.run_log import RunLog
 from dimster.coordinator.topology import Topology
 from dimster.diagnosis.limits import (
@@ -26,6 +27,7 @@ BEHIND_SHARE = 0.95  # a window whose consumption is below this share of the off
 BACKLOG_GROWTH = 0.05  # ... or whose backlog grew by this share of the records offered in it
 WINDOWS = 2  # windows behind in a row before a diagnosis
 LOAD_PHASES = ("warmup", "measure")
+BUSY_BROKER_IDLE = 0.2  # a broker whose request handlers are idle less than this is noted
 LOCKS = "share.partition.max.record.locks"
 DEFAULT_RECORD_LOCKS = 2000  # Kafka's group.share.partition.max.record.locks
 
@@ -39,6 +41,7 @@ class LimitSource(Protocol):
     cluster: ClusterBackend
     bundle: ResultsBundle
     log: RunLog
+    observers: BrokerObservers
     phase: str
 
 
@@ -115,17 +118,32 @@ class LimitWatch:
         batch = run.aggregate.producer_batches()["batchRecordsAvg"]
         groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
         measured, offered = (window.get("consRate") or 0.0) / groups, (window.get("pubRate") or 0.0) / topics
-        notes: tuple[str, ...] = ()
-        wait = window.get("workerWaitShare")
-        if wait is not None and wait >= WAITING_NOTED:
-            notes = (f"dimster's threads waited {wait:.0%} of the time to run: its own host may hold load back",)
-        now = diagnose(group_inputs(w, locks, window, batch), measured, offered, notes)
+        now = diagnose(
+            group_inputs(w, locks, window, batch), measured, offered, notes(window, run.observers.handler_idle)
+        )
         before, self.current = self.current, now
         if changed(before, now):
             told = to_json(now)
             run.log.tell("limit", f"-- {now.line()}", **told)
             # run.json: what limited the groups as the run ended (a campaign's page shows it per point)
             run.bundle.run_info["limit"] = {k: told[k] for k in ("limit", "limitRate", "measured", "offered")}
+
+
+def notes(window: dict, handler_idle: dict[int, float]) -> tuple[str, ...]:
+    """What else the window says of the shortfall, without a formula: dimster's own threads short of a
+    core, producers short of their target, brokers whose request handlers are seldom idle."""
+    found = []
+    wait, target, sent = window.get("workerWaitShare"), window.get("targetRate"), window.get("pubRate10s")
+    if wait is not None and wait >= WAITING_NOTED:
+        found.append(f"dimster's threads waited {wait:.0%} of the time to run: its own host may hold load back")
+    if target and sent is not None and sent < BEHIND_SHARE * target:
+        found.append(f"the producers sent {sent:,.0f} of the {target:,.0f} msg/s targeted")
+    if handler_idle and (idle := min(handler_idle.values())) < BUSY_BROKER_IDLE:
+        broker = min(handler_idle, key=lambda b: handler_idle[b])
+        found.append(
+            f"broker {broker}'s request handlers were idle {idle:.0%} of the last minute: the brokers may limit"
+        )
+    return tuple(found)
 
 
 def to_json(d: Diagnosis) -> dict:

@@ -20,6 +20,7 @@ LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
 POSITIONS_SETTLE_SECONDS = 10.0  # how long the groups' positions may take to agree with the acknowledgements
 POSITIONS_LOOK_AGAIN_SECONDS = 1.0
 POSITIONS_TIMEOUT_SECONDS = 90.0  # for the groups' positions at the end
+HANDLER_IDLE = "kafka_server_request_handler_avg_idle_ratio"  # a one-minute rate, 0 to 1
 
 
 class BrokerObservers:
@@ -31,6 +32,7 @@ class BrokerObservers:
         self.broker_watch: BrokerWatch | None = None  # once the cluster has said which brokers it has
         self.scraper: BrokerScraper | None = None  # the brokers' own metrics, while load runs
         self.samples: queue.Queue[tuple[float, int, list]] = queue.Queue()
+        self.handler_idle: dict[int, float] = {}  # broker -> its request handlers' idle ratio, last scraped
         self.lag_watch: LagWatch | None = None  # the groups' lag as the brokers see it, while load runs
         self.broker_lag: LagSample | None = None  # its latest sample
         self._lag_error_said = False
@@ -92,6 +94,9 @@ class BrokerObservers:
             except queue.Empty:
                 break
             metrics.add_broker_samples(at, broker, samples, phase)
+            for name, _labels, value in samples:  # the one broker figure the live diagnosis reads
+                if name == HANDLER_IDLE:
+                    self.handler_idle[broker] = value
 
     def take_lag(self, metrics: MetricsWriter | None, phase: str, backlog_by_group: Callable[[], dict]) -> None:
         """The groups' positions as the brokers see them, beside dimster's own backlog. Before load
