@@ -29,8 +29,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dimster.errors import DimsterError
-from dimster.kafka.properties import EitherCase
 from dimster.paths import project_dir
+from dimster.workload.strict import EitherCase
 
 KEYSTORE = "broker.p12"
 CA_PEM = "ca.pem"

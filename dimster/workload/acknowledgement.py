@@ -5,8 +5,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from dimster.kafka.properties import EitherCase
-from dimster.workload.strict import Strict
+from dimster.workload.strict import EitherCase, Strict
 
 KafkaMode = Annotated[Literal["IMPLICIT", "EXPLICIT"], EitherCase()]  # Kafka spells them `explicit`
 
