@@ -246,6 +246,16 @@ def test_cli_report_and_compare(tmp_path: Path) -> None:
     assert result.error_lines == [f"dimster: error: {tmp_path} is not a dimster run folder (no run.json, no metrics/)"]
 
 
+LOCK_BUDGET = {  # a `limit` event as coordinator/limit_watch.py writes it
+    "limit": "lock budget", "limitRate": 1200.0, "measured": 1190.0, "offered": 2000.0,
+    "sentence": "lock budget 100 / 50-record batches -> 2 of 4 consumers busy per partition x 200 msg/s x 3 "
+    "partitions -> 1,200 msg/s",
+    "levers": ["kafkaConfig.producerConfig.batch.size", "groupConfig.share.partition.max.record.locks",
+               "kafkaConfig.shareConsumerConfig.share.acquire.mode"],
+    "allowed": {"lock budget": 1200.0, "processing capacity": 2400.0}, "notes": [],
+}  # fmt: skip
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("width", [1400, 1920])
 def test_every_panel_holds_its_values(tmp_path: Path, browser: Browser, width: int) -> None:
@@ -255,7 +265,10 @@ def test_every_panel_holds_its_values(tmp_path: Path, browser: Browser, width: i
     runs = tmp_path / "results"
     runs.mkdir()
     first = write_run(runs, Scenario())
-    second = write_run(runs, Scenario(name="quickstart-dead-letters", rate=3000.0, modifications=[], dead_letters=True))
+    limits = [(45.0, "limit", LOCK_BUDGET), (75.0, "limit_cleared", {})]  # and the diagnoses' long lines
+    second = write_run(
+        runs, Scenario(name="quickstart-dead-letters", rate=3000.0, modifications=[], events=limits, dead_letters=True)
+    )
     pages = {
         "report": write_report(first),
         "report with a dead-letter queue": write_report(second),
@@ -267,6 +280,8 @@ def test_every_panel_holds_its_values(tmp_path: Path, browser: Browser, width: i
         opened = open_offline(browser, path, width)
         assert opened.problems == [], name
         found += [f"{name}: {problem}" for problem in overflows(opened.page)]
+        if name == "report with a dead-letter queue":
+            assert "What limited the share groups" in opened.page.content()
         if name == "report":  # the values the issue found cut off are there, inside the Clients panel
             clients = opened.page.locator(".panel", has_text="client libraries")
             assert "producer java, consumer librdkafka, shareConsumer librdkafka" in clients.inner_text()
