@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from dimster.campaign.omb_files import copy_omb_results, write_omb_campaign
 from dimster.cli.output import console, err_console, progress
 from dimster.cli.run import WorkersOpt
 from dimster.cli.summary import (
@@ -190,12 +191,7 @@ def _counts(records: list[dict]) -> str:
 
 
 def omb_campaign_file(args: list[str], root: Path) -> Path:
-    """`--omb W... [--driver D...] [--set k=v...]` as a campaign file (written beside the campaign
-    folders, so that --resume reads it again)."""
-    import time
-
-    import yaml
-
+    """`--omb W... [--driver D...] [--set k=v...]` as a campaign file (campaign/omb_files.py)."""
     lists: dict[str, list[str]] = {"--omb": [], "--driver": [], "--set": []}
     current = None
     for arg in args:
@@ -209,33 +205,4 @@ def omb_campaign_file(args: list[str], root: Path) -> Path:
             current.append(arg)
     if not lists["--omb"]:
         raise DimsterError("--omb needs one or more OpenMessaging Benchmark workload files")
-    absolute = {key: [str(Path(v).resolve()) for v in values] for key, values in lists.items() if key != "--set"}
-    spec = {"workloads": absolute["--omb"], "drivers": absolute["--driver"], "sets": lists["--set"]}
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / f"omb-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.yaml"
-    path.write_text(yaml.safe_dump({"name": "omb", "omb": spec}, sort_keys=False))
-    return path
-
-
-def copy_omb_results(folder: Path, points: list[dict]) -> int:
-    """Each point's omb-result.json under OMB's own name, <workload>-<driver>-<time>.json, in
-    campaign/omb/: OMB's create_charts.py reads them all."""
-    import shutil
-    import time
-
-    target = folder / "campaign" / "omb"
-    copied = 0
-    for point in points:
-        source = folder / str(point.get("bundle")) / "omb-result.json"
-        if not point.get("bundle") or not source.is_file():
-            continue
-        values = point.get("values") or {}
-        stamp = time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(point.get("ended") or 0))
-        target.mkdir(parents=True, exist_ok=True)
-        name = f"{values.get('workload', 'workload')}-{values.get('driver', 'Kafka')}-{stamp}"
-        path = target / f"{name}.json"
-        if path.exists():
-            path = target / f"{name}-{point.get('index')}.json"
-        shutil.copyfile(source, path)
-        copied += 1
-    return copied
+    return write_omb_campaign(lists["--omb"], lists["--driver"], lists["--set"], root)
