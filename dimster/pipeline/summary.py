@@ -29,7 +29,8 @@ from dimster.verdict.judge import judge_summary
 
 
 def read_run_info(path: Path) -> dict:
-    """run.json, or {} when it is missing or unreadable (a run killed while writing it)."""
+    """A JSON object file of a bundle (run.json, summary.json), or {} when it is missing or unreadable
+    (a run killed while writing it)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):

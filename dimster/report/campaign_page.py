@@ -3,7 +3,6 @@ series per combination of the other dimensions, error bars from the repeats' spr
 points with links to their runs' reports, and the notes. One self-contained file that works offline,
 written from `campaign/summary/` and campaign.json, or from campaign.json alone before a summary."""
 
-import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,7 +80,7 @@ def write_campaign_page(campaign_dir: Path) -> Path:
         notes.append("the campaign summary is missing (campaign/summary/points.parquet): no numbers or charts")
     dimensions = campaign_dimensions(campaign)
     page = Page(f"dimster campaign: {campaign.get('name', campaign_dir.name)}")
-    verdict = _summary(summary_dir).get("verdict")
+    verdict = read_run_info(summary_dir / "summary.json").get("verdict")
     page.add(
         header(campaign, campaign_dir),
         campaign_verdict_section(verdict),
@@ -132,17 +131,8 @@ def _read_points(path: Path) -> pd.DataFrame | None:
         return None
 
 
-def _summary(summary_dir: Path) -> dict[str, Any]:
-    """The campaign summary's summary.json; {} when it is missing or unreadable."""
-    try:
-        summary = json.loads((summary_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return summary if isinstance(summary, dict) else {}
-
-
 def _summary_notes(summary_dir: Path) -> list[str]:
-    summary = _summary(summary_dir)
+    summary = read_run_info(summary_dir / "summary.json")
     if not summary:
         return ["campaign/summary/summary.json is missing or unreadable: its notes are not shown"]
     return [str(note) for note in summary.get("notes") or []]
