@@ -142,6 +142,7 @@ def _what(node: Node) -> str:
     return f"{node.figure} ({WHAT[node.dim]})" if node.figure else WHAT[node.dim].replace("a count", "a number")
 
 
+@functools.lru_cache(maxsize=256)  # pure, and read at every access of Threshold.comparison
 def parse_threshold(text: str) -> Comparison:
     """The comparison `text` says, its units checked; ValueError with one line when it is not one."""
     tree = _parse(text, "comparison")
