@@ -5,7 +5,7 @@ and one that finds none (two repeats of one workload), the schemas against real 
 history of the three runs. Three short runs serve every test."""
 
 import json
-from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -50,12 +50,12 @@ UNTIL = "received>=2500 and elapsedSeconds>=9"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, kept_spark) -> dict[str, Path]:
+def runs(tmp_path_factory, kept_spark) -> dict[str, Any]:
     """a1 and a2: two repeats that pass; b: processing twice as long, run in the foreground through
     the CLI (its own summary, exit code and JUnit), breaching `consumed.rate >= 0.95 * produced.rate`."""
     folder = tmp_path_factory.mktemp("verdicts")
     assert dimster("cluster", "up", "local").code == 0
-    found = {}
+    found: dict[str, Any] = {}  # bundles by name, and b's CLI result and JUnit file
     for name in ("a1", "a2"):
         bundle = run_until(folder / name, "steady", UNTIL, thresholds=THRESHOLDS, **WORKLOAD)
         (folder / "results").mkdir(exist_ok=True)
@@ -66,7 +66,7 @@ def runs(tmp_path_factory, kept_spark) -> dict[str, Path]:
     junit = folder / "b.xml"
     result = dimster("run", "local", "-w", str(b), "--results", str(folder / "results"), "--junit", str(junit))
     [found["b"]] = [path for path in (folder / "results").iterdir() if path not in (found["a1"], found["a2"])]
-    found["b-result"], found["b-junit"] = result, junit  # type: ignore[assignment]
+    found["b-result"], found["b-junit"] = result, junit
     return found
 
 
