@@ -204,7 +204,8 @@ def compare_verdict(baseline: Path, candidate: Path, tolerances: dict[str, str],
         present = [name for name in names if name in chosen or name in base.repeats or name in cand.repeats]
         left_out |= {name for name in DEFAULT_FIGURES if name not in present}
         figures = [
-            judge(FIGURES[name], chosen.get(name) or _default(FIGURES[name]), base, cand, alpha) for name in present
+            compare_figure(FIGURES[name], chosen.get(name) or _default(FIGURES[name]), base, cand, alpha)
+            for name in present
         ]
         points.append({"label": base.label, "figures": figures})
     if left_out:
@@ -224,7 +225,7 @@ def _default(figure: Figure) -> Tolerance:
     return tolerance(figure, DEFAULT_TOLERANCES[figure.dim])
 
 
-def judge(figure: Figure, tol: Tolerance, base: Point, cand: Point, alpha: float) -> dict:
+def compare_figure(figure: Figure, tol: Tolerance, base: Point, cand: Point, alpha: float) -> dict:
     """One figure's row of the verdict (shapes: `figures` of a point)."""
     base_repeats, cand_repeats = base.repeats.get(figure.name, []), cand.repeats.get(figure.name, [])
     b, c = _mean(base_repeats), _mean(cand_repeats)
