@@ -81,3 +81,18 @@ def test_every_metric_is_one_dimster_or_the_brokers_export():
     assert {n for n in kafka if not any(p.fullmatch(n) for p in patterns)} == set()
     assert {n for n in names if n.startswith("jvm_")} - JVM == set()
     assert len(kafka) > 10 and "dimster_e2e_latency_seconds" in names
+
+
+@pytest.mark.unit
+def test_the_rules_name_series_as_promtool_wants_them():
+    """What `promtool check metrics` would refuse, caught in the rules (the monitor test lints a real
+    broker's scrape): no `quantile` label outside a summary, no `_count` name outside a histogram or a
+    summary, no abbreviated unit (`_ms`); counters end in `_total`, and Kafka's ms become seconds."""
+    for rule in yaml.safe_load(RULES.read_text())["rules"]:
+        name, labels = rule["name"], rule.get("labels", {})
+        assert "quantile" not in labels and not name.endswith("_count"), name
+        assert not re.search(r"_(ms|us|ns|sec|secs|msec)(_|$)|ms$", name), name
+        assert (rule["type"] == "COUNTER") == name.endswith("_total"), name
+        in_ms = re.search(r"Ms\b|-ms-|load-time|latency", rule["pattern"])
+        if in_ms and not rule["pattern"].endswith("><>Count"):  # a histogram's Count counts, in no unit
+            assert name.endswith("_seconds") and rule["valueFactor"] == 0.001, name

@@ -1,14 +1,18 @@
 """`dimster monitor` with Debian's real Prometheus: it scrapes a run on `local` and the brokers' JMX
-exporter; its numbers agree with the results bundle's, and the bundle carries the brokers' metrics."""
+exporter; its numbers agree with the results bundle's, the bundle carries the brokers' metrics, and
+both endpoints pass Prometheus' own lint (`promtool check metrics`)."""
 
 import json
+import shutil
+import subprocess
 import urllib.parse
 import urllib.request
 
 import pytest
 
+from dimster.environment import load_environment
 from tests.conftest import busy_port, dimster, spare_ports
-from tests.runs import run_info, run_to_end, summarized, table
+from tests.runs import run_info, start_run, status, summarized, table, wait
 
 
 def monitor_port() -> int:
@@ -25,6 +29,20 @@ def query(url: str, expr: str, at: float) -> list[dict]:
     return answer["data"]["result"]
 
 
+def promtool() -> str:
+    found = shutil.which("promtool")
+    assert found, "promtool is missing: install prometheus (apt-get install prometheus; scripts/test.sh does)"
+    return found
+
+
+def lint(url: str) -> tuple[int, str]:
+    """`promtool check metrics` of what an endpoint serves: its exit status and output, (0, "") when clean."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        exposition = response.read()
+    check = subprocess.run([promtool(), "check", "metrics"], input=exposition, capture_output=True, timeout=60)
+    return check.returncode, (check.stdout + check.stderr).decode()
+
+
 @pytest.fixture
 def prometheus():
     up = dimster("monitor", "up", "local", "--port", str(monitor_port()), "--json")
@@ -38,15 +56,17 @@ def prometheus():
 @pytest.mark.kafka
 def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp_path, prometheus, spark):
     assert dimster("monitor", "status", "local").code == 0
-    bundle = run_to_end(
-        tmp_path,
-        "monitored",
-        producersPerTopic=1,
-        producerRate=1000,
-        durationSeconds=12,
-        warmupSeconds=3,
-        consumerType="SHARE_GROUP",
-    )
+    promtool()
+    keys = dict(producersPerTopic=1, producerRate=1000, durationSeconds=12, warmupSeconds=3, consumerType="SHARE_GROUP")
+    process, bundle = start_run(tmp_path, "monitored", **keys)
+    try:  # while share consumers fetch, the brokers serve every kind of series they have
+        wait("received>=1000")
+        endpoints = {"run": status()["metricsUrl"], **load_environment("local").broker_metrics_urls}
+        linted = {endpoint: lint(url) for endpoint, url in endpoints.items()}
+    finally:
+        stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0 and "run completed" in stdout, stderr + stdout
+    assert len(linted) >= 2 and linted == {endpoint: (0, "") for endpoint in endpoints}
     run_id, ended = bundle.name, run_info(bundle)["ended"]
 
     # The consumption rate between two of Prometheus' scrapes in the measured phase, against the
@@ -75,7 +95,8 @@ def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp
         assert sure <= last_value - first_value <= sure + near.received.sum()
 
     # The brokers' own series, scraped by the same Prometheus.
-    share_fetch = query(prometheus, 'kafka_network_request_totaltime_ms{request="ShareFetch",quantile="0.99"}', ended)
+    share_fetch_p99 = 'kafka_network_request_totaltime_seconds{request="ShareFetch",percentile="0.99"}'
+    share_fetch = query(prometheus, share_fetch_p99, ended)
     assert share_fetch and share_fetch[0]["metric"]["job"] == "kafka-brokers"
     [topic] = run_info(bundle)["topics"]
     # over the run: the broker drops a share partition's series once the run has deleted its topic, and

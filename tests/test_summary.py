@@ -126,7 +126,11 @@ def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path
         for broker in (1, 2):
             samples = [
                 ("kafka_network_requests_total", {"request": "Produce", "version": "11"}, produce[broker][scrape]),
-                ("kafka_network_request_totaltime_ms", {"request": "Produce", "quantile": "0.99"}, 10.0 * (scrape + 1)),
+                (
+                    "kafka_network_request_totaltime_seconds",
+                    {"request": "Produce", "percentile": "0.99"},
+                    (scrape + 1) / 100,  # 10 ms, 20 ms, ...
+                ),
                 ("kafka_server_purgatory_purgatorysize", {"operation": "ShareFetch"}, float(broker + 1)),
                 ("kafka_server_share_record_acknowledgements_total", {"ack_type": "Accept"}, 1000.0 * scrape),
                 (
@@ -146,7 +150,7 @@ def test_the_brokers_metrics_are_summarized_per_broker_across_a_restart(tmp_path
     produce_rates = {r["broker"]: r for r in brokers["requests"] if r["request"] == "Produce"}
     assert produce_rates[1]["requests_per_s"] == pytest.approx((500 + 500 + 100 + 500) / 20)  # not (600 - 0) / 20
     assert produce_rates[2]["requests_per_s"] == pytest.approx(1000 / 20)
-    assert produce_rates[1]["p99_ms"] == 30.0 and produce_rates[1]["p99_ms_max"] == 50.0  # median and largest
+    assert produce_rates[1]["p99_ms"] == 30.0 and produce_rates[1]["p99_ms_max"] == 50.0  # median and largest, in ms
     assert brokers["share"]["acknowledgements_per_s"]["Accept"] == pytest.approx(2 * 4000 / 20)
     assert [(p["broker"], p["size_max"]) for p in brokers["purgatory"]] == [(1, 2.0), (2, 3.0)]
     assert [(p["group"], p["max"]) for p in brokers["share"]["in_flight_messages"]] == [("g", 7.0)]  # the run's

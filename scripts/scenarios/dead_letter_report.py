@@ -12,13 +12,13 @@ runs = pd.read_csv(folder / "campaign" / "summary" / "runs.csv")
 
 
 def produce_p99(bundle: Path) -> float | None:
-    """The brokers' Produce p99 (ms) as their JMX exporter gave it, the median over the measured
+    """The brokers' Produce p99 (ms; their JMX exporter gives seconds), the median over the measured
     phase's scrapes (the worst broker's); the dead-letter writes are Produce requests too."""
     brokers = pd.read_parquet(bundle / "metrics" / "brokers")
-    rows = brokers[(brokers.metric == "kafka_network_request_totaltime_ms") & (brokers.phase == "measure")]
+    rows = brokers[(brokers.metric == "kafka_network_request_totaltime_seconds") & (brokers.phase == "measure")]
     labels = rows.labels.map(dict)
-    produce = rows[labels.map(lambda k: k.get("request") == "Produce" and k.get("quantile") == "0.99")]
-    return float(produce.groupby("broker").value.median().max()) if len(produce) else None
+    produce = rows[labels.map(lambda k: k.get("request") == "Produce" and k.get("percentile") == "0.99")]
+    return 1000 * float(produce.groupby("broker").value.median().max()) if len(produce) else None
 
 
 def show(value, form: str) -> str:
