@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dimster.coordinator.limit_watch import LimitWatch, notes, record_locks
+from dimster.coordinator.limit_watch import LimitWatch, is_behind, notes, record_locks
 from dimster.coordinator.run_log import RunLog
 from dimster.coordinator.status import limit_status
 from dimster.results.bundle import ResultsBundle
@@ -182,3 +182,11 @@ def test_a_shortfall_s_notes_name_dimster_s_own_wait_short_producers_and_busy_br
         "the producers sent 1,500 of the 2,000 msg/s targeted",
         "broker 2's request handlers were idle 5% of the last minute: the brokers may limit",
     )
+
+
+def test_behind_is_judged_per_group_against_its_topic():
+    """Two groups read one topic at 2,000 msg/s: 3,000 consumed in all is 1,500 each, behind."""
+    w = window(2000, 3000, 0)
+    assert is_behind(w, 0, 2, groups=2, topics=1) and not is_behind(w, 0, 2, groups=1, topics=1)
+    assert not is_behind(window(2000, 3900, 0), 0, 2, groups=2, topics=1)
+    assert is_behind(window(2000, 2000, 500), 0, 2, groups=1, topics=1)  # the backlog grew by 500 of 4,000

@@ -11,6 +11,7 @@ from dimster.diagnosis.limits import (
     diagnose,
     fetch_waits,
     lock_budget,
+    per_consumer_rate,
     processing_capacity,
 )
 
@@ -97,3 +98,13 @@ def test_a_diagnosis_names_a_limit_only_within_15_percent_of_the_measured_rate(m
 def test_no_limit_computed_is_still_said_plainly():
     d = diagnose(replace(SMALL, proc_ms=0.0), measured=500, offered=2000, notes=("threads waited",))
     assert d.limit is None and d.limits == () and d.line().endswith("(no limit computed); threads waited")
+
+
+def test_the_whole_poll_at_once_takes_its_slowest_record():
+    """Parallelism -1, or lanes for every record of a poll: a poll of 40 records at 0 to 10 ms takes
+    the expected slowest of 40 uniform times, 10 x 40 / 41 ms; fewer lanes than records use the mean."""
+    spread = replace(SMALL, proc_ms=5.0, proc_ms_max=10.0, records_per_poll=40.0)
+    assert per_consumer_rate(replace(spread, parallelism=-1)) == pytest.approx(40 * 1000 / (10 * 40 / 41))
+    assert per_consumer_rate(replace(spread, parallelism=100)) == per_consumer_rate(replace(spread, parallelism=-1))
+    assert per_consumer_rate(replace(spread, parallelism=4)) == 4 * 1000 / 5.0
+    assert per_consumer_rate(replace(spread, parallelism=1)) == 1000 / 5.0

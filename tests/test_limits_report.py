@@ -48,12 +48,13 @@ def test_each_explained_limit_holds_until_the_next_diagnosis():
 
 
 def test_the_consumption_chart_draws_the_prediction_times_the_groups():
-    timeline = {"events": events([(30, "limit", LOCK), (50, "limit_cleared", {}), (60, "limit", PROCESSING)])}
+    at = [(30, "limit", LOCK), (50, "limit_cleared", {}), (60, "limit", PROCESSING), (80, "stopping", {})]
+    timeline = {"events": events(at)}  # the last holds until load stops, not into the drain
     run = RunData(Path("run"), {"load_started": T0, "groups": {"g0": "t", "g1": "t"}}, {}, {}, {}, timeline)
     trace = limit_prediction(run, (0.0, 90.0))
     assert trace is not None and trace.name == "limit's prediction"
     gaps = lambda values: [v if v == v else None for v in values]  # noqa: E731  (a gap is NaN in the trace)
-    assert gaps(trace.x) == [30, 50, None, 60, 90.0, None]
+    assert gaps(trace.x) == [30, 50, None, 60, 80, None]
     assert gaps(trace.y) == [2400.0, 2400.0, None, 1600.0, 1600.0, None]
     assert limit_prediction(RunData(Path("run"), {}, {}, {}, {}, {"events": []}), (0.0, 90.0)) is None
 

@@ -65,15 +65,18 @@ def group_inputs(w: Workload, locks: int, window: dict, records_per_batch: float
         records_per_batch=records_per_batch,
         records_per_poll=window.get("recordsPerPoll"),
         fetch_max_wait_ms=float(share.get("fetch.max.wait.ms", DEFAULT_FETCH_MAX_WAIT_MS)),
+        proc_ms_max=w.consumer_proc_ms_max,
     )
 
 
-def is_behind(window: dict, backlog_before: int | None, seconds: float) -> bool:
+def is_behind(window: dict, backlog_before: int | None, seconds: float, groups: int, topics: int) -> bool:
+    """Whether a group consumed less than its topic was offered in the window (each group reads one
+    topic whole), or the backlog (summed over groups) grew by more than BACKLOG_GROWTH of it."""
     offered, consumed = window.get("pubRate") or 0.0, window.get("consRate") or 0.0
     if offered <= 0:
         return False
     grew = backlog_before is not None and window["backlog"] - backlog_before > BACKLOG_GROWTH * offered * seconds
-    return consumed < BEHIND_SHARE * offered or grew
+    return consumed / groups < BEHIND_SHARE * offered / topics or grew
 
 
 def changed(before: Diagnosis | None, now: Diagnosis) -> bool:
@@ -104,7 +107,9 @@ class LimitWatch:
         if w is not self.settings:  # load's first window (the clients' start), or one a live change cut
             self.settings, self.behind = w, 0  # in two: its numbers are of no one setting
             return
-        self.behind = self.behind + 1 if is_behind(window, backlog_before, w.report_interval_seconds) else 0
+        groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
+        behind = is_behind(window, backlog_before, w.report_interval_seconds, groups, topics)
+        self.behind = self.behind + 1 if behind else 0
         if self.behind == 0 and self.current is not None:
             self.current = run.bundle.run_info["limit"] = None
             run.log.tell("limit_cleared", "-- limit: none (consumption keeps up)")

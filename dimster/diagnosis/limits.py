@@ -1,8 +1,9 @@
 """What limits a share group's consumption, as pure functions of what a run measures over one window.
 Each limit predicts the rate it allows, from its inputs and a formula a person can check by hand
-(shared seed 001: 2,000 locks / 64-record batches = 31 busy consumers per partition, x 200 msg/s x 6
-partitions = 37,200 msg/s). A diagnosis names the limit that allows the least, and only when that
-prediction is within TOLERANCE of the measured rate; otherwise the shortfall is unexplained."""
+(shared seed 001: ceil(2,000 locks / 64-record batches) = 32 busy consumers per partition, x 200 msg/s
+x 6 partitions = 38,400 msg/s; the post's floor gives 31 and 37,200). A diagnosis names the limit
+that allows the least, and only when that prediction is within TOLERANCE of the measured rate;
+otherwise the shortfall is unexplained."""
 
 import math
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ class GroupInputs:
     records_per_batch: float | None  # the producers' measured records per batch
     records_per_poll: float | None  # the consumers' measured records per poll
     fetch_max_wait_ms: float = DEFAULT_FETCH_MAX_WAIT_MS
+    proc_ms_max: float | None = None  # the slowest record's time (uniform up to it); None: all take proc_ms
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,20 @@ class Diagnosis:
 
 
 def per_consumer_rate(g: GroupInputs) -> float | None:
-    """Records a consumer processes per second: its lanes over the processing time (None: no time)."""
+    """Records a consumer processes per second (None: no processing time). Serial, or on fewer lanes
+    than a poll's records: lanes x 1000 / the mean time. The whole poll at once (parallelism -1, or
+    lanes enough for every record): a poll takes its slowest record, whose expected time of n uniform
+    times is low + (high - low) x n / (n + 1) (workload/processing.makespan_ms)."""
     if g.proc_ms <= 0:
         return None
-    lanes = g.parallelism if g.parallelism > 0 else (g.records_per_poll or g.max_poll_records)
-    return lanes * 1000 / g.proc_ms
+    per_poll = g.records_per_poll or g.max_poll_records
+    lanes = per_poll if g.parallelism < 0 else min(g.parallelism, per_poll)
+    if lanes < per_poll or g.parallelism == 1:
+        return lanes * 1000 / g.proc_ms
+    high = g.proc_ms if g.proc_ms_max is None else g.proc_ms_max
+    low = 2 * g.proc_ms - high
+    slowest = low + (high - low) * per_poll / (per_poll + 1)
+    return per_poll * 1000 / slowest
 
 
 def consumers_per_partition(g: GroupInputs) -> int:

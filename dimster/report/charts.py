@@ -138,15 +138,20 @@ def throughput_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure |
 
 
 def limit_prediction(run: RunData, x_range: tuple[float, float]) -> go.Scatter | None:
-    """The rate each binding limit allowed while it held (per group, times the run's groups)."""
-    held = stretches(diagnoses(run.timeline.get("events", [])))
+    """The rate each binding limit allowed while it held (per group, times the run's groups), up to the
+    end of load at the latest (the diagnosis is off in the drain)."""
+    events = run.timeline.get("events", [])
+    held = stretches(diagnoses(events))
     if not held:
         return None
+    stops = (run.run_time(e.get("time")) for e in events if e.get("event") == "stopping")
+    load_end = next((x for x in stops if x is not None), x_range[1])
     groups = max(1, len(run.run_info.get("groups") or {}))
     x: list[float | None] = []
     y: list[float | None] = []
     for h in held:
-        x += [h.start, x_range[1] if h.end is None else h.end, None]
+        end = load_end if h.end is None else min(h.end, load_end)
+        x += [h.start, end, None]
         y += [h.rate * groups, h.rate * groups, None]
     return _line(x, y, "limit's prediction", COLORS["limit"], dash="longdash")
 

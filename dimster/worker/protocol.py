@@ -17,7 +17,7 @@ import msgpack
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
 from dimster.worker.wire import from_wire, to_wire
 
-PROTOCOL_VERSION = 11
+PROTOCOL_VERSION = 12  # 12: settled_rejected by (producer, delivery count), received_again
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition); a warm-up record's latency goes under WARMUP_PREFIX + metric.
