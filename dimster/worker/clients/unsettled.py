@@ -124,7 +124,8 @@ def receive(interval: ClientInterval, unsettled: Unsettled, rows: np.ndarray, he
     for count, times_seen in Counter(deliveries.tolist()).items():
         interval.delivery_counts[count] = interval.delivery_counts.get(count, 0) + times_seen
     again = ours & (deliveries > 1)
-    settle_by_delivery(interval.received_again, headers[again], deliveries[again])
+    if again.any():  # as a rule none: a poll of first deliveries costs no more than it did
+        settle_by_delivery(interval.received_again, headers[again], deliveries[again])
     replaced = unsettled.add(rows)
     interval.ack_errors += len(replaced)  # came back with their acknowledgement unanswered
     return ours & ~((rows["outcome"] == RELEASE) & ~rows["last"])
