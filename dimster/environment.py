@@ -5,13 +5,11 @@ backend's module holds its model): `local` (KRaft nodes as JVM processes on this
 nodes as containers) and `external` (a cluster someone else runs). What they all have is
 profile.ProfileBase."""
 
-import re
-
 from pydantic import ValidationError
 
 from dimster.cluster.backends import profile_model, profile_models
 from dimster.errors import DimsterError
-from dimster.paths import environments_dir
+from dimster.paths import check_environment_name, environments_dir
 from dimster.profile import DEFAULT_KAFKA_VERSION, AgentAddress, DockerWorkers, ProfileBase
 from dimster.yamlfile import load_mapping, validation_error_line
 
@@ -23,15 +21,6 @@ EnvironmentProfile = ProfileBase  # any backend's profile (its own model adds th
 def parse_profile(data: dict) -> EnvironmentProfile:
     """Validate `data` as the profile of the backend it names; raises pydantic's ValidationError."""
     return profile_model(data).model_validate(data, context={"profiles": profile_models})
-
-
-ENVIRONMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def check_environment_name(env: str) -> None:
-    """An environment is named, never a path: `../x` must not reach files outside their folders."""
-    if not ENVIRONMENT_NAME.fullmatch(env):
-        raise DimsterError(f"invalid environment name '{env}': letters, digits, '.', '_' and '-' only")
 
 
 def known_environments() -> list[str]:

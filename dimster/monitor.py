@@ -13,10 +13,10 @@ from pathlib import Path
 
 import yaml
 
-from dimster.cluster.processes import TrackedProcess, spawn, tail
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
+from dimster.processes import TrackedProcess, spawn, tail
 
 DEFAULT_PORT = 19090  # not Prometheus' 9090: Debian's package may run its own service there
 INSTALL_HINT = "install Debian's prometheus package (apt-get install prometheus)"

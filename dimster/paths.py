@@ -1,7 +1,10 @@
 """Where dimster finds its project files (run/), caches Kafka, and keeps cluster state."""
 
 import os
+import re
 from pathlib import Path
+
+from dimster.errors import DimsterError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -42,3 +45,12 @@ def display(path: Path) -> str:
         return str(path.resolve().relative_to(project_dir()))
     except ValueError:
         return str(path)
+
+
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_environment_name(env: str) -> None:
+    """An environment is named, never a path: `../x` must not reach files outside their folders."""
+    if not ENVIRONMENT_NAME.fullmatch(env):
+        raise DimsterError(f"invalid environment name '{env}': letters, digits, '.', '_' and '-' only")

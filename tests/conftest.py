@@ -18,7 +18,7 @@ import psutil
 import pytest
 import yaml
 
-from dimster.coordinator.control import read_run_state
+from dimster.coordinator.run_state import read_run_state
 from tests import locks
 from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
 from tests.clusters import beefy, beefy_project, local_cluster  # noqa: F401  (fixtures)

@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dimster.coordinator.control import TOKEN_HEADER, ControlServer
+from dimster.coordinator.control import ControlServer
+from dimster.coordinator.run_state import TOKEN_HEADER
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import ClusterError
 from dimster.kafka.distribution import kafka_distribution, run_helper, version_home

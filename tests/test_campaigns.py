@@ -13,7 +13,7 @@ from jsonschema import Draft7Validator
 from junitparser import JUnitXml
 
 from dimster.campaign.model import load_campaign
-from dimster.coordinator.control import control_request
+from dimster.coordinator.run_state import control_request
 from dimster.errors import DimsterError
 from dimster.schemas import schemas
 from tests.conftest import REPO, dimster

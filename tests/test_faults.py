@@ -13,10 +13,10 @@ import yaml
 
 from dimster.cluster.local import LocalCluster
 from dimster.cluster.netns import NodeNetwork
-from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.faults import FaultRunner, FaultStep, fault_steps
 from dimster.environment import load_environment
 from dimster.errors import ClusterError
+from dimster.processes import TrackedProcess
 from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
 from dimster.workload.model import parse_workload

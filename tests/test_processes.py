@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from dimster.cluster.processes import TrackedProcess, spawn
 from dimster.errors import ClusterError
+from dimster.processes import TrackedProcess, spawn
 
 pytestmark = pytest.mark.unit
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 HOLDER = """
 import subprocess, sys, time
 from pathlib import Path
-from dimster.cluster.processes import spawn
+from dimster.processes import spawn
 if sys.argv[1] == "spawn":
     pid = spawn(["sleep", "120"], Path(sys.argv[2])).pid
 else:

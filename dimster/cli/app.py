@@ -1,57 +1,74 @@
-"""The `dimster` command: typer app, and the one place errors become a line and an exit code."""
+"""The `dimster` command: typer app, and the one place errors become a line and an exit code.
 
+A command's module is imported when that command runs (or `--help` lists it), not before: `dimster
+status` and `dimster run --modify` from a second terminal start in a fraction of a second instead of
+loading the coordinator, Spark's client and the report."""
+
+import importlib
 import logging
 import os
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from dimster import __version__
-from dimster.cli import (
-    campaign,
-    cluster,
-    control,
-    explain,
-    history,
-    image,
-    imports,
-    monitor,
-    report,
-    run,
-    summary,
-    worker,
-)  # fmt: skip
 from dimster.cli.output import console, err_console
-from dimster.environment import known_environments, load_environment
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import kafka_distribution
-from dimster.kafka.jmx_exporter import VERSION as JMX_EXPORTER_VERSION
-from dimster.kafka.jmx_exporter import agent_jar
 from dimster.results.redaction import redact_text
 
-app = typer.Typer(
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}  # `--set k v` pairs
+# command -> (module, its function or its typer app, the command's context settings), in --help's order
+COMMANDS: dict[str, tuple[str, str, dict | None]] = {
+    "cluster": ("dimster.cli.cluster", "app", None),
+    "worker": ("dimster.cli.worker", "app", None),
+    "monitor": ("dimster.cli.monitor", "app", None),
+    "image": ("dimster.cli.image", "app", None),
+    "import": ("dimster.cli.imports", "app", None),
+    "validate": ("dimster.cli.run", "validate", EXTRA_ARGS),
+    "run": ("dimster.cli.run", "run", EXTRA_ARGS),
+    "campaign": ("dimster.cli.campaign", "campaign", EXTRA_ARGS),
+    "status": ("dimster.cli.control", "status", None),
+    "wait": ("dimster.cli.control", "wait", None),
+    "stop": ("dimster.cli.control", "stop", None),
+    "summarize": ("dimster.cli.summary", "summarize", None),
+    "report": ("dimster.cli.report", "report", None),
+    "compare": ("dimster.cli.report", "compare", None),
+    "history": ("dimster.cli.history", "history", None),
+    "explain": ("dimster.cli.explain", "explain", None),
+}
+
+
+def _typer(**settings) -> typer.Typer:
+    return typer.Typer(pretty_exceptions_enable=False, rich_markup_mode=None, **settings)
+
+
+class LazyCommands(TyperGroup):
+    """The root group: COMMANDS are built from their modules on first use."""
+
+    def list_commands(self, ctx):  # click's Context: typer vendors click
+        return [*COMMANDS, *super().list_commands(ctx)]
+
+    def get_command(self, ctx, cmd_name: str):
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module, attribute, settings = COMMANDS[cmd_name]
+        target = getattr(importlib.import_module(module), attribute)
+        holder = _typer()
+        holder.callback()(lambda: None)  # a group, so that the one command keeps its name
+        if isinstance(target, typer.Typer):
+            holder.add_typer(target, name=cmd_name)
+        else:
+            holder.command(name=cmd_name, context_settings=settings)(target)
+        return typer.main.get_group(holder).commands[cmd_name]
+
+
+app = _typer(
+    cls=LazyCommands,
     help="Load-test Apache Kafka, above all its share groups. See docs/cli.md.",
     no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(cluster.app, name="cluster")
-app.add_typer(worker.app, name="worker")
-app.add_typer(monitor.app, name="monitor")
-app.add_typer(image.app, name="image")
-app.add_typer(imports.app, name="import")
-app.command(context_settings=run.EXTRA_ARGS)(run.validate)
-app.command(context_settings=run.EXTRA_ARGS)(run.run)
-app.command(context_settings=run.EXTRA_ARGS)(campaign.campaign)
-app.command()(control.status)
-app.command()(control.wait)
-app.command()(control.stop)
-app.command()(summary.summarize)
-app.command()(report.report)
-app.command()(report.compare)
-app.command()(history.history)
-app.command()(explain.explain)
 kafka_app = typer.Typer(help="The Apache Kafka distribution dimster runs.", no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 
@@ -77,6 +94,11 @@ def kafka_fetch(
 ) -> None:
     """Fetch Kafka jars and the brokers' JMX exporter agent from Maven Central into the cache (nothing
     to do when already there)."""
+    from dimster.environment import known_environments, load_environment
+    from dimster.kafka.distribution import kafka_distribution
+    from dimster.kafka.jmx_exporter import VERSION as JMX_EXPORTER_VERSION
+    from dimster.kafka.jmx_exporter import agent_jar
+
     versions = version or sorted({load_environment(name).kafka_version for name in known_environments()})
     for wanted in versions:
         distribution = kafka_distribution(wanted)

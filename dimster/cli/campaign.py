@@ -19,10 +19,9 @@ from dimster.cli.summary import (
     write_campaign_page_line,
 )
 from dimster.cluster.backends import backend_for
-from dimster.coordinator.control import check_environment_name
 from dimster.environment import load_environment, with_worker_count
 from dimster.errors import DimsterError
-from dimster.paths import project_dir
+from dimster.paths import check_environment_name, project_dir
 from dimster.pipeline.spark import spark_master
 
 if TYPE_CHECKING:

@@ -7,12 +7,11 @@ import time
 import typer
 
 from dimster.cli.output import console, print_json
-from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.conditions import holds, parse_condition
 from dimster.coordinator.console import dead_letter_counts, ms_text
-from dimster.coordinator.control import control_request, read_run_state
+from dimster.coordinator.run_state import control_request, read_run_state
 from dimster.errors import DimsterError
-from dimster.verdict.judge import quantity
+from dimster.processes import TrackedProcess
 
 EnvArg = typer.Argument(..., help="Environment whose run to address.", show_default=False)
 
@@ -53,6 +52,8 @@ def status(env: str = EnvArg, json: bool = typer.Option(False, "--json", help="M
     if s.get("limit"):  # why a share group falls behind (`dimster explain` after the run)
         allows = f": allows {s['limitRate']:,.0f} msg/s" if s.get("limitRate") is not None else ""
         console.print(f"limit: {s['limit']}{allows} ({s['limitInputs']})", markup=False)
+    from dimster.verdict.judge import quantity  # the thresholds' grammar loads only here
+
     for t in s.get("thresholds") or []:  # over the measured phase so far
         state = {True: "passing", False: "failing", None: "no value yet"}[t["passing"]]
         console.print(f"threshold {t['threshold']}: {quantity(t['value'], t['unit'])} ({state})", markup=False)

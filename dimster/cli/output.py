@@ -4,8 +4,14 @@ import json
 import sys
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
+
+# options more than one command takes
+SparkMasterOpt = typer.Option(
+    None, "--spark-master", help="Spark master URL (default $DIMSTER_SPARK_MASTER, else local[*])."
+)
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -9,19 +9,10 @@ from pathlib import Path
 
 import typer
 
-from dimster.cli.output import console, print_json, progress
-from dimster.cli.summary import SparkMasterOpt, check_verdict, summarize_after_run, write_run_junit
-from dimster.coordinator.control import (
-    ControlServer,
-    check_environment_name,
-    control_request,
-    read_run_state,
-    run_state_file,
-)
-from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment, with_worker_count
+from dimster.cli.output import SparkMasterOpt, console, print_json, progress
+from dimster.coordinator.run_state import control_request, read_run_state, run_state_file
 from dimster.errors import DimsterError
-from dimster.paths import display, project_dir
-from dimster.pipeline.spark import spark_master
+from dimster.paths import check_environment_name, display, project_dir
 from dimster.results.redaction import redact_argv
 from dimster.workload.overrides import parse_set_arguments
 
@@ -52,7 +43,6 @@ DriverOpt = typer.Option(
 )
 OmbResultOpt = typer.Option(False, "--omb-result", help="Also write omb-result.json (OMB's TestResult format).")
 HANDOFF = "--sets-on-stdin"  # `--detach` hands its child the --set pairs over a pipe, never its command line
-EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
 def validate(
@@ -63,6 +53,7 @@ def validate(
 ) -> None:
     """Check a workload file (dimster's or OpenMessaging Benchmark's, and --set overrides) without running it."""
     from dimster.clients.properties import check_client_configs
+    from dimster.environment import DEFAULT_KAFKA_VERSION
     from dimster.workload.model import load_workload
 
     notes: list[str] = []
@@ -103,7 +94,10 @@ def run(
             raise DimsterError("--workers is set when a run starts; --modify changes clients, not workers")
         return _modify(env, workload, sets, json)
     from dimster.clients.properties import check_client_configs
+    from dimster.coordinator.control import ControlServer
     from dimster.coordinator.one_run import check_client_versions
+    from dimster.environment import load_environment, with_worker_count
+    from dimster.pipeline.spark import spark_master
     from dimster.workload.model import load_workload
 
     if workload is None:
@@ -138,9 +132,8 @@ def run(
         control.close()
 
 
-def _run(
-    loaded, profile, results_root: Path, control: ControlServer, summary_master: str | None, junit: Path | None
-) -> None:
+def _run(loaded, profile, results_root: Path, control, summary_master: str | None, junit: Path | None) -> None:
+    from dimster.cli.summary import check_verdict, summarize_after_run, write_run_junit
     from dimster.coordinator.one_run import run_workload
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731

@@ -4,15 +4,11 @@ from pathlib import Path
 
 import typer
 
-from dimster.cli.output import console, err_console
+from dimster.cli.output import SparkMasterOpt, console, err_console
 from dimster.errors import DimsterError, ThresholdsBreached
 from dimster.pipeline.spark import spark_master
 from dimster.verdict.judge import Spec, breaches, not_judged
 from dimster.workload.modes import mode_line
-
-SparkMasterOpt = typer.Option(
-    None, "--spark-master", help="Spark master URL (default $DIMSTER_SPARK_MASTER, else local[*])."
-)
 
 
 def summarize(

@@ -18,7 +18,6 @@ from pydantic import Field, field_validator
 
 from dimster.cluster.netns import NodeNetwork, subnet_addresses
 from dimster.cluster.nodes import NodeCluster, NodesProfile, new_cluster_id, save_state
-from dimster.cluster.processes import TrackedProcess, spawn, tail
 from dimster.cluster.tls import (
     Security,
     TlsMaterial,
@@ -31,6 +30,7 @@ from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import KafkaDistribution
 from dimster.kafka.jmx_exporter import agent_jar, agent_option
 from dimster.paths import display, project_dir
+from dimster.processes import TrackedProcess, spawn, tail
 from dimster.profile import share_feature_level
 
 BROKER_PASSWORD_ENV = "DIMSTER_BROKER_PASSWORD"  # set in a secure broker's environment only

@@ -8,31 +8,22 @@ answers a change), so that any number of status calls costs the run's loop nothi
 first snapshot (the run still starting) does a status call wait for the loop, as the others do.
 """
 
-import http.client
 import json
-import os
 import queue
 import re
 import secrets
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Annotated, Any
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from dimster.cluster.processes import TrackedProcess
-from dimster.environment import check_environment_name
+from dimster.coordinator.run_state import TOKEN_HEADER, read_run_state, run_state_file, write_run_state
 from dimster.errors import DimsterError
-from dimster.paths import state_dir
-from dimster.results.bundle import mark_crashed
 from dimster.results.redaction import Redactor
 
-TOKEN_HEADER = "X-Dimster-Token"
 MAX_BODY = 1_000_000  # bytes of a request body
 Text = Annotated[StrictStr, Field(max_length=10_000)]
 
@@ -71,10 +62,6 @@ def _first_error(error: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-class NoActiveRun(DimsterError):
-    exit_code = 5
-
-
 @dataclass
 class ControlRequest:
     action: str  # status | modify | stop | event
@@ -86,11 +73,6 @@ class ControlRequest:
     def reply(self, answer: dict, status: int = 200) -> None:
         self.answer, self.status = answer, status
         self.done.set()
-
-
-def run_state_file(env: str) -> Path:
-    check_environment_name(env)
-    return state_dir() / "runs" / f"{env}.json"
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -133,11 +115,11 @@ class ControlServer:
         self.thread.start()
         me = psutil.Process()
         state = {"pid": me.pid, "started": me.create_time(), "port": self.port, "token": self.token, **details}
-        _write_state(run_state_file(self.env), state)
+        write_run_state(run_state_file(self.env), state)
 
     def update(self, **details: Any) -> None:
         path = run_state_file(self.env)
-        _write_state(path, {**json.loads(path.read_text()), **details})
+        write_run_state(path, {**json.loads(path.read_text()), **details})
 
     def close(self) -> None:
         """Release the environment and stop serving (once; later calls do nothing)."""
@@ -153,16 +135,6 @@ class ControlServer:
         if self.thread.is_alive():
             self.http.shutdown()
         self.http.server_close()
-
-
-def _write_state(path: Path, state: dict) -> None:
-    """Atomically, readable by the user only: readers never see a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(state, f)
-    tmp.replace(path)
 
 
 def _handler_for(server: ControlServer):
@@ -225,58 +197,3 @@ def _handler_for(server: ControlServer):
             pass
 
     return Handler
-
-
-def read_run_state(env: str) -> dict | None:
-    """The state of the live run of `env`, or None (a state whose process is gone is removed)."""
-    state, alive = _run_state(env)
-    return state if alive else None
-
-
-def _run_state(env: str) -> tuple[dict | None, bool]:
-    """The run state file of `env` and whether its process lives. A state whose process is gone is
-    removed; the run it names, when its run.json still says running, is marked crashed."""
-    path = run_state_file(env)
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None, False
-    try:
-        alive = TrackedProcess(state["pid"], state["started"]).alive() and {"port", "token"} <= state.keys()
-    except (KeyError, TypeError, ValueError, AttributeError):  # not a state of ours
-        return None, False
-    if not alive:
-        path.unlink(missing_ok=True)
-        crashed = bool(state.get("results")) and mark_crashed(Path(state["results"]), state["pid"])
-        return (state if crashed else None), False  # a run that recorded its end left nothing to say
-    return state, alive
-
-
-def control_request(env: str, method: str, path: str, body: dict | None = None, timeout: float = 600) -> dict:
-    """Call the API of the run of `env`; DimsterError with the coordinator's words on refusal."""
-    state, alive = _run_state(env)
-    if state is not None and not alive:
-        raise NoActiveRun(
-            f"the run of '{env}' crashed: its coordinator (pid {state['pid']}) ended without closing the run; "
-            f"what it measured is in {state['results']} (`dimster summarize` it)"
-        )
-    if state is None:
-        raise NoActiveRun(f"no run is active for '{env}' (start one with `dimster run {env} -w WORKLOAD.yaml`)")
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{state['port']}{path}",
-        data=data,
-        method=method,
-        headers={TOKEN_HEADER: state["token"], "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        try:
-            message = json.loads(e.read()).get("error", str(e))
-        except ValueError:
-            message = str(e)
-        raise DimsterError(message) from None
-    except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError, ValueError) as e:
-        raise NoActiveRun(f"the run of '{env}' does not answer on its control port: {e}") from None

@@ -17,7 +17,6 @@ from pathlib import Path
 import yaml
 
 from dimster.cluster.backends import backend_for
-from dimster.cluster.processes import TrackedProcess
 from dimster.coordinator.account import run_totals
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.coordinator.journal import JOURNAL, TAIL, read_journal
@@ -27,6 +26,7 @@ from dimster.errors import DimsterError
 from dimster.kafka.admin import records_in_log
 from dimster.kafka.groups import GroupSpec
 from dimster.kafka.records import identities_between
+from dimster.processes import TrackedProcess
 from dimster.results.bundle import mark_crashed
 from dimster.results.metrics_writer import MetricsWriter
 
