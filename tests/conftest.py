@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from dimster.coordinator.run_state import read_run_state
+from dimster.kafka.helper import stop_helpers
 from tests import locks
 from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
 from tests.clusters import beefy, beefy_project, local_cluster  # noqa: F401  (fixtures)
@@ -106,6 +107,8 @@ def files_holding(folder: Path, values: list[str], pattern: str = "*") -> list[s
     found = []
     for parent, _, names in os.walk(folder):  # os.walk passes over folders that vanish
         for path in (Path(parent) / name for name in names if Path(name).match(pattern)):
+            if not path.is_file():  # a socket (the Kafka helper's), a pipe: no file to hold a value
+                continue
             try:
                 data = path.read_bytes()
             except (FileNotFoundError, IsADirectoryError):
@@ -246,6 +249,7 @@ def state_dir(tmp_path_factory, scratch_project) -> Path:
     path = tmp_path_factory.mktemp("dimster-state")
     os.environ["DIMSTER_STATE_DIR"] = str(path)
     yield path
+    stop_helpers()
     leftovers = our_java_processes(path)
     for process in leftovers:
         process.kill()

@@ -17,7 +17,8 @@ from dimster.coordinator.control import ControlServer
 from dimster.coordinator.run_state import TOKEN_HEADER
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import ClusterError
-from dimster.kafka.distribution import kafka_distribution, run_helper, version_home
+from dimster.kafka.distribution import kafka_distribution, version_home
+from dimster.kafka.helper import run_helper
 from dimster.kafka.jmx_exporter import agent_jar
 from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
 from tests.synthetic import synthetic_run

@@ -52,7 +52,7 @@ class Stopping:
 def test_down_says_each_node_and_then_the_summary_on_lines_of_their_own(monkeypatch, capsys):
     """Its progress and its summary on one stream: a capture that shows stdout before stderr keeps
     them in order, each on its own line."""
-    monkeypatch.setattr(cluster, "load_environment", lambda env: SimpleNamespace(name=env))
+    monkeypatch.setattr(cluster, "load_environment", lambda env: SimpleNamespace(name=env, kafka_version="4.4.0"))
     monkeypatch.setattr(cluster, "backend_for", lambda profile: Stopping())
     monkeypatch.setattr(sys, "argv", ["dimster", "cluster", "down", "localBeefy"])
     with pytest.raises(SystemExit) as exit_:

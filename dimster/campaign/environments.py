@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from dimster.cluster.backends import backend_for, profile_models
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import kafka_distribution
+from dimster.kafka.helper import end_idle_helper
 from dimster.profile import ProfileBase, profile_keys
 from dimster.yamlfile import closest
 
@@ -125,4 +126,5 @@ class Environments:
 def take_down(profile: ProfileBase, progress: Callable[[str], None]) -> None:
     cluster = backend_for(profile)
     cluster.down(progress)
+    end_idle_helper(profile.kafka_version)
     cluster.remove_data()

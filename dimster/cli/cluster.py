@@ -10,6 +10,7 @@ from dimster.cluster.backends import backend_for
 from dimster.cluster.upgrade import UpgradeReport, levels_text, rolling_upgrade
 from dimster.environment import load_environment
 from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.helper import end_idle_helper
 
 app = typer.Typer(help="Manage the Kafka cluster of an environment (run/environments/ENV.yaml).", no_args_is_help=True)
 
@@ -36,8 +37,10 @@ def down(
     purge: bool = typer.Option(False, "--purge", help="Also delete the cluster's data and logs."),
 ) -> None:
     """Stop the nodes dimster started for ENV (SIGTERM, SIGKILL after 30 s). Data is kept unless --purge."""
-    cluster = backend_for(load_environment(env))
+    profile = load_environment(env)
+    cluster = backend_for(profile)
     stopped = cluster.down(console.print)  # no --json: its progress and its summary are one stream, in order
+    end_idle_helper(profile.kafka_version)  # dimster's Kafka helper, unless another run still uses it
     if purge:
         cluster.remove_data()
     console.print(f"'{env}': stopped {len(stopped)} node(s)" if stopped else f"'{env}': nothing was running")

@@ -17,7 +17,8 @@ from dimster.cluster.backend import RedeployReport
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import AuthenticationFailed, registered_brokers, under_replicated_partitions
 from dimster.kafka.broker_config import check_names, check_values, config_definitions, load_broker_config
-from dimster.kafka.distribution import KafkaDistribution, kafka_distribution, run_helper
+from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
+from dimster.kafka.helper import run_helper
 from dimster.kafka.properties import property_text
 from dimster.paths import display, state_dir
 from dimster.profile import ProfileBase

@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import KafkaDistribution, run_helper
+from dimster.kafka.distribution import KafkaDistribution
+from dimster.kafka.helper import run_helper
 from dimster.kafka.properties import property_text
 from dimster.paths import display
 from dimster.yamlfile import closest, load_mapping

@@ -12,7 +12,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import kafka_distribution, run_helper
+from dimster.kafka.distribution import kafka_distribution
+from dimster.kafka.helper import run_helper
 from dimster.kafka.records import every_record, partitions_of, reader, records_until
 from dimster.kafka.security import ClientSecurity
 from dimster.workload.dead_letter import AUTO_CREATE, OLDEST_SHARE_VERSION, PREFIX, TOPIC_ENABLE, DeadLetterQueue

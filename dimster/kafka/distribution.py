@@ -17,8 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dimster.errors import ClusterError, DimsterError
-from dimster.kafka.security import ClientSecurity, helper_environment
+from dimster.errors import DimsterError
 from dimster.paths import cache_dir
 from dimster.workload.clients import OLDEST_SHARE_CLIENT, version_tuple
 
@@ -291,17 +290,3 @@ def _compile_helper(distribution: KafkaDistribution, classes: set[str] | None = 
     except OSError:  # another process moved its build of the same sources in first
         shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def run_helper(
-    distribution: KafkaDistribution, *args: str, timeout: float = 120, security: ClientSecurity = None
-) -> subprocess.CompletedProcess:
-    """Run a command of the Java helper (see DimsterKafkaTool.java); its Admin client gets `security`
-    (librdkafka's names) through its environment, never its command line."""
-    command = distribution.java(HELPER_CLASS, *args, jvm_options=("-Xmx256m", "-Dlog4j2.level=ERROR"))
-    try:
-        return subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, env=helper_environment(security)
-        )
-    except subprocess.TimeoutExpired:  # the helper is killed; its tasks talk to the cluster or read its configs
-        raise ClusterError(f"Kafka helper '{args[0]}' did not finish within {timeout:g} s") from None

@@ -4,14 +4,14 @@ how many records of its topic a group has yet to consume."""
 
 import json
 import queue
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
 
 from dimster.errors import DimsterError
-from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution
-from dimster.kafka.security import ClientSecurity, helper_environment
+from dimster.kafka.distribution import KafkaDistribution
+from dimster.kafka.helper import HelperTask, KafkaHelper
+from dimster.kafka.security import ClientSecurity
 
 
 def json_lines(stream):
@@ -48,29 +48,18 @@ def _specs(groups: dict[str, GroupSpec]) -> str:
     return json.dumps({g: spec.to_json() for g, spec in groups.items()})
 
 
-def _watch_process(
+def _watch(
     distribution: KafkaDistribution,
     task: str,
     bootstrap: str,
     seconds: float,
     groups: dict[str, GroupSpec],
     security: ClientSecurity,
-    stdin: bool = False,
-) -> subprocess.Popen:
-    """A Java helper task that runs beside the run (await-assignment, watch-lag) and prints JSON lines;
-    `seconds` is its time-out or interval. With `stdin`, it ends when its stdin closes."""
-    command = distribution.java(
-        HELPER_CLASS, task, bootstrap, str(int(seconds * 1000)), _specs(groups),
-        jvm_options=("-Xmx128m", "-Dlog4j2.level=ERROR"),
-    )  # fmt: skip
-    return subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE if stdin else None,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=helper_environment(security),
-    )
+) -> HelperTask:
+    """A task of the Java helper that runs beside the run (await-assignment, watch-lag) and answers in
+    JSON lines; `seconds` is its time-out or interval. It ends when closed."""
+    helper = KafkaHelper(distribution)
+    return helper.task(task, bootstrap, str(int(seconds * 1000)), _specs(groups), security=security)
 
 
 class AssignmentWatch:
@@ -90,12 +79,12 @@ class AssignmentWatch:
         self.started = time.time()
         self.outcome: str | None = None
         self._assigned: queue.Queue[tuple[str, float]] = queue.Queue()
-        self._process = _watch_process(distribution, "await-assignment", bootstrap, timeout, groups, security)
+        self._task = _watch(distribution, "await-assignment", bootstrap, timeout, groups, security)
         self._reader = threading.Thread(target=self._read, name="assignment-watch", daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        for answer in json_lines(self._process.stdout):
+        for answer in json_lines(self._task.lines()):
             if "group" in answer:
                 self._assigned.put((answer["group"], answer["assignedAtMs"] / 1000))
             elif answer.get("done"):
@@ -103,9 +92,9 @@ class AssignmentWatch:
             elif answer.get("timeout"):
                 pending = "; ".join(f"{g}: {why}" for g, why in answer["pending"].items())
                 self.outcome = f"not every consumer holds an assignment ({pending})"
-        self._process.wait()
         if self.outcome is None:
-            self.outcome = f"the assignment watch exited with code {self._process.returncode}"
+            why = "; ".join(self._task.errors) or f"code {self._task.returncode}"
+            self.outcome = f"the assignment watch ended: {why}"
 
     def take(self) -> list[tuple[str, float]]:
         return drain(self._assigned)
@@ -116,9 +105,7 @@ class AssignmentWatch:
         return self.outcome is not None and self._assigned.empty()
 
     def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.kill()
-            self._process.wait(5)
+        self._task.close()
 
 
 @dataclass(frozen=True)
@@ -150,11 +137,12 @@ class LagWatch:
         self._samples: queue.Queue[LagSample] = queue.Queue()
         self._last: tuple[int, LagSample | str] | None = None  # the last answer's start (ms) and outcome
         self._answered = threading.Condition()
-        self._process = _watch_process(distribution, "watch-lag", bootstrap, interval, groups, security, stdin=True)
+        self._task = _watch(distribution, "watch-lag", bootstrap, interval, groups, security)
+        self._ended = False
         threading.Thread(target=self._read, name="lag-watch", daemon=True).start()
 
     def _read(self) -> None:
-        for answer in json_lines(self._process.stdout):
+        for answer in json_lines(self._task.lines()):
             outcome: LagSample | str
             if "error" in answer:
                 error: str = answer["error"]
@@ -171,7 +159,8 @@ class LagWatch:
                 self._last = (int(answer["atMs"]), outcome)
                 self._answered.notify_all()
         with self._answered:
-            self._answered.notify_all()  # the helper ended: no answer will come
+            self._ended = True
+            self._answered.notify_all()  # the watch ended: no answer will come
 
     def take(self) -> list[LagSample]:
         return drain(self._samples)
@@ -181,19 +170,16 @@ class LagWatch:
         too). Raises DimsterError when the cluster does not answer it or none comes within `timeout` s."""
         asked_ms = int(time.time() * 1000)  # the helper runs on this host: one clock
         deadline = time.monotonic() + timeout
-        stdin = self._process.stdin
-        assert stdin is not None  # the helper starts with stdin=True
         try:
-            stdin.write("\n")
-            stdin.flush()
-        except (OSError, ValueError):
+            self._task.ask()
+        except OSError:
             raise DimsterError("the groups' positions could not be read: the lag watch has ended") from None
         with self._answered:
             while self._last is None or self._last[0] < asked_ms:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise DimsterError(f"the groups' positions were not read within {timeout:.0f} s")
-                if self._process.poll() is not None:
+                if self._ended:
                     raise DimsterError("the groups' positions could not be read: the lag watch has ended")
                 self._answered.wait(min(left, 1.0))
             outcome = self._last[1]
@@ -202,11 +188,4 @@ class LagWatch:
         return outcome
 
     def stop(self) -> None:
-        if self._process.poll() is None:
-            assert self._process.stdin is not None  # the helper starts with stdin=True
-            self._process.stdin.close()  # the helper exits when its stdin closes
-            try:
-                self._process.wait(5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(5)
+        self._task.close()

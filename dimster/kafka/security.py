@@ -3,11 +3,8 @@ names (`security.protocol`, `sasl.mechanisms`, `sasl.username`, `sasl.password`,
 Kafka's Java clients (the workers' `clientLibrary: java`, dimster's Java helper) get Kafka's names.
 A client library's plug (dimster/clients/) maps it to its clients' names."""
 
-import json
-import os
 from collections.abc import Mapping
 
-HELPER_CONFIG_ENV = "DIMSTER_CLIENT_CONFIG"  # the helper's Admin client reads its security here (JSON)
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 # A cluster's client security: librdkafka's properties beside bootstrap.servers; empty or None for PLAINTEXT
@@ -32,11 +29,3 @@ def java_security(security: ClientSecurity) -> dict[str, str]:
 def _jaas_quoted(value: str) -> str:
     """A value inside a JAAS option's double quotes (Kafka's JaasConfig reads backslash escapes)."""
     return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def helper_environment(security: ClientSecurity) -> dict[str, str] | None:
-    """The environment of a Java helper process for a cluster with `security`; None (this process's own)
-    for a PLAINTEXT cluster."""
-    if not security:
-        return None
-    return {**os.environ, HELPER_CONFIG_ENV: json.dumps(java_security(security))}

@@ -1,4 +1,10 @@
-// Small bridge into the fetched Kafka jars, compiled once per Kafka version by dimster.
+// Small bridge into the fetched Kafka jars, compiled once per Kafka version by dimster, and run as one
+// long-lived process per Kafka version and state folder: `serve SOCKET IDLE_MS` answers on a Unix domain
+// socket, one task per connection, and exits once no connection has been open for IDLE_MS. A connection
+// sends one JSON line {"task": ..., "args": [...], "config": {...}} (config: the cluster's security
+// properties, which never go on a command line or into a file); the task answers in lines, and the
+// connection ends with "#exit N" (after "#stderr ..." lines when the task failed). Lines the client
+// sends after the request ask a watch for a reading at once; closing its side ends the watch.
 //   configdefs                       -> JSON of every broker config key: type, default, update mode
 //   validate FILE                    -> checks a server.properties with Kafka's own KafkaConfig
 //   share-health BOOTSTRAP           -> JSON: finalized share.version and a share group describe
@@ -8,14 +14,26 @@
 //                                       have holds its assignment, then {"done": true}; J is JSON
 //                                       {"<group>": {"kind": "share"|"consumer", "members": N}}; after MS
 //                                       milliseconds {"timeout": true, "pending": {"<group>": "why"}}
-//   watch-lag BOOTSTRAP MS J         -> every MS milliseconds, and at once after each line read from
-//                                       stdin, one JSON line: per group and partition the group's start
+//   watch-lag BOOTSTRAP MS J         -> every MS milliseconds, and at once after each line the client
+//                                       sends, one JSON line: per group and partition the group's start
 //                                       offset and lag (records of its topic it has yet to consume; share
-//                                       groups: the share-partition lag); J as above; ends when stdin closes
-// The Admin client of each command also takes the JSON object in $DIMSTER_CLIENT_CONFIG, when set: the
-// cluster's security properties, which never go on a command line.
+//                                       groups: the share-partition lag); J as above; ends when the client
+//                                       closes its side
+//   stop-if-idle                     -> the server exits when this is its only connection (#exit 0),
+//                                       else goes on (#exit 1)
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.ByteArrayOutputStream;
 import java.io.FileReader;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
@@ -26,7 +44,9 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
@@ -50,19 +70,175 @@ import org.apache.kafka.server.config.AbstractKafkaConfig;
 import org.apache.kafka.server.config.DynamicBrokerConfig;
 
 public class DimsterKafkaTool {
+    static final ObjectMapper JSON = new ObjectMapper();
+
     public static void main(String[] args) throws Exception {
-        switch (args[0]) {
-            case "configdefs" -> configDefs();
-            case "validate" -> validate(args[1]);
-            case "share-health" -> shareHealth(args[1]);
-            case "alter-broker-configs" -> alterBrokerConfigs(args[1], args[2]);
-            case "await-assignment" -> awaitAssignment(args[1], Long.parseLong(args[2]), args[3]);
-            case "watch-lag" -> watchLag(args[1], Long.parseLong(args[2]), args[3]);
-            default -> throw new IllegalArgumentException("unknown command " + args[0]);
+        if (args.length != 3 || !"serve".equals(args[0])) {
+            throw new IllegalArgumentException("usage: DimsterKafkaTool serve SOCKET IDLE_MS");
+        }
+        serve(Path.of(args[1]), Long.parseLong(args[2]));
+    }
+
+    /** One task's connection: its lines out, and the client's lines in (each a request for a reading
+     *  at once), until the client closes its side. */
+    static final class Connection {
+        final SocketChannel channel;
+        final Semaphore asked = new Semaphore(0);
+        volatile boolean closed;
+        private final ByteBuffer in = ByteBuffer.allocate(8192).limit(0);
+
+        Connection(SocketChannel channel) {
+            this.channel = channel;
+        }
+
+        void line(String text) {
+            ByteBuffer bytes = ByteBuffer.wrap((text + "\n").getBytes(StandardCharsets.UTF_8));
+            synchronized (this) {
+                try {
+                    while (bytes.hasRemaining()) channel.write(bytes);
+                } catch (IOException e) {
+                    closed = true;
+                    throw new UncheckedIOException(e);
+                }
+            }
+        }
+
+        void json(Object value) throws Exception {
+            line(JSON.writeValueAsString(value));
+        }
+
+        /** The next line the client sent, or null once it closed its side. */
+        String readLine() throws IOException {
+            ByteArrayOutputStream line = new ByteArrayOutputStream();
+            while (true) {
+                if (!in.hasRemaining()) {
+                    in.clear();
+                    int n = channel.read(in);
+                    in.flip();
+                    if (n < 0) return line.size() > 0 ? line.toString(StandardCharsets.UTF_8) : null;
+                }
+                while (in.hasRemaining()) {
+                    byte b = in.get();
+                    if (b == '\n') return line.toString(StandardCharsets.UTF_8);
+                    line.write(b);
+                }
+            }
+        }
+
+        /** After the request: every further line asks for a reading; the end of input closes. */
+        void listen() {
+            Thread listener = new Thread(() -> {
+                try {
+                    while (readLine() != null) asked.release();
+                } catch (IOException ignored) {
+                    // the client is gone: as closed
+                }
+                closed = true;
+                asked.release();
+            }, "listen");
+            listener.setDaemon(true);
+            listener.start();
+        }
+
+        /** Waits up to `ms` for a request for a reading (or the client's close), then clears them. */
+        void pause(long ms) throws InterruptedException {
+            asked.tryAcquire(Math.max(0, ms), TimeUnit.MILLISECONDS);
+            asked.drainPermits();
         }
     }
 
-    static void configDefs() throws Exception {
+    /** Connections whose client has not closed its side (a task still finishing after that is not one). */
+    static int open(Set<Connection> live, Connection except) {
+        return (int) live.stream().filter(c -> c != except && !c.closed).count();
+    }
+
+    static void serve(Path socket, long idleMs) throws Exception {
+        Set<Connection> live = ConcurrentHashMap.newKeySet();
+        AtomicLong lastClosed = new AtomicLong(System.currentTimeMillis());
+        Files.deleteIfExists(socket);
+        ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
+        server.bind(UnixDomainSocketAddress.of(socket));
+        Thread idle = new Thread(() -> {
+            while (true) {
+                try {
+                    Thread.sleep(1000);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                if (open(live, null) == 0 && System.currentTimeMillis() - lastClosed.get() > idleMs) exit(socket);
+            }
+        }, "idle");
+        idle.setDaemon(true);
+        idle.start();
+        while (true) {
+            Connection connection = new Connection(server.accept());
+            live.add(connection);
+            Thread task = new Thread(() -> {
+                try (connection.channel) {
+                    answer(connection, socket, live);
+                } catch (Exception ignored) {
+                    // the client went away mid-answer
+                } finally {
+                    live.remove(connection);
+                    lastClosed.set(System.currentTimeMillis());
+                }
+            }, "task");
+            task.setDaemon(true);
+            task.start();
+        }
+    }
+
+    static void exit(Path socket) {
+        try {
+            Files.deleteIfExists(socket);
+        } catch (IOException ignored) {
+            // gone already
+        }
+        System.exit(0);
+    }
+
+    @SuppressWarnings("unchecked")
+    static void answer(Connection c, Path socket, Set<Connection> live) throws Exception {
+        String request = c.readLine();
+        if (request == null) return;
+        Map<String, Object> parsed = JSON.readValue(request, Map.class);
+        String task = String.valueOf(parsed.get("task"));
+        List<String> args = (List<String>) parsed.getOrDefault("args", List.of());
+        Map<String, String> config = (Map<String, String>) parsed.getOrDefault("config", Map.of());
+        int code;
+        try {
+            code = switch (task) {
+                case "configdefs" -> configDefs(c);
+                case "validate" -> validate(c, args.get(0));
+                case "share-health" -> shareHealth(c, admin(args.get(0), config));
+                case "alter-broker-configs" -> alterBrokerConfigs(c, admin(args.get(0), config), args.get(1));
+                case "await-assignment" ->
+                    awaitAssignment(c, admin(args.get(0), config), Long.parseLong(args.get(1)), args.get(2));
+                case "watch-lag" -> watchLag(c, admin(args.get(0), config), Long.parseLong(args.get(1)), args.get(2));
+                case "stop-if-idle" -> stopIfIdle(live, c);
+                default -> throw new IllegalArgumentException("unknown task " + task);
+            };
+        } catch (UncheckedIOException e) {
+            return;  // the client is gone
+        } catch (Exception e) {
+            Throwable cause = e.getCause() == null ? e : e.getCause();
+            c.line("#stderr " + e.getClass().getName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
+            if (cause != e) c.line("#stderr caused by " + cause.getClass().getName() + ": " + cause.getMessage());
+            code = 1;
+        }
+        c.line("#exit " + Math.max(code, 0));
+        if (code < 0) exit(socket);
+    }
+
+    /** -1 (exit) once no other connection is open; a client that closed just before asking (a run's
+     *  watch, then `cluster down`) is given two seconds to be seen closed. 1 (go on) otherwise. */
+    static int stopIfIdle(Set<Connection> live, Connection c) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + 2000;
+        while (open(live, c) > 0 && System.currentTimeMillis() < deadline) Thread.sleep(20);
+        return open(live, c) == 0 ? -1 : 1;
+    }
+
+    static int configDefs(Connection c) throws Exception {
         Map<String, String> modes = DynamicBrokerConfig.dynamicConfigUpdateModes();
         Map<String, Object> out = new LinkedHashMap<>();
         for (ConfigDef.ConfigKey key : AbstractKafkaConfig.CONFIG_DEF.configKeys().values()) {
@@ -74,38 +250,36 @@ public class DimsterKafkaTool {
             entry.put("updateMode", modes.getOrDefault(key.name, "read-only"));
             out.put(key.name, entry);
         }
-        System.out.println(new ObjectMapper().writeValueAsString(out));
+        c.json(out);
+        return 0;
     }
 
-    static void validate(String file) throws Exception {
+    static int validate(Connection c, String file) throws Exception {
         Properties props = new Properties();
         try (FileReader reader = new FileReader(file)) {
             props.load(reader);
         }
         try {
             kafka.server.KafkaConfig.fromProps(props, false);
+            return 0;
         } catch (Exception e) {
-            System.out.println(e.getMessage());
-            System.exit(1);
+            c.line(String.valueOf(e.getMessage()));
+            return 1;
         }
     }
 
-    @SuppressWarnings("unchecked")
-    static Admin admin(String bootstrap) throws Exception {
+    static Admin admin(String bootstrap, Map<String, String> config) {
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
-        String security = System.getenv("DIMSTER_CLIENT_CONFIG");
-        if (security != null && !security.isEmpty()) {
-            props.putAll(new ObjectMapper().readValue(security, Map.class));
-        }
+        props.putAll(config);
         return Admin.create(props);
     }
 
     @SuppressWarnings("unchecked")
-    static void alterBrokerConfigs(String bootstrap, String json) throws Exception {
-        Map<String, Map<String, String>> wanted = new ObjectMapper().readValue(json, Map.class);
+    static int alterBrokerConfigs(Connection c, Admin client, String json) throws Exception {
+        Map<String, Map<String, String>> wanted = JSON.readValue(json, Map.class);
         Map<ConfigResource, Collection<AlterConfigOp>> ops = new LinkedHashMap<>();
         wanted.forEach((broker, configs) -> {
             List<AlterConfigOp> list = new ArrayList<>();
@@ -114,18 +288,19 @@ public class DimsterKafkaTool {
                 : new AlterConfigOp(new ConfigEntry(key, value), AlterConfigOp.OpType.SET)));
             ops.put(new ConfigResource(ConfigResource.Type.BROKER, broker), list);
         });
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = client) {
             admin.incrementalAlterConfigs(ops).all().get();
+            return 0;
         } catch (Exception e) {
             Throwable cause = e.getCause() == null ? e : e.getCause();
-            System.out.println(cause.getMessage());
-            System.exit(1);
+            c.line(String.valueOf(cause.getMessage()));
+            return 1;
         }
     }
 
-    static void shareHealth(String bootstrap) throws Exception {
+    static int shareHealth(Connection c, Admin client) throws Exception {
         Map<String, Object> out = new LinkedHashMap<>();
-        try (Admin admin = admin(bootstrap)) {
+        try (Admin admin = client) {
             FinalizedVersionRange share = admin.describeFeatures().featureMetadata().get()
                 .finalizedFeatures().get("share.version");
             out.put("shareVersion", share == null ? 0 : share.maxVersionLevel());
@@ -138,12 +313,13 @@ public class DimsterKafkaTool {
                 out.put("shareGroupDescribe", cause instanceof GroupIdNotFoundException ? "ok" : String.valueOf(cause));
             }
         }
-        System.out.println(new ObjectMapper().writeValueAsString(out));
+        c.json(out);
+        return 0;
     }
 
     @SuppressWarnings("unchecked")
     static Map<String, Map<String, Object>> groupSpecs(String json) throws Exception {
-        return new ObjectMapper().readValue(json, Map.class);
+        return JSON.readValue(json, Map.class);
     }
 
     /** Why a share group's members do not all hold their assignment yet, or null when they do: the
@@ -168,14 +344,15 @@ public class DimsterKafkaTool {
         return null;
     }
 
-    static void awaitAssignment(String bootstrap, long timeoutMs, String json) throws Exception {
+    /** Until every group's members hold their assignment, the deadline, or the client's close. */
+    static int awaitAssignment(Connection c, Admin client, long timeoutMs, String json) throws Exception {
         Map<String, Map<String, Object>> specs = groupSpecs(json);
-        ObjectMapper mapper = new ObjectMapper();
         Map<String, String> pending = new LinkedHashMap<>();
         specs.keySet().forEach(g -> pending.put(g, "not described yet"));
         long deadline = System.currentTimeMillis() + timeoutMs;
-        try (Admin admin = admin(bootstrap)) {
-            while (!pending.isEmpty() && System.currentTimeMillis() < deadline) {
+        c.listen();
+        try (Admin admin = client) {
+            while (!pending.isEmpty() && !c.closed && System.currentTimeMillis() < deadline) {
                 List<String> share = new ArrayList<>();
                 List<String> consumer = new ArrayList<>();
                 pending.keySet().forEach(g -> ("share".equals(specs.get(g).get("kind")) ? share : consumer).add(g));
@@ -199,8 +376,7 @@ public class DimsterKafkaTool {
                         Map<String, Object> line = new LinkedHashMap<>();
                         line.put("group", entry.getKey());
                         line.put("assignedAtMs", System.currentTimeMillis());
-                        System.out.println(mapper.writeValueAsString(line));
-                        System.out.flush();
+                        c.json(line);
                     } else {
                         pending.put(entry.getKey(), entry.getValue());
                     }
@@ -215,9 +391,8 @@ public class DimsterKafkaTool {
             last.put("timeout", true);
             last.put("pending", pending);
         }
-        System.out.println(mapper.writeValueAsString(last));
-        System.out.flush();
-        System.exit(pending.isEmpty() ? 0 : 3);
+        c.json(last);
+        return pending.isEmpty() ? 0 : 3;
     }
 
     /** Per group, per partition: {"start": the group's start offset, "lag": records of the partition it
@@ -264,25 +439,14 @@ public class DimsterKafkaTool {
         return out;
     }
 
-    /** One JSON line every intervalMs, and at once after a line on stdin, until stdin closes:
+    /** One JSON line every intervalMs, and at once after a line from the client, until it closes:
      *  {"atMs": ..., "groups": positions} or {"atMs": ..., "error": "..."} for a round the cluster did
      *  not answer. atMs is when the round started. */
-    static void watchLag(String bootstrap, long intervalMs, String json) throws Exception {
+    static int watchLag(Connection c, Admin client, long intervalMs, String json) throws Exception {
         Map<String, Map<String, Object>> specs = groupSpecs(json);
-        ObjectMapper mapper = new ObjectMapper();
-        Semaphore asked = new Semaphore(0);
-        Thread watchStdin = new Thread(() -> {
-            try {
-                for (int c = System.in.read(); c >= 0; c = System.in.read()) {
-                    if (c == '\n') asked.release();
-                }
-            } catch (Exception ignored) { }
-            System.exit(0);
-        });
-        watchStdin.setDaemon(true);
-        watchStdin.start();
-        try (Admin admin = admin(bootstrap)) {
-            while (true) {
+        c.listen();
+        try (Admin admin = client) {
+            while (!c.closed) {
                 long started = System.currentTimeMillis();
                 Map<String, Object> line = new LinkedHashMap<>();
                 line.put("atMs", started);
@@ -292,11 +456,10 @@ public class DimsterKafkaTool {
                     Throwable cause = e.getCause() == null ? e : e.getCause();
                     line.put("error", cause.getClass().getSimpleName() + ": " + cause.getMessage());
                 }
-                System.out.println(mapper.writeValueAsString(line));
-                System.out.flush();
-                asked.tryAcquire(Math.max(0, intervalMs - (System.currentTimeMillis() - started)), TimeUnit.MILLISECONDS);
-                asked.drainPermits();  // a round starts now, after every request so far
+                c.json(line);
+                c.pause(intervalMs - (System.currentTimeMillis() - started));  // a round starts after every request so far
             }
         }
+        return 0;
     }
 }

@@ -1,0 +1,241 @@
+"""dimster's Java helper (kafka/java/DimsterKafkaTool.java) as a service: one JVM per Kafka version and
+state folder, started at first use and kept warm, answering on a Unix domain socket, one task per
+connection. A JVM costs two to four seconds of CPU to start and to load Kafka's Admin client; a run
+used to start two (the assignment watch and the lag watch) and `cluster up` two more. Now the first
+use pays once and every later run, redeploy and `cluster up` of that state folder connects instead.
+
+The helper is tracked by PID like a broker (helper.json beside its socket) and ends by itself once no
+connection has been open for IDLE_SECONDS; `cluster down` ends it at once when nothing else uses it
+(`stop_if_idle`). The cluster's security properties travel in the request over the socket, in a folder
+only this user can enter: never on a command line, in the environment of a process, or in a file."""
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, kafka_distribution
+from dimster.kafka.security import ClientSecurity, java_security
+from dimster.paths import state_dir
+from dimster.processes import TrackedProcess, spawn, tail
+
+IDLE_SECONDS = 600  # the helper exits once no connection has been open this long
+START_SECONDS = 90  # a JVM on a busy 2-core host may take this long to load Kafka's classes and listen
+JVM_OPTIONS = (
+    "-Xmx256m",
+    "-XX:TieredStopAtLevel=1",  # its work is I/O: C1's code is enough, and compiling costs less CPU
+    "-XX:+UseSerialGC",
+    "-Dlog4j2.level=ERROR",
+)
+SOCKET_PATH_MAX = 100  # a Unix socket's path must fit in sun_path (108 bytes)
+
+
+@dataclass
+class HelperAnswer:
+    """A finished task: its exit code and output lines, as a process's would be."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class HelperTask:
+    """One task on its own connection: `lines()` yields the task's output until it ends (then
+    `returncode` is set), `ask()` asks a watch for a reading at once, `close()` ends it."""
+
+    def __init__(self, connection: socket.socket):
+        self._connection = connection
+        self._reader = connection.makefile("r", encoding="utf-8", newline="\n")
+        self.returncode: int | None = None
+        self.errors: list[str] = []
+        self.timed_out = False
+
+    def lines(self) -> Iterator[str]:
+        try:
+            for line in self._reader:
+                line = line.rstrip("\n")
+                if line.startswith("#exit "):
+                    self.returncode = int(line[6:])
+                    return
+                if line.startswith("#stderr "):
+                    self.errors.append(line[8:])
+                else:
+                    yield line
+        except TimeoutError:
+            self.timed_out = True
+        except (OSError, ValueError):  # closed by this side, or the helper went away
+            pass
+        if self.returncode is None:
+            self.errors.append("the Kafka helper ended the task without an answer")
+            self.returncode = 1
+
+    def ask(self) -> None:
+        self._connection.sendall(b"\n")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._connection.shutdown(socket.SHUT_RDWR)
+        self._reader.close()
+        self._connection.close()
+
+
+class KafkaHelper:
+    """The helper JVM of one Kafka version in this state folder."""
+
+    def __init__(self, distribution: KafkaDistribution):
+        self.distribution = distribution
+        self.folder = helper_folder(distribution.version)
+
+    @property
+    def socket_path(self) -> Path:
+        path = self.folder / "helper.sock"
+        if len(str(path)) <= SOCKET_PATH_MAX:
+            return path
+        tag = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"dimster-helper-{os.getuid()}-{tag}.sock"
+
+    def _record(self) -> Path:
+        return self.folder / "helper.json"
+
+    def _classes(self) -> str:
+        """The helper classes' stamp: a helper started from other sources is replaced."""
+        stamp = self.distribution.home / "helper" / "sources.java"
+        return hashlib.sha1(stamp.read_bytes()).hexdigest() if stamp.exists() else ""
+
+    def process(self, current: bool = True) -> TrackedProcess | None:
+        """The running helper (with `current`, only one of today's classes), or None."""
+        try:
+            recorded = json.loads(self._record().read_text())
+            process = TrackedProcess(int(recorded["pid"]), float(recorded["started"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if current and recorded.get("classes") != self._classes():
+            return None
+        return process if process.alive() else None
+
+    def task(self, name: str, *args: str, security: ClientSecurity = None) -> HelperTask:
+        """Start task `name` on the helper, started first when none runs."""
+        request = {"task": name, "args": list(args), "config": java_security(security)}
+        connection = self._connect()
+        try:
+            connection.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as e:
+            connection.close()
+            raise ClusterError(f"the Kafka helper did not take task '{name}': {e}") from None
+        return HelperTask(connection)
+
+    def run_task(self, name: str, *args: str, timeout: float = 120, security: ClientSecurity = None) -> HelperAnswer:
+        """Task `name` to its end: its exit code and output."""
+        task = self.task(name, *args, security=security)
+        task._connection.settimeout(timeout)
+        try:
+            lines = list(task.lines())
+        finally:
+            task.close()
+        if task.timed_out:
+            raise ClusterError(f"Kafka helper '{name}' did not finish within {timeout:g} s")
+        return HelperAnswer(task.returncode or 0, "\n".join(lines), "\n".join(task.errors))
+
+    def _connect(self) -> socket.socket:
+        connection = self._try_connect()
+        if connection is not None:
+            return connection
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.folder / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one process starts it; the others connect to that one
+            connection = self._try_connect()
+            if connection is None:
+                connection = self._start()
+        return connection
+
+    def _try_connect(self) -> socket.socket | None:
+        if self.process() is None:
+            return None
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(str(self.socket_path))
+            return connection
+        except OSError:
+            connection.close()
+            return None
+
+    def _start(self) -> socket.socket:
+        if (stale := self.process(current=False)) is not None:  # not answering, or of other classes
+            stale.stop(5)
+        self.socket_path.unlink(missing_ok=True)
+        log = self.folder / "helper.log"
+        options = (*JVM_OPTIONS, f"-Ddimster.helper={self.folder}")  # its folder: whose helper it is
+        command = self.distribution.java(
+            HELPER_CLASS, "serve", str(self.socket_path), str(IDLE_SECONDS * 1000), jvm_options=options
+        )
+        process = spawn(command, log)
+        recorded = {"pid": process.pid, "started": process.started, "classes": self._classes()}
+        self._record().write_text(json.dumps(recorded))
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if not process.alive():
+                said = " ".join(line.strip() for line in tail(log, 3)) or "no output"
+                raise DimsterError(f"dimster's Kafka helper (Kafka {self.distribution.version}) exited: {said}")
+            connection = self._try_connect()
+            if connection is not None:
+                return connection
+            time.sleep(0.1)
+        process.stop(5)
+        raise DimsterError(f"dimster's Kafka helper did not answer within {START_SECONDS} s; its log: {log}")
+
+    def stop_if_idle(self) -> None:
+        """End the helper unless a task of another process is open on it; returns once it has ended."""
+        process = self.process(current=False)
+        if process is None:
+            return
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(str(self.socket_path))
+        except OSError:
+            connection.close()
+            return
+        task = HelperTask(connection)
+        try:
+            connection.sendall(b'{"task": "stop-if-idle"}\n')
+            list(task.lines())
+        except OSError:
+            pass
+        finally:
+            task.close()
+        if task.returncode == 0:
+            deadline = time.monotonic() + 10
+            while process.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+
+def helper_folder(version: str) -> Path:
+    return state_dir() / "helpers" / version
+
+
+def end_idle_helper(version: str) -> None:
+    """`cluster down`: the helper of `version` ends unless another process's task is open on it."""
+    if (helper_folder(version) / "helper.json").exists():
+        KafkaHelper(kafka_distribution(version)).stop_if_idle()
+
+
+def stop_helpers() -> None:
+    """End every helper of this state folder, by PID (a test session's end)."""
+    for record in (state_dir() / "helpers").glob("*/helper.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, ClusterError):
+            recorded = json.loads(record.read_text())
+            TrackedProcess(int(recorded["pid"]), float(recorded["started"])).stop(10)
+
+
+def run_helper(
+    distribution: KafkaDistribution, name: str, *args: str, timeout: float = 120, security: ClientSecurity = None
+) -> HelperAnswer:
+    """Task `name` of the helper of `distribution`'s version (see DimsterKafkaTool.java) to its end."""
+    return KafkaHelper(distribution).run_task(name, *args, timeout=timeout, security=security)
