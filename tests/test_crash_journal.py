@@ -166,3 +166,15 @@ def test_a_journal_that_is_not_one_is_one_error_line(tmp_path):
     (run_dir / JOURNAL).write_bytes(b"\x92\xa6report\x01")  # a report that is no report
     with pytest.raises(DimsterError, match=r"journal\.msgpack cannot be read"):
         recover_crashed(run_dir)
+
+
+def test_a_crashed_consumer_groups_unreported_records_before_its_commit_are_in_doubt_not_lost():
+    """A consumer group commits what it polled: records before its commit that no report named were
+    received unreported, however long after its last report the crash came (a busy host delays a
+    report beyond the one second a share group's bound allows)."""
+    a = RunAggregate({"g": "t"})
+    a.acked_by_topic["t"], a.settled_by_group["g"], a.in_doubt_by_group["g"] = 100, 50, 5
+    g = crashed_account(a, {"t": 110}, {"g": 20}, frozenset({"g"}))["g"]
+    assert (g["accepted"], g["unconsumed"], g["in_doubt"], g["lost"], g["closes"]) == (50, 20, 40, 0, True)
+    share = crashed_account(a, {"t": 110}, {"g": 20})["g"]  # as a share group: bounded, the rest lost
+    assert (share["in_doubt"], share["lost"]) == (5, 35)

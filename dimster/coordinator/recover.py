@@ -7,7 +7,9 @@ took after its producer's last report is in the log but in no report, so a crash
 what the run's topics hold; a record a consumer settled after its last report is in doubt, up to its
 receive rate for the second a report can trail (RunAggregate.consumers_lost). A consumer group's
 position is its last commit: the records past it that its consumers had reported received are
-settled, not unconsumed (read from the log, each by its producer and sequence)."""
+settled, not unconsumed (read from the log, each by its producer and sequence); and every record
+before it was returned by a poll (a consumer commits what it polled), so one no report named was
+received unreported: in doubt, never lost, however late the crash came after the last report."""
 
 import json
 from collections.abc import Iterable
@@ -86,10 +88,16 @@ def write_tail(tail: Path, metrics: Path, load_started: float) -> int:
     return len(unwritten)
 
 
-def crashed_account(a: RunAggregate, in_log: dict[str, int] | None, unconsumed: dict[str, int] | None) -> dict:
+def crashed_account(
+    a: RunAggregate,
+    in_log: dict[str, int] | None,
+    unconsumed: dict[str, int] | None,
+    consumer_groups: frozenset[str] = frozenset(),
+) -> dict:
     """Per group: acked (its topic's log, else what producers reported) = accepted + rejected +
     archived + unconsumed + in_doubt + lost. What the log holds beyond the settled and the unconsumed
-    records was settled unreported (in doubt, up to the consumers' bound) or is lost."""
+    records was settled unreported (in doubt: for a share group up to its consumers' bound; for a
+    consumer group, `consumer_groups`, all of it, as its commit says it was polled) or is lost."""
     accounts = {}
     for group, topic in a.groups.items():
         rejected, archived = a.outcomes.count("rejected", group), a.outcomes.count("archived", group)
@@ -100,7 +108,7 @@ def crashed_account(a: RunAggregate, in_log: dict[str, int] | None, unconsumed: 
             terms |= {"unconsumed": None, "in_doubt": 0, "lost": None}
         else:
             beyond = max(0, acked - settled - unconsumed.get(group, 0))
-            in_doubt = min(beyond, a.in_doubt_by_group.get(group, 0))
+            in_doubt = beyond if group in consumer_groups else min(beyond, a.in_doubt_by_group.get(group, 0))
             terms |= {"unconsumed": unconsumed.get(group, 0), "in_doubt": in_doubt, "lost": beyond - in_doubt}
         unaccounted = acked - sum(v or 0 for v in terms.values())
         closes = unconsumed is not None and unaccounted == 0
@@ -180,7 +188,8 @@ def recover_crashed(run_dir: Path) -> list[str]:
     except DimsterError as e:
         notes.append(f"the groups' positions are unknown ({e}): the account stays open")
     a = r.aggregate
-    account = crashed_account(a, in_log, unconsumed)
+    consumer_groups = frozenset(group for group, spec in r.groups.items() if spec["kind"] == "consumer")
+    account = crashed_account(a, in_log, unconsumed, consumer_groups)
     totals = run_totals(a, unconsumed, account)
     totals |= {
         "acked": sum(in_log.values()) if in_log is not None else a.acked,
