@@ -233,9 +233,12 @@ class DockerNodes(NodeCluster[DockerState]):
             "DIMSTER_CLUSTER_ID": cluster_id,
             "KAFKA_HEAP_OPTS": f"-Xmx{heap} -Xms{heap}",
         }
+        options = list(self.profile.jvm_options)
         if self.profile.broker_metrics:
             agent = f"{CONFIG_DIR}/jmx_prometheus_javaagent.jar=0.0.0.0:{METRICS_PORT}:{CONFIG_DIR}/jmx-exporter.yaml"
-            environment["KAFKA_OPTS"] = f"-javaagent:{agent}"
+            options.insert(0, f"-javaagent:{agent}")
+        if options:
+            environment["KAFKA_OPTS"] = " ".join(options)
         return environment
 
     def _start_node(self, index: int, image: str, cluster_id: str) -> Container:

@@ -294,6 +294,7 @@ class LocalNodes(NodeCluster[ClusterState]):
             "-Djava.awt.headless=true",
             f"-Dkafka.logs.dir={self.node_dir(index) / 'logs'}",
             f"-Dlog4j2.configurationFile={log4j}",
+            *self.profile.jvm_options,
         )
 
     def _format_storage(self, distribution: KafkaDistribution, index: int) -> None:

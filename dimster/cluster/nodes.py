@@ -9,7 +9,7 @@ import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Annotated, Generic, Protocol, Self, TypeVar
 
 from pydantic import Field
 
@@ -31,6 +31,8 @@ class NodesProfile(ProfileBase):
     nodes: int = Field(1, ge=1, le=9)
     first_node_id: int = Field(1, alias="firstNodeId", ge=0, le=1000)
     heap: str = Field("1g", pattern=r"^\d+[mMgG]$")
+    # each node's JVM options after dimster's own (GC, JIT, a flight recording), e.g. [-XX:+UseZGC]
+    jvm_options: list[Annotated[str, Field(pattern=r"^-\S+$")]] = Field([], alias="jvmOptions")
     host: str = "127.0.0.1"
     broker_port_base: int = Field(19092, alias="brokerPortBase", ge=1024, le=65000)
     # brokers serve their JMX metrics for Prometheus (the JMX exporter agent) on this base + node index
