@@ -9,7 +9,8 @@
 # one worker, and modules that share a cluster run on the same one (tests/conftest.py). A unit failure ends the
 # suite there; the other tiers all run, and the exit code is the first failure's.
 # Tests run in a random order (pytest-randomly); each tier prints its seed at the top, and
-# `--randomly-seed=N` replays that order. The last line gives the time of each tier and the total.
+# `--randomly-seed=N` replays that order. The last lines name each tier's ten slowest tests with their
+# share of the tier's test time (scripts/suite_times.py), then the time of each tier and the total.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -43,17 +44,23 @@ fi
 
 times=("setup $((SECONDS - started)) s")
 status=0
+test_times="$(mktemp -d)"
+trap 'rm -rf "$test_times"' EXIT
 tier() {  # tier NAME PYTEST-ARGUMENTS...: one pytest session; its time joins the last line
   local name=$1 code=0 begun=$SECONDS
   shift
   echo
   echo "== tier $name"
-  .venv/bin/python -m pytest "$@" || code=$?
+  DIMSTER_TEST_TIMES="$test_times/$name.json" .venv/bin/python -m pytest "$@" || code=$?
   times+=("$name $((SECONDS - begun)) s")
   if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then status=$code; fi
   return "$code"
 }
-summary() { (IFS=','; echo "== suite: $((SECONDS - started)) s in all:${times[*]/#/ }"); }
+summary() {
+  echo
+  .venv/bin/python scripts/suite_times.py "$test_times" unit kafka spark browser
+  (IFS=','; echo "== suite: $((SECONDS - started)) s in all:${times[*]/#/ }")
+}
 
 if ! tier unit -m unit -n auto "$@"; then
   summary

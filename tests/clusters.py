@@ -1,8 +1,9 @@
 """The session's warm clusters, one per shape, shared by the tests through topics, groups and run names
 of their own: `local` (one node) comes up at its first use; `beefy`, three nodes in network
-namespaces of the session's own, too. Neither goes down before the session ends; a test whose
-behaviour is a cluster's end (`cluster down`) brings it down itself, and the next test that asks
-for the cluster brings it up again.
+namespaces of the session's own, too. `local` goes down when the session ends, `beefy` once the
+modules that share it are done (conftest.py: three idle brokers cost CPU the other tests need); a
+test whose behaviour is a cluster's end (`cluster down`) brings it down itself, and the next test
+that asks for the cluster brings it up again.
 
 tests/conftest.py imports these fixtures, so every test module may ask for them."""
 
@@ -63,6 +64,18 @@ class Beefy:
         return self.project / "run/broker-configs/default.yaml"
 
 
+def beefy_down(beefy: Beefy) -> None:
+    """The three nodes down and their namespaces removed (once its modules are done, and at the end)."""
+    with contextlib.suppress(Exception):
+        dimster("stop", BEEFY, env=beefy.env)
+    down = dimster("cluster", "down", BEEFY, env=beefy.env)
+    beefy.network().remove()  # also when a test or `down` failed
+    assert down.code == 0, down.stderr
+
+
+RUNNING: list[Beefy] = []  # the session's localBeefy once started: ended when its last module is done
+
+
 @pytest.fixture(scope="session")
 def beefy_project(tmp_path_factory, scratch_project) -> Iterator[Beefy]:
     project = copy_project(scratch_project, tmp_path_factory.mktemp("beefy-project"))
@@ -72,14 +85,12 @@ def beefy_project(tmp_path_factory, scratch_project) -> Iterator[Beefy]:
     with (project / "run/broker-configs/default.yaml").open("a") as config:
         config.write(FAST_FENCING)
     beefy = Beefy(project, {"DIMSTER_PROJECT_DIR": str(project)})
+    RUNNING.append(beefy)
     try:
         yield beefy
     finally:
-        with contextlib.suppress(Exception):
-            dimster("stop", BEEFY, env=beefy.env)
-        down = dimster("cluster", "down", BEEFY, env=beefy.env)
-        beefy.network().remove()  # also when a test or `down` failed
-        assert down.code == 0, down.stderr
+        RUNNING.remove(beefy)
+        beefy_down(beefy)
 
 
 @pytest.fixture

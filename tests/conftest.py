@@ -6,6 +6,7 @@ when the suite starts, in a block no shipped profile uses: a user's clusters of 
 profiles (local, localBeefy) may run beside the suite and are never touched."""
 
 import contextlib
+import json
 import os
 import random
 import re
@@ -22,7 +23,7 @@ from dimster.coordinator.run_state import read_run_state
 from dimster.kafka.helper import stop_helpers
 from tests import locks
 from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
-from tests.clusters import beefy, beefy_project, local_cluster  # noqa: F401  (fixtures)
+from tests.clusters import RUNNING, beefy, beefy_down, beefy_project, local_cluster  # noqa: F401  (fixtures)
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
 from tests.netns import unused_subnet
 
@@ -54,6 +55,11 @@ TEST_BROKER_CONFIG = (
     "offsets.topic.num.partitions: 4\nshare.coordinator.state.topic.num.partitions: 4\n"
 )
 
+# The suite's brokers compile with C1 only: a broker's start costs about half the CPU (15 s of CPU to
+# start and idle 30 s, 9 s so) and the suite's rates are far below where C2's code would matter.
+SUITE_JVM = "jvmOptions: [-XX:TieredStopAtLevel=1]\n"
+CLIENT_JVM = "-XX:TieredStopAtLevel=1"  # the same for the workers' Java clients (clients/jvm.py)
+
 
 # Test modules that share a cluster or daemon of the session, and so run on one worker of a parallel
 # session (scripts/test.sh's kafka tier): the three-node cluster, and podman with dimster's images.
@@ -64,6 +70,17 @@ SHARED_BY_MODULES = {
     "test_images.py": "podman",
     "test_secure.py": "podman",  # its agent container
 }
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of the modules that share the three-node cluster, that cluster goes down
+    (the modules of a scope run one after the other on one worker)."""
+    scope = SHARED_BY_MODULES.get(Path(item.nodeid.split("::")[0]).name)
+    after = SHARED_BY_MODULES.get(Path(nextitem.nodeid.split("::")[0]).name) if nextitem else None
+    if scope == "beefy" and after != "beefy":
+        for cluster in RUNNING:
+            beefy_down(cluster)
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -77,6 +94,23 @@ def pytest_xdist_make_scheduler(config, log):
             return SHARED_BY_MODULES.get(Path(module).name, module)
 
     return ModuleScheduling(config, log)
+
+
+TEST_SECONDS: dict[str, float] = {}  # test id -> its setup, call and teardown time, in this session
+
+
+def pytest_runtest_logreport(report):
+    """Each test's whole time (with its fixtures' set-up and tear-down), for DIMSTER_TEST_TIMES. With
+    pytest-xdist the reports of every worker reach the controlling process, which writes the file."""
+    TEST_SECONDS[report.nodeid] = TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    """With DIMSTER_TEST_TIMES set (scripts/test.sh sets it for each tier): every test's time as JSON,
+    from which the suite's last lines name the slowest tests and their share of the tier."""
+    path = os.environ.get("DIMSTER_TEST_TIMES")
+    if path and not hasattr(session.config, "workerinput"):  # the controlling process, not a worker
+        Path(path).write_text(json.dumps(TEST_SECONDS))
 
 
 def pytest_collection_finish(session):
@@ -217,12 +251,13 @@ def scratch_project(tmp_path_factory) -> Path:
         if backend == "docker":  # its controllers listen inside the cluster's network only
             ports.pop("controllerPortBase")
         if backend != "external":
-            text = with_ports(text, ports)
+            text = with_ports(text, ports).rstrip("\n") + f"\n{SUITE_JVM}"
         if "nodeNetwork" in text:  # never the shipped subnet, which a user's cluster may hold
             text = re.sub(r"(?m)^nodeNetwork:.*$", f"nodeNetwork: {unused_subnet(skip=1)}", text)
         path.write_text(text)
     os.environ["DIMSTER_PROJECT_DIR"] = str(project)
     os.environ["DIMSTER_TEST_FIRST_PORT"] = str(first_port)
+    os.environ.setdefault("DIMSTER_CLIENT_JVM_OPTS", CLIENT_JVM)
     return project
 
 
@@ -318,6 +353,9 @@ def project(tmp_path, scratch_project) -> Path:
 
 
 def write_environment(project: Path, name: str, text: str) -> None:
+    """A profile of the test's own; a cluster dimster runs gets the suite's JVM options (SUITE_JVM)."""
+    if "backend: external" not in text and "jvmOptions" not in text:
+        text = text.rstrip("\n") + f"\n{SUITE_JVM}"
     (project / "run" / "environments" / f"{name}.yaml").write_text(text)
 
 

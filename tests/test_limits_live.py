@@ -1,9 +1,15 @@
 """The live diagnosis on the session's `local` broker (Kafka 4.4.0): one share group, three settings in
-turn. 100 record locks with about 50-record fetches admit 2 of the 4 consumers on each of 3 partitions,
-so 12 consumers at 5 ms a record consume about 1,200 of 2,000 msg/s: the run names the lock budget and
-predicts within 15 %. A live budget of 400 admits all of them (processing allows 2,400): no limit. Then
-4 consumers: processing capacity, 800 msg/s. Each is measured, not assumed: the run says so only when
-its prediction is within 15 % of the rate it measured."""
+turn. 100 record locks with 70-record fetches (batches of about 35 at 700 msg/s and linger.ms 50, up to
+max.poll.records 50) admit 2 of the 4 consumers of the one partition, so 4 consumers at 5 ms a record
+consume about 400 of 700 msg/s: the run names the lock budget and predicts within 15 %. A live budget of
+400 admits all of them (processing allows 800): no limit. Then 1 consumer: processing capacity, 200
+msg/s. Each is measured, not assumed: the run says so only when its prediction is within 15 % of the
+rate it measured.
+
+Why the margin holds on a busy host: a consumer processes a whole poll (70 records, 350 ms) in one
+wait, so a late wake-up (a few ms when other work holds the cores) costs about 1 % of it; and at 400
+msg/s the worker's own CPU is a small share of a core, so it is not the load generator that limits
+(diagnosis/generator.py would name it then)."""
 
 import time
 
@@ -17,11 +23,11 @@ pytestmark = pytest.mark.kafka
 
 LOCKS = "groupConfig.share.partition.max.record.locks"
 LIMITED = {
-    "partitionsPerTopic": 3,
+    "partitionsPerTopic": 1,
     "messageSize": 100,
     "producersPerTopic": 1,
-    "producerRate": 2000,
-    "consumersPerGroup": 12,
+    "producerRate": 700,
+    "consumersPerGroup": 4,
     "consumerProcMsMin": 5,
     "consumerProcMsMax": 5,
     "warmupSeconds": 0,
@@ -56,22 +62,22 @@ def test_a_lock_budget_then_none_then_processing_capacity_each_named_with_its_pr
     try:
         wait("limitRate>0", timeout=90)
         s = status()
-        assert s["limit"] == "lock budget" and s["limitRate"] == 1200, s["limitInputs"]
+        assert s["limit"] == "lock budget" and s["limitRate"] == 400, s["limitInputs"]
         assert (s["limitInputs"]["busyPerPartition"], s["limitInputs"]["consumersPerPartition"]) == (2, 4)
         assert 50 <= s["limitInputs"]["recordsPerFetch"] < 100  # whole batches up to max.poll.records
         modify(f"{LOCKS}=400")
         limit_now(lambda s: s["limit"] is None)
-        modify("consumersPerGroup=4")
+        modify("consumersPerGroup=1")
         s = limit_now(lambda s: s["limit"] == "processing capacity")
-        assert s["limitRate"] == 800 and s["limitInputs"]["consumers"] == 4
-        assert exported_limit_rate(s["metricsUrl"]) == 800  # the endpoint is fed every second
+        assert s["limitRate"] == 200 and s["limitInputs"]["consumers"] == 1
+        assert exported_limit_rate(s["metricsUrl"]) == 200  # the endpoint is fed every second
     finally:
         stop()
     info = run_info(bundle)
     assert info["status"] == "completed" and all(a["closes"] for a in info["account"].values()), info["account"]
     told = [e for e in events(bundle) if e["event"] in ("limit", "limit_cleared")]
     explained = [(e["limit"], e["limitRate"]) for e in told if e["event"] == "limit" and e["limitRate"]]
-    assert explained[0] == ("lock budget", 1200) and explained[-1] == ("processing capacity", 800), told
+    assert explained[0] == ("lock budget", 400) and explained[-1] == ("processing capacity", 200), told
     assert "limit_cleared" in [e["event"] for e in told]
     for e in told:
         if e["event"] == "limit" and e["limitRate"]:
@@ -80,6 +86,6 @@ def test_a_lock_budget_then_none_then_processing_capacity_each_named_with_its_pr
     assert (
         explain.code == 0
         and "lock budget 100 / " in explain.stdout
-        and "processing capacity 4 consumers" in explain.stdout
+        and "processing capacity 1 consumers" in explain.stdout
     )
     assert "none: consumption keeps up" in explain.stdout

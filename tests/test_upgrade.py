@@ -20,7 +20,7 @@ from dimster.environment import load_environment
 from dimster.errors import ClusterError
 from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
-from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
+from tests.conftest import SUITE_JVM, dimster, one_error_line, spare_ports_yaml, write_environment
 
 pytestmark = pytest.mark.unit
 
@@ -144,7 +144,7 @@ def test_the_profile_names_the_version_its_cluster_now_runs(project, monkeypatch
     write_environment(project, "kept", "# three nodes\nnodes: 3\nkafkaVersion: '4.3.1'  # the old one\nheap: 1g\n")
     record_profile_version("kept", "4.4.0")
     path = project / "run" / "environments" / "kept.yaml"
-    assert path.read_text() == "# three nodes\nnodes: 3\nkafkaVersion: 4.4.0  # the old one\nheap: 1g\n"
+    assert path.read_text() == f"# three nodes\nnodes: 3\nkafkaVersion: 4.4.0  # the old one\nheap: 1g\n{SUITE_JVM}"
     write_environment(project, "unnamed", "nodes: 3")
     record_profile_version("unnamed", "4.4.0")
     assert load_environment("unnamed").kafka_version == "4.4.0"
