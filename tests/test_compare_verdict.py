@@ -252,7 +252,8 @@ def test_the_command_exits_9_on_a_regression_0_without_and_2_on_bad_input(tmp_pa
     ]
     result = dimster("compare", str(base), str(worse), "--json")
     assert result.code == 2
-    assert result.error_lines == ["dimster: error: --tolerance, --json and --junit go with --verdict"]
+    expected = "dimster: error: --tolerance, --json, --junit and --judge-saturated go with --verdict"
+    assert result.error_lines == [expected]
 
 
 def test_the_html_comparison_of_two_runs_marks_each_verdict(tmp_path: Path) -> None:

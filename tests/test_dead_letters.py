@@ -86,13 +86,18 @@ def test_rejected_and_last_delivery_records_are_dead_lettered_once_and_the_accou
     exceeded = causes[(EXCEEDED, str(LIMIT))]
     assert by_client + exceeded == len(records) and by_client <= rejected and exceeded >= archived, causes
 
-    totals = info["totals"]
-    assert (totals["dead_lettered"], totals["dead_letter_missing"], totals["dead_letter_duplicates"]) == (
-        rejected + archived, 0, 0
-    )  # fmt: skip
-    assert (account["dead_lettered"], account["dead_letter_missing"]) == (rejected + archived, 0)
-    [read] = events(bundle, "dead_letters_read")
-    assert read["expected"] == rejected + archived and read["dead_letter_unexpected"] == 0
+    # The topic is the account's referee: where dimster's own count differed (a busy host: the broker
+    # may answer "settled" for a reject whose lock had run out), each record is an event with its story,
+    # and dimster's disagreement stays in the figures: missing (it counted rejected or archived, the
+    # topic does not hold it: in doubt) and unexpected (the topic holds it, dimster counted otherwise).
+    totals, [read] = info["totals"], events(bundle, "dead_letters_read")
+    corrected = events(bundle, "dead_letter_corrected")
+    unconfirmed = [c for c in corrected if c["broker"] == "not dead-lettered"]
+    assert (totals["dead_lettered"], totals["dead_letter_duplicates"]) == (rejected + archived, 0)
+    assert totals["dead_letter_missing"] == len(unconfirmed) <= account["in_doubt"]
+    assert read["dead_letter_unexpected"] == len(corrected) - len(unconfirmed)
+    for story in corrected:  # each names the record and what dimster saw of it
+        assert story["group"] == group and story["counted"] in ("accepted", "not settled", "rejected", "archived")
     AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic, *info["topics"]])
 
 

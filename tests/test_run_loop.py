@@ -369,7 +369,7 @@ def test_the_console_line_reads_the_status_schema():
 @pytest.mark.unit
 def test_the_console_warns_when_a_workers_threads_waited_to_run():
     """Worker 1's probe waited 0.3 of its 2 s, worker 0's 0.02 of 2 s: the window's share is the larger,
-    and it is warned of while load runs."""
+    and worker 1, saturated, is warned of while load runs (diagnosis/generator.py)."""
     from dimster.coordinator.aggregate import RunAggregate
     from dimster.coordinator.console import warnings
     from dimster.worker.protocol import IntervalReport, WakeLag
@@ -382,11 +382,13 @@ def test_the_console_warns_when_a_workers_threads_waited_to_run():
     window = aggregate.take_window()
     assert window["workerWaitShare"] == pytest.approx(0.15)
     status = {**window, "targetRate": 0}
+    assert [w["worker"] for w in window["generator"]] == [1]
     assert warnings("measure", status) == [
-        "a worker's threads waited to run 15% of the time: the figures include that wait "
-        "(add workers, --workers N, or hosts, or lower the load)"
+        "the load generator is saturated (worker 1: its threads waited 15% of the time to run): latencies "
+        "and rates include dimster's own wait, not only Kafka's (more workers (--workers N, or workers: N in "
+        "the environment), fewer clients a worker, clientLibrary librdkafka where it serves)"
     ]
-    assert warnings("measure", {**status, "workerWaitShare": 0.05}) == []
+    assert warnings("measure", {**status, "generator": []}) == []
     assert warnings("drain", status) == []
     assert aggregate.take_window()["workerWaitShare"] is None  # a window without reports
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from dimster.clients import ACCEPT, LOCK_LAPSED, REJECT, RELEASE, SETTLED, Answers, Polled, record_keys
+from dimster.clients import ACCEPT, LOCK_LAPSED, REFUSED, REJECT, RELEASE, SETTLED, Answers, Polled, record_keys
 from dimster.coordinator.aggregate import RunAggregate
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
@@ -169,9 +169,9 @@ def test_a_reject_answered_as_settled_after_its_lock_ran_out_is_void_when_the_re
     assert (terms["accepted"], terms["rejected"], duplicates) == (1, 1, 2) and terms["closes"], terms
 
 
-def test_acknowledgements_left_unanswered_at_close_count_as_errors_and_by_their_outcome(monkeypatch):
-    """The broker went away: whether they took effect is unknown; most often they did, and a record
-    counted lost would be a loss that never happened."""
+def test_acknowledgements_left_unanswered_at_close_are_errors_and_their_records_in_doubt(monkeypatch):
+    """The broker went away: whether they took effect is unknown. Counted neither accepted (an outcome
+    they may not have had) nor lost (a loss that may never have happened): in doubt, by name."""
 
     class Silent(InMemoryShareClient):
         def _commit(self) -> None:  # the acknowledgements never reach the broker (it went away)
@@ -184,5 +184,31 @@ def test_acknowledgements_left_unanswered_at_close_count_as_errors_and_by_their_
     monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: silent)
     client._consume_until_recreated()
     interval = client.take_interval()
-    assert (interval.received, interval.accepted, interval.ack_errors) == (2, 2, 2)
-    assert interval.settled == {PRODUCER: [(0, 1)]}
+    assert (interval.received, interval.accepted, interval.ack_errors) == (2, 0, 2)
+    assert interval.settled == {} and interval.in_doubt == {(PRODUCER, 1): [(0, 1)]}
+    terms, duplicates = account(interval, 2)
+    assert (terms["accepted"], terms["in_doubt"], terms["lost"], duplicates) == (0, 2, 0, 0) and terms["closes"]
+
+
+def test_a_record_whose_acknowledgement_was_answered_with_an_error_settles_by_its_next_delivery(monkeypatch):
+    """Sequence 1's accept was answered with an error (a leader moving): in doubt, until delivery 2
+    comes and is accepted: its first acknowledgement did not take effect. Accepted once, no duplicate."""
+
+    class Refusing(InMemoryShareClient):
+        def _commit(self) -> None:
+            sent = self.sent
+            super()._commit()
+            if sent is not None and 1 in sent.offsets.tolist() and sent.delivery_counts[-1] == 1:
+                self.answers.status[sent.offsets.tolist().index(1)] = REFUSED
+
+    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
+    client.measure_from = 0.0
+    refusing = Refusing(client, [poll_of((0, 0, 1), (1, 1, 1)), poll_of((1, 1, 2))])
+    monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: refusing)
+    client._consume_until_recreated()
+    interval = client.take_interval()
+    assert (interval.accepted, interval.ack_errors, interval.in_doubt) == (2, 1, {(PRODUCER, 1): [(1, 1)]})
+    assert interval.received_again == {(PRODUCER, 2): [(1, 1)]} and interval.settled == {PRODUCER: [(0, 1)]}
+    terms, duplicates = account(interval, 2)
+    assert (terms["accepted"], terms["in_doubt"], duplicates) == (2, 0, 0) and terms["closes"], terms

@@ -1,9 +1,12 @@
 """A share group's rejected and archived records by their last delivery (coordinator/share_outcomes.py):
-a reject answered as settled, of a record received again later, did not take effect."""
+a reject answered as settled, of a record received again later, did not take effect; a record whose
+acknowledgement was answered with an error is in doubt unless it comes back; with a dead-letter queue,
+the topic's word decides."""
 
 import pytest
 
 from dimster.coordinator.share_outcomes import ShareOutcomes
+from dimster.metrics.sequences import RangeSet
 from dimster.worker.protocol import ClientInterval
 
 pytestmark = pytest.mark.unit
@@ -11,8 +14,8 @@ pytestmark = pytest.mark.unit
 GROUP, PRODUCER = "g", 3
 
 
-def interval(client: str, rejected=None, archived=None, again=None) -> ClientInterval:
-    """`rejected`, `again`: {delivery: [sequences]}; `archived`: [sequences]."""
+def interval(client: str, rejected=None, archived=None, again=None, doubt=None) -> ClientInterval:
+    """`rejected`, `again`, `doubt`: {delivery: [sequences]}; `archived`: [sequences]."""
     return ClientInterval(
         client,
         "share_consumer",
@@ -21,6 +24,7 @@ def interval(client: str, rejected=None, archived=None, again=None) -> ClientInt
         settled_rejected={(PRODUCER, d): [(s, s) for s in seqs] for d, seqs in (rejected or {}).items()},
         settled_archived={PRODUCER: [(s, s) for s in archived or []]},
         received_again={(PRODUCER, d): [(s, s) for s in seqs] for d, seqs in (again or {}).items()},
+        in_doubt={(PRODUCER, d): [(s, s) for s in seqs] for d, seqs in (doubt or {}).items()},
     )
 
 
@@ -52,3 +56,43 @@ def test_records_received_again_after_an_accept_or_a_release_change_nothing():
     outcomes.add(interval("a", rejected={2: [5]}, again={2: [5, 6, 7]}))
     assert (outcomes.count("rejected", GROUP), outcomes.voided(GROUP)) == (1, {})
     assert not outcomes.holds("rejected", GROUP, PRODUCER, 6) and not outcomes.holds("archived", "other", 1, 5)
+
+
+def test_an_acknowledgement_answered_with_an_error_is_in_doubt_unless_the_record_comes_back():
+    """30 and 31: their delivery 1 answered with an error; 30 came back on delivery 2 (so the first did
+    not take effect), 31 did not. 32: in doubt on its delivery 2, after coming back once."""
+    outcomes = ShareOutcomes()
+    outcomes.add(interval("a", doubt={1: [30, 31]}))
+    outcomes.add(interval("b", again={2: [30, 32]}, doubt={2: [32]}))
+    assert outcomes.doubtful(GROUP) == {(PRODUCER, 31), (PRODUCER, 32)}
+    assert outcomes.doubtful("other") == set()
+
+
+def test_the_dead_letter_topic_rules_each_record_and_tells_those_dimster_had_counted_otherwise():
+    """The topic holds 40 (rejected, as dimster counted it), 41 (which dimster counted accepted: its
+    reject was answered "settled" on a delivery after the lock ran out, and delivery 2 was accepted as
+    far as dimster heard, yet the broker dead-lettered it), 42 (in doubt to dimster: its reject was
+    answered with an error) and 43 (archived, which dimster never settled). 44, counted archived by
+    dimster, is not there: in doubt."""
+    outcomes = ShareOutcomes()
+    outcomes.add(interval("a", rejected={1: [40, 41]}, doubt={1: [42]}))
+    outcomes.add(interval("b", again={2: [41]}, archived=[44]))
+    settled = RangeSet()
+    for s in (40, 41, 44):
+        settled.add(s, s)
+    letters = {(PRODUCER, 40): "rejected", (PRODUCER, 41): "rejected", (PRODUCER, 42): "rejected",
+               (PRODUCER, 43): "archived"}  # fmt: skip
+    ruling = outcomes.rule(GROUP, letters, {PRODUCER: settled})
+    assert (outcomes.count("rejected", GROUP), outcomes.count("archived", GROUP)) == (3, 1)
+    assert outcomes.holds("rejected", GROUP, PRODUCER, 41) and not outcomes.holds("archived", GROUP, PRODUCER, 44)
+    assert outcomes.doubtful(GROUP) == {(PRODUCER, 44)}  # 42's doubt is ruled: rejected
+    assert (ruling.found_unsettled, ruling.unconfirmed) == (2, {(PRODUCER, 44)})
+    assert outcomes.settled_correction(GROUP) == 1  # 42 and 43 settled, 44 no longer
+    stories = {story["sequence"]: story for story in ruling.corrected}
+    assert sorted(stories) == [41, 42, 43, 44]
+    assert stories[41] == {
+        "group": GROUP, "producer": PRODUCER, "sequence": 41, "counted": "accepted", "broker": "rejected",
+        "rejected_on": [1], "received_again_on": [2], "in_doubt_on": [], "archived": False,
+    }  # fmt: skip
+    assert (stories[42]["counted"], stories[42]["in_doubt_on"]) == ("not settled", [1])
+    assert (stories[44]["counted"], stories[44]["broker"]) == ("archived", "not dead-lettered")

@@ -239,7 +239,8 @@ def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path, spark):
 @pytest.mark.spark
 def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(tmp_path, spark):
     """Worker 0's probe waited 200 ms to run in each second of the measured phase; worker 1's 20 ms,
-    and 900 ms in warm-up only (its start-up): only worker 0 is noted."""
+    and 900 ms in warm-up only (its start-up): only worker 0 is noted, and the measured phase is one
+    with a saturated load generator (pipeline/generator.py), its whole time, by worker 0."""
     writer = MetricsWriter(tmp_path / "metrics", START)
     for second in range(1, 11):
         phase = "warmup" if second <= 2 else "measure"
@@ -262,6 +263,13 @@ def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(
     late = [note for note in summary["notes"] if "waited to run" in note]
     assert len(late) == 1 and late[0].startswith("worker 0: its threads waited to run 20% of the measured phase")
     assert "50 ms at most" in late[0] and "1 client(s)" in late[0]
+    measured, warmup = summary["generator"]["measure"], summary["generator"]["warmup"]
+    assert (measured["seconds"], measured["saturated_seconds"], measured["saturated"]) == (8.0, 8.0, True)
+    workers = measured["workers"]
+    assert workers["0"]["wait_share"] == pytest.approx(0.2) and workers["1"]["saturated_seconds"] == 0
+    assert warmup["workers"]["1"]["wait_share_max"] == pytest.approx(0.9) and warmup["saturated"]
+    [told] = [n for n in summary["notes"] if "load generator" in n]
+    assert told.startswith("the load generator was saturated for 100% of the measured phase")
 
 
 @pytest.mark.spark

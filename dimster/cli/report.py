@@ -49,14 +49,20 @@ def compare(
     ),
     json_: bool = typer.Option(False, "--json", help="With --verdict: print the verdict as JSON."),
     junit: Path = typer.Option(None, "--junit", help="With --verdict: write it as JUnit XML to this file."),
+    judge_saturated: bool = typer.Option(
+        False,
+        "--judge-saturated",
+        help="With --verdict: judge latencies and rates of a run whose load generator was saturated in its "
+        "measured phase (by default they are undecided).",
+    ),
 ) -> None:
     """Write one HTML page comparing runs side by side: key numbers, settings that differ, overlaid charts.
     With --verdict, first say whether the candidate regressed from the baseline."""
     from dimster.report.compare import default_output, write_comparison
 
     if not verdict:
-        if tolerances or json_ or junit:
-            raise DimsterError("--tolerance, --json and --junit go with --verdict")
+        if tolerances or json_ or junit or judge_saturated:
+            raise DimsterError("--tolerance, --json, --junit and --judge-saturated go with --verdict")
         path = write_comparison(run_dirs, output or default_output())
         console.print(str(path), markup=False)
         return
@@ -65,7 +71,7 @@ def compare(
     from dimster.report.verdict_page import write_verdict_page
     from dimster.verdict.compare import compare_verdict, parse_tolerances, regression_line
 
-    result = compare_verdict(run_dirs[0], run_dirs[1], parse_tolerances(tolerances))
+    result = compare_verdict(run_dirs[0], run_dirs[1], parse_tolerances(tolerances), judge_saturated=judge_saturated)
     out = output or default_output()
     if (run_dirs[0] / "campaign.json").is_file():
         path = write_verdict_page(result, out)

@@ -102,12 +102,20 @@ def verdict_lines(verdict: dict | None) -> list[str]:
     if not verdict:
         return []
     results = verdict["thresholds"]
-    passed = sum(r["passed"] for r in results)
-    lines = [f"  thresholds: {passed} of {len(results)} passed" + ("" if verdict["passed"] else ": FAILED")]
+    passed = sum(r["passed"] is True for r in results)
+    undecided = sum(r["passed"] is None for r in results)
+    outcome = ": UNDECIDED" if undecided and passed + undecided == len(results) else ": FAILED"
+    told = f", {undecided} undecided" if undecided else ""
+    lines = [f"  thresholds: {passed} of {len(results)} passed{told}" + ("" if verdict["passed"] else outcome)]
     if verdict.get("aborted_by"):
         lines.append(f"    stopped early: '{verdict['aborted_by']}' could not pass any more")
-    lines += [f"    breached {line}" for line in breaches(verdict)]
+    lines += [f"    {'breached' if r['passed'] is False else 'undecided'} {line}" for r, line in _not_passed(verdict)]
     return lines
+
+
+def _not_passed(verdict: dict) -> list[tuple[dict, str]]:
+    """Each threshold that did not pass, with breaches()'s line for it."""
+    return list(zip([r for r in verdict["thresholds"] if not r["passed"]], breaches(verdict), strict=True))
 
 
 def check_verdict(run_dir: Path, summary: dict | None) -> None:
@@ -116,10 +124,10 @@ def check_verdict(run_dir: Path, summary: dict | None) -> None:
         raise ThresholdsBreached(f"thresholds not judged: no summary of {run_dir.name} (results kept in {run_dir})")
     verdict = summary.get("verdict")
     if verdict and not verdict["passed"]:
-        failed = sum(not r["passed"] for r in verdict["thresholds"])
-        raise ThresholdsBreached(
-            f"thresholds breached: {failed} of {len(verdict['thresholds'])} (results kept in {run_dir})"
-        )
+        failed = sum(r["passed"] is False for r in verdict["thresholds"])
+        undecided = sum(r["passed"] is None for r in verdict["thresholds"])
+        what = f"breached: {failed}" + (f", undecided: {undecided}" if undecided else "")
+        raise ThresholdsBreached(f"thresholds {what} of {len(verdict['thresholds'])} (results kept in {run_dir})")
 
 
 def write_run_junit(path: Path, run_dir: Path, summary: dict | None, thresholds: list[Spec]) -> None:

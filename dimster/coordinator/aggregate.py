@@ -3,11 +3,12 @@ settled sequences (lost and duplicated records), and the windows the console lin
 
 import math
 from collections import Counter, defaultdict, deque
-from dataclasses import dataclass, field
 
 from dimster.clients import STATS_INTERVAL_S
 from dimster.coordinator.console import OneInstant
 from dimster.coordinator.share_outcomes import ShareOutcomes
+from dimster.coordinator.window import Window
+from dimster.diagnosis.generator import saturated
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
 from dimster.metrics.sequences import RangeSet
@@ -15,36 +16,6 @@ from dimster.worker.protocol import IntervalReport
 from dimster.workload.modes.base import Probe, ReceiveSpan
 
 PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
-
-
-@dataclass
-class Window:
-    """Sums over the reports received since the last console line."""
-
-    seconds: dict[int, float] = field(default_factory=dict)  # worker -> time its reports covered
-    waited: dict[int, float] = field(default_factory=dict)  # worker -> seconds its wake probe waited to run
-    sent: int = 0
-    received: int = 0
-    polls: int = 0
-    max_poll_records: int = 0
-    e2e: Histogram = field(default_factory=Histogram)
-    publish: Histogram = field(default_factory=Histogram)
-    # a plan's probe: worker -> counts by ("sent",), ("acked", topic), ("settled", group)
-    by_worker: dict[int, Counter] = field(default_factory=dict)
-
-    def cover(self, worker: int, seconds: float, waited: float) -> None:
-        """A worker's report covered `seconds`, of which its wake probe waited `waited` to run."""
-        self.seconds[worker] = self.seconds.get(worker, 0.0) + seconds
-        self.waited[worker] = self.waited.get(worker, 0.0) + waited
-
-    def wait_share(self) -> float | None:
-        """The largest share of its covered time any worker's wake probe waited to run (wake_lag.py)."""
-        shares = [min(1.0, waited / self.seconds[w]) for w, waited in self.waited.items() if self.seconds.get(w)]
-        return max(shares, default=None)
-
-    def rate(self, key: tuple) -> float:
-        """Per second, each worker's count over the time its own reports covered, summed."""
-        return sum(counts[key] / self.seconds[w] for w, counts in self.by_worker.items() if self.seconds.get(w))
 
 
 class RunAggregate:
@@ -97,9 +68,12 @@ class RunAggregate:
     def add(self, report: IntervalReport) -> None:
         window = self.window
         # a worker reports before load starts too (while consumers join): count time from load start
-        previous = max(self._last_report.get(report.worker_index, 0.0), self.load_started)
+        last = self._last_report.get(report.worker_index, 0.0)
+        previous = max(last, self.load_started)
         covered = max(0.0, report.end_time - previous) if previous else 0.0
         self._last_report[report.worker_index] = report.end_time
+        spanned = report.end_time - last if last else covered  # the time its CPU and steal figures cover
+        window.use(report, covered / spanned if spanned > 0 else 0.0)
         waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
         window.cover(report.worker_index, covered, waited)
         sent_before, acked_before, received_before = self.sent, self.acked, self.received
@@ -276,9 +250,15 @@ class RunAggregate:
 
     def _lost_by_group(self, unconsumed: dict[str, int]) -> dict[str, int]:
         return {
-            group: max(0, n - unconsumed.get(group, 0) - self.in_doubt_by_group.get(group, 0))
+            group: max(0, n - unconsumed.get(group, 0) - self.doubt(group))
             for group, n in self.missing_by_group().items()
         }
+
+    def doubt(self, group: str) -> int:
+        """The group's records whose fate only the broker knew: a lost worker's consumers' unreported
+        tail, acknowledgements answered with an error or never answered, and records the dead-letter
+        topic did not confirm (share_outcomes.py)."""
+        return self.in_doubt_by_group.get(group, 0) + len(self.outcomes.doubtful(group))
 
     def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
         """Of the records missing at the end, those only a lost worker's consumers can account for."""
@@ -286,7 +266,7 @@ class RunAggregate:
 
     def _in_doubt_by_group(self, unconsumed: dict[str, int]) -> dict[str, int]:
         return {
-            group: min(self.in_doubt_by_group.get(group, 0), max(0, n - unconsumed.get(group, 0)))
+            group: min(self.doubt(group), max(0, n - unconsumed.get(group, 0)))
             for group, n in self.missing_by_group().items()
         }
 
@@ -301,8 +281,9 @@ class RunAggregate:
         accounts = {}
         for group, topic in self.groups.items():
             rejected, archived = self.outcomes.count("rejected", group), self.outcomes.count("archived", group)
+            settled = self.settled_by_group[group] + self.outcomes.settled_correction(group)
             terms = {
-                "accepted": self.settled_by_group[group] - rejected - archived,
+                "accepted": settled - rejected - archived,
                 "rejected": rejected,
                 "archived": archived,
                 "unconsumed": unconsumed.get(group) if known else None,
@@ -340,6 +321,7 @@ class RunAggregate:
                     in_flight = next_sequence - self.acked_by_producer[producer_id] - len(self.failed[producer_id])
                     unsettled = max(0, unsettled - max(0, in_flight))
                 missing[group] += unsettled
+            missing[group] -= self.outcomes.settled_correction(group)  # the dead-letter topic's word
         return missing
 
     def take_window(self) -> dict:
@@ -369,6 +351,8 @@ class RunAggregate:
             "recordsPerPoll": window.received / window.polls if window.polls else None,
             "maxPollRecords": window.max_poll_records if window.polls else None,
             "workerWaitShare": window.wait_share(),
+            "seconds": seconds,
+            "generator": [load.to_json() for load in saturated(window.loads())],  # workers behind schedule
             "duplicates": self.duplicates,
             "dead_lettered": self.dead_lettered,
             "sendErrors": self.send_errors,

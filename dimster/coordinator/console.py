@@ -5,7 +5,7 @@ import string
 from collections import deque
 
 from dimster.coordinator.status_schema import FIELDS
-from dimster.metrics.schema import WAITING_NOTED
+from dimster.diagnosis.generator import console_line
 
 MILLISECONDS = {f.name for f in FIELDS if f.scale == 1e-3}  # shown as "12.3 ms", "-" while unknown
 SEGMENTS = (
@@ -101,12 +101,8 @@ def warnings(phase: str, s: dict) -> list[str]:
             f"producers behind target over 10 s: {s['pubRate10s']:,.0f} of {target:,.0f} msg/s "
             "(the producers' workers or the brokers lack capacity: add workers, --workers N, or lower the rate)"
         )
-    waited = s.get("workerWaitShare")
-    if phase in ("warmup", "measure") and waited is not None and waited >= WAITING_NOTED:
-        found.append(
-            f"a worker's threads waited to run {waited:.0%} of the time: the figures include that wait "
-            "(add workers, --workers N, or hosts, or lower the load)"
-        )
+    if phase in ("warmup", "measure") and s.get("generator"):
+        found.append(console_line(s["generator"]))
     if s["sendErrors"]:
         found.append(f"{s['sendErrors']:,} send errors")
     if s["duplicates"]:

@@ -18,6 +18,7 @@ from dimster.kafka.dead_letters import DeadLetters, Source, identities, read_sou
 COUNT_EVERY = 5.0  # seconds between live counts of the topic's records
 SETTLE_SECONDS = 30.0  # the broker's dead-letter writes retry with a back-off of 1 s and more
 LOOK_AGAIN_SECONDS = 1.0
+MAX_STORIES = 200  # corrected records told one by one in events.jsonl (the count is told whole)
 OUTCOMES = ("rejected", "archived")  # a share group's records that go to its dead-letter topic
 
 
@@ -57,6 +58,14 @@ def match(
     return counts
 
 
+def letters_by_group(letters: DeadLetters, known: dict[Source, tuple[int, int]]) -> dict[str, dict]:
+    """Per group: (producer id, sequence) -> the broker's cause, of every record found in the topic."""
+    by_group: dict[str, dict] = {}
+    for source, identity in known.items():
+        by_group.setdefault(source[0], {})[identity] = letters.causes.get(source, "archived")
+    return by_group
+
+
 class DeadLetterWatch:
     """The dead-letter topic's records as the run goes (the aggregate's `dead_lettered`), on a thread of
     its own; `finish` replaces the count by the end's matching."""
@@ -91,6 +100,28 @@ class DeadLetterWatch:
             except DimsterError:
                 pass  # a count missed; the end reads the topic whole
 
+    def _rule(self, letters: DeadLetters, known: dict[Source, tuple[int, int]]) -> None:
+        """The topic as the referee of the account (share_outcomes.ShareOutcomes.rule): for each group
+        whose every dead-letter record could be read back to its producer and sequence. Each record
+        dimster had counted otherwise is an event with its story."""
+        a, by_group = self.aggregate, letters_by_group(letters, known)
+        unread = {source[0] for source in letters.found if source not in known}
+        for group in a.groups:
+            if group in unread:
+                self.log.event("dead_letters_not_ruled", group=group, reason="a dead-letter record's source is unread")
+                continue
+            settled = {producer: ranges for (g, producer), ranges in a.settled.items() if g == group}
+            ruling = a.outcomes.rule(group, by_group.get(group, {}), settled)
+            for story in ruling.corrected[:MAX_STORIES]:
+                self.log.event("dead_letter_corrected", **story)
+            if ruling.corrected:
+                self.log.tell(
+                    "dead_letters_ruled",
+                    f"-- the dead-letter topic corrected {len(ruling.corrected):,} record(s) of group {group}: "
+                    "counted by the broker's word (events.jsonl, dead_letter_corrected)",
+                    group=group, corrected=len(ruling.corrected), in_doubt=len(ruling.unconfirmed),
+                )  # fmt: skip
+
     def finish(self) -> None:
         """Once the consumers have closed: wait until the topic holds as many records as expected (the
         broker's last writes retry), for SETTLE_SECONDS at most, read it, and set the aggregate's
@@ -114,6 +145,8 @@ class DeadLetterWatch:
             values = [g[field] for g in a.dead_letter_by_group.values()]
             setattr(a, field, None if None in values else sum(v or 0 for v in values))
         unexpected = sum(g["dead_letter_unexpected"] or 0 for g in a.dead_letter_by_group.values())
+        if states == {True}:
+            self._rule(letters, known)
         self.log.event(
             "dead_letters_read",
             topic=self.topic,

@@ -14,12 +14,12 @@ from dimster.coordinator.topology import Topology
 from dimster.diagnosis.limits import (
     DEFAULT_FETCH_MAX_WAIT_MS,
     DEFAULT_MAX_POLL_RECORDS,
+    GENERATOR,
     TOLERANCE,
     Diagnosis,
     GroupInputs,
     diagnose,
 )
-from dimster.metrics.schema import WAITING_NOTED
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import Workload
 
@@ -83,7 +83,7 @@ def changed(before: Diagnosis | None, now: Diagnosis) -> bool:
     """A new diagnosis is told when the binding limit, or its prediction, moved."""
     if before is None or before.name != now.name:
         return True
-    if before.limit and now.limit:
+    if before.limit and now.limit and now.name != GENERATOR:  # the generator's rate is measured, not predicted
         return abs(now.limit.rate - before.limit.rate) > TOLERANCE * before.limit.rate
     return False
 
@@ -123,9 +123,8 @@ class LimitWatch:
         batch = run.aggregate.producer_batches()["batchRecordsAvg"]
         groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
         measured, offered = (window.get("consRate") or 0.0) / groups, (window.get("pubRate") or 0.0) / topics
-        now = diagnose(
-            group_inputs(w, locks, window, batch), measured, offered, notes(window, run.observers.handler_idle)
-        )
+        inputs, seen = group_inputs(w, locks, window, batch), notes(window, run.observers.handler_idle)
+        now = diagnose(inputs, measured, offered, seen, window.get("generator"))
         before, self.current = self.current, now
         if changed(before, now):
             told = to_json(now)
@@ -135,12 +134,11 @@ class LimitWatch:
 
 
 def notes(window: dict, handler_idle: dict[int, float]) -> tuple[str, ...]:
-    """What else the window says of the shortfall, without a formula: dimster's own threads short of a
-    core, producers short of their target, brokers whose request handlers are seldom idle."""
+    """What else the window says of the shortfall, without a formula: producers short of their target,
+    brokers whose request handlers are seldom idle. (dimster's own saturated workers are a limit of their
+    own: diagnosis/generator.py.)"""
     found = []
-    wait, target, sent = window.get("workerWaitShare"), window.get("targetRate"), window.get("pubRate10s")
-    if wait is not None and wait >= WAITING_NOTED:
-        found.append(f"dimster's threads waited {wait:.0%} of the time to run: its own host may hold load back")
+    target, sent = window.get("targetRate"), window.get("pubRate10s")
     if target and sent is not None and sent < BEHIND_SHARE * target:
         found.append(f"the producers sent {sent:,.0f} of the {target:,.0f} msg/s targeted")
     if handler_idle and (idle := min(handler_idle.values())) < BUSY_BROKER_IDLE:

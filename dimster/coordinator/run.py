@@ -20,6 +20,7 @@ from dimster.coordinator.desk import ControlDesk
 from dimster.coordinator.ensemble import Ensemble, Placed
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.failures import CorrectnessFailed, RunFailed
+from dimster.coordinator.generator_watch import GeneratorWatch
 from dimster.coordinator.journal import RunJournal
 from dimster.coordinator.limit_watch import LimitWatch
 from dimster.coordinator.live import LiveChanges
@@ -84,6 +85,7 @@ class Coordinator:
         self.observers = BrokerObservers(self.kafka, profile.broker_metrics_urls, self.log, self.aggregate)
         self.live = LiveChanges(cluster, self.kafka, self.ensemble, self.log, versions)
         self.limits = LimitWatch(self)  # why a share group falls behind, after each console window
+        self.generator = GeneratorWatch(self.log, bundle)  # whether dimster kept its clients' schedule
         self.phase = "starting"
         self.stop_requested = 0
         self.failure: str | None = None
@@ -198,6 +200,7 @@ class Coordinator:
     def _print_line(self) -> None:
         self.last_window = self.aggregate.take_window()
         self.log.say(status_line(time.time() - self.load_started, self.phase, self.last_window))
+        self.generator.see(self.phase, self.last_window)
         self.limits.see(self.last_window)
 
     def run(self) -> int:

@@ -65,6 +65,7 @@ def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
         "recordsPerPoll": facts.window.get("recordsPerPoll"),
         "maxPollRecords": facts.window.get("maxPollRecords"),
         "workerWaitShare": facts.window.get("workerWaitShare"),
+        "generatorSaturated": len(facts.window.get("generator") or []),
         "limitRate": facts.limit.limit.rate if facts.limit and facts.limit.limit else None,
     }
     if set(values) != set(NAMES):  # one name, one value: the schema and this function move together
@@ -119,6 +120,7 @@ def run_status(run: StatusSource) -> dict:
         "phase": run.phase,
         **numbers,
         **limit_status(run.limits.current),
+        "generator": (run.last_window or {}).get("generator") or [],  # the workers behind schedule, and why
         "thresholds": run.intake.judge.status(numbers),  # each one's value over the measured phase so far
         "brokers": run.observers.registered(),
         "workers": run.ensemble.described(),

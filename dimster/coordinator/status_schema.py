@@ -139,6 +139,13 @@ FIELDS: tuple[StatusField, ...] = (
         "the GIL); from 0.1 up the clients' figures include that wait",
     ),
     StatusField(
+        "generatorSaturated",
+        "dimster_generator_saturated_workers",
+        "gauge",
+        "Workers that could not keep their clients' schedule over the last status line's window: threads "
+        "waiting to run, CPU at their cores, steal time, or producers behind schedule (`generator` says why)",
+    ),
+    StatusField(
         "limitRate",
         "dimster_limit_rate",
         "gauge",

@@ -8,7 +8,11 @@ otherwise the shortfall is unexplained."""
 import math
 from dataclasses import dataclass, field
 
+from dimster.diagnosis.generator import LEVERS as GENERATOR_LEVERS
+from dimster.diagnosis.generator import sentence
+
 TOLERANCE = 0.15  # a prediction this close to the measured rate (a share of it) explains it
+GENERATOR = "load generator"  # dimster itself (diagnosis/generator.py)
 DEFAULT_MAX_POLL_RECORDS = 500
 DEFAULT_FETCH_MAX_WAIT_MS = 500
 LOCK_LEVERS = ("kafkaConfig.producerConfig.batch.size", "groupConfig.share.partition.max.record.locks",
@@ -165,9 +169,26 @@ def fetch_waits(g: GroupInputs) -> Limit | None:
 LIMITS = (lock_budget, processing_capacity, fetch_waits)
 
 
-def diagnose(g: GroupInputs, measured: float, offered: float, notes: tuple[str, ...] = ()) -> Diagnosis:
-    """The limit that allows the least, when its prediction is within TOLERANCE of `measured`."""
+def generator_limit(measured: float, saturated: list[dict]) -> Limit:
+    """dimster's own load generator (diagnosis/generator.py), seen rather than predicted: what the group
+    consumed is what the saturated workers managed; `saturated` as WorkerLoad.to_json() gives them."""
+    inputs: dict[str, float | int | str] = {}
+    for w in saturated:
+        inputs[f"worker{w['worker']}WaitShare"] = w["wait_share"]
+        inputs[f"worker{w['worker']}CpuCores"] = w["cpu_cores"]
+    workers = "; ".join(sentence(w) for w in saturated)
+    return Limit(GENERATOR, measured, inputs, f"the load generator: {workers}", GENERATOR_LEVERS)
+
+
+def diagnose(
+    g: GroupInputs, measured: float, offered: float, notes: tuple[str, ...] = (), generator: list[dict] | None = None
+) -> Diagnosis:
+    """The limit that allows the least, when its prediction is within TOLERANCE of `measured`; dimster's
+    own load generator when a worker could not keep its schedule (`generator`: the saturated workers),
+    whatever the model predicts: the group's rate then measures dimster."""
     limits = tuple(sorted((lim for f in LIMITS if (lim := f(g)) is not None), key=lambda lim: lim.rate))
+    if generator:
+        return Diagnosis(measured, offered, generator_limit(measured, generator), limits, notes)
     binding = limits[0] if limits else None
     explains = binding is not None and abs(binding.rate - measured) <= TOLERANCE * max(measured, 1e-9)
     return Diagnosis(measured, offered, binding if explains else None, limits, notes)

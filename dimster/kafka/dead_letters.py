@@ -5,7 +5,7 @@ the group copies them; a record's producer and sequence number are read from its
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from confluent_kafka import TopicPartition
@@ -69,11 +69,16 @@ def dead_letter_topic(topic: str, partitions: int, replication: int) -> NewTopic
     return NewTopic(topic, partitions, replication, config={TOPIC_ENABLE: "true"})
 
 
+REJECTED_BY_CLIENT = "Offset rejected by client."  # the broker's cause of a client's reject
+
+
 @dataclass
 class DeadLetters:
     found: Counter  # Source -> how many dead-letter records it has
     copied: dict[Source, tuple[int, int]]  # (producer id, sequence) of a record copied with its value
     others: int  # records of groups not the run's (a topic a user shares)
+    causes: dict[Source, str] = field(default_factory=dict)  # the broker's word: rejected | archived
+
 
 
 def read_sources(bootstrap: str, security: ClientSecurity, topic: str, groups: set[str]) -> DeadLetters:
@@ -92,6 +97,8 @@ def read_sources(bootstrap: str, security: ClientSecurity, topic: str, groups: s
             partition, offset = int(headers[HEADER + "partition"]), int(headers[HEADER + "offset"])
             source = (group, headers[HEADER + "topic"], partition, offset)
             letters.found[source] += 1
+            cause = headers.get(HEADER + "message")  # else: the delivery count ran out
+            letters.causes[source] = "rejected" if cause == REJECTED_BY_CLIENT else "archived"
             if header := unpack_header(message.value()):
                 letters.copied[source] = header[:2]
     finally:

@@ -206,8 +206,9 @@ GROUP_LAG_COLUMNS = (
     ("backlog", "int64"),
 )
 # ... and a row per worker report: the CPU seconds its process used since its previous report, its
-# resident memory and threads at the report, and how late its probe thread woke since the previous
-# report (worker/wake_lag.py: its wake-ups, the sum and the largest lateness).
+# resident memory and threads at the report, how late its probe thread woke since the previous
+# report (worker/wake_lag.py: its wake-ups, the sum and the largest lateness), its host's steal time
+# since then and the cores it may use (diagnosis/generator.py).
 WORKER_COLUMNS = (
     ("end_time", "float64"),
     ("run_time_s", "float64"),
@@ -219,5 +220,7 @@ WORKER_COLUMNS = (
     ("wakes", "int32"),
     ("wake_lag_ms_sum", "float64"),
     ("wake_lag_ms_max", "float64"),
+    ("steal_seconds", "float64"),
+    ("cores", "int32"),
 )
 FIXED_SCHEMAS = {"brokers": BROKER_COLUMNS, "group_lag": GROUP_LAG_COLUMNS, "workers": WORKER_COLUMNS}

@@ -56,6 +56,9 @@ class RangeSet:
         i = bisect.bisect_right(self.starts, value) - 1
         return i >= 0 and self.ends[i] >= value
 
+    def ranges(self) -> list[tuple[int, int]]:
+        return list(zip(self.starts, self.ends, strict=True))
+
     def count(self) -> int:
         return sum(e - s + 1 for s, e in zip(self.starts, self.ends, strict=True))
 

@@ -20,6 +20,7 @@ from dimster.pipeline.client_tables import (
     queued_request_notes,
     worker_cpu,
 )
+from dimster.pipeline.generator import generator_by_phase, generator_note, generator_reports, generator_summary
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.spark import spark_session
 from dimster.pipeline.throughput import overall_compression, overall_throughput, poll_counts, throughput_per_second
@@ -86,7 +87,9 @@ def summarize(run_dir: Path, master: str) -> dict:
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
     if "throughput_per_second" in tables:
         summary["share_outcomes"] = _share_outcomes(run_info)
-    summary["verdict"] = judge_summary(thresholds_of(run_dir, run_info), summary, run_info.get("aborted_by"))
+    workload, aborted_by = final_workload(run_dir, run_info), run_info.get("aborted_by")
+    judge_saturated = workload.get("saturatedPhases") == "judge"
+    summary["verdict"] = judge_summary(workload.get("thresholds") or [], summary, aborted_by, judge_saturated)
     for name, table in tables.items():
         table.to_csv(out / f"{name}.csv", index=False)
         table.to_parquet(out / f"{name}.parquet", index=False)
@@ -129,6 +132,11 @@ def _spark_tables(
         per_client = client_ratios(frames["client_stats"], frames["intervals"])
         tables["client_stats"] = per_client.toPandas()
         summary["client_stats"] = overall_client_ratios(tables["client_stats"])
+    if "workers" in frames:  # whether dimster's load generator kept its schedule, per phase and worker
+        reports = generator_reports(frames["workers"], frames.get("histograms"))
+        tables["generator"] = generator_by_phase(reports).toPandas()
+        summary["generator"] = generator_summary(tables["generator"])
+        summary["notes"] += generator_note(summary["generator"])
     if "workers" in frames and "intervals" in frames:
         tables["worker_cpu"] = worker_cpu(frames["workers"], frames["intervals"]).toPandas()
         summary["worker_cpu"] = overall_worker_cpu(tables["worker_cpu"])
@@ -170,17 +178,18 @@ def _measured(table: pd.DataFrame, at: str, column: str) -> dict | None:
     return {"max": int(per_reading.max()), "end": int(per_reading.iloc[-1]), "readings": len(per_reading)}
 
 
-def thresholds_of(run_dir: Path, run_info: dict) -> list:
-    """The run's thresholds: as it ended (run.json), else as the bundle's workload.yaml says (a crashed
-    run recovered from its journal has no final workload)."""
+def final_workload(run_dir: Path, run_info: dict) -> dict:
+    """The run's workload as it ended (run.json), else as the bundle's workload.yaml says (a crashed run
+    recovered from its journal has no final workload); {} when neither is readable."""
     final = run_info.get("final_workload")
     if isinstance(final, dict):
-        return final.get("thresholds") or []
+        return final
     try:
         workload = yaml.safe_load((run_dir / "workload.yaml").read_text())
     except (OSError, yaml.YAMLError):
-        return []
-    return (workload.get("thresholds") or []) if isinstance(workload, dict) else []
+        return {}
+    return workload if isinstance(workload, dict) else {}
+
 
 
 def _json_default(value):

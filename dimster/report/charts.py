@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from dimster.diagnosis.timeline import diagnoses, stretches
 from dimster.report.data import RunData
+from dimster.report.saturation import shade_saturated
 
 COLORS = {
     "produced": "#1c7ed6",
@@ -192,6 +193,7 @@ def latency_figure(run: RunData, x_range: tuple[float, float]) -> go.Figure | No
         return None
     time_layout(fig, "Latency per second (log scale)", "latency (ms)", x_range)
     log_axis(fig)
+    shade_saturated(fig, run, x_range)  # where the latencies measure dimster's own wait too
     add_timeline(fig, run, x_range)
     return fig
 

@@ -45,6 +45,8 @@ class Report(Protocol):
     rss_bytes: int
     threads: int
     wake_lag: Any  # a WakeLag (wakes, lag_ms_sum, lag_ms_max), or None
+    steal_seconds: float
+    cores: int
 
 
 class MetricsWriter:
@@ -59,7 +61,7 @@ class MetricsWriter:
         common = _row({}, REPORT_COLUMNS, times)
         lag = report.wake_lag
         wake_lag = (lag.wakes, lag.lag_ms_sum, lag.lag_ms_max) if lag else (0, 0.0, 0.0)
-        usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag)
+        usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag, report.steal_seconds, report.cores)
         self.rows["workers"].append(_row(common, WORKER_VALUES, usage))
         for c in report.clients:
             client = _row(common, CLIENT_COLUMNS, (c.client_id, c.role, c.topic, c.group))

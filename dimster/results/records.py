@@ -168,6 +168,16 @@ class Diagnosis(TypedDict):
     offered: float | None
 
 
+class PhaseLoad(TypedDict):
+    """One phase's load generator (diagnosis/generator.py): its time, the time a worker could not keep
+    its schedule, whether that makes it a saturated phase, and each worker's figures."""
+
+    seconds: float
+    saturated_seconds: float
+    saturated: bool
+    workers: dict[str, dict[str, Any]]
+
+
 class RunJson(TypedDict):
     """run.json: written as the run starts, rewritten as it goes and at its end."""
 
@@ -186,6 +196,7 @@ class RunJson(TypedDict):
     deadLetterQueue: NotRequired[DeadLetterTopic]
     groupConfig: NotRequired[GroupConfig]
     limit: NotRequired[BindingLimit | None]  # what limited the share groups as load ended (limit_watch.py)
+    generator: NotRequired[dict[str, PhaseLoad]]  # per phase: whether the load generator kept its schedule
     workers: NotRequired[list[WorkerPlace]]
     totals: NotRequired[Totals]
     account: NotRequired[dict[str, GroupAccount]]  # per group
@@ -258,16 +269,17 @@ class Backlog(TypedDict):
 
 
 class ThresholdResult(TypedDict):
-    """A threshold judged: `value` is its left side, `bound` its right side, both in `unit`."""
+    """A threshold judged: `value` is its left side, `bound` its right side, both in `unit`; `passed`
+    is null when it is undecided (a saturated load generator), `note` says why."""
 
     threshold: str
     figures: dict[str, float | None]  # every figure it names, with its value
     value: float | None
     bound: float | None
     unit: str  # ms, msg/s, MB/s, or "" for numbers
-    passed: bool
+    passed: bool | None
     abortOnFail: bool
-    note: str | None  # why there is no value, when there is none
+    note: str | None  # why there is no value, or why it is undecided
 
 
 class Verdict(TypedDict):
@@ -310,3 +322,4 @@ class SummaryJson(TypedDict):
     broker_lag_total: NotRequired[BrokerLagTotal | None]
     backlog: NotRequired[Backlog | None]
     verdict: NotRequired[Verdict | None]  # null when the workload has no thresholds
+    generator: NotRequired[dict[str, PhaseLoad]]  # per phase, from the workers' reports (pipeline/generator.py)

@@ -19,6 +19,7 @@ import pandas as pd
 from dimster.errors import DimsterError
 from dimster.verdict.expressions import parse_quantity
 from dimster.verdict.figures import BYTE_RATE, FIGURES, MSG_RATE, NUMBER, TIME, Figure, summary_value
+from dimster.verdict.judge import saturated_reason
 from dimster.verdict.stats import mann_whitney, repeats_needed, smallest_p
 from dimster.yamlfile import closest
 
@@ -45,6 +46,7 @@ class Point:
     values: str  # the point's dimension values as JSON: how points of two campaigns match
     repeats: dict[str, list[float]]
     intervals: dict[str, list[float]] = field(default_factory=dict)
+    saturated: str | None = None  # why its latencies and rates cannot tell: a saturated load generator
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def _run_point(run_dir: Path) -> Point:
     summary = _read_json(run_dir / "summary" / "summary.json", run_dir)
     values = {name: summary_value(figure, summary) for name, figure in FIGURES.items()}
     repeats = {name: [value] for name, value in values.items() if value is not None and math.isfinite(value)}
-    return Point("run", "{}", repeats, _intervals(run_dir / "summary"))
+    return Point("run", "{}", repeats, _intervals(run_dir / "summary"), saturated_reason(summary))
 
 
 def _intervals(summary_dir: Path) -> dict[str, list[float]]:
@@ -172,9 +174,12 @@ def _table(summary_dir: Path, name: str) -> pd.DataFrame | None:
 
 
 # ---- the verdict -----------------------------------------------------------------------------------------
-def compare_verdict(baseline: Path, candidate: Path, tolerances: dict[str, str], alpha: float = ALPHA) -> dict:
+def compare_verdict(
+    baseline: Path, candidate: Path, tolerances: dict[str, str], alpha: float = ALPHA, judge_saturated: bool = False
+) -> dict:
     """The comparison of `candidate` against `baseline` (two runs, or two campaigns) as the JSON of
-    `dimster compare --verdict --json`; bad input is one error line (DimsterError)."""
+    `dimster compare --verdict --json`; bad input is one error line (DimsterError). Latencies and rates
+    of a run whose measured phase had a saturated load generator are undecided, unless `judge_saturated`."""
     unknown = [name for name in tolerances if name not in FIGURES]
     if unknown:
         raise DimsterError(f"--tolerance: unknown figure '{unknown[0]}'{closest(unknown[0], FIGURES)}")
@@ -205,6 +210,8 @@ def compare_verdict(baseline: Path, candidate: Path, tolerances: dict[str, str],
         left_out |= {name for name in DEFAULT_FIGURES if name not in present}
         figures = [
             compare_figure(FIGURES[name], chosen.get(name) or _default(FIGURES[name]), base, cand, alpha)
+            if judge_saturated or FIGURES[name].dim == NUMBER or not (base.saturated or cand.saturated)
+            else _saturated_row(FIGURES[name], base, cand)
             for name in present
         ]
         points.append({"label": base.label, "figures": figures})
@@ -219,6 +226,18 @@ def compare_verdict(baseline: Path, candidate: Path, tolerances: dict[str, str],
         "points": points,
         "notes": notes,
     }
+
+
+def _saturated_row(figure: Figure, base: Point, cand: Point) -> dict:
+    """A latency or rate of a side whose load generator was saturated: undecided, and why."""
+    b, c = _mean(base.repeats.get(figure.name, [])), _mean(cand.repeats.get(figure.name, []))
+    side, reason = ("the baseline", base.saturated) if base.saturated else ("the candidate", cand.saturated)
+    return {
+        "figure": figure.name, "unit": figure.unit, "baseline": b, "candidate": c, "change": _change(b, c),
+        "tolerance": DEFAULT_TOLERANCES[figure.dim], "test": "none", "p_worse": None, "p_better": None,
+        "samples": [0, 0],
+        "verdict": "undecided", "reason": f"{side}: {reason}",
+    }  # fmt: skip
 
 
 def _default(figure: Figure) -> Tolerance:

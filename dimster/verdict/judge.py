@@ -4,7 +4,7 @@ run passed (docs/workloads.md, "Thresholds"; the shape is summary.json's `verdic
 from collections.abc import Callable, Iterable
 
 from dimster.verdict.expressions import parse_threshold
-from dimster.verdict.figures import FIGURES, summary_value
+from dimster.verdict.figures import FIGURES, NUMBER, summary_value
 
 Spec = tuple[str, bool]  # a threshold's text, and whether it aborts the run when it cannot pass any more
 
@@ -20,8 +20,15 @@ def specs_of(thresholds: Iterable[object]) -> list[Spec]:
     return specs
 
 
-def judge(specs: list[Spec], value_of: Callable[[str], float | None], aborted_by: str | None = None) -> dict:
-    """Each threshold judged on the figures `value_of` gives; a figure with no value fails it."""
+def judge(
+    specs: list[Spec],
+    value_of: Callable[[str], float | None],
+    aborted_by: str | None = None,
+    undecided: str | None = None,
+) -> dict:
+    """Each threshold judged on the figures `value_of` gives; a figure with no value fails it. With
+    `undecided` (why the phase's latencies and rates cannot tell), a threshold on a latency or a rate is
+    neither passed nor failed (`passed` None) and the run does not pass."""
     results = []
     for text, abort_on_fail in specs:
         comparison = parse_threshold(text)
@@ -31,6 +38,9 @@ def judge(specs: list[Spec], value_of: Callable[[str], float | None], aborted_by
         note = f"no value: the run has no {', '.join(missing)}" if missing else None
         if note is None and held is None:
             note = "no value: a division by zero"
+        passed: bool | None = bool(held)
+        if undecided and any(FIGURES[name].dim != NUMBER for name in values):
+            passed, note = None, undecided
         results.append(
             {
                 "threshold": text,
@@ -38,7 +48,7 @@ def judge(specs: list[Spec], value_of: Callable[[str], float | None], aborted_by
                 "value": left,
                 "bound": right,
                 "unit": comparison.unit,
-                "passed": bool(held),
+                "passed": passed,
                 "abortOnFail": abort_on_fail,
                 "note": note,
             }
@@ -47,12 +57,36 @@ def judge(specs: list[Spec], value_of: Callable[[str], float | None], aborted_by
     return {"passed": passed, "aborted_by": aborted_by, "thresholds": results}
 
 
-def judge_summary(thresholds: Iterable[object], summary: dict, aborted_by: str | None = None) -> dict | None:
-    """summary.json's verdict: None when the run has no thresholds."""
+def saturated_reason(summary: dict) -> str | None:
+    """Why latency and rate verdicts on the run's measured phase cannot tell: its load generator was
+    saturated (summary.json's `generator`, pipeline/generator.py). None when it kept its schedule."""
+    measured = (summary.get("generator") or {}).get("measure") or {}
+    if not measured.get("saturated") or not measured.get("seconds"):
+        return None
+    share = measured["saturated_seconds"] / measured["seconds"]
+    workers = measured.get("workers") or {}
+    worst = max(workers.items(), key=lambda kv: kv[1].get("saturated_seconds") or 0, default=None)
+    detail = ""
+    if worst is not None:
+        w, figures = worst
+        wait, cores = figures.get("wait_share_max") or 0.0, figures.get("cpu_cores") or 0.0
+        detail = f"; worker {w}: its threads waited up to {wait:.0%} of a report to run, its CPU {cores:.1f} cores"
+    return (
+        f"undecided: the load generator was saturated for {share:.0%} of the measured phase{detail}: the "
+        "figure measures dimster as well as Kafka (saturatedPhases: judge insists)"
+    )
+
+
+def judge_summary(
+    thresholds: Iterable[object], summary: dict, aborted_by: str | None = None, judge_saturated: bool = False
+) -> dict | None:
+    """summary.json's verdict: None when the run has no thresholds. Latencies and rates of a saturated
+    measured phase are undecided unless `judge_saturated` (the workload's `saturatedPhases: judge`)."""
     specs = specs_of(thresholds)
     if not specs:
         return None
-    return judge(specs, lambda name: summary_value(FIGURES[name], summary), aborted_by)
+    undecided = None if judge_saturated else saturated_reason(summary)
+    return judge(specs, lambda name: summary_value(FIGURES[name], summary), aborted_by, undecided)
 
 
 def not_judged(specs: list[Spec], why: str) -> dict:

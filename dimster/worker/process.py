@@ -7,6 +7,7 @@ how a run stops and tells its workers.
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from dimster.worker.protocol import (
     decode,
     encode,
 )
-from dimster.worker.wake_lag import WakeProbe
+from dimster.worker.wake_lag import WakeProbe, host_steal_seconds
 from dimster.workload.model import Workload
 
 REPORT_EVERY = 1.0
@@ -100,6 +101,7 @@ class Worker:
         self.total_producers = assignment.total_producers
         self.load_started: float | None = None
         self.cpu_mark = time.process_time()  # this process's CPU seconds at its last report
+        self.steal_mark = host_steal_seconds()  # the host's steal time at its last report
         self.process = psutil.Process()  # its memory and threads go with every report
         self.wake_probe = WakeProbe()  # how late its threads wake: with every report
         self.producers = [self._producer(spec) for spec in assignment.producers]
@@ -146,10 +148,14 @@ class Worker:
         intervals = [client.take_interval() for client in clients]
         cpu_now = time.process_time()
         cpu, self.cpu_mark = cpu_now - self.cpu_mark, cpu_now
+        steal_now = host_steal_seconds()
+        steal, self.steal_mark = max(0.0, steal_now - self.steal_mark), steal_now
         with self.process.oneshot():
             rss, threads = self.process.memory_info().rss, self.process.num_threads()
+        cores = len(os.sched_getaffinity(0))
+        wake_lag = self.wake_probe.take()
         index = self.assignment.worker_index
-        report = IntervalReport(index, clock.now(), intervals, cpu, rss, threads, self.wake_probe.take())
+        report = IntervalReport(index, clock.now(), intervals, cpu, rss, threads, wake_lag, steal, cores)
         self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]
         if failed:

@@ -17,7 +17,7 @@ import msgpack
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
 from dimster.worker.wire import from_wire, to_wire
 
-PROTOCOL_VERSION = 12  # 12: settled_rejected by (producer, delivery count), received_again
+PROTOCOL_VERSION = 13  # 13: in_doubt; a report's host steal time
 
 # A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition); a warm-up record's latency goes under WARMUP_PREFIX + metric.
@@ -102,10 +102,14 @@ class ClientInterval:
     # share groups: records received on a delivery after their first, by (producer id, delivery count):
     # a reject answered as settled on an earlier delivery did not take effect (see share_outcomes.py)
     received_again: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
+    # share groups: records whose acknowledgement may or may not have taken effect (answered with an
+    # error, or never answered: the broker went away), by (producer id, delivery count). Not settled:
+    # one that comes back settles by its later delivery; one that does not ends the run in doubt.
+    in_doubt: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
     renewed: int = 0  # records whose acquisition lock was renewed (KIP-1222), once per renewal
     renewals_refused: int = 0
     lock_timeouts: int = 0  # acknowledgements refused because the record's lock had timed out
-    ack_errors: int = 0  # acknowledgements refused for another reason
+    ack_errors: int = 0  # acknowledgements refused for another reason, or never answered (in_doubt)
     # a simulated crash (CrashConsumers): when, and the records the crashed client held unacknowledged
     crashed_at: float = 0.0  # epoch s, coordinator's clock; 0 when it did not crash in this interval
     crash_held: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> ranges
@@ -139,6 +143,10 @@ class IntervalReport:
     rss_bytes: int = 0  # the worker process's resident memory at the report (its JVM's heap and librdkafka's too)
     threads: int = 0  # the worker process's threads at the report (dimster's, librdkafka's and the JVM's)
     wake_lag: WakeLag | None = None  # how late its threads woke since its last report
+    # the host: CPU time the hypervisor gave other guests while this one's vCPUs wanted to run (steal),
+    # in seconds summed over its cores, since the worker's last report; and the cores the worker may use
+    steal_seconds: float = 0.0
+    cores: int = 0
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------

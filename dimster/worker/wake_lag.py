@@ -2,10 +2,13 @@
 does. A client thread returning from a poll waits the same way, for a core and for the process's one
 interpreter lock (the GIL), before it can read the clock and account for its records. While wake-ups
 come late, the clients' latencies and rates measure the worker rather than Kafka: the summary says so
-(`late_wake_notes`). The probe's lateness adds up to the time it spent waiting to run."""
+(`late_wake_notes`). The probe's lateness adds up to the time it spent waiting to run. On a virtual
+machine the host's steal time says how much of that wait was another guest's."""
 
 import threading
 import time
+
+import psutil
 
 from dimster.worker.protocol import WakeLag
 
@@ -41,3 +44,9 @@ class WakeProbe:
                 self._lag.wakes += 1
                 self._lag.lag_ms_sum += lag_ms
                 self._lag.lag_ms_max = max(self._lag.lag_ms_max, lag_ms)
+
+
+def host_steal_seconds() -> float:
+    """CPU time the hypervisor gave other guests while this host's vCPUs wanted to run, summed over its
+    cores, since boot (0 where the kernel does not count it)."""
+    return float(getattr(psutil.cpu_times(), "steal", 0.0))

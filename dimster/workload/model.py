@@ -186,6 +186,9 @@ class Workload(Strict):
     dead_letter_queue: DeadLetterQueue | None = Field(None, alias="deadLetterQueue")  # Kafka 4.4, KIP-1191
     mode: Mode = Field(default_factory=Steady)
     thresholds: list[Threshold] = Field(default_factory=list)  # what the run must meet to pass
+    # latency and rate verdicts on a phase whose load generator was saturated (diagnosis/generator.py):
+    # undecided, or judged all the same
+    saturated_phases: Literal["undecided", "judge"] = Field("undecided", alias="saturatedPhases")
     omb_result: OmbResult | None = Field(None, alias="ombResult")  # write omb-result.json too
 
     @model_validator(mode="before")

@@ -81,7 +81,7 @@ class ConsumerClient(LoadClient):
     def take_interval(self) -> ClientInterval:
         interval = super().take_interval()
         # collected as sequence numbers per producer (see _record), sent as ranges
-        for name in ("settled", "settled_rejected", "settled_archived", "received_again", "crash_held"):
+        for name in ("settled", "settled_rejected", "settled_archived", "received_again", "in_doubt", "crash_held"):
             by_producer = getattr(interval, name)
             setattr(interval, name, {key: to_ranges(sequences) for key, sequences in by_producer.items()})
         return interval
@@ -290,7 +290,7 @@ class ConsumerClient(LoadClient):
 
     def _unanswered(self, rows: np.ndarray, when: str) -> None:
         """Records whose acknowledgement was never answered: whether it took effect is unknown. As for an
-        error answer (count_answered): an acknowledgement error, and counted by its outcome."""
+        error answer (count_answered): an acknowledgement error, and in doubt."""
         if len(rows):
             log.warning("%s: %d acknowledgement(s) unanswered %s", self.client_id, len(rows), when)
             with self.lock:

@@ -148,15 +148,17 @@ def count_answered(interval: ClientInterval, rows: np.ndarray, status: np.ndarra
     """Count records the broker answered for: one whose acknowledgement took effect by its outcome,
     settled unless released for another delivery; one whose lock had run out as a lock time-out: it
     comes back (on its last delivery the broker archives it instead). One answered with another error
-    (a broker restarting, a leader moving) may have taken effect or not: it counts as an
-    acknowledgement error and by its outcome, as most often it did (one that comes back is then a
-    duplicate; counted as lost it would be a loss that never happened)."""
+    (a broker restarting, a leader moving) may have taken effect or not: an acknowledgement error, and
+    in doubt, never counted as an outcome it may not have had. One that comes back settles by its later
+    delivery (coordinator/share_outcomes.py); one that does not ends the run in doubt, by name."""
     if status.any():  # not all SETTLED
-        lapsed = status == LOCK_LAPSED
+        lapsed, refused = status == LOCK_LAPSED, status == REFUSED
         interval.lock_timeouts += int(np.count_nonzero(lapsed))
-        interval.ack_errors += int(np.count_nonzero(status == REFUSED))
+        interval.ack_errors += int(np.count_nonzero(refused))
         archive(interval, rows[lapsed & rows["last"] & rows["ours"]])
-        rows = rows[~lapsed]
+        doubtful = refused & rows["ours"]
+        settle_by_delivery(interval.in_doubt, rows[doubtful], rows["delivery"][doubtful])
+        rows = rows[~(lapsed | refused)]
     outcome, ours = rows["outcome"], rows["ours"]
     if not outcome.any():  # all accepted (ACCEPT is 0): implicit mode, as a rule
         interval.accepted += len(rows)

@@ -1,0 +1,148 @@
+"""A load generator that cannot keep its schedule, named as such (diagnosis/generator.py): per window on
+the coordinator, as the live diagnosis's limit, in run.json, and as `undecided` in the verdicts on
+latencies and rates of a saturated measured phase."""
+
+import time
+
+import pytest
+
+from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.generator_watch import GeneratorWatch
+from dimster.diagnosis.generator import PUBLISH_DELAY_MS, WorkerLoad, console_line, saturated
+from dimster.diagnosis.limits import GENERATOR, GroupInputs, diagnose
+from dimster.metrics.histogram import Histogram
+from dimster.report.data import RunData
+from dimster.report.saturation import saturated_spans
+from dimster.verdict.compare import Point, compare_verdict
+from dimster.verdict.judge import judge_summary
+from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("load", "reasons"),
+    [
+        (WorkerLoad(0, 5.0, waited=0.1, cpu=2.0, cores=2), []),  # 2 % waited, 0.4 of 2 cores: keeps up
+        (WorkerLoad(0, 5.0, waited=1.15, cpu=2.0, cores=2), ["its threads waited 23% of the time to run"]),
+        (WorkerLoad(1, 5.0, cpu=9.5, cores=2), ["its CPU at 1.9 of 2 cores"]),
+        (WorkerLoad(2, 5.0, steal=1.5, cores=2), ["its host's steal time 15%"]),
+        (WorkerLoad(3, 5.0, publish_delay_p99_ms=PUBLISH_DELAY_MS), ["its producers 50 ms behind schedule at p99"]),
+        (WorkerLoad(4, 0.0, waited=1.0, cpu=1.0), []),  # nothing covered: nothing to say
+    ],
+)
+def test_a_worker_is_saturated_for_each_reason_and_says_which(load, reasons):
+    assert load.reasons() == reasons
+    assert saturated([load]) == ([load] if reasons else [])
+
+
+def test_the_console_names_each_saturated_worker_and_the_levers():
+    loads = [w.to_json() for w in saturated([WorkerLoad(0, 5.0, waited=1.2, cpu=9.0, cores=2)])]
+    line = console_line(loads)
+    assert line.startswith("the load generator is saturated (worker 0: its threads waited 24% of the time to run, ")
+    assert "its CPU at 1.8 of 2 cores" in line and "--workers N" in line and "librdkafka" in line
+
+
+def report(worker: int, end: float, waited_ms: float, cpu: float, delays_ms: tuple[float, ...] = ()) -> IntervalReport:
+    histogram = Histogram()
+    for ms in delays_ms:
+        histogram.record(ms * 1000)
+    producer = ClientInterval(f"p{worker}", "producer", "t", histograms={("publish_delay", -1): histogram.to_wire()})
+    return IntervalReport(worker, end, [producer], cpu, wake_lag=WakeLag(500, waited_ms, 50.0), cores=2)
+
+
+def test_the_window_counts_a_workers_cpu_only_for_the_time_after_load_started():
+    """Worker 0's first report spans 10 s, 5 of them before load started: half its CPU is load's."""
+    a = RunAggregate({"g": "t"})
+    now = time.time()
+    a.add(report(0, now - 10, 0.0, 0.0))  # before load
+    a.load_started = now - 5
+    a.add(report(0, now, 0.0, cpu=9.0))
+    [load] = a.window.loads()
+    assert (load.seconds, round(load.cpu, 6), load.cores) == (pytest.approx(5.0), 4.5, 2)
+    assert load.cpu_cores == pytest.approx(0.9)
+
+
+def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_phase():
+    """Worker 1 waited 1.5 of 5 s and its producers ran 200 ms late; worker 0 kept up."""
+    a = RunAggregate({"g": "t"})
+    now = time.time()
+    a.load_started = now - 5
+    a.add(report(0, now, 50.0, 1.0, (0.2, 0.3)))
+    a.add(report(1, now, 1500.0, 2.0, (200.0,) * 10))
+    window = a.take_window()
+    assert [w["worker"] for w in window["generator"]] == [1]
+    assert window["generator"][0]["reasons"] == [
+        "its threads waited 30% of the time to run", "its producers 200 ms behind schedule at p99",
+    ]  # fmt: skip
+
+    class Log:
+        def __init__(self):
+            self.events = []
+
+        def event(self, kind, **details):
+            self.events.append((kind, details))
+
+    class Bundle:
+        def __init__(self):
+            self.run_info = {}
+
+    log, bundle = Log(), Bundle()
+    watch = GeneratorWatch(log, bundle)  # type: ignore[arg-type]  # stand-ins of the run's log and bundle
+    watch.see("measure", window)
+    watch.see("measure", {"seconds": 5.0, "generator": []})
+    assert [kind for kind, _ in log.events] == ["generator_saturated", "generator_keeps_up"]
+    measured = bundle.run_info["generator"]["measure"]
+    assert (measured["seconds"], measured["saturated_seconds"], measured["saturated"]) == (10.0, 5.0, True)
+    assert watch.saturated_phases() == ["measure"]
+
+
+def test_the_live_diagnosis_names_the_generator_whatever_the_model_allows():
+    """The reference post's small workload on a busy host: processing would allow 4,800 msg/s, the
+    group consumed 1,500 of 3,000, and worker 0's threads waited 23 %: the generator is the limit."""
+    inputs = GroupInputs(6, 24, 5.0, 1, 500, "batch_optimized", 100, 64.0, 12.0)
+    worker = WorkerLoad(0, 5.0, waited=1.15, cpu=9.0, cores=2).to_json()
+    d = diagnose(inputs, 1500.0, 3000.0, (), [worker])
+    assert d.name == GENERATOR and d.limit is not None
+    worker_said = "worker 0: its threads waited 23% of the time to run, its CPU at 1.8 of 2 cores"
+    assert d.limit.sentence == f"the load generator: {worker_said}"
+    assert "more workers (--workers N, or workers: N in the environment)" in d.limit.levers
+    assert diagnose(inputs, 1500.0, 3000.0).name != GENERATOR  # without a saturated worker: the model's word
+
+
+SATURATED = {"generator": {"measure": {"seconds": 20.0, "saturated_seconds": 8.0, "saturated": True,
+                                       "workers": {"0": {"saturated_seconds": 8.0, "wait_share_max": 0.31,
+                                                         "cpu_cores": 1.7}}}},
+             "latency_ms": {"e2e": {"p99": 40.0}}, "throughput": {"produced_msgs_per_s": 400.0},
+             "totals": {"lost": 0}}  # fmt: skip
+
+
+def test_thresholds_on_latencies_and_rates_of_a_saturated_phase_are_undecided_and_counts_still_judged():
+    verdict = judge_summary(["e2e.p99 < 50ms", "produced.rate > 300 msg/s", "lost == 0"], SATURATED)
+    assert verdict is not None and verdict["passed"] is False
+    assert [r["passed"] for r in verdict["thresholds"]] == [None, None, True]
+    note = verdict["thresholds"][0]["note"]
+    assert note.startswith("undecided: the load generator was saturated for 40% of the measured phase; worker 0")
+    insisted = judge_summary(["e2e.p99 < 50ms", "lost == 0"], SATURATED, judge_saturated=True)
+    assert insisted is not None and insisted["passed"] is True  # saturatedPhases: judge
+
+
+def test_compare_says_undecided_for_latencies_and_rates_of_a_saturated_side(tmp_path, monkeypatch):
+    quiet = Point("run", "{}", {"e2e.p99": [10.0], "lost": [0.0]}, {"e2e.p99": [10.0] * 20})
+    busy = Point("run", "{}", {"e2e.p99": [2700.0], "lost": [1.0]}, {"e2e.p99": [2700.0] * 20}, "undecided: why")
+    sides = {"base": quiet, "cand": busy}
+    monkeypatch.setattr("dimster.verdict.compare.load_side", lambda folder: ("run", [sides[folder.name]]))
+    result = compare_verdict(tmp_path / "base", tmp_path / "cand", {})
+    rows = {f["figure"]: f for f in result["points"][0]["figures"]}
+    assert (rows["e2e.p99"]["verdict"], rows["e2e.p99"]["reason"]) == ("undecided", "the candidate: undecided: why")
+    assert rows["lost"]["verdict"] == "worse" and result["regression"]  # a count is an outcome: judged
+    judged = compare_verdict(tmp_path / "base", tmp_path / "cand", {}, judge_saturated=True)
+    assert {f["figure"]: f["verdict"] for f in judged["points"][0]["figures"]}["e2e.p99"] == "worse"
+
+
+def test_the_latency_chart_shades_each_saturated_span_to_its_end_or_the_runs(tmp_path):
+    at = {"load_started": 1000.0, "generator_saturated": 1010.0, "generator_keeps_up": 1020.0}
+    events = [{"time": t, "event": e} for e, t in at.items()]
+    events += [{"time": 1030.0, "event": "generator_saturated"}, {"time": 1040.0, "event": "run_ended"}]
+    run = RunData(tmp_path, {"load_started": 1000.0}, {}, {}, {}, {"events": events})
+    assert saturated_spans(run) == [(10.0, 20.0), (30.0, 40.0)]
