@@ -29,6 +29,7 @@ from dimster.worker.protocol import (
     Reported,
     StartLoad,
     StopProducers,
+    WakeLag,
 )
 
 E2E_MS = 5.0  # every record's end-to-end latency in the fake
@@ -36,8 +37,16 @@ PER_STEP = 10  # records each producer hands over per receive() while load runs
 
 
 class FakeWorkers:
-    def __init__(self, lose_worker: int | None = None, lose_after_steps: int = 3, clocks: dict | None = None):
+    def __init__(
+        self,
+        lose_worker: int | None = None,
+        lose_after_steps: int = 3,
+        clocks: dict | None = None,
+        waiting: dict[int, float] | None = None,
+    ):
         self.lose_worker, self.lose_after_steps = lose_worker, lose_after_steps
+        self.waiting = waiting or {}  # worker -> the share of the time its wake probe waits to run
+        self.last_report: dict[int, float] = {}
         self.clocks = clocks or {}  # what clock_offsets() answers
         self.clients: dict[int, dict[str, object]] = {}  # worker -> client id -> spec
         self.outbox: deque[tuple[int, object]] = deque()
@@ -93,7 +102,10 @@ class FakeWorkers:
                 )
             for index, clients in self.clients.items():
                 if index not in self.lost:
-                    report = IntervalReport(index, time.time(), self._intervals(list(clients.values())))
+                    now, since = time.time(), self.last_report.get(index, time.time())
+                    self.last_report[index] = now
+                    lag = WakeLag(10, self.waiting.get(index, 0.0) * (now - since) * 1000, 5.0)
+                    report = IntervalReport(index, now, self._intervals(list(clients.values())), wake_lag=lag)
                     received.append((index, Reported(report)))
                     self.reports_under_load += 1
         return received

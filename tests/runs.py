@@ -5,11 +5,13 @@ A run that only has to carry records ends on counts, not on a clock: `run_until`
 waits until a status condition holds (`received>=2000`) and stops it, so a slow machine takes longer
 but never makes a run carry fewer records than its test counts on."""
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -197,3 +199,19 @@ def no_loss(info: dict) -> None:
     totals = info["totals"]
     assert info["status"] == "completed", info.get("failure")
     assert totals["lost"] == 0 and totals["duplicates"] == 0 and totals["sent"] == totals["received"] > 0, totals
+
+
+@contextlib.contextmanager
+def cpu_hog(seconds: float) -> Iterator[None]:
+    """A busy process per core at normal priority while the block runs (scripts/bench/pressure.py), each
+    ending by itself after `seconds` should the test be killed."""
+    bench = str(REPO / "scripts" / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    from pressure import start, stop
+
+    hogs = start("cpu", seconds, os.cpu_count() or 1, 0.0)
+    try:
+        yield
+    finally:
+        stop(hogs)

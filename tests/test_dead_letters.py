@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from dimster.environment import load_environment
 from dimster.workload.payload import unpack_header
 from tests.conftest import dimster, spare_ports_yaml, write_environment
-from tests.runs import BASE, events, modify, only_bundle, run_info, start_detached, wait, write_workload
+from tests.runs import BASE, cpu_hog, events, modify, only_bundle, run_info, start_detached, wait, write_workload
 
 pytestmark = pytest.mark.kafka
 
@@ -59,10 +59,19 @@ def read_topic(bootstrap: str, topic: str) -> list:
     return records
 
 
-def test_rejected_and_last_delivery_records_are_dead_lettered_once_and_the_account_closes(local_cluster, tmp_path):
-    workload = write_workload(tmp_path, "dlq", **DEAD_LETTERS)
+@pytest.mark.parametrize("library", ["java", "librdkafka"])
+def test_rejected_and_last_delivery_records_are_dead_lettered_once_and_the_account_closes(
+    local_cluster, tmp_path, library
+):
+    """Beside a CPU hog that keeps both cores busy (the host of a load generator is busy by definition),
+    with a share consumer crashed mid-run, for each client library."""
+    keys = {**DEAD_LETTERS, "consumerCrashes": [{"atSeconds": 4, "consumers": 1}]}
+    if library == "librdkafka":  # record_limit and max.poll.records are the Java client's
+        keys |= {"clientLibrary": {"shareConsumer": "librdkafka"}, "kafkaConfig": {"producerConfig": {"linger.ms": 0}}}
+    workload = write_workload(tmp_path, "dlq", **keys)
     results = tmp_path / "results"
-    result = dimster("run", "local", "-w", str(workload), "--results", str(results), "--no-summary", timeout=300)
+    with cpu_hog(seconds=120):
+        result = dimster("run", "local", "-w", str(workload), "--results", str(results), "--no-summary", timeout=300)
     assert result.code == 0 and "run completed" in result.stdout, result.stderr + result.stdout
     bundle = only_bundle(results)
     info = run_info(bundle)

@@ -2,6 +2,7 @@
 the coordinator, as the live diagnosis's limit, in run.json, and as `undecided` in the verdicts on
 latencies and rates of a saturated measured phase."""
 
+import json
 import time
 
 import pytest
@@ -146,3 +147,29 @@ def test_the_latency_chart_shades_each_saturated_span_to_its_end_or_the_runs(tmp
     events += [{"time": 1030.0, "event": "generator_saturated"}, {"time": 1040.0, "event": "run_ended"}]
     run = RunData(tmp_path, {"load_started": 1000.0}, {}, {}, {}, {"events": events})
     assert saturated_spans(run) == [(10.0, 20.0), (30.0, 40.0)]
+
+
+def test_the_run_says_within_a_window_that_a_worker_fell_behind_and_records_the_phase(tmp_path):
+    """The real coordinator loop over in-memory workers: worker 1's threads wait 30 % of the time."""
+    from dimster.coordinator.run import Coordinator
+    from dimster.results.bundle import ResultsBundle
+    from dimster.workload.model import Workload
+    from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
+
+    workers = FakeWorkers(waiting={1: 0.3})
+    workload = Workload.model_validate(
+        {"name": "w", "durationSeconds": 1.5, "reportIntervalSeconds": 0.5, "producersPerTopic": 2,
+         "consumersPerGroup": 2, "drainTimeoutSeconds": 10, "warmupSeconds": 0}
+    )  # fmt: skip
+    bundle = ResultsBundle(tmp_path, workload.name)
+    bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.4.0", run_id="r")
+    lines: list[str] = []
+    c = Coordinator(workload, fake_cluster(), bundle, workers, 2, say=lines.append, kafka=FakeKafka(workers))
+    assert c.run() == 0
+    measured = [line for line in lines if "measure]" in line]
+    assert measured and all("the load generator is saturated (worker 1: its threads waited 30%" in line
+                            for line in measured[1:])  # fmt: skip  (the first window may have no report yet)
+    events = [json.loads(line)["event"] for line in (bundle.path / "events.jsonl").read_text().splitlines()]
+    assert events.index("generator_saturated") > events.index("load_started")
+    info = json.loads((bundle.path / "run.json").read_text())
+    assert info["generator"]["measure"]["saturated"] and set(info["generator"]["measure"]["workers"]) == {"1"}

@@ -57,6 +57,7 @@ class HelperTask:
         self.returncode: int | None = None
         self.errors: list[str] = []
         self.timed_out = False
+        self.unanswered = False  # the helper went away before its #exit line
 
     def lines(self) -> Iterator[str]:
         try:
@@ -74,6 +75,7 @@ class HelperTask:
         except (OSError, ValueError):  # closed by this side, or the helper went away
             pass
         if self.returncode is None:
+            self.unanswered = True
             self.errors.append("the Kafka helper ended the task without an answer")
             self.returncode = 1
 
@@ -121,10 +123,14 @@ class KafkaHelper:
             return None
         return process if process.alive() else None
 
-    def task(self, name: str, *args: str, security: ClientSecurity = None) -> HelperTask:
-        """Start task `name` on the helper, started first when none runs."""
+    def task(
+        self, name: str, *args: str, security: ClientSecurity = None, timeout: float | None = None
+    ) -> HelperTask:
+        """Start task `name` on the helper, started first when none runs; `timeout`: the longest wait
+        for each of its lines (None: no limit, as a watch waits)."""
         request = {"task": name, "args": list(args), "config": java_security(security)}
         connection = self._connect()
+        connection.settimeout(timeout)
         try:
             connection.sendall(json.dumps(request).encode() + b"\n")
         except OSError as e:
@@ -133,16 +139,24 @@ class KafkaHelper:
         return HelperTask(connection)
 
     def run_task(self, name: str, *args: str, timeout: float = 120, security: ClientSecurity = None) -> HelperAnswer:
-        """Task `name` to its end: its exit code and output."""
-        task = self.task(name, *args, security=security)
-        task._connection.settimeout(timeout)
+        """Task `name` to its end: its exit code and output. A helper that ended before it answered
+        (another process's `cluster down` ended it just then) is started again, once."""
+        answer, unanswered = self._run_once(name, args, timeout, security)
+        if unanswered:
+            answer, _ = self._run_once(name, args, timeout, security)
+        return answer
+
+    def _run_once(
+        self, name: str, args: tuple[str, ...], timeout: float, security: ClientSecurity
+    ) -> tuple[HelperAnswer, bool]:
+        task = self.task(name, *args, security=security, timeout=timeout)
         try:
             lines = list(task.lines())
         finally:
             task.close()
         if task.timed_out:
             raise ClusterError(f"Kafka helper '{name}' did not finish within {timeout:g} s")
-        return HelperAnswer(task.returncode or 0, "\n".join(lines), "\n".join(task.errors))
+        return HelperAnswer(task.returncode or 0, "\n".join(lines), "\n".join(task.errors)), task.unanswered
 
     def _connect(self) -> socket.socket:
         connection = self._try_connect()
