@@ -28,7 +28,12 @@ pytestmark = pytest.mark.unit
         (WorkerLoad(0, 5.0, waited=1.15, cpu=2.0, cores=2), ["its threads waited 23% of the time to run"]),
         (WorkerLoad(1, 5.0, cpu=9.5, cores=2), ["its CPU at 1.9 of 2 cores"]),
         (WorkerLoad(2, 5.0, steal=1.5, cores=2), ["its host's steal time 15%"]),
-        (WorkerLoad(3, 5.0, publish_delay_p99_ms=PUBLISH_DELAY_MS), ["its producers 50 ms behind schedule at p99"]),
+        # producers 5 s late while the worker idles: their broker held them back (a restart), not dimster
+        (WorkerLoad(3, 5.0, waited=0.2, cpu=0.7, cores=2, publish_delay_p99_ms=5233.0), []),
+        (
+            WorkerLoad(3, 5.0, steal=1.5, cores=2, publish_delay_p99_ms=PUBLISH_DELAY_MS),
+            ["its host's steal time 15%", "its producers 50 ms behind schedule at p99"],
+        ),
         (WorkerLoad(4, 0.0, waited=1.0, cpu=1.0), []),  # nothing covered: nothing to say
     ],
 )
@@ -98,9 +103,11 @@ def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_ph
     assert watch.saturated_phases() == ["measure"]
 
 
-def test_the_live_diagnosis_names_the_generator_whatever_the_model_allows():
+def test_the_live_diagnosis_names_the_generator_where_no_kafka_limit_explains_the_rate():
     """The reference post's small workload on a busy host: processing would allow 4,800 msg/s, the
-    group consumed 1,500 of 3,000, and worker 0's threads waited 23 %: the generator is the limit."""
+    group consumed 1,500 of 3,000, and worker 0's threads waited 23 %: the generator is the limit. Had
+    the group consumed the 1,200 msg/s its lock budget allows (512-record batches, 100 locks), the
+    budget would explain the rate: it stays the limit and the generator is a note."""
     inputs = GroupInputs(6, 24, 5.0, 1, 500, "batch_optimized", 100, 64.0, 12.0)
     worker = WorkerLoad(0, 5.0, waited=1.15, cpu=9.0, cores=2).to_json()
     d = diagnose(inputs, 1500.0, 3000.0, (), [worker])
@@ -109,6 +116,9 @@ def test_the_live_diagnosis_names_the_generator_whatever_the_model_allows():
     assert d.limit.sentence == f"the load generator: {worker_said}"
     assert "more workers (--workers N, or workers: N in the environment)" in d.limit.levers
     assert diagnose(inputs, 1500.0, 3000.0).name != GENERATOR  # without a saturated worker: the model's word
+    budget = diagnose(inputs, 1200.0, 3000.0, (), [worker])
+    assert budget.name == "lock budget" and budget.notes == (f"the load generator was saturated too ({worker_said})",)
+    assert budget.limit is not None and "worker0WaitShare" not in budget.limit.inputs
 
 
 SATURATED = {"generator": {"measure": {"seconds": 20.0, "saturated_seconds": 8.0, "saturated": True,

@@ -38,7 +38,10 @@ def coordinator(tmp_path, lines: list[str], **keys):
 
 
 def window(pub: float, cons: float, backlog: int) -> dict:
-    return {"pubRate": pub, "consRate": cons, "backlog": backlog, "recordsPerPoll": 40.0, "workerWaitShare": 0.01}
+    return {
+        "pubRate": pub, "consRate": cons, "backlog": backlog, "recordsPerPoll": 40.0, "workerWaitShare": 0.01,
+        "seconds": 2.0,
+    }  # fmt: skip
 
 
 def limit_events(run) -> list[dict]:
@@ -103,6 +106,21 @@ def test_a_shortfall_no_limit_explains_is_told_as_unexplained_with_what_each_all
     assert "consumption 700 msg/s of 2,000 offered is unexplained (lock budget allows 1,200" in lines[-1]
 
 
+def test_the_measured_rate_is_the_settings_last_windows_together_not_one_fetch_more_or_less(tmp_path):
+    """Whole fetches of 216 records in 2 s windows: one window counts 1, the next 3 (108 and 324 msg/s);
+    over the setting's windows the group consumed 216 msg/s, and the limit (200) explains it."""
+    run = coordinator(tmp_path, [], partitionsPerTopic=1, consumersPerGroup=4)
+    run.aggregate = SimpleNamespace(producer_batches=lambda: {"batchRecordsAvg": 216.0, "batchBytesAvg": 24000.0})
+    watch = LimitWatch(run)
+    for cons in (216, 108, 324, 108):  # the first is the clients' start: not of the span
+        watch.see(window(700, cons, 0))
+    [told] = limit_events(run)
+    assert (told["limit"], told["limitRate"], told["measured"]) == ("lock budget", 200.0, 216.0)  # 108 and 324
+    assert watch.current is not None and watch.current.measured == 180.0  # and 108: told once, it still holds
+    watch.see(window(700, 324, 0))
+    assert watch.current is not None and watch.current.measured == 216.0
+
+
 def test_a_binding_limit_that_moves_is_told_again(tmp_path):
     run = coordinator(tmp_path, [])
     watch = LimitWatch(run)
@@ -154,7 +172,7 @@ def test_explain_prints_the_run_s_diagnoses_in_order_and_as_json(tmp_path):
     assert lines[0].endswith(": 2 diagnosis(es), from the start of load") and len(lines) == 4
     assert "lock budget 100 / 52-record batches" in lines[1] and "(measured 1,180)" in lines[1]
     assert (
-        "unexplained: 700 msg/s of 2,000 offered (lock budget allows 1,200, processing capacity allows 2,400)"
+        "unexplained: 1,020 msg/s of 2,000 offered (lock budget allows 1,200, processing capacity allows 2,400)"
         in lines[2]
     )
     assert lines[3].endswith("none: consumption keeps up")

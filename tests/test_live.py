@@ -172,7 +172,13 @@ def test_a_scheduled_pause_a_live_restart_and_a_redeploy_of_the_node_lose_nothin
     assert [m["key"] for m in modifications(bundle)] == ["faults"]
     totals = info["totals"]  # a restart may deliver again what was not acknowledged yet: duplicates, counted
     assert info["status"] == "completed" and totals["lost"] == 0 and totals["sent"] == totals["acked"] > 0
-    assert totals["received"] >= totals["sent"] and totals["backlog"] == 0
+    # An acknowledgement in flight when the node stopped is never answered: its record is in doubt
+    # until it is delivered again. The broker may have committed it first, so it never comes back:
+    # then it stays in doubt by name (at most one per failed acknowledgement), and the account closes.
+    [account] = info["account"].values()
+    assert account["closes"] and account["unconsumed"] == 0, account
+    assert totals["backlog"] == totals["in_doubt"] <= totals["ack_errors"], totals
+    assert totals["received"] >= totals["sent"] - totals["in_doubt"]
     kinds = [e["event"] for e in events(bundle)]
     assert "cluster_redeploy_started" in kinds and "cluster_redeploy_done" in kinds
     assert "broker_left" in kinds and "broker_back" in kinds

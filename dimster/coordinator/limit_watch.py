@@ -26,6 +26,7 @@ from dimster.workload.model import Workload
 BEHIND_SHARE = 0.95  # a window whose consumption is below this share of the offered rate is behind
 BACKLOG_GROWTH = 0.05  # ... or whose backlog grew by this share of the records offered in it
 WINDOWS = 2  # windows behind in a row before a diagnosis
+SPAN_WINDOWS = 5  # the measured rate: over this many of the last windows of one setting
 LOAD_PHASES = ("warmup", "measure")
 BUSY_BROKER_IDLE = 0.2  # a broker whose request handlers are idle less than this is noted
 LOCKS = "share.partition.max.record.locks"
@@ -95,6 +96,7 @@ class LimitWatch:
         self.settings: Workload | None = None  # the workload the previous window ran with
         self.backlog: int | None = None  # at the end of the previous window
         self.current: Diagnosis | None = None
+        self.span: list[tuple[float, float, float]] = []  # this setting's last windows: consumed, offered, seconds
 
     def see(self, window: dict) -> None:
         """One console window (RunAggregate.take_window) has ended."""
@@ -105,8 +107,13 @@ class LimitWatch:
             self.behind, self.settings, self.current = 0, None, None
             return
         if w is not self.settings:  # load's first window (the clients' start), or one a live change cut
-            self.settings, self.behind = w, 0  # in two: its numbers are of no one setting
+            self.settings, self.behind, self.span = w, 0, []  # in two: its numbers are of no one setting
             return
+        seconds = window.get("seconds") or 0.0
+        self.span = [
+            *self.span[1 - SPAN_WINDOWS :],
+            (window.get("consRate") or 0.0, window.get("pubRate") or 0.0, seconds),
+        ]
         groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
         behind = is_behind(window, backlog_before, w.report_interval_seconds, groups, topics)
         self.behind = self.behind + 1 if behind else 0
@@ -122,7 +129,8 @@ class LimitWatch:
         locks = record_locks(w, run.cluster.broker_config(), at_start)
         batch = run.aggregate.producer_batches()["batchRecordsAvg"]
         groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
-        measured, offered = (window.get("consRate") or 0.0) / groups, (window.get("pubRate") or 0.0) / topics
+        measured, offered = (rate / groups for rate in span_rates(self.span))
+        offered *= groups / topics
         inputs, seen = group_inputs(w, locks, window, batch), notes(window, run.observers.handler_idle)
         now = diagnose(inputs, measured, offered, seen, window.get("generator"))
         before, self.current = self.current, now
@@ -131,6 +139,16 @@ class LimitWatch:
             run.log.tell("limit", f"-- {now.line()}", **told)
             # run.json: what limited the groups as the run ended (a campaign's page shows it per point)
             run.bundle.run_info["limit"] = {k: told[k] for k in ("limit", "limitRate", "measured", "offered")}
+
+
+def span_rates(span: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """Consumed and offered msg/s over the span's windows. A share consumer receives a whole fetch at
+    once: one window counts a fetch more or less than the rate holds (a 100-record fetch is 50 msg/s of
+    a 2 s window), and the span's several windows make that error theirs together, not one's."""
+    seconds = sum(s for _, _, s in span)
+    if not seconds:
+        return 0.0, 0.0
+    return sum(c * s for c, _, s in span) / seconds, sum(o * s for _, o, s in span) / seconds
 
 
 def notes(window: dict, handler_idle: dict[int, float]) -> tuple[str, ...]:

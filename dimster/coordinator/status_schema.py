@@ -143,7 +143,7 @@ FIELDS: tuple[StatusField, ...] = (
         "dimster_generator_saturated_workers",
         "gauge",
         "Workers that could not keep their clients' schedule over the last status line's window: threads "
-        "waiting to run, CPU at their cores, steal time, or producers behind schedule (`generator` says why)",
+        "waiting to run, CPU at their cores, or steal time (`generator` says why)",
     ),
     StatusField(
         "limitRate",

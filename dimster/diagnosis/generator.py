@@ -1,7 +1,9 @@
 """When dimster's own load generator is the limit: a worker that cannot keep its clients' schedule. Its
 threads wait to run (for a core, or for the interpreter's lock), its process uses nearly every core it
-may, the hypervisor gives its host's cores to other guests (steal), or its producers hand records to
-their Kafka client well after the records were due (publish delay). Over such a window the latencies
+may, or the hypervisor gives its host's cores to other guests (steal). Its producers then hand records
+to their Kafka client well after the records were due (publish delay), a figure the reasons add; alone
+it is no sign of the generator: a client its broker holds back (no leader, a full buffer) is late
+too, and that is Kafka's answer, not dimster's wait. Over such a window the latencies
 and rates measure the worker as much as Kafka: the console says so, the run records it per worker and
 phase, and verdicts on latencies and rates of such a phase are undecided.
 
@@ -15,7 +17,7 @@ from dimster.metrics.schema import WAITING_NOTED
 WAIT_SHARE = WAITING_NOTED  # of the time its wake probe waited to run (an idle worker's: 1-3 %)
 CPU_SHARE = 0.90  # of the cores the worker may use
 STEAL_SHARE = 0.10  # of the host's core time given to other guests
-PUBLISH_DELAY_MS = 50.0  # the producers' p99 lateness: intended send time to the record handed over
+PUBLISH_DELAY_MS = 50.0  # the producers' p99 lateness (intended send time to handed over), said beside a sign
 SATURATED_PHASE_SHARE = 0.10  # a phase whose time was saturated this much is a saturated phase
 LEVERS = (
     "more workers (--workers N, or workers: N in the environment)",
@@ -50,7 +52,8 @@ class WorkerLoad:
         return min(1.0, self.steal / (self.seconds * self.cores)) if self.seconds and self.cores else 0.0
 
     def reasons(self) -> list[str]:
-        """Why the worker could not keep its schedule, in words; empty when it could."""
+        """Why the worker could not keep its schedule, in words; empty when it could (producers behind
+        schedule with none of the worker's own signs are held back by Kafka: empty too)."""
         found = []
         if self.wait_share >= WAIT_SHARE:
             found.append(f"its threads waited {self.wait_share:.0%} of the time to run")
@@ -58,7 +61,7 @@ class WorkerLoad:
             found.append(f"its CPU at {self.cpu_cores:.1f} of {self.cores} cores")
         if self.steal_share >= STEAL_SHARE:
             found.append(f"its host's steal time {self.steal_share:.0%}")
-        if self.publish_delay_p99_ms is not None and self.publish_delay_p99_ms >= PUBLISH_DELAY_MS:
+        if found and self.publish_delay_p99_ms is not None and self.publish_delay_p99_ms >= PUBLISH_DELAY_MS:
             found.append(f"its producers {self.publish_delay_p99_ms:,.0f} ms behind schedule at p99")
         return found
 

@@ -176,6 +176,9 @@ def generator_limit(measured: float, saturated: list[dict]) -> Limit:
     for w in saturated:
         inputs[f"worker{w['worker']}WaitShare"] = w["wait_share"]
         inputs[f"worker{w['worker']}CpuCores"] = w["cpu_cores"]
+        inputs[f"worker{w['worker']}StealShare"] = w["steal_share"]
+        if w["publish_delay_p99_ms"] is not None:
+            inputs[f"worker{w['worker']}PublishDelayP99Ms"] = w["publish_delay_p99_ms"]
     workers = "; ".join(sentence(w) for w in saturated)
     return Limit(GENERATOR, measured, inputs, f"the load generator: {workers}", GENERATOR_LEVERS)
 
@@ -183,12 +186,17 @@ def generator_limit(measured: float, saturated: list[dict]) -> Limit:
 def diagnose(
     g: GroupInputs, measured: float, offered: float, notes: tuple[str, ...] = (), generator: list[dict] | None = None
 ) -> Diagnosis:
-    """The limit that allows the least, when its prediction is within TOLERANCE of `measured`; dimster's
-    own load generator when a worker could not keep its schedule (`generator`: the saturated workers),
-    whatever the model predicts: the group's rate then measures dimster."""
+    """The limit that allows the least, when its prediction is within TOLERANCE of `measured`. Otherwise
+    dimster's own load generator when a worker could not keep its schedule (`generator`: the saturated
+    workers): the group's rate then measures dimster. A Kafka limit that explains the rate stays the
+    limit on a busy host; the generator's state is then a note."""
     limits = tuple(sorted((lim for f in LIMITS if (lim := f(g)) is not None), key=lambda lim: lim.rate))
-    if generator:
-        return Diagnosis(measured, offered, generator_limit(measured, generator), limits, notes)
     binding = limits[0] if limits else None
     explains = binding is not None and abs(binding.rate - measured) <= TOLERANCE * max(measured, 1e-9)
-    return Diagnosis(measured, offered, binding if explains else None, limits, notes)
+    if explains:
+        if generator:
+            notes = (*notes, f"the load generator was saturated too ({'; '.join(sentence(w) for w in generator)})")
+        return Diagnosis(measured, offered, binding, limits, notes)
+    if generator:
+        return Diagnosis(measured, offered, generator_limit(measured, generator), limits, notes)
+    return Diagnosis(measured, offered, None, limits, notes)
