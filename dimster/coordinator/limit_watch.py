@@ -129,8 +129,8 @@ class LimitWatch:
         locks = record_locks(w, run.cluster.broker_config(), at_start)
         batch = run.aggregate.producer_batches()["batchRecordsAvg"]
         groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
-        measured, offered = (rate / groups for rate in span_rates(self.span))
-        offered *= groups / topics
+        consumed, offered = span_rates(self.span)
+        measured, offered = consumed / groups, offered / topics
         inputs, seen = group_inputs(w, locks, window, batch), notes(window, run.observers.handler_idle)
         now = diagnose(inputs, measured, offered, seen, window.get("generator"))
         before, self.current = self.current, now
