@@ -60,7 +60,11 @@ def test_a_rolling_upgrade_under_an_acks_all_share_group_load_loses_nothing_and_
         assert info["totals"]["lost"] == 0 and info["totals"]["acked"] == info["totals"]["sent"] > 1000
         [account] = info["account"].values()
         assert account["closes"] and account["lost"] == 0 and account["acked"] == info["totals"]["acked"]
-        assert account["acked"] == account["accepted"] + account["rejected"] + account["archived"]
+        # a node's restart leaves the acknowledgements in flight to it unanswered: each such record is in
+        # doubt until delivered again, and stays so by name when the broker had committed it first
+        settled = account["accepted"] + account["rejected"] + account["archived"]
+        assert account["acked"] == settled + account["in_doubt"] and account["unconsumed"] == 0, account
+        assert account["in_doubt"] <= info["totals"]["ack_errors"], info["totals"]
 
         for node_id, log in cluster.log_files().items():
             versions = re.findall(r"INFO Kafka version: (\S+) ", log.read_text())
