@@ -15,7 +15,7 @@ import zmq
 
 from dimster import __version__
 from dimster.coordinator.remote import WorkersError, handshake
-from dimster.worker.protocol import PROTOCOL_VERSION, Close, Closed, Hello, Message, decode, encode
+from dimster.worker.protocol import PROTOCOL_VERSION, Assignment, Close, Closed, Hello, Message, decode, encode
 
 DIMSTER = str(Path(sys.executable).parent / "dimster")
 TOKEN = "a-test-token-of-this-suite-0123456789"
@@ -115,3 +115,7 @@ def release(context: zmq.Context, address: str, socket: zmq.Socket) -> list[Mess
             return answers
         time.sleep(0.2)
     raise AssertionError(f"agent on {address} is still busy with {welcome.busy_with}")
+
+
+def assignment(version: str = "4.3.1", index: int = 0, workload: dict | None = None) -> Assignment:
+    return Assignment(index, "127.0.0.1:9", {"name": "w"} if workload is None else workload, [], [], 1, 5, "", version)

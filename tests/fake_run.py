@@ -2,6 +2,7 @@
 drain, resize, live changes, worker loss) without Kafka. Not a model of Kafka: records are plain
 (producer id, sequence) pairs that each group's consumers share in turn."""
 
+import json
 import queue
 import time
 from collections import defaultdict, deque
@@ -9,12 +10,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from dimster.coordinator.run import Coordinator
 from dimster.coordinator.topology import client_id
 from dimster.coordinator.workers import WorkerLost
 from dimster.environment import parse_profile
 from dimster.kafka.groups import LagSample
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
+from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import (
     WARMUP_PREFIX,
     AddClients,
@@ -31,6 +34,7 @@ from dimster.worker.protocol import (
     StopProducers,
     WakeLag,
 )
+from dimster.workload.model import Workload
 
 E2E_MS = 5.0  # every record's end-to-end latency in the fake
 PER_STEP = 10  # records each producer hands over per receive() while load runs
@@ -204,3 +208,20 @@ class FakeKafka:
 def fake_cluster():
     profile = parse_profile({"name": "fake", "bootstrapServers": "memory:1", "backend": "external"})
     return SimpleNamespace(profile=profile, client_security=dict)
+
+
+def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail", exporter=None, **keys):
+    workload = Workload.model_validate(
+        {"name": "w", "durationSeconds": 1.5, "reportIntervalSeconds": 0.5, "producersPerTopic": 2,
+         "consumersPerGroup": 2, "drainTimeoutSeconds": 10, **keys}
+    )  # fmt: skip
+    bundle = ResultsBundle(tmp_path, workload.name)
+    bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.3.1", run_id="r")
+    return Coordinator(
+        workload, fake_cluster(), bundle, workers, capacity, say=lambda _line: None,
+        kafka=FakeKafka(workers), on_worker_loss=on_worker_loss, exporter=exporter,
+    )  # fmt: skip
+
+
+def events(c: Coordinator) -> list[dict]:
+    return [json.loads(line) for line in (c.bundle.path / "events.jsonl").read_text().splitlines()]

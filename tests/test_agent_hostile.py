@@ -22,7 +22,6 @@ from dimster.worker.protocol import (
     MESSAGES,
     PROTOCOL_VERSION,
     Assign,
-    Assignment,
     Close,
     Closed,
     Failed,
@@ -35,7 +34,7 @@ from dimster.worker.protocol import (
     decode,
     encode,
 )
-from tests.agents import TOKEN, answer, claim, release, running_agent, status_hello, write_token
+from tests.agents import TOKEN, answer, assignment, claim, release, running_agent, status_hello, write_token
 from tests.conftest import dimster, spare_ports
 
 pytestmark = pytest.mark.unit
@@ -48,10 +47,6 @@ def agent(tmp_path_factory):
     token_file = write_token(folder)
     with running_agent(address, token_file, folder / "agent.log"):
         yield address, token_file, folder
-
-
-def assignment(version: str = "4.3.1", index: int = 0, workload: dict | None = None) -> Assignment:
-    return Assignment(index, "127.0.0.1:9", {"name": "w"} if workload is None else workload, [], [], 1, 5, "", version)
 
 
 def corpus() -> list[tuple[str, list[bytes]]]:
@@ -170,7 +165,7 @@ import sys, time
 import zmq
 from dimster.worker.protocol import Assign, Ready, encode
 from tests.agents import answer, claim
-from tests.test_agent_hostile import assignment
+from tests.agents import assignment
 context = zmq.Context()
 owner = claim(context, sys.argv[1], "orphaned")
 owner.send(encode(Assign(assignment())))

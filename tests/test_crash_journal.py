@@ -13,8 +13,7 @@ from dimster.coordinator.journal import JOURNAL, TAIL, RunJournal, read_journal
 from dimster.coordinator.recover import crashed_account, received_past_commit, recover_crashed, replay
 from dimster.errors import DimsterError
 from dimster.worker.protocol import ClientInterval, IntervalReport
-from tests.fake_run import FakeWorkers
-from tests.test_run_loop import coordinator
+from tests.fake_run import FakeWorkers, coordinator
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from tests.fake_run import E2E_MS, FakeWorkers
-from tests.test_run_loop import coordinator, events
+from tests.fake_run import E2E_MS, FakeWorkers, coordinator, events
 
 pytestmark = pytest.mark.unit
 

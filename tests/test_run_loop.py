@@ -8,34 +8,14 @@ import time
 import pytest
 
 from dimster.coordinator.failures import RunFailed
-from dimster.coordinator.run import Coordinator
 from dimster.errors import DimsterError
-from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
-from dimster.workload.model import Workload
 from dimster.workload.modes.base import PlanStep
 from tests.conftest import busy_port
-from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
+from tests.fake_run import FakeWorkers, coordinator, events
 from tests.runs import scrape, scrape_samples
 
 pytestmark = pytest.mark.unit
-
-
-def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail", exporter=None, **keys):
-    workload = Workload.model_validate(
-        {"name": "w", "durationSeconds": 1.5, "reportIntervalSeconds": 0.5, "producersPerTopic": 2,
-         "consumersPerGroup": 2, "drainTimeoutSeconds": 10, **keys}
-    )  # fmt: skip
-    bundle = ResultsBundle(tmp_path, workload.name)
-    bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.3.1", run_id="r")
-    return Coordinator(
-        workload, fake_cluster(), bundle, workers, capacity, say=lambda _line: None,
-        kafka=FakeKafka(workers), on_worker_loss=on_worker_loss, exporter=exporter,
-    )  # fmt: skip
-
-
-def events(c: Coordinator) -> list[dict]:
-    return [json.loads(line) for line in (c.bundle.path / "events.jsonl").read_text().splitlines()]
 
 
 def test_phases_in_order_and_every_record_accounted(tmp_path):

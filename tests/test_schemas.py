@@ -22,9 +22,8 @@ from dimster.verdict.judge import judge_summary
 from dimster.workload.model import Workload, parse_workload
 from dimster.workload.thresholds import Threshold
 from tests.conftest import REPO
-from tests.fake_run import FakeWorkers
+from tests.fake_run import FakeWorkers, coordinator
 from tests.report_runs import Scenario, write_run
-from tests.test_run_loop import coordinator
 
 pytestmark = pytest.mark.unit
 

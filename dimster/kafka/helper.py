@@ -95,6 +95,7 @@ class KafkaHelper:
     def __init__(self, distribution: KafkaDistribution):
         self.distribution = distribution
         self.folder = helper_folder(distribution.version)
+        self.classes = classes_stamp(distribution)  # read once: process() runs every 0.1 s while it starts
 
     @property
     def socket_path(self) -> Path:
@@ -107,21 +108,12 @@ class KafkaHelper:
     def _record(self) -> Path:
         return self.folder / "helper.json"
 
-    def _classes(self) -> str:
-        """The helper classes' stamp: a helper started from other sources is replaced."""
-        stamp = self.distribution.home / "helper" / "sources.java"
-        return hashlib.sha1(stamp.read_bytes()).hexdigest() if stamp.exists() else ""
-
     def process(self, current: bool = True) -> TrackedProcess | None:
         """The running helper (with `current`, only one of today's classes), or None."""
-        try:
-            recorded = json.loads(self._record().read_text())
-            process = TrackedProcess(int(recorded["pid"]), float(recorded["started"]))
-        except (OSError, ValueError, KeyError, TypeError):
+        recorded = read_record(self._record())
+        if recorded is None or (current and recorded[1] != self.classes):
             return None
-        if current and recorded.get("classes") != self._classes():
-            return None
-        return process if process.alive() else None
+        return recorded[0] if recorded[0].alive() else None
 
     def task(
         self, name: str, *args: str, security: ClientSecurity = None, timeout: float | None = None
@@ -170,8 +162,8 @@ class KafkaHelper:
                 connection = self._start()
         return connection
 
-    def _try_connect(self) -> socket.socket | None:
-        if self.process() is None:
+    def _try_connect(self, current: bool = True) -> socket.socket | None:
+        if self.process(current) is None:
             return None
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -191,7 +183,7 @@ class KafkaHelper:
             HELPER_CLASS, "serve", str(self.socket_path), str(IDLE_SECONDS * 1000), jvm_options=options
         )
         process = spawn(command, log)
-        recorded = {"pid": process.pid, "started": process.started, "classes": self._classes()}
+        recorded = {"pid": process.pid, "started": process.started, "classes": self.classes}
         self._record().write_text(json.dumps(recorded))
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
@@ -207,14 +199,8 @@ class KafkaHelper:
 
     def stop_if_idle(self) -> None:
         """End the helper unless a task of another process is open on it; returns once it has ended."""
-        process = self.process(current=False)
-        if process is None:
-            return
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            connection.connect(str(self.socket_path))
-        except OSError:
-            connection.close()
+        process, connection = self.process(current=False), self._try_connect(current=False)
+        if process is None or connection is None:
             return
         task = HelperTask(connection)
         try:
@@ -230,6 +216,21 @@ class KafkaHelper:
                 time.sleep(0.05)
 
 
+def classes_stamp(distribution: KafkaDistribution) -> str:
+    """The helper classes' stamp: a helper started from other sources is replaced."""
+    stamp = distribution.home / "helper" / "sources.java"
+    return hashlib.sha1(stamp.read_bytes()).hexdigest() if stamp.exists() else ""
+
+
+def read_record(path: Path) -> tuple[TrackedProcess, str] | None:
+    """A helper's helper.json: its process and its classes' stamp (None: none, or unreadable)."""
+    try:
+        recorded = json.loads(path.read_text())
+        return TrackedProcess(int(recorded["pid"]), float(recorded["started"])), str(recorded.get("classes"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def helper_folder(version: str) -> Path:
     return state_dir() / "helpers" / version
 
@@ -243,9 +244,9 @@ def end_idle_helper(version: str) -> None:
 def stop_helpers() -> None:
     """End every helper of this state folder, by PID (a test session's end)."""
     for record in (state_dir() / "helpers").glob("*/helper.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError, ClusterError):
-            recorded = json.loads(record.read_text())
-            TrackedProcess(int(recorded["pid"]), float(recorded["started"])).stop(10)
+        if (recorded := read_record(record)) is not None:
+            with contextlib.suppress(OSError, ClusterError):
+                recorded[0].stop(10)
 
 
 def run_helper(
