@@ -144,7 +144,7 @@ def ended_line(status: str, totals: dict, results: Path) -> str:
     run's records it holds, and those missing or duplicated there when there are any) and where its
     results are."""
     unconsumed = "unknown" if totals["unconsumed"] is None else f"{totals['unconsumed']:,}"
-    in_doubt = f", in doubt {totals['in_doubt']:,} (a lost worker's consumers)" if totals["in_doubt"] else ""
+    in_doubt = f", in doubt {totals['in_doubt']:,} (whose fate only the broker knew)" if totals["in_doubt"] else ""
     dead_letters = "".join(f", {count}" for count in dead_letter_counts(totals))
     return (
         f"run {status}: sent {totals['sent']:,} (acked {totals['acked']:,}), received {totals['received']:,}, "

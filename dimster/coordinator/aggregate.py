@@ -261,7 +261,7 @@ class RunAggregate:
         return self.in_doubt_by_group.get(group, 0) + len(self.outcomes.doubtful(group))
 
     def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
-        """Of the records missing at the end, those only a lost worker's consumers can account for."""
+        """Of the records missing at the end, those in doubt (doubt()): whose fate only the broker knew."""
         return sum(self._in_doubt_by_group(unconsumed or {}).values())
 
     def _in_doubt_by_group(self, unconsumed: dict[str, int]) -> dict[str, int]:
