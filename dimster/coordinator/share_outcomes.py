@@ -61,9 +61,7 @@ class ShareOutcomes:
         for (producer_id, delivery), ranges in c.received_again.items():
             self._note(self.received_on, self.rejected_on, (c.group, producer_id), delivery, ranges, later=False)
         for (producer_id, delivery), ranges in c.in_doubt.items():
-            doubted = self.doubted_on[(c.group, producer_id)].setdefault(delivery, RangeSet())
-            for first, last in ranges:
-                doubted.add(first, last)
+            self._note(self.doubted_on, {}, (c.group, producer_id), delivery, ranges, later=False)
 
     def _add(self, outcome: str, group: str, producer_id: int, ranges: Ranges) -> None:
         ranges_of = self.sets[(outcome, group, producer_id)]
