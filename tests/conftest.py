@@ -21,6 +21,7 @@ import yaml
 
 from dimster.coordinator.run_state import read_run_state
 from dimster.kafka.helper import stop_helpers
+from dimster.pipeline.spark_service import SparkService
 from tests import locks
 from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
 from tests.clusters import RUNNING, beefy, beefy_down, beefy_project, local_cluster  # noqa: F401  (fixtures)
@@ -285,6 +286,7 @@ def state_dir(tmp_path_factory, scratch_project) -> Path:
     os.environ["DIMSTER_STATE_DIR"] = str(path)
     yield path
     stop_helpers()
+    SparkService().stop()
     leftovers = our_java_processes(path)
     for process in leftovers:
         process.kill()
@@ -300,42 +302,13 @@ def local_cluster_down_at_the_end(state_dir):
     assert dimster("cluster", "down", "local").code == 0
 
 
-class KeptSpark:
-    """One Spark session kept open for the summaries tests make in this process: its JVM starts and
-    warms up once, not once per summary as a `dimster run` of its own would (the tests of that path
-    run it whole). A process holds one SparkContext: `release` ends it at the end of the session."""
-
-    MASTER = "local[2]"
-
-    def __init__(self, log: Path):
-        self.log = log
-        self.kept: contextlib.ExitStack | None = None
-
-    def master(self) -> str:
-        from dimster.pipeline.spark import kept_spark_session
-
-        if self.kept is None:
-            self.kept = contextlib.ExitStack()
-            self.kept.enter_context(kept_spark_session(self.MASTER, self.log))
-        return self.MASTER
-
-    def release(self) -> None:
-        if self.kept is not None:
-            self.kept.close()
-            self.kept = None
-
-
 @pytest.fixture(scope="session")
-def kept_spark(tmp_path_factory):
-    kept = KeptSpark(tmp_path_factory.mktemp("spark") / "spark.log")
-    yield kept
-    kept.release()
+def spark() -> str:
+    """Where a test's summaries run: dimster's warm Spark server of this session's state folder (started
+    by the first summary, ended with the session), as every `dimster run` of the session uses it."""
+    from dimster.pipeline.spark_service import EMBEDDED
 
-
-@pytest.fixture
-def spark(kept_spark) -> str:
-    """The master of the session's kept Spark session (started at first use)."""
-    return kept_spark.master()
+    return EMBEDDED
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -47,7 +47,7 @@ consumerConfig: |
 
 
 def test_an_omb_workload_with_two_drivers_runs_as_a_campaign_and_each_result_file_agrees_with_its_summary(
-    tmp_path: Path, kept_spark
+    tmp_path: Path, spark
 ):
     (tmp_path / "payload").mkdir()
     payload = bytes(range(256))
@@ -86,7 +86,7 @@ def test_an_omb_workload_with_two_drivers_runs_as_a_campaign_and_each_result_fil
     no_loss(info)
 
     omb = json.loads((bundle / "omb-result.json").read_text())
-    summary = summarized(bundle, kept_spark.master())
+    summary = summarized(bundle, spark)
     assert (omb["workload"], omb["driver"]) == (WORKLOAD["name"], "Kafka-latency")
     assert (omb["topics"], omb["partitions"], omb["messageSize"], omb["consumersPerTopic"]) == (1, 2, 256, 2)
     windows = -(-summary["throughput"]["seconds"] // 10)  # one entry per 10 s window of the measured phase

@@ -388,11 +388,15 @@ def test_producer_requests_far_slower_than_the_brokers_produce_time_get_a_note()
 
 
 @pytest.mark.spark
-def test_the_drivers_jvm_runs_with_dimsters_java_options(spark, tmp_path):
-    """spark-submit hands the driver's JVM dimster's options (the client compiler only)."""
-    with spark_session(spark, tmp_path / "spark.log") as session:  # the session's kept one
-        driver = session.sparkContext._gateway.proc
-    assert set(DRIVER_JAVA_OPTS.split()) <= set(psutil.Process(driver.pid).cmdline())
+def test_a_summarys_own_driver_runs_with_dimsters_java_options_and_ends_with_it(tmp_path):
+    """A `local[1]` master: a driver JVM of the summary's own, which spark-submit hands dimster's options
+    (the client compiler only), writing to the given log, ended (by PID) when the session ends."""
+    with spark_session("local[1]", tmp_path / "spark.log") as session:
+        driver = psutil.Process(session.sparkContext._gateway.proc.pid)
+        assert set(DRIVER_JAVA_OPTS.split()) <= set(driver.cmdline())
+        assert session.range(3).count() == 3
+    assert not driver.is_running() or driver.status() == psutil.STATUS_ZOMBIE
+    assert "Setting default log level" in (tmp_path / "spark.log").read_text()
 
 
 @pytest.mark.spark

@@ -60,7 +60,7 @@ UNTIL = "received>=2500 and elapsedSeconds>=9"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, kept_spark) -> dict[str, Any]:
+def runs(tmp_path_factory, spark) -> dict[str, Any]:
     """a1 and a2: two repeats that pass; b: processing twice as long, run in the foreground through
     the CLI (its own summary, exit code and JUnit), breaching `consumed.rate >= 0.95 * produced.rate`."""
     folder = tmp_path_factory.mktemp("verdicts")
@@ -70,7 +70,7 @@ def runs(tmp_path_factory, kept_spark) -> dict[str, Any]:
         bundle = run_until(folder / name, "steady", UNTIL, thresholds=THRESHOLDS, **WORKLOAD)
         (folder / "results").mkdir(exist_ok=True)
         found[name] = bundle.rename(folder / "results" / bundle.name)
-        summarized(found[name], kept_spark.master())
+        summarized(found[name], spark)
     slower = {**WORKLOAD, "consumerProcMsMin": 5.0, "consumerProcMsMax": 5.0, "durationSeconds": 10}
     b = write_workload(folder, "steady", thresholds=["consumed.rate >= 0.95 * produced.rate", "lost == 0"], **slower)
     junit = folder / "b.xml"

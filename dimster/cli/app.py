@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str, dict | None]] = {
     "compare": ("dimster.cli.report", "compare", None),
     "history": ("dimster.cli.history", "history", None),
     "explain": ("dimster.cli.explain", "explain", None),
+    "spark": ("dimster.cli.spark", "app", None),
 }
 
 

@@ -10,7 +10,11 @@ from rich.table import Table
 
 # options more than one command takes
 SparkMasterOpt = typer.Option(
-    None, "--spark-master", help="Spark master URL (default $DIMSTER_SPARK_MASTER, else local[*])."
+    None,
+    "--spark-master",
+    help="Where summaries run: embedded (dimster's warm Spark server, the default unless "
+    "$DIMSTER_SPARK_MASTER says otherwise), sc://HOST:PORT (a Spark Connect server), local[N] or spark://HOST:PORT "
+    "(a Spark driver of the summary's own).",
 )
 
 console = Console(highlight=False, soft_wrap=True)

@@ -369,6 +369,7 @@ def _cell(value: Any) -> Any:
 def _parquet_ready(table: pd.DataFrame) -> pd.DataFrame:
     """`table` with every column of mixed value types (a dimension of numbers and words) as text."""
     table = table.copy()
+    table.attrs.clear()  # a Spark Connect result carries its plan's metrics there, which Parquet cannot hold
     for column in table.columns:
         if table[column].dtype == object:
             kinds = {type(v) for v in table[column] if v is not None and not (isinstance(v, float) and math.isnan(v))}

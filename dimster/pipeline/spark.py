@@ -1,10 +1,14 @@
-"""A Spark session for dimster's jobs: `local[*]` unless told otherwise, on loopback, and ended with
-its JVM (tracked by PID) when the job is done. Spark's JVM writes to a log file (the run's
-`logs/spark.log`), not the console; its last lines come with an error."""
+"""A Spark session for dimster's jobs. `embedded` (the default): a client session of dimster's warm
+Spark Connect server (spark_service.py); `sc://host:port`: any Spark Connect server; `local[N]` or
+`spark://...`: a JVM of this process's own, on loopback, ended (tracked by PID) when the job is done.
+Spark's JVM writes to a log file (the run's `logs/spark.log`, or the server's), not the console; its
+last lines come with an error."""
 
 import contextlib
 import logging
 import os
+import re
+import socket
 import sys
 import warnings
 from collections.abc import Iterator
@@ -12,15 +16,19 @@ from importlib import resources
 from pathlib import Path
 
 from dimster.errors import DimsterError
+from dimster.pipeline.spark_service import EMBEDDED, SparkService
 
-DEFAULT_MASTER = "local[*]"
+DEFAULT_MASTER = EMBEDDED
+SESSION_CONFS: dict[str, bool | float | int | str | None] = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+}
 # Dimster's Spark jobs are many small queries in a JVM that lives one summary: the C2 compiler's work
 # costs more than it returns there, the client compiler alone is a fifth faster (docs/benchmarks.md,
 # "Spark summary cost"). Alone it shrinks the code cache to 48 MB, which a JVM that lives through many
-# summaries (a kept session, a campaign's) fills and then dies of: the cache keeps the default 240 MB.
+# summaries (a campaign's) fills and then dies of: the cache keeps the default 240 MB.
 # DIMSTER_SPARK_DRIVER_JAVA_OPTS replaces these options of the driver's JVM.
 DRIVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-_kept: dict[str, object] = {}  # master -> the session kept_spark_session() holds open in this process
 
 
 def spark_master(option: str | None) -> str:
@@ -48,18 +56,6 @@ def _output_to(log: Path) -> Iterator[None]:
             os.close(original)
 
 
-@contextlib.contextmanager
-def kept_spark_session(master: str, log: Path) -> Iterator:
-    """One session for every job on `master` in this process while the block lasts, instead of a JVM
-    started and ended for each: for a caller that summarizes many small folders (the test suite)."""
-    with spark_session(master, log) as session:
-        _kept[master] = session
-        try:
-            yield session
-        finally:
-            del _kept[master]
-
-
 def log_tail(log: Path, lines: int = 15) -> str:
     """The last lines of Spark's log, to show with an error."""
     if not log.is_file():
@@ -69,10 +65,17 @@ def log_tail(log: Path, lines: int = 15) -> str:
 
 @contextlib.contextmanager
 def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> Iterator:
-    """A session whose JVM writes to `log`; a DimsterError raised while it is open carries the log's tail.
-    Inside kept_spark_session(master) it is that session, left open (its JVM writes to its own log)."""
-    if master in _kept:
-        yield _kept[master]
+    """A session on `master` (see above); a DimsterError raised while it is open carries the tail of its
+    JVM's log: `log` for a driver of this process's own or a named Connect server, the server's own log
+    for `embedded`."""
+    if master == EMBEDDED:
+        service = SparkService()
+        with service.in_use() as url, _remote_session(url, service.log) as session:
+            yield session
+        return
+    if master.startswith("sc://"):
+        with _remote_session(master, log) as session:
+            yield session
         return
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -85,8 +88,7 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.session.timeZone", "UTC")
+        .config(map=SESSION_CONFS)
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j} {driver_java_opts}")
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
@@ -121,3 +123,46 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
         # That JVM is gone: the next session in this process must start its own.
         SparkContext._gateway = None
         SparkContext._jvm = None
+
+
+def _connect_address(url: str) -> tuple[str, int]:
+    """Host and port of a Spark Connect URL (sc://HOST[:PORT][/;params]), 15002 unless given."""
+    found = re.fullmatch(r"sc://(\[[^\]]+\]|[^:/]+)(?::(\d+))?(/.*)?", url)
+    if found is None:
+        raise DimsterError(f"invalid Spark Connect URL '{url}': sc://HOST:PORT, with /;token=... where one is set")
+    return found.group(1).strip("[]"), int(found.group(2) or 15002)
+
+
+@contextlib.contextmanager
+def _remote_session(url: str, log: Path) -> Iterator:
+    """A Spark Connect client session of the server at `url`; the server's `log` tails an error."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    logging.getLogger("pyspark").setLevel(logging.CRITICAL)
+    host, port = _connect_address(url)
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as e:  # the client would retry for ten minutes before it said so
+        raise DimsterError(f"could not reach Spark at {url}: {e.strerror or e}", detail=log_tail(log)) from None
+    try:
+        try:
+            session = SparkSession.builder.remote(url).config(map=SESSION_CONFS).create()
+            # a server that goes away mid-summary fails it within seconds, not after ten minutes of retries;
+            # results come whole on one stream (no reattaching, whose late releases the server logs as errors)
+            session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=2000)])
+            session.client.disable_reattachable_execute()
+        except Exception as e:
+            line = str(e).strip().splitlines()[0]
+            raise DimsterError(f"could not reach Spark at {url}: {line}", detail=log_tail(log)) from None
+        warnings.filterwarnings("ignore", module="pyspark")
+        try:
+            yield session
+        except DimsterError as e:
+            e.detail = e.detail or log_tail(log)
+            raise
+        finally:
+            with contextlib.suppress(Exception):  # a server gone away: nothing to release
+                session.stop()
+    finally:  # PySpark's mark of a Connect client: it would make a later local session of this process one too
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)

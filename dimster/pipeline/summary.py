@@ -91,6 +91,7 @@ def summarize(run_dir: Path, master: str) -> dict:
     judge_saturated = workload.get("saturatedPhases") == "judge"
     summary["verdict"] = judge_summary(workload.get("thresholds") or [], summary, aborted_by, judge_saturated)
     for name, table in tables.items():
+        table.attrs.clear()  # a Spark Connect result carries its plan's metrics there, which Parquet cannot hold
         table.to_csv(out / f"{name}.csv", index=False)
         table.to_parquet(out / f"{name}.parquet", index=False)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
@@ -189,7 +190,6 @@ def final_workload(run_dir: Path, run_info: dict) -> dict:
     except (OSError, yaml.YAMLError):
         return {}
     return workload if isinstance(workload, dict) else {}
-
 
 
 def _json_default(value):

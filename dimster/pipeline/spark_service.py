@@ -1,0 +1,182 @@
+"""dimster's own Spark, kept warm: a Spark Connect server (PySpark's own jars) on loopback, one per
+state folder, started by the first summary and reused by every later run, campaign point and `dimster
+summarize`. A Spark JVM of its own costs a summary 15-30 s of CPU to start and to compile Spark's code;
+on a warm server a summary pays only its queries.
+
+The first summary starts it rather than `cluster up`: a user who runs with --no-summary, or against an
+external cluster only, never pays for a JVM that would summarize nothing. It is tracked by PID like a
+broker (spark.json beside its log, spark.log); `cluster down` of the state folder's last cluster ends
+it unless a summary is using it, and `dimster spark stop` ends it at once. Its heap is bounded by
+DIMSTER_SPARK_DRIVER_MEMORY (1g); a summary's data are a few MB of Parquet."""
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dimster.errors import DimsterError
+from dimster.paths import state_dir
+from dimster.processes import TrackedProcess, spawn, tail
+
+EMBEDDED = "embedded"  # the --spark-master value of this server, dimster's default
+START_SECONDS = 120  # a JVM on a busy 2-core host may take this long to load Spark and listen
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SERVER_MASTER = "local[*]"
+# C1 alone, as for a summary's own JVM (spark.py): the server's queries are many and small, and C2's
+# compiling cost a warm summary a fifth more CPU than it saved; the code cache keeps its 240 MB.
+SERVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    process: TrackedProcess
+    port: int
+    version: str  # PySpark's: a server of another version is replaced
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+
+def pyspark_version() -> str:
+    from pyspark.version import __version__
+
+    return __version__
+
+
+class SparkService:
+    """The warm Spark Connect server of this state folder."""
+
+    def __init__(self) -> None:
+        self.folder = state_dir() / "spark"
+        self.log = self.folder / "spark.log"
+        self._record = self.folder / "spark.json"
+
+    def running(self) -> RunningServer | None:
+        """The server this state folder started, if it is still alive (of any version)."""
+        try:
+            recorded = json.loads(self._record.read_text())
+            process = TrackedProcess(int(recorded["pid"]), float(recorded["started"]))
+            server = RunningServer(process, int(recorded["port"]), str(recorded["version"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return server if process.alive() else None
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[str]:
+        """The server's URL, started first when none of this PySpark's answers; `stop_if_idle` waits
+        for no summary while the block lasts."""
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.folder / "use.lock", "w") as use:
+            fcntl.flock(use, fcntl.LOCK_SH)
+            yield self._url()
+
+    def _url(self) -> str:
+        server = self.running()
+        if server is not None and server.version == pyspark_version() and _answers(server.port):
+            return server.url
+        with open(self.folder / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one process starts it; the others use that one
+            server = self.running()
+            if server is not None and server.version == pyspark_version() and _answers(server.port):
+                return server.url
+            if server is not None:  # not answering, or of another PySpark
+                server.process.stop(15)
+            return self._start().url
+
+    def _start(self) -> RunningServer:
+        port = _free_port()
+        options = f"-Ddimster.spark={self.folder} -Dlog4j2.configurationFile={_log4j()}"
+        options += " " + os.environ.get("DIMSTER_SPARK_SERVER_JAVA_OPTS", SERVER_JAVA_OPTS)
+        command = [
+            str(_spark_home() / "bin" / "spark-submit"),
+            *("--class", SERVER_CLASS, "--name", "dimster-spark", "--master", SERVER_MASTER),
+            *("--driver-memory", os.environ.get("DIMSTER_SPARK_DRIVER_MEMORY", "1g")),
+            *("--driver-java-options", options),
+            *_confs(port),
+            "spark-internal",
+        ]
+        env = {"SPARK_HOME": str(_spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0"}
+        self.log.unlink(missing_ok=True)
+        process = spawn(command, self.log, env=env)
+        server = RunningServer(process, port, pyspark_version())
+        record = {"pid": process.pid, "started": process.started, "port": port, "version": server.version}
+        self._record.write_text(json.dumps(record))
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if not process.alive():
+                said = " ".join(line.strip() for line in tail(self.log, 3)) or "no output"
+                raise DimsterError(f"dimster's Spark server exited while starting: {said} (log: {self.log})")
+            if _answers(port):
+                return server
+            time.sleep(0.2)
+        process.stop(15)
+        raise DimsterError(f"dimster's Spark server did not listen within {START_SECONDS} s; its log: {self.log}")
+
+    def stop(self, if_idle: bool = False) -> bool:
+        """End the server (with `if_idle`, only when no summary uses it); whether one was ended."""
+        server = self.running()
+        if server is None:
+            return False
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.folder / "use.lock", "w") as use:
+            try:
+                fcntl.flock(use, fcntl.LOCK_EX | (fcntl.LOCK_NB if if_idle else 0))
+            except BlockingIOError:
+                return False  # a summary of another process is running on it: it ends on its next turn
+            server.process.stop(15)
+        return True
+
+
+def end_idle_spark(other_clusters_up: bool) -> None:
+    """`cluster down`: the state folder's last cluster is down, so its Spark server ends unless a
+    summary is running on it."""
+    if not other_clusters_up:
+        SparkService().stop(if_idle=True)
+
+
+def _answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _confs(port: int) -> list[str]:
+    confs = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.session.timeZone": "UTC",
+        # A summary is some twenty queries over a few MB: Spark's generated code (Janino compiles it
+        # anew for each query) cost more than it saved; interpreted, a warm summary takes a third less CPU.
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
+    return [arg for key, value in confs.items() for arg in ("--conf", f"{key}={value}")]
+
+
+def _spark_home() -> Path:
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home())
+
+
+def _log4j() -> str:
+    from importlib import resources
+
+    return str(resources.files("dimster.pipeline") / "log4j2-spark.properties")

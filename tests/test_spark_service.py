@@ -1,0 +1,86 @@
+"""dimster's warm Spark server (pipeline/spark_service.py), real PySpark: summaries share one server and
+agree figure for figure with one through the server's `sc://` URL (a summary on a driver of its own:
+test_summary); a server killed behind dimster's back is replaced by the next summary; `cluster down` of
+the last cluster ends it, not before; a Connect URL that answers nothing is one error line. The
+lifecycle test uses a state folder of its own, so the session's server is not its to kill."""
+
+import json
+import os
+import signal
+import socket
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dimster.pipeline.spark_service import EMBEDDED, SERVER_JAVA_OPTS, SparkService
+from dimster.pipeline.summary import summarize
+from tests.conftest import dimster, one_error_line
+from tests.synthetic import synthetic_run
+
+pytestmark = pytest.mark.spark
+
+
+def summary_of(folder: Path, master: str) -> dict:
+    """summary.json's content as `master` writes it."""
+    return json.loads(json.dumps(summarize(folder, master), default=str))
+
+
+def test_summaries_share_one_warm_server_and_agree_with_one_through_its_url(tmp_path, spark):
+    run = tmp_path / "run"
+    run.mkdir()
+    samples = synthetic_run(run, seconds=4, consumers=2, per_second=500)
+    embedded = summary_of(run, spark)
+    server = SparkService().running()
+    assert server is not None and embedded["latency_ms"]["e2e"]["count"] == sum(len(v) for v in samples.values())
+    through_url = summary_of(run, server.url)  # the same server, named as any Spark Connect server is
+    assert SparkService().running() == server  # reused, not started anew
+    assert through_url == embedded
+    cmdline = psutil.Process(server.process.pid).cmdline()
+    assert set(SERVER_JAVA_OPTS.split()) <= set(cmdline) and "-Xmx1g" in cmdline
+    assert f"-Ddimster.spark={SparkService().folder}" in cmdline  # whose it is: the suite finds it by that
+
+
+def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path, monkeypatch):
+    """`dimster spark status` before and after; another cluster of the state folder recorded up keeps
+    the server through a `cluster down`, the last one down ends it."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("DIMSTER_STATE_DIR", str(state))  # the dimster commands below inherit it
+    run = tmp_path / "run"
+    run.mkdir()
+    synthetic_run(run, seconds=3, consumers=1, per_second=200)
+    try:
+        assert dimster("spark", "status").code == 1  # none yet: the first summary starts it
+        result = dimster("summarize", str(run))
+        assert result.code == 0 and result.stderr == "", result.stderr
+        first = json.loads(dimster("spark", "status", "--json").stdout)
+        assert first["running"] and first["url"].startswith("sc://127.0.0.1:")
+        os.kill(first["pid"], signal.SIGKILL)  # behind dimster's back
+        psutil.Process(first["pid"]).wait(10)
+        assert summarize(run, EMBEDDED)["throughput"]["seconds"] == 3
+        server = SparkService().running()
+        assert server is not None and server.process.pid != first["pid"]
+        other = state / "clusters" / "other" / "state.json"
+        other.parent.mkdir(parents=True)
+        other.write_text("{}")  # what `cluster up` of another environment leaves while it runs
+        assert dimster("cluster", "down", "local").code == 0
+        assert SparkService().running() == server
+        other.unlink()
+        assert dimster("cluster", "down", "local").code == 0
+        assert SparkService().running() is None and not server.process.alive()
+        assert dimster("spark", "status").code == 1
+        assert dimster("spark", "stop").stdout.strip() == "dimster's Spark server was not running"
+    finally:
+        SparkService().stop()
+
+
+def test_a_connect_url_that_answers_nothing_is_one_error_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    synthetic_run(run, seconds=2, consumers=1, per_second=100)
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = dimster("summarize", str(run), "--spark-master", f"sc://127.0.0.1:{port}", timeout=120)
+    one_error_line(result, f"could not reach Spark at sc://127.0.0.1:{port}: Connection refused", code=None)
+    assert (run / "metrics").is_dir() and not (run / "summary" / "summary.json").exists()
