@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from dimster.coordinator.run_state import control_request
 from tests.cli import REPO, dimster
 
 BASE = {
@@ -117,10 +118,10 @@ def start_run(tmp_path, name, **keys) -> tuple[subprocess.Popen, Path]:
 
 
 def status(env: str = "local") -> dict:
-    """`dimster status ENV --json` of the running run."""
-    result = dimster("status", env, "--json")
-    assert result.code == 0, result.stderr
-    return json.loads(result.stdout)
+    """The running run's status, what `dimster status ENV --json` prints, read through the run's control
+    API in this process: a CLI process for each reading cost a test that polls it most of a core. The
+    command itself: test_modes and test_upgrade_live (--json), test_campaigns (its lines)."""
+    return control_request(env, "GET", "/status", timeout=30)
 
 
 def wait(condition: str, timeout: int = 90, env: str = "local", cli_env: dict[str, str] | None = None) -> None:

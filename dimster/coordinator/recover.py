@@ -2,14 +2,16 @@
 into the aggregate the coordinator had, the metrics it had not yet written, and the account closed
 from what the brokers say now (their logs' ends and the groups' positions).
 
-After a crash every worker died with the coordinator, each after its last report. A record the broker
-took after its producer's last report is in the log but in no report, so a crashed run's `acked` is
-what the run's topics hold; a record a consumer settled after its last report is in doubt, up to its
-receive rate for the second a report can trail (RunAggregate.consumers_lost). A consumer group's
-position is its last commit: the records past it that its consumers had reported received are
-settled, not unconsumed (read from the log, each by its producer and sequence); and every record
-before it was returned by a poll (a consumer commits what it polled), so one no report named was
-received unreported: in doubt, never lost, however late the crash came after the last report."""
+After a crash every worker died with the coordinator, each after its last report the coordinator took.
+A record the broker took after its producer's last report is in the log but in no report, so a crashed
+run's `acked` is what the run's topics hold. What the log holds beyond the records the reports settled
+and the group's unconsumed records, the broker counts as consumed: a consumer group's position is its
+last commit, and a consumer commits what it polled; a share group's lag (KIP-1226) counts every record
+whose delivery has not completed, so the others were acknowledged (or archived). Either way the run's
+consumers settled them after their last report the coordinator took: in doubt, never lost, however long
+the crash came after that report (on a busy host the coordinator may trail its workers' reports by
+seconds). A consumer group's records past its commit that its consumers had reported received are
+settled, not unconsumed (read from the log, each by its producer and sequence)."""
 
 import json
 from collections.abc import Iterable
@@ -88,16 +90,10 @@ def write_tail(tail: Path, metrics: Path, load_started: float) -> int:
     return len(unwritten)
 
 
-def crashed_account(
-    a: RunAggregate,
-    in_log: dict[str, int] | None,
-    unconsumed: dict[str, int] | None,
-    consumer_groups: frozenset[str] = frozenset(),
-) -> dict:
+def crashed_account(a: RunAggregate, in_log: dict[str, int] | None, unconsumed: dict[str, int] | None) -> dict:
     """Per group: acked (its topic's log, else what producers reported) = accepted + rejected +
     archived + unconsumed + in_doubt + lost. What the log holds beyond the settled and the unconsumed
-    records was settled unreported (in doubt: for a share group up to its consumers' bound; for a
-    consumer group, `consumer_groups`, all of it, as its commit says it was polled) or is lost."""
+    records the broker counts as consumed, by the run's consumers after their last report: in doubt."""
     accounts = {}
     for group, topic in a.groups.items():
         rejected, archived = a.outcomes.count("rejected", group), a.outcomes.count("archived", group)
@@ -108,8 +104,7 @@ def crashed_account(
             terms |= {"unconsumed": None, "in_doubt": 0, "lost": None}
         else:
             beyond = max(0, acked - settled - unconsumed.get(group, 0))
-            in_doubt = beyond if group in consumer_groups else min(beyond, a.in_doubt_by_group.get(group, 0))
-            terms |= {"unconsumed": unconsumed.get(group, 0), "in_doubt": in_doubt, "lost": beyond - in_doubt}
+            terms |= {"unconsumed": unconsumed.get(group, 0), "in_doubt": beyond, "lost": 0}
         unaccounted = acked - sum(v or 0 for v in terms.values())
         closes = unconsumed is not None and unaccounted == 0
         accounts[group] = {"acked": acked, **terms, "closes": closes, "unaccounted": unaccounted}
@@ -188,8 +183,7 @@ def recover_crashed(run_dir: Path) -> list[str]:
     except DimsterError as e:
         notes.append(f"the groups' positions are unknown ({e}): the account stays open")
     a = r.aggregate
-    consumer_groups = frozenset(group for group, spec in r.groups.items() if spec["kind"] == "consumer")
-    account = crashed_account(a, in_log, unconsumed, consumer_groups)
+    account = crashed_account(a, in_log, unconsumed)
     totals = run_totals(a, unconsumed, account)
     totals |= {
         "acked": sum(in_log.values()) if in_log is not None else a.acked,
