@@ -7,12 +7,12 @@ import typer
 from dimster.cli.control import notify_run
 from dimster.cli.output import cluster_table, console, print_json, progress
 from dimster.cluster.backends import backend_for
+from dimster.cluster.nodes import clusters_recorded_up
 from dimster.cluster.upgrade import UpgradeReport, levels_text, rolling_upgrade
 from dimster.environment import load_environment
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.helper import end_idle_helper
-from dimster.paths import state_dir
-from dimster.pipeline.spark_service import end_idle_spark
+from dimster.pipeline.spark_service import SparkService
 
 app = typer.Typer(help="Manage the Kafka cluster of an environment (run/environments/ENV.yaml).", no_args_is_help=True)
 
@@ -43,8 +43,8 @@ def down(
     cluster = backend_for(profile)
     stopped = cluster.down(console.print)  # no --json: its progress and its summary are one stream, in order
     end_idle_helper(profile.kafka_version)  # dimster's Kafka helper, unless another run still uses it
-    others_up = any(path.parent.name != env for path in (state_dir() / "clusters").glob("*/state.json"))
-    end_idle_spark(others_up)  # dimster's Spark server, after the state folder's last cluster
+    if not clusters_recorded_up() - {env}:  # the state folder's last cluster: its Spark server, unless in use
+        SparkService().stop(if_idle=True)
     if purge:
         cluster.remove_data()
     console.print(f"'{env}': stopped {len(stopped)} node(s)" if stopped else f"'{env}': nothing was running")

@@ -27,6 +27,7 @@ def status(json: bool = typer.Option(False, "--json", help="Print machine-readab
 
 @app.command()
 def stop() -> None:
-    """End the server now (a summary running on it fails); the next summary starts a fresh one."""
+    """End the server once no summary runs on it (one that does is waited for); the next summary starts
+    a fresh one."""
     ended = SparkService().stop()
     console.print("dimster's Spark server: stopped" if ended else "dimster's Spark server was not running")

@@ -89,6 +89,12 @@ def new_cluster_id() -> str:
     return cluster_id
 
 
+def clusters_recorded_up() -> set[str]:
+    """The environments of this state folder whose nodes `up` recorded and `down` has not yet removed
+    (state.json in their cluster folder, cluster_dir)."""
+    return {path.parent.name for path in (state_dir() / "clusters").glob("*/state.json")}
+
+
 def save_state(path: Path, state) -> None:
     """Write a backend's state (a dataclass) as JSON, whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)

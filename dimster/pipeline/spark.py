@@ -72,11 +72,27 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
         service = SparkService()
         with service.in_use() as url, _remote_session(url, service.log) as session:
             yield session
-        return
-    if master.startswith("sc://"):
+    elif master.startswith("sc://"):
         with _remote_session(master, log) as session:
             yield session
-        return
+    else:
+        with _own_driver_session(master, log, app_name) as session:
+            yield session
+
+
+@contextlib.contextmanager
+def _log_tail_on_error(log: Path) -> Iterator[None]:
+    """A DimsterError raised in the block gets the tail of Spark's `log` as its detail, unless it has one."""
+    try:
+        yield
+    except DimsterError as e:
+        e.detail = e.detail or log_tail(log)
+        raise
+
+
+@contextlib.contextmanager
+def _own_driver_session(master: str, log: Path, app_name: str) -> Iterator:
+    """A session whose driver JVM this process starts (writing to `log`) and ends, by PID."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -107,10 +123,8 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
     warnings.filterwarnings("ignore", module="pyspark")
     gateway = session.sparkContext._gateway
     try:
-        yield session
-    except DimsterError as e:
-        e.detail = e.detail or log_tail(log)
-        raise
+        with _log_tail_on_error(log):
+            yield session
     finally:
         session.stop()
         process = getattr(gateway, "proc", None)
@@ -136,33 +150,39 @@ def _connect_address(url: str) -> tuple[str, int]:
 @contextlib.contextmanager
 def _remote_session(url: str, log: Path) -> Iterator:
     """A Spark Connect client session of the server at `url`; the server's `log` tails an error."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client.retries import DefaultPolicy
-
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
     host, port = _connect_address(url)
     try:
         socket.create_connection((host, port), timeout=10).close()
     except OSError as e:  # the client would retry for ten minutes before it said so
         raise DimsterError(f"could not reach Spark at {url}: {e.strerror or e}", detail=log_tail(log)) from None
-    try:
-        try:
-            session = SparkSession.builder.remote(url).config(map=SESSION_CONFS).create()
-            # a server that goes away mid-summary fails it within seconds, not after ten minutes of retries;
-            # results come whole on one stream (no reattaching, whose late releases the server logs as errors)
-            session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=2000)])
-            session.client.disable_reattachable_execute()
-        except Exception as e:
-            line = str(e).strip().splitlines()[0]
-            raise DimsterError(f"could not reach Spark at {url}: {line}", detail=log_tail(log)) from None
+    with contextlib.ExitStack() as cleanup:  # its callbacks run last first: the session, then PySpark's mark
+        # PySpark's mark of a Connect client, which would make a later local session of this process one too
+        cleanup.callback(os.environ.pop, "SPARK_CONNECT_MODE_ENABLED", None)
+        session = _connected(url, log)
+        cleanup.callback(_stop_quietly, session)
         warnings.filterwarnings("ignore", module="pyspark")
-        try:
+        with _log_tail_on_error(log):
             yield session
-        except DimsterError as e:
-            e.detail = e.detail or log_tail(log)
-            raise
-        finally:
-            with contextlib.suppress(Exception):  # a server gone away: nothing to release
-                session.stop()
-    finally:  # PySpark's mark of a Connect client: it would make a later local session of this process one too
-        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
+def _connected(url: str, log: Path):
+    """A new client session of the Connect server at `url`, with dimster's session settings."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    try:
+        session = SparkSession.builder.remote(url).config(map=SESSION_CONFS).create()
+        # a server that goes away mid-summary fails it within seconds, not after ten minutes of retries;
+        # results come whole on one stream (no reattaching, whose late releases the server logs as errors)
+        session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=2000)])
+        session.client.disable_reattachable_execute()
+    except Exception as e:
+        line = str(e).strip().splitlines()[0]
+        raise DimsterError(f"could not reach Spark at {url}: {line}", detail=log_tail(log)) from None
+    return session
+
+
+def _stop_quietly(session) -> None:
+    with contextlib.suppress(Exception):  # a server gone away: nothing to release
+        session.stop()

@@ -6,7 +6,8 @@ on a warm server a summary pays only its queries.
 The first summary starts it rather than `cluster up`: a user who runs with --no-summary, or against an
 external cluster only, never pays for a JVM that would summarize nothing. It is tracked by PID like a
 broker (spark.json beside its log, spark.log); `cluster down` of the state folder's last cluster ends
-it unless a summary is using it, and `dimster spark stop` ends it at once. Its heap is bounded by
+it unless a summary is using it, and `dimster spark stop` ends it once no summary is. A summary's session
+settings (time zone, shuffle partitions) are its own (spark.py's SESSION_CONFS). Its heap is bounded by
 DIMSTER_SPARK_DRIVER_MEMORY (1g); a summary's data are a few MB of Parquet."""
 
 import contextlib
@@ -69,39 +70,37 @@ class SparkService:
 
     @contextlib.contextmanager
     def in_use(self) -> Iterator[str]:
-        """The server's URL, started first when none of this PySpark's answers; `stop_if_idle` waits
-        for no summary while the block lasts."""
+        """The server's URL, started first when none of this PySpark's answers; `stop` waits for the
+        block to end (`stop(if_idle=True)` ends nothing meanwhile)."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.folder / "use.lock", "w") as use:
             fcntl.flock(use, fcntl.LOCK_SH)
             yield self._url()
 
     def _url(self) -> str:
-        server = self.running()
-        if server is not None and server.version == pyspark_version() and _answers(server.port):
+        if (server := self.running()) is not None and _usable(server):
             return server.url
         with open(self.folder / "start.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one process starts it; the others use that one
-            server = self.running()
-            if server is not None and server.version == pyspark_version() and _answers(server.port):
+            if (server := self.running()) is not None and _usable(server):
                 return server.url
             if server is not None:  # not answering, or of another PySpark
                 server.process.stop(15)
             return self._start().url
 
     def _start(self) -> RunningServer:
-        port = _free_port()
+        port, spark_home = _free_port(), _spark_home()
         options = f"-Ddimster.spark={self.folder} -Dlog4j2.configurationFile={_log4j()}"
         options += " " + os.environ.get("DIMSTER_SPARK_SERVER_JAVA_OPTS", SERVER_JAVA_OPTS)
         command = [
-            str(_spark_home() / "bin" / "spark-submit"),
+            str(spark_home / "bin" / "spark-submit"),
             *("--class", SERVER_CLASS, "--name", "dimster-spark", "--master", SERVER_MASTER),
             *("--driver-memory", os.environ.get("DIMSTER_SPARK_DRIVER_MEMORY", "1g")),
             *("--driver-java-options", options),
             *_confs(port),
             "spark-internal",
         ]
-        env = {"SPARK_HOME": str(_spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0"}
+        env = {"SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0"}
         self.log.unlink(missing_ok=True)
         process = spawn(command, self.log, env=env)
         server = RunningServer(process, port, pyspark_version())
@@ -119,7 +118,8 @@ class SparkService:
         raise DimsterError(f"dimster's Spark server did not listen within {START_SECONDS} s; its log: {self.log}")
 
     def stop(self, if_idle: bool = False) -> bool:
-        """End the server (with `if_idle`, only when no summary uses it); whether one was ended."""
+        """End the server once no summary runs on it (with `if_idle`, only if none does now); whether
+        one was ended."""
         server = self.running()
         if server is None:
             return False
@@ -133,11 +133,9 @@ class SparkService:
         return True
 
 
-def end_idle_spark(other_clusters_up: bool) -> None:
-    """`cluster down`: the state folder's last cluster is down, so its Spark server ends unless a
-    summary is running on it."""
-    if not other_clusters_up:
-        SparkService().stop(if_idle=True)
+def _usable(server: RunningServer) -> bool:
+    """A server of this PySpark that answers on its port."""
+    return server.version == pyspark_version() and _answers(server.port)
 
 
 def _answers(port: int) -> bool:
@@ -160,8 +158,6 @@ def _confs(port: int) -> list[str]:
         "spark.driver.host": "127.0.0.1",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "8",
-        "spark.sql.session.timeZone": "UTC",
         # A summary is some twenty queries over a few MB: Spark's generated code (Janino compiles it
         # anew for each query) cost more than it saved; interpreted, a warm summary takes a third less CPU.
         "spark.sql.codegen.wholeStage": "false",
