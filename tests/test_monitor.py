@@ -71,30 +71,22 @@ def test_prometheus_scrapes_a_run_and_its_brokers_and_agrees_with_the_bundle(tmp
     assert len(linted) >= 2 and linted == {endpoint: (0, "") for endpoint in endpoints}
     run_id, ended = bundle.name, run_info(bundle)["ended"]
 
-    # The consumption rate between two of Prometheus' scrapes in the measured phase, against the
-    # bundle's for the same window: the records of the reports that ended between the two scrapes.
-    # Scrapes within 0.1 s of a report's end are passed over: whether that report was in is a race.
+    # Prometheus adds up the records the bundle has, report by report: each value it scraped is the
+    # bundle's consumers' records summed over the reports up to one that had ended by then (when the
+    # coordinator took a report in is a race on a busy host; which records each report holds is not).
     [series] = query(prometheus, f'dimster_client_received_messages_total{{run="{run_id}"}}[10m]', ended)
     assert series["metric"]["role"] == "share_consumer" and series["metric"]["job"] == "dimster"
     intervals = table(bundle, "intervals")
     consumers = intervals[intervals.role != "producer"]
+    per_report = consumers.groupby("end_time").received.sum().sort_index()  # one worker: one report a time
+    first_end_by_total: dict[int, float] = {0: 0.0}
+    for end, total in per_report.cumsum().items():
+        first_end_by_total.setdefault(int(total), float(end))
+    scrapes = [(float(at), int(float(value))) for at, value in series["values"]]
+    assert all(first_end_by_total.get(value, float("inf")) <= at + 0.1 for at, value in scrapes), scrapes
     measured = consumers[consumers.phase == "measure"]
-    scrapes = [(float(at), float(value)) for at, value in series["values"]]
-    ends = consumers.end_time.to_numpy()
-    window = [(at, v) for at, v in scrapes if measured.end_time.min() <= at <= measured.end_time.max()]
-    clear = [(at, v) for at, v in window if not (abs(ends - at) < 0.1).any()]
-    if len(clear) >= 2 and clear[-1][0] - clear[0][0] >= 5:
-        (first, first_value), (last, last_value) = clear[0], clear[-1]
-        reported = consumers[(consumers.end_time > first) & (consumers.end_time <= last)].received.sum()
-        assert reported > 0
-        assert last_value - first_value == reported  # the same records: Prometheus adds up what the bundle has
-    else:  # Prometheus scraped in step with the reports: each sample may or may not hold the report it met
-        (first, first_value), (last, last_value) = window[0], window[-1]
-        assert last - first >= 5, window
-        sure = consumers[(consumers.end_time > first + 0.1) & (consumers.end_time <= last - 0.1)].received.sum()
-        near = consumers[(abs(consumers.end_time - first) < 0.1) | (abs(consumers.end_time - last) < 0.1)]
-        assert sure > 0
-        assert sure <= last_value - first_value <= sure + near.received.sum()
+    in_measure = {value for at, value in scrapes if measured.end_time.min() <= at <= measured.end_time.max()}
+    assert len(in_measure) >= 2 and max(value for _, value in scrapes) > 0
 
     # The brokers' own series, scraped by the same Prometheus.
     share_fetch_p99 = 'kafka_network_request_totaltime_seconds{request="ShareFetch",percentile="0.99"}'

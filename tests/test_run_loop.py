@@ -8,7 +8,9 @@ import time
 import pytest
 
 from dimster.coordinator.failures import RunFailed
+from dimster.coordinator.phases import RunPhases
 from dimster.errors import DimsterError
+from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
 from dimster.workload.modes.base import PlanStep
 from tests.conftest import busy_port
@@ -43,12 +45,46 @@ def test_phases_in_order_and_every_record_accounted(tmp_path):
     assert cost["cpu_seconds"] >= 0 and 0 <= cost["cpu_share_of_one_core"] < 2
 
 
-def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches(tmp_path):
+def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches():
+    phases = RunPhases()
+    phases.enter("warmup", at=100.0)
+    phases.enter("measure", at=110.0)  # known at load start
+    ends = (105.0, 109.99, 110.0, 111.0)
+    assert [phases.of_report(end, now=109.5) for end in ends] == ["warmup", "warmup", "measure", "measure"]
+    phases.enter("drain", at=130.0)
+    assert phases.of_report(105.0, now=131.0) == "drain"  # a late clock's report stays in the phase it reached
+
+
+def test_a_reading_goes_under_the_phase_it_was_taken_in_and_a_stop_in_warm_up_never_measures():
+    phases = RunPhases()
+    assert phases.at(50.0) == "starting"
+    phases.enter("warmup", at=100.0)
+    phases.enter("measure", at=110.0)
+    phases.enter("drain", at=122.0)
+    taken = (99.0, 100.0, 109.9, 110.0, 121.9, 122.0, 200.0)
+    assert [phases.at(at) for at in taken] == ["starting", "warmup", "warmup", "measure", "measure", "drain", "drain"]
+    stopped_early = RunPhases()
+    stopped_early.enter("warmup", at=100.0)
+    stopped_early.enter("measure", at=110.0)
+    stopped_early.enter("drain", at=105.0)  # the stop came first: measure never began
+    assert [stopped_early.at(at) for at in (104.0, 105.0, 111.0)] == ["warmup", "drain", "drain"]
+
+
+def test_a_broker_scrape_that_arrives_after_the_stop_is_written_under_measure(tmp_path):
     c = coordinator(tmp_path, FakeWorkers(), warmupSeconds=10)
-    c.load_started, c.phase = 100.0, "warmup"
-    assert [c._phase_at(at) for at in (105.0, 109.99, 110.0, 111.0)] == ["warmup", "warmup", "measure", "measure"]
-    c.phase = "drain"
-    assert c._phase_at(105.0) == "drain"
+    metrics = MetricsWriter(tmp_path / "metrics", 100.0)
+    c.phases.enter("warmup", at=100.0)
+    c.phases.enter("measure", at=110.0)
+    c.phases.enter("drain", at=122.0)
+    samples = [("kafka_network_requests_total", {"request": "Produce"}, 7.0)]
+    for at in (100.0, 115.0, 121.5):  # the last one answered at 123, after the run stopped
+        c.observers.samples.put((at, 1, samples))
+    c.observers.take(metrics, c.phases.at, lambda: {})
+    assert [(row["end_time"], row["phase"]) for row in metrics.rows["brokers"]] == [
+        (100.0, "warmup"),
+        (115.0, "measure"),
+        (121.5, "measure"),
+    ]
 
 
 def test_a_lost_worker_fails_the_run_and_keeps_what_was_measured(tmp_path):
@@ -100,7 +136,7 @@ def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tm
     c = coordinator(tmp_path, workers, capacity=2, durationSeconds=30)
     c.prepare()
     c._receive(0.01)
-    c.phase = "measure"
+    c.phases.enter("measure")
     c.ensemble.send(0, StartLoad(0.0))
     answer = c.modify([("producersPerTopic", "3")])
     assert [a["key"] for a in answer["applied"]] == ["producersPerTopic"]
@@ -118,7 +154,7 @@ def test_restarts_are_refused_beside_a_consumer_count_change_and_beyond_the_cons
     c = coordinator(tmp_path, workers, durationSeconds=30)
     c.prepare()
     c._receive(0.01)
-    c.phase = "measure"
+    c.phases.enter("measure")
     with pytest.raises(DimsterError, match="restartConsumers go in a --set without consumersPerGroup"):
         c.modify([("consumersPerGroup", "0"), ("restartConsumers", "1")])
     with pytest.raises(DimsterError, match="3 consumers at once, of the run's 2"):

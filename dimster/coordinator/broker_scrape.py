@@ -4,6 +4,7 @@ exporter endpoint and hands the samples to the run loop, which writes them into 
 at the next turn; its missing samples never stop the run."""
 
 import contextlib
+import math
 import threading
 import time
 import urllib.request
@@ -73,9 +74,13 @@ class BrokerScraper:
     def _loop(self) -> None:
         if self.warming:  # an exporter still on its first answer is not asked twice at once
             self.warming.join(WARM_UP_TIMEOUT * len(self.urls))
+        started = time.monotonic()
         self.scrape_once()  # at load start: the baseline of the brokers' counters
-        while not self.stopped.wait(SCRAPE_EVERY):
+        turn = 1
+        # on a fixed beat from load start: a slow answer delays the next scrape, not every one after it
+        while not self.stopped.wait(max(0.0, started + turn * SCRAPE_EVERY - time.monotonic())):
             self.scrape_once()
+            turn = max(turn + 1, math.ceil((time.monotonic() - started) / SCRAPE_EVERY))
 
     def stop(self) -> None:
         """Stop the thread, then scrape once more: the bundle ends with the brokers' final counts."""

@@ -43,7 +43,9 @@ class LimitSource(Protocol):
     bundle: ResultsBundle
     log: RunLog
     observers: BrokerObservers
-    phase: str
+
+    @property
+    def phase(self) -> str: ...
 
 
 def record_locks(w: Workload, broker_config: dict[str, str], at_start: dict) -> int:

@@ -20,6 +20,7 @@ LAG_EVERY = 5.0  # seconds between readings of the groups' lag from the brokers
 POSITIONS_SETTLE_SECONDS = 10.0  # how long the groups' positions may take to agree with the acknowledgements
 POSITIONS_LOOK_AGAIN_SECONDS = 1.0
 POSITIONS_TIMEOUT_SECONDS = 90.0  # for the groups' positions at the end
+PhaseAt = Callable[[float], str]  # the run's phase at an epoch time (phases.py)
 HANDLER_IDLE = "kafka_server_request_handler_avg_idle_ratio"  # a one-minute rate, 0 to 1
 
 
@@ -64,16 +65,17 @@ class BrokerObservers:
             self.dead_letters.start()
 
     def watch_lag(
-        self, groups: dict[str, GroupSpec], metrics: MetricsWriter | None, phase: str, backlog_by_group: Callable
+        self, groups: dict[str, GroupSpec], metrics: MetricsWriter | None, phase_at: PhaseAt, backlog_by_group: Callable
     ) -> None:
         """Read the groups' lag from the brokers, over their partitions now (again after they grew)."""
         if self.lag_watch:
             self.lag_watch.stop()
-            self.take_lag(metrics, phase, backlog_by_group)  # its last readings
+            self.take_lag(metrics, phase_at, backlog_by_group)  # its last readings
         self.lag_watch = self.kafka.watch_lag(groups, LAG_EVERY)
 
-    def take(self, metrics: MetricsWriter | None, phase: str, backlog_by_group: Callable[[], dict]) -> None:
-        """Brokers that left or came back, the brokers' metrics, the groups' lag: since the last take."""
+    def take(self, metrics: MetricsWriter | None, phase_at: PhaseAt, backlog_by_group: Callable[[], dict]) -> None:
+        """Brokers that left or came back, the brokers' metrics, the groups' lag: since the last take. A
+        reading goes under the phase of the moment it was taken (`phase_at`), not of when it arrived."""
         while self.broker_watch:
             try:
                 change, broker = self.broker_watch.changes.get_nowait()
@@ -84,21 +86,21 @@ class BrokerObservers:
                 f"-- broker {broker} {'left the cluster' if change == 'left' else 'is back'}",
                 broker=broker,
             )
-        self.write_samples(metrics, phase)
-        self.take_lag(metrics, phase, backlog_by_group)
+        self.write_samples(metrics, phase_at)
+        self.take_lag(metrics, phase_at, backlog_by_group)
 
-    def write_samples(self, metrics: MetricsWriter | None, phase: str) -> None:
+    def write_samples(self, metrics: MetricsWriter | None, phase_at: PhaseAt) -> None:
         while metrics:
             try:
                 at, broker, samples = self.samples.get_nowait()
             except queue.Empty:
                 break
-            metrics.add_broker_samples(at, broker, samples, phase)
+            metrics.add_broker_samples(at, broker, samples, phase_at(at))
             for name, _labels, value in samples:  # the one broker figure the live diagnosis reads
                 if name == HANDLER_IDLE:
                     self.handler_idle[broker] = value
 
-    def take_lag(self, metrics: MetricsWriter | None, phase: str, backlog_by_group: Callable[[], dict]) -> None:
+    def take_lag(self, metrics: MetricsWriter | None, phase_at: PhaseAt, backlog_by_group: Callable[[], dict]) -> None:
         """The groups' positions as the brokers see them, beside dimster's own backlog. Before load
         (no metrics yet) the groups are still forming: nothing to say of their lag."""
         if self.lag_watch is None:
@@ -109,7 +111,7 @@ class BrokerObservers:
             return
         for sample in self.lag_watch.take():
             self.broker_lag = sample
-            metrics.add_group_lag(sample, backlog_by_group(), phase)
+            metrics.add_group_lag(sample, backlog_by_group(), phase_at(sample.at))
         for error in drain(self.lag_watch.errors):
             if not self._lag_error_said:  # once: a cluster that does not answer says so elsewhere too
                 self._lag_error_said = True
@@ -123,18 +125,23 @@ class BrokerObservers:
         return sorted(self.broker_watch.registered) if self.broker_watch else []
 
     def finish(
-        self, metrics: MetricsWriter | None, groups: list[str], closes: Callable, backlog_by_group: Callable
+        self,
+        metrics: MetricsWriter | None,
+        phase_at: PhaseAt,
+        groups: list[str],
+        closes: Callable,
+        backlog_by_group: Callable,
     ) -> dict[str, int] | None:
         """Once the workers have closed: a last scrape (the brokers' counts at the end), where each group
         stands (`unconsumed`), the lag watch's last reading, and the dead-letter topic's records. Returns
         the unconsumed records by group."""
         if self.scraper:
             self.scraper.stop()
-            self.write_samples(metrics, "done")
+            self.write_samples(metrics, phase_at)
         by_group = self.unconsumed(groups, closes)
         if self.lag_watch:
             self.lag_watch.stop()
-            self.take_lag(metrics, "done", backlog_by_group)  # with the reading of the end
+            self.take_lag(metrics, phase_at, backlog_by_group)  # with the reading of the end
         if self.dead_letters:
             self.dead_letters.finish()
         return by_group

@@ -25,6 +25,7 @@ from dimster.coordinator.journal import RunJournal
 from dimster.coordinator.limit_watch import LimitWatch
 from dimster.coordinator.live import LiveChanges
 from dimster.coordinator.observers import BrokerObservers
+from dimster.coordinator.phases import RunPhases
 from dimster.coordinator.run_kafka import RunKafka
 from dimster.coordinator.run_log import RunLog, stop_signals
 from dimster.coordinator.start import assignment_for, prepare_topics, record_workers
@@ -86,7 +87,7 @@ class Coordinator:
         self.live = LiveChanges(cluster, self.kafka, self.ensemble, self.log, versions)
         self.limits = LimitWatch(self)  # why a share group falls behind, after each console window
         self.generator = GeneratorWatch(self.log, bundle)  # whether dimster kept its clients' schedule
-        self.phase = "starting"
+        self.phases = RunPhases()  # starting until load starts
         self.stop_requested = 0
         self.failure: str | None = None
         self.load_started = 0.0
@@ -122,18 +123,14 @@ class Coordinator:
         for index, message in self.ensemble.workers.receive(timeout):
             self._handle(index, message)
 
-    def _phase_at(self, at: float) -> str:
-        """The run's phase at epoch `at`, for a moment up to now: warm-up ends at its time, even before
-        the loop has switched phases. A report's rows go under the phase its end time falls in (the
-        summary leaves warm-up reports out, and one ending after warm-up holds measured records)."""
-        if self.phase == "warmup" and at >= self.load_started + self.workload.warmup_seconds:
-            return "measure"
-        return self.phase
+    @property
+    def phase(self) -> str:
+        return self.phases.now
 
     def _handle(self, index: int, message: Message | WorkerLost) -> None:
         if isinstance(message, Reported):
             end = message.report.end_time
-            self.intake.take(message.report, self.metrics, self._phase_at(end), self.load_started > 0)
+            self.intake.take(message.report, self.metrics, self.phases.of_report(end), self.load_started > 0)
         elif isinstance(message, Failed):
             self._fail(message.reason)
         elif isinstance(message, WorkerLost):
@@ -174,7 +171,7 @@ class Coordinator:
     def _tick(self) -> None:
         """Work every loop pass does besides receiving: control requests, the helpers' events, flushing."""
         self.desk.serve(self.modify, self._stop_asked)
-        self.observers.take(self.metrics, self.phase, self.aggregate.backlog_by_group)
+        self.observers.take(self.metrics, self.phases.at, self.aggregate.backlog_by_group)
         self.log.write_background()
         self.barrier.note(live=self.load_started > 0)
         if self.load_started and self.phase in ("warmup", "measure"):
@@ -254,15 +251,14 @@ class Coordinator:
         self.live.schedule_faults(w, self.load_started)
         self.intake.self_cost.start()
         self.log.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
-        self.phase = "warmup" if w.warmup_seconds else "measure"
+        self.phases.start_load(self.load_started - LOOP_TICK, w.warmup_seconds, self.load_started)
         self.desk.publish()  # `--detach` returns now: a status asked from then on shows load
         self.desk.phase("running")
         next_line = self.load_started + w.report_interval_seconds
         while not self.failure and not self.stop_requested and not self._plan_step():
             self._receive(LOOP_TICK)
             self._tick()
-            if self.phase == "warmup" and self._phase_at(time.time()) == "measure":
-                self.phase = "measure"
+            if self.phases.measure_began():
                 self.log.event("measure_started")
             if time.time() >= next_line:
                 self._print_line()
@@ -311,7 +307,7 @@ class Coordinator:
         plan_end = "duration" if isinstance(self.plan, SteadyPlan) else f"{self.plan.name} plan"
         plan_end = "threshold" if self.aborted_by else plan_end
         self.log.event("stopping", reason=self.failure or ("request" if self.stop_requested else plan_end))
-        self.phase = "drain"
+        self.phases.enter("drain")
         self.desk.phase("stopping")
         self.live.stop_faults()  # heals what is still broken, while the run drains
         every = self.workload.report_interval_seconds
@@ -327,13 +323,15 @@ class Coordinator:
         if not self._wait(self.live.healed, self.live.heal_timeout(), 1e9, stoppable=False):
             self.log.event("faults_not_healed", message=f"faults not healed within {self.live.heal_timeout():.0f} s")
         self.log.write_background()
-        self.phase = "closing"
+        self.phases.enter("closing")
         self.ensemble.send_all(Close())
         self._wait(self.ensemble.all_gone, 5 if forced else 90, 1e9)
         self._close_workers()
-        self.phase = "done"
+        self.phases.enter("done")
         a, groups = self.aggregate, list(self.topology.groups)
-        self.unconsumed_by_group = self.observers.finish(self.metrics, groups, a.closes, a.backlog_by_group)
+        self.unconsumed_by_group = self.observers.finish(
+            self.metrics, self.phases.at, groups, a.closes, a.backlog_by_group
+        )
         if self.metrics:
             self.intake.flush(self.metrics)
         self.desk.publish()  # the last one: `lost` is known now
@@ -395,5 +393,5 @@ class Coordinator:
         if done.watch_consumers:  # the consumers rejoin their groups: the timeline shows when they hold assignments
             self.barrier.watch(self._groups())
         if done.regroup_lag and self.observers.lag_watch:
-            self.observers.watch_lag(self._groups(), self.metrics, self.phase, self.aggregate.backlog_by_group)
+            self.observers.watch_lag(self._groups(), self.metrics, self.phases.at, self.aggregate.backlog_by_group)
         return done.answer

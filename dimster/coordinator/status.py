@@ -88,11 +88,13 @@ class StatusSource(Protocol):
     limits: LimitWatch
     run_id: str
     run_tag: str
-    phase: str
     load_started: float
     last_window: dict
     unconsumed_by_group: dict[str, int] | None
     context: dict
+
+    @property
+    def phase(self) -> str: ...
 
 
 def limit_status(d: Diagnosis | None) -> dict:

@@ -2,9 +2,9 @@
 busy at normal priority, or memory pressure that holds and keeps touching a share of the machine's
 memory. It is what a busy load-generator host looks like to dimster.
 
-    .venv/bin/python scripts/bench/pressure.py cpu --seconds 3600            # one busy process per core
-    .venv/bin/python scripts/bench/pressure.py memory --share 0.6 --seconds 600
-    .venv/bin/python scripts/bench/pressure.py cpu --seconds 3600 -- scripts/test.sh   # ends with the command
+    .venv/bin/python scripts/bench/pressure.py --seconds 3600 cpu            # one busy process per core
+    .venv/bin/python scripts/bench/pressure.py --share 0.6 --seconds 600 memory
+    .venv/bin/python scripts/bench/pressure.py --seconds 3600 cpu -- scripts/test.sh   # ends with the command
 
 With a command after `--`, the pressure lasts as long as the command (at most --seconds) and the exit
 code is the command's. The hog's processes are this script's children, ended by PID at the end and on
