@@ -46,34 +46,60 @@ def test_phases_in_order_and_every_record_accounted(tmp_path):
 
 
 def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches():
+    base = time.time()
     phases = RunPhases()
-    phases.enter("warmup", at=100.0)
-    phases.enter("measure", at=110.0)  # known at load start
-    ends = (105.0, 109.99, 110.0, 111.0)
-    assert [phases.of_report(end, now=109.5) for end in ends] == ["warmup", "warmup", "measure", "measure"]
-    phases.enter("drain", at=130.0)
-    assert phases.of_report(105.0, now=131.0) == "drain"  # a late clock's report stays in the phase it reached
+    phases.start_load(base - 0.2, 10.0, base)  # measure from base + 10, known at load start
+    assert phases.now == "warmup"
+    ends = (base + 5, base + 9.99, base + 10, base + 11)
+    assert [phases.of_report(end, now=base + 9.5) for end in ends] == ["warmup", "warmup", "measure", "measure"]
+    phases.enter("drain", at=base + 30)
+    assert phases.of_report(base + 5, now=base + 31) == "drain"  # a late clock's report stays where the run is
 
 
 def test_a_reading_goes_under_the_phase_it_was_taken_in_and_a_stop_in_warm_up_never_measures():
+    base = time.time()
     phases = RunPhases()
-    assert phases.at(50.0) == "starting"
-    phases.enter("warmup", at=100.0)
-    phases.enter("measure", at=110.0)
-    phases.enter("drain", at=122.0)
-    taken = (99.0, 100.0, 109.9, 110.0, 121.9, 122.0, 200.0)
+    assert phases.at(base - 50) == "starting" and phases.now == "starting"
+    phases.start_load(base - 1, 10.0, base)
+    phases.enter("drain", at=base + 22)
+    taken = (base - 2, base - 1, base + 9.9, base + 10, base + 21.9, base + 22, base + 200)
     assert [phases.at(at) for at in taken] == ["starting", "warmup", "warmup", "measure", "measure", "drain", "drain"]
     stopped_early = RunPhases()
-    stopped_early.enter("warmup", at=100.0)
-    stopped_early.enter("measure", at=110.0)
-    stopped_early.enter("drain", at=105.0)  # the stop came first: measure never began
-    assert [stopped_early.at(at) for at in (104.0, 105.0, 111.0)] == ["warmup", "drain", "drain"]
+    stopped_early.start_load(base - 1, 10.0, base)
+    stopped_early.enter("drain")  # the stop came first: measure never begins
+    assert stopped_early.now == "drain" and stopped_early.at(base + 11) == "drain"
+    assert not stopped_early.measure_began()
+
+
+def test_a_live_warm_up_moves_measures_start_until_measure_has_begun():
+    base = time.time()
+    longer = RunPhases()
+    longer.start_load(base - 1, 10.0, base)
+    longer.move_measure(base + 30)  # warmupSeconds 10 -> 30 during warm-up
+    assert [longer.at(at) for at in (base + 10, base + 29.9, base + 30)] == ["warmup", "warmup", "measure"]
+    shorter = RunPhases()
+    shorter.start_load(base - 5, 10.0, base - 4)
+    shorter.move_measure(base - 3)  # 10 -> 1 after 4 s of warm-up: measure from now, not in the past
+    assert shorter.now == "measure" and shorter.at(base - 2) == "warmup" and shorter.measure_began()
+    begun = RunPhases()
+    begun.start_load(base - 20, 10.0, base - 19)
+    begun.move_measure(base + 100)  # measure has begun: it stays
+    assert begun.now == "measure" and begun.at(base + 50) == "measure"
+
+
+def test_the_current_phase_never_goes_back_when_the_clock_does(monkeypatch):
+    base = time.time()
+    phases = RunPhases()
+    phases.start_load(base - 1, 0.0, base)
+    phases.enter("drain")
+    monkeypatch.setattr(time, "time", lambda: base - 0.5)  # the wall clock stepped back a second
+    assert phases.now == "drain"
 
 
 def test_a_broker_scrape_that_arrives_after_the_stop_is_written_under_measure(tmp_path):
     c = coordinator(tmp_path, FakeWorkers(), warmupSeconds=10)
     metrics = MetricsWriter(tmp_path / "metrics", 100.0)
-    c.phases.enter("warmup", at=100.0)
+    c.phases.enter("warmup", at=100.0)  # times long past: each phase began
     c.phases.enter("measure", at=110.0)
     c.phases.enter("drain", at=122.0)
     samples = [("kafka_network_requests_total", {"request": "Produce"}, 7.0)]
@@ -147,6 +173,18 @@ def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tm
     c.modify([("producersPerTopic", "1")])
     removed = [c for _, m in workers.sent if isinstance(m, RemoveClients) for c in m.client_ids]
     assert sorted(removed) == ["p1", "p2"]
+
+
+def test_a_live_warm_up_change_moves_where_the_coordinator_starts_measuring(tmp_path):
+    c = coordinator(tmp_path, FakeWorkers(), warmupSeconds=10, durationSeconds=30)
+    c.prepare()
+    c._receive(0.01)
+    c.load_started = time.time()
+    c.phases.start_load(c.load_started - 0.2, 10.0, c.load_started)
+    c.ensemble.send(0, StartLoad(c.load_started))
+    c.modify([("warmupSeconds", "40")])
+    assert c.phase == "warmup" and c.phases.at(c.load_started + 39.9) == "warmup"
+    assert c.phases.at(c.load_started + 40) == "measure"
 
 
 def test_restarts_are_refused_beside_a_consumer_count_change_and_beyond_the_consumers(tmp_path):

@@ -74,13 +74,14 @@ class BrokerScraper:
     def _loop(self) -> None:
         if self.warming:  # an exporter still on its first answer is not asked twice at once
             self.warming.join(WARM_UP_TIMEOUT * len(self.urls))
-        started = time.monotonic()
-        self.scrape_once()  # at load start: the baseline of the brokers' counters
-        turn = 1
-        # on a fixed beat from load start: a slow answer delays the next scrape, not every one after it
-        while not self.stopped.wait(max(0.0, started + turn * SCRAPE_EVERY - time.monotonic())):
+        started, turn = time.monotonic(), 0
+        # on a fixed beat from the first scrape, at load start (the baseline of the brokers' counters):
+        # a slow answer delays the next scrape, not every one after it
+        while True:
             self.scrape_once()
             turn = max(turn + 1, math.ceil((time.monotonic() - started) / SCRAPE_EVERY))
+            if self.stopped.wait(max(0.0, started + turn * SCRAPE_EVERY - time.monotonic())):
+                break
 
     def stop(self) -> None:
         """Stop the thread, then scrape once more: the bundle ends with the brokers' final counts."""

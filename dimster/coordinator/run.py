@@ -385,6 +385,8 @@ class Coordinator:
         change = self.live.check(self.workload, pairs)
         if not change.changes and not change.crash and not change.restart:
             return {"applied": [], "notes": ["nothing changed"]}
+        if change.new.warmup_seconds != self.workload.warmup_seconds:
+            self.phases.move_measure(self.load_started + change.new.warmup_seconds)
         self.workload = change.new
         done = self.live.apply(change, by, self.load_started)
         self._placed(done.placed)
