@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dimster.pipeline import summary as summary_module
 from dimster.pipeline.spark_service import EMBEDDED, SERVER_JAVA_OPTS, SparkService
 from dimster.pipeline.summary import summarize
 from tests.conftest import dimster, one_error_line
@@ -39,6 +40,27 @@ def test_summaries_share_one_warm_server_and_agree_with_one_through_its_url(tmp_
     cmdline = psutil.Process(server.process.pid).cmdline()
     assert set(SERVER_JAVA_OPTS.split()) <= set(cmdline) and "-Xmx1g" in cmdline
     assert f"-Ddimster.spark={SparkService().folder}" in cmdline  # whose it is: the suite finds it by that
+
+
+def texts_written(run: Path) -> dict[str, str]:
+    """summary.json and the CSV tables of a run's summary, by name."""
+    return {path.name: path.read_text() for path in (run / "summary").glob("*.*") if path.suffix != ".parquet"}
+
+
+def test_a_summarys_sections_run_at_once_write_what_they_write_one_after_another(tmp_path, spark, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    synthetic_run(run, seconds=4, consumers=2, per_second=300)
+    steps: list[str] = []
+    summarize(run, spark, steps.append)
+    written = texts_written(run)
+    parts = int(steps[1].split()[0])  # the progress line's steps, each part's end said once
+    assert steps[:2] == ["starting Spark", f"{parts} parts of the metrics"] and steps[-1] == "writing the tables"
+    assert [step.split(" (")[0] for step in steps[2:-1]] == [f"{n} of {parts} parts done" for n in range(1, parts + 1)]
+    monkeypatch.setattr(summary_module, "SECTION_THREADS", 1)
+    summarize(run, spark)
+    assert texts_written(run) == written
+    assert {"summary.json", "throughput_per_second.csv", "latency_per_second.csv", "worker_cpu.csv"} <= set(written)
 
 
 def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path, monkeypatch):

@@ -17,8 +17,6 @@ def summarize(
 ) -> None:
     """Summarize a run's metrics with Spark into RUN_DIR/summary/ (summary.json, CSV, Parquet); for a
     campaign folder, every run of it into campaign/summary/ and campaign.html."""
-    from dimster.pipeline.summary import summarize as summarize_run  # pandas and Spark load only here
-
     if (run_dir / "campaign.json").is_file():
         check_campaign_verdict(run_dir, summarize_campaign_folder(run_dir, spark_master(spark_master_)))
         return
@@ -27,9 +25,23 @@ def summarize(
 
     for note in recover_crashed(run_dir):  # a run whose coordinator was killed: its end first
         console.print(f"note: {note}", markup=False)
-    summary = summarize_run(run_dir, spark_master(spark_master_))
+    summary = summarize_with_progress(run_dir, spark_master(spark_master_))
     print_summary(run_dir, summary)
     check_verdict(run_dir, summary)
+
+
+def summarize_with_progress(run_dir: Path, master: str) -> dict:
+    """The run's summary, with a line on a terminal's stderr saying which step it is in (nothing when
+    stderr is not a terminal: scripts see only the result). A driver of the summary's own (local[N],
+    spark://) writes to its log through this process's stderr while it starts: no line then."""
+    from rich.text import Text
+
+    from dimster.pipeline.summary import summarize as summarize_run
+
+    if master.startswith(("local", "spark://")):
+        return summarize_run(run_dir, master)
+    with err_console.status(Text(f"summarizing {run_dir.name}")) as status:
+        return summarize_run(run_dir, master, lambda step: status.update(Text(f"summarizing {run_dir.name}: {step}")))
 
 
 def summarize_campaign_folder(folder: Path, master: str) -> dict:
@@ -143,11 +155,10 @@ def write_run_junit(path: Path, run_dir: Path, summary: dict | None, thresholds:
 def summarize_after_run(run_dir: Path, master: str) -> dict | None:
     """At the end of a run: summarize, and say so in one line if it cannot (the run's own result
     stands); returns the summary, None when there is none."""
-    from dimster.pipeline.summary import summarize as summarize_run
     from dimster.report.html import write_report
 
     try:
-        summary = summarize_run(run_dir, master)
+        summary = summarize_with_progress(run_dir, master)
         print_summary(run_dir, summary)
         console.print(f"report: {write_report(run_dir)}", markup=False)
         return summary

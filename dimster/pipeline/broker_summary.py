@@ -59,11 +59,7 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
         "bytes_in_per_s": counters.get(("kafka_server_topics_bytesin_total", "")),
         "bytes_out_per_s": counters.get(("kafka_server_topics_bytesout_total", "")),
         "share": {
-            "acknowledgements_per_s": {
-                ack: rate
-                for (metric, ack), rate in counters.items()
-                if metric == ACKS
-            },
+            "acknowledgements_per_s": {ack: rate for (metric, ack), rate in counters.items() if metric == ACKS},
             "acquisition_lock_timeouts_per_s": counters.get(
                 ("kafka_server_share_partition_acquisition_lock_timeouts_total", "")
             ),

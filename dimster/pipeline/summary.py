@@ -3,6 +3,8 @@ Parquet tables. Percentiles come from merging histogram buckets, exact to the bu
 
 import json
 import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +25,8 @@ from dimster.pipeline.client_tables import (
 from dimster.pipeline.generator import generator_by_phase, generator_note, generator_reports, generator_summary
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.spark import spark_session
-from dimster.pipeline.throughput import overall_compression, overall_throughput, poll_counts, throughput_per_second
+from dimster.pipeline.spark_service import EMBEDDED
+from dimster.pipeline.throughput import compression_ratio, overall_throughput, poll_counts, throughput_per_second
 from dimster.results.bundle import is_run_folder, load_timeline
 from dimster.results.metrics_writer import readable_parts
 from dimster.verdict.judge import judge_summary
@@ -39,8 +42,9 @@ def read_run_info(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def summarize(run_dir: Path, master: str) -> dict:
-    """Write `summary/` for the run in `run_dir`; returns summary.json's content."""
+def summarize(run_dir: Path, master: str, progress: Callable[[str], None] = lambda step: None) -> dict:
+    """Write `summary/` for the run in `run_dir`; returns summary.json's content. `progress` is told
+    each step as it begins (and each part of the Spark work as it ends, from Spark's threads)."""
     if not run_dir.is_dir() or not is_run_folder(run_dir):
         raise DimsterError(f"{run_dir} is not a dimster run folder (no run.json, no metrics/)")
     metrics = run_dir / "metrics"
@@ -78,10 +82,11 @@ def summarize(run_dir: Path, master: str) -> dict:
         "account": run_info.get("account"),
         "dead_letter_queue": run_info.get("deadLetterQueue"),  # topic, copyRecord, createTopic; None without
     }
+    progress("starting Spark" if master == EMBEDDED else f"Spark at {master.split('/;')[0]}")  # never a token
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
             groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
-            tables = _spark_tables(spark, {t: parts[t] for t in present}, summary, groups, topics)
+            tables = _spark_tables(spark, {t: parts[t] for t in present}, summary, groups, topics, progress)
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
             # read while Spark's JVM still runs: a Java exception's text comes from there
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
@@ -90,6 +95,7 @@ def summarize(run_dir: Path, master: str) -> dict:
     workload, aborted_by = final_workload(run_dir, run_info), run_info.get("aborted_by")
     judge_saturated = workload.get("saturatedPhases") == "judge"
     summary["verdict"] = judge_summary(workload.get("thresholds") or [], summary, aborted_by, judge_saturated)
+    progress("writing the tables")
     for name, table in tables.items():
         table.attrs.clear()  # a Spark Connect result carries its plan's metrics there, which Parquet cannot hold
         table.to_csv(out / f"{name}.csv", index=False)
@@ -98,63 +104,134 @@ def summarize(run_dir: Path, master: str) -> dict:
     return summary
 
 
+# Sections of a summary run at once on the one session: a run's data are small, and each Spark query's
+# time is mostly its driver's planning and scheduling, which a second query overlaps.
+SECTION_THREADS = 4
+Section = tuple[dict, dict[str, pd.DataFrame], list[str]]  # (summary keys, tables, notes)
+
+
 def _spark_tables(
-    spark, parts: dict[str, list[Path]], summary: dict, groups: list[str], topics: list[str]
+    spark,
+    parts: dict[str, list[Path]],
+    summary: dict,
+    groups: list[str],
+    topics: list[str],
+    progress: Callable[[str], None],
 ) -> dict[str, pd.DataFrame]:
-    """Run the Spark side: fills `summary` with overall numbers, returns the tables to write."""
+    """Run the Spark side: fills `summary` with overall numbers, returns the tables to write. The
+    sections run concurrently; their results are merged in a fixed order, as if one after another."""
+    frames = {t: spark.read.parquet(*map(str, paths)) for t, paths in parts.items()}
+    sections = {
+        "throughput": (("intervals",), lambda: _throughput(frames)),
+        "latency": (("histograms",), lambda: _latency(frames)),
+        "delivery counts": (("delivery_counts",), lambda: _delivery_counts(frames)),
+        "client statistics": (("client_stats", "intervals"), lambda: _client_stats(frames)),
+        "load generator": (("workers",), lambda: _generator(frames)),
+        "worker CPU": (("workers", "intervals"), lambda: _worker_cpu(frames)),
+        "brokers": (("brokers",), lambda: _brokers(frames, groups)),
+        "compression": (("intervals",), lambda: _compression(frames, topics)),
+        "group lag": (("group_lag",), lambda: _group_lag(frames)),
+    }
+    runnable = {name: section for name, (needs, section) in sections.items() if all(t in frames for t in needs)}
+    progress(f"{len(runnable)} parts of the metrics")
+    pool = ThreadPoolExecutor(SECTION_THREADS, thread_name_prefix="summary")
+    try:
+        names = {pool.submit(section): name for name, section in runnable.items()}
+        by_name = {}
+        for count, future in enumerate(as_completed(names), start=1):  # a failing part fails the summary now
+            by_name[names[future]] = future.result()
+            progress(f"{count} of {len(runnable)} parts done ({names[future]})")
+        results = [by_name[name] for name in runnable]
+    finally:  # a failure or Ctrl-C: the parts not begun never begin; those running end with the session
+        pool.shutdown(wait=False, cancel_futures=True)
+    tables: dict[str, pd.DataFrame] = {}
+    for values, section_tables, notes in results:
+        summary.update(values)
+        tables.update(section_tables)
+        summary["notes"] += notes
+    ratios = summary.get("client_stats") or {}
+    if "brokers" in summary:
+        summary["notes"] += queued_request_notes(ratios, summary["brokers"])
+    if "compression" in summary:
+        summary["compression"]["producer_compression_rate_avg"] = ratios.get("producer_compression_rate_avg")
+    return tables
+
+
+def _throughput(frames: dict) -> Section:
     from pyspark.sql import functions as F
 
-    frames = {t: spark.read.parquet(*map(str, paths)) for t, paths in parts.items()}
-    tables: dict[str, pd.DataFrame] = {}
-    if "intervals" in frames:
-        intervals = frames["intervals"].withColumn("second", F.floor("run_time_s").cast("long"))
-        tables["throughput_per_second"] = throughput_per_second(intervals).toPandas()
-        summary["backlog"] = _measured(tables["throughput_per_second"], "second", "backlog")
-        summary["throughput"] = overall_throughput(intervals)
-        summary["polls"] = poll_counts(intervals)
-    if "histograms" in frames:
-        h = frames["histograms"].withColumn("second", F.floor("run_time_s").cast("long"))
-        measured = measured_latencies(h)
-        overall = latency_percentiles(measured, []).toPandas()
-        summary["latency_ms"] = {r["metric"]: _row(r) for r in overall.to_dict("records")}
-        # Per second: whatever was observed in that second, warm-up records included.
-        observed = h.withColumn("metric", F.regexp_replace("metric", f"^{WARMUP_PREFIX}", ""))
-        tables["latency_per_second"] = latency_percentiles(observed, ["second"]).orderBy("metric", "second").toPandas()
-        e2e = measured.where(F.col("metric") == "e2e")
-        tables["latency_per_partition"] = latency_percentiles(e2e, ["topic", "partition"]).toPandas()
-        tables["latency_per_client"] = latency_percentiles(measured, ["client_id", "role"]).toPandas()
-    if "delivery_counts" in frames:
-        counts = frames["delivery_counts"].groupBy("delivery_count").agg(F.sum("count").alias("records"))
-        tables["delivery_counts"] = counts.orderBy("delivery_count").toPandas()
-        summary["delivery_counts"] = {
-            int(r["delivery_count"]): int(r["records"]) for r in tables["delivery_counts"].to_dict("records")
-        }
-    if "client_stats" in frames and "intervals" in frames:
-        per_client = client_ratios(frames["client_stats"], frames["intervals"])
-        tables["client_stats"] = per_client.toPandas()
-        summary["client_stats"] = overall_client_ratios(tables["client_stats"])
-    if "workers" in frames:  # whether dimster's load generator kept its schedule, per phase and worker
-        reports = generator_reports(frames["workers"], frames.get("histograms"))
-        tables["generator"] = generator_by_phase(reports).toPandas()
-        summary["generator"] = generator_summary(tables["generator"])
-        summary["notes"] += generator_note(summary["generator"])
-    if "workers" in frames and "intervals" in frames:
-        tables["worker_cpu"] = worker_cpu(frames["workers"], frames["intervals"]).toPandas()
-        summary["worker_cpu"] = overall_worker_cpu(tables["worker_cpu"])
-        summary["notes"] += late_wake_notes(tables["worker_cpu"])
-    if "brokers" in frames:
-        summary["brokers"], broker_tables = summarize_brokers(frames["brokers"], groups)
-        tables.update(broker_tables)
-        summary["notes"] += queued_request_notes(summary.get("client_stats") or {}, summary["brokers"])
-    if "intervals" in frames:
-        summary["compression"] = overall_compression(frames, topics, summary.get("client_stats") or {})
-    if "group_lag" in frames:
-        lag = frames["group_lag"].where(F.col("partition") == -1)
-        totals = lag.select("group", "run_time_s", "phase", "lag", "backlog")
-        tables["broker_lag"] = totals.orderBy("group", "run_time_s").toPandas()
-        summary["broker_lag"] = _broker_lag(tables["broker_lag"])
-        summary["broker_lag_total"] = _measured(tables["broker_lag"], "run_time_s", "lag")
-    return tables
+    intervals = frames["intervals"].withColumn("second", F.floor("run_time_s").cast("long"))
+    per_second = throughput_per_second(intervals).toPandas()
+    values = {
+        "backlog": _measured(per_second, "second", "backlog"),
+        "throughput": overall_throughput(intervals),
+        "polls": poll_counts(intervals),
+    }
+    return values, {"throughput_per_second": per_second}, []
+
+
+def _latency(frames: dict) -> Section:
+    from pyspark.sql import functions as F
+
+    h = frames["histograms"].withColumn("second", F.floor("run_time_s").cast("long"))
+    measured = measured_latencies(h)
+    overall = latency_percentiles(measured, []).toPandas()
+    # Per second: whatever was observed in that second, warm-up records included.
+    observed = h.withColumn("metric", F.regexp_replace("metric", f"^{WARMUP_PREFIX}", ""))
+    e2e = measured.where(F.col("metric") == "e2e")
+    tables = {
+        "latency_per_second": latency_percentiles(observed, ["second"]).orderBy("metric", "second").toPandas(),
+        "latency_per_partition": latency_percentiles(e2e, ["topic", "partition"]).toPandas(),
+        "latency_per_client": latency_percentiles(measured, ["client_id", "role"]).toPandas(),
+    }
+    return {"latency_ms": {r["metric"]: _row(r) for r in overall.to_dict("records")}}, tables, []
+
+
+def _delivery_counts(frames: dict) -> Section:
+    from pyspark.sql import functions as F
+
+    counts = frames["delivery_counts"].groupBy("delivery_count").agg(F.sum("count").alias("records"))
+    table = counts.orderBy("delivery_count").toPandas()
+    values = {"delivery_counts": {int(r["delivery_count"]): int(r["records"]) for r in table.to_dict("records")}}
+    return values, {"delivery_counts": table}, []
+
+
+def _client_stats(frames: dict) -> Section:
+    table = client_ratios(frames["client_stats"], frames["intervals"]).toPandas()
+    return {"client_stats": overall_client_ratios(table)}, {"client_stats": table}, []
+
+
+def _generator(frames: dict) -> Section:
+    """Whether dimster's load generator kept its schedule, per phase and worker."""
+    reports = generator_reports(frames["workers"], frames.get("histograms"))
+    table = generator_by_phase(reports).toPandas()
+    phases = generator_summary(table)
+    return {"generator": phases}, {"generator": table}, generator_note(phases)
+
+
+def _worker_cpu(frames: dict) -> Section:
+    table = worker_cpu(frames["workers"], frames["intervals"]).toPandas()
+    return {"worker_cpu": overall_worker_cpu(table)}, {"worker_cpu": table}, late_wake_notes(table)
+
+
+def _brokers(frames: dict, groups: list[str]) -> Section:
+    brokers, tables = summarize_brokers(frames["brokers"], groups)
+    return {"brokers": brokers}, tables, []
+
+
+def _compression(frames: dict, topics: list[str]) -> Section:
+    """What compression achieved over the whole run (the Java producers' own rate is added from
+    client_stats once every section is in)."""
+    return {"compression": compression_ratio(frames["intervals"], frames.get("brokers"), topics)}, {}, []
+
+
+def _group_lag(frames: dict) -> Section:
+    from pyspark.sql import functions as F
+
+    lag = frames["group_lag"].where(F.col("partition") == -1)
+    table = lag.select("group", "run_time_s", "phase", "lag", "backlog").orderBy("group", "run_time_s").toPandas()
+    values = {"broker_lag": _broker_lag(table), "broker_lag_total": _measured(table, "run_time_s", "lag")}
+    return values, {"broker_lag": table}, []
 
 
 def _broker_lag(table: pd.DataFrame) -> dict:

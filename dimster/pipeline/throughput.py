@@ -122,14 +122,6 @@ def poll_counts(intervals) -> dict:
     }
 
 
-def overall_compression(frames: dict, topics: list[str], client_stats: dict) -> dict:
-    """What compression achieved over the whole run, and the Java producers' own compression rate."""
-    return {
-        **compression_ratio(frames["intervals"], frames.get("brokers"), topics),
-        "producer_compression_rate_avg": client_stats.get("producer_compression_rate_avg"),
-    }
-
-
 def compression_ratio(intervals, brokers, topics: list[str]) -> dict:
     """The payload bytes the producers were handed against the bytes the brokers took in for the
     run's `topics` (their own counters, kept from the topic's creation), whole run."""
