@@ -36,9 +36,10 @@ def summarize_with_progress(run_dir: Path, master: str) -> dict:
     spark://) writes to its log through this process's stderr while it starts: no line then."""
     from rich.text import Text
 
+    from dimster.pipeline.spark import own_driver
     from dimster.pipeline.summary import summarize as summarize_run
 
-    if master.startswith(("local", "spark://")):
+    if own_driver(master):
         return summarize_run(run_dir, master)
     with err_console.status(Text(f"summarizing {run_dir.name}")) as status:
         return summarize_run(run_dir, master, lambda step: status.update(Text(f"summarizing {run_dir.name}: {step}")))

@@ -63,6 +63,17 @@ def log_tail(log: Path, lines: int = 15) -> str:
     return "\n".join([f"(last lines of {log})", *log.read_text(errors="replace").splitlines()[-lines:]])
 
 
+def own_driver(master: str) -> bool:
+    """Whether a session on `master` starts a Spark driver of this process's own (local[N], spark://)
+    rather than being a client of a Connect server (embedded, sc://)."""
+    return master != EMBEDDED and not master.startswith("sc://")
+
+
+def shown(master: str) -> str:
+    """`master` as dimster says it: a Connect URL without its parameters (its token is a secret)."""
+    return master.split("/;")[0]
+
+
 @contextlib.contextmanager
 def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> Iterator:
     """A session on `master` (see above); a DimsterError raised while it is open carries the tail of its
@@ -72,11 +83,11 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
         service = SparkService()
         with service.in_use() as url, _remote_session(url, service.log) as session:
             yield session
-    elif master.startswith("sc://"):
-        with _remote_session(master, log) as session:
+    elif own_driver(master):
+        with _own_driver_session(master, log, app_name) as session:
             yield session
     else:
-        with _own_driver_session(master, log, app_name) as session:
+        with _remote_session(master, log) as session:
             yield session
 
 
@@ -143,7 +154,8 @@ def _connect_address(url: str) -> tuple[str, int]:
     """Host and port of a Spark Connect URL (sc://HOST[:PORT][/;params]), 15002 unless given."""
     found = re.fullmatch(r"sc://(\[[^\]]+\]|[^:/]+)(?::(\d+))?(/.*)?", url)
     if found is None:
-        raise DimsterError(f"invalid Spark Connect URL '{url}': sc://HOST:PORT, with /;token=... where one is set")
+        valid = "sc://HOST:PORT, with /;token=... where one is set"
+        raise DimsterError(f"invalid Spark Connect URL '{shown(url)}': {valid}")
     return found.group(1).strip("[]"), int(found.group(2) or 15002)
 
 
@@ -155,7 +167,7 @@ def _remote_session(url: str, log: Path) -> Iterator:
     try:
         socket.create_connection((host, port), timeout=10).close()
     except OSError as e:  # the client would retry for ten minutes before it said so
-        raise DimsterError(f"could not reach Spark at {url}: {e.strerror or e}", detail=log_tail(log)) from None
+        raise DimsterError(f"could not reach Spark at {shown(url)}: {e.strerror or e}", detail=log_tail(log)) from None
     with contextlib.ExitStack() as cleanup:  # its callbacks run last first: the session, then PySpark's mark
         # PySpark's mark of a Connect client, which would make a later local session of this process one too
         cleanup.callback(os.environ.pop, "SPARK_CONNECT_MODE_ENABLED", None)
@@ -179,7 +191,7 @@ def _connected(url: str, log: Path):
         session.client.disable_reattachable_execute()
     except Exception as e:
         line = str(e).strip().splitlines()[0]
-        raise DimsterError(f"could not reach Spark at {url}: {line}", detail=log_tail(log)) from None
+        raise DimsterError(f"could not reach Spark at {shown(url)}: {line}", detail=log_tail(log)) from None
     return session
 
 

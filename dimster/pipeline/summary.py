@@ -24,7 +24,7 @@ from dimster.pipeline.client_tables import (
 )
 from dimster.pipeline.generator import generator_by_phase, generator_note, generator_reports, generator_summary
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
-from dimster.pipeline.spark import spark_session
+from dimster.pipeline.spark import shown, spark_session
 from dimster.pipeline.spark_service import EMBEDDED
 from dimster.pipeline.throughput import compression_ratio, overall_throughput, poll_counts, throughput_per_second
 from dimster.results.bundle import is_run_folder, load_timeline
@@ -82,7 +82,7 @@ def summarize(run_dir: Path, master: str, progress: Callable[[str], None] = lamb
         "account": run_info.get("account"),
         "dead_letter_queue": run_info.get("deadLetterQueue"),  # topic, copyRecord, createTopic; None without
     }
-    progress("starting Spark" if master == EMBEDDED else f"Spark at {master.split('/;')[0]}")  # never a token
+    progress("starting Spark" if master == EMBEDDED else f"Spark at {shown(master)}")
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
             groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
