@@ -95,11 +95,20 @@ class PodmanService:
         log = self.folder / "service.log"
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
 
+    def log_errors(self, lines: int = 10) -> list[str]:
+        """The service's last error lines (why a removal failed, say)."""
+        log = self.folder / "service.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = [line for line in text.splitlines() if "level=error" in line]
+        return [line[:400] for line in found[-lines:]]
+
     def close(self) -> None:
         """Remove what the service has but the images of a kept storage, stop it, reset a temporary
         storage; what could not be done is in `problems` (the caller fails the session on them)."""
         if self.client is not None:
             self._remove_everything()
+            if left := self.leftovers():
+                self.problems.append(f"left after the clean-up: {left}")
             if self.kept:
                 with contextlib.suppress(docker.errors.APIError, OSError):
                     self.client.images.prune(filters={"dangling": True})  # earlier builds of an image
@@ -142,6 +151,19 @@ class PodmanService:
                 if network.name not in DEFAULT_NETWORKS:
                     with contextlib.suppress(docker.errors.APIError):
                         network.remove()
+
+    def leftovers(self) -> list[str]:
+        """What the service still has but images: containers, volumes, networks of its own; or why
+        it cannot say."""
+        client = self.client
+        assert client is not None
+        try:
+            found = [f"container {c.name}" for c in client.containers.list(all=True)]
+            found += [f"volume {v.name}" for v in client.volumes.list()]
+            found += [f"network {n.name}" for n in client.networks.list() if n.name not in DEFAULT_NETWORKS]
+        except (docker.errors.APIError, requests.exceptions.RequestException) as e:
+            return [f"nothing can be listed: {str(getattr(e, 'explanation', None) or e)[:300]}"]
+        return found
 
     def _stop(self) -> None:
         if self.process.poll() is not None:
@@ -192,15 +214,20 @@ def kept_storage() -> Path | None:
 def start_podman_service(folder: Path, root: Path | None = None) -> PodmanService:
     """Start a private podman service with its socket in `folder`, its storage in `root` (kept) or in
     `folder` (temporary); wait until it answers. A kept storage is cleared of what a session that died
-    left in it, but its images; one podman refuses (its database from another layout) starts anew."""
+    left in it, but its images; one that podman refuses (its database from another layout) or cannot
+    clear starts anew."""
     if not shutil.which("podman") or not shutil.which("runc", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"):
         pytest.fail("podman or runc is missing: apt-get install podman runc (scripts/test.sh does)")
     if root is None:
         service = _start_service(folder, folder / "root", Path(tempfile.mkdtemp(prefix="dimster-podman-")), False)
     else:
         service = _start_service(folder, root, KEPT_RUNTIME, True)
-        if service.client is None:
+        if service.client is None or service.leftovers():
+            # A storage the service refuses, or one it cannot clear (a session killed mid-run left a
+            # container its database calls running whose network namespace is gone): start anew.
+            service.close()
             shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(KEPT_RUNTIME, ignore_errors=True)
             service = _start_service(folder, root, KEPT_RUNTIME, True)
     if service.client is None:
         answer = f"the podman service did not answer at {service.url} within {START_TIMEOUT:g} s"
@@ -248,7 +275,7 @@ def podman_service(tmp_path_factory) -> Iterator[PodmanService]:
         yield service
     finally:
         service.close()
-        assert not service.problems, service.problems
+        assert not service.problems, [*service.problems, "the service's last errors:", *service.log_errors()]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from docker.models.containers import Container
 
 from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus
 from dimster.cluster.docker_nodes import DockerNodes, DockerProfile, DockerState
-from dimster.containers.daemon import DAEMON_ERRORS, api_reason, daemon_address, stop_and_remove
+from dimster.containers.daemon import DAEMON_ERRORS, api_reason, daemon_address, removed_or_fail, stop_and_remove
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import registered_brokers
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
@@ -55,7 +55,8 @@ class DockerCluster(DockerNodes):
             return state
         if containers:
             progress(f"stale containers of '{self.profile.name}' ({len(running)}/{len(containers)} running): removing")
-            stop_and_remove(list(containers.values()), DOWN_STOP_SECONDS)
+            kept = stop_and_remove(list(containers.values()), DOWN_STOP_SECONDS)
+            removed_or_fail(kept, f"stale containers of '{self.profile.name}'")
         self.state_file.unlink(missing_ok=True)
         return None
 
@@ -99,11 +100,12 @@ class DockerCluster(DockerNodes):
             lambda: self.client.containers.list(all=True, ignore_removed=True, filters=self._ours(role="worker"))
         )
         if workers:  # left by a run that was killed: they hold the network
-            stop_and_remove(workers, DOWN_STOP_SECONDS)
+            removed_or_fail(stop_and_remove(workers, DOWN_STOP_SECONDS), "worker containers")
             progress(f"removed {len(workers)} worker container(s) left by an earlier run")
         containers = self._existing_containers()
         if containers:  # all at once: a lone survivor would wait for a quorum that is gone
-            stop_and_remove(list(containers.values()), DOWN_STOP_SECONDS)
+            kept = stop_and_remove(list(containers.values()), DOWN_STOP_SECONDS)
+            removed_or_fail(kept, f"every node container of '{self.profile.name}'")
             for node_id, container in sorted(containers.items()):
                 progress(f"node {node_id} (container {container.name}) removed")
         for network in self._existing(lambda: self.client.networks.list(filters=self._ours())):
@@ -184,7 +186,7 @@ class DockerCluster(DockerNodes):
         cluster_id = self._cluster_id()
         if old is not None:
             progress(f"node {node_id}: stopping container {old.name}")
-            stop_and_remove([old], RESTART_STOP_SECONDS)
+            removed_or_fail(stop_and_remove([old], RESTART_STOP_SECONDS), f"node {node_id}'s container")
         self._start_node(index, state.image, cluster_id)
 
     # ---- logs ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ mark everything dimster creates there."""
 import contextlib
 import os
 import threading
+import time
 
 import docker
 import docker.errors
@@ -17,6 +18,8 @@ CONNECT_TIMEOUT = 10.0  # seconds the first answer (the ping) may take
 REQUEST_TIMEOUT = 600.0  # seconds any later request may go without a byte (an image build, a big import)
 # what a request to a daemon that answered once may still raise: its refusal, or a lost connection
 DAEMON_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
+REMOVE_TRIES = 4  # a removal refused while the container's own clean-up still runs succeeds soon after
+REMOVE_PAUSE = 1.0  # seconds before the second try, growing by as much each time
 HINT = (
     "start Docker, or podman's Docker-compatible API (podman system service), "
     "and point dockerHost in the profile or DOCKER_HOST at it"
@@ -79,19 +82,38 @@ def api_reason(error: BaseException) -> str:
     return text[0][:300] if text else type(error).__name__
 
 
-def stop_and_remove(containers: list, seconds: float) -> None:
+def stop_and_remove(containers: list, seconds: float) -> list[str]:
     """Stop `containers` all at once (SIGTERM, SIGKILL after `seconds`), then remove each with its
-    anonymous volumes (an image may declare some, apache/kafka does; named volumes stay). What the
-    daemon refuses on the way is passed over: this is clean-up."""
+    anonymous volumes (an image may declare some, apache/kafka does; named volumes stay). A removal
+    the daemon refuses is tried again a few times; what it still keeps is returned, each as
+    'name: the daemon's reason', for the caller to say (a clean-up after a failure passes over it)."""
+    kept: dict[str, str] = {}
 
     def stop(container) -> None:
         with contextlib.suppress(*DAEMON_ERRORS):
             container.stop(timeout=seconds)
-        with contextlib.suppress(*DAEMON_ERRORS):
-            container.remove(force=True, v=True)
+        for attempt in range(REMOVE_TRIES):
+            try:
+                container.remove(force=True, v=True)
+                container.reload()  # a daemon may answer yes and still have it
+                kept[container.name] = "still there after its removal"
+            except docker.errors.NotFound:
+                kept.pop(container.name, None)
+                return
+            except DAEMON_ERRORS as e:
+                kept[container.name] = api_reason(e)
+            if attempt + 1 < REMOVE_TRIES:
+                time.sleep(REMOVE_PAUSE * (attempt + 1))
 
     threads = [threading.Thread(target=stop, args=(c,)) for c in containers]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return [f"{name}: {reason}" for name, reason in sorted(kept.items())]
+
+
+def removed_or_fail(kept: list[str], what: str) -> None:
+    """A DimsterError naming the containers of `what` the daemon would not remove, if any."""
+    if kept:
+        raise DimsterError(f"the daemon did not remove {what}: {'; '.join(kept)}")
