@@ -1,18 +1,24 @@
 """dimster's warm Spark server (pipeline/spark_service.py), real PySpark: summaries share one server and
 agree figure for figure with one through the server's `sc://` URL (a summary on a driver of its own:
-test_summary); a server killed behind dimster's back is replaced by the next summary; `cluster down` of
-the last cluster ends it, not before; a Connect URL that answers nothing is one error line. The
+test_summary); a server killed behind dimster's back is replaced by the next summary, on another port
+when its first is taken; a server frozen mid-summary is ended, the summary fails in one line and keeps
+what was written, the next summary starts a new one; `cluster down` of the last cluster ends it, not
+before; a Connect URL that answers nothing is one error line. The
 lifecycle test uses a state folder of its own, so the session's server is not its to kill."""
 
 import json
 import os
+import shutil
 import signal
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
 import pytest
 
+from dimster.errors import DimsterError
+from dimster.pipeline import spark_service
 from dimster.pipeline import summary as summary_module
 from dimster.pipeline.spark_service import EMBEDDED, SERVER_JAVA_OPTS, SparkService
 from dimster.pipeline.summary import summarize
@@ -40,6 +46,18 @@ def test_summaries_share_one_warm_server_and_agree_with_one_through_its_url(tmp_
     cmdline = psutil.Process(server.process.pid).cmdline()
     assert set(SERVER_JAVA_OPTS.split()) <= set(cmdline) and "-Xmx1g" in cmdline
     assert f"-Ddimster.spark={SparkService().folder}" in cmdline  # whose it is: the suite finds it by that
+
+    # two dimster processes summarize at once on the one server: each its own run, each as alone
+    copies = [tmp_path / "first", tmp_path / "second"]
+    for copy in copies:
+        shutil.copytree(run, copy)
+        shutil.rmtree(copy / "summary")
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda copy: dimster("summarize", str(copy)), copies))
+    assert [(r.code, r.stderr) for r in results] == [(0, ""), (0, "")]
+    alone = (run / "summary" / "summary.json").read_text()
+    assert [(copy / "summary" / "summary.json").read_text() for copy in copies] == [alone, alone]
+    assert SparkService().running() == server
 
 
 def texts_written(run: Path) -> dict[str, str]:
@@ -79,9 +97,33 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         assert first["running"] and first["url"].startswith("sc://127.0.0.1:")
         os.kill(first["pid"], signal.SIGKILL)  # behind dimster's back
         psutil.Process(first["pid"]).wait(10)
-        assert summarize(run, EMBEDDED)["throughput"]["seconds"] == 3
+        with socket.socket() as taken, monkeypatch.context() as patched:  # the first free port it is given
+            taken.bind(("127.0.0.1", 0))  # is taken before it binds it
+            taken.listen()
+            held = taken.getsockname()[1]
+            ports = [held, free_port()]
+            patched.setattr(spark_service, "_free_port", lambda: ports.pop(0))
+            written = summarize(run, EMBEDDED)
+        assert written["throughput"]["seconds"] == 3 and ports == []
+        hung = SparkService().running()
+        assert hung is not None and hung.process.pid != first["pid"] and hung.port != held
+
+        def stop_it(step: str) -> None:  # frozen once the summary has its session and asks its queries
+            if step.endswith("parts of the metrics"):
+                os.kill(hung.process.pid, signal.SIGSTOP)
+
+        monkeypatch.setattr(spark_service, "STALL_SECONDS", 4.0)
+        before = (run / "summary" / "summary.json").read_text()
+        with pytest.raises(DimsterError) as failed:
+            summarize(run, EMBEDDED, stop_it)
+        assert str(failed.value).startswith(f"Spark could not summarize {run}: ")
+        ended = "(dimster's Spark server ran no code for 4 s: it was ended; the next summary starts a new one)"
+        assert str(failed.value).endswith(ended)
+        assert not hung.process.alive() and (run / "summary" / "summary.json").read_text() == before
+        summarize(run, EMBEDDED)  # on a new server
+        assert (run / "summary" / "summary.json").read_text() == before
         server = SparkService().running()
-        assert server is not None and server.process.pid != first["pid"]
+        assert server is not None and server.process.pid != hung.process.pid
         other = state / "clusters" / "other" / "state.json"
         other.parent.mkdir(parents=True)
         other.write_text("{}")  # what `cluster up` of another environment leaves while it runs
@@ -96,13 +138,17 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         SparkService().stop()
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_a_connect_url_that_answers_nothing_is_one_error_line(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     synthetic_run(run, seconds=2, consumers=1, per_second=100)
-    with socket.socket() as probe:  # a loopback port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a loopback port nothing listens on
     result = dimster("summarize", str(run), "--spark-master", f"sc://127.0.0.1:{port}", timeout=120)
     one_error_line(result, f"could not reach Spark at sc://127.0.0.1:{port}: Connection refused", code=None)
     assert (run / "metrics").is_dir() and not (run / "summary" / "summary.json").exists()

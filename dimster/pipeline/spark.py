@@ -81,8 +81,15 @@ def spark_session(master: str, log: Path, app_name: str = "dimster-summary") -> 
     for `embedded`."""
     if master == EMBEDDED:
         service = SparkService()
-        with service.in_use() as url, _remote_session(url, service.log) as session:
-            yield session
+        with service.in_use() as watch:
+            try:
+                with _remote_session(watch.url, service.log) as session:
+                    yield session
+            except DimsterError as e:
+                if not watch.ended:
+                    raise
+                hung = f"dimster's Spark server ran no code for {watch.seconds:g} s: it was ended"
+                raise DimsterError(f"{e} ({hung}; the next summary starts a new one)", detail=e.detail) from None
     elif own_driver(master):
         with _own_driver_session(master, log, app_name) as session:
             yield session

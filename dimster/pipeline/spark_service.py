@@ -15,10 +15,13 @@ import fcntl
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
@@ -26,6 +29,9 @@ from dimster.processes import TrackedProcess, spawn, tail
 
 EMBEDDED = "embedded"  # the --spark-master value of this server, dimster's default
 START_SECONDS = 120  # a JVM on a busy 2-core host may take this long to load Spark and listen
+STALL_SECONDS = 60.0  # a server that ran no code this long while a summary waited on it is hung
+WATCH_PERIOD = 1.0  # seconds between two looks at the server's CPU time
+START_TRIES = 3  # free ports picked in turn: another process may take one before the server binds it
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SERVER_MASTER = "local[*]"
 # C1 alone, as for a summary's own JVM (spark.py): the server's queries are many and small, and C2's
@@ -69,27 +75,40 @@ class SparkService:
         return server if process.alive() else None
 
     @contextlib.contextmanager
-    def in_use(self) -> Iterator[str]:
-        """The server's URL, started first when none of this PySpark's answers; `stop` waits for the
-        block to end (`stop(if_idle=True)` ends nothing meanwhile)."""
+    def in_use(self) -> Iterator["StallWatch"]:
+        """The server (its `url`), started first when none of this PySpark's listens, and watched
+        while the block runs; `stop` waits for the block to end (`stop(if_idle=True)` ends nothing
+        meanwhile)."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.folder / "use.lock", "w") as use:
             fcntl.flock(use, fcntl.LOCK_SH)
-            yield self._url()
+            with StallWatch(self._server()) as watch:
+                yield watch
 
-    def _url(self) -> str:
+    def _server(self) -> RunningServer:
         if (server := self.running()) is not None and _usable(server):
-            return server.url
+            return server
         with open(self.folder / "start.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one process starts it; the others use that one
             if (server := self.running()) is not None and _usable(server):
-                return server.url
-            if server is not None:  # not answering, or of another PySpark
+                return server
+            if server is not None:  # not listening, or of another PySpark
                 server.process.stop(15)
-            return self._start().url
+            return self._start()
 
     def _start(self) -> RunningServer:
-        port, spark_home = _free_port(), _spark_home()
+        """A new server on a free port; another port when another process took the one picked
+        before the server could bind it."""
+        for _ in range(START_TRIES):
+            server = self._start_on(_free_port())
+            if server is not None:
+                return server
+        taken = f"the {START_TRIES} free ports it was given were taken before it bound them"
+        raise DimsterError(f"dimster's Spark server did not start: {taken}; its log: {self.log}")
+
+    def _start_on(self, port: int) -> RunningServer | None:
+        """The server on `port`; None when another process took that port first."""
+        spark_home = _spark_home()
         options = f"-Ddimster.spark={self.folder} -Dlog4j2.configurationFile={_log4j()}"
         options += " " + os.environ.get("DIMSTER_SPARK_SERVER_JAVA_OPTS", SERVER_JAVA_OPTS)
         command = [
@@ -109,9 +128,11 @@ class SparkService:
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if not process.alive():
+                if "java.net.BindException" in self.log.read_text(errors="replace"):
+                    return None
                 said = " ".join(line.strip() for line in tail(self.log, 3)) or "no output"
                 raise DimsterError(f"dimster's Spark server exited while starting: {said} (log: {self.log})")
-            if _answers(port):
+            if _listening(server):
                 return server
             time.sleep(0.2)
         process.stop(15)
@@ -134,14 +155,17 @@ class SparkService:
 
 
 def _usable(server: RunningServer) -> bool:
-    """A server of this PySpark that answers on its port."""
-    return server.version == pyspark_version() and _answers(server.port)
+    """A server of this PySpark that listens on its port."""
+    return server.version == pyspark_version() and _listening(server)
 
 
-def _answers(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-        return True
-    return False
+def _listening(server: RunningServer) -> bool:
+    """Whether the server's own process listens on its port (not another process that took it)."""
+    try:
+        connections = psutil.Process(server.process.pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == server.port for c in connections)
 
 
 def _free_port() -> int:
@@ -176,3 +200,46 @@ def _log4j() -> str:
     from importlib import resources
 
     return str(resources.files("dimster.pipeline") / "log4j2-spark.properties")
+
+
+class StallWatch:
+    """Ends a server whose JVM runs no code for STALL_SECONDS while a summary uses it (stopped, or
+    frozen): the summary's requests, which have no deadline, then fail at once instead of waiting
+    forever, and the next summary starts a new server. A working server always runs some code: its
+    queries, its garbage collector, its network threads."""
+
+    def __init__(self, server: RunningServer):
+        self.server = server
+        self.url = server.url
+        self.seconds = STALL_SECONDS
+        self.ended = False  # whether the watch ended the server
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="spark-stall-watch", daemon=True)
+
+    def __enter__(self) -> "StallWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _cpu(self) -> float | None:
+        try:
+            times = psutil.Process(self.server.process.pid).cpu_times()
+        except psutil.Error:
+            return None
+        return times.user + times.system
+
+    def _watch(self) -> None:
+        last, since = self._cpu(), time.monotonic()
+        while not self._done.wait(WATCH_PERIOD):
+            now = self._cpu()
+            if now is None:  # gone: the summary says so itself
+                return
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= self.seconds:
+                self.ended = True
+                self.server.process.stop(5)  # SIGKILL reaches a stopped process, SIGTERM waits for it
+                return
