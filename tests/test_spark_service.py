@@ -1,10 +1,11 @@
 """dimster's warm Spark server (pipeline/spark_service.py), real PySpark: summaries share one server and
 agree figure for figure with one through the server's `sc://` URL (a summary on a driver of its own:
-test_summary); a server killed behind dimster's back is replaced by the next summary, on another port
-when its first is taken; a server frozen mid-summary is ended, the summary fails in one line and keeps
-what was written, the next summary starts a new one; `cluster down` of the last cluster ends it, not
-before; a Connect URL that answers nothing is one error line. The
-lifecycle test uses a state folder of its own, so the session's server is not its to kill."""
+test_summary), two dimster processes summarizing at once included; a server killed behind dimster's
+back, or of another PySpark, is replaced by the next summary, on another port when its first is
+taken; a server frozen mid-summary is ended, the summary fails in one line and keeps what was
+written, the next summary starts a new one; `cluster down` of the last cluster ends it, not before; a
+Connect URL that answers nothing is one error line. The lifecycle test uses a state folder of its
+own, so the session's server is not its to kill."""
 
 import json
 import os
@@ -105,8 +106,14 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
             patched.setattr(spark_service, "_free_port", lambda: ports.pop(0))
             written = summarize(run, EMBEDDED)
         assert written["throughput"]["seconds"] == 3 and ports == []
+        older = SparkService().running()
+        assert older is not None and older.process.pid != first["pid"] and older.port != held
+
+        record = SparkService().folder / "spark.json"  # as a server of another PySpark would be
+        record.write_text(json.dumps({**json.loads(record.read_text()), "version": "3.5.1"}))
+        assert summarize(run, EMBEDDED)["throughput"]["seconds"] == 3
         hung = SparkService().running()
-        assert hung is not None and hung.process.pid != first["pid"] and hung.port != held
+        assert hung is not None and hung.process.pid != older.process.pid and not older.process.alive()
 
         def stop_it(step: str) -> None:  # frozen once the summary has its session and asks its queries
             if step.endswith("parts of the metrics"):
