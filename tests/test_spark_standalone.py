@@ -1,8 +1,10 @@
-"""The summary against a standalone Spark master (a master and a worker started from PySpark's own
-jars on loopback, ended by PID), not only local[*]."""
+"""The summary against a standalone Spark master (a master and two workers started from PySpark's own
+jars on loopback, ended by PID), figure for figure the summary of dimster's warm server, named as
+`embedded` and through its sc:// URL."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -11,12 +13,15 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from dimster.pipeline.spark_service import SparkService
+from dimster.pipeline.summary import summarize
 from tests.conftest import dimster
 from tests.synthetic import synthetic_run
 
 pytestmark = pytest.mark.spark
 
 SPARK_HOME = Path(pyspark.__file__).parent
+WORKERS = 2  # a summary's queries are then shuffled between two executors, as on a real cluster
 
 
 def free_port() -> int:
@@ -37,7 +42,7 @@ def standalone_master(tmp_path):
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
+    master_log = tmp_path / "master.log"
     processes = []
     with open(master_log, "w") as out:
         processes.append(
@@ -58,30 +63,25 @@ def standalone_master(tmp_path):
             )
         )
     try:
-        with open(worker_log, "w") as out:
-            processes.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.worker.Worker",
-                        "--host",
-                        "127.0.0.1",
-                        "--cores",
-                        "2",
-                        "--memory",
-                        "1g",
-                        "--webui-port",
-                        str(free_port()),
-                        url,
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
+        for index in range(WORKERS):
+            with open(tmp_path / f"worker-{index}.log", "w") as out:
+                processes.append(
+                    subprocess.Popen(
+                        [
+                            spark_class,
+                            "org.apache.spark.deploy.worker.Worker",
+                            *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
+                            *("--webui-port", str(free_port()), url),
+                        ],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                    )
                 )
-            )
         deadline = time.time() + 90
-        while "Registering worker" not in master_log.read_text():
-            assert time.time() < deadline, "the standalone worker did not register: " + worker_log.read_text()[-2000:]
+        while master_log.read_text().count("Registering worker") < WORKERS:
+            logs = " / ".join(path.read_text()[-1000:] for path in tmp_path.glob("worker-*.log"))
+            assert time.time() < deadline, f"the standalone workers did not register: {logs}"
             time.sleep(0.5)
         yield url
     finally:
@@ -94,7 +94,11 @@ def standalone_master(tmp_path):
                 process.wait(10)
 
 
-def test_summary_on_a_standalone_master(tmp_path, standalone_master):
+def test_summary_on_a_standalone_master_with_two_workers_is_the_embedded_and_connect_summary(
+    tmp_path, standalone_master, spark
+):
+    """The same bundle summarized three ways: on dimster's warm server (embedded), through its
+    sc:// URL, and on a standalone master whose two workers each run an executor."""
     run = tmp_path / "run"
     run.mkdir()
     samples = synthetic_run(run, seconds=6, consumers=2, per_second=1000)
@@ -103,4 +107,16 @@ def test_summary_on_a_standalone_master(tmp_path, standalone_master):
     summary = json.loads((run / "summary" / "summary.json").read_text())
     assert summary["latency_ms"]["e2e"]["count"] == sum(len(v) for v in samples.values())
     assert summary["throughput"]["seconds"] == 6
-    assert "app-" in " ".join(p.name for p in (tmp_path / "spark-work").iterdir())  # it ran on the worker
+    executors = sorted(path.name for path in (tmp_path / "spark-work").glob("app-*/*"))
+    assert len(executors) >= WORKERS, executors  # an executor on each worker
+
+    def summarized_on(name: str, master: str) -> dict:
+        copy = tmp_path / name
+        shutil.copytree(run, copy)
+        shutil.rmtree(copy / "summary")
+        summarize(copy, master)
+        return json.loads((copy / "summary" / "summary.json").read_text())
+
+    assert summarized_on("embedded", spark) == summary
+    server = SparkService().running()
+    assert server is not None and summarized_on("connect", server.url) == summary
