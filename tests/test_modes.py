@@ -186,11 +186,14 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
     bundle = only_bundle(tmp_path / "results")
     mode = run_info(bundle)["mode"]
     # No rate above what the processing time allows can pass: 800 msg/s, and a judged step tolerates a
-    # backlog growing by 2 % of the rate (800 / 0.98 = 816). The poll's own cost on a busy machine lowers
-    # the capacity, never to half of it: a wide band, derived from the workload, not a speed.
-    assert 400 <= mode["limit_msgs_per_s"] <= 816, mode
-    assert mode["lowest_failed_msgs_per_s"] > mode["limit_msgs_per_s"]
+    # backlog growing by 2 % of the rate (800 / 0.98 = 816). How far below that the host puts the real
+    # capacity is its own business (beside the busy kafka tier, 4 consumers took 343 msg/s of 375
+    # offered, the worker's threads waiting 10 % of the time): what must hold whatever the host does is
+    # that the search ends within its precision of a rate that failed, the limit confirmed.
+    limit, failed = mode["limit_msgs_per_s"], mode["lowest_failed_msgs_per_s"]
+    assert 0 < limit < failed <= limit * 1.2 and limit <= 816, mode
     steps = mode["steps"]
+    assert all(s["reasons"] for s in steps if not s["passed"])  # each failure says why
     assert all(s["drain"]["outcome"] in ("drained", "stalled", "timed out") for s in steps)
     assert sum(1 for s in steps if s["rate"] == mode["limit_msgs_per_s"] and s["passed"]) == 2  # confirmed
     events = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
