@@ -44,6 +44,24 @@ class TrackedProcess:
         except psutil.Error:
             return False
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time the process has used (user and system), None when it is gone."""
+        process = self._process()
+        try:
+            times = None if process is None else process.cpu_times()
+        except psutil.Error:
+            return None
+        return None if times is None else times.user + times.system
+
+    def listens_on(self, port: int) -> bool:
+        """Whether this process itself listens on TCP `port` (not another process that took it)."""
+        process = self._process()
+        try:
+            connections = [] if process is None else process.net_connections(kind="tcp")
+        except psutil.Error:
+            return False
+        return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in connections)
+
     def send(self, signal_number: int) -> None:
         """Send a signal to this process, and only to it: not to a later one that reuses its PID."""
         process = self._process()

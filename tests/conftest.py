@@ -181,6 +181,13 @@ def shipped_ports() -> set[int]:
     return ports
 
 
+def unused_port() -> int:
+    """A loopback port nothing listens on (free now: the kernel just gave it out)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def port_is_free(port: int) -> bool:
     with socket.socket() as s:
         try:

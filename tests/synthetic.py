@@ -3,7 +3,9 @@ the summary's against."""
 
 import json
 import math
+import shutil
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -75,3 +77,9 @@ def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> d
         )
     )
     return {client: np.concatenate(parts) for client, parts in samples.items()}
+
+
+def unsummarized_copy(run: Path, copy: Path) -> Path:
+    """`run`'s folder copied to `copy` as it was before its summary (no summary/)."""
+    shutil.copytree(run, copy, ignore=lambda folder, names: ["summary"] if Path(folder) == run else [])
+    return copy

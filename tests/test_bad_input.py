@@ -1,12 +1,19 @@
 """Bad input gives one clear error line and a non-zero exit, never a traceback."""
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import busy_port, dimster, one_error_line, spare_ports, spare_ports_yaml, write_environment
+from tests.conftest import (
+    busy_port,
+    dimster,
+    one_error_line,
+    spare_ports,
+    spare_ports_yaml,
+    unused_port,
+    write_environment,
+)
 
 
 @pytest.mark.unit
@@ -136,9 +143,7 @@ def test_no_such_node(command):
 
 @pytest.mark.unit
 def test_unreachable_external_cluster_fails_fast(project, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free_port = s.getsockname()[1]  # nothing listens there once closed
+    free_port = unused_port()
     write_environment(project, "gone", f"backend: external\nbootstrapServers: 127.0.0.1:{free_port}\n")
     workload = tmp_path / "w.yaml"
     workload.write_text("name: unreachable\ndurationSeconds: 5\n")

@@ -4,7 +4,6 @@ the random part (payload.zeros), a set number of distinct bodies (payload.count)
 
 import base64
 import random
-import socket
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from dimster.worker.protocol import ProducerSpec
 from dimster.workload.distributor import distributor
 from dimster.workload.model import load_workload, parse_workload
 from dimster.workload.payload import HEADER_SIZE, make_bodies, unpack_header
-from tests.conftest import dimster, one_error_line, write_environment
+from tests.conftest import dimster, one_error_line, unused_port, write_environment
 
 pytestmark = pytest.mark.unit
 
@@ -144,9 +143,7 @@ def test_validate_and_run_accept_a_file_workload(tmp_path, project):
     path = write_workload(tmp_path)
     result = dimster("validate", str(path))
     assert result.code == 0 and "ok: 'file-payload'" in result.stdout, result.stderr
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free_port = s.getsockname()[1]  # nothing listens there once closed
+    free_port = unused_port()
     write_environment(project, "gone", f"backend: external\nbootstrapServers: 127.0.0.1:{free_port}\n")
     env = {"DIMSTER_PROJECT_DIR": str(project)}
     result = dimster("run", "gone", "-w", str(path), "--results", str(tmp_path / "r"), env=env)

@@ -2,6 +2,7 @@
 that started them: the run's coordinator starts a broker, `cluster redeploy` from another terminal
 stops it. No broker needed: `sleep` stands in for one."""
 
+import socket
 import subprocess
 import sys
 import time
@@ -106,3 +107,24 @@ def test_stopping_a_process_that_has_exited_does_nothing():
     child.wait()
     process.stop(timeout=1)
     assert not process.alive()
+
+
+def test_a_process_listens_on_its_own_port_not_on_one_another_process_holds(tmp_path):
+    """What tells dimster's Spark server from a process that took its port first."""
+    listener = "import socket, sys, time\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+    listener += "print(s.getsockname()[1], flush=True); time.sleep(60)\n"
+    child = subprocess.Popen([sys.executable, "-c", listener], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(child.stdout.readline())
+        process = tracked(child.pid)
+        with socket.socket() as other:  # this test's own listener, on a port of its own
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            assert process.listens_on(port) and not process.listens_on(other.getsockname()[1])
+        spent = process.cpu_seconds()
+        assert spent is not None and spent > 0  # the interpreter's start-up ran code
+        process.kill()
+        assert not process.listens_on(port) and process.cpu_seconds() is None
+    finally:
+        child.kill()
+        child.wait()

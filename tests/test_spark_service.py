@@ -9,7 +9,6 @@ its to kill."""
 
 import json
 import os
-import shutil
 import signal
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +22,8 @@ from dimster.pipeline import spark_service
 from dimster.pipeline import summary as summary_module
 from dimster.pipeline.spark_service import EMBEDDED, SERVER_JAVA_OPTS, SparkService
 from dimster.pipeline.summary import summarize
-from tests.conftest import dimster, one_error_line
-from tests.synthetic import synthetic_run
+from tests.conftest import dimster, one_error_line, unused_port
+from tests.synthetic import synthetic_run, unsummarized_copy
 
 pytestmark = pytest.mark.spark
 
@@ -49,10 +48,7 @@ def test_summaries_share_one_warm_server_and_agree_with_one_through_its_url(tmp_
     assert f"-Ddimster.spark={SparkService().folder}" in cmdline  # whose it is: the suite finds it by that
 
     # two dimster processes summarize at once on the one server: each its own run, each as alone
-    copies = [tmp_path / "first", tmp_path / "second"]
-    for copy in copies:
-        shutil.copytree(run, copy)
-        shutil.rmtree(copy / "summary")
+    copies = [unsummarized_copy(run, tmp_path / name) for name in ("first", "second")]
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda copy: dimster("summarize", str(copy)), copies))
     assert [(r.code, r.stderr) for r in results] == [(0, ""), (0, "")]
@@ -104,7 +100,7 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
             taken.bind(("127.0.0.1", 0))  # is taken before it binds it
             taken.listen()
             held = taken.getsockname()[1]
-            ports = [held, free_port()]
+            ports = [held, unused_port()]
             patched.setattr(spark_service, "_free_port", lambda: ports.pop(0))
             written = summarize(run, EMBEDDED)
         assert written["throughput"]["seconds"] == 3 and ports == []
@@ -142,17 +138,11 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         SparkService().stop()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_connect_url_that_answers_nothing_is_one_error_line(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     synthetic_run(run, seconds=2, consumers=1, per_second=100)
-    port = free_port()  # a loopback port nothing listens on
+    port = unused_port()  # a loopback port nothing listens on
     result = dimster("summarize", str(run), "--spark-master", f"sc://127.0.0.1:{port}", timeout=120)
     one_error_line(result, f"could not reach Spark at sc://127.0.0.1:{port}: Connection refused", code=None)
     assert (run / "metrics").is_dir() and not (run / "summary" / "summary.json").exists()

@@ -4,8 +4,6 @@ jars on loopback, ended by PID), figure for figure the summary of dimster's warm
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,19 +13,13 @@ import pytest
 
 from dimster.pipeline.spark_service import SparkService
 from dimster.pipeline.summary import summarize
-from tests.conftest import dimster
-from tests.synthetic import synthetic_run
+from tests.conftest import dimster, unused_port
+from tests.synthetic import synthetic_run, unsummarized_copy
 
 pytestmark = pytest.mark.spark
 
 SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2  # a summary's queries are then shuffled between two executors, as on a real cluster
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -39,7 +31,7 @@ def standalone_master(tmp_path):
         "SPARK_WORKER_DIR": str(tmp_path / "spark-work"),
         "SPARK_LOG_DIR": str(tmp_path),
     }
-    port = free_port()
+    port = unused_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     master_log = tmp_path / "master.log"
@@ -55,7 +47,7 @@ def standalone_master(tmp_path):
                     "--port",
                     str(port),
                     "--webui-port",
-                    str(free_port()),
+                    str(unused_port()),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -71,7 +63,7 @@ def standalone_master(tmp_path):
                             spark_class,
                             "org.apache.spark.deploy.worker.Worker",
                             *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
-                            *("--webui-port", str(free_port()), url),
+                            *("--webui-port", str(unused_port()), url),
                         ],
                         stdout=out,
                         stderr=subprocess.STDOUT,
@@ -111,9 +103,7 @@ def test_summary_on_a_standalone_master_with_two_workers_is_the_embedded_and_con
     assert len(executors) >= WORKERS, executors  # an executor on each worker
 
     def summarized_on(name: str, master: str) -> dict:
-        copy = tmp_path / name
-        shutil.copytree(run, copy)
-        shutil.rmtree(copy / "summary")
+        copy = unsummarized_copy(run, tmp_path / name)
         summarize(copy, master)
         return json.loads((copy / "summary" / "summary.json").read_text())
 

@@ -21,8 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
 from dimster.processes import TrackedProcess, spawn, tail
@@ -132,7 +130,7 @@ class SparkService:
                     return None
                 said = " ".join(line.strip() for line in tail(self.log, 3)) or "no output"
                 raise DimsterError(f"dimster's Spark server exited while starting: {said} (log: {self.log})")
-            if _listening(server):
+            if process.listens_on(port):
                 return server
             time.sleep(0.2)
         process.stop(15)
@@ -156,16 +154,7 @@ class SparkService:
 
 def _usable(server: RunningServer) -> bool:
     """A server of this PySpark that listens on its port."""
-    return server.version == pyspark_version() and _listening(server)
-
-
-def _listening(server: RunningServer) -> bool:
-    """Whether the server's own process listens on its port (not another process that took it)."""
-    try:
-        connections = psutil.Process(server.process.pid).net_connections(kind="tcp")
-    except psutil.Error:
-        return False
-    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == server.port for c in connections)
+    return server.version == pyspark_version() and server.process.listens_on(server.port)
 
 
 def _free_port() -> int:
@@ -210,11 +199,14 @@ class StallWatch:
 
     def __init__(self, server: RunningServer):
         self.server = server
-        self.url = server.url
         self.seconds = STALL_SECONDS
         self.ended = False  # whether the watch ended the server
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="spark-stall-watch", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
 
     def __enter__(self) -> "StallWatch":
         self._thread.start()
@@ -224,23 +216,17 @@ class StallWatch:
         self._done.set()
         self._thread.join()
 
-    def _cpu(self) -> float | None:
-        try:
-            times = psutil.Process(self.server.process.pid).cpu_times()
-        except psutil.Error:
-            return None
-        return times.user + times.system
-
     def _watch(self) -> None:
-        last, since = self._cpu(), time.monotonic()
+        process = self.server.process
+        last, since = process.cpu_seconds(), time.monotonic()
         while not self._done.wait(WATCH_PERIOD):
-            now = self._cpu()
+            now = process.cpu_seconds()
             if now is None:  # gone: the summary says so itself
                 return
             if now != last:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= self.seconds:
                 self.ended = True
-                with contextlib.suppress(DimsterError):  # one SIGKILL cannot end: the summary says what it can
-                    self.server.process.stop(0)  # SIGKILL at once: SIGTERM would wait for a stopped one to go on
+                with contextlib.suppress(DimsterError):  # gone meanwhile: nothing to end
+                    process.kill()
                 return
