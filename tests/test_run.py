@@ -11,10 +11,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dimster.diagnosis.generator import CPU_SHARE, STEAL_SHARE, WAIT_SHARE
+from dimster.diagnosis.limits import GENERATOR
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.worker.wake_lag import PERIOD_S
 from tests.conftest import dimster
 from tests.runs import events, run_info, run_until, start_run, summarized, table, wait, write_workload
+
+
+def generator_signs(inputs: dict) -> list[str]:
+    """Which of a worker's own signs of saturation (diagnosis/generator.py) a limit's inputs carry."""
+    signs = [k for k, v in inputs.items() if k.endswith("WaitShare") and v >= WAIT_SHARE]
+    signs += [k for k, v in inputs.items() if k.endswith("StealShare") and v >= STEAL_SHARE]
+    cores = len(os.sched_getaffinity(0))  # the cores a worker may use (worker/process.py)
+    return signs + [k for k, v in inputs.items() if k.endswith("CpuCores") and v >= CPU_SHARE * cores]
 
 
 def every_record_once(bundle: Path, summary: dict, consumer_type: str) -> None:
@@ -25,9 +35,13 @@ def every_record_once(bundle: Path, summary: dict, consumer_type: str) -> None:
     assert totals["sent"] >= 2_000
     assert totals["acked"] == totals["sent"] == totals["received"]
     assert totals["lost"] == 0 and totals["duplicates"] == 0 and totals["backlog"] == 0
-    # a group that keeps up is never diagnosed (test_limits_live.py: one that does not)
-    assert [e for e in events(bundle) if e["event"].startswith("limit")] == []
-    assert "limit:" not in (bundle / "console.log").read_text()
+    # A group that keeps up is never diagnosed with a Kafka limit (test_limits_live.py: one that does not).
+    # On a busy host dimster's own load generator may be named, and only with its worker's own signs.
+    for told in (e for e in events(bundle) if e["event"] == "limit"):
+        assert told["limit"] == GENERATOR, told
+        assert generator_signs(told["limitInputs"]), told
+    for line in (bundle / "console.log").read_text().splitlines():
+        assert "limit:" not in line or "limit: the load generator" in line, line
 
     intervals = table(bundle, "intervals")
     producers = intervals[intervals.role == "producer"]
