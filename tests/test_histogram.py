@@ -11,13 +11,16 @@ import pickle
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dimster.metrics.histogram import ALPHA, BUFFER, FEW, Histogram, bucket_of, bucket_value
+from dimster.pipeline.latency import bucket_percentiles
 
 pytestmark = pytest.mark.unit
 
 QUANTILES = [50, 75, 90, 95, 99, 99.9, 99.99]
+QUANTILE_COLUMNS = ["p50", "p75", "p90", "p95", "p99", "p99_9", "p99_99"]  # the summary's names
 N = 100_000
 
 
@@ -227,3 +230,35 @@ def test_few_values_counted_one_flush_at_a_time_equal_them_counted_at_once():
         at += size
     assert few.to_wire() == whole.to_wire()
     assert few.to_wire()[1] == len(values) > BUFFER
+
+
+def test_merged_buckets_give_each_groups_percentiles_as_its_merged_histogram_does():
+    """The summary's percentiles (pipeline/latency.py): rows of several histograms per group, merged by
+    bucket and read off their cumulative counts, are each group's merged Histogram's percentiles, for
+    groups of very different sizes, one with a missing key, listed unsorted."""
+    rng = np.random.default_rng(7)
+    groups = {("a", 1.0): [lognormal(rng)[:5], uniform(rng)], ("a", 0.0): [bimodal(rng)], ("b", None): [[3_000.0]]}
+    rows, merged_histograms = [], {}
+    for (client, partition), samples in groups.items():
+        merged = merged_histograms[(client, partition)] = Histogram()
+        for values in samples:
+            histogram = histogram_of(values)
+            merged.merge(histogram)
+            counts, _, low, high = histogram.to_wire()
+            rows += [(client, partition, "e2e", b, n, low, high) for b, n in counts.items()]
+    table = pd.DataFrame(rows, columns=["client", "partition", "metric", "bucket", "n", "min_us", "max_us"])
+    table = table.sample(frac=1.0, random_state=1)  # the order Spark returns them in: any
+    result = bucket_percentiles(
+        table.groupby(["client", "partition", "metric", "bucket"], dropna=False)
+        .agg(n=("n", "sum"), min_us=("min_us", "min"), max_us=("max_us", "max"))
+        .reset_index(),
+        ["client", "partition", "metric"],
+    )
+    assert len(result) == 3
+    for row in result.to_dict("records"):
+        key = (row["client"], None if pd.isna(row["partition"]) else row["partition"])
+        histogram = merged_histograms[key]
+        assert row["count"] == count(histogram)
+        for name, q in zip(QUANTILE_COLUMNS, QUANTILES, strict=True):
+            assert row[name] == pytest.approx(histogram.percentile(q) / 1000, rel=1e-12), (key, name)
+        assert row["max"] == pytest.approx(histogram.max / 1000)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from dimster.pipeline import summary as summary_module
+from dimster.pipeline.spark import use_generated_code as generated_code
 from dimster.pipeline.spark_service import SparkService
 from dimster.pipeline.summary import summarize
 from tests.conftest import dimster, unused_port
@@ -87,10 +89,11 @@ def standalone_master(tmp_path):
 
 
 def test_summary_on_a_standalone_master_with_two_workers_is_the_embedded_and_connect_summary(
-    tmp_path, standalone_master, spark
+    tmp_path, standalone_master, spark, monkeypatch
 ):
     """The same bundle summarized three ways: on dimster's warm server (embedded), through its
-    sc:// URL, and on a standalone master whose two workers each run an executor."""
+    sc:// URL, and on a standalone master whose two workers each run an executor; and a fourth with
+    Spark's generated code, as a long run's summary runs."""
     run = tmp_path / "run"
     run.mkdir()
     samples = synthetic_run(run, seconds=6, consumers=2, per_second=1000)
@@ -110,3 +113,8 @@ def test_summary_on_a_standalone_master_with_two_workers_is_the_embedded_and_con
     assert summarized_on("embedded", spark) == summary
     server = SparkService().running()
     assert server is not None and summarized_on("connect", server.url) == summary
+    # Spark's generated code, which a long run's summary uses (pipeline/spark.py): the same figures
+    used: list[bool] = []
+    monkeypatch.setattr(summary_module, "GENERATED_CODE_ROWS", 0)
+    monkeypatch.setattr(summary_module, "use_generated_code", lambda s, on: (used.append(on), generated_code(s, on)))
+    assert summarized_on("generated code", server.url) == summary and used == [True]

@@ -212,7 +212,7 @@ def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
     if histograms is not None:
         wanted = sorted({metric for metric, _ in LATENCIES})
         measured = measured_latencies(histograms).where(F.col("metric").isin(*wanted))
-        latencies = latency_percentiles(measured, RUN_KEYS).toPandas()
+        latencies = latency_percentiles(measured, RUN_KEYS)
         wide = pd.DataFrame(columns=RUN_KEYS)
         for (metric, percentile), column in LATENCIES.items():
             part = latencies[latencies["metric"] == metric][[*RUN_KEYS, percentile]]

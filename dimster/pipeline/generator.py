@@ -12,9 +12,9 @@ from dimster.pipeline.latency import latency_percentiles
 from dimster.pipeline.throughput import number, with_covered
 
 
-def generator_reports(workers, histograms):
-    """A row per worker report: its phase, covered seconds, wait share, cores used, steal share, its
-    producers' publish-delay p99 (ms) and whether it was saturated."""
+def generator_reports(workers):
+    """A row per worker report: its phase, covered seconds, wait share, cores used, steal share and
+    whether it was saturated."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -31,15 +31,6 @@ def generator_reports(workers, histograms):
         "cores",
         F.try_divide("steal_seconds", F.col("span") * F.col("cores")).alias("steal_share"),
     )  # fmt: skip
-    if histograms is not None:
-        delays = histograms.where(F.col("metric").isin("publish_delay", WARMUP_PREFIX + "publish_delay"))
-        delays = delays.withColumn("metric", F.lit("publish_delay"))
-        p99 = latency_percentiles(delays, ["worker", "end_time"]).select(
-            "worker", "end_time", F.col("p99").alias("publish_delay_p99_ms")
-        )
-        reports = reports.join(p99, on=["worker", "end_time"], how="left")
-    else:
-        reports = reports.withColumn("publish_delay_p99_ms", F.lit(None).cast("double"))
     saturated = (
         (F.coalesce("wait_share", F.lit(0.0)) >= WAIT_SHARE)
         | ((F.col("cores") > 0) & (F.coalesce("cpu_cores", F.lit(0.0)) >= CPU_SHARE * F.col("cores")))
@@ -48,15 +39,15 @@ def generator_reports(workers, histograms):
     return reports.withColumn("saturated", saturated)
 
 
-def generator_by_phase(reports):
+def generator_by_phase(reports, histograms) -> pd.DataFrame:
     """Per phase and worker: seconds, saturated seconds, mean wait share, cores and steal share, and
-    the worst report's wait share and publish-delay p99."""
+    the worst report's wait share and publish-delay p99 (its producers' p99 of that report)."""
     from pyspark.sql import functions as F
 
     def mean(column: str):
         return F.try_divide(F.sum(F.col(column) * F.col("covered")), F.sum("covered")).alias(column)
 
-    return (
+    table = (
         reports.groupBy("phase", "worker")
         .agg(
             F.sum("covered").alias("seconds"),
@@ -66,10 +57,19 @@ def generator_by_phase(reports):
             F.max("cores").alias("cores"),
             mean("steal_share"),
             F.max("wait_share").alias("wait_share_max"),
-            F.max("publish_delay_p99_ms").alias("publish_delay_p99_ms_max"),
         )
         .orderBy("phase", "worker")
+        .toPandas()
     )
+    if histograms is None:
+        return table.assign(publish_delay_p99_ms_max=float("nan"))
+    delays = histograms.where(F.col("metric").isin("publish_delay", WARMUP_PREFIX + "publish_delay"))
+    p99 = latency_percentiles(delays.withColumn("metric", F.lit("publish_delay")), ["worker", "end_time"])
+    if p99.empty:  # no producer
+        return table.assign(publish_delay_p99_ms_max=float("nan"))
+    p99 = reports.select("worker", "end_time", "phase").toPandas().merge(p99, on=["worker", "end_time"])
+    worst = p99.groupby(["phase", "worker"], as_index=False).agg(publish_delay_p99_ms_max=("p99", "max"))
+    return table.merge(worst, on=["phase", "worker"], how="left")
 
 
 def generator_summary(table: pd.DataFrame) -> dict:

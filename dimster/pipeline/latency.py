@@ -1,5 +1,9 @@
-"""Latency percentiles of a run's histogram rows: buckets merged per group, then each percentile
-read off the cumulative counts, exact to the bucket bound (1%)."""
+"""Latency percentiles of a run's histogram rows: Spark merges the buckets of each group (a few hundred
+rows a group, however long the run and however many clients reported), then each percentile is read
+off the merged buckets' cumulative counts, exact to the bucket bound (1%)."""
+
+import numpy as np
+import pandas as pd
 
 from dimster.metrics.histogram import GAMMA
 from dimster.metrics.schema import WARMUP_PREFIX
@@ -16,29 +20,40 @@ QUANTILES = {
 }
 
 
-def latency_percentiles(histograms, keys: list[str]):
+def latency_percentiles(histograms, keys: list[str]) -> pd.DataFrame:
     """Per `keys` + metric: count, p50 ... p99.99 and max in milliseconds, from merged buckets."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     group = [*keys, "metric"]
-    merged = histograms.groupBy(*group, "bucket").agg(F.sum("count").alias("n"))
-    upto = Window.partitionBy(*group).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
-    merged = merged.withColumn("cum", F.sum("n").over(upto)).withColumn(
-        "total", F.sum("n").over(Window.partitionBy(*group))
+    merged = histograms.groupBy(*group, "bucket").agg(
+        F.sum("count").alias("n"), F.min("hist_min").alias("min_us"), F.max("hist_max").alias("max_us")
     )
-    picks = [
-        F.min(F.when(F.col("cum") >= F.expr(f"(total * {num} + {den - 1}) div {den}"), F.col("bucket"))).alias(name)
-        for name, (num, den) in QUANTILES.items()
-    ]
-    buckets = merged.groupBy(*group).agg(F.first("total").alias("count"), *picks)
-    bounds = histograms.groupBy(*group).agg(F.min("hist_min").alias("min_us"), F.max("hist_max").alias("max_us"))
-    result = buckets.join(bounds, on=group)
-    for name in QUANTILES:  # the bucket's representative value, kept within the observed min and max
-        value = F.pow(F.lit(GAMMA), F.col(name)) * 2 / (GAMMA + 1)
-        value = F.greatest(F.least(value, F.col("max_us")), F.col("min_us"))
-        result = result.withColumn(name, value / 1000)
-    return result.withColumn("max", F.col("max_us") / 1000).drop("min_us", "max_us")
+    return bucket_percentiles(merged.toPandas(), group)
+
+
+def bucket_percentiles(merged: pd.DataFrame, group: list[str]) -> pd.DataFrame:
+    """`merged`: a row per group and bucket with its count `n` and the group's histograms' `min_us` and
+    `max_us`. A row per group, sorted by it: count, each quantile's bucket as its representative value
+    (kept within the observed min and max) in ms, and max in ms."""
+    columns = [*group, "count", *QUANTILES, "max"]
+    if merged.empty:
+        return pd.DataFrame(columns=columns)
+    merged = merged.sort_values([*group, "bucket"], kind="stable", ignore_index=True)
+    groups = merged.groupby(group, dropna=False, sort=False)
+    result = groups.agg(count=("n", "sum"), min_us=("min_us", "min"), max_us=("max_us", "max")).reset_index()
+    starts = np.flatnonzero(np.diff(groups.ngroup().to_numpy(), prepend=-1))  # each group's first row
+    n = merged["n"].to_numpy(dtype=np.int64)
+    cumulative = np.cumsum(n) - np.repeat(np.cumsum(n)[starts] - n[starts], np.diff(np.append(starts, len(n))))
+    total = np.repeat(result["count"].to_numpy(dtype=np.int64), np.diff(np.append(starts, len(n))))
+    bucket = merged["bucket"].to_numpy(dtype=np.float64)
+    low, high = result["min_us"].to_numpy(dtype=np.float64), result["max_us"].to_numpy(dtype=np.float64)
+    for name, (num, den) in QUANTILES.items():
+        reached = np.where(cumulative >= (total * num + den - 1) // den, bucket, np.inf)
+        index = np.minimum.reduceat(reached, starts)  # the first bucket whose cumulative count reaches the rank
+        value = np.power(GAMMA, index) * 2 / (GAMMA + 1)
+        result[name] = np.fmax(np.fmin(value, high), low) / 1000  # fmin/fmax: a missing bound bounds nothing
+    result["max"] = high / 1000
+    return result[columns]
 
 
 def measured_latencies(histograms):

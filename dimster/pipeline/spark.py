@@ -29,6 +29,16 @@ SESSION_CONFS: dict[str, bool | float | int | str | None] = {
 # summaries (a campaign's) fills and then dies of: the cache keeps the default 240 MB.
 # DIMSTER_SPARK_DRIVER_JAVA_OPTS replaces these options of the driver's JVM.
 DRIVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# Spark's generated code (whole-stage, compiled anew for each query) costs a short run's summary about
+# a second more than it saves; from about this many histogram rows (a two-minute run of 3 producers and
+# 12 share consumers) it makes the summary faster, a 10-minute run's 2.5 times (docs/benchmarks.md).
+GENERATED_CODE_ROWS = 200_000
+
+
+def use_generated_code(session, on: bool) -> None:
+    """Spark's generated code on or off for the queries of `session` (interpreted when off)."""
+    session.conf.set("spark.sql.codegen.wholeStage", "true" if on else "false")
+    session.conf.set("spark.sql.codegen.factoryMode", "FALLBACK" if on else "NO_CODEGEN")
 
 
 def spark_master(option: str | None) -> str:

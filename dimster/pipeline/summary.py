@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import yaml
 
 from dimster.diagnosis.timeline import diagnoses
@@ -24,7 +25,7 @@ from dimster.pipeline.client_tables import (
 )
 from dimster.pipeline.generator import generator_by_phase, generator_note, generator_reports, generator_summary
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
-from dimster.pipeline.spark import shown, spark_session
+from dimster.pipeline.spark import GENERATED_CODE_ROWS, shown, spark_session, use_generated_code
 from dimster.pipeline.spark_service import EMBEDDED
 from dimster.pipeline.throughput import compression_ratio, overall_throughput, poll_counts, throughput_per_second
 from dimster.results.bundle import is_run_folder, load_timeline
@@ -85,6 +86,7 @@ def summarize(run_dir: Path, master: str, progress: Callable[[str], None] = lamb
     progress("starting Spark" if master == EMBEDDED else f"Spark at {shown(master)}")
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
+            use_generated_code(spark, _rows(parts.get("histograms", [])) >= GENERATED_CODE_ROWS)
             groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
             tables = _spark_tables(spark, {t: parts[t] for t in present}, summary, groups, topics, progress)
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
@@ -175,14 +177,15 @@ def _latency(frames: dict) -> Section:
 
     h = frames["histograms"].withColumn("second", F.floor("run_time_s").cast("long"))
     measured = measured_latencies(h)
-    overall = latency_percentiles(measured, []).toPandas()
+    overall = latency_percentiles(measured, [])
     # Per second: whatever was observed in that second, warm-up records included.
     observed = h.withColumn("metric", F.regexp_replace("metric", f"^{WARMUP_PREFIX}", ""))
     e2e = measured.where(F.col("metric") == "e2e")
+    per_second = latency_percentiles(observed, ["second"])
     tables = {
-        "latency_per_second": latency_percentiles(observed, ["second"]).orderBy("metric", "second").toPandas(),
-        "latency_per_partition": latency_percentiles(e2e, ["topic", "partition"]).toPandas(),
-        "latency_per_client": latency_percentiles(measured, ["client_id", "role"]).toPandas(),
+        "latency_per_second": per_second.sort_values(["metric", "second"], kind="stable", ignore_index=True),
+        "latency_per_partition": latency_percentiles(e2e, ["topic", "partition"]),
+        "latency_per_client": latency_percentiles(measured, ["client_id", "role"]),
     }
     return {"latency_ms": {r["metric"]: _row(r) for r in overall.to_dict("records")}}, tables, []
 
@@ -203,8 +206,8 @@ def _client_stats(frames: dict) -> Section:
 
 def _generator(frames: dict) -> Section:
     """Whether dimster's load generator kept its schedule, per phase and worker."""
-    reports = generator_reports(frames["workers"], frames.get("histograms"))
-    table = generator_by_phase(reports).toPandas()
+    reports = generator_reports(frames["workers"])
+    table = generator_by_phase(reports, frames.get("histograms"))
     phases = generator_summary(table)
     return {"generator": phases}, {"generator": table}, generator_note(phases)
 
@@ -254,6 +257,11 @@ def _measured(table: pd.DataFrame, at: str, column: str) -> dict | None:
         return None
     per_reading = rows.groupby(at)[column].sum().sort_index()
     return {"max": int(per_reading.max()), "end": int(per_reading.iloc[-1]), "readings": len(per_reading)}
+
+
+def _rows(parts: list[Path]) -> int:
+    """The rows of a table's parts, from their Parquet footers."""
+    return sum(pq.read_metadata(path).num_rows for path in parts)
 
 
 def final_workload(run_dir: Path, run_info: dict) -> dict:
