@@ -340,11 +340,13 @@ def test_records_per_fetch_counts_the_records_of_the_reports_the_fetch_counters_
 
 @pytest.mark.spark
 def test_the_clients_own_latencies_are_averaged_over_the_measured_phase(tmp_path, spark):
-    """Two producers report their queue time and request latency every 5 s: 1,000 ms in warm-up (a
-    cold start), then 2 and 4 ms (p0), 6 and 8 ms (p1). A consumer reports a 10 ms request latency.
-    The summary averages the measured reports only; a report without a figure (0) does not count."""
+    """Two producers report their queue time and request latency every 5 s, each the average since
+    their previous report: 1,000 ms in warm-up (a cold start), 500 ms in the measured phase's first
+    report (its 5 s began in warm-up), then 2 and 4 ms (p0), 6 and 8 ms (p1). A consumer reports a
+    10 ms request latency. The summary averages the reports whose 5 s lie in the measured phase; a
+    report without a figure (0) does not count."""
     writer = MetricsWriter(tmp_path / "metrics", START)
-    figures = {"p0": [(1000, 1000), (2, 4), (0, 0), (2, 4)], "p1": [(1000, 1000), (6, 8), (6, 8), (6, 8)]}
+    figures = {"p0": [(1000, 1000), (500, 500), (0, 0), (2, 4)], "p1": [(1000, 1000), (500, 500), (6, 8), (6, 8)]}
     for step in range(4):
         phase = "warmup" if step == 0 else "measure"
         clients = []

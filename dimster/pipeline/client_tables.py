@@ -18,6 +18,7 @@ def client_ratios(stats, intervals, keys: list[str] | None = None):
     in the client (producers), fetch requests, records per fetch and bytes fetched per byte consumed
     (consumers), the requests' latency as the client saw it. Counters are cumulative: a client's
     change is max - min."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     per_client = [*(keys or []), "client_id"]
@@ -28,8 +29,12 @@ def client_ratios(stats, intervals, keys: list[str] | None = None):
         if "compression_rate_avg" in stats.columns
         else []
     )
-    # the clients' own latency averages, over the measured phase (absent in runs from before they were kept)
-    measured = F.col("phase") == "measure"
+    # The clients' own latency averages over the measured phase (absent in runs from before they were
+    # kept). Each is the client's average since its previous statistics: the first report of the measured
+    # phase covers warm-up's requests too, so a report counts when the one before it was measured as well.
+    before = F.lag("phase").over(Window.partitionBy(*per_client).orderBy("end_time"))
+    stats = stats.withColumn("window_measured", (F.col("phase") == "measure") & (before == "measure"))
+    measured = F.col("window_measured")
     latencies = [
         F.avg(F.when(measured & (F.col(column) > 0), F.col(column))).alias(column)
         for column in ("queue_time_avg_ms", "request_latency_avg_ms")
