@@ -26,7 +26,7 @@ from tests import locks
 from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
 from tests.clusters import RUNNING, beefy, beefy_down, beefy_project, local_cluster  # noqa: F401  (fixtures)
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
-from tests.netns import unused_subnet
+from tests.netns import forwarded_ports, unused_subnet
 
 # hypothesis keeps its caches in a scratch folder, not in the repository
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "dimster-tests-hypothesis"))
@@ -213,8 +213,9 @@ def claimed(start: int) -> bool:
 
 def free_port_block() -> int:
     """The first port of a block of SLOT * SLOTS ports, each free now, none used by a shipped profile and
-    no other session's. Blocks are tried in random order."""
-    taken = shipped_ports()
+    no other session's and none the host's firewall forwards to a container. Blocks are tried in random
+    order."""
+    taken = shipped_ports() | forwarded_ports()
     for start in random.sample(SEARCH, len(SEARCH)):
         block = range(start, start + SLOT * SLOTS)
         if not taken.intersection(block) and all(port_is_free(p) for p in block) and claimed(start):

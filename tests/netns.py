@@ -5,6 +5,7 @@ when the test is done, also when it fails. Needs root (CI and this machine have 
 import contextlib
 import ipaddress
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -59,3 +60,29 @@ def private_network(hosts: int):
         for namespace in namespaces:
             ip("netns", "del", namespace, check=False)  # takes its end of the veth pair, and so both
         ip("link", "del", bridge, check=False)
+
+
+def forwarded_ports() -> set[int]:
+    """The host ports this host's firewall forwards to containers (podman's netavark, nftables or
+    iptables). Nothing listens on them, so they bind as free; but a connection to one goes to the
+    container its rule names. A session killed with containers up leaves its rules behind, and a
+    later session's cluster on those ports would then talk to addresses that are gone."""
+    ports: set[int] = set()
+    commands = (
+        ["nft", "list", "chain", "ip", "nat", "NETAVARK-HOSTPORT-DNAT"],
+        ["iptables", "-t", "nat", "-S", "NETAVARK-HOSTPORT-DNAT"],
+    )
+    for command in commands:
+        with contextlib.suppress(OSError):
+            ports |= destination_ports(subprocess.run(command, capture_output=True, text=True).stdout)
+    return ports
+
+
+def destination_ports(rules: str) -> set[int]:
+    """The destination ports firewall rules match, as `nft list` or `iptables -S` prints them: one
+    port, a range (8000-8002, 8000:8002), a list (80,443) or an nftables set ({ 80, 443 })."""
+    ports: set[int] = set()
+    for match in re.finditer(r"dports?[\s=]+(\{[^}]*\}|[\d:,-]+)", rules):
+        for low, high in re.findall(r"(\d+)(?:[:-](\d+))?", match.group(1)):
+            ports.update(range(int(low), int(high or low) + 1))
+    return ports
