@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dimster.diagnosis.generator import CPU_SHARE, STEAL_SHARE, WAIT_SHARE
+from dimster.diagnosis.generator import WorkerLoad
 from dimster.diagnosis.limits import GENERATOR
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.worker.wake_lag import PERIOD_S
@@ -20,11 +20,16 @@ from tests.runs import events, run_info, run_until, start_run, summarized, table
 
 
 def generator_signs(inputs: dict) -> list[str]:
-    """Which of a worker's own signs of saturation (diagnosis/generator.py) a limit's inputs carry."""
-    signs = [k for k, v in inputs.items() if k.endswith("WaitShare") and v >= WAIT_SHARE]
-    signs += [k for k, v in inputs.items() if k.endswith("StealShare") and v >= STEAL_SHARE]
+    """The worker's own signs of saturation (diagnosis/generator.py's rules) in a load-generator limit's
+    inputs (diagnosis/limits.py's generator_limit: worker{N}WaitShare, ...CpuCores, ...StealShare)."""
     cores = len(os.sched_getaffinity(0))  # the cores a worker may use (worker/process.py)
-    return signs + [k for k, v in inputs.items() if k.endswith("CpuCores") and v >= CPU_SHARE * cores]
+    workers = {int(key[len("worker") : -len("WaitShare")]) for key in inputs if key.endswith("WaitShare")}
+    signs = []
+    for w in workers:  # each share over one second is its seconds over that second
+        share = {name: inputs[f"worker{w}{name}"] for name in ("WaitShare", "CpuCores", "StealShare")}
+        load = WorkerLoad(w, 1.0, share["WaitShare"], share["CpuCores"], share["StealShare"] * cores, cores)
+        signs += load.reasons()
+    return signs
 
 
 def every_record_once(bundle: Path, summary: dict, consumer_type: str) -> None:

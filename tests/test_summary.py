@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from dimster.metrics.client_stats import COLUMNS
-from dimster.metrics.histogram import ALPHA
+from dimster.metrics.histogram import ALPHA, Histogram
 from dimster.pipeline.client_tables import queued_request_notes
 from dimster.pipeline.latency import QUANTILES
 from dimster.pipeline.spark import DRIVER_JAVA_OPTS, spark_session
@@ -240,12 +240,18 @@ def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path, spark):
 def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(tmp_path, spark):
     """Worker 0's probe waited 200 ms to run in each second of the measured phase; worker 1's 20 ms,
     and 900 ms in warm-up only (its start-up): only worker 0 is noted, and the measured phase is one
-    with a saturated load generator (pipeline/generator.py), its whole time, by worker 0."""
+    with a saturated load generator (pipeline/generator.py), its whole time, by worker 0. Worker 1's
+    producer handed its records over 300 ms late in warm-up, `second` ms late after: each phase's
+    worst report's publish-delay p99 is that phase's largest lateness (within the buckets' 1 %)."""
     writer = MetricsWriter(tmp_path / "metrics", START)
     for second in range(1, 11):
         phase = "warmup" if second <= 2 else "measure"
         consumer = ClientInterval(client_id="c0", role="share_consumer", topic="t", group="g", received=100)
-        producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=100)
+        late = Histogram()
+        late.record_many([300_000.0 if phase == "warmup" else 1_000.0 * second] * 100)
+        producer = ClientInterval(
+            client_id="p0", role="producer", topic="t", sent=100, histograms={("publish_delay", 0): late.to_wire()}
+        )
         busy = WakeLag(wakes=80, lag_ms_sum=200.0, lag_ms_max=40.0 + second)
         starting = WakeLag(
             wakes=10 if phase == "warmup" else 98, lag_ms_sum=900.0 if phase == "warmup" else 20.0, lag_ms_max=12.0
@@ -268,6 +274,9 @@ def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(
     workers = measured["workers"]
     assert workers["0"]["wait_share"] == pytest.approx(0.2) and workers["1"]["saturated_seconds"] == 0
     assert warmup["workers"]["1"]["wait_share_max"] == pytest.approx(0.9) and warmup["saturated"]
+    assert workers["1"]["publish_delay_p99_ms_max"] == pytest.approx(10.0, rel=0.01)
+    assert warmup["workers"]["1"]["publish_delay_p99_ms_max"] == pytest.approx(300.0, rel=0.01)
+    assert workers["0"]["publish_delay_p99_ms_max"] is None  # no producer
     [told] = [n for n in summary["notes"] if "load generator" in n]
     assert told.startswith("the load generator was saturated for 100% of the measured phase")
 

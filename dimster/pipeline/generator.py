@@ -61,15 +61,14 @@ def generator_by_phase(reports, histograms) -> pd.DataFrame:
         .orderBy("phase", "worker")
         .toPandas()
     )
-    if histograms is None:
-        return table.assign(publish_delay_p99_ms_max=float("nan"))
-    delays = histograms.where(F.col("metric").isin("publish_delay", WARMUP_PREFIX + "publish_delay"))
-    p99 = latency_percentiles(delays.withColumn("metric", F.lit("publish_delay")), ["worker", "end_time"])
-    if p99.empty:  # no producer
-        return table.assign(publish_delay_p99_ms_max=float("nan"))
-    p99 = reports.select("worker", "end_time", "phase").toPandas().merge(p99, on=["worker", "end_time"])
-    worst = p99.groupby(["phase", "worker"], as_index=False).agg(publish_delay_p99_ms_max=("p99", "max"))
-    return table.merge(worst, on=["phase", "worker"], how="left")
+    if histograms is not None:  # a report's histogram rows carry its phase, as its worker row does
+        delays = histograms.where(F.col("metric").isin("publish_delay", WARMUP_PREFIX + "publish_delay"))
+        per_report = ["worker", "end_time", "phase"]
+        p99 = latency_percentiles(delays.withColumn("metric", F.lit("publish_delay")), per_report)
+        if not p99.empty:  # a worker with producers
+            worst = p99.groupby(["phase", "worker"], as_index=False).agg(publish_delay_p99_ms_max=("p99", "max"))
+            return table.merge(worst, on=["phase", "worker"], how="left")
+    return table.assign(publish_delay_p99_ms_max=float("nan"))
 
 
 def generator_summary(table: pd.DataFrame) -> dict:

@@ -42,9 +42,8 @@ def bucket_percentiles(merged: pd.DataFrame, group: list[str]) -> pd.DataFrame:
     groups = merged.groupby(group, dropna=False, sort=False)
     result = groups.agg(count=("n", "sum"), min_us=("min_us", "min"), max_us=("max_us", "max")).reset_index()
     starts = np.flatnonzero(np.diff(groups.ngroup().to_numpy(), prepend=-1))  # each group's first row
-    n = merged["n"].to_numpy(dtype=np.int64)
-    cumulative = np.cumsum(n) - np.repeat(np.cumsum(n)[starts] - n[starts], np.diff(np.append(starts, len(n))))
-    total = np.repeat(result["count"].to_numpy(dtype=np.int64), np.diff(np.append(starts, len(n))))
+    cumulative = groups["n"].cumsum().to_numpy(dtype=np.int64)
+    total = groups["n"].transform("sum").to_numpy(dtype=np.int64)
     bucket = merged["bucket"].to_numpy(dtype=np.float64)
     low, high = result["min_us"].to_numpy(dtype=np.float64), result["max_us"].to_numpy(dtype=np.float64)
     for name, (num, den) in QUANTILES.items():

@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import yaml
 
 from dimster.diagnosis.timeline import diagnoses
@@ -86,7 +85,7 @@ def summarize(run_dir: Path, master: str, progress: Callable[[str], None] = lamb
     progress("starting Spark" if master == EMBEDDED else f"Spark at {shown(master)}")
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
-            use_generated_code(spark, _rows(parts.get("histograms", [])) >= GENERATED_CODE_ROWS)
+            use_generated_code(spark, sum(parts["histograms"].values()) >= GENERATED_CODE_ROWS)
             groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
             tables = _spark_tables(spark, {t: parts[t] for t in present}, summary, groups, topics, progress)
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
@@ -114,7 +113,7 @@ Section = tuple[dict, dict[str, pd.DataFrame], list[str]]  # (summary keys, tabl
 
 def _spark_tables(
     spark,
-    parts: dict[str, list[Path]],
+    parts: dict[str, dict[Path, int]],
     summary: dict,
     groups: list[str],
     topics: list[str],
@@ -257,11 +256,6 @@ def _measured(table: pd.DataFrame, at: str, column: str) -> dict | None:
         return None
     per_reading = rows.groupby(at)[column].sum().sort_index()
     return {"max": int(per_reading.max()), "end": int(per_reading.iloc[-1]), "readings": len(per_reading)}
-
-
-def _rows(parts: list[Path]) -> int:
-    """The rows of a table's parts, from their Parquet footers."""
-    return sum(pq.read_metadata(path).num_rows for path in parts)
 
 
 def final_workload(run_dir: Path, run_info: dict) -> dict:

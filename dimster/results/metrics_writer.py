@@ -112,15 +112,14 @@ def _row(first: dict, columns: tuple[str, ...], values: tuple) -> dict:
     return {**first, **dict(zip(columns, values, strict=True))}
 
 
-def readable_parts(table_dir: Path) -> tuple[list[Path], list[str]]:
-    """A table's part files whose Parquet footer reads, and a note for each that does not (a part cut
-    short by a crash or a full disk is left out of the summary, not the reason it fails)."""
-    parts, notes = [], []
+def readable_parts(table_dir: Path) -> tuple[dict[Path, int], list[str]]:
+    """A table's part files whose Parquet footer reads, in order, each with its rows (from the footer);
+    and a note for each that does not (a part cut short by a crash or a full disk is left out of the
+    summary, not the reason it fails)."""
+    parts, notes = {}, []
     for path in sorted(table_dir.glob("*.parquet")):
         try:
-            pq.read_metadata(path)
+            parts[path] = pq.read_metadata(path).num_rows
         except (OSError, ValueError) as e:
             notes.append(f"{path.parent.name}/{path.name} is unreadable and left out: {str(e).splitlines()[0]}")
-            continue
-        parts.append(path)
     return parts, notes
