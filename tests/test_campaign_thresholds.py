@@ -2,6 +2,8 @@
 a campaign's per-run table holds, and judged per point on its repeats' mean. No broker:
 tests/test_campaigns.py judges a real campaign."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -81,3 +83,44 @@ def test_the_campaign_page_lists_each_point_s_outcome():
     assert row in html
     assert "<code>consumed.rate &gt;= 95 msg/s</code>: 90 msg/s" in html and "not judged (failed)" in html
     assert campaign_verdict_section(None) == ""
+
+
+def test_a_point_a_repeat_of_which_had_a_saturated_generator_has_its_latencies_and_rates_undecided():
+    """As a run's own verdict (verdict/judge.py): repeat 2 waited for its cores 40 % of its measured
+    phase, so the point's mean rate and p99 measure dimster too; its counts are judged all the same."""
+    from dimster.cli.summary import check_campaign_verdict
+    from dimster.errors import ThresholdsBreached
+    from dimster.report.verdict_panel import campaign_verdict_section
+    from dimster.results.junit import campaign_suites
+
+    points = [
+        {"index": i, "repeat": r, "label": f"producerRate={100 * i}", "status": "completed"}
+        for i in (1, 2, 3) for r in (1, 2)
+    ]  # fmt: skip
+    runs = pd.DataFrame(
+        {"point": [1, 1, 2, 2, 3, 3], "repeat": [1, 2] * 3,
+         "consumed_msgs_per_s": [99.0, 97.0, 90.0, 80.0, 300.0, 298.0],
+         "lost": [0.0, 0.0, 0.0, 0.0, 0.0, 2.0], "generator_saturated_share": [0.0, 0.4, 0.05, None, 0.0, 0.5]}
+    )  # fmt: skip
+    thresholds = ["consumed.rate >= 95 msg/s", "lost == 0"]
+    verdict = campaign_verdict(thresholds, points, runs)
+    assert verdict is not None
+    one, two, three = verdict["points"]
+    assert [r["passed"] for r in one["thresholds"]] == [None, True] and one["passed"] is False
+    assert one["thresholds"][0]["note"] == (
+        "undecided: the load generator was saturated for 40% of repeat 2's measured phase: the figure measures "
+        "dimster as well as Kafka (saturatedPhases: judge insists)"
+    )
+    assert [r["passed"] for r in two["thresholds"]] == [False, True]  # 5 %: under SATURATED_PHASE_SHARE
+    assert [r["passed"] for r in three["thresholds"]] == [None, False]  # a loss is a loss
+    insisted = campaign_verdict(thresholds, points, runs, judge_saturated=True)
+    assert insisted is not None and [p["passed"] for p in insisted["points"]] == [True, False, False]
+
+    html = campaign_verdict_section(verdict)
+    assert '<td class="text">1</td><td class="text">producerRate=100</td><td class="text"><span class="warn">' in html
+    assert html.count('<span class="bad">breached</span>') == 2 and "badge failed" in html
+    with pytest.raises(ThresholdsBreached) as raised:
+        check_campaign_verdict(Path("c"), {"verdict": verdict})
+    assert str(raised.value) == "thresholds breached at point(s) 2, 3; undecided at point(s) 1 (in c)"
+    outcomes = [[c.outcome for c in suite.cases] for suite in campaign_suites(verdict, "c")]
+    assert outcomes == [["skipped", "passed"], ["failed", "passed"], ["skipped", "failed"]]

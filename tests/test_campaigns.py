@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 import yaml
 from jsonschema import Draft7Validator
@@ -158,8 +159,7 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
 
     junit = tmp_path / "junit.xml"
     resumed = dimster("campaign", "local", "--resume", str(folder), "--junit", str(junit), timeout=900)
-    assert resumed.code == 8, resumed.stderr + resumed.stdout
-    assert "thresholds breached or not judged at point(s) 1, 2" in resumed.error_lines[0]
+    assert resumed.code == 8, resumed.stderr + resumed.stdout  # the points at 200 msg/s cannot hold > 300
     started = [line for line in resumed.stdout.splitlines() if line.startswith("== point")]
     assert [line.split(" (")[0] for line in started] == ["== point 2", "== point 3", "== point 4"]
     state = json.loads((folder / "campaign.json").read_text())
@@ -177,20 +177,38 @@ def test_a_campaign_interrupted_in_point_2_resumes_there_and_is_summarized(tmp_p
     assert SparkService().running() is not None  # the campaign's summaries ran on dimster's warm Spark server
     page = (folder / "campaign.html").read_text()
     assert page.count("producerRate=400") >= 2
-    assert '<section id="thresholds">' in page and page.count('<span class="bad">breached</span>') == 2
+    # each point judged on its own run's mean: held or breached as its value says, or undecided (saying
+    # why) where a busy host starved dimster's workers; the rate is a speed, so the test asserts no outcome
+    # a host could flip, except that 200 msg/s never holds a bound of 300
     verdict = summary["verdict"]
-    assert [p["passed"] for p in verdict["points"]] == [False, False, True, True] and not verdict["passed"]
     consumed = {p["point"]: p["metrics"]["consumed_msgs_per_s"]["mean"] for p in summary["points"]}
     for point in verdict["points"]:
-        rate = point["thresholds"][0]
+        rate, lost = point["thresholds"]
         assert rate["value"] == pytest.approx(consumed[point["point"]])
         assert rate["repeats"] == [pytest.approx(rate["value"])]
+        if rate["passed"] is None:
+            assert rate["note"].startswith("undecided: the load generator was saturated for ")
+        else:
+            assert rate["passed"] == (rate["value"] > 300)
+        assert lost["passed"] is True
+    assert all(p["thresholds"][0]["passed"] is not True for p in verdict["points"][:2]) and not verdict["passed"]
+    breached = [str(p["point"]) for p in verdict["points"] if p["thresholds"][0]["passed"] is False]
+    undecided = [str(p["point"]) for p in verdict["points"] if p["thresholds"][0]["passed"] is None]
+    kinds = (("breached", breached), ("undecided", undecided))
+    said = "; ".join(f"{kind} at point(s) {', '.join(numbers)}" for kind, numbers in kinds if numbers)
+    assert resumed.error_lines[0].startswith(f"dimster: error: thresholds {said} (in "), resumed.error_lines
+    assert '<section id="thresholds">' in page and page.count('<span class="bad">breached</span>') == len(breached)
+    runs = pd.read_parquet(folder / "campaign" / "summary" / "runs.parquet")
+    saturated = runs["generator_saturated_share"]  # of each run's measured phase, from its run.json
+    assert saturated.notna().all() and saturated.between(0, 1).all()
     published = schemas()  # the real campaign.json and campaign summary match their published schemas
     for name, document in (("campaign-result", state), ("campaign-summary", summary)):
         problems = [e.message for e in Draft7Validator(published[f"{name}.schema.json"]).iter_errors(document)]
         assert problems == [], (name, problems[:3])
     suites = list(JUnitXml.fromfile(str(junit)))
-    assert [(s.tests, s.failures, s.errors) for s in suites] == [(2, 1, 0), (2, 1, 0), (2, 0, 0), (2, 0, 0)]
+    expected = [(2, int(p["thresholds"][0]["passed"] is False), 0, int(p["thresholds"][0]["passed"] is None))
+                for p in verdict["points"]]  # fmt: skip
+    assert [(s.tests, s.failures, s.errors, s.skipped) for s in suites] == expected
 
 
 @pytest.mark.unit

@@ -15,7 +15,7 @@ from dimster.metrics.histogram import Histogram
 from dimster.report.data import RunData
 from dimster.report.saturation import saturated_spans
 from dimster.verdict.compare import Point, compare_verdict
-from dimster.verdict.judge import judge_summary
+from dimster.verdict.judge import judge_summary, outcome
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 
 pytestmark = pytest.mark.unit
@@ -136,6 +136,24 @@ def test_thresholds_on_latencies_and_rates_of_a_saturated_phase_are_undecided_an
     assert note.startswith("undecided: the load generator was saturated for 40% of the measured phase; worker 0")
     insisted = judge_summary(["e2e.p99 < 50ms", "lost == 0"], SATURATED, judge_saturated=True)
     assert insisted is not None and insisted["passed"] is True  # saturatedPhases: judge
+
+
+def test_an_undecided_threshold_is_said_undecided_in_the_report_and_skipped_in_junit():
+    """Not `breached` (the run's figure may have held on a quiet host), not `held` either."""
+    from dimster.report.verdict_panel import verdict_panel
+    from dimster.results.junit import run_suite
+
+    verdict = judge_summary(["e2e.p99 < 50ms", "lost == 0"], SATURATED)
+    assert verdict is not None and outcome(verdict) == "undecided"
+    html = verdict_panel({"verdict": verdict})
+    assert '<span class="badge undecided">undecided</span>' in html and "breached" not in html
+    assert '<span class="warn">undecided</span> (undecided: the load generator was saturated for 40%' in html
+    cases = run_suite(verdict, {"workload": "w"}).cases
+    assert [(c.outcome, c.message[:50]) for c in cases] == [
+        ("skipped", "undecided: the load generator was saturated for 40"), ("passed", ""),
+    ]  # fmt: skip
+    lost = judge_summary(["e2e.p99 < 50ms", "lost == 0"], SATURATED | {"totals": {"lost": 3}})
+    assert lost is not None and outcome(lost) == "failed"  # a count breached: failed, whatever else is undecided
 
 
 def test_compare_says_undecided_for_latencies_and_rates_of_a_saturated_side(tmp_path, monkeypatch):

@@ -60,6 +60,7 @@ class CampaignFolder:
             "dimensions": [{"keys": d.names, "values": d.shown_rows()} for d in campaign.file.dimensions],
             "repeat": campaign.file.repeat,
             "thresholds": campaign.base.get("thresholds") or [],  # every point's, judged on its repeats' mean
+            "saturatedPhases": campaign.base.get("saturatedPhases", "undecided"),
             "points": [_point_record(p) for p in campaign.points],
         }
         folder.state = dict(state)

@@ -7,7 +7,7 @@ import typer
 from dimster.cli.output import SparkMasterOpt, console, err_console
 from dimster.errors import DimsterError, ThresholdsBreached
 from dimster.pipeline.spark import spark_master
-from dimster.verdict.judge import Spec, breaches, not_judged
+from dimster.verdict.judge import Spec, breaches, not_judged, outcome
 from dimster.workload.modes import mode_line
 
 
@@ -66,8 +66,12 @@ def check_campaign_verdict(folder: Path, summary: dict | None) -> None:
         raise ThresholdsBreached(f"thresholds not judged: no summary of the campaign in {folder}")
     verdict = summary.get("verdict")
     if verdict and not verdict["passed"]:
-        failed = [str(p["point"]) for p in verdict["points"] if not p["passed"]]
-        raise ThresholdsBreached(f"thresholds breached or not judged at point(s) {', '.join(failed)} (in {folder})")
+        kinds: dict[str, list[str]] = {"breached": [], "undecided": [], "not judged": []}
+        for point in verdict["points"]:
+            kind = "not judged" if point["passed"] is None else outcome(point).replace("failed", "breached")
+            kinds.get(kind, []).append(str(point["point"]))
+        what = "; ".join(f"{kind} at point(s) {', '.join(numbers)}" for kind, numbers in kinds.items() if numbers)
+        raise ThresholdsBreached(f"thresholds {what} (in {folder})")
 
 
 def campaign_not_judged(state: dict, thresholds: list) -> dict | None:

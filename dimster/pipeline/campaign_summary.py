@@ -26,6 +26,7 @@ from dimster.verdict.campaign import campaign_verdict
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates", *DEAD_LETTER_TOTALS)
+GENERATOR = "generator_saturated_share"  # of the measured phase (run.json's `generator`)
 # (histogram metric, percentile) -> column
 LATENCIES = {
     ("e2e", "p50"): "e2e_p50_ms",
@@ -117,7 +118,9 @@ def summarize_campaign(campaign_dir: Path, master: str) -> dict:
             "dimensions": keys,
             "metrics": _metric_columns(run_table),
             "points": _point_dicts(points, keys, point_table),
-            "verdict": campaign_verdict(campaign.get("thresholds") or [], points, run_table),
+            "verdict": campaign_verdict(
+                campaign.get("thresholds") or [], points, run_table, campaign.get("saturatedPhases") == "judge"
+            ),
             "notes": notes,
         }
     )
@@ -283,17 +286,20 @@ def _run_table(points: list[dict], runs: list[Run], keys: list[str], metrics: pd
         row.update({key: _cell((point.get("values") or {}).get(key)) for key in keys})
         row.update({"status": run.status, "bundle": run.path.name})
         row.update({total: _number(totals.get(total)) for total in TOTALS})
+        measured = (info.get("generator") or {}).get("measure") or {}
+        row[GENERATOR] = _number(measured.get("saturated_seconds")) / (_number(measured.get("seconds")) or math.nan)
         row.update(mode_fields(info))
         rows.append(row)
     modes = sorted({key for row in rows for key in row if key.startswith("mode_")})
     numbers = ["measured_seconds", *THROUGHPUT_FIELDS, *LATENCIES.values(), *COSTS]
-    table = pd.DataFrame(rows, columns=["point", "repeat", "label", *keys, "status", "bundle", *TOTALS, *modes])
+    table = pd.DataFrame(
+        rows, columns=["point", "repeat", "label", *keys, "status", "bundle", *TOTALS, GENERATOR, *modes]
+    )
     metrics = metrics.reindex(columns=[*RUN_KEYS, *numbers]).astype({key: "int64" for key in RUN_KEYS})
     table = table.astype({key: "int64" for key in RUN_KEYS}).merge(metrics, on=RUN_KEYS, how="left")
-    table = table.reindex(columns=["point", "repeat", "label", *keys, "status", "bundle", *numbers, *TOTALS, *modes])
-    return table.astype({column: "float64" for column in [*numbers, *TOTALS, *modes]}).sort_values(
-        RUN_KEYS, ignore_index=True
-    )
+    numbers += [*TOTALS, GENERATOR, *modes]
+    table = table.reindex(columns=["point", "repeat", "label", *keys, "status", "bundle", *numbers])
+    return table.astype({column: "float64" for column in numbers}).sort_values(RUN_KEYS, ignore_index=True)
 
 
 def _metric_columns(run_table: pd.DataFrame) -> list[str]:

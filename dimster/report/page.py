@@ -57,6 +57,7 @@ p.hint { color: var(--muted); margin: 4px 0 12px; }
 .card .value { font-size: 22px; font-weight: 600; margin-top: 2px; }
 .card .value small { font-size: 13px; font-weight: 400; color: var(--muted); }
 .card.bad .value, span.bad { color: var(--bad); font-weight: 600; }
+span.warn { color: var(--warn); font-weight: 600; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(290px, 1fr)); gap: 16px; margin-top: 16px; }
 .panel { padding: 12px 16px; }
 .chart { padding: 6px 8px; margin-bottom: 16px; }

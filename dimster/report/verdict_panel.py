@@ -4,15 +4,17 @@ value, its bound and its outcome (summary.json's `verdict`)."""
 from html import escape
 
 from dimster.report.page import data_table, panel
-from dimster.verdict.judge import quantity
+from dimster.verdict.judge import outcome, quantity
+
+BREACHED = '<span class="bad">breached</span>'
+UNDECIDED = '<span class="warn">undecided</span>'  # a latency or rate of a saturated load generator
 
 
 def verdict_panel(summary: dict) -> str:
     verdict = summary.get("verdict")
     if not verdict:
         return ""
-    outcome = "passed" if verdict["passed"] else "failed"
-    badge = f'<span class="badge {"completed" if verdict["passed"] else "failed"}">{outcome}</span>'
+    badge = _badge(outcome(verdict))
     results = verdict.get("thresholds") or []
     held = sum(bool(r["passed"]) for r in results)
     html = f"<p>{held} of {len(results)} threshold(s) held {badge}</p>"
@@ -23,15 +25,24 @@ def verdict_panel(summary: dict) -> str:
             f"<code>{escape(r['threshold'])}</code>",
             escape(quantity(r["value"], r["unit"])),
             escape(quantity(r["bound"], r["unit"])),
-            "held" if r["passed"] else f'<span class="bad">breached</span>{_note(r)}',
+            _threshold_outcome(r),
         ]
         for r in results
     ]
     return panel("Thresholds", html + data_table(["threshold", "value", "bound", "outcome"], rows, text_columns=1))
 
 
-def _note(result: dict) -> str:
-    return f" ({escape(result['note'])})" if result.get("note") else ""
+def _threshold_outcome(result: dict) -> str:
+    """held, breached or undecided (a saturated load generator), with the note that says why."""
+    note = f" ({escape(result['note'])})" if result.get("note") else ""
+    if result["passed"] is None:
+        return UNDECIDED + note
+    return "held" if result["passed"] else BREACHED + note
+
+
+def _badge(word: str) -> str:
+    kind = {"passed": "completed", "undecided": "undecided"}.get(word, "failed")
+    return f'<span class="badge {kind}">{word}</span>'
 
 
 def campaign_verdict_section(verdict: dict | None) -> str:
@@ -41,17 +52,23 @@ def campaign_verdict_section(verdict: dict | None) -> str:
     rows = []
     for point in verdict.get("points") or []:
         if point["passed"] is None:
-            outcome, breached = f"not judged ({escape(point['status'])})", ""
+            shown, breached = f"not judged ({escape(point['status'])})", ""
         else:
-            outcome = "held" if point["passed"] else '<span class="bad">breached</span>'
+            shown = {"passed": "held", "failed": BREACHED, "undecided": UNDECIDED}[outcome(point)]
             breached = "; ".join(
                 f"<code>{escape(r['threshold'])}</code>: {escape(r['note'] or quantity(r['value'], r['unit']))}"
                 for r in point["thresholds"]
                 if not r["passed"]
             )
-        rows.append([str(point["point"]), escape(point["label"]), outcome, breached])
-    badge = f'<span class="badge {"completed" if verdict["passed"] else "failed"}">'
-    badge += f"{'passed' if verdict['passed'] else 'failed'}</span>"
-    html = f"<p>Each point judged on the mean of its repeats {badge}</p>"
+        rows.append([str(point["point"]), escape(point["label"]), shown, breached])
+    html = f"<p>Each point judged on the mean of its repeats {_badge(_campaign_outcome(verdict))}</p>"
     table = data_table(["point", "values", "outcome", "breached (mean)"], rows, text_columns=4)
     return f'<section id="thresholds"><h2>Thresholds</h2>{html}{table}</section>'
+
+
+def _campaign_outcome(verdict: dict) -> str:
+    """passed; failed when a point breached or was not judged; otherwise undecided."""
+    if verdict["passed"]:
+        return "passed"
+    points = verdict.get("points") or []
+    return "failed" if any(p["passed"] is None or outcome(p) == "failed" for p in points) else "undecided"

@@ -48,6 +48,7 @@ class CampaignJson(TypedDict):
     dimensions: list[CampaignDimension]
     repeat: int
     thresholds: list[str | dict[str, Any]]  # every point's (the base workload's and the campaign's)
+    saturatedPhases: NotRequired[str]  # the base workload's: `judge` judges saturated points' latencies too
     points: list[PointRecord]
 
 

@@ -139,6 +139,8 @@ def _threshold_case(classname: str, result: dict[str, Any], aborted_by: str | No
     line = f"{left} = {shown}, {operator} {quantity(bound, unit)}"
     if result.get("passed"):
         return Case(classname, text, "passed", output="\n".join([line, *figures]))
+    if result.get("passed") is None:  # a latency or rate of a saturated load generator (verdict/judge.py)
+        return Case(classname, text, "skipped", str(result.get("note") or "undecided"), "\n".join([line, *figures]))
     message = f"{left} = {shown}, not {operator} {quantity(bound, unit)}"
     if aborted_by == text:
         message += "; it stopped the run early (abortOnFail)"

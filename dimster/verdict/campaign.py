@@ -4,6 +4,7 @@ per-run table (campaign/summary/runs), with each repeat's value beside it (summa
 from functools import partial
 from typing import Any
 
+from dimster.diagnosis.generator import phase_saturated
 from dimster.verdict.expressions import parse_threshold
 from dimster.verdict.figures import FIGURES
 from dimster.verdict.judge import judge, specs_of
@@ -25,9 +26,13 @@ def campaign_threshold_problem(thresholds: list) -> str | None:
     return None
 
 
-def campaign_verdict(thresholds: list, points: list[dict[str, Any]], run_table: Any) -> dict | None:
+def campaign_verdict(
+    thresholds: list, points: list[dict[str, Any]], run_table: Any, judge_saturated: bool = False
+) -> dict | None:
     """None without thresholds. `points`: campaign.json's records (one per point and repeat);
-    `run_table`: the campaign summary's per-run table (a pandas DataFrame, a row per summarized run)."""
+    `run_table`: the campaign summary's per-run table (a pandas DataFrame, a row per summarized run).
+    A point a repeat of which had a saturated load generator in its measured phase has its latencies
+    and rates undecided, as a run's own verdict does, unless `judge_saturated`."""
     specs = specs_of(thresholds)
     if not specs:
         return None
@@ -43,12 +48,29 @@ def campaign_verdict(thresholds: list, points: list[dict[str, Any]], run_table: 
             judged.append(entry | {"passed": None, "thresholds": []})
             continue
         aborted = next((r["aborted_by"] for r in runs if r.get("aborted_by")), None)
-        verdict = judge(specs, partial(_mean, rows), aborted)
+        undecided = None if judge_saturated else _saturated_reason(rows)
+        verdict = judge(specs, partial(_mean, rows), aborted, undecided)
         for result in verdict["thresholds"]:
             left = parse_threshold(result["threshold"]).left
             result["repeats"] = [left.evaluate(_values(row, left.figures())) for row in rows.to_dict("records")]
         judged.append(entry | {"passed": verdict["passed"], "thresholds": verdict["thresholds"]})
     return {"passed": all(p["passed"] for p in judged), "points": judged}
+
+
+def _saturated_reason(rows: Any) -> str | None:
+    """Why the point's latencies and rates cannot tell: the repeats whose load generator was saturated
+    (the runs table's `generator_saturated_share`, from each run.json's `generator`)."""
+    if "generator_saturated_share" not in rows:
+        return None
+    shares = {int(r["repeat"]): float(r["generator_saturated_share"]) for r in rows.to_dict("records")}
+    saturated = {repeat: share for repeat, share in shares.items() if phase_saturated(share, 1.0)}
+    if not saturated:
+        return None
+    which = ", ".join(f"{share:.0%} of repeat {repeat}'s" for repeat, share in sorted(saturated.items()))
+    return (
+        f"undecided: the load generator was saturated for {which} measured phase: the figure measures dimster "
+        "as well as Kafka (saturatedPhases: judge insists)"
+    )
 
 
 def _mean(rows: Any, name: str) -> float | None:

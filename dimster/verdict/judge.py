@@ -69,7 +69,8 @@ def saturated_reason(summary: dict) -> str | None:
     detail = ""
     if worst is not None:
         w, figures = worst
-        wait, cores = figures.get("wait_share_max") or 0.0, figures.get("cpu_cores") or 0.0
+        wait = figures.get("wait_share_max", figures.get("wait_share")) or 0.0  # summary.json's, or run.json's
+        cores = figures.get("cpu_cores") or 0.0
         detail = f"; worker {w}: its threads waited up to {wait:.0%} of a report to run, its CPU {cores:.1f} cores"
     return (
         f"undecided: the load generator was saturated for {share:.0%} of the measured phase{detail}: the "
@@ -87,6 +88,15 @@ def judge_summary(
         return None
     undecided = None if judge_saturated else saturated_reason(summary)
     return judge(specs, lambda name: summary_value(FIGURES[name], summary), aborted_by, undecided)
+
+
+def outcome(verdict: dict) -> str:
+    """`passed`, `failed` (a threshold breached, or the run stopped early) or `undecided` (none breached,
+    but a latency or rate could not tell: a saturated load generator)."""
+    if verdict["passed"]:
+        return "passed"
+    breached = any(r["passed"] is False for r in verdict.get("thresholds") or [])
+    return "failed" if breached or verdict.get("aborted_by") else "undecided"
 
 
 def not_judged(specs: list[Spec], why: str) -> dict:
