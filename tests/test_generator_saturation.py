@@ -69,6 +69,21 @@ def test_the_window_counts_a_workers_cpu_only_for_the_time_after_load_started():
     assert load.cpu_cores == pytest.approx(0.9)
 
 
+def test_a_plans_probe_names_the_workers_that_could_not_keep_their_schedule_over_its_step():
+    """explore-limits judges a step with them (workload/modes/explore_limits.py): worker 1 waited 1.5
+    of its 5 s, and its CPU at 1.9 of 2 cores; worker 0 kept up."""
+    a = RunAggregate({"g": "t"})
+    a.probing = True
+    now = time.time()
+    a.load_started = now - 5
+    a.add(report(0, now, 50.0, 1.0))
+    a.add(report(1, now, 1500.0, 9.5))
+    [load] = a.take_probe().generator
+    said = ["its threads waited 30% of the time to run", "its CPU at 1.9 of 2 cores"]
+    assert load.worker == 1 and load.reasons() == said
+    assert a.take_probe().generator == []  # the next step starts afresh
+
+
 def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_phase():
     """Worker 1 waited 1.5 of 5 s and its producers ran 200 ms late; worker 0 kept up."""
     a = RunAggregate({"g": "t"})

@@ -190,12 +190,20 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
     # capacity is its own business (beside the busy kafka tier, 4 consumers took 343 msg/s of 375
     # offered, the worker's threads waiting 10 % of the time): what must hold whatever the host does is
     # that the search ends within its precision of a rate that failed, the limit confirmed.
-    limit, failed = mode["limit_msgs_per_s"], mode["lowest_failed_msgs_per_s"]
-    assert 0 < limit < failed <= limit * 1.2 and limit <= 816, mode
-    steps = mode["steps"]
+    # A step that fails while dimster's own worker could not keep its schedule is undecided and tried
+    # again; undecided twice, the search stops there, saying so: a busy host may end it that way.
+    limit, failed, steps = mode["limit_msgs_per_s"], mode["lowest_failed_msgs_per_s"], mode["steps"]
     assert all(s["reasons"] for s in steps if not s["passed"])  # each failure says why
+    assert all(s["generator"] for s in steps if s["passed"] is None)  # each undecided one names its workers
     assert all(s["drain"]["outcome"] in ("drained", "stalled", "timed out") for s in steps)
-    assert sum(1 for s in steps if s["rate"] == mode["limit_msgs_per_s"] and s["passed"]) == 2  # confirmed
+    if mode["verdict"].startswith("stopped: the load generator was saturated at "):
+        last, before = steps[-1], steps[-2]
+        assert last["passed"] is None and before["passed"] is None and last["rate"] == before["rate"], mode
+        assert limit is None or (limit < last["rate"] and limit <= 816)
+        assert "explore-limits: stopped: the load generator" in result.stdout
+    else:
+        assert 0 < limit < failed <= limit * 1.2 and limit <= 816, mode
+        assert sum(1 for s in steps if s["rate"] == limit and s["passed"]) == 2  # confirmed
+        assert "explore-limits: limit" in result.stdout
     events = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
     assert len([e for e in events if e["event"] == "plan_evidence"]) == len(steps)
-    assert "explore-limits: limit" in result.stdout

@@ -3,6 +3,7 @@ driven by a scripted view of the run (the numbers a real run's aggregate would s
 
 import pytest
 
+from dimster.diagnosis.generator import WorkerLoad
 from dimster.metrics.histogram import Histogram
 from dimster.workload.model import parse_workload
 from dimster.workload.modes import plan_for
@@ -185,18 +186,22 @@ def test_a_midpoint_that_rounds_onto_a_bound_ends_the_search():
     assert search.next_rate() is None and search.limit == 1000
 
 
-def explore_to_the_end(waited_at: dict[float, float] | None = None) -> dict:
+def explore_to_the_end(waited_at: dict[float, float] | None = None, saturated_at=None) -> dict:
     """An explore-limits search against a system that holds 1000 msg/s (10 ms p99 up to it, 900 ms
-    above), a worker's threads waiting `waited_at[rate]` of each step (0.02 otherwise); its result."""
+    above), a worker's threads waiting `waited_at[rate]` of each step (0.02 otherwise); a step at a
+    rate of `saturated_at` takes the next of its wait shares as a saturated generator's; its result."""
     workload = explore_workload(startRate=800, precision=0.3, confirm=False)
     plan, run = plan_for(workload), ScriptedRun()
     t, step = 0.0, plan.step(0, workload, run)
     while not step.done:
         t += 1
-        if plan.stage == "judge":
+        if plan.stage == "judge" and run.probe.seconds == 0:
             rate = plan.rate
             e2e_ms, waited = (10 if rate <= 1000 else 900), (waited_at or {}).get(rate, 0.02)
             run.probe = judged(10, int(rate * 10), int(min(rate, 1000) * 10), e2e_ms=e2e_ms, waited=waited)
+            shares = (saturated_at or {}).get(rate) or []
+            if shares:
+                run.probe.generator = [WorkerLoad(0, 10.0, waited=10.0 * shares.pop(0))]
         step = plan.step(t, workload, run)
     return plan.result()
 
@@ -217,6 +222,28 @@ def test_a_limit_whose_failed_steps_waited_on_the_worker_says_so():
         "limit 1000 msg/s (failed at 1200); in 1 of the failed steps a worker's threads waited to run (up to 40% "
         "of the step): the limit may be the workers', not Kafka's; spread the clients over more workers or hosts"
     )
+
+
+def test_a_step_failed_while_the_generator_was_saturated_is_undecided_and_tried_again():
+    """At 1600 msg/s the consumers fall 600 msg/s behind (37 % of the rate) while a worker's threads
+    wait 40 % of the step: dimster's wait may be why, so the step is undecided and the rate tried
+    again; saturated twice, the search stops there, the limit so far its last pass."""
+    twice = explore_to_the_end(saturated_at={1600: [0.4, 0.4]})
+    assert [(s["rate"], s["passed"]) for s in twice["steps"]] == [(800, True), (1600, None), (1600, None)]
+    assert twice["steps"][1]["generator"][0]["reasons"] == ["its threads waited 40% of the time to run"]
+    assert twice["verdict"] == (
+        "stopped: the load generator was saturated at 1600 msg/s twice (worker 0: its threads waited 40% of "
+        "the time to run); the limit so far 800 msg/s"
+    )
+    assert twice["lowest_failed_msgs_per_s"] is None  # nothing failed that Kafka answered for
+    once = explore_to_the_end(saturated_at={1600: [0.4]})  # kept up when tried again: failed, and on
+    assert [(s["rate"], s["passed"]) for s in once["steps"]] == [
+        (800, True), (1600, None), (1600, False), (1200, False), (1000, True),
+    ]  # fmt: skip
+    assert once["verdict"] == "limit 1000 msg/s (failed at 1200)"
+    beyond = explore_to_the_end(saturated_at={1600: [0.1]})  # 10 % of 1600 cannot hide 600 msg/s
+    assert [(s["rate"], s["passed"]) for s in beyond["steps"]][:2] == [(800, True), (1600, False)]
+    assert beyond["steps"][1]["generator"] and beyond["limit_msgs_per_s"] == 1000
 
 
 def drain_workload(**mode):

@@ -73,7 +73,10 @@ class RunAggregate:
         covered = max(0.0, report.end_time - previous) if previous else 0.0
         self._last_report[report.worker_index] = report.end_time
         spanned = report.end_time - last if last else covered  # the time its CPU and steal figures cover
-        window.use(report, covered / spanned if spanned > 0 else 0.0)
+        share = covered / spanned if spanned > 0 else 0.0
+        window.use(report, share)
+        if self.probing:  # a plan's step is judged with its generator's state (diagnosis/generator.py)
+            self.probe.use(report, share)
         waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
         window.cover(report.worker_index, covered, waited)
         sent_before, acked_before, received_before = self.sent, self.acked, self.received
@@ -165,6 +168,7 @@ class RunAggregate:
             behind=max(0.0, behind[slowest]) if slowest else 0.0,
             e2e=probe.e2e,
             worker_wait_share=probe.wait_share(),
+            generator=saturated(probe.loads()),
             acked=sum(probe.rate(("acked", topic)) for topic in set(self.groups.values())),
         )
 

@@ -9,6 +9,7 @@ evidence, which the coordinator writes into run.json's `mode` and the events."""
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dimster.diagnosis.generator import WorkerLoad
 from dimster.metrics.histogram import Histogram
 
 
@@ -71,6 +72,7 @@ class Probe:
     e2e: Histogram
     worker_wait_share: float | None = None  # the largest share of the time a worker's threads waited to run
     acked: float = 0.0  # msg/s acknowledged by the brokers, over every topic a group reads
+    generator: list[WorkerLoad] = field(default_factory=list)  # the workers that could not keep their schedule
 
 
 @dataclass

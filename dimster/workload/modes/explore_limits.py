@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from dimster.diagnosis.generator import sentence
 from dimster.metrics.schema import WAITING_NOTED
 from dimster.workload.modes.base import Drain, Panel, PlanStep, RunPlan, RunView, Workload
 from dimster.workload.strict import Strict
@@ -71,7 +72,7 @@ def panel(mode: dict) -> Panel | None:
         [
             s["step"],
             s["rate"],
-            "pass" if s["passed"] else "fail",
+            {True: "pass", False: "fail", None: "undecided"}[s["passed"]],
             s["published_msgs_per_s"],
             s["consumed_msgs_per_s"],
             s["e2e_p99_ms"],
@@ -171,6 +172,8 @@ class ExploreLimitsPlan:
         self.backlog_at_judge = 0  # when the judged span began
         self.drain: Drain | None = None
         self.verdict = ""
+        self.undecided_at: float | None = None  # the rate of the last step, when it was undecided
+        self.stopped = ""  # why the search stopped before it ended
 
     def step(self, elapsed: float, workload: Workload, run: RunView) -> PlanStep:
         if self.stage == "start":
@@ -186,7 +189,7 @@ class ExploreLimitsPlan:
         return PlanStep()
 
     def _next_rate(self, elapsed: float, run: RunView) -> PlanStep:
-        rate = self.search.next_rate() if len(self.steps) < self.s.max_steps else None
+        rate = (self.undecided_at or self.search.next_rate()) if len(self.steps) < self.s.max_steps else None
         if rate is None:
             return self._finish()
         self.rate, self.stage, self.until = rate, "settle", elapsed + self.s.settle_seconds
@@ -205,22 +208,34 @@ class ExploreLimitsPlan:
         probe = run.take_probe()
         seconds, published, consumed = probe.seconds, probe.published, probe.consumed
         p50, p99 = probe.e2e.percentile(50), probe.e2e.percentile(99)
-        reasons = []
+        waited = max((load.wait_share for load in probe.generator), default=0.0)
+        reasons: list[tuple[str, bool]] = []  # why it failed, and whether a saturated generator could be why
         if published < self.s.min_rate_achieved * self.rate:
-            reasons.append(f"producers reached {published:.0f} of {self.rate:g} msg/s")
+            reasons.append((f"producers reached {published:.0f} of {self.rate:g} msg/s", True))
         if p99 is None:
-            reasons.append("no record was consumed")
+            reasons.append(("no record was consumed", False))
         elif p99 / 1000 > self.s.target_e2e_p99_ms:
-            reasons.append(f"e2e p99 {p99 / 1000:.1f} ms over the target {self.s.target_e2e_p99_ms:g} ms")
-        if probe.behind > self.s.max_backlog_growth * self.rate:
-            reasons.append(f"consumers fell behind: the backlog grew {probe.behind:.0f} msg/s")
-        passed = not reasons
-        self.search.record(self.rate, passed)
+            reasons.append((f"e2e p99 {p99 / 1000:.1f} ms over the target {self.s.target_e2e_p99_ms:g} ms", True))
+        if probe.behind > self.s.max_backlog_growth * self.rate:  # more than its workers' wait can explain?
+            explained = probe.behind <= (self.s.max_backlog_growth + waited) * self.rate
+            reasons.append((f"consumers fell behind: the backlog grew {probe.behind:.0f} msg/s", explained))
+        passed, told = not reasons, [text for text, _ in reasons]
+        # a failure dimster's own wait may explain says nothing of Kafka: undecided, and tried once more
+        undecided = bool(probe.generator) and bool(reasons) and all(explained for _, explained in reasons)
+        generator = [load.to_json() for load in probe.generator]
+        if undecided:
+            if self.undecided_at == self.rate:
+                workers = "; ".join(sentence(load) for load in generator)
+                self.stopped = f"the load generator was saturated at {self.rate:g} msg/s twice ({workers})"
+            self.undecided_at = self.rate
+        else:
+            self.undecided_at = None
+            self.search.record(self.rate, passed)
         evidence = {
             "step": len(self.steps) + 1,
             "rate": self.rate,
-            "passed": passed,
-            "reasons": reasons,
+            "passed": None if undecided else passed,
+            "reasons": told,
             "judged_seconds": round(seconds, 2),
             "published_msgs_per_s": round(published, 1),
             "consumed_msgs_per_s": round(consumed, 1),
@@ -230,9 +245,10 @@ class ExploreLimitsPlan:
             "backlog_start": self.backlog_at_judge,
             "backlog_end": run.backlog,
             "worker_wait_share": None if probe.worker_wait_share is None else round(probe.worker_wait_share, 3),
+            "generator": generator,  # the workers that could not keep their schedule (none: it kept up)
         }
         self.steps.append(evidence)
-        verdict = "pass" if passed else "fail: " + "; ".join(reasons)
+        verdict = "pass" if passed else ("undecided" if undecided else "fail") + ": " + "; ".join(told)
         self.stage = "drain"
         self.drain = Drain(elapsed, run.backlog, self.s.drain_stall_seconds, self.s.drain_timeout_seconds)
         sets = [("producerRate", "0")]
@@ -255,6 +271,8 @@ class ExploreLimitsPlan:
         }
         if outcome != "drained":  # the next step would be judged on this one's records: stop here
             step = self._finish(f"the drain after step {len(self.steps)} {outcome} at a backlog of {backlog:,}")
+        elif self.stopped:
+            step = self._finish(self.stopped)
         else:
             step = self._next_rate(elapsed, run)
         note = f"drain {outcome} after {elapsed - drain.started:.1f} s (backlog {backlog:,})"
@@ -283,7 +301,7 @@ class ExploreLimitsPlan:
     def _workers_waited(self) -> str:
         """Failed steps in which a worker's threads waited to run (wake_lag.py): their failure may be
         dimster's worker rather than Kafka."""
-        waited = [s for s in self.steps if not s["passed"] and (s["worker_wait_share"] or 0) >= WAITING_NOTED]
+        waited = [s for s in self.steps if s["passed"] is False and (s["worker_wait_share"] or 0) >= WAITING_NOTED]
         if not waited:
             return ""
         most = max(s["worker_wait_share"] for s in waited)
