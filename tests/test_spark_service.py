@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from dimster.errors import DimsterError
 from dimster.pipeline import spark_service
 from dimster.pipeline import summary as summary_module
-from dimster.pipeline.spark_service import EMBEDDED, SERVER_JAVA_OPTS, SparkService
+from dimster.pipeline.spark_service import AHEAD_NICE, EMBEDDED, SERVER_JAVA_OPTS, SparkService
 from dimster.pipeline.summary import summarize
 from tests.conftest import dimster, one_error_line, unused_port
 from tests.synthetic import synthetic_run, unsummarized_copy
@@ -120,10 +121,18 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         ended = "(dimster's Spark server ran no code for 4 s: it was ended; the next summary starts a new one)"
         assert str(failed.value).endswith(ended)
         assert not hung.process.alive() and (run / "summary" / "summary.json").read_text() == before
-        summarize(run, EMBEDDED)  # a server that died is replaced by the next summary
+        # a server that died is replaced: here by a run that will summarize, as it begins (in the
+        # background, at a low priority); its summary waits for that server rather than start another
+        ahead = SparkService().start_ahead()
+        assert ahead is not None
+        while (server := SparkService().running()) is None:  # spawned and recorded, not yet listening
+            assert ahead.is_alive()
+            time.sleep(0.05)
+        summarize(run, EMBEDDED)
         assert (run / "summary" / "summary.json").read_text() == before
-        server = SparkService().running()
-        assert server is not None and server.process.pid != hung.process.pid
+        assert SparkService().running() == server and server.process.pid != hung.process.pid
+        assert psutil.Process(server.process.pid).nice() == AHEAD_NICE
+        assert SparkService().start_ahead() is None  # one runs: nothing to start
         other = state / "clusters" / "other" / "state.json"
         other.parent.mkdir(parents=True)
         other.write_text("{}")  # what `cluster up` of another environment leaves while it runs

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import typer
@@ -135,9 +136,14 @@ def run(
 def _run(loaded, profile, results_root: Path, control, summary_master: str | None, junit: Path | None) -> None:
     from dimster.cli.summary import check_verdict, summarize_after_run, write_run_junit
     from dimster.coordinator.one_run import run_workload
+    from dimster.pipeline.spark_service import SparkService, start_ahead_for
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
-    outcome = run_workload(loaded, profile, results_root, control=control, say=say, progress=progress)
+    try:  # the summary's Spark starts as the run does, warm by the time the run ends
+        started = partial(start_ahead_for, summary_master)
+        outcome = run_workload(loaded, profile, results_root, control, say, progress, on_started=started)
+    finally:
+        SparkService.settle_ahead()
     summary = None
     if summary_master and (outcome.bundle / "metrics").exists():
         summary = summarize_after_run(outcome.bundle, summary_master)

@@ -43,11 +43,13 @@ def run_workload(
     say: Callable[[str], None] = print,
     progress: Callable[[str], None] = print,
     context: dict | None = None,
+    on_started: Callable[[], None] = lambda: None,
 ) -> RunOutcome:
     """Run `workload` on the cluster of `profile`; results go to a new bundle under `results_root`.
     Raises DimsterError when the run cannot start (bad input, cluster, workers); a run that started
     and failed is an outcome. `control`, when given, serves the run and is closed at its end;
-    `context` goes into the run's status (a campaign's point)."""
+    `context` goes into the run's status (a campaign's point); `on_started` is called once the cluster
+    is up and the workers started."""
     profile = with_workload_broker_config(workload, profile)
     check_faults(workload, profile)
     check_client_versions(workload, profile)
@@ -57,6 +59,7 @@ def run_workload(
     try:
         cluster.ensure(progress)  # before worker containers: they may join the network `up` makes
         launcher.start(cluster, workload.name)
+        on_started()
         client_bootstrap = profile.client_bootstrap_servers or launcher.client_bootstrap
         return _run_on(workload, profile, cluster, launcher, results_root, control, say, context, client_bootstrap)
     finally:

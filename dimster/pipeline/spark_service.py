@@ -3,8 +3,10 @@ state folder, started by the first summary and reused by every later run, campai
 summarize`. A Spark JVM of its own costs a summary 15-30 s of CPU to start and to compile Spark's code;
 on a warm server a summary pays only its queries.
 
-The first summary starts it rather than `cluster up`: a user who runs with --no-summary, or against an
-external cluster only, never pays for a JVM that would summarize nothing. It is tracked by PID like a
+A run that will summarize on it starts it once its cluster is up and its workers started (start_ahead:
+in the background, niced), so that its summary finds it warm; otherwise the first summary starts it. Not `cluster up`: a
+user who runs with --no-summary, or against an external cluster only, never pays for a JVM that would
+summarize nothing. It is tracked by PID like a
 broker (spark.json beside its log, spark.log); `cluster down` of the state folder's last cluster ends
 it unless a summary is using it, and `dimster spark stop` ends it once no summary is. A summary's session
 settings (time zone, shuffle partitions) are its own (spark.py's SESSION_CONFS). Its heap is bounded by
@@ -35,6 +37,10 @@ SERVER_MASTER = "local[*]"
 # C1 alone, as for a summary's own JVM (spark.py): the server's queries are many and small, and C2's
 # compiling cost a warm summary a fifth more CPU than it saved; the code cache keeps its 240 MB.
 SERVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+# a server started while a run loads yields the cores to the run's brokers and workers (a weight of
+# about a tenth of theirs), and keeps that priority: on an idle host it runs as fast
+AHEAD_NICE = 10
+_SPAWNING = threading.Lock()  # held from a server's spawn to its record in spark.json
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,30 @@ class SparkService:
             with StallWatch(self._server()) as watch:
                 yield watch
 
-    def _server(self) -> RunningServer:
+    def start_ahead(self) -> threading.Thread | None:
+        """Start the server in the background, at a low priority (AHEAD_NICE), while a run loads: its
+        summary then finds it warm rather than paying its start. None when one runs already; a start
+        that fails is left to the summary, which tries again and says why."""
+        if self.running() is not None:
+            return None
+
+        def start() -> None:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with contextlib.suppress(DimsterError):
+                self._server(nice=AHEAD_NICE)
+
+        thread = threading.Thread(target=start, name="spark-ahead", daemon=True)
+        thread.start()
+        return thread
+
+    @staticmethod
+    def settle_ahead() -> None:
+        """Before this process ends: a server a start_ahead thread is spawning is recorded first (the
+        thread, a daemon, stops with the process; the server it started is tracked by its PID)."""
+        with _SPAWNING:
+            pass
+
+    def _server(self, nice: int = 0) -> RunningServer:
         if (server := self.running()) is not None and _usable(server):
             return server
         with open(self.folder / "start.lock", "w") as lock:
@@ -92,20 +121,20 @@ class SparkService:
                 return server
             if server is not None:  # not listening, or of another PySpark
                 server.process.stop(15)
-            return self._start()
+            return self._start(nice)
 
-    def _start(self) -> RunningServer:
+    def _start(self, nice: int = 0) -> RunningServer:
         """A new server on a free port; another port when another process took the one picked
         before the server could bind it."""
         for _ in range(START_TRIES):
-            server = self._start_on(_free_port())
+            server = self._start_on(_free_port(), nice)
             if server is not None:
                 return server
         taken = f"the {START_TRIES} free ports it was given were taken before it bound them"
         raise DimsterError(f"dimster's Spark server did not start: {taken}; its log: {self.log}")
 
-    def _start_on(self, port: int) -> RunningServer | None:
-        """The server on `port`; None when another process took that port first."""
+    def _start_on(self, port: int, nice: int = 0) -> RunningServer | None:
+        """The server on `port` (at `nice`); None when another process took that port first."""
         spark_home = _spark_home()
         options = f"-Ddimster.spark={self.folder} -Dlog4j2.configurationFile={_log4j()}"
         options += " " + os.environ.get("DIMSTER_SPARK_SERVER_JAVA_OPTS", SERVER_JAVA_OPTS)
@@ -117,12 +146,15 @@ class SparkService:
             *_confs(port),
             "spark-internal",
         ]
+        if nice:  # nice execs spark-submit, which execs the JVM: the PID stays the server's
+            command = ["nice", "-n", str(nice), *command]
         env = {"SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_MODE": "0"}
         self.log.unlink(missing_ok=True)
-        process = spawn(command, self.log, env=env)
-        server = RunningServer(process, port, pyspark_version())
-        record = {"pid": process.pid, "started": process.started, "port": port, "version": server.version}
-        self._record.write_text(json.dumps(record))
+        with _SPAWNING:  # the JVM is recorded before this process may end (settle_ahead)
+            process = spawn(command, self.log, env=env)
+            server = RunningServer(process, port, pyspark_version())
+            record = {"pid": process.pid, "started": process.started, "port": port, "version": server.version}
+            self._record.write_text(json.dumps(record))
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if not process.alive():
@@ -150,6 +182,13 @@ class SparkService:
                 return False  # a summary of another process is running on it: it ends on its next turn
             server.process.stop(15)
         return True
+
+
+def start_ahead_for(master: str | None) -> None:
+    """A run that will summarize on dimster's own server starts it as the run starts
+    (SparkService.start_ahead), unless DIMSTER_SPARK_AHEAD=0."""
+    if master == EMBEDDED and os.environ.get("DIMSTER_SPARK_AHEAD", "1") != "0":
+        SparkService().start_ahead()
 
 
 def _usable(server: RunningServer) -> bool:

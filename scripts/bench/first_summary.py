@@ -1,0 +1,73 @@
+"""The very first summary: a run that starts dimster's Spark server as it begins (the default) against
+one whose summary starts it (DIMSTER_SPARK_AHEAD=0), paired round by round, each side first every
+other round, the server stopped before every run. Per run: the wait from its `run_ended` event to its
+report on disk, and its measured e2e p99 and publish p99 (summary.json), to show that the server's
+start beside the load leaves the run's own figures within their noise.
+
+    .venv/bin/python scripts/bench/first_summary.py [--env local] [--repeat 5] [-w WORKLOAD]
+
+The runs use ENV's cluster (brought up by the first run if it is down) and the state folder of
+DIMSTER_STATE_DIR (dimster's default otherwise): its Spark server is stopped before each run and left
+stopped at the end."""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from common import ROOT, dimster  # beside this script
+
+SIDES = {"ahead": "1", "by the summary": "0"}
+
+
+def one_run(env_name: str, workload: Path, results: Path, ahead: str) -> dict[str, float]:
+    """A run with DIMSTER_SPARK_AHEAD=`ahead` on a stopped server: its wait and its figures."""
+    env = {**os.environ, "DIMSTER_SPARK_AHEAD": ahead}
+    stopped = dimster(env, "spark", "stop")
+    if stopped.returncode:
+        sys.exit(stopped.stderr)
+    before = set(results.iterdir()) if results.exists() else set()
+    result = dimster(env, "run", env_name, "-w", str(workload), "--results", str(results))
+    if result.returncode:
+        sys.exit(result.stderr + result.stdout)
+    [bundle] = set(results.iterdir()) - before
+    events = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
+    ended = next(e["time"] for e in events if e["event"] == "run_ended")
+    latency = json.loads((bundle / "summary" / "summary.json").read_text())["latency_ms"]
+    return {
+        "wait_s": (bundle / "report.html").stat().st_mtime - ended,
+        "e2e_p99_ms": latency["e2e"]["p99"],
+        "publish_p99_ms": latency["publish"]["p99"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="local")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("-w", "--workload", type=Path, default=ROOT / "run" / "workloads" / "quickstart.yaml")
+    args = parser.parse_args()
+    results = Path(tempfile.mkdtemp(prefix="dimster-first-summary-"))
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+    try:
+        for round_ in range(args.repeat):
+            order = list(SIDES) if round_ % 2 == 0 else list(reversed(SIDES))
+            for side in order:
+                figures = one_run(args.env, args.workload.resolve(), results, SIDES[side])
+                runs[side].append(figures)
+                print(f"round {round_ + 1}, {side}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
+    finally:
+        dimster(dict(os.environ), "spark", "stop")
+    print(f"medians of {args.repeat}:")
+    print(f"{'server started':<16} {'wait s':>8} {'e2e p99 ms':>11} {'publish p99 ms':>15}")
+    for side, figures in runs.items():
+        medians = [statistics.median(f[key] for f in figures) for key in ("wait_s", "e2e_p99_ms", "publish_p99_ms")]
+        print(f"{side:<16} {medians[0]:>8.1f} {medians[1]:>11.1f} {medians[2]:>15.1f}")
+    print(f"results: {results}")
+
+
+if __name__ == "__main__":
+    main()
