@@ -7,7 +7,8 @@ import typer
 from dimster.cli.output import SparkMasterOpt, console, err_console
 from dimster.errors import DimsterError, ThresholdsBreached
 from dimster.pipeline.spark import spark_master
-from dimster.verdict.judge import Spec, breaches, not_judged, outcome
+from dimster.verdict.campaign import point_outcome
+from dimster.verdict.judge import Spec, breaches, not_judged
 from dimster.workload.modes import mode_line
 
 
@@ -66,10 +67,11 @@ def check_campaign_verdict(folder: Path, summary: dict | None) -> None:
         raise ThresholdsBreached(f"thresholds not judged: no summary of the campaign in {folder}")
     verdict = summary.get("verdict")
     if verdict and not verdict["passed"]:
-        kinds: dict[str, list[str]] = {"breached": [], "undecided": [], "not judged": []}
+        said = {"failed": "breached", "undecided": "undecided", "not judged": "not judged"}
+        kinds: dict[str, list[str]] = {word: [] for word in said.values()}
         for point in verdict["points"]:
-            kind = "not judged" if point["passed"] is None else outcome(point).replace("failed", "breached")
-            kinds.get(kind, []).append(str(point["point"]))
+            if (kind := point_outcome(point)) != "passed":
+                kinds[said[kind]].append(str(point["point"]))
         what = "; ".join(f"{kind} at point(s) {', '.join(numbers)}" for kind, numbers in kinds.items() if numbers)
         raise ThresholdsBreached(f"thresholds {what} (in {folder})")
 

@@ -1,15 +1,15 @@
 """dimster's own Spark, kept warm: a Spark Connect server (PySpark's own jars) on loopback, one per
-state folder, started by the first summary and reused by every later run, campaign point and `dimster
-summarize`. A Spark JVM of its own costs a summary 15-30 s of CPU to start and to compile Spark's code;
-on a warm server a summary pays only its queries.
+state folder, reused by every later run, campaign point and `dimster summarize`. A Spark JVM of its own
+costs a summary 15-30 s of CPU to start and to compile Spark's code; on a warm server a summary pays
+only its queries.
 
 A run that will summarize on it starts it once its cluster is up and its workers started (start_ahead:
-in the background, niced), so that its summary finds it warm; otherwise the first summary starts it. Not `cluster up`: a
-user who runs with --no-summary, or against an external cluster only, never pays for a JVM that would
-summarize nothing. It is tracked by PID like a
-broker (spark.json beside its log, spark.log); `cluster down` of the state folder's last cluster ends
-it unless a summary is using it, and `dimster spark stop` ends it once no summary is. A summary's session
-settings (time zone, shuffle partitions) are its own (spark.py's SESSION_CONFS). Its heap is bounded by
+in the background, niced), so that its summary finds it warm; otherwise the first summary starts it.
+Not `cluster up`: a user who runs with --no-summary, or against an external cluster only, never pays
+for a JVM that would summarize nothing. It is tracked by PID like a broker (spark.json beside its
+log, spark.log); `cluster down` of the state folder's last cluster ends it unless a summary is using
+it, and `dimster spark stop` ends it once no summary is. A summary's session settings (time zone,
+shuffle partitions) are its own (spark.py's SESSION_CONFS). Its heap is bounded by
 DIMSTER_SPARK_DRIVER_MEMORY (1g); a summary's data are a few MB of Parquet."""
 
 import contextlib

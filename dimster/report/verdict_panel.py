@@ -4,6 +4,7 @@ value, its bound and its outcome (summary.json's `verdict`)."""
 from html import escape
 
 from dimster.report.page import data_table, panel
+from dimster.verdict.campaign import campaign_outcome, point_outcome
 from dimster.verdict.judge import outcome, quantity
 
 BREACHED = '<span class="bad">breached</span>'
@@ -51,24 +52,17 @@ def campaign_verdict_section(verdict: dict | None) -> str:
         return ""
     rows = []
     for point in verdict.get("points") or []:
-        if point["passed"] is None:
+        word = point_outcome(point)
+        if word == "not judged":
             shown, breached = f"not judged ({escape(point['status'])})", ""
         else:
-            shown = {"passed": "held", "failed": BREACHED, "undecided": UNDECIDED}[outcome(point)]
+            shown = {"passed": "held", "failed": BREACHED, "undecided": UNDECIDED}[word]
             breached = "; ".join(
                 f"<code>{escape(r['threshold'])}</code>: {escape(r['note'] or quantity(r['value'], r['unit']))}"
                 for r in point["thresholds"]
                 if not r["passed"]
             )
         rows.append([str(point["point"]), escape(point["label"]), shown, breached])
-    html = f"<p>Each point judged on the mean of its repeats {_badge(_campaign_outcome(verdict))}</p>"
+    html = f"<p>Each point judged on the mean of its repeats {_badge(campaign_outcome(verdict))}</p>"
     table = data_table(["point", "values", "outcome", "breached (mean)"], rows, text_columns=4)
     return f'<section id="thresholds"><h2>Thresholds</h2>{html}{table}</section>'
-
-
-def _campaign_outcome(verdict: dict) -> str:
-    """passed; failed when a point breached or was not judged; otherwise undecided."""
-    if verdict["passed"]:
-        return "passed"
-    points = verdict.get("points") or []
-    return "failed" if any(p["passed"] is None or outcome(p) == "failed" for p in points) else "undecided"

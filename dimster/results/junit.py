@@ -136,11 +136,11 @@ def _threshold_case(classname: str, result: dict[str, Any], aborted_by: str | No
     if value is None or bound is None:
         note = str(result.get("note") or f"{left} has no value")
         return Case(classname, text, "error", note if note.startswith("no value") else f"no value: {note}", output)
-    line = f"{left} = {shown}, {operator} {quantity(bound, unit)}"
+    judged = "\n".join([f"{left} = {shown}, {operator} {quantity(bound, unit)}", *figures])
     if result.get("passed"):
-        return Case(classname, text, "passed", output="\n".join([line, *figures]))
+        return Case(classname, text, "passed", output=judged)
     if result.get("passed") is None:  # a latency or rate of a saturated load generator (verdict/judge.py)
-        return Case(classname, text, "skipped", str(result.get("note") or "undecided"), "\n".join([line, *figures]))
+        return Case(classname, text, "skipped", str(result.get("note") or "undecided"), judged)
     message = f"{left} = {shown}, not {operator} {quantity(bound, unit)}"
     if aborted_by == text:
         message += "; it stopped the run early (abortOnFail)"

@@ -7,7 +7,7 @@ from typing import Any
 from dimster.diagnosis.generator import phase_saturated
 from dimster.verdict.expressions import parse_threshold
 from dimster.verdict.figures import FIGURES
-from dimster.verdict.judge import judge, specs_of
+from dimster.verdict.judge import judge, outcome, specs_of, undecided_because
 
 JUDGED = ("completed", "forced")  # a point whose runs all ended so is judged
 
@@ -67,10 +67,21 @@ def _saturated_reason(rows: Any) -> str | None:
     if not saturated:
         return None
     which = ", ".join(f"{share:.0%} of repeat {repeat}'s" for repeat, share in sorted(saturated.items()))
-    return (
-        f"undecided: the load generator was saturated for {which} measured phase: the figure measures dimster "
-        "as well as Kafka (saturatedPhases: judge insists)"
-    )
+    return undecided_because(f"{which} measured phase")
+
+
+def point_outcome(point: dict[str, Any]) -> str:
+    """A point of a campaign's verdict: `not judged` (its runs did not all complete), else its
+    thresholds' outcome() (`passed`, `failed` or `undecided`)."""
+    return "not judged" if point["passed"] is None else outcome(point)
+
+
+def campaign_outcome(verdict: dict[str, Any]) -> str:
+    """`passed`; `failed` when a point breached or was not judged; otherwise `undecided`."""
+    if verdict["passed"]:
+        return "passed"
+    found = {point_outcome(point) for point in verdict.get("points") or []}
+    return "failed" if found & {"failed", "not judged"} else "undecided"
 
 
 def _mean(rows: Any, name: str) -> float | None:

@@ -69,12 +69,16 @@ def saturated_reason(summary: dict) -> str | None:
     detail = ""
     if worst is not None:
         w, figures = worst
-        wait = figures.get("wait_share_max", figures.get("wait_share")) or 0.0  # summary.json's, or run.json's
-        cores = figures.get("cpu_cores") or 0.0
+        wait, cores = figures.get("wait_share_max") or 0.0, figures.get("cpu_cores") or 0.0
         detail = f"; worker {w}: its threads waited up to {wait:.0%} of a report to run, its CPU {cores:.1f} cores"
+    return undecided_because(f"{share:.0%} of the measured phase{detail}")
+
+
+def undecided_because(saturated_for: str) -> str:
+    """The note of a latency or rate left undecided: the load generator was saturated for `saturated_for`."""
     return (
-        f"undecided: the load generator was saturated for {share:.0%} of the measured phase{detail}: the "
-        "figure measures dimster as well as Kafka (saturatedPhases: judge insists)"
+        f"undecided: the load generator was saturated for {saturated_for}: the figure measures dimster as well "
+        "as Kafka (saturatedPhases: judge insists)"
     )
 
 
