@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from dimster.diagnosis.limits import TOLERANCE
+from dimster.diagnosis.limits import GENERATOR, TOLERANCE
 from tests.cli import dimster
 from tests.runs import events, modify, run_info, scrape, start_detached, status, stop, wait
 
@@ -52,11 +52,17 @@ def limit_now(until, timeout: float = 60) -> dict:
     return s
 
 
-def exported_limit_rate(url: str, timeout: float = 5) -> float | None:
+def exported_and_told(url: str, timeout: float = 5) -> tuple[float | None, float | None]:
+    """The exported limit rate and the status's, once they agree (the endpoint's snapshot is at most a
+    second behind the status; the limit itself may change meanwhile, e.g. to the load generator when a
+    busy host slows the consumers, so the gauge is compared with the status of its moment)."""
     deadline = time.time() + timeout
-    while (value := scrape(url).get("dimster_limit_rate")) is None and time.time() < deadline:
+    while True:
+        value = scrape(url).get("dimster_limit_rate")
+        gauge, told = None if value is None else value[1], status()["limitRate"]
+        if gauge == told or time.time() > deadline:
+            return gauge, told
         time.sleep(0.25)
-    return None if value is None else value[1]
 
 
 def test_a_lock_budget_then_none_then_processing_capacity_each_named_with_its_prediction(local_cluster, tmp_path):
@@ -72,13 +78,18 @@ def test_a_lock_budget_then_none_then_processing_capacity_each_named_with_its_pr
         modify("consumersPerGroup=1")
         s = limit_now(lambda s: s["limit"] == "processing capacity")
         assert s["limitRate"] == 200 and s["limitInputs"]["consumers"] == 1
-        assert exported_limit_rate(s["metricsUrl"]) == 200  # the endpoint is fed every second
+        gauge, told = exported_and_told(s["metricsUrl"])
+        assert gauge is not None and gauge == told, (gauge, told)  # the endpoint is fed every second
     finally:
         stop()
     info = run_info(bundle)
     assert info["status"] == "completed" and all(a["closes"] for a in info["account"].values()), info["account"]
     told = [e for e in events(bundle) if e["event"] in ("limit", "limit_cleared")]
-    explained = [(e["limit"], e["limitRate"]) for e in told if e["event"] == "limit" and e["limitRate"]]
+    # a busy host may slow the consumers below a prediction; the run then names its own load generator
+    # (with the workers' wait shares), never a Kafka limit that does not explain the rate
+    kafka = [e for e in told if e["event"] == "limit" and e["limit"] != GENERATOR]
+    assert all(any(k.startswith("worker") for k in e["limitInputs"]) for e in told if e.get("limit") == GENERATOR)
+    explained = [(e["limit"], e["limitRate"]) for e in kafka if e["limitRate"]]
     assert explained[0] == ("lock budget", 200) and explained[-1] == ("processing capacity", 200), told
     assert "limit_cleared" in [e["event"] for e in told]
     for e in told:
