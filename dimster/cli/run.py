@@ -5,7 +5,6 @@ import subprocess
 import sys
 import time
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 import typer
@@ -134,13 +133,18 @@ def run(
 
 
 def _run(loaded, profile, results_root: Path, control, summary_master: str | None, junit: Path | None) -> None:
-    from dimster.cli.summary import check_verdict, summarize_after_run, write_run_junit
+    from dimster.cli.summary import check_verdict, import_ahead, summarize_after_run, write_run_junit
     from dimster.coordinator.one_run import run_workload
     from dimster.pipeline.spark_service import SparkService, start_ahead_for
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731
-    try:  # the summary's Spark starts as the run does, warm by the time the run ends
-        started = partial(start_ahead_for, summary_master)
+
+    def started() -> None:  # the summary's Spark and libraries start as the run does, warm by its end
+        start_ahead_for(summary_master)
+        if summary_master is not None:
+            import_ahead()
+
+    try:
         outcome = run_workload(loaded, profile, results_root, control, say, progress, on_started=started)
     finally:
         SparkService.settle_ahead()
