@@ -122,14 +122,14 @@ def _spark_tables(
     """Run the Spark side: fills `summary` with overall numbers, returns the tables to write. The
     sections run concurrently; their results are merged in a fixed order, as if one after another."""
     frames = {t: spark.read.parquet(*map(str, paths)) for t, paths in parts.items()}
-    sections = {
+    sections = {  # the parts of most queries first, so that the last to begin is a short one
+        "brokers": (("brokers",), lambda: _brokers(frames, groups)),
         "throughput": (("intervals",), lambda: _throughput(frames)),
         "latency": (("histograms",), lambda: _latency(frames)),
         "delivery counts": (("delivery_counts",), lambda: _delivery_counts(frames)),
         "client statistics": (("client_stats", "intervals"), lambda: _client_stats(frames)),
         "load generator": (("workers",), lambda: _generator(frames)),
         "worker CPU": (("workers", "intervals"), lambda: _worker_cpu(frames)),
-        "brokers": (("brokers",), lambda: _brokers(frames, groups)),
         "compression": (("intervals",), lambda: _compression(frames, topics)),
         "group lag": (("group_lag",), lambda: _group_lag(frames)),
     }
