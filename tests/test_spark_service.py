@@ -3,9 +3,10 @@ agree figure for figure with one through the server's `sc://` URL (a summary on 
 test_summary), two dimster processes summarizing at once included; a server of another PySpark is
 replaced by the next summary, on another port when its first is taken; a server frozen mid-summary
 is ended, the summary fails in one line and keeps what was written, the next summary starts a new
-one; `cluster down` of the last cluster ends it, not before; a Connect URL that answers nothing is
-one error line. The lifecycle test uses a state folder of its own, so the session's server is not
-its to kill."""
+one; a run's start ahead starts it niced with a warm-up summary of a made-up run beside it, which
+the run's end ends if it is still going; `cluster down` of the last cluster ends it, not before; a
+Connect URL that answers nothing is one error line. The lifecycle test uses a state folder of its
+own, so the session's server is not its to kill."""
 
 import json
 import os
@@ -128,10 +129,22 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         while (server := SparkService().running()) is None:  # spawned and recorded, not yet listening
             assert ahead.is_alive()
             time.sleep(0.05)
+        ahead.join(timeout=120)  # the server listens: its warm-up summary (warm_up.py) has begun
+        [warm_up] = spark_service._warm_ups
+        while "dimster.pipeline.warm_up" not in " ".join(psutil.Process(warm_up.pid).cmdline()):
+            time.sleep(0.05)  # `nice` sets its priority, then becomes python
+        assert psutil.Process(warm_up.pid).nice() == AHEAD_NICE
+        assert warm_up.wait(120) == 0 and "failed" not in (SparkService().folder / "warm-up.log").read_text()
         summarize(run, EMBEDDED)
         assert (run / "summary" / "summary.json").read_text() == before
         assert SparkService().running() == server and server.process.pid != hung.process.pid
         assert psutil.Process(server.process.pid).nice() == AHEAD_NICE
+        SparkService()._warm_up(server)  # one still going as the run ends: settle_ahead ends it
+        [going] = spark_service._warm_ups[1:]
+        SparkService.settle_ahead()
+        assert going.returncode is not None and spark_service._warm_ups == []
+        SparkService()._warm_up(server)  # and none begins after
+        assert spark_service._warm_ups == []
         assert SparkService().start_ahead() is None  # one runs: nothing to start
         other = state / "clusters" / "other" / "state.json"
         other.parent.mkdir(parents=True)
@@ -155,3 +168,16 @@ def test_a_connect_url_that_answers_nothing_is_one_error_line(tmp_path):
     result = dimster("summarize", str(run), "--spark-master", f"sc://127.0.0.1:{port}", timeout=120)
     one_error_line(result, f"could not reach Spark at sc://127.0.0.1:{port}: Connection refused", code=None)
     assert (run / "metrics").is_dir() and not (run / "summary" / "summary.json").exists()
+
+
+def test_the_warm_up_run_takes_every_part_of_a_summary(tmp_path, spark):
+    """The made-up run a new server summarizes first (warm_up.py) has every table, so that each part's
+    queries are compiled before a run's own summary asks them."""
+    from dimster.pipeline.warm_up import write_made_up_run
+
+    write_made_up_run(tmp_path)
+    steps: list[str] = []
+    written = summarize(tmp_path, spark, steps.append)
+    parts = {step.split("(")[1].rstrip(")") for step in steps if " parts done (" in step}
+    assert "9 parts of the metrics" in steps and len(parts) == 9, steps
+    assert written["notes"] == [] and written["brokers"]["requests"] and written["broker_lag"], written["notes"]

@@ -4,7 +4,8 @@ costs a summary 15-30 s of CPU to start and to compile Spark's code; on a warm s
 only its queries.
 
 A run that will summarize on it starts it once its cluster is up and its workers started (start_ahead:
-in the background, niced), so that its summary finds it warm; otherwise the first summary starts it.
+in the background, niced), then has it summarize a small made-up run (warm_up.py), so that its own
+summary finds Spark's code loaded and compiled; otherwise the first summary starts it.
 Not `cluster up`: a user who runs with --no-summary, or against an external cluster only, never pays
 for a JVM that would summarize nothing. It is tracked by PID like a broker (spark.json beside its
 log, spark.log); `cluster down` of the state folder's last cluster ends it unless a summary is using
@@ -17,6 +18,8 @@ import fcntl
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -40,7 +43,9 @@ SERVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+
 # a server started while a run loads yields the cores to the run's brokers and workers (a weight of
 # about a tenth of theirs), and keeps that priority: on an idle host it runs as fast
 AHEAD_NICE = 10
-_SPAWNING = threading.Lock()  # held from a server's spawn to its record in spark.json
+_SPAWNING = threading.Lock()  # held from a server's spawn to its record in spark.json, and around _warm_ups
+_warm_ups: list[subprocess.Popen] = []  # this process's warm-up summaries (warm_up.py), ended by settle_ahead
+_settled = threading.Event()  # set by settle_ahead: no warm-up starts after it
 
 
 @dataclass(frozen=True)
@@ -95,22 +100,40 @@ class SparkService:
         that fails is left to the summary, which tries again and says why."""
         if self.running() is not None:
             return None
+        _settled.clear()
 
         def start() -> None:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             with contextlib.suppress(DimsterError):
-                self._server(nice=AHEAD_NICE)
+                self._warm_up(self._server(nice=AHEAD_NICE))
 
         thread = threading.Thread(target=start, name="spark-ahead", daemon=True)
         thread.start()
         return thread
 
+    def _warm_up(self, server: RunningServer) -> None:
+        """A summary of a made-up run on the new server (warm_up.py), in a process of its own at the
+        server's priority, so that the run's own summary finds Spark's code compiled."""
+        command = ["nice", "-n", str(AHEAD_NICE), sys.executable, "-m", "dimster.pipeline.warm_up", server.url]
+        with _SPAWNING, open(self.folder / "warm-up.log", "w") as log:
+            if not _settled.is_set():
+                _warm_ups.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log))
+
     @staticmethod
     def settle_ahead() -> None:
-        """Before this process ends: a server a start_ahead thread is spawning is recorded first (the
-        thread, a daemon, stops with the process; the server it started is tracked by its PID)."""
+        """Before this process summarizes or ends: a server a start_ahead thread is spawning is recorded
+        first (the thread, a daemon, stops with the process; the server it started is tracked by its
+        PID), and a warm-up summary still going is ended (the run's own summary needs the server more)."""
         with _SPAWNING:
-            pass
+            _settled.set()
+            while _warm_ups:
+                warm_up = _warm_ups.pop()
+                warm_up.terminate()
+                try:
+                    warm_up.wait(10)
+                except subprocess.TimeoutExpired:
+                    warm_up.kill()
+                    warm_up.wait()
 
     def _server(self, nice: int = 0) -> RunningServer:
         if (server := self.running()) is not None and _usable(server):
