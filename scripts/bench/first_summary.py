@@ -1,8 +1,10 @@
-"""The very first summary: a run that starts dimster's Spark server as it begins (the default) against
-one whose summary starts it (DIMSTER_SPARK_AHEAD=0), paired round by round, each side first every
-other round, the server stopped before every run. Per run: the wait from its `run_ended` event to its
-report on disk, and its measured e2e p99 and publish p99 (summary.json), to show that the server's
-start beside the load leaves the run's own figures within their noise.
+"""The very first summary: a run that starts dimster's Spark server as it begins and warms it with a
+made-up run's summary (the default) against one whose summary starts it (DIMSTER_SPARK_AHEAD=0),
+paired round by round, each side first every other round, the server stopped before each of their
+runs; then, last in each round, a run whose server is already warm (`warm`: the round's earlier
+summaries ran on it). Per run: the wait from its `run_ended` event to its report on disk, and its
+measured e2e p99 and publish p99 (summary.json), to show that the server's start and warm-up beside the
+load leave the run's own figures within their noise.
 
     .venv/bin/python scripts/bench/first_summary.py [--env local] [--repeat 5] [-w WORKLOAD]
 
@@ -20,14 +22,15 @@ from pathlib import Path
 
 from common import ROOT, dimster  # beside this script
 
-SIDES = {"ahead": "1", "by the summary": "0"}
+SIDES = {"ahead": "1", "by the summary": "0", "warm": "1"}  # side -> DIMSTER_SPARK_AHEAD
+COLD = ("ahead", "by the summary")  # the sides whose runs begin with the server stopped
 
 
-def one_run(env_name: str, workload: Path, results: Path, ahead: str) -> dict[str, float]:
-    """A run with DIMSTER_SPARK_AHEAD=`ahead` on a stopped server: its wait and its figures."""
-    env = {**os.environ, "DIMSTER_SPARK_AHEAD": ahead}
-    stopped = dimster(env, "spark", "stop")
-    if stopped.returncode:
+def one_run(env_name: str, workload: Path, results: Path, side: str) -> dict[str, float]:
+    """A run of `side`: its wait and its figures."""
+    env = {**os.environ, "DIMSTER_SPARK_AHEAD": SIDES[side]}
+    stopped = dimster(env, "spark", "stop") if side in COLD else None
+    if stopped is not None and stopped.returncode:
         sys.exit(stopped.stderr)
     before = set(results.iterdir()) if results.exists() else set()
     result = dimster(env, "run", env_name, "-w", str(workload), "--results", str(results))
@@ -54,17 +57,17 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
     try:
         for round_ in range(args.repeat):
-            order = list(SIDES) if round_ % 2 == 0 else list(reversed(SIDES))
+            order = [*(COLD if round_ % 2 == 0 else reversed(COLD)), "warm"]
             for side in order:
-                figures = one_run(args.env, args.workload.resolve(), results, SIDES[side])
+                figures = one_run(args.env, args.workload.resolve(), results, side)
                 runs[side].append(figures)
                 print(f"round {round_ + 1}, {side}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
     finally:
         dimster(dict(os.environ), "spark", "stop")
     print(f"medians of {args.repeat}:")
     print(f"{'server started':<16} {'wait s':>8} {'e2e p99 ms':>11} {'publish p99 ms':>15}")
-    for side, figures in runs.items():
-        medians = [statistics.median(f[key] for f in figures) for key in ("wait_s", "e2e_p99_ms", "publish_p99_ms")]
+    for side, of_side in runs.items():
+        medians = [statistics.median(f[key] for f in of_side) for key in ("wait_s", "e2e_p99_ms", "publish_p99_ms")]
         print(f"{side:<16} {medians[0]:>8.1f} {medians[1]:>11.1f} {medians[2]:>15.1f}")
     print(f"results: {results}")
 
