@@ -115,8 +115,8 @@ class SparkService:
         """A summary of a made-up run on the new server (warm_up.py), in a process of its own at the
         server's priority, so that the run's own summary finds Spark's code compiled."""
         command = ["nice", "-n", str(AHEAD_NICE), sys.executable, "-m", "dimster.pipeline.warm_up", server.url]
-        with _SPAWNING, open(self.folder / "warm-up.log", "w") as log:
-            if not _settled.is_set():
+        with _SPAWNING, open(self.folder / "warm-up.log", "w") as log, contextlib.suppress(OSError):
+            if not _settled.is_set():  # (no `nice` on this host: no warm-up, the summary pays its queries)
                 _warm_ups.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log))
 
     @staticmethod
