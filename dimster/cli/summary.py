@@ -165,7 +165,7 @@ def write_run_junit(path: Path, run_dir: Path, summary: dict | None, thresholds:
 
 # What a run's end imports to summarize and write its report: some 1.5 s of a fresh process (pandas,
 # PySpark's Connect client, plotly and its chart template), taken while the run starts instead.
-END_OF_RUN_MODULES = ("dimster.pipeline.summary", "pyspark.sql.connect.session", "dimster.report.html", "plotly.io")
+END_OF_RUN_MODULES = ("dimster.pipeline.summary", "pyspark.sql.connect.session", "dimster.report.html")
 _imports_ahead: list[threading.Thread] = []
 
 

@@ -18,7 +18,6 @@ import fcntl
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -44,7 +43,7 @@ SERVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+
 # about a tenth of theirs), and keeps that priority: on an idle host it runs as fast
 AHEAD_NICE = 10
 _SPAWNING = threading.Lock()  # held from a server's spawn to its record in spark.json, and around _warm_ups
-_warm_ups: list[subprocess.Popen] = []  # this process's warm-up summaries (warm_up.py), ended by settle_ahead
+_warm_ups: list[TrackedProcess] = []  # this process's warm-up summaries (warm_up.py), ended by settle_ahead
 _settled = threading.Event()  # set by settle_ahead: no warm-up starts after it
 
 
@@ -113,11 +112,13 @@ class SparkService:
 
     def _warm_up(self, server: RunningServer) -> None:
         """A summary of a made-up run on the new server (warm_up.py), in a process of its own at the
-        server's priority, so that the run's own summary finds Spark's code compiled."""
+        server's priority, so that the run's own summary finds Spark's code compiled. One that cannot
+        start (a ClusterError, e.g. no `nice` here) leaves the summary to pay its queries."""
         command = ["nice", "-n", str(AHEAD_NICE), sys.executable, "-m", "dimster.pipeline.warm_up", server.url]
-        with _SPAWNING, open(self.folder / "warm-up.log", "w") as log, contextlib.suppress(OSError):
-            if not _settled.is_set():  # (no `nice` on this host: no warm-up, the summary pays its queries)
-                _warm_ups.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log))
+        with _SPAWNING:
+            if not _settled.is_set():
+                (self.folder / "warm-up.log").unlink(missing_ok=True)
+                _warm_ups.append(spawn(command, self.folder / "warm-up.log"))
 
     @staticmethod
     def settle_ahead() -> None:
@@ -127,13 +128,7 @@ class SparkService:
         with _SPAWNING:
             _settled.set()
             while _warm_ups:
-                warm_up = _warm_ups.pop()
-                warm_up.terminate()
-                try:
-                    warm_up.wait(10)
-                except subprocess.TimeoutExpired:
-                    warm_up.kill()
-                    warm_up.wait()
+                _warm_ups.pop().stop(10)
 
     def _server(self, nice: int = 0) -> RunningServer:
         if (server := self.running()) is not None and _usable(server):

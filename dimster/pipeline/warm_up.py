@@ -11,6 +11,7 @@ that server only, never starts one, and leaves nothing behind (its bundle is a t
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from dimster.kafka.groups import LagSample
@@ -93,6 +94,7 @@ def main(argv: list[str]) -> int:
     warm-up that failed costs the next summary its time, nothing else)."""
     from dimster.pipeline.summary import summarize
 
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dimster-warm-up-") as scratch:
         folder = Path(scratch)
         write_made_up_run(folder)
@@ -100,6 +102,8 @@ def main(argv: list[str]) -> int:
             summarize(folder, argv[0])
         except Exception as e:  # said in the warm-up's log, never to the run
             print(f"warm-up summary failed: {e}", file=sys.stderr)
+            return 0
+    print(f"warm-up summary done in {time.monotonic() - started:.1f} s")
     return 0
 
 
