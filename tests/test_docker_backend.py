@@ -166,12 +166,17 @@ def test_a_read_only_redeploy_under_load_recreates_one_container_at_a_time_and_l
     assert info["totals"]["lost"] == 0 and info["totals"]["sent"] == info["totals"]["acked"] > 0
     events = [json.loads(x) for x in (bundle / "events.jsonl").read_text().splitlines()]
     membership = [(e["event"], e["broker"]) for e in events if e["event"] in ("broker_left", "broker_back")]
-    # never two brokers away at once: each broker that left is the next one back (a busy machine may
-    # add the flap of a broker that missed a heartbeat, which the watch rightly reports)
-    lefts, backs = membership[::2], membership[1::2]
-    assert [event for event, _ in lefts] == ["broker_left"] * len(lefts), membership
-    assert backs == [("broker_back", broker) for _, broker in lefts], membership
-    assert {broker for _, broker in lefts} == {1, 2, 3}, membership
+    told = f"{membership} in {bundle}"  # whole: pytest shortens a message that is not a string
+    # The rolling order is in the log: each node leaves and is back before the next leaves. A busy
+    # machine may add a flap, of one broker or two at once (the controller fences brokers whose
+    # heartbeats came late, and the watch rightly reports it: CI saw two leave together after the
+    # redeploy's three steps), so the order is looked for as a subsequence, and each broker's own
+    # events alternate, from a leave to a return.
+    rolling = iter(membership)
+    assert all(step in rolling for n in (1, 2, 3) for step in (("broker_left", n), ("broker_back", n))), told
+    for n in (1, 2, 3):
+        own = [event for event, broker in membership if broker == n]
+        assert own == ["broker_left", "broker_back"] * (len(own) // 2) and own, told
     assert sorted(p.name for p in (bundle / "logs").glob("broker-*.log")) == [f"broker-{n}.log" for n in (1, 2, 3)]
 
 
