@@ -4,10 +4,8 @@ Per run: measured throughput, e2e and publish percentiles, run.json's totals and
 numbers; per point: their mean and spread over the repeats. Writes `campaign/summary/` in the
 campaign folder: runs and points as CSV + Parquet, and summary.json."""
 
-import functools
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,49 +14,15 @@ import pandas as pd
 from dimster.campaign.model import read_campaign_json
 from dimster.errors import DimsterError
 from dimster.metrics.schema import WAITING_NOTED
-from dimster.pipeline.client_tables import client_ratios, overall_client_ratios, overall_worker_cpu, worker_cpu
-from dimster.pipeline.latency import latency_percentiles, measured_latencies
+from dimster.pipeline.campaign_metrics import COSTS, LATENCIES, RUN_KEYS, Run, run_metrics
 from dimster.pipeline.spark import spark_session
 from dimster.pipeline.summary import DEAD_LETTER_TOTALS, read_run_info
-from dimster.pipeline.throughput import THROUGHPUT_FIELDS, compression_ratio, measured_throughput
-from dimster.results.metrics_writer import readable_parts
+from dimster.pipeline.throughput import THROUGHPUT_FIELDS
 from dimster.verdict.campaign import campaign_verdict
 
 SUMMARIZED = ("completed", "forced")
 TOTALS = ("sent", "acked", "received", "lost", "unconsumed", "duplicates", *DEAD_LETTER_TOTALS)
 GENERATOR = "generator_saturated_share"  # of the measured phase (run.json's `generator`)
-# (histogram metric, percentile) -> column
-LATENCIES = {
-    ("e2e", "p50"): "e2e_p50_ms",
-    ("e2e", "p99"): "e2e_p99_ms",
-    ("e2e", "p99_9"): "e2e_p99_9_ms",
-    ("publish", "p99"): "publish_p99_ms",
-}
-RUN_KEYS = ["point", "repeat"]
-COSTS = (
-    "compression_ratio",
-    "worker_cores",
-    "worker_memory_mb",
-    "worker_threads",
-    "worker_wake_wait_share",
-    "worker_producer_cpu_seconds_per_mb",
-    "worker_consumer_cpu_seconds_per_mb",
-    "records_per_fetch",
-    "rx_bytes_per_consumed_byte",
-    "producer_queue_time_ms",
-    "producer_request_latency_ms",
-)
-COSTS_NONE = dict.fromkeys(COSTS)
-
-
-@dataclass(frozen=True)
-class Run:
-    """A run of the campaign with a bundle to summarize."""
-
-    point: int
-    repeat: int
-    path: Path
-    status: str
 
 
 def dimension_keys(campaign: dict[str, Any]) -> list[str]:
@@ -97,7 +61,7 @@ def summarize_campaign(campaign_dir: Path, master: str) -> dict:
         log = campaign_dir / "campaign" / "logs" / "spark.log"
         with spark_session(master, log, app_name="dimster-campaign") as spark:
             try:
-                metrics = _spark_metrics(spark, runs)
+                metrics = run_metrics(spark, runs)
             except Exception as e:  # a Spark failure: one line, the campaign folder stays as it was
                 # read while Spark's JVM still runs: a Java exception's text comes from there
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -174,11 +138,6 @@ def _exit(point: dict[str, Any]) -> str:
     return "no reason given" if code is None else f"exit code {code}"
 
 
-def _parts(run: Run, table: str) -> list[str]:
-    """The run's readable part files of `table` (each run's own summary notes those left out)."""
-    return [str(path) for path in readable_parts(run.path / "metrics" / table)[0]]
-
-
 def _has(run: Run, table: str) -> bool:
     return any((run.path / "metrics" / table).glob("*.parquet"))
 
@@ -188,76 +147,6 @@ def _int(value: Any, default: int = 0) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-def _spark_metrics(spark, runs: list[Run]) -> pd.DataFrame:
-    """One row per run (point, repeat): measured throughput and latency percentiles."""
-    from pyspark.sql import functions as F
-
-    def read(table: str):
-        parts = [(run, _parts(run, table)) for run in runs]  # each footer read once
-        frames = [
-            spark.read.parquet(*paths).withColumn("point", F.lit(run.point)).withColumn("repeat", F.lit(run.repeat))
-            for run, paths in parts
-            if paths
-        ]
-        if not frames:
-            return None
-        return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-
-    result = pd.DataFrame(columns=RUN_KEYS)
-    intervals = read("intervals")
-    if intervals is not None:
-        intervals = intervals.withColumn("second", F.floor("run_time_s").cast("long"))
-        throughput = measured_throughput(intervals, RUN_KEYS).toPandas()
-        result = throughput.rename(columns={"seconds": "measured_seconds"})
-    histograms = read("histograms")
-    if histograms is not None:
-        wanted = sorted({metric for metric, _ in LATENCIES})
-        measured = measured_latencies(histograms).where(F.col("metric").isin(*wanted))
-        latencies = latency_percentiles(measured, RUN_KEYS)
-        wide = pd.DataFrame(columns=RUN_KEYS)
-        for (metric, percentile), column in LATENCIES.items():
-            part = latencies[latencies["metric"] == metric][[*RUN_KEYS, percentile]]
-            wide = wide.merge(part.rename(columns={percentile: column}), on=RUN_KEYS, how="outer")
-        result = result.merge(wide, on=RUN_KEYS, how="outer")
-    if intervals is not None:
-        result = result.merge(
-            _costs(spark, runs, intervals, read("workers"), read("client_stats")), on=RUN_KEYS, how="left"
-        )
-    return result
-
-
-def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
-    """Per run: the compression ratio the brokers saw, the workers' CPU (cores, and per MB where
-    workers host one role only), the consumers' records per fetch request and bytes fetched per byte
-    consumed, the producers' queue time and request latency as they saw them."""
-    from pyspark.sql import functions as F
-
-    cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
-    ratios = client_ratios(stats, intervals, RUN_KEYS).toPandas() if stats is not None else None
-    rows = []
-    for run in runs:
-        mine = intervals.where((F.col("point") == run.point) & (F.col("repeat") == run.repeat))
-        broker_parts = _parts(run, "brokers")
-        brokers = spark.read.parquet(*broker_parts) if broker_parts else None
-        topics = list(read_run_info(run.path / "run.json").get("topics") or [])
-        row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
-        row["compression_ratio"] = compression_ratio(mine, brokers, topics)["ratio"]
-        if ratios is not None:
-            own = ratios[(ratios.point == run.point) & (ratios["repeat"] == run.repeat)]
-            if len(own):
-                overall = overall_client_ratios(own)
-                row["records_per_fetch"] = overall["records_per_fetch"]
-                row["rx_bytes_per_consumed_byte"] = overall["rx_bytes_per_consumed_byte"]
-                row["producer_queue_time_ms"] = overall["producer_queue_time_ms_avg"]
-                row["producer_request_latency_ms"] = overall["producer_request_latency_ms_avg"]
-        if cpu is not None:
-            own = cpu[(cpu.point == run.point) & (cpu["repeat"] == run.repeat)]
-            if len(own):
-                row.update({f"worker_{k}": v for k, v in overall_worker_cpu(own).items()})
-        rows.append(row)
-    return pd.DataFrame(rows, columns=[*RUN_KEYS, *COSTS])
 
 
 def _late_wake_notes(run_table: pd.DataFrame) -> list[str]:
