@@ -39,6 +39,12 @@ FAILURE = "the cluster did not come up"
 DEAD_LETTERS = {(3, 1): (20, 0), (3, 2): (26, 1), (4, 1): (30, 0)}
 KEY_METRICS = 5  # consumed and produced msg/s, e2e p50 and p99, publish p99
 CPU_PER_MB = {"producer": 0.05, "consumer": 0.1}  # CPU seconds per MB of each role's worker
+BYTES_IN = "kafka_server_topic_bytesin_total"
+
+
+def compression(point: int, repeat: int) -> float:
+    """The payload bytes of a run over the bytes its brokers took in: a figure of its own per run."""
+    return 1 + point + repeat / 2
 
 
 def histogram(values: np.ndarray) -> tuple:
@@ -47,15 +53,25 @@ def histogram(values: np.ndarray) -> tuple:
     return h.to_wire()
 
 
-def write_bundle(folder: Path, rate: int, seed: int, waited: float = 0.02) -> dict[str, np.ndarray]:
+def write_bundle(folder: Path, rate: int, seed: int, waited: float, ratio: float) -> dict[str, np.ndarray]:
     """A run of one producer and one consumer: a warm-up second (10x the load, 50x slower records),
     then MEASURED seconds of `rate` msg/s produced and rate - 10 consumed, the consumer's worker's
-    threads waiting to run `waited` of each second. Returns the measured e2e and publish latencies (us)."""
+    threads waiting to run `waited` of each second; two brokers take in the payload over `ratio`, half
+    each, and broker 2 restarts after second 2 (its counter starts again). Returns the measured e2e and
+    publish latencies (us)."""
     rng = np.random.default_rng(seed)
     writer = MetricsWriter(folder / "metrics", START)
     measured: dict[str, list] = {"e2e": [], "publish": []}
+    taken_in = {1: 0.0, 2: 0.0}
     for second in range(MEASURED + 1):
         phase, scale = ("warmup", 10) if second == 0 else ("measure", 1)
+        if second == 3:
+            taken_in[2] = 0.0
+        for broker in taken_in:
+            taken_in[broker] += rate * scale * SIZE / ratio / 2
+            other = {"topic": "other"}  # a topic of another run: not this one's
+            samples = [(BYTES_IN, {"topic": "t"}, taken_in[broker]), (BYTES_IN, other, 1e9 * (second + 1))]
+            writer.add_broker_samples(START + second + 0.7, broker, samples, phase)
         slow = 50 if phase == "warmup" else 1
         publish = rng.lognormal(7.0, 0.5, rate * scale) * slow
         e2e = rng.lognormal(8.0, 0.7, (rate - 10) * scale) * slow
@@ -100,6 +116,7 @@ def run_json(point: int, repeat: int, rate: int) -> dict:
     return {
         "run_id": f"run-{point}-{repeat}",
         "status": "completed",
+        **({"topics": ["t"]} if repeat == 1 else {}),  # a run that died has none: its producers' topics count
         "totals": {
             "sent": 14 * rate,
             "acked": 14 * rate,
@@ -131,9 +148,11 @@ def write_campaign(folder: Path) -> dict[tuple[int, int], dict[str, np.ndarray]]
     samples = {}
     points = []
     for (point, repeat), rate in RATES.items():
-        bundle = f"levers-{point}-{repeat}"
+        # a folder name Spark writes as a URI ("%2520" for "%20", "+" as itself): each row still finds its run
+        bundle = "levers 2-2 %20+é" if (point, repeat) == (2, 2) else f"levers-{point}-{repeat}"
         waited = 0.3 if (point, repeat) == (3, 1) else 0.02  # one run whose figures include the worker's wait
-        samples[(point, repeat)] = write_bundle(folder / bundle, rate, seed=10 * point + repeat, waited=waited)
+        ratio, seed = compression(point, repeat), 10 * point + repeat
+        samples[(point, repeat)] = write_bundle(folder / bundle, rate, seed, waited, ratio)
         (folder / bundle / "run.json").write_text(json.dumps(run_json(point, repeat, rate)))
         points.append(campaign_point(point, repeat, status="completed", bundle=bundle, failure=None))
     points.append(campaign_point(4, 2, status="failed", bundle=None, exit_code=3, failure=FAILURE))
@@ -198,7 +217,7 @@ def test_campaign_summary_and_page(tmp_path, spark):
         assert row["worker_wake_wait_share"] == pytest.approx(waited)
         assert row["records_per_fetch"] == pytest.approx((rate - 10) / 2)  # every run's c0 on its own
         assert row["rx_bytes_per_consumed_byte"] == pytest.approx(1.5)
-        assert math.isnan(row["compression_ratio"])  # no broker was scraped
+        assert row["compression_ratio"] == pytest.approx(compression(*run))
         assert row["sent"] == 14 * rate
         assert row["lost"] == row["repeat"] - 1
         dead_letters, expected = (row["dead_lettered"], row["dead_letter_duplicates"]), DEAD_LETTERS.get(run)
@@ -262,9 +281,10 @@ def test_campaign_summary_and_page(tmp_path, spark):
     assert offline_problems(html) == []
     assert sum(len(body) > 100_000 for body in re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.DOTALL)) == 1
     # two dimensions; the key numbers, the explore-limits limit, and records per fetch and the workers'
-    # wait to run, which differ between points (the CPU per MB does not); dead_lettered, and the
-    # dead-letter duplicates that one run had (its missing ones are 0 everywhere: tabled, not charted)
-    charts = 2 * (KEY_METRICS + 3 + 2)
+    # wait to run, which differ between points (the CPU per MB does not); the compression ratio;
+    # dead_lettered, and the dead-letter duplicates that one run had (its missing ones are 0
+    # everywhere: tabled, not charted)
+    charts = 2 * (KEY_METRICS + 3 + 1 + 2)
     assert html.count("Plotly.newPlot") == charts
     figures = html.replace("\\u002f", "/")  # plotly's JSON escapes slashes
     for title in ("consumed msg/s by share.acquire.mode", "e2e p99 (ms) by consumersPerGroup / partitionsPerTopic"):

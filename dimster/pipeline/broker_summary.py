@@ -90,18 +90,38 @@ def topic_bytes_in(brokers, topics: list[str]) -> float | None:
     """The bytes the brokers took in from producers for `topics` over the whole run, from their
     per-topic counters: the run's topics are its own, so a counter's first scrape counts whole, and
     so does a counter that started again (its broker restarted). None when no broker counted any."""
+    from pyspark.sql import functions as F
+
+    counters = _topic_bytes_in_counters(brokers).where(F.col("topic").isin(*topics))
+    total = _taken_in(counters, []).first()["bytes_in"]
+    return float(total) if total else None
+
+
+def topic_bytes_in_per_run(brokers, run_topics, keys: list[str]):
+    """topic_bytes_in per `keys` (a campaign's point and repeat), each run's own topics as `run_topics`
+    (a frame of `keys` and topic) name them: a frame of `keys` and bytes_in."""
+    from pyspark.sql import functions as F
+
+    counters = _topic_bytes_in_counters(brokers).join(F.broadcast(run_topics), [*keys, "topic"])
+    return _taken_in(counters, keys)
+
+
+def _topic_bytes_in_counters(brokers):
+    from pyspark.sql import functions as F
+
+    topic = F.col("labels").getItem("topic")
+    return brokers.where(F.col("metric") == "kafka_server_topic_bytesin_total").withColumn("topic", topic)
+
+
+def _taken_in(counters, keys: list[str]):
+    """Per `keys`: the sum of each broker's per-topic counter steps (a first scrape or a restarted counter whole)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    label = F.col("labels").getItem
-    counters = brokers.where(
-        (F.col("metric") == "kafka_server_topic_bytesin_total") & label("topic").isin(*topics)
-    ).withColumn("topic", label("topic"))
-    before = F.lag("value").over(Window.partitionBy("broker", "topic").orderBy("end_time"))
+    before = F.lag("value").over(Window.partitionBy(*keys, "broker", "topic").orderBy("end_time"))
     value = F.col("value")
     step = F.when(before.isNull() | (value < before), value).otherwise(value - before)
-    total = counters.withColumn("step", step).agg(F.sum("step")).first()[0]
-    return float(total) if total else None
+    return counters.withColumn("step", step).groupBy(*keys).agg(F.sum("step").alias("bytes_in"))
 
 
 def _measured(table: pd.DataFrame) -> pd.DataFrame:

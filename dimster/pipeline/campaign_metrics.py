@@ -1,16 +1,18 @@
 """The Spark side of a campaign's summary: one row per run (point, repeat) of its measured throughput,
 latency percentiles and costs, from the metrics of every run the campaign made."""
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from dimster.pipeline.broker_summary import topic_bytes_in_per_run
 from dimster.pipeline.client_tables import client_ratios, overall_client_ratios, overall_worker_cpu, worker_cpu
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.summary import read_run_info
-from dimster.pipeline.throughput import compression_ratio, measured_throughput
+from dimster.pipeline.throughput import measured_throughput
 from dimster.results.metrics_writer import readable_parts
 
 RUN_KEYS = ["point", "repeat"]
@@ -47,33 +49,37 @@ class Run:
     status: str
 
 
-def _parts(run: Run, table: str) -> list[str]:
-    """The run's readable part files of `table` (each run's own summary notes those left out)."""
-    return [str(path) for path in readable_parts(run.path / "metrics" / table)[0]]
+def read_runs(spark, runs: list[Run], table: str):
+    """Every run's readable part files of `table` in one read, each row with its run's point and
+    repeat; None when no run has any. The schema is the union of the parts' own (from their footers,
+    here): a column a run lacks is null there, and Spark infers nothing."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    files = {str(path.resolve()): run for run in runs for path in readable_parts(run.path / "metrics" / table)[0]}
+    if not files:
+        return None
+    schema = pa.unify_schemas([pq.read_schema(file) for file in files])
+    frame = spark.read.schema(from_arrow_schema(schema)).parquet(*files)
+    # Spark names a row's file as a URI ("file:/...", percent-encoded, a "+" as itself): back to the path
+    uri = F.regexp_replace(F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/"), "[+]", "%2B")
+    owners = spark.createDataFrame(
+        [(file, run.point, run.repeat) for file, run in files.items()], "file string, point int, repeat int"
+    )
+    return frame.withColumn("file", F.url_decode(uri)).join(F.broadcast(owners), "file").drop("file")
 
 
 def run_metrics(spark, runs: list[Run]) -> pd.DataFrame:
-    """One row per run (point, repeat): measured throughput and latency percentiles."""
+    """One row per run (point, repeat): measured throughput, latency percentiles and costs."""
     from pyspark.sql import functions as F
 
-    def read(table: str):
-        parts = [(run, _parts(run, table)) for run in runs]  # each footer read once
-        frames = [
-            spark.read.parquet(*paths).withColumn("point", F.lit(run.point)).withColumn("repeat", F.lit(run.repeat))
-            for run, paths in parts
-            if paths
-        ]
-        if not frames:
-            return None
-        return functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-
     result = pd.DataFrame(columns=RUN_KEYS)
-    intervals = read("intervals")
+    intervals = read_runs(spark, runs, "intervals")
     if intervals is not None:
         intervals = intervals.withColumn("second", F.floor("run_time_s").cast("long"))
         throughput = measured_throughput(intervals, RUN_KEYS).toPandas()
         result = throughput.rename(columns={"seconds": "measured_seconds"})
-    histograms = read("histograms")
+    histograms = read_runs(spark, runs, "histograms")
     if histograms is not None:
         wanted = sorted({metric for metric, _ in LATENCIES})
         measured = measured_latencies(histograms).where(F.col("metric").isin(*wanted))
@@ -84,28 +90,22 @@ def run_metrics(spark, runs: list[Run]) -> pd.DataFrame:
             wide = wide.merge(part.rename(columns={percentile: column}), on=RUN_KEYS, how="outer")
         result = result.merge(wide, on=RUN_KEYS, how="outer")
     if intervals is not None:
-        result = result.merge(
-            _costs(spark, runs, intervals, read("workers"), read("client_stats")), on=RUN_KEYS, how="left"
-        )
+        tables = {table: read_runs(spark, runs, table) for table in ("workers", "client_stats", "brokers")}
+        result = result.merge(_costs(spark, runs, intervals, **tables), on=RUN_KEYS, how="left")
     return result
 
 
-def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
+def _costs(spark, runs: list[Run], intervals, workers, client_stats, brokers) -> pd.DataFrame:
     """Per run: the compression ratio the brokers saw, the workers' CPU (cores, and per MB where
     workers host one role only), the consumers' records per fetch request and bytes fetched per byte
     consumed, the producers' queue time and request latency as they saw them."""
-    from pyspark.sql import functions as F
-
     cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
-    ratios = client_ratios(stats, intervals, RUN_KEYS).toPandas() if stats is not None else None
+    ratios = client_ratios(client_stats, intervals, RUN_KEYS).toPandas() if client_stats is not None else None
+    compression = _compression_ratios(spark, runs, intervals, brokers)
     rows = []
     for run in runs:
-        mine = intervals.where((F.col("point") == run.point) & (F.col("repeat") == run.repeat))
-        broker_parts = _parts(run, "brokers")
-        brokers = spark.read.parquet(*broker_parts) if broker_parts else None
-        topics = list(read_run_info(run.path / "run.json").get("topics") or [])
         row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
-        row["compression_ratio"] = compression_ratio(mine, brokers, topics)["ratio"]
+        row["compression_ratio"] = compression.get((run.point, run.repeat))
         if ratios is not None:
             own = ratios[(ratios.point == run.point) & (ratios["repeat"] == run.repeat)]
             if len(own):
@@ -120,3 +120,31 @@ def _costs(spark, runs: list[Run], intervals, workers, stats) -> pd.DataFrame:
                 row.update({f"worker_{k}": v for k, v in overall_worker_cpu(own).items()})
         rows.append(row)
     return pd.DataFrame(rows, columns=[*RUN_KEYS, *COSTS])
+
+
+def _compression_ratios(spark, runs: list[Run], intervals, brokers) -> dict[tuple[int, int], float]:
+    """Per run with both: the payload bytes its producers were handed over the bytes the brokers took
+    in for its topics (throughput.compression_ratio), every run in one query of each."""
+    from pyspark.sql import functions as F
+
+    if brokers is None:
+        return {}
+    producing = intervals.where(F.col("role") == "producer")
+    payload = producing.groupBy(*RUN_KEYS).agg(F.sum("sent_bytes").alias("payload")).toPandas()
+    topics = {(run.point, run.repeat): list(read_run_info(run.path / "run.json").get("topics") or []) for run in runs}
+    missing = {run for run, names in topics.items() if not names}
+    if missing:  # run.json is written at the end: a run that died has none, its producers tell
+        for row in producing.select(*RUN_KEYS, "topic").distinct().collect():
+            if (row["point"], row["repeat"]) in missing:
+                topics[(row["point"], row["repeat"])].append(row["topic"])
+    own = [(point, repeat, topic) for (point, repeat), names in topics.items() for topic in names]
+    if not own:
+        return {}
+    run_topics = spark.createDataFrame(own, "point int, repeat int, topic string")
+    taken_in = topic_bytes_in_per_run(brokers, run_topics, RUN_KEYS).toPandas()
+    both = payload.merge(taken_in, on=RUN_KEYS)
+    return {
+        (int(row["point"]), int(row["repeat"])): row["payload"] / row["bytes_in"]
+        for row in both.to_dict("records")
+        if row["payload"] and row["bytes_in"]
+    }
