@@ -5,6 +5,7 @@ import json
 import threading
 import time
 
+import pyarrow.parquet as pq
 import pytest
 
 from dimster.coordinator.failures import RunFailed
@@ -20,7 +21,8 @@ from tests.runs import scrape, scrape_samples
 pytestmark = pytest.mark.unit
 
 
-def test_phases_in_order_and_every_record_accounted(tmp_path):
+def test_phases_in_order_and_every_record_accounted(tmp_path, monkeypatch):
+    monkeypatch.setattr("dimster.coordinator.client_events.FLUSH_EVERY", 0.2)  # several parts a table
     workers = FakeWorkers()
     c = coordinator(tmp_path, workers)
     assert c.run() == 0
@@ -43,6 +45,12 @@ def test_phases_in_order_and_every_record_accounted(tmp_path):
     status_lines = [line for line in (c.bundle.path / "console.log").read_text().splitlines() if line.startswith("[")]
     assert status_lines and cost["console_lag_ms"]["count"] == len(status_lines)  # one lag per line printed
     assert cost["cpu_seconds"] >= 0 and 0 <= cost["cpu_share_of_one_core"] < 2
+    # the run's end merged each table's parts into one file, which holds every report
+    tables = sorted((c.bundle.path / "metrics").iterdir())
+    assert [t.name for t in tables] == ["histograms", "intervals", "workers"]
+    assert all([p.name.startswith("parts-00000-") for p in t.iterdir()] == [True] for t in tables), tables
+    rows = pq.read_table(next((c.bundle.path / "metrics" / "intervals").iterdir()))
+    assert sum(rows.column("sent").to_pylist()) == totals["sent"]
 
 
 def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches():
@@ -575,7 +583,8 @@ def test_an_internal_error_mid_run_keeps_what_was_measured_and_says_failed(tmp_p
 
 
 def test_a_part_cut_short_is_left_out_with_a_note_and_parts_appear_whole(tmp_path):
-    from dimster.results.metrics_writer import MetricsWriter, readable_parts
+    from dimster.results.metrics_parts import readable_parts
+    from dimster.results.metrics_writer import MetricsWriter
     from dimster.worker.protocol import ClientInterval, IntervalReport
 
     writer = MetricsWriter(tmp_path / "metrics", 100.0)

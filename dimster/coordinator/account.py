@@ -11,6 +11,7 @@ from dimster.coordinator.console import dead_letter_counts
 from dimster.coordinator.journal import RunJournal
 from dimster.coordinator.run_log import RunLog
 from dimster.errors import DimsterError
+from dimster.results.metrics_parts import compact_parts
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.workload.modes.base import RunPlan
 from dimster.workload.modes.correctness import verdict_line
@@ -59,12 +60,15 @@ def record_failure(
 
 def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: RunLog, plan: str) -> str | None:
     """run.json's end (status, totals, account, the plan's `mode`, and the run's other `facts`), the
-    run_ended event, groups whose account does not close, the last console lines. Returns why the
-    plan's verdict fails the run (None when it does not)."""
+    run_ended event, the metrics' parts merged (a summary reads one file a table), groups whose
+    account does not close, the last console lines. Returns why the plan's verdict fails the run
+    (None when it does not)."""
     info = {"status": status, "totals": end.totals, "account": end.account, "ended": time.time()}
     log.bundle.run_info.update({**info, **facts, "mode": end.mode})
     log.bundle.save_run_info()
     log.event("run_ended", status=status, **end.totals)
+    for note in compact_parts(log.bundle.path / "metrics"):  # safe before the journal goes: it knows merged files
+        log.say(f"note: {note}")
     for group, terms in end.account.items():
         if not terms["closes"]:
             why = why_open(terms, a.lock_timeouts, a.crashes)

@@ -32,6 +32,7 @@ from dimster.kafka.groups import GroupSpec
 from dimster.kafka.records import identities_between
 from dimster.processes import TrackedProcess
 from dimster.results.bundle import mark_crashed
+from dimster.results.metrics_parts import compact_parts, written_flushes
 from dimster.results.metrics_writer import MetricsWriter
 
 POSITIONS_TIMEOUT_SECONDS = 60.0
@@ -78,7 +79,7 @@ def write_tail(tail: Path, metrics: Path, load_started: float) -> int:
     how many were written."""
     if not tail.is_file():
         return 0
-    written = {int(p.stem.split("-")[1]) for p in (metrics / "workers").glob("part-*.parquet")}  # a row each
+    written = written_flushes(metrics / "workers")  # a row each
     unwritten = [(record[1], record[3]) for record in read_journal(tail) if record[2] not in written]
     if not unwritten:
         return 0
@@ -199,4 +200,4 @@ def recover_crashed(run_dir: Path) -> list[str]:
     tmp.replace(path)
     journal.unlink()
     (run_dir / TAIL).unlink(missing_ok=True)
-    return notes
+    return notes + compact_parts(run_dir / "metrics")

@@ -13,7 +13,7 @@ from dimster.pipeline.client_tables import client_ratios, overall_client_ratios,
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.summary import read_run_info
 from dimster.pipeline.throughput import measured_throughput
-from dimster.results.metrics_writer import readable_parts
+from dimster.results.metrics_parts import readable_parts
 
 RUN_KEYS = ["point", "repeat"]
 # (histogram metric, percentile) -> column

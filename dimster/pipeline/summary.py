@@ -28,7 +28,7 @@ from dimster.pipeline.spark import GENERATED_CODE_ROWS, shown, spark_session, us
 from dimster.pipeline.spark_service import EMBEDDED
 from dimster.pipeline.throughput import compression_ratio, overall_throughput, poll_counts, throughput_per_second
 from dimster.results.bundle import is_run_folder, load_timeline
-from dimster.results.metrics_writer import readable_parts
+from dimster.results.metrics_parts import readable_parts
 from dimster.verdict.judge import judge_summary
 
 

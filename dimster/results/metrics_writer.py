@@ -1,6 +1,6 @@
 """Metrics as Parquet under `metrics/<table>/part-NNNNN.parquet`, written every few seconds, so a
-run that dies keeps everything up to its last flush. Row counts follow intervals, clients and
-histogram buckets, never the message rate."""
+run that dies keeps everything up to its last flush (metrics_parts.py: which files hold a table). Row
+counts follow intervals, clients and histogram buckets, never the message rate."""
 
 import os
 from collections import defaultdict
@@ -110,16 +110,3 @@ class MetricsWriter:
 def _row(first: dict, columns: tuple[str, ...], values: tuple) -> dict:
     """`first`'s columns, then `columns` with their `values`."""
     return {**first, **dict(zip(columns, values, strict=True))}
-
-
-def readable_parts(table_dir: Path) -> tuple[dict[Path, int], list[str]]:
-    """A table's part files whose Parquet footer reads, in order, each with its rows (from the footer);
-    and a note for each that does not (a part cut short by a crash or a full disk is left out of the
-    summary, not the reason it fails)."""
-    parts, notes = {}, []
-    for path in sorted(table_dir.glob("*.parquet")):
-        try:
-            parts[path] = pq.read_metadata(path).num_rows
-        except (OSError, ValueError) as e:
-            notes.append(f"{path.parent.name}/{path.name} is unreadable and left out: {str(e).splitlines()[0]}")
-    return parts, notes

@@ -20,7 +20,7 @@ import yaml
 from dimster.errors import DimsterError
 from dimster.metrics.histogram import Histogram, bucket_value
 from dimster.metrics.schema import WARMUP_PREFIX
-from dimster.results.metrics_writer import readable_parts
+from dimster.results.metrics_parts import readable_parts
 from dimster.results.omb_records import OmbTestResult
 
 OMB_RESULT = "omb-result.json"
