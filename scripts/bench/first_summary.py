@@ -6,11 +6,16 @@ summaries ran on it). Per run: the wait from its `run_ended` event to its report
 measured e2e p99 and publish p99 (summary.json), to show that the server's start and warm-up beside the
 load leave the run's own figures within their noise.
 
-    .venv/bin/python scripts/bench/first_summary.py [--env local] [--repeat 5] [-w WORKLOAD]
+    .venv/bin/python scripts/bench/first_summary.py [--env local] [--repeat 5] [-w WORKLOAD] [-s KEY=VALUE ...]
+        [--sides ahead,by the summary,warm]
+
+`-s` overrides workload keys as `dimster run -s` does (`-s durationSeconds=600`: a 10-minute run).
+`--sides warm` runs warm runs only: the server must then be warm before the first (the state folder's
+server, left running by an earlier pass).
 
 The runs use ENV's cluster (brought up by the first run if it is down) and the state folder of
-DIMSTER_STATE_DIR (dimster's default otherwise): its Spark server is stopped before each run and left
-stopped at the end."""
+DIMSTER_STATE_DIR (dimster's default otherwise): its Spark server is stopped before each cold run and
+left stopped at the end of a pass with cold runs."""
 
 import argparse
 import json
@@ -26,14 +31,15 @@ SIDES = {"ahead": "1", "by the summary": "0", "warm": "1"}  # side -> DIMSTER_SP
 COLD = ("ahead", "by the summary")  # the sides whose runs begin with the server stopped
 
 
-def one_run(env_name: str, workload: Path, results: Path, side: str) -> dict[str, float]:
+def one_run(env_name: str, workload: Path, results: Path, side: str, overrides: list[str]) -> dict[str, float]:
     """A run of `side`: its wait and its figures."""
     env = {**os.environ, "DIMSTER_SPARK_AHEAD": SIDES[side]}
     stopped = dimster(env, "spark", "stop") if side in COLD else None
     if stopped is not None and stopped.returncode:
         sys.exit(stopped.stderr)
     before = set(results.iterdir()) if results.exists() else set()
-    result = dimster(env, "run", env_name, "-w", str(workload), "--results", str(results))
+    sets = [arg for override in overrides for arg in ("-s", override)]
+    result = dimster(env, "run", env_name, "-w", str(workload), *sets, "--results", str(results))
     if result.returncode:
         sys.exit(result.stderr + result.stdout)
     [bundle] = set(results.iterdir()) - before
@@ -52,18 +58,24 @@ def main() -> None:
     parser.add_argument("--env", default="local")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("-w", "--workload", type=Path, default=ROOT / "run" / "workloads" / "quickstart.yaml")
+    parser.add_argument("-s", "--set", dest="overrides", action="append", default=[], help="KEY=VALUE")
+    parser.add_argument("--sides", default=",".join(SIDES), help="of: " + ", ".join(SIDES))
     args = parser.parse_args()
+    sides = [side for side in SIDES if side in args.sides.split(",")]
+    if not sides:
+        parser.error(f"--sides {args.sides}: name one or more of {', '.join(SIDES)}")
     results = Path(tempfile.mkdtemp(prefix="dimster-first-summary-"))
-    runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     try:
         for round_ in range(args.repeat):
             order = [*(COLD if round_ % 2 == 0 else reversed(COLD)), "warm"]
-            for side in order:
-                figures = one_run(args.env, args.workload.resolve(), results, side)
+            for side in (side for side in order if side in sides):
+                figures = one_run(args.env, args.workload.resolve(), results, side, args.overrides)
                 runs[side].append(figures)
                 print(f"round {round_ + 1}, {side}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()))
     finally:
-        dimster(dict(os.environ), "spark", "stop")
+        if set(sides) & set(COLD):  # a pass of warm runs only leaves the server it found
+            dimster(dict(os.environ), "spark", "stop")
     print(f"medians of {args.repeat}:")
     print(f"{'server started':<16} {'wait s':>8} {'e2e p99 ms':>11} {'publish p99 ms':>15}")
     for side, of_side in runs.items():
