@@ -17,6 +17,7 @@ import pytest
 from dimster.errors import DimsterError
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import ALPHA, Histogram
+from dimster.pipeline.campaign_metrics import placed
 from dimster.pipeline.campaign_summary import mode_fields, summarize_campaign
 from dimster.report.campaign_page import write_campaign_page
 from dimster.results.metrics_writer import MetricsWriter
@@ -306,16 +307,25 @@ def test_campaign_summary_and_page(tmp_path, spark):
     assert FAILURE in html
 
 
+@pytest.mark.unit
+def test_a_result_with_rows_of_no_run_is_refused_not_dropped():
+    per_run = pd.DataFrame({"point": [1, 2], "repeat": [1, 1], "sent": [10, 20]})
+    assert placed(per_run, "intervals") is per_run
+    orphans = pd.DataFrame({"point": [1, None], "repeat": [1, None], "sent": [10, 5]})  # a file's rows found no run
+    with pytest.raises(DimsterError, match="rows of metrics/intervals matched no run of the campaign"):
+        placed(orphans, "intervals")
+
+
 @pytest.mark.spark
 def test_spark_failure_is_one_error_line(tmp_path, spark):
     write_campaign(tmp_path)
-    # a whole part (its footer reads) whose columns Spark cannot read as the others': a failure of Spark's
+    # a whole part (its footer reads) whose columns cannot be read as the others' are
     broken = tmp_path / "levers-2-1" / "metrics" / "intervals" / "part-00001.parquet"
     pq.write_table(pa.table({"run_time_s": ["not a number"], "sent": ["many"], "phase": [1]}), broken)
     with pytest.raises(DimsterError) as raised:
         summarize_campaign(tmp_path, spark)
     message = str(raised.value)
-    assert message.startswith(f"Spark could not summarize the campaign {tmp_path}: ")
+    assert message.startswith(f"Spark could not summarize the campaign {tmp_path}: the runs' metrics/intervals ")
     assert "\n" not in message
     assert not (tmp_path / "campaign" / "summary" / "points.parquet").exists()
 

@@ -1,11 +1,13 @@
 """The files that hold a metrics table: a run's parts merged into one after its end, in order, with
 nothing counted twice when a crash cut the merge short; tables that cannot be merged stay as they were."""
 
+import os
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dimster.coordinator.recover import write_tail
 from dimster.results.metrics_parts import compact_parts, readable_parts, written_flushes
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport
@@ -59,21 +61,23 @@ def test_a_merge_cut_short_by_a_crash_counts_nothing_twice(tmp_path):
     assert sent(metrics / "intervals") == [1, 2, 3, 3]
 
 
-def test_a_crashed_runs_tail_is_written_after_the_flushes_a_merged_file_holds(tmp_path):
-    from dimster.coordinator.journal import RunJournal
-
-    metrics = tmp_path / "metrics"
-    writer = write_flushes(metrics, 2)
-    compact_parts(metrics)
-    journal = RunJournal(tmp_path)
-    journal.start(["t"], 1, {})
-    for flush in range(3):  # the journal holds every report with the flush it went to; the third never did
-        client = ClientInterval("p0", "producer", "t", sent=flush + 1)
-        journal.report(IntervalReport(0, START + flush + 1, [client]), "measure", flush)
-    journal.close()
-    assert writer.parts == 2
-    assert write_tail(journal.tail_path, metrics, START) == 1
-    assert sent(metrics / "intervals") == [1, 2, 3]
+def test_parts_that_differ_in_columns_merge_a_row_group_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr("dimster.results.metrics_parts.ROW_GROUP_ROWS", 3)
+    stats = tmp_path / "metrics" / "client_stats"  # its columns are the clients' statistics of the moment
+    stats.mkdir(parents=True)
+    pq.write_table(pa.table({"client_id": ["a", "b"], "rtt": [1, 2]}), stats / "part-00000.parquet")
+    pq.write_table(
+        pa.table({"client_id": ["c", "d"], "rtt": [3.5, 4.5], "batch": [7.0, 8.0]}), stats / "part-00001.parquet"
+    )
+    pq.write_table(pa.table({"client_id": ["e"], "rtt": [None]}), stats / "part-00002.parquet")
+    assert compact_parts(tmp_path / "metrics") == []
+    merged = pq.ParquetFile(stats / "parts-00000-00002.parquet")
+    assert merged.metadata.num_row_groups == 2  # 4 rows held, then the last one
+    assert merged.read().to_pydict() == {
+        "client_id": ["a", "b", "c", "d", "e"],
+        "rtt": [1.0, 2.0, 3.5, 4.5, None],
+        "batch": [None, None, 7.0, 8.0, None],
+    }
 
 
 def test_a_table_that_cannot_be_merged_stays_as_it_was_with_a_note(tmp_path):
@@ -85,12 +89,25 @@ def test_a_table_that_cannot_be_merged_stays_as_it_was_with_a_note(tmp_path):
     mixed.mkdir()
     pq.write_table(pa.table({"a": [1.0]}), mixed / "part-00000.parquet")
     pq.write_table(pa.table({"a": ["words"]}), mixed / "part-00001.parquet")
+    (metrics / "intervals" / ".part-00003.parquet.writing").write_bytes(b"half")  # a flush a kill cut short
     notes = compact_parts(metrics)
     assert [note.split(":")[0] for note in notes] == [
-        "metrics/client_stats kept in 2 files",
-        "metrics/intervals kept in 3 files",
+        "metrics/client_stats kept as it was",
+        "metrics/intervals kept as it was",
     ]
     assert sorted(p.name for p in (metrics / "intervals").iterdir()) == [f"part-0000{n}.parquet" for n in range(3)]
     assert sent(metrics / "intervals") == [1, 3]  # the part cut short is left out with its note, as before
     assert [p.name for p in (metrics / "histograms").iterdir()] == ["parts-00000-00002.parquet"]
-    assert not list(metrics.rglob(".*.writing"))
+    assert not list(metrics.rglob(".*.writing"))  # the stale one removed, none left by the merges
+
+
+def test_a_flush_writes_its_workers_part_last(tmp_path, monkeypatch):
+    """A crashed run's recovery counts a flush written once its workers part exists: a kill between
+    two tables' parts must leave the workers part unwritten, so the journal's tail writes the flush."""
+    written = []
+    replace = os.replace
+    monkeypatch.setattr(
+        os, "replace", lambda source, target: (written.append(Path(target).parent.name), replace(source, target))
+    )
+    write_flushes(tmp_path / "metrics", 1)
+    assert written == ["intervals", "histograms", "workers"]

@@ -67,7 +67,7 @@ def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: 
     log.bundle.run_info.update({**info, **facts, "mode": end.mode})
     log.bundle.save_run_info()
     log.event("run_ended", status=status, **end.totals)
-    for note in compact_parts(log.bundle.path / "metrics"):  # safe before the journal goes: it knows merged files
+    for note in compact_parts(log.bundle.path / "metrics"):  # the run's last flush is done: nothing writes there now
         log.say(f"note: {note}")
     for group, terms in end.account.items():
         if not terms["closes"]:

@@ -8,6 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dimster.errors import DimsterError
 from dimster.pipeline.broker_summary import topic_bytes_in_per_run
 from dimster.pipeline.client_tables import client_ratios, overall_client_ratios, overall_worker_cpu, worker_cpu
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
@@ -59,14 +60,26 @@ def read_runs(spark, runs: list[Run], table: str):
     files = {str(path.resolve()): run for run in runs for path in readable_parts(run.path / "metrics" / table)[0]}
     if not files:
         return None
-    schema = pa.unify_schemas([pq.read_schema(file) for file in files])
+    try:
+        schema = pa.unify_schemas([pq.read_schema(file) for file in files])
+    except pa.ArrowException as e:
+        raise DimsterError(f"the runs' metrics/{table} disagree on a column: {str(e).splitlines()[0]}") from None
     frame = spark.read.schema(from_arrow_schema(schema)).parquet(*files)
     # Spark names a row's file as a URI ("file:/...", percent-encoded, a "+" as itself): back to the path
     uri = F.regexp_replace(F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/"), "[+]", "%2B")
     owners = spark.createDataFrame(
         [(file, run.point, run.repeat) for file, run in files.items()], "file string, point int, repeat int"
     )
-    return frame.withColumn("file", F.url_decode(uri)).join(F.broadcast(owners), "file").drop("file")
+    # left: a row whose file matched no run keeps a null point, which placed() refuses rather than drop it
+    return frame.withColumn("file", F.url_decode(uri)).join(F.broadcast(owners), "file", "left").drop("file")
+
+
+def placed(table: pd.DataFrame, name: str) -> pd.DataFrame:
+    """`table` (a result per run) when each of its rows has its run; raises when the rows of a file
+    found no run by the file's path (read_runs)."""
+    if table[RUN_KEYS].isna().any(axis=None):
+        raise DimsterError(f"rows of metrics/{name} matched no run of the campaign by their file's path")
+    return table
 
 
 def run_metrics(spark, runs: list[Run]) -> pd.DataFrame:
@@ -77,13 +90,13 @@ def run_metrics(spark, runs: list[Run]) -> pd.DataFrame:
     intervals = read_runs(spark, runs, "intervals")
     if intervals is not None:
         intervals = intervals.withColumn("second", F.floor("run_time_s").cast("long"))
-        throughput = measured_throughput(intervals, RUN_KEYS).toPandas()
+        throughput = placed(measured_throughput(intervals, RUN_KEYS).toPandas(), "intervals")
         result = throughput.rename(columns={"seconds": "measured_seconds"})
     histograms = read_runs(spark, runs, "histograms")
     if histograms is not None:
         wanted = sorted({metric for metric, _ in LATENCIES})
         measured = measured_latencies(histograms).where(F.col("metric").isin(*wanted))
-        latencies = latency_percentiles(measured, RUN_KEYS)
+        latencies = placed(latency_percentiles(measured, RUN_KEYS), "histograms")
         wide = pd.DataFrame(columns=RUN_KEYS)
         for (metric, percentile), column in LATENCIES.items():
             part = latencies[latencies["metric"] == metric][[*RUN_KEYS, percentile]]

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 PART = re.compile(r"part-(\d+)\.parquet")
 MERGED = re.compile(r"parts-(\d+)-(\d+)\.parquet")
 MERGE_THREADS = 4
+ROW_GROUP_ROWS = 250_000  # a merge holds about this many rows of a table in memory at once
 
 
 def table_files(table_dir: Path) -> list[tuple[Path, range]]:
@@ -27,7 +28,9 @@ def table_files(table_dir: Path) -> list[tuple[Path, range]]:
 
 
 def written_flushes(table_dir: Path) -> set[int]:
-    """The flushes (MetricsWriter.parts) whose rows a file of the table holds."""
+    """The flushes (MetricsWriter.parts) whose rows a file of the table holds. A merged file counts
+    every flush of its range, also one that wrote no row to this table: a merge comes after the run's
+    last flush, when no journal is left to replay (a crashed run's tail is written before it merges)."""
     return {flush for _, flushes in table_files(table_dir) for flush in flushes}
 
 
@@ -47,28 +50,63 @@ def readable_parts(table_dir: Path) -> tuple[dict[Path, int], list[str]]:
 def compact_parts(metrics: Path) -> list[str]:
     """Merge each table's files into one, in order, the tables at once (reading a part is mostly
     Arrow's, off the GIL); a note for each table left as it was (a part that does not read, parts
-    that do not agree on a column's type, a full disk)."""
-    tables = sorted(p for p in metrics.iterdir() if p.is_dir()) if metrics.is_dir() else []
+    that do not agree on a column's type, a full disk): a merge never fails the run."""
+    try:
+        tables = sorted(p for p in metrics.iterdir() if p.is_dir()) if metrics.is_dir() else []
+    except OSError as e:
+        return [f"{metrics} was not merged: {e}"]
     with ThreadPoolExecutor(MERGE_THREADS, thread_name_prefix="merge") as pool:
         return [note for note in pool.map(_compact_table, tables) if note]
 
 
 def _compact_table(table_dir: Path) -> str | None:
-    files = table_files(table_dir)
-    if len(files) < 2:
-        _remove_held(table_dir)  # a merge a crash cut short may have left parts behind
-        return None
-    merged = table_dir / f"parts-{files[0][1].start:05d}-{files[-1][1].stop - 1:05d}.parquet"
-    writing = merged.with_name(f".{merged.name}.writing")  # whole or not at all, as a part is written
     try:
-        whole = pa.concat_tables([pq.ParquetFile(path).read() for path, _ in files], promote_options="permissive")
-        pq.write_table(whole, writing)
-        os.replace(writing, merged)
+        for stale in table_dir.glob(".*.writing"):  # of a flush or a merge a kill cut short: never whole
+            stale.unlink()
+        files = table_files(table_dir)
+        if len(files) >= 2:
+            _merge(files, table_dir / f"parts-{files[0][1].start:05d}-{files[-1][1].stop - 1:05d}.parquet")
+        _remove_held(table_dir)  # also what a merge cut short by a crash left behind
     except (OSError, ValueError, pa.ArrowException) as e:
-        writing.unlink(missing_ok=True)
-        return f"metrics/{table_dir.name} kept in {len(files)} files: {str(e).splitlines()[0]}"
-    _remove_held(table_dir)
+        return f"metrics/{table_dir.name} kept as it was: {str(e).splitlines()[0]}"
     return None
+
+
+def _merge(files: list[tuple[Path, range]], merged: Path) -> None:
+    """Write `files`' rows, in order, into `merged`: whole or not at all (a hidden name, synced, then
+    renamed and the rename synced), before any part it holds is removed; a row group of at most
+    ROW_GROUP_ROWS rows at a time in memory."""
+    writing = merged.with_name(f".{merged.name}.writing")
+    schema = pa.unify_schemas([pq.read_schema(path) for path, _ in files], promote_options="permissive")
+    try:
+        with pq.ParquetWriter(writing, schema) as out:
+            pending: list[pa.Table] = []
+            for path, _ in files:
+                pending.append(_conformed(pq.ParquetFile(path).read(), schema))
+                if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
+                    out.write_table(pa.concat_tables(pending))
+                    pending = []
+            if pending:
+                out.write_table(pa.concat_tables(pending))
+        with writing.open("rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(writing, merged)
+    finally:
+        writing.unlink(missing_ok=True)
+    directory = os.open(merged.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`part` with `schema`'s columns, in its order and types (a column it lacks: nulls)."""
+    columns = [
+        part.column(field.name).cast(field.type) if field.name in part.column_names else pa.nulls(len(part), field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _remove_held(table_dir: Path) -> None:

@@ -94,7 +94,8 @@ class MetricsWriter:
             self.rows["group_lag"].extend([*rows, {**common, "group": group, **total}])
 
     def flush(self) -> None:
-        for table, rows in self.rows.items():
+        # workers last: a crashed run's recovery takes a flush as written once its workers part is (write_tail)
+        for table, rows in sorted(self.rows.items(), key=lambda item: item[0] == "workers"):
             if not rows:
                 continue
             path = self.folder / table / f"part-{self.parts:05d}.parquet"

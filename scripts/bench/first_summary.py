@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--sides", default=",".join(SIDES), help="of: " + ", ".join(SIDES))
     args = parser.parse_args()
     sides = [side for side in SIDES if side in args.sides.split(",")]
-    if not sides:
+    if not sides or len(sides) != len(set(args.sides.split(","))):
         parser.error(f"--sides {args.sides}: name one or more of {', '.join(SIDES)}")
     results = Path(tempfile.mkdtemp(prefix="dimster-first-summary-"))
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
