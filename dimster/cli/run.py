@@ -1,6 +1,5 @@
 """`dimster validate` and `dimster run`: workloads from YAML."""
 
-import gc
 import json
 import subprocess
 import sys
@@ -151,9 +150,6 @@ def _run(loaded, profile, results_root: Path, control, summary_master: str | Non
         SparkService.settle_ahead()
     summary = None
     if summary_master and (outcome.bundle / "metrics").exists():
-        # the run's objects live until the process ends: the summary's garbage collections need not walk
-        # them again (a long run's coordinator holds millions; 3 million cost a summary 0.5 s)
-        gc.freeze()
         summary = summarize_after_run(outcome.bundle, summary_master)
     if junit is not None:
         write_run_junit(junit, outcome.bundle, summary, [(t.threshold, t.abort_on_fail) for t in loaded.thresholds])
