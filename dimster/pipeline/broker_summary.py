@@ -86,20 +86,11 @@ def summarize_brokers(brokers, groups: list[str]) -> tuple[dict, dict[str, pd.Da
     return summary, tables
 
 
-def topic_bytes_in(brokers, topics: list[str]) -> float | None:
-    """The bytes the brokers took in from producers for `topics` over the whole run, from their
-    per-topic counters: the run's topics are its own, so a counter's first scrape counts whole, and
-    so does a counter that started again (its broker restarted). None when no broker counted any."""
-    from pyspark.sql import functions as F
-
-    counters = _topic_bytes_in_counters(brokers).where(F.col("topic").isin(*topics))
-    total = _taken_in(counters, []).first()["bytes_in"]
-    return float(total) if total else None
-
-
-def topic_bytes_in_per_run(brokers, run_topics, keys: list[str]):
-    """topic_bytes_in per `keys` (a campaign's point and repeat), each run's own topics as `run_topics`
-    (a frame of `keys` and topic) name them: a frame of `keys` and bytes_in."""
+def topic_bytes_in(brokers, run_topics, keys: list[str]):
+    """The bytes the brokers took in from producers for each run's topics over the whole run, from
+    their per-topic counters: the run's topics are its own, so a counter's first scrape counts whole,
+    and so does a counter that started again (its broker restarted). `run_topics`: a frame of `keys`
+    (a campaign's point and repeat; none for one run) and topic. A frame of `keys` and bytes_in."""
     from pyspark.sql import functions as F
 
     counters = _topic_bytes_in_counters(brokers).join(F.broadcast(run_topics), [*keys, "topic"])

@@ -6,14 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dimster.errors import DimsterError
-from dimster.pipeline.broker_summary import topic_bytes_in_per_run
 from dimster.pipeline.client_tables import client_ratios, overall_client_ratios, overall_worker_cpu, worker_cpu
 from dimster.pipeline.latency import latency_percentiles, measured_latencies
 from dimster.pipeline.summary import read_run_info
-from dimster.pipeline.throughput import measured_throughput
+from dimster.pipeline.throughput import compression_ratios, measured_throughput
 from dimster.results.metrics_parts import readable_parts
 
 RUN_KEYS = ["point", "repeat"]
@@ -57,11 +55,15 @@ def read_runs(spark, runs: list[Run], table: str):
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    files = {str(path.resolve()): run for run in runs for path in readable_parts(run.path / "metrics" / table)[0]}
+    files, footers = {}, []
+    for run in runs:
+        for path, footer in readable_parts(run.path / "metrics" / table)[0].items():
+            files[str(path.resolve())] = run
+            footers.append(footer.schema.to_arrow_schema())
     if not files:
         return None
     try:
-        schema = pa.unify_schemas([pq.read_schema(file) for file in files])
+        schema = pa.unify_schemas(footers)
     except pa.ArrowException as e:
         raise DimsterError(f"the runs' metrics/{table} disagree on a column: {str(e).splitlines()[0]}") from None
     frame = spark.read.schema(from_arrow_schema(schema)).parquet(*files)
@@ -104,17 +106,17 @@ def run_metrics(spark, runs: list[Run]) -> pd.DataFrame:
         result = result.merge(wide, on=RUN_KEYS, how="outer")
     if intervals is not None:
         tables = {table: read_runs(spark, runs, table) for table in ("workers", "client_stats", "brokers")}
-        result = result.merge(_costs(spark, runs, intervals, **tables), on=RUN_KEYS, how="left")
+        result = result.merge(_costs(runs, intervals, **tables), on=RUN_KEYS, how="left")
     return result
 
 
-def _costs(spark, runs: list[Run], intervals, workers, client_stats, brokers) -> pd.DataFrame:
+def _costs(runs: list[Run], intervals, workers, client_stats, brokers) -> pd.DataFrame:
     """Per run: the compression ratio the brokers saw, the workers' CPU (cores, and per MB where
     workers host one role only), the consumers' records per fetch request and bytes fetched per byte
     consumed, the producers' queue time and request latency as they saw them."""
     cpu = worker_cpu(workers, intervals, RUN_KEYS).toPandas() if workers is not None else None
     ratios = client_ratios(client_stats, intervals, RUN_KEYS).toPandas() if client_stats is not None else None
-    compression = _compression_ratios(spark, runs, intervals, brokers)
+    compression = _compression_ratios(runs, intervals, brokers)
     rows = []
     for run in runs:
         row = {"point": run.point, "repeat": run.repeat, **COSTS_NONE}
@@ -135,29 +137,7 @@ def _costs(spark, runs: list[Run], intervals, workers, client_stats, brokers) ->
     return pd.DataFrame(rows, columns=[*RUN_KEYS, *COSTS])
 
 
-def _compression_ratios(spark, runs: list[Run], intervals, brokers) -> dict[tuple[int, int], float]:
-    """Per run with both: the payload bytes its producers were handed over the bytes the brokers took
-    in for its topics (throughput.compression_ratio), every run in one query of each."""
-    from pyspark.sql import functions as F
-
-    if brokers is None:
-        return {}
-    producing = intervals.where(F.col("role") == "producer")
-    payload = producing.groupBy(*RUN_KEYS).agg(F.sum("sent_bytes").alias("payload")).toPandas()
-    topics = {(run.point, run.repeat): list(read_run_info(run.path / "run.json").get("topics") or []) for run in runs}
-    missing = {run for run, names in topics.items() if not names}
-    if missing:  # run.json is written at the end: a run that died has none, its producers tell
-        for row in producing.select(*RUN_KEYS, "topic").distinct().collect():
-            if (row["point"], row["repeat"]) in missing:
-                topics[(row["point"], row["repeat"])].append(row["topic"])
-    own = [(point, repeat, topic) for (point, repeat), names in topics.items() for topic in names]
-    if not own:
-        return {}
-    run_topics = spark.createDataFrame(own, "point int, repeat int, topic string")
-    taken_in = topic_bytes_in_per_run(brokers, run_topics, RUN_KEYS).toPandas()
-    both = payload.merge(taken_in, on=RUN_KEYS)
-    return {
-        (int(row["point"]), int(row["repeat"])): row["payload"] / row["bytes_in"]
-        for row in both.to_dict("records")
-        if row["payload"] and row["bytes_in"]
-    }
+def _compression_ratios(runs: list[Run], intervals, brokers) -> dict[tuple[int, int], float | None]:
+    """Per run: throughput.compression_ratios' ratio, the topics from its run.json."""
+    topics = {(run.point, run.repeat): read_run_info(run.path / "run.json").get("topics") or [] for run in runs}
+    return {run: found["ratio"] for run, found in compression_ratios(intervals, brokers, topics, RUN_KEYS).items()}

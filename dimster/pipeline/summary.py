@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import yaml
 
 from dimster.diagnosis.timeline import diagnoses
@@ -85,7 +86,8 @@ def summarize(run_dir: Path, master: str, progress: Callable[[str], None] = lamb
     progress("starting Spark" if master == EMBEDDED else f"Spark at {shown(master)}")
     with spark_session(master, run_dir / "logs" / "spark.log") as spark:
         try:
-            use_generated_code(spark, sum(parts["histograms"].values()) >= GENERATED_CODE_ROWS)
+            histogram_rows = sum(footer.num_rows for footer in parts["histograms"].values())
+            use_generated_code(spark, histogram_rows >= GENERATED_CODE_ROWS)
             groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
             tables = _spark_tables(spark, {t: parts[t] for t in present}, summary, groups, topics, progress)
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
@@ -113,7 +115,7 @@ Section = tuple[dict, dict[str, pd.DataFrame], list[str]]  # (summary keys, tabl
 
 def _spark_tables(
     spark,
-    parts: dict[str, dict[Path, int]],
+    parts: dict[str, dict[Path, pq.FileMetaData]],
     summary: dict,
     groups: list[str],
     topics: list[str],

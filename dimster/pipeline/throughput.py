@@ -123,20 +123,38 @@ def poll_counts(intervals) -> dict:
 
 
 def compression_ratio(intervals, brokers, topics: list[str]) -> dict:
-    """The payload bytes the producers were handed against the bytes the brokers took in for the
-    run's `topics` (their own counters, kept from the topic's creation), whole run."""
+    """compression_ratios of one run."""
+    return compression_ratios(intervals, brokers, {(): topics}, [])[()]
+
+
+def compression_ratios(intervals, brokers, topics: dict[tuple, list[str]], keys: list[str]) -> dict[tuple, dict]:
+    """Per run (its values of `keys`, a campaign's point and repeat; () for one run) of `topics`: the
+    payload bytes its producers were handed against the bytes the brokers took in for its topics
+    (topic_bytes_in), whole run, and their ratio (payload per byte taken in). A run without topics
+    (run.json is written at the end: a run that died has none) is taken at its producers' word."""
     from pyspark.sql import functions as F
 
     producing = intervals.where(F.col("role") == "producer")
-    payload = producing.agg(F.sum("sent_bytes")).first()[0] or 0
-    if not topics:  # run.json is written at the end: a run that died has none, its producers tell
-        topics = [row["topic"] for row in producing.select("topic").distinct().collect()]
-    taken_in = topic_bytes_in(brokers, topics) if brokers is not None and topics else None
-    return {
-        "payload_bytes": int(payload),
-        "broker_bytes_in": taken_in,
-        "ratio": number(payload / taken_in) if taken_in and payload else None,  # payload per byte taken in
-    }
+    payloads = producing.groupBy(*keys).agg(F.sum("sent_bytes").alias("payload")).collect()
+    payload = {tuple(row[k] for k in keys): row["payload"] or 0 for row in payloads}
+    named = {run: list(names) for run, names in topics.items()}
+    if not all(named.values()):
+        for row in producing.select(*keys, "topic").distinct().collect():
+            if not topics.get(run := tuple(row[k] for k in keys), True):
+                named[run].append(row["topic"])
+    taken_in: dict[tuple, float] = {}
+    own = [(*run, topic) for run, names in named.items() for topic in names]
+    if brokers is not None and own:
+        run_topics = intervals.sparkSession.createDataFrame(own, [*keys, "topic"])
+        for row in topic_bytes_in(brokers, run_topics, keys).collect():
+            if row["bytes_in"]:
+                taken_in[tuple(row[k] for k in keys)] = float(row["bytes_in"])
+    found = {}
+    for run in topics:
+        sent, took = payload.get(run, 0), taken_in.get(run)
+        ratio = number(sent / took) if took and sent else None
+        found[run] = {"payload_bytes": int(sent), "broker_bytes_in": took, "ratio": ratio}
+    return found
 
 
 def number(value) -> float | None:

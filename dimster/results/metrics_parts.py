@@ -34,14 +34,14 @@ def written_flushes(table_dir: Path) -> set[int]:
     return {flush for _, flushes in table_files(table_dir) for flush in flushes}
 
 
-def readable_parts(table_dir: Path) -> tuple[dict[Path, int], list[str]]:
-    """A table's files whose Parquet footer reads, in order, each with its rows (from the footer);
-    and a note for each that does not (a part cut short by a crash or a full disk is left out of the
+def readable_parts(table_dir: Path) -> tuple[dict[Path, pq.FileMetaData], list[str]]:
+    """A table's files whose Parquet footer reads, in order, each with its footer (rows, schema); and
+    a note for each that does not (a part cut short by a crash or a full disk is left out of the
     summary, not the reason it fails)."""
     parts, notes = {}, []
     for path, _ in table_files(table_dir):
         try:
-            parts[path] = pq.read_metadata(path).num_rows
+            parts[path] = pq.read_metadata(path)
         except (OSError, ValueError) as e:
             notes.append(f"{path.parent.name}/{path.name} is unreadable and left out: {str(e).splitlines()[0]}")
     return parts, notes
@@ -83,11 +83,9 @@ def _merge(files: list[tuple[Path, range]], merged: Path) -> None:
             pending: list[pa.Table] = []
             for path, _ in files:
                 pending.append(_conformed(pq.ParquetFile(path).read(), schema))
-                if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
+                if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS or path == files[-1][0]:
                     out.write_table(pa.concat_tables(pending))
                     pending = []
-            if pending:
-                out.write_table(pa.concat_tables(pending))
         with writing.open("rb+") as written:
             os.fsync(written.fileno())
         os.replace(writing, merged)

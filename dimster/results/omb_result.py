@@ -123,8 +123,8 @@ def _final_workload(run_dir: Path) -> dict | None:
 def _frame(table_dir: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     """The readable parts of a metrics table, with `columns` (a column a part lacks is null)."""
     frames = []
-    for path in readable_parts(table_dir)[0]:
-        present = [c for c in columns if c in pq.read_schema(path).names]
+    for path, footer in readable_parts(table_dir)[0].items():
+        present = [c for c in columns if c in footer.schema.names]
         frames.append(pq.read_table(path, columns=present).to_pandas().reindex(columns=list(columns)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
 
