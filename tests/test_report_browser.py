@@ -139,6 +139,9 @@ def test_report_renders_offline_with_modifications(tmp_path: Path, browser: Brow
     assert opened.problems == []
     assert opened.requests == [report.resolve().as_uri()]
     assert rendered_charts(page) >= 4  # throughput, backlog, latency, delivery counts
+    plots = "[...document.querySelectorAll('.js-plotly-plot')]"
+    backgrounds = page.evaluate(plots + ".map(p => p._fullLayout.plot_bgcolor)")
+    assert set(backgrounds) == {"white"}, backgrounds  # every chart in dimster's look (plotly_white)
     for label in ("producerRate=4000", "consumersPerGroup=12", "broker 2 left", "broker 2 back"):
         assert page.locator("g.annotation text", has_text=label).count() >= 1, label
     body = page.inner_text("body")

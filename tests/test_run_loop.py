@@ -2,6 +2,7 @@
 drain, live resize, and what a lost worker does under each onWorkerLoss."""
 
 import json
+import socket
 import threading
 import time
 
@@ -317,6 +318,10 @@ def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_p
         assert status["metricsUrl"] == exporter.url
     finally:
         exporter.close()
+    exporter.thread.join(10)  # closed: its serving thread ends and its port answers no more
+    assert not exporter.thread.is_alive()
+    with pytest.raises(OSError):
+        socket.create_connection(exporter.server.server_address[:2], timeout=5).close()
     # Prometheus naming: counters end in _total, every other name carries its unit or is a count
     assert len({f.metric for f in FIELDS}) == len(FIELDS)
     assert all(f.metric.endswith("_total") == (f.kind == "counter") for f in FIELDS)

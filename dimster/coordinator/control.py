@@ -12,6 +12,7 @@ import json
 import queue
 import re
 import secrets
+import socketserver
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,9 @@ from dimster.errors import DimsterError
 from dimster.results.redaction import Redactor
 
 MAX_BODY = 1_000_000  # bytes of a request body
+# How often a server's loop looks for its shutdown: at socketserver's 0.5 s, the end of every run waited
+# up to that long for each of its two servers (this API and the run's /metrics), before its summary.
+SHUTDOWN_POLL_SECONDS = 0.05
 Text = Annotated[StrictStr, Field(max_length=10_000)]
 
 
@@ -93,7 +97,7 @@ class ControlServer:
         self.redactor = Redactor()  # every answer goes through it; the run shares its bundle's
         self.http = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
         self.port = self.http.server_address[1]
-        self.thread = threading.Thread(target=self.http.serve_forever, name="control-api", daemon=True)
+        self.thread = serving_thread(self.http, "control-api")
         self.closed = False
         self.status_answer: bytes | None = None  # the latest status, encoded; replaced whole, never changed
 
@@ -135,6 +139,11 @@ class ControlServer:
         if self.thread.is_alive():
             self.http.shutdown()
         self.http.server_close()
+
+
+def serving_thread(server: socketserver.BaseServer, name: str) -> threading.Thread:
+    """A daemon thread (not yet started) that serves `server` until its shutdown()."""
+    return threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,), name=name, daemon=True)
 
 
 def _handler_for(server: ControlServer):

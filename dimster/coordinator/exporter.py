@@ -3,15 +3,28 @@ status snapshot the coordinator hands over (so the HTTP thread never reads the r
 changes it) and from the series per kind of client the workers' reports feed (client_series.py).
 Run-wide names and units come from the one status schema (status_schema.py)."""
 
-from prometheus_client import CollectorRegistry, start_http_server
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dimster.coordinator.client_series import ClientSeries
+from dimster.coordinator.control import serving_thread
 from dimster.coordinator.status_schema import FIELDS
 from dimster.errors import DimsterError
 from dimster.worker.protocol import IntervalReport
 
 LABELS = ("environment", "run", "workload", "mode")
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args) -> None:
+        pass  # a scrape is not news
 
 
 class StatusExporter:
@@ -22,9 +35,12 @@ class StatusExporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         try:
-            self.server, self.thread = start_http_server(port, addr=host, registry=self.registry)
+            # prometheus-client's own server, but one whose shutdown is prompt (control.SHUTDOWN_POLL_SECONDS)
+            self.server = make_server(host, port, make_wsgi_app(self.registry), _Server, handler_class=_QuietHandler)
         except OSError as e:
             raise DimsterError(f"the run's metrics endpoint cannot listen on {host}:{port}: {e.strerror}") from None
+        self.thread = serving_thread(self.server, "metrics-endpoint")
+        self.thread.start()
         self.address = f"{host}:{self.server.server_port}"
 
     @property
