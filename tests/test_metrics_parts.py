@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dimster.results.metrics_parts import compact_parts, readable_parts, written_flushes
+from dimster.results import metrics_parts
+from dimster.results.metrics_parts import compact_parts, completed_ranges, readable_parts, written_flushes
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
@@ -16,9 +17,9 @@ pytestmark = pytest.mark.unit
 START = 100.0
 
 
-def write_flushes(metrics, count: int) -> MetricsWriter:
+def write_flushes(metrics, count: int, merge_behind: bool = False) -> MetricsWriter:
     """`count` flushes of one report each, the producer's `sent` counting the flush."""
-    writer = MetricsWriter(metrics, START)
+    writer = MetricsWriter(metrics, START, merge_behind)
     for flush in range(count):
         publish = {("publish", -1): ({3: 1}, 1, 1.0, 1.0)}
         client = ClientInterval("p0", "producer", "t", sent=flush + 1, histograms=publish)
@@ -43,6 +44,37 @@ def test_a_runs_parts_merge_into_one_file_a_table_in_order(tmp_path):
     assert written_flushes(metrics / "workers") == {0, 1, 2, 3}
     assert compact_parts(metrics) == []  # once merged, nothing more to do
     assert [p.name for p in (metrics / "intervals").iterdir()] == ["parts-00000-00003.parquet"]
+
+
+def test_the_merges_behind_a_run_take_each_minute_of_flushes_then_each_chunk_of_those():
+    assert [completed_ranges(n) for n in (0, 5, 11, 13, 23)] == [[]] * 5
+    assert completed_ranges(12) == [range(0, 12)]
+    assert completed_ranges(24) == [range(12, 24)]
+    assert completed_ranges(144) == [range(132, 144), range(0, 144)]
+    assert completed_ranges(1728) == [range(1716, 1728), range(1584, 1728), range(0, 1728)]
+
+
+def test_a_runs_writer_merges_behind_it_in_order_and_its_end_merges_the_rest(tmp_path):
+    metrics = tmp_path / "metrics"
+    write_flushes(metrics, 30, merge_behind=True).close()
+    merged = ["parts-00000-00011.parquet", "parts-00012-00023.parquet"]
+    for table in ("intervals", "histograms", "workers"):
+        names = sorted(p.name for p in (metrics / table).iterdir())
+        assert names == sorted(merged + [f"part-{n:05d}.parquet" for n in range(24, 30)]), table
+    assert sent(metrics / "intervals") == list(range(1, 31))
+    assert written_flushes(metrics / "workers") == set(range(30))
+    assert compact_parts(metrics) == []
+    assert [p.name for p in (metrics / "intervals").iterdir()] == ["parts-00000-00029.parquet"]
+    assert sent(metrics / "intervals") == list(range(1, 31))
+
+
+def test_merges_behind_merge_their_own_merged_files_a_level_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(metrics_parts, "CHUNK", 2)
+    metrics = tmp_path / "metrics"
+    write_flushes(metrics, 9, merge_behind=True).close()  # 0-1, 2-3, 0-3, 4-5, 6-7, 4-7, 0-7
+    names = sorted(p.name for p in (metrics / "intervals").iterdir())
+    assert names == ["part-00008.parquet", "parts-00000-00007.parquet"]
+    assert sent(metrics / "intervals") == list(range(1, 10))
 
 
 def test_a_merge_cut_short_by_a_crash_counts_nothing_twice(tmp_path):

@@ -47,6 +47,7 @@ def record_failure(
     if metrics:
         try:
             metrics.flush()
+            metrics.close()
         except Exception as e:  # already failing: keep the first error, note this one
             flushed = False
             log.event("metrics_not_flushed", reason=f"{type(e).__name__}: {e}")

@@ -56,11 +56,14 @@ class ReportIntake:
         self.flushed = time.time()
         self.journal.load(load_started)
 
-    def flush(self, metrics: MetricsWriter) -> None:
-        """The Parquet files written, and the journal told so."""
+    def flush(self, metrics: MetricsWriter, last: bool = False) -> None:
+        """The Parquet files written, and the journal told so; after the `last`, the merges behind done
+        (the end's merge must be the only one)."""
         metrics.flush()
         self.journal.flushed()
         self.flushed = time.time()
+        if last:
+            metrics.close()
 
     def take(self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool) -> None:
         """`phase`: the phase the report's end falls in; `loading`: load has started."""

@@ -237,7 +237,7 @@ class Coordinator:
         if not self.failure:
             self._await_assignments()
         self.load_started = time.time() + LOOP_TICK
-        self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started)
+        self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started, merge_behind=True)
         self.intake.start_load(self.load_started)
         for index in self.ensemble.live_workers():
             self.ensemble.send(index, StartLoad(self.load_started))
@@ -333,7 +333,7 @@ class Coordinator:
             self.metrics, self.phases.at, groups, a.closes, a.backlog_by_group
         )
         if self.metrics:
-            self.intake.flush(self.metrics)
+            self.intake.flush(self.metrics, last=True)
         self.desk.publish()  # the last one: `lost` is known now
         if not self.workload.keep_topics:
             for problem in self.kafka.delete_topics(self.topology.topics):

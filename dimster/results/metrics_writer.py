@@ -18,6 +18,7 @@ from dimster.metrics.schema import (
     INTERVAL_COLUMNS,
     REPORT_COLUMNS,
 )
+from dimster.results.metrics_parts import MergeBehind
 
 ARROW_TYPES = {
     "float64": pa.float64(),
@@ -50,11 +51,13 @@ class Report(Protocol):
 
 
 class MetricsWriter:
-    def __init__(self, folder: Path, load_started: float):
+    def __init__(self, folder: Path, load_started: float, merge_behind: bool = False):
+        """`merge_behind`: merge the parts while the run goes on (a run's own writer; close() at its end)."""
         self.folder = folder
         self.load_started = load_started
         self.rows: dict[str, list[dict]] = defaultdict(list)
         self.parts = 0
+        self.merges = MergeBehind(folder) if merge_behind else None
 
     def add(self, report: Report, phase: str) -> None:
         times = (report.end_time, round(report.end_time - self.load_started, 3), phase, report.worker_index)
@@ -106,6 +109,13 @@ class MetricsWriter:
             os.replace(writing, path)
         self.rows.clear()
         self.parts += 1
+        if self.merges:
+            self.merges.flushed(self.parts)
+
+    def close(self) -> None:
+        """After the last flush: wait for the merges behind, if any."""
+        if self.merges:
+            self.merges.close()
 
 
 def _row(first: dict, columns: tuple[str, ...], values: tuple) -> dict:
