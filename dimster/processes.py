@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +152,13 @@ def spawn(command: list[str], log_file: Path, env: dict[str, str] | None = None)
         return TrackedProcess(pid, psutil.Process(pid).create_time())
     except psutil.Error:  # already gone: alive() says so
         return TrackedProcess(pid, 0.0)
+
+
+def nice_this_thread(niceness: int = 10) -> None:
+    """Lower the calling thread's priority (Linux nices a thread alone), so that the process's other
+    threads go first; where that is refused, nothing changes."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
 
 
 def tail(path: Path, lines: int = 10) -> list[str]:

@@ -77,6 +77,23 @@ def test_merges_behind_merge_their_own_merged_files_a_level_up(tmp_path, monkeyp
     assert sent(metrics / "intervals") == list(range(1, 10))
 
 
+def test_a_table_a_merge_behind_cannot_read_leaves_the_others_merged(tmp_path, monkeypatch):
+    monkeypatch.setattr(metrics_parts, "CHUNK", 2)
+    metrics = tmp_path / "metrics"
+    write_flushes(metrics, 1)
+    (metrics / "histograms" / "part-00000.parquet").write_bytes(b"cut short")  # sorted before the others
+    writer = MetricsWriter(metrics, START, merge_behind=True)
+    writer.parts = 1
+    client = ClientInterval("p0", "producer", "t", sent=2, histograms={("publish", -1): ({3: 1}, 1, 1.0, 1.0)})
+    writer.add(IntervalReport(0, START + 2, [client]), "measure")
+    writer.flush()  # completes flushes 0-1
+    writer.close()
+    assert sorted(p.name for p in (metrics / "histograms").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
+    for table in ("intervals", "workers"):
+        assert [p.name for p in (metrics / table).iterdir()] == ["parts-00000-00001.parquet"], table
+    assert sent(metrics / "intervals") == [1, 2]
+
+
 def test_a_merge_cut_short_by_a_crash_counts_nothing_twice(tmp_path):
     metrics = tmp_path / "metrics"
     write_flushes(metrics, 3)

@@ -2,7 +2,6 @@
 
 import contextlib
 import importlib
-import os
 import threading
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import typer
 from dimster.cli.output import SparkMasterOpt, console, err_console
 from dimster.errors import DimsterError, ThresholdsBreached
 from dimster.pipeline.spark import spark_master
+from dimster.processes import nice_this_thread
 from dimster.verdict.campaign import point_outcome
 from dimster.verdict.judge import Spec, breaches, not_judged
 from dimster.workload.modes import mode_line
@@ -178,8 +178,7 @@ def import_ahead() -> None:
 
 
 def _import_end_of_run() -> None:
-    with contextlib.suppress(OSError):  # Linux nices a thread alone: the run's own threads go first
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    nice_this_thread()  # the run's own threads go first
     with contextlib.suppress(Exception):  # an import that fails here fails again, in one line, where it is used
         for name in END_OF_RUN_MODULES:
             importlib.import_module(name)

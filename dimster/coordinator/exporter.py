@@ -3,11 +3,11 @@ status snapshot the coordinator hands over (so the HTTP thread never reads the r
 changes it) and from the series per kind of client the workers' reports feed (client_series.py).
 Run-wide names and units come from the one status schema (status_schema.py)."""
 
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from dimster.coordinator.client_series import ClientSeries
 from dimster.coordinator.control import serving_thread
@@ -16,10 +16,6 @@ from dimster.errors import DimsterError
 from dimster.worker.protocol import IntervalReport
 
 LABELS = ("environment", "run", "workload", "mode")
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -36,7 +32,8 @@ class StatusExporter:
         self.registry.register(self)
         try:
             # prometheus-client's own server, but one whose shutdown is prompt (control.SHUTDOWN_POLL_SECONDS)
-            self.server = make_server(host, port, make_wsgi_app(self.registry), _Server, handler_class=_QuietHandler)
+            app = make_wsgi_app(self.registry)
+            self.server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
         except OSError as e:
             raise DimsterError(f"the run's metrics endpoint cannot listen on {host}:{port}: {e.strerror}") from None
         self.thread = serving_thread(self.server, "metrics-endpoint")

@@ -138,9 +138,9 @@ def compression_ratios(intervals, brokers, topics: dict[tuple, list[str]], keys:
     payloads = producing.groupBy(*keys).agg(F.sum("sent_bytes").alias("payload")).collect()
     payload = {tuple(row[k] for k in keys): row["payload"] or 0 for row in payloads}
     named = {run: list(names) for run, names in topics.items()}
-    if not all(named.values()):
+    if unnamed := {run for run, names in topics.items() if not names}:
         for row in producing.select(*keys, "topic").distinct().collect():
-            if not topics.get(run := tuple(row[k] for k in keys), True):
+            if (run := tuple(row[k] for k in keys)) in unnamed:
                 named[run].append(row["topic"])
     taken_in: dict[tuple, float] = {}
     own = [(*run, topic) for run, names in named.items() for topic in names]

@@ -10,12 +10,13 @@ skipped."""
 import contextlib
 import os
 import re
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from dimster.processes import nice_this_thread
 
 PART = re.compile(r"part-(\d+)\.parquet")
 MERGED = re.compile(r"parts-(\d+)-(\d+)\.parquet")
@@ -61,7 +62,7 @@ class MergeBehind:
 
     def __init__(self, metrics: Path):
         self.metrics = metrics
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="merge-behind", initializer=_lower_priority)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="merge-behind", initializer=nice_this_thread)
 
     def flushed(self, flushes: int) -> None:
         """Flushes 0 .. `flushes` - 1 are written: merge what they complete."""
@@ -73,8 +74,8 @@ class MergeBehind:
         self.pool.shutdown(wait=True)
 
     def _merge_tables(self, within: range) -> None:
-        with contextlib.suppress(OSError, ValueError, pa.ArrowException):  # the end's merge tries again
-            for table_dir in sorted(p for p in self.metrics.iterdir() if p.is_dir()):
+        for table_dir in sorted(p for p in self.metrics.iterdir() if p.is_dir()):
+            with contextlib.suppress(OSError, ValueError, pa.ArrowException):  # the end's merge tries again
                 files = [(path, flushes) for path, flushes in table_files(table_dir) if _held(flushes, within)]
                 if len(files) >= 2:
                     _merge(files, table_dir / _merged_name(files))
@@ -88,11 +89,6 @@ def completed_ranges(flushes: int) -> list[range]:
         ranges.append(range(flushes - size, flushes))
         size *= CHUNK
     return ranges
-
-
-def _lower_priority() -> None:
-    with contextlib.suppress(OSError):  # Linux nices a thread alone: the run's own threads go first
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
 def compact_parts(metrics: Path) -> list[str]:
