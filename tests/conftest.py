@@ -73,6 +73,33 @@ SHARED_BY_MODULES = {
 }
 
 
+# Tests that take their scope's cluster down themselves: run last of their scope, or the next test of
+# the scope brings it up again (5-13 s) only for the session's end to take it down once more.
+ENDS_ITS_CLUSTER = (
+    "test_cluster_three_nodes.py::test_down_leaves_nothing_running",
+    "test_docker_backend.py::test_down_removes_exactly_what_dimster_created_and_purge_the_volumes",
+)
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(items):
+    """pytest-randomly's order (its hook runs first), but for each test of ENDS_ITS_CLUSTER: its module
+    after the other modules of its scope, and it last of its module."""
+    for tail in ENDS_ITS_CLUSTER:
+        ender = next((item for item in items if item.nodeid.endswith(tail)), None)
+        if ender is None:
+            continue
+        scope = SHARED_BY_MODULES[Path(_module(ender)).name]
+        block = [item for item in items if _module(item) == _module(ender) and item is not ender] + [ender]
+        rest = [item for item in items if _module(item) != _module(ender)]
+        in_scope = [i for i, item in enumerate(rest) if SHARED_BY_MODULES.get(Path(_module(item)).name) == scope]
+        at = in_scope[-1] + 1 if in_scope else next((i for i, item in enumerate(items) if item in block), 0)
+        items[:] = rest[:at] + block + rest[at:]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
     """After the last test of the modules that share the three-node cluster, that cluster goes down

@@ -165,7 +165,7 @@ def test_a_run_through_a_kill_a_pause_a_restart_and_a_partition_loses_nothing_an
 
 
 def test_down_leaves_nothing_running(beefy):
-    """The next test that asks for the cluster brings it up again."""
+    """Last of its scope (conftest.ENDS_ITS_CLUSTER): a test after it would bring the cluster up again."""
     cluster_dir = beefy.profile().cluster_dir
     result = dimster("cluster", "down", "localBeefy", env=beefy.env)
     assert result.code == 0 and "stopped 3 node(s)" in result.stdout

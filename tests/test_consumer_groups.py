@@ -86,7 +86,7 @@ def test_a_consumer_pausing_9_of_its_10_partitions_before_every_poll_loses_nothi
     bundle = run_until(
         tmp_path,
         f"flow-{library}",
-        "received>=600",
+        "received>=300",  # 30 records a partition, the consumer's polls switching partitions all along
         consumerType="CONSUMER_GROUP",
         clientLibrary=library,
         partitionsPerTopic=10,
@@ -96,6 +96,6 @@ def test_a_consumer_pausing_9_of_its_10_partitions_before_every_poll_loses_nothi
         flowControl={"pausedFraction": 0.9},
     )
     totals = run_info(bundle)["totals"]
-    assert totals["received"] == totals["sent"] >= 600 and totals["lost"] == totals["duplicates"] == 0
+    assert totals["received"] == totals["sent"] >= 300 and totals["lost"] == totals["duplicates"] == 0
     consumer = table(bundle, "intervals").query("role == 'consumer'")
     assert consumer.max_poll_partitions.max() == 1  # each poll's records came from its one unpaused partition

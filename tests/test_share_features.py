@@ -18,6 +18,7 @@ pytestmark = pytest.mark.kafka
 
 ENV = "local"
 LOCK_MS = 2000
+LAPSE_LOCK_MS = 1000
 
 
 def bootstrap() -> str:
@@ -70,7 +71,11 @@ def client_totals(bundle: Path) -> dict:
 
 
 def test_processing_past_the_lock_redelivers_without_renewal_and_not_with_it(local_cluster, tmp_path):
-    lapsing, _ = run(tmp_path / "lapse", "lapse", **SLOW, acknowledgement={"mode": "EXPLICIT"})
+    # the lapsing run at the broker's shortest lock here (1 s, tests/conftest.py), each record processed
+    # for 2 s: every delivery still outlasts its lock by a fixed sleep, in half the time
+    lapse = {**SLOW, "consumerProcMsMin": 2 * LAPSE_LOCK_MS, "consumerProcMsMax": 2 * LAPSE_LOCK_MS}
+    lapse["groupConfig"] = {**SLOW["groupConfig"], "share.record.lock.duration.ms": LAPSE_LOCK_MS}
+    lapsing, _ = run(tmp_path / "lapse", "lapse", **lapse, acknowledgement={"mode": "EXPLICIT"})
     renewing, _ = run(tmp_path / "renew", "renew", **SLOW, acknowledgement={"mode": "EXPLICIT", "renewLocks": True})
 
     info = run_info(renewing)
@@ -101,7 +106,7 @@ def test_processing_past_the_lock_redelivers_without_renewal_and_not_with_it(loc
     assert counts["received"] - 3 * 3 <= counts["lock_timeouts"] <= counts["received"]
     assert max(deliveries.delivery_count) > 1  # records came back after their locks timed out
     assert info["totals"]["lock_timeouts"] == counts["lock_timeouts"]
-    assert info["groupConfig"]["start"]["share.record.lock.duration.ms"] == str(LOCK_MS)
+    assert info["groupConfig"]["start"]["share.record.lock.duration.ms"] == str(LAPSE_LOCK_MS)
     # a record whose lock timed out on its 3rd delivery (the group's limit) is archived by the broker
     [account] = info["account"].values()
     assert (

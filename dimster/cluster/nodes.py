@@ -23,6 +23,8 @@ from dimster.kafka.properties import property_text
 from dimster.paths import display, state_dir
 from dimster.profile import ProfileBase
 
+REPLICAS_POLL_SECONDS = 0.5  # between looks at the under-replicated partitions, after a node's restart
+
 
 class NodesProfile(ProfileBase):
     """A cluster dimster runs itself: `nodes` KRaft nodes (each broker and controller) with consecutive
@@ -293,14 +295,17 @@ class NodeCluster(Generic[State]):
             )
 
     def wait_replicas_in_sync(self, deadline: float, progress) -> None:
+        said: int | None = -1  # the count last said: a line when it changes
         while True:
             urp = under_replicated_partitions(self.profile.bootstrap_servers, security=self.client_security())
             if urp == 0:
                 return
             if time.monotonic() > deadline:
                 raise ClusterError(f"{urp} partitions of '{self.profile.name}' stayed under-replicated")
-            progress(f"  waiting for {urp if urp is not None else '?'} under-replicated partitions to recover")
-            time.sleep(2)
+            if urp != said:
+                progress(f"  waiting for {urp if urp is not None else '?'} under-replicated partitions to recover")
+                said = urp
+            time.sleep(REPLICAS_POLL_SECONDS)
 
     # ---- the backend interface -----------------------------------------------------------------
     def ensure(self, progress=print) -> None:

@@ -20,6 +20,7 @@ from dimster.cluster.backend import ClusterBackend
 from dimster.cluster.local import LocalCluster
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
+from dimster.kafka.helper import JVM_OPTIONS as TOOL_JVM_OPTIONS
 from dimster.kafka.security import java_security
 from dimster.paths import environments_dir
 from dimster.workload.clients import version_tuple
@@ -214,7 +215,7 @@ def version_mapping(tools: KafkaDistribution, release_version: str) -> dict[str,
     return levels
 
 
-_QUIET = {"jvm_options": ("-Xmx256m", "-Dlog4j2.level=ERROR")}
+_QUIET = {"jvm_options": TOOL_JVM_OPTIONS}  # a short-lived tool's JVM: small, C1 only, its log errors only
 
 
 def feature_tool(local: LocalCluster, tools: KafkaDistribution, *args: str) -> subprocess.CompletedProcess:

@@ -17,6 +17,7 @@ from dimster.coordinator.client_events import ReportIntake, note_replaced, note_
 from dimster.coordinator.console import status_line
 from dimster.coordinator.control import ControlServer
 from dimster.coordinator.desk import ControlDesk
+from dimster.coordinator.drain import DrainWatch
 from dimster.coordinator.ensemble import Ensemble, Placed
 from dimster.coordinator.exporter import StatusExporter
 from dimster.coordinator.failures import CorrectnessFailed, RunFailed
@@ -84,6 +85,7 @@ class Coordinator:
         self.aggregate = RunAggregate(self.topology.groups)
         self.barrier = AssignmentBarrier(self.kafka, self.log)
         self.observers = BrokerObservers(self.kafka, profile.broker_metrics_urls, self.log, self.aggregate)
+        self.drain = DrainWatch(self.aggregate, lambda: self.observers.broker_lag, workload)  # when it may end
         self.live = LiveChanges(cluster, self.kafka, self.ensemble, self.log, versions)
         self.limits = LimitWatch(self)  # why a share group falls behind, after each console window
         self.generator = GeneratorWatch(self.log, bundle)  # whether dimster kept its clients' schedule
@@ -107,6 +109,7 @@ class Coordinator:
     def prepare(self) -> None:
         """The run's topics, the brokers' watches, and its workers with their clients."""
         limits = prepare_topics(self.kafka, self.workload, self.topology, self.bundle, self.log)
+        self.drain.lock_seconds = limits[1] / 1000
         self.observers.watch_brokers()
         self.log.event("topics_created", topics=self.topology.topics, groups=list(self.topology.groups))
         self.observers.warm_up(self._groups() if self.topology.groups else {})
@@ -162,10 +165,8 @@ class Coordinator:
 
     def _on_signal(self, signum, _frame) -> None:
         self.stop_requested += 1
-        if self.stop_requested == 1:
-            self.log.say("stopping: producers stop, consumers drain (Ctrl-C again to force)")
-        else:
-            self.log.say("forcing stop")
+        forcing = self.stop_requested > 1
+        self.log.say("forcing stop" if forcing else "stopping: producers stop, consumers drain (Ctrl-C again to force)")
 
     # ---- the loop -------------------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -317,8 +318,8 @@ class Coordinator:
             self.log.event("drain_skipped", reason="consumers are paused", backlog=self.aggregate.backlog)
         elif not self.failure and not forced:
             self.log.event("drain_started", backlog=self.aggregate.backlog)
-            drained = self._wait(lambda: self.aggregate.backlog == 0, self.workload.drain_timeout_seconds, every)
-            self.log.event("drain_ended", drained=drained, backlog=self.aggregate.backlog)
+            drained = self._wait(self.drain.done, self.workload.drain_timeout_seconds, every)
+            self.log.event("drain_ended", drained=drained, **self.drain.ended())
         # whatever ended the load (a failure or a forced stop too): no node stays paused or stopped
         if not self._wait(self.live.healed, self.live.heal_timeout(), 1e9, stoppable=False):
             self.log.event("faults_not_healed", message=f"faults not healed within {self.live.heal_timeout():.0f} s")
@@ -328,10 +329,8 @@ class Coordinator:
         self._wait(self.ensemble.all_gone, 5 if forced else 90, 1e9)
         self._close_workers()
         self.phases.enter("done")
-        a, groups = self.aggregate, list(self.topology.groups)
-        self.unconsumed_by_group = self.observers.finish(
-            self.metrics, self.phases.at, groups, a.closes, a.backlog_by_group
-        )
+        a, groups, at = self.aggregate, list(self.topology.groups), self.phases.at
+        self.unconsumed_by_group = self.observers.finish(self.metrics, at, groups, a.closes, a.backlog_by_group)
         if self.metrics:
             self.intake.flush(self.metrics, last=True)
         self.desk.publish()  # the last one: `lost` is known now
