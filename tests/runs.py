@@ -195,6 +195,18 @@ def modify(*sets: str, env: str = "local") -> dict:
     return json.loads(result.stdout)
 
 
+def evidence(bundle: Path, lines: int = 40) -> str:
+    """What a failed assertion on a run shows, so that its cause can be chased after the run's folder is
+    gone: its totals, its events, and the last lines of each log of the bundle (workers, brokers)."""
+    info = json.loads((bundle / "run.json").read_text()) if (bundle / "run.json").exists() else {}
+    parts = [f"totals: {info.get('totals')}", "events:"]
+    if (bundle / "events.jsonl").exists():
+        parts += (bundle / "events.jsonl").read_text().splitlines()[-lines:]
+    for log in sorted((bundle / "logs").glob("*.log")):
+        parts += [f"--- {log.name}", *log.read_text(errors="replace").splitlines()[-lines:]]
+    return "\n".join(parts)
+
+
 def no_loss(info: dict) -> None:
     """A completed run whose every record was received once."""
     totals = info["totals"]

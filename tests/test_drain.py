@@ -1,10 +1,11 @@
-"""When a run's drain ends (coordinator/drain.py): settled, or every unsettled record in doubt and the
-brokers saying nothing is left, or a share group's record lock passed with none of them back."""
+"""When a run's drain ends (coordinator/drain.py): settled; or, for a share group, every unsettled record
+in doubt, no fault unhealed, and a reading of the brokers taken after that moment with a lag of 0 on
+every partition of every group."""
 
 import pytest
 
 from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.drain import DrainWatch
+from dimster.coordinator.drain import LOOK_EVERY, DrainWatch
 from dimster.kafka.groups import LagSample
 from dimster.workload.model import Workload
 
@@ -19,70 +20,84 @@ class Clock:
         return self.now
 
 
-def watch(consumer_type: str = "SHARE_GROUP", acked: int = 10, settled: int = 7, doubt: int = 3):
-    """A drain over one group `g` of topic `t`: `acked` records, `settled` of them settled, `doubt` in doubt;
-    its lag readings are whatever the test puts in `lag`."""
-    aggregate = RunAggregate({"g": "t"})
-    aggregate.acked_by_topic["t"] = acked
-    aggregate.settled_by_group["g"] = settled
-    aggregate.in_doubt_by_group["g"] = doubt
-    workload = Workload.model_validate({"name": "w", "reportIntervalSeconds": 1, "consumerType": consumer_type})
-    lag: list[LagSample] = []
-    clock = Clock()
-    drain = DrainWatch(aggregate, lambda: lag[-1] if lag else None, workload, clock=clock)
-    drain.lock_seconds = 15
-    return drain, aggregate, lag, clock
+class Drain:
+    """A drain over group `g` of topic `t` (2 partitions): `acked` records, `settled` of them settled,
+    `doubt` in doubt; the brokers' readings are whatever the test appends to `lag`."""
 
+    def __init__(self, consumer_type: str = "SHARE_GROUP", acked: int = 10, settled: int = 7, doubt: int = 3):
+        self.aggregate = RunAggregate({"g": "t"})
+        self.aggregate.acked_by_topic["t"] = acked
+        self.aggregate.settled_by_group["g"] = settled
+        self.aggregate.in_doubt_by_group["g"] = doubt
+        self.lag: list[LagSample] = []
+        self.healed = True
+        self.clock = Clock()
+        workload = Workload.model_validate({"name": "w", "partitionsPerTopic": 2, "consumerType": consumer_type})
+        broker_lag = lambda: self.lag[-1] if self.lag else None  # noqa: E731
+        self.watch = DrainWatch(self.aggregate, broker_lag, lambda: self.healed, workload, clock=self.clock)
 
-def sample(at: float, lag: int) -> LagSample:
-    return LagSample(at, {"g": {0: (100, lag)}})
+    def read(self, lags: dict[int, int], at: float | None = None) -> None:
+        """A reading of the brokers now (or at `at`): partition -> lag."""
+        self.lag.append(LagSample(self.clock.now if at is None else at, {"g": {p: (0, n) for p, n in lags.items()}}))
+
+    def later(self, seconds: float = LOOK_EVERY) -> bool:
+        self.clock.now += seconds
+        return self.watch.done()
 
 
 def test_a_drain_with_nothing_unsettled_is_done_settled():
-    drain, *_ = watch(settled=10, doubt=0)
-    assert drain.done() and drain.ended() == {"backlog": 0, "ended_by": "settled"}
+    drain = Drain(settled=10, doubt=0)
+    assert drain.watch.done() and drain.watch.ended() == {"backlog": 0, "ended_by": "settled"}
 
 
 def test_records_not_in_doubt_are_waited_for_whatever_the_brokers_say():
-    drain, _, lag, clock = watch(settled=5, doubt=3)  # 2 unsettled and not in doubt
-    lag.append(sample(clock.now + 1, 0))
-    clock.now += 100
-    assert not drain.done() and drain.awaited() == 2
+    drain = Drain(settled=5, doubt=3)  # 2 unsettled and not in doubt
+    assert not drain.watch.done()
+    drain.read({0: 0, 1: 0})
+    assert not drain.later() and drain.watch.awaited() == 2 and drain.watch.ended()["ended_by"] == "timeout"
 
 
-def test_every_unsettled_record_in_doubt_ends_on_a_reading_after_that_moment_with_no_lag():
-    drain, _, lag, clock = watch()
-    lag.append(sample(clock.now - 1, 0))  # read before every unsettled record was in doubt: proves nothing
-    assert not drain.done()
-    clock.now += 2
-    lag.append(sample(clock.now, 3))  # the brokers still hold records for the group
-    assert not drain.done()
-    clock.now += 5
-    lag.append(sample(clock.now, 0))
-    assert drain.done()
-    assert drain.ended() == {"backlog": 3, "ended_by": "brokers: nothing left to deliver"}
+def test_every_unsettled_record_in_doubt_ends_on_a_later_reading_with_no_lag_on_any_partition():
+    drain = Drain()
+    drain.read({0: 0, 1: 0}, at=drain.clock.now - 1)  # read before all were in doubt: proves nothing
+    assert not drain.watch.done()
+    drain.read({0: 0, 1: 0}, at=drain.clock.now)  # read at that very moment: neither
+    assert not drain.later()
+    drain.read({0: 2, 1: -2})  # a partition still holds records for the group, whatever the sum
+    assert not drain.later()
+    drain.read({0: 0})  # a partition missing from the reading
+    assert not drain.later()
+    drain.read({0: 0, 1: 0})
+    assert drain.later()
+    assert drain.watch.ended() == {"backlog": 3, "ended_by": "brokers: nothing left to deliver"}
 
 
-def test_a_share_group_ends_once_a_record_lock_and_two_reports_passed_with_none_back():
-    drain, aggregate, lag, clock = watch()
-    assert not drain.done()
-    clock.now += 10
-    aggregate.settled_by_group["g"] += 1  # one came back and settled: the lock's time starts again
-    aggregate.in_doubt_by_group["g"] -= 1
-    assert not drain.done()
-    clock.now += 16.9  # 15 s lock + 2 s of reports, less 0.1 s
-    lag.append(sample(clock.now, 2))
-    assert not drain.done()
-    clock.now += 0.1
-    assert drain.done() and drain.ended() == {"backlog": 2, "ended_by": "a record lock passed"}
+def test_no_reading_counts_while_a_fault_is_unhealed_nor_one_taken_before_the_heal():
+    drain = Drain()
+    drain.healed = False  # a node still paused or restarting: its records may come back
+    drain.read({0: 0, 1: 0})
+    assert not drain.later()
+    drain.read({0: 0, 1: 0})
+    assert not drain.later()
+    drain.healed = True
+    assert not drain.later()  # the reading of the moment before: not after all were in doubt, healed
+    drain.clock.now += 0.5
+    drain.read({0: 0, 1: 0})
+    assert drain.later()
 
 
-def test_a_consumer_group_ends_early_only_on_the_brokers_word():
-    drain, _, lag, clock = watch(consumer_type="CONSUMER_GROUP")
-    assert not drain.done()
-    clock.now += 1000
-    lag.append(sample(clock.now, 1))
-    assert not drain.done() and drain.ended()["ended_by"] == "timeout"
-    clock.now += 1
-    lag.append(sample(clock.now, 0))
-    assert drain.done()
+def test_a_consumer_group_ends_only_settled_or_at_its_time_out():
+    drain = Drain(consumer_type="CONSUMER_GROUP")
+    assert not drain.watch.done()
+    drain.read({0: 0, 1: 0})
+    assert not drain.later(1000)
+
+
+def test_what_is_in_doubt_is_looked_at_once_a_second_at_most(monkeypatch):
+    drain = Drain()
+    looks = []
+    doubt = drain.aggregate.doubt
+    monkeypatch.setattr(drain.aggregate, "doubt", lambda group: looks.append(group) or doubt(group))
+    for _ in range(20):  # a loop pass every 0.2 s for 4 s
+        drain.later(0.2)
+    assert 4 <= len(looks) <= 5  # one group, looked at once a second

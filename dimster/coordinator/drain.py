@@ -1,10 +1,11 @@
 """When a run's drain may end. It ends once every acknowledged record is settled. A record in doubt (its
-acknowledgement answered with an error or never answered, or a lost worker's) may never settle: the
-broker may have applied what dimster never heard of. So once every unsettled record is in doubt, the
-drain ends when the brokers say the groups have nothing left to deliver (their lag, read after that
-moment, is 0), or, for a share group, once a record lock and two reports passed with none back (a
-record whose acknowledgement the broker lost comes back when its lock runs out). Waiting longer
-could not settle more: the records stay in doubt by name in the account."""
+acknowledgement answered with an error or never answered, as through a broker's restart, or a lost
+worker's) may never settle: the broker may have applied what dimster never heard of. So for share
+groups, once every unsettled record is in doubt and no fault is left unhealed, the drain ends when a
+reading of the brokers taken after that moment gives every partition of every group a lag of 0: the
+share partitions' state, as the share coordinator keeps it, holds no record that could still be
+delivered or acknowledged (KIP-1226; a state not yet written can only make the lag larger). A
+consumer group's drain ends as before: settled, or at its time-out."""
 
 import time
 from collections.abc import Callable
@@ -13,26 +14,30 @@ from dimster.coordinator.aggregate import RunAggregate
 from dimster.kafka.groups import LagSample
 from dimster.workload.model import Workload
 
-DEFAULT_LOCK_SECONDS = 30.0  # group.share.record.lock.duration.ms's default, until the broker's is known
+LOOK_EVERY = 1.0  # seconds between looks at what is in doubt (a look walks every record in doubt)
+SETTLED, BROKERS, TIMEOUT = "settled", "brokers: nothing left to deliver", "timeout"
 
 
 class DrainWatch:
+    """Whether the drain may end (`done`, asked every loop pass) and why it ended (`ended`)."""
+
     def __init__(
         self,
         aggregate: RunAggregate,
         broker_lag: Callable[[], LagSample | None],
+        healed: Callable[[], bool],
         workload: Workload,
         clock: Callable[[], float] = time.time,
     ):
         self.aggregate = aggregate
         self.broker_lag = broker_lag  # the brokers' latest reading of the groups' lag (None: none yet)
-        self.report_seconds = workload.report_interval_seconds
-        # a consumer group's records come back after a rebalance, not a lock: only its lag ends a drain early
+        self.healed = healed  # no fault of the run left unhealed
+        self.partitions = workload.partitions_per_topic  # of each group's topic
         self.share = workload.consumer_type == "SHARE_GROUP"
-        self.lock_seconds = DEFAULT_LOCK_SECONDS
-        self.clock = clock  # epoch seconds, the clock of the lag readings
-        self._all_in_doubt: tuple[int, float] | None = None  # (records in doubt, since when)
-        self.ended_by = "timeout"
+        self.clock = clock  # epoch seconds, the clock of the lag readings (the helper runs on this host)
+        self._all_in_doubt_since: float | None = None
+        self._looked = float("-inf")
+        self.ended_by = TIMEOUT
 
     def awaited(self) -> int:
         """Unsettled records that are not in doubt: those the drain waits for."""
@@ -41,23 +46,29 @@ class DrainWatch:
 
     def done(self) -> bool:
         if self.aggregate.backlog == 0:
-            self.ended_by = "settled"
+            self.ended_by = SETTLED
             return True
-        if self.awaited():
-            self._all_in_doubt = None
+        now = self.clock()
+        if not self.share or now - self._looked < LOOK_EVERY:
             return False
-        doubt, now = sum(map(self.aggregate.doubt, self.aggregate.groups)), self.clock()
-        if self._all_in_doubt is None or self._all_in_doubt[0] != doubt:  # one came back: wait again
-            self._all_in_doubt = (doubt, now)
-        since = self._all_in_doubt[1]
+        self._looked = now
+        if self.awaited() or not self.healed():
+            self._all_in_doubt_since = None
+            return False
+        if self._all_in_doubt_since is None:
+            self._all_in_doubt_since = now
         lag = self.broker_lag()
-        if lag is not None and lag.at > since and sum(map(lag.lag, self.aggregate.groups)) == 0:
-            self.ended_by = "brokers: nothing left to deliver"
-        elif self.share and now - since >= self.lock_seconds + 2 * self.report_seconds:
-            self.ended_by = "a record lock passed"
-        else:
+        if lag is None or lag.at <= self._all_in_doubt_since or not self._nothing_left(lag):
             return False
+        self.ended_by = BROKERS
         return True
+
+    def _nothing_left(self, lag: LagSample) -> bool:
+        """Every partition of every group in the reading, each with a lag of 0."""
+        readings = [lag.groups.get(group, {}) for group in self.aggregate.groups]
+        return all(len(by_partition) >= self.partitions for by_partition in readings) and all(
+            partition_lag == 0 for by_partition in readings for _, partition_lag in by_partition.values()
+        )
 
     def ended(self) -> dict:
         """For the drain_ended event: what was left and why the drain ended."""

@@ -85,7 +85,6 @@ class Coordinator:
         self.aggregate = RunAggregate(self.topology.groups)
         self.barrier = AssignmentBarrier(self.kafka, self.log)
         self.observers = BrokerObservers(self.kafka, profile.broker_metrics_urls, self.log, self.aggregate)
-        self.drain = DrainWatch(self.aggregate, lambda: self.observers.broker_lag, workload)  # when it may end
         self.live = LiveChanges(cluster, self.kafka, self.ensemble, self.log, versions)
         self.limits = LimitWatch(self)  # why a share group falls behind, after each console window
         self.generator = GeneratorWatch(self.log, bundle)  # whether dimster kept its clients' schedule
@@ -109,7 +108,6 @@ class Coordinator:
     def prepare(self) -> None:
         """The run's topics, the brokers' watches, and its workers with their clients."""
         limits = prepare_topics(self.kafka, self.workload, self.topology, self.bundle, self.log)
-        self.drain.lock_seconds = limits[1] / 1000
         self.observers.watch_brokers()
         self.log.event("topics_created", topics=self.topology.topics, groups=list(self.topology.groups))
         self.observers.warm_up(self._groups() if self.topology.groups else {})
@@ -318,8 +316,9 @@ class Coordinator:
             self.log.event("drain_skipped", reason="consumers are paused", backlog=self.aggregate.backlog)
         elif not self.failure and not forced:
             self.log.event("drain_started", backlog=self.aggregate.backlog)
-            drained = self._wait(self.drain.done, self.workload.drain_timeout_seconds, every)
-            self.log.event("drain_ended", drained=drained, **self.drain.ended())
+            drain = DrainWatch(self.aggregate, lambda: self.observers.broker_lag, self.live.healed, self.workload)
+            drained = self._wait(drain.done, self.workload.drain_timeout_seconds, every)
+            self.log.event("drain_ended", drained=drained, **drain.ended())
         # whatever ended the load (a failure or a forced stop too): no node stays paused or stopped
         if not self._wait(self.live.healed, self.live.heal_timeout(), 1e9, stoppable=False):
             self.log.event("faults_not_healed", message=f"faults not healed within {self.live.heal_timeout():.0f} s")
