@@ -81,8 +81,10 @@ ENDS_ITS_CLUSTER = (
 )
 
 
-def _module(item) -> str:
-    return item.nodeid.split("::")[0]
+def _scope(nodeid: str) -> str:
+    """Where a test runs with others: its module's shared scope (SHARED_BY_MODULES), else its module."""
+    module = nodeid.split("::", 1)[0]
+    return SHARED_BY_MODULES.get(Path(module).name, module)
 
 
 def pytest_collection_modifyitems(items):
@@ -92,11 +94,11 @@ def pytest_collection_modifyitems(items):
         ender = next((item for item in items if item.nodeid.endswith(tail)), None)
         if ender is None:
             continue
-        scope = SHARED_BY_MODULES[Path(_module(ender)).name]
-        block = [item for item in items if _module(item) == _module(ender) and item is not ender] + [ender]
-        rest = [item for item in items if _module(item) != _module(ender)]
-        in_scope = [i for i, item in enumerate(rest) if SHARED_BY_MODULES.get(Path(_module(item)).name) == scope]
-        at = in_scope[-1] + 1 if in_scope else next((i for i, item in enumerate(items) if item in block), 0)
+        module = ender.nodeid.split("::", 1)[0] + "::"
+        block = [item for item in items if item.nodeid.startswith(module) and item is not ender] + [ender]
+        rest = [item for item in items if not item.nodeid.startswith(module)]
+        scope = _scope(ender.nodeid)
+        at = max((i + 1 for i, item in enumerate(rest) if _scope(item.nodeid) == scope), default=len(rest))
         items[:] = rest[:at] + block + rest[at:]
 
 
@@ -104,9 +106,7 @@ def pytest_collection_modifyitems(items):
 def pytest_runtest_teardown(item, nextitem):
     """After the last test of the modules that share the three-node cluster, that cluster goes down
     (the modules of a scope run one after the other on one worker)."""
-    scope = SHARED_BY_MODULES.get(Path(item.nodeid.split("::")[0]).name)
-    after = SHARED_BY_MODULES.get(Path(nextitem.nodeid.split("::")[0]).name) if nextitem else None
-    if scope == "beefy" and after != "beefy":
+    if _scope(item.nodeid) == "beefy" and (nextitem is None or _scope(nextitem.nodeid) != "beefy"):
         for cluster in RUNNING:
             beefy_down(cluster)
 
@@ -118,8 +118,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return SHARED_BY_MODULES.get(Path(module).name, module)
+            return _scope(nodeid)
 
     return ModuleScheduling(config, log)
 

@@ -3,7 +3,6 @@ cluster of the shipped `local` profile is up on its own ports (19092+), the sess
 is up on its own ports, runs a workload and goes down (the next test that asks for it brings it up
 again), and the shipped-port cluster is still there, unchanged."""
 
-import fcntl
 import json
 import shutil
 
@@ -76,10 +75,7 @@ def test_the_suite_runs_beside_a_shipped_local_cluster(shipped_local_cluster, tm
     assert not set(local_cluster.split(",")) & set(shipped.bootstrap_servers.split(","))
     bundle = run_until(tmp_path / "run", "beside", "received>=500", warmupSeconds=0)
     assert run_info(bundle)["totals"]["lost"] == 0
-    spark = SparkService().folder
-    spark.mkdir(parents=True, exist_ok=True)
-    with open(spark / "use.lock", "a") as use:  # as a summary holds it: the worker's Spark server stays up
-        fcntl.flock(use, fcntl.LOCK_SH)
+    with SparkService().held():  # as a summary holds it: the session's Spark server stays up for the next
         assert dimster("cluster", "down", "local").code == 0
 
     assert listeners(ports) == before  # the same processes hold the shipped ports

@@ -85,13 +85,17 @@ class SparkService:
     @contextlib.contextmanager
     def in_use(self) -> Iterator["StallWatch"]:
         """The server (its `url`), started first when none of this PySpark's listens, and watched
-        while the block runs; `stop` waits for the block to end (`stop(if_idle=True)` ends nothing
-        meanwhile)."""
+        while the block runs; held meanwhile (`held`)."""
+        with self.held(), StallWatch(self._server()) as watch:
+            yield watch
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """While the block runs, `stop` waits for it to end and `stop(if_idle=True)` ends nothing."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.folder / "use.lock", "w") as use:
             fcntl.flock(use, fcntl.LOCK_SH)
-            with StallWatch(self._server()) as watch:
-                yield watch
+            yield
 
     def start_ahead(self) -> threading.Thread | None:
         """Start the server in the background, at a low priority (AHEAD_NICE), while a run loads: its
