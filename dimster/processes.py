@@ -17,18 +17,33 @@ from dimster.errors import ClusterError
 _DETACH = Path(__file__).with_name("detach.py")
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+_WALL_CLOCK_RECORD = 1e9  # a `started` above this is a wall-clock time, as dimster recorded before 2026-11-30
+
+
 @dataclass(frozen=True)
 class TrackedProcess:
+    """A process by its PID and start. `started` is seconds since boot (psutil's monotonic create
+    time): its wall-clock start would move whenever the host's clock is set or slewed, and a tracked
+    process would then look gone to the next dimster command, a live run crashed and a broker stopped."""
+
     pid: int
-    started: float  # psutil create_time: tells our process apart from a later one with a reused PID
+    started: float
+
+    @classmethod
+    def of(cls, pid: int) -> "TrackedProcess":
+        return cls(pid, _since_boot(pid) or 0.0)  # 0.0: already gone, as alive() says
 
     def _process(self) -> psutil.Process | None:
         """The process itself, or None when it is gone or the PID now belongs to another one."""
         try:
             process = psutil.Process(self.pid)
-            return process if abs(process.create_time() - self.started) < 1.0 else None
+            if self.started > _WALL_CLOCK_RECORD:  # a record of an older dimster, e.g. a cluster it started
+                return process if abs(process.create_time() - self.started) < 1.0 else None
         except psutil.Error:
             return None
+        started = _since_boot(self.pid)
+        return process if started is not None and abs(started - self.started) < 0.05 else None
 
     def alive(self) -> bool:
         process = self._process()
@@ -108,6 +123,15 @@ class TrackedProcess:
             raise ClusterError(f"process {self.pid} did not exit within {timeout + 10:.0f}s of SIGTERM and SIGKILL")
 
 
+def _since_boot(pid: int) -> float | None:
+    """When process `pid` started, in seconds since boot (starttime in /proc/PID/stat), None when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2 :].split()[19]) / _TICKS  # field 22, counted after the name's ")"
+
+
 def _wait_exited(process: psutil.Process, timeout: float) -> bool:
     """Whether `process` exited (gone, or a zombie) within `timeout` seconds; reaps it if it is our child."""
     deadline = time.monotonic() + timeout
@@ -147,11 +171,7 @@ def spawn(command: list[str], log_file: Path, env: dict[str, str] | None = None)
     if result.returncode != 0 or not result.stdout.strip().isdigit():
         reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise ClusterError(f"could not start {Path(command[0]).name}: {reason}")
-    pid = int(result.stdout)
-    try:  # create_time tells this process apart from a later one that reuses its PID
-        return TrackedProcess(pid, psutil.Process(pid).create_time())
-    except psutil.Error:  # already gone: alive() says so
-        return TrackedProcess(pid, 0.0)
+    return TrackedProcess.of(int(result.stdout))
 
 
 def nice_this_thread(niceness: int = 10) -> None:

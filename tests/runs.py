@@ -8,6 +8,7 @@ but never makes a run carry fewer records than its test counts on."""
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -205,6 +206,17 @@ def evidence(bundle: Path, lines: int = 40) -> str:
     for log in sorted((bundle / "logs").glob("*.log")):
         parts += [f"--- {log.name}", *log.read_text(errors="replace").splitlines()[-lines:]]
     return "\n".join(parts)
+
+
+def detached_evidence(output: str, lines: int = 40) -> str:
+    """The evidence of a detached run from what `dimster run --detach` printed ("results in BUNDLE;
+    console: LOG"): the bundle's, and the console's last lines (a crashed coordinator's last words)."""
+    found = re.search(r"results in (\S+); console: (\S+)", output)
+    if found is None:
+        return "no detached run was started"
+    bundle, console = Path(found[1]), Path(found[2])
+    tail = console.read_text(errors="replace").splitlines()[-lines:] if console.is_file() else ["(no console)"]
+    return "\n".join([evidence(bundle, lines), f"--- {console.name}", *tail])
 
 
 def no_loss(info: dict) -> None:

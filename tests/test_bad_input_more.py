@@ -10,7 +10,6 @@ import sys
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
 from dimster.coordinator.control import ControlServer
@@ -21,6 +20,7 @@ from dimster.kafka.distribution import kafka_distribution, version_home
 from dimster.kafka.helper import run_helper
 from dimster.kafka.jmx_exporter import agent_jar
 from dimster.pipeline.spark_service import SparkService
+from dimster.processes import TrackedProcess
 from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
 from tests.synthetic import synthetic_run
 
@@ -278,7 +278,7 @@ def test_a_run_whose_coordinator_was_killed_is_called_crashed_once(tmp_path):
     results.mkdir(parents=True)
     (results / "run.json").write_text(json.dumps({"run_id": results.name, "status": "running"}))
     coordinator = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
-    started = psutil.Process(coordinator.pid).create_time()
+    started = TrackedProcess.of(coordinator.pid).started
     coordinator.kill()
     coordinator.wait()
     state = {"pid": coordinator.pid, "started": started, "port": 1, "token": "t", "results": str(results)}

@@ -44,7 +44,7 @@ def until(predicate, timeout: float = 10.0) -> bool:
 
 
 def test_pause_resume_and_kill_reach_the_tracked_process(sleeper):
-    tracked = TrackedProcess(sleeper.pid, psutil.Process(sleeper.pid).create_time())
+    tracked = TrackedProcess.of(sleeper.pid)
     tracked.send(signal.SIGSTOP)
     assert until(tracked.paused) and tracked.alive()
     tracked.send(signal.SIGCONT)
@@ -57,7 +57,7 @@ def test_pause_resume_and_kill_reach_the_tracked_process(sleeper):
 
 
 def test_a_process_that_only_shares_the_pid_is_never_signalled(sleeper):
-    impostor = TrackedProcess(sleeper.pid, psutil.Process(sleeper.pid).create_time() - 100)  # an earlier one
+    impostor = TrackedProcess(sleeper.pid, TrackedProcess.of(sleeper.pid).started - 100)  # an earlier one
     with pytest.raises(ClusterError, match="is not running"):
         impostor.send(signal.SIGSTOP)
     assert psutil.Process(sleeper.pid).status() != psutil.STATUS_STOPPED
@@ -73,7 +73,7 @@ def test_stopping_a_paused_process_ends_it_with_sigterm(tmp_path):
     )
     process = subprocess.Popen([sys.executable, "-c", code])
     try:
-        tracked = TrackedProcess(process.pid, psutil.Process(process.pid).create_time())
+        tracked = TrackedProcess.of(process.pid)
         assert until(ready.exists)  # the handler is in place
         tracked.send(signal.SIGSTOP)
         assert until(tracked.paused)

@@ -13,6 +13,7 @@ import yaml
 
 from tests.conftest import REPO, dimster, set_broker_config, spare_ports_yaml, write_environment
 from tests.runs import (
+    detached_evidence,
     events,
     evidence,
     modifications,
@@ -243,7 +244,9 @@ def test_scenario_script_runs_unattended(tmp_path):
             "RUN_OPTIONS": "--no-summary",
         },
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, "\n".join(
+        [result.stdout[-3000:], result.stderr[-3000:], detached_evidence(result.stdout)]
+    )
     outcomes = [
         "== start",
         "keeps up: consumed at the target rate",

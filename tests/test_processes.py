@@ -58,7 +58,7 @@ def holder(tmp_path):
 
 
 def tracked(pid: int) -> TrackedProcess:
-    return TrackedProcess(pid, psutil.Process(pid).create_time())
+    return TrackedProcess.of(pid)
 
 
 def test_a_zombie_of_another_process_counts_as_stopped(holder):
@@ -131,3 +131,37 @@ def test_a_process_listens_on_its_own_port_not_on_one_another_process_holds(tmp_
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_step_of_the_hosts_clock_leaves_a_tracked_process_ours(monkeypatch):
+    """psutil's wall-clock start of a process is the boot time (/proc/stat, itself derived from the
+    clock) plus its start since boot: when the clock is set or slewed it moves. A run's coordinator,
+    recorded before the step, must still be alive to the next `dimster status`, or that command
+    calls a live run crashed (CI saw it on 2026-11-30) and a redeploy skips a broker it must stop."""
+    import psutil._pslinux as linux
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        recorded = TrackedProcess.of(sleeper.pid)
+        impostor = TrackedProcess(sleeper.pid, recorded.started - 0.5)  # an earlier process of that PID
+        boot_time = linux.boot_time()
+        monkeypatch.setattr(linux, "boot_time", lambda: boot_time + 2.0)
+        assert psutil.Process(sleeper.pid).create_time() > recorded.started + 2.0  # the wall-clock start moved
+        assert recorded.alive() and not impostor.alive()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not recorded.alive()
+
+
+def test_a_process_recorded_by_wall_clock_is_still_found():
+    """State files of an older dimster (a cluster still running through an upgrade of dimster) hold
+    the wall-clock start: those processes are still recognized, and stopped."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        wall_clock = TrackedProcess(sleeper.pid, psutil.Process(sleeper.pid).create_time())
+        assert wall_clock.alive() and not TrackedProcess(sleeper.pid, wall_clock.started - 5).alive()
+        wall_clock.stop(timeout=10)  # SIGTERM reaches it (the stop reaps it, as its parent here)
+        assert not wall_clock.alive() and not psutil.pid_exists(sleeper.pid)
+    finally:
+        sleeper.kill()

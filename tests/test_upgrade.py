@@ -8,7 +8,6 @@ import subprocess
 import sys
 from io import StringIO
 
-import psutil
 import pytest
 from rich.console import Console
 
@@ -18,6 +17,7 @@ from dimster.cluster.local import LocalCluster
 from dimster.cluster.upgrade import described_levels, finalize_flags, properties_text, record_profile_version
 from dimster.environment import load_environment
 from dimster.errors import ClusterError
+from dimster.processes import TrackedProcess
 from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
 from tests.conftest import SUITE_JVM, dimster, one_error_line, spare_ports_yaml, write_environment
@@ -51,7 +51,7 @@ def write_state(project, env: str, processes, versions: list[str | None], cluste
         patch.setenv("DIMSTER_PROJECT_DIR", str(project))
         cluster_dir = load_environment(env).cluster_dir
     nodes = [
-        {"node_id": i + 1, "pid": p.pid, "started": psutil.Process(p.pid).create_time(), "kafka_version": v}
+        {"node_id": i + 1, "pid": p.pid, "started": TrackedProcess.of(p.pid).started, "kafka_version": v}
         for i, (p, v) in enumerate(zip(processes, versions, strict=True))
     ]
     cluster_dir.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import SparkMasterOpt, console, print_json, progress
-from dimster.coordinator.run_state import control_request, read_run_state, run_state_file
+from dimster.coordinator.run_state import console_log, control_request, read_run_state
 from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, display, project_dir
 from dimster.results.redaction import redact_argv
@@ -199,7 +199,7 @@ def _detach(
         raise DimsterError(
             f"a run is already active for '{env}' (run {existing['run_id']}); `dimster stop {env}` first"
         )
-    log = run_state_file(env).with_suffix(".console.log")
+    log = console_log(env)
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,

@@ -9,6 +9,7 @@ first snapshot (the run still starting) does a status call wait for the loop, as
 """
 
 import json
+import os
 import queue
 import re
 import secrets
@@ -18,11 +19,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Annotated, Any
 
-import psutil
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from dimster.coordinator.run_state import TOKEN_HEADER, read_run_state, run_state_file, write_run_state
 from dimster.errors import DimsterError
+from dimster.processes import TrackedProcess
 from dimster.results.redaction import Redactor
 
 MAX_BODY = 1_000_000  # bytes of a request body
@@ -117,8 +118,8 @@ class ControlServer:
                 f"`dimster stop {self.env}` first"
             )
         self.thread.start()
-        me = psutil.Process()
-        state = {"pid": me.pid, "started": me.create_time(), "port": self.port, "token": self.token, **details}
+        me = TrackedProcess.of(os.getpid())
+        state = {"pid": me.pid, "started": me.started, "port": self.port, "token": self.token, **details}
         write_run_state(run_state_file(self.env), state)
 
     def update(self, **details: Any) -> None:

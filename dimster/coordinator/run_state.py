@@ -25,6 +25,11 @@ def run_state_file(env: str) -> Path:
     return state_dir() / "runs" / f"{env}.json"
 
 
+def console_log(env: str) -> Path:
+    """Where a detached run of `env` writes its console (and, should it crash, its last words)."""
+    return run_state_file(env).with_suffix(".console.log")
+
+
 def write_run_state(path: Path, state: dict) -> None:
     """Atomically, readable by the user only: readers never see a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,9 +71,10 @@ def control_request(env: str, method: str, path: str, body: dict | None = None, 
     """Call the API of the run of `env`; DimsterError with the coordinator's words on refusal."""
     state, alive = _run_state(env)
     if state is not None and not alive:
+        last_words = f"; its console: {console_log(env)}" if console_log(env).is_file() else ""
         raise NoActiveRun(
             f"the run of '{env}' crashed: its coordinator (pid {state['pid']}) ended without closing the run; "
-            f"what it measured is in {state['results']} (`dimster summarize` it)"
+            f"what it measured is in {state['results']} (`dimster summarize` it){last_words}"
         )
     if state is None:
         raise NoActiveRun(f"no run is active for '{env}' (start one with `dimster run {env} -w WORKLOAD.yaml`)")

@@ -21,6 +21,7 @@ import yaml
 from dimster import __version__
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import java_executable, java_version_line
+from dimster.processes import TrackedProcess
 from dimster.results.records import Hardware, RunJson
 from dimster.results.redaction import Redactor, redact, redact_argv
 
@@ -122,7 +123,7 @@ class ResultsBundle:
             "brokers": brokers or [],
             "status": "running",
             # who records the run's end: a run whose coordinator is gone without doing so crashed
-            "coordinator_process": {"pid": os.getpid(), "started": psutil.Process().create_time()},
+            "coordinator_process": {"pid": os.getpid(), "started": TrackedProcess.of(os.getpid()).started},
         }
         self.run_info = dict(record)
         self.save_run_info()

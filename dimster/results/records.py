@@ -40,7 +40,7 @@ class Hardware(TypedDict):
 
 class CoordinatorProcess(TypedDict):
     pid: int
-    started: float  # epoch seconds
+    started: float  # seconds since the host's boot (TrackedProcess), or epoch seconds in older bundles
 
 
 class Totals(TypedDict):
