@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from dimster.coordinator.conditions import holds, parse_condition
 from dimster.coordinator.run_state import control_request
 from tests.cli import REPO, dimster
 
@@ -126,9 +127,19 @@ def status(env: str = "local") -> dict:
 
 
 def wait(condition: str, timeout: int = 90, env: str = "local", cli_env: dict[str, str] | None = None) -> None:
-    """`dimster wait ENV --until CONDITION`, which must hold in time."""
-    result = dimster("wait", env, "--until", condition, "--timeout", str(timeout), "--every", "0.25", env=cli_env)
-    assert result.code == 0, result.stderr + result.stdout
+    """CONDITION must hold within `timeout` seconds: what `dimster wait ENV --until CONDITION --every
+    0.25` does, asked in this process (a CLI process a wait cost about a second of CPU each, some 40 a
+    session). The command itself: the scenario script's test (its every step), test_distributed,
+    test_secrets. With `cli_env` (another state folder or project), the command."""
+    if cli_env is not None:
+        result = dimster("wait", env, "--until", condition, "--timeout", str(timeout), "--every", "0.25", env=cli_env)
+        assert result.code == 0, result.stderr + result.stdout
+        return
+    parsed = parse_condition(condition)
+    deadline = time.monotonic() + timeout
+    while not holds(parsed, s := status(env)):
+        assert time.monotonic() < deadline, f"'{condition}' did not hold within {timeout} s: {s}"
+        time.sleep(0.25)
 
 
 def scrape_samples(url: str) -> list:
