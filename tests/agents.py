@@ -14,7 +14,7 @@ from pathlib import Path
 import zmq
 
 from dimster import __version__
-from dimster.coordinator.remote import WorkersError, handshake
+from dimster.coordinator.workers.remote import WorkersError, handshake
 from dimster.worker.protocol import PROTOCOL_VERSION, Assignment, Close, Closed, Hello, Message, decode, encode
 
 DIMSTER = str(Path(sys.executable).parent / "dimster")

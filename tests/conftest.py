@@ -19,7 +19,7 @@ import psutil
 import pytest
 import yaml
 
-from dimster.coordinator.run_state import read_run_state
+from dimster.coordinator.control.run_state import read_run_state
 from dimster.kafka.helper import stop_helpers
 from dimster.pipeline.spark_service import SparkService
 from tests import locks

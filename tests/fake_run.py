@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dimster.coordinator.run import Coordinator
-from dimster.coordinator.topology import client_id
-from dimster.coordinator.workers import WorkerLost
+from dimster.coordinator.loop.run import Coordinator
+from dimster.coordinator.workers.seam import WorkerLost
+from dimster.coordinator.workers.topology import client_id
 from dimster.environment import parse_profile
 from dimster.kafka.groups import LagSample
 from dimster.metrics.histogram import Histogram

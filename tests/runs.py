@@ -18,8 +18,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from dimster.coordinator.conditions import holds, parse_condition
-from dimster.coordinator.run_state import control_request
+from dimster.coordinator.control.conditions import holds, parse_condition
+from dimster.coordinator.control.run_state import control_request
 from tests.cli import REPO, dimster
 
 BASE = {

@@ -6,7 +6,7 @@ import pytest
 import zmq
 
 from dimster.cluster.tls import Security
-from dimster.coordinator.remote import handshake
+from dimster.coordinator.workers.remote import handshake
 from dimster.errors import DimsterError
 from dimster.kafka.security import java_security
 from dimster.remote.allowances import LOGIN_MODULES, Allowances

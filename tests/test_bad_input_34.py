@@ -8,9 +8,9 @@ import pytest
 import zmq
 
 from dimster import __version__
-from dimster.coordinator.one_run import with_workload_broker_config
-from dimster.coordinator.remote import AgentLink, RemoteWorkers
-from dimster.coordinator.workers import WorkerLost
+from dimster.coordinator.loop.one_run import with_workload_broker_config
+from dimster.coordinator.workers.remote import AgentLink, RemoteWorkers
+from dimster.coordinator.workers.seam import WorkerLost
 from dimster.environment import parse_profile
 from dimster.errors import DimsterError
 from dimster.worker.protocol import PROTOCOL_VERSION, Closed, LogFileSent, Welcome, encode

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dimster.coordinator.control import ControlServer
-from dimster.coordinator.run_state import TOKEN_HEADER
+from dimster.coordinator.control.api import ControlServer
+from dimster.coordinator.control.run_state import TOKEN_HEADER
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import ClusterError
 from dimster.kafka.distribution import kafka_distribution, version_home

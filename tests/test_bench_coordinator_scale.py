@@ -21,7 +21,7 @@ coordinator_scale = importlib.import_module("coordinator_scale")
 
 
 def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_their_producers():
-    from dimster.coordinator.topology import build_topology, clients_of, place
+    from dimster.coordinator.workers.topology import build_topology, clients_of, place
     from dimster.worker.protocol import Assignment
     from dimster.workload.model import Workload
 

@@ -9,7 +9,7 @@ import yaml
 
 from dimster.campaign import environments, runner
 from dimster.campaign.model import load_campaign
-from dimster.coordinator.one_run import RunOutcome
+from dimster.coordinator.loop.one_run import RunOutcome
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
 from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment

@@ -14,7 +14,7 @@ from jsonschema import Draft7Validator
 from junitparser import JUnitXml
 
 from dimster.campaign.model import load_campaign
-from dimster.coordinator.run_state import control_request
+from dimster.coordinator.control.run_state import control_request
 from dimster.errors import DimsterError
 from dimster.pipeline.spark_service import SparkService
 from dimster.schemas import schemas
@@ -258,7 +258,7 @@ class ScriptedRuns:
         self.tmp_path, self.script, self.ran = tmp_path, list(script), []
 
     def __call__(self, workload, profile, root, **_):
-        from dimster.coordinator.one_run import RunOutcome
+        from dimster.coordinator.loop.one_run import RunOutcome
 
         self.ran.append(workload.name)
         what = self.script.pop(0)

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from dimster.clients.properties import check_client_configs, java_versions
-from dimster.coordinator.changes import live_changes
-from dimster.coordinator.topology import build_topology, place, pools, worker_versions
+from dimster.coordinator.live.changes import live_changes
+from dimster.coordinator.workers.topology import build_topology, place, pools, worker_versions
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.errors import DimsterError
 from dimster.workload.model import parse_workload

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dimster.coordinator.clocks import ClockEstimate, clock_sample
+from dimster.coordinator.workers.clocks import ClockEstimate, clock_sample
 
 pytestmark = pytest.mark.unit
 

@@ -3,8 +3,8 @@ worker has reported, so consumers on one worker never show ahead of producers on
 
 import pytest
 
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.console import LIVE_WITHIN, OneInstant
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.control.console import LIVE_WITHIN, OneInstant
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
 pytestmark = pytest.mark.unit

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dimster.coordinator.control import ROUTES, ControlServer
-from dimster.coordinator.run_state import TOKEN_HEADER, read_run_state
+from dimster.coordinator.control.api import ROUTES, ControlServer
+from dimster.coordinator.control.run_state import TOKEN_HEADER, read_run_state
 from tests.conftest import REPO, dimster
 from tests.runs import only_bundle, run_info, write_workload
 

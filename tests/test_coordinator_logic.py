@@ -3,10 +3,10 @@ pacing checks, secret redaction."""
 
 import pytest
 
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.changes import flatten, live_changes
-from dimster.coordinator.conditions import holds, parse_condition
-from dimster.coordinator.topology import build_topology, clients_of, least_loaded, place, resize, split_roles
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.control.conditions import holds, parse_condition
+from dimster.coordinator.live.changes import flatten, live_changes
+from dimster.coordinator.workers.topology import build_topology, clients_of, least_loaded, place, resize, split_roles
 from dimster.errors import DimsterError
 from dimster.results.bundle import redact, redact_argv
 from dimster.worker.protocol import ClientInterval, ConsumerSpec, IntervalReport, ProducerSpec

@@ -8,9 +8,9 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.journal import JOURNAL, TAIL, RunJournal, read_journal
-from dimster.coordinator.recover import crashed_account, received_past_commit, recover_crashed, replay
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.journal import JOURNAL, TAIL, RunJournal, read_journal
+from dimster.coordinator.loop.recover import crashed_account, received_past_commit, recover_crashed, replay
 from dimster.errors import DimsterError
 from dimster.worker.protocol import ClientInterval, IntervalReport
 from tests.fake_run import FakeWorkers, coordinator

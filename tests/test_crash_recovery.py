@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from dimster.coordinator.journal import JOURNAL
-from dimster.coordinator.recover import recover_crashed
+from dimster.coordinator.account.journal import JOURNAL
+from dimster.coordinator.loop.recover import recover_crashed
 from tests.cli import dimster
 from tests.runs import run_info, start_run, wait
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from dimster.coordinator.crashes import crash_count, due_crashes, restart_count, victims
+from dimster.coordinator.live.crashes import crash_count, due_crashes, restart_count, victims
 from dimster.errors import DimsterError
 from dimster.workload.model import parse_workload
 

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from dimster.coordinator.broker_scrape import parse_samples
+from dimster.coordinator.observers.broker_scrape import parse_samples
 from dimster.environment import load_environment
 
 pytestmark = pytest.mark.kafka

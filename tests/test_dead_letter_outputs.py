@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dimster.coordinator.account import ended_line
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.conditions import holds, parse_condition
-from dimster.coordinator.console import dead_letter_counts, status_line
-from dimster.coordinator.exporter import StatusExporter
-from dimster.coordinator.status import RunFacts, numeric_status
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.end import ended_line
+from dimster.coordinator.control.conditions import holds, parse_condition
+from dimster.coordinator.control.console import dead_letter_counts, status_line
+from dimster.coordinator.control.exporter import StatusExporter
+from dimster.coordinator.loop.status import RunFacts, numeric_status
 from dimster.report.campaign_page import charted_metrics, point_table
 from dimster.report.compare import KEY_ROWS
 from dimster.report.data import RunData

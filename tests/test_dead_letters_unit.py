@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.changes import live_changes
-from dimster.coordinator.dead_letters import match
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.live.changes import live_changes
+from dimster.coordinator.observers.dead_letters import match
 from dimster.errors import DimsterError
 from dimster.kafka.dead_letters import ClusterSettings, DeadLetters, refusal
 from dimster.worker.protocol import ClientInterval
@@ -142,7 +142,7 @@ def test_a_queue_never_enabled_expects_nothing_and_one_switched_live_cannot_tell
 
 
 def test_the_console_window_carries_the_live_dead_letter_count():
-    from dimster.coordinator.console import status_line
+    from dimster.coordinator.control.console import status_line
 
     a = RunAggregate({GROUP: TOPIC})
     assert "dlq" not in status_line(1.0, "measure", a.take_window())  # a run without a queue

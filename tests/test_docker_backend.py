@@ -210,7 +210,7 @@ def test_worker_agents_run_as_containers_on_the_cluster_network_and_are_removed_
 
 def test_the_run_token_reaches_agent_containers_only_through_their_tmpfs(docker_cluster, monkeypatch):
     from dimster.cluster.docker import DockerCluster
-    from dimster.coordinator.container_workers import TOKEN_DIR, WorkerContainers
+    from dimster.coordinator.workers.containers import TOKEN_DIR, WorkerContainers
     from dimster.environment import load_environment
 
     monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(docker_cluster.project))

@@ -1,11 +1,11 @@
-"""When a run's drain ends (coordinator/drain.py): settled; or, for a share group, every unsettled record
+"""When a run's drain ends (coordinator/loop/drain.py): settled; or, for a share group, every unsettled record
 in doubt, no fault unhealed, and a reading of the brokers taken after that moment with a lag of 0 on
 every partition of every group."""
 
 import pytest
 
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.drain import LOOK_EVERY, DrainWatch
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.loop.drain import LOOK_EVERY, DrainWatch
 from dimster.kafka.groups import LagSample
 from dimster.workload.model import Workload
 

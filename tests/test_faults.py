@@ -13,7 +13,7 @@ import yaml
 
 from dimster.cluster.local import LocalCluster
 from dimster.cluster.netns import NodeNetwork
-from dimster.coordinator.faults import FaultRunner, FaultStep, fault_steps
+from dimster.coordinator.live.faults import FaultRunner, FaultStep, fault_steps
 from dimster.environment import load_environment
 from dimster.errors import ClusterError
 from dimster.processes import TrackedProcess

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dimster.coordinator.run_state import console_log
+from dimster.coordinator.control.run_state import console_log
 from tests.runs import evidence, run_info, start_detached, stop, wait
 
 pytestmark = pytest.mark.kafka
@@ -51,9 +51,7 @@ def cpu_limited(pids: list[int], cores: float) -> Iterator[None]:
         group.rmdir()
 
 
-def test_a_worker_held_to_2_percent_of_a_core_is_named_within_a_window_and_its_phase_saturated(
-    local_cluster, tmp_path
-):
+def test_a_worker_held_to_2_percent_of_a_core_is_named_within_a_window_and_its_phase_saturated(local_cluster, tmp_path):
     bundle = start_detached(
         tmp_path, "limited", partitionsPerTopic=2, producersPerTopic=2, producerRate=RATE, consumersPerGroup=2,
         messageSize=128, warmupSeconds=2, reportIntervalSeconds=INTERVAL, drainTimeoutSeconds=30,

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.generator_watch import GeneratorWatch
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.loop.generator_watch import GeneratorWatch
 from dimster.diagnosis.generator import PUBLISH_DELAY_MS, WorkerLoad, console_line, saturated
 from dimster.diagnosis.limits import GENERATOR, GroupInputs, diagnose
 from dimster.metrics.histogram import Histogram
@@ -194,7 +194,7 @@ def test_the_latency_chart_shades_each_saturated_span_to_its_end_or_the_runs(tmp
 
 def test_the_run_says_within_a_window_that_a_worker_fell_behind_and_records_the_phase(tmp_path):
     """The real coordinator loop over in-memory workers: worker 1's threads wait 30 % of the time."""
-    from dimster.coordinator.run import Coordinator
+    from dimster.coordinator.loop.run import Coordinator
     from dimster.results.bundle import ResultsBundle
     from dimster.workload.model import Workload
     from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
@@ -210,8 +210,9 @@ def test_the_run_says_within_a_window_that_a_worker_fell_behind_and_records_the_
     c = Coordinator(workload, fake_cluster(), bundle, workers, 2, say=lines.append, kafka=FakeKafka(workers))
     assert c.run() == 0
     measured = [line for line in lines if "measure]" in line]
-    assert measured and all("the load generator is saturated (worker 1: its threads waited 30%" in line
-                            for line in measured[1:])  # fmt: skip  (the first window may have no report yet)
+    assert measured and all(
+        "the load generator is saturated (worker 1: its threads waited 30%" in line for line in measured[1:]
+    )  # fmt: skip  (the first window may have no report yet)
     events = [json.loads(line)["event"] for line in (bundle.path / "events.jsonl").read_text().splitlines()]
     assert events.index("generator_saturated") > events.index("load_started")
     info = json.loads((bundle.path / "run.json").read_text())

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from dimster.coordinator import client_series, status_schema
+from dimster.coordinator.control import client_series, status_schema
 from tests.conftest import REPO
 
 DASHBOARD = REPO / "run" / "grafana" / "dimster.json"

@@ -3,10 +3,10 @@ and a launcher says before anything starts what its workers cannot run."""
 
 import pytest
 
-from dimster.coordinator.container_workers import ContainerLauncher
-from dimster.coordinator.launchers import LAUNCHERS, workers_for
-from dimster.coordinator.remote import AgentLauncher
-from dimster.coordinator.workers import LocalLauncher
+from dimster.coordinator.workers.containers import ContainerLauncher
+from dimster.coordinator.workers.launchers import LAUNCHERS, workers_for
+from dimster.coordinator.workers.local import LocalLauncher
+from dimster.coordinator.workers.remote import AgentLauncher
 from dimster.environment import parse_profile
 from dimster.errors import DimsterError
 

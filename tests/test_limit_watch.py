@@ -1,4 +1,4 @@
-"""The live diagnosis (coordinator/limit_watch.py) over console windows, with the workload as it is now:
+"""The live diagnosis (coordinator/loop/limit_watch.py) over console windows, with the workload as it is now:
 told once after two windows behind, again when the binding limit moves, cleared when the group keeps
 up; nothing for consumer groups or outside load. An in-memory stand-in for the coordinator."""
 
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from dimster.coordinator.limit_watch import LimitWatch, is_behind, notes, record_locks
-from dimster.coordinator.run_log import RunLog
-from dimster.coordinator.status import limit_status
+from dimster.coordinator.control.run_log import RunLog
+from dimster.coordinator.loop.limit_watch import LimitWatch, is_behind, notes, record_locks
+from dimster.coordinator.loop.status import limit_status
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import Workload
 from tests.cli import dimster

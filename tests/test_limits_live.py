@@ -9,7 +9,7 @@ prediction is within 15 % of the rate it measured.
 Why the margin holds on a busy host: the one busy consumer acknowledges and fetches again in one
 request, so no hand-over between consumers costs time; it processes a whole fetch (107 records, 535 ms)
 in one wait, so a late wake-up or a slow round trip (10-20 ms when other work holds the cores) costs 2
-to 4 % of it; and the measured rate is over the setting's last windows (coordinator/limit_watch.py), so
+to 4 % of it; and the measured rate is over the setting's last windows (coordinator/loop/limit_watch.py), so
 a fetch more or less in one window moves it by 5 % at most once the span is 10 s. Measured quiet: 187,
 214 msg/s; beside a CPU hog on both cores: 214."""
 

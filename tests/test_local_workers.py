@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from dimster.coordinator.workers import LocalWorkers, WorkerLost
+from dimster.coordinator.workers.local import LocalWorkers
+from dimster.coordinator.workers.seam import WorkerLost
 from dimster.worker.process import PipeChannel
 from dimster.worker.protocol import Closed, Ready
 

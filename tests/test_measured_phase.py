@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dimster.clients import Polled
-from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, IntervalReport

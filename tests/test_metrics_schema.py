@@ -8,7 +8,7 @@ import pytest
 
 from dimster.clients.java import client_stats as java_client_stats
 from dimster.clients.librdkafka import client_stats as extract_client_stats
-from dimster.coordinator import client_series, status_schema
+from dimster.coordinator.control import client_series, status_schema
 from dimster.metrics import schema
 from dimster.metrics.client_stats import COLUMNS
 from dimster.results.metrics_writer import MetricsWriter

@@ -218,7 +218,7 @@ def test_omb_result_takes_its_defaults_and_refuses_unknown_keys():
 
 
 def test_a_payload_file_cannot_change_live_and_the_rest_of_the_payload_can():
-    from dimster.coordinator.changes import live_changes
+    from dimster.coordinator.live.changes import live_changes
 
     before = {"name": "w", "payload": {"type": "COMPRESSIBLE", "compressibleRatio": 0.5}}
     after = {"name": "w", "payload": {"type": "COMPRESSIBLE", "compressibleRatio": 0.9, "zeros": True}}

@@ -249,7 +249,7 @@ def test_cli_report_and_compare(tmp_path: Path) -> None:
     assert result.error_lines == [f"dimster: error: {tmp_path} is not a dimster run folder (no run.json, no metrics/)"]
 
 
-LOCK_BUDGET = {  # a `limit` event as coordinator/limit_watch.py writes it
+LOCK_BUDGET = {  # a `limit` event as coordinator/loop/limit_watch.py writes it
     "limit": "lock budget", "limitRate": 1200.0, "measured": 1190.0, "offered": 2000.0,
     "sentence": "lock budget 100 / 50-record batches -> 2 of 4 consumers busy per partition x 200 msg/s x 3 "
     "partitions -> 1,200 msg/s",

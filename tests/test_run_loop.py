@@ -9,8 +9,8 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from dimster.coordinator.failures import RunFailed
-from dimster.coordinator.phases import RunPhases
+from dimster.coordinator.loop.failures import RunFailed
+from dimster.coordinator.loop.phases import RunPhases
 from dimster.errors import DimsterError
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_phases_in_order_and_every_record_accounted(tmp_path, monkeypatch):
-    monkeypatch.setattr("dimster.coordinator.client_events.FLUSH_EVERY", 0.2)  # several parts a table
+    monkeypatch.setattr("dimster.coordinator.account.intake.FLUSH_EVERY", 0.2)  # several parts a table
     workers = FakeWorkers()
     c = coordinator(tmp_path, workers)
     assert c.run() == 0
@@ -269,7 +269,7 @@ def test_consumers_paused_from_the_start_join_first_then_pause_and_the_stop_skip
 
 
 def test_a_report_probe_measures_each_worker_over_its_own_reports_and_the_slowest_group():
-    from dimster.coordinator.aggregate import RunAggregate
+    from dimster.coordinator.account.aggregate import RunAggregate
     from dimster.worker.protocol import ClientInterval, IntervalReport
 
     aggregate = RunAggregate({"g": "t", "fast": "t"})
@@ -296,8 +296,8 @@ def test_a_report_probe_measures_each_worker_over_its_own_reports_and_the_slowes
 
 
 def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_path):
-    from dimster.coordinator.exporter import StatusExporter
-    from dimster.coordinator.status_schema import FIELDS
+    from dimster.coordinator.control.exporter import StatusExporter
+    from dimster.coordinator.control.status_schema import FIELDS
 
     exporter = StatusExporter({"environment": "test", "run": "r1", "workload": "w", "mode": "steady"})
     try:
@@ -330,8 +330,8 @@ def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_p
 def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
     import numpy as np
 
-    from dimster.coordinator.client_series import LADDER_SECONDS
-    from dimster.coordinator.exporter import StatusExporter
+    from dimster.coordinator.control.client_series import LADDER_SECONDS
+    from dimster.coordinator.control.exporter import StatusExporter
     from dimster.metrics.histogram import Histogram
     from dimster.worker.protocol import ClientInterval, IntervalReport
 
@@ -398,7 +398,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
 
 def test_a_metrics_port_in_use_is_one_line():
 
-    from dimster.coordinator.exporter import StatusExporter
+    from dimster.coordinator.control.exporter import StatusExporter
     from dimster.errors import DimsterError
 
     with busy_port() as port, pytest.raises(DimsterError, match=rf"cannot listen on 127.0.0.1:{port}"):
@@ -407,8 +407,8 @@ def test_a_metrics_port_in_use_is_one_line():
 
 @pytest.mark.unit
 def test_the_console_line_reads_the_status_schema():
-    from dimster.coordinator.console import POLLS, SEGMENTS, field_names, status_line
-    from dimster.coordinator.status_schema import NAMES
+    from dimster.coordinator.control.console import POLLS, SEGMENTS, field_names, status_line
+    from dimster.coordinator.control.status_schema import NAMES
 
     assert {name for segment in (*SEGMENTS, POLLS) for name in field_names(segment)} <= set(NAMES)
     window = {
@@ -437,8 +437,8 @@ def test_the_console_line_reads_the_status_schema():
 def test_the_console_warns_when_a_workers_threads_waited_to_run():
     """Worker 1's probe waited 0.3 of its 2 s, worker 0's 0.02 of 2 s: the window's share is the larger,
     and worker 1, saturated, is warned of while load runs (diagnosis/generator.py)."""
-    from dimster.coordinator.aggregate import RunAggregate
-    from dimster.coordinator.console import warnings
+    from dimster.coordinator.account.aggregate import RunAggregate
+    from dimster.coordinator.control.console import warnings
     from dimster.worker.protocol import IntervalReport, WakeLag
 
     aggregate = RunAggregate({})
@@ -463,7 +463,7 @@ def test_the_console_warns_when_a_workers_threads_waited_to_run():
 @pytest.mark.unit
 def test_client_statistics_leave_out_quiet_clients_and_survive_rebuilds():
     from dimster.clients import STATS_INTERVAL_S
-    from dimster.coordinator.client_series import ClientSeries
+    from dimster.coordinator.control.client_series import ClientSeries
     from dimster.worker.protocol import ClientInterval, IntervalReport
 
     def producer(client_id, batch_records, requests):
@@ -486,8 +486,8 @@ def test_client_statistics_leave_out_quiet_clients_and_survive_rebuilds():
 def test_the_broker_scraper_lines_brokers_up_and_notes_one_that_does_not_answer_once(monkeypatch):
     from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-    from dimster.coordinator import broker_scrape
-    from dimster.coordinator.broker_scrape import BrokerScraper
+    from dimster.coordinator.observers import broker_scrape
+    from dimster.coordinator.observers.broker_scrape import BrokerScraper
 
     monkeypatch.setattr(broker_scrape, "TIMEOUT", 1.0)  # broker 3 never answers: each round waits this long
 
@@ -518,7 +518,7 @@ def test_the_broker_scraper_lines_brokers_up_and_notes_one_that_does_not_answer_
 def test_the_broker_scraper_warms_each_exporter_up_once_keeps_nothing_of_it_and_never_asks_twice_at_once():
     import http.server
 
-    from dimster.coordinator.broker_scrape import BrokerScraper
+    from dimster.coordinator.observers.broker_scrape import BrokerScraper
 
     asked: dict[int, int] = {}  # port -> requests answered
     busy: dict[int, int] = {}  # port -> requests in progress

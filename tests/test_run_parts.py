@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from dimster.coordinator.aggregate import RunAggregate
-from dimster.coordinator.faults import FaultRunner, FaultStep
-from dimster.coordinator.live import LiveChanges
-from dimster.coordinator.run_log import RunLog
-from dimster.coordinator.status import RunFacts, numeric_status
-from dimster.coordinator.status_schema import NAMES
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.control.run_log import RunLog
+from dimster.coordinator.control.status_schema import NAMES
+from dimster.coordinator.live.apply import LiveChanges
+from dimster.coordinator.live.faults import FaultRunner, FaultStep
+from dimster.coordinator.loop.status import RunFacts, numeric_status
 from dimster.results.bundle import ResultsBundle
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dimster.clients import ACCEPT, LOCK_LAPSED, REFUSED, REJECT, RELEASE, SETTLED, Answers, Polled, record_keys
-from dimster.coordinator.aggregate import RunAggregate
+from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
 from dimster.worker.clients import consumer as consumer_module

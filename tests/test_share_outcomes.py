@@ -1,11 +1,11 @@
-"""A share group's rejected and archived records by their last delivery (coordinator/share_outcomes.py):
+"""A share group's rejected and archived records by their last delivery (coordinator/account/share_outcomes.py):
 a reject answered as settled, of a record received again later, did not take effect; a record whose
 acknowledgement was answered with an error is in doubt unless it comes back; with a dead-letter queue,
 the topic's word decides."""
 
 import pytest
 
-from dimster.coordinator.share_outcomes import ShareOutcomes
+from dimster.coordinator.account.share_outcomes import ShareOutcomes
 from dimster.metrics.sequences import RangeSet
 from dimster.worker.protocol import ClientInterval
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dimster.cli.summary import check_verdict, verdict_lines
-from dimster.coordinator.changes import live_changes
+from dimster.coordinator.live.changes import live_changes
 from dimster.errors import ThresholdsBreached
 from dimster.verdict.expressions import PERCENT, parse_quantity, parse_threshold
 from dimster.verdict.figures import FIGURES, MSG_RATE, NUMBER, TIME, summary_value

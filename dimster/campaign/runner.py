@@ -14,9 +14,9 @@ import yaml
 
 from dimster.campaign.environments import Environments, fetch_versions, point_profile
 from dimster.campaign.model import Campaign, Point, read_campaign_json
-from dimster.coordinator.control import ControlServer
-from dimster.coordinator.failures import CorrectnessFailed
-from dimster.coordinator.one_run import run_workload
+from dimster.coordinator.control.api import ControlServer
+from dimster.coordinator.loop.failures import CorrectnessFailed
+from dimster.coordinator.loop.one_run import run_workload
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import display

@@ -104,7 +104,7 @@ def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
     Kafka's own parser), each on the point's own environment."""
     from dimster.campaign.environments import check_varied, point_profile
     from dimster.clients.properties import check_client_configs
-    from dimster.coordinator.one_run import with_workload_broker_config
+    from dimster.coordinator.loop.one_run import with_workload_broker_config
 
     check_varied(profile, {key for p in loaded.points for key in p.environment}, loaded.source)
     seen_clients, seen_brokers = set(), set()

@@ -7,9 +7,9 @@ import time
 import typer
 
 from dimster.cli.output import console, print_json
-from dimster.coordinator.conditions import holds, parse_condition
-from dimster.coordinator.console import dead_letter_counts, ms_text
-from dimster.coordinator.run_state import control_request, read_run_state
+from dimster.coordinator.control.conditions import holds, parse_condition
+from dimster.coordinator.control.console import dead_letter_counts, ms_text
+from dimster.coordinator.control.run_state import control_request, read_run_state
 from dimster.errors import DimsterError
 from dimster.processes import TrackedProcess
 

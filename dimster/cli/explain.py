@@ -1,5 +1,5 @@
 """`dimster explain RUN_DIR`: the run's diagnoses of what limited its share groups (the `limit` and
-`limit_cleared` events coordinator/limit_watch.py wrote), in order, from the start of load."""
+`limit_cleared` events coordinator/loop/limit_watch.py wrote), in order, from the start of load."""
 
 from pathlib import Path
 

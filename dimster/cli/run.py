@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import SparkMasterOpt, console, print_json, progress
-from dimster.coordinator.run_state import console_log, control_request, read_run_state
+from dimster.coordinator.control.run_state import console_log, control_request, read_run_state
 from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, display, project_dir
 from dimster.results.redaction import redact_argv
@@ -94,8 +94,8 @@ def run(
             raise DimsterError("--workers is set when a run starts; --modify changes clients, not workers")
         return _modify(env, workload, sets, json)
     from dimster.clients.properties import check_client_configs
-    from dimster.coordinator.control import ControlServer
-    from dimster.coordinator.one_run import check_client_versions
+    from dimster.coordinator.control.api import ControlServer
+    from dimster.coordinator.loop.one_run import check_client_versions
     from dimster.environment import load_environment, with_worker_count
     from dimster.pipeline.spark import spark_master
     from dimster.workload.model import load_workload
@@ -134,7 +134,7 @@ def run(
 
 def _run(loaded, profile, results_root: Path, control, summary_master: str | None, junit: Path | None) -> None:
     from dimster.cli.summary import check_verdict, import_ahead, summarize_after_run, write_run_junit
-    from dimster.coordinator.one_run import run_workload
+    from dimster.coordinator.loop.one_run import run_workload
     from dimster.pipeline.spark_service import SparkService, start_ahead_for
 
     say = lambda line: console.print(line, markup=False)  # noqa: E731

@@ -26,7 +26,7 @@ def summarize(
         check_campaign_verdict(run_dir, summarize_campaign_folder(run_dir, spark_master(spark_master_)))
         return
 
-    from dimster.coordinator.recover import recover_crashed
+    from dimster.coordinator.loop.recover import recover_crashed
 
     for note in recover_crashed(run_dir):  # a run whose coordinator was killed: its end first
         console.print(f"note: {note}", markup=False)

@@ -66,7 +66,7 @@ def status(
     """Is the agent up, which version, busy or idle. Exit 3 when it cannot be reached or refuses."""
     import zmq
 
-    from dimster.coordinator.remote import handshake
+    from dimster.coordinator.workers.remote import handshake
 
     token = read_token(token_file)
     context = zmq.Context()

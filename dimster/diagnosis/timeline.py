@@ -1,4 +1,4 @@
-"""A run's diagnoses as its events tell them (`limit`, `limit_cleared`, see coordinator/limit_watch.py):
+"""A run's diagnoses as its events tell them (`limit`, `limit_cleared`, see coordinator/loop/limit_watch.py):
 in order, each from the start of load, as lines and as the stretches a prediction held."""
 
 from dataclasses import dataclass

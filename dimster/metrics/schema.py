@@ -2,8 +2,8 @@
 
 A row names a metric (its field in the workers' interval reports, its Parquet column, or the
 `metric` value of its histogram rows), the clients that have it, its kind and unit, and where it
-shows: its Prometheus series (coordinator/client_series.py), the `dimster status --json` fields
-made from it (coordinator/status_schema.py), its column in the report's client tables
+shows: its Prometheus series (coordinator/control/client_series.py), the `dimster status --json` fields
+made from it (coordinator/control/status_schema.py), its column in the report's client tables
 (report/clients.py, from the summary's per-client table) or its line in the latency panel
 (report/key_numbers.py). The metrics writer (results/metrics_writer.py) and the Spark summary
 (pipeline/) both read the tables' names and columns from here, and neither imports the worker.
@@ -183,7 +183,7 @@ DELIVERY_COUNT_COLUMNS = ("delivery_count", "count")
 STATS_COLUMNS: tuple[str, ...] = tuple(m.name for m in STATS_METRICS if m.column)
 
 # The tables with a fixed schema, as (column, Arrow type) pairs: the brokers' samples
-# (coordinator/broker_scrape.py), one row per series per scrape ...
+# (coordinator/observers/broker_scrape.py), one row per series per scrape ...
 BROKER_COLUMNS = (
     ("end_time", "float64"),
     ("run_time_s", "float64"),

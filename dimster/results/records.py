@@ -156,7 +156,7 @@ class BindingLimit(TypedDict):
 
 
 class Diagnosis(TypedDict):
-    """One `limit` or `limit_cleared` event (coordinator/limit_watch.py): at which second of load, the
+    """One `limit` or `limit_cleared` event (coordinator/loop/limit_watch.py): at which second of load, the
     binding limit (`unexplained` when none explains the shortfall), the rate it allows and the rates
     measured and offered, in msg/s per group."""
 

@@ -108,7 +108,7 @@ class FlowControl(Strict):
 
 
 class ConsumerCrash(Strict):
-    """`consumers` share consumers crash `atSeconds` after load starts (see coordinator/crashes.py)."""
+    """`consumers` share consumers crash `atSeconds` after load starts (see coordinator/live/crashes.py)."""
 
     at_seconds: float = Field(..., alias="atSeconds", ge=0)
     consumers: int = Field(1, ge=1)
@@ -122,7 +122,7 @@ HEALS = {"kill": "start", "pause": "resume", "isolate": "rejoin", "isolate-all":
 class BrokerFault(Strict):
     """A fault on node `node` of the run's cluster `atSeconds` after load starts, healed
     `durationSeconds` later (a killed node starts again on its data, a paused one resumes, an
-    isolated one rejoins); a restart heals itself. See coordinator/faults.py."""
+    isolated one rejoins); a restart heals itself. See coordinator/live/faults.py."""
 
     at_seconds: float = Field(..., alias="atSeconds", ge=0, le=WEEK_SECONDS)
     action: Literal["kill", "pause", "restart", "isolate", "isolate-all"]

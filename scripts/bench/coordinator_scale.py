@@ -1,11 +1,11 @@
 """The coordinator's own cost at 16, 256 and 1,024 workers: the real run loop, in-memory workers.
 
-Per size, a fresh child process runs dimster's `Coordinator` (dimster/coordinator/run.py) with a control
+Per size, a fresh child process runs dimster's `Coordinator` (dimster/coordinator/loop/run.py) with a control
 API as `dimster run` has, on the in-memory cluster of the run-loop tests (tests/fake_run.py) and with
 `ScaleWorkers` (scale_workers.py): N workers of 30 clients each (half of them producers, half share
 consumers), each reporting every second, spread over the second (`--aligned`: all at once). The
 workload has max(1, N/16) topics with 15 N / topics producers and as many consumers in one group each.
-The figures come from the run's own `coordinator` record in run.json (dimster/coordinator/self_cost.py):
+The figures come from the run's own `coordinator` record in run.json (dimster/coordinator/account/self_cost.py):
 its process's CPU over the load as a share of one core, less the fake workers' own CPU building the
 reports (their decoding stays in: `RemoteWorkers` decodes on the loop's thread too), the report lag
 (a report's end to its handling) and the console lag (a line's due time to its printing).
@@ -62,8 +62,8 @@ def run_child(args: argparse.Namespace) -> dict:
 
     from scale_workers import ScaleWorkers
 
-    from dimster.coordinator.control import ControlServer
-    from dimster.coordinator.run import Coordinator
+    from dimster.coordinator.control.api import ControlServer
+    from dimster.coordinator.loop.run import Coordinator
     from dimster.results.bundle import ResultsBundle
     from dimster.workload.model import Workload
     from tests.fake_run import FakeKafka, fake_cluster

@@ -1,4 +1,4 @@
-"""What the run's journal (dimster/coordinator/journal.py) costs the coordinator per report, beside
+"""What the run's journal (dimster/coordinator/account/journal.py) costs the coordinator per report, beside
 decoding the report, and what it writes: the reports of one worker of 30 clients (15 producers, 15
 share consumers) as `scale_workers.py` builds them for the scale benchmark. No Kafka is involved.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scale_workers import ScaleWorkers
 
-from dimster.coordinator.journal import RunJournal
+from dimster.coordinator.account.journal import RunJournal
 from dimster.worker.protocol import Assignment, ConsumerSpec, ProducerSpec, decode
 
 

@@ -1,6 +1,6 @@
 """The cluster throughput_vs_kafka_perf.py measures on: the environment's running cluster, or a scratch
 project's, started and stopped here; and its topics and share groups, made through the coordinator's
-own Admin helpers (coordinator/run_kafka.py), as a run makes them."""
+own Admin helpers (coordinator/observers/run_kafka.py), as a run makes them."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from common import DIMSTER, ROOT
 
-from dimster.coordinator.run_kafka import SHARE_GROUP_START, RunKafka, group_config_resources
+from dimster.coordinator.observers.run_kafka import SHARE_GROUP_START, RunKafka, group_config_resources
 from dimster.kafka.admin import admin_client
 from dimster.paths import environments_dir
 from dimster.workload.model import Workload

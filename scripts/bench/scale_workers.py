@@ -1,4 +1,4 @@
-"""In-memory workers for `coordinator_scale.py`: the `Workers` interface of dimster/coordinator/workers.py
+"""In-memory workers for `coordinator_scale.py`: the `Workers` interface of dimster/coordinator/workers/local.py
 for hundreds of simulated workers, each reporting every second. Every report goes to the coordinator
 as msgpack bytes decoded on the loop's thread, as `RemoteWorkers.receive` decodes them; with it the
 clock probes `RemoteWorkers` sends each agent every second (encoded, and their replies decoded).
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import msgpack
 import numpy as np
 
-from dimster.coordinator.topology import client_id
-from dimster.coordinator.workers import WorkerLost
+from dimster.coordinator.workers.seam import WorkerLost
+from dimster.coordinator.workers.topology import client_id
 from dimster.metrics.histogram import Histogram
 from dimster.worker.protocol import (
     Assignment,

@@ -143,7 +143,7 @@ def main() -> None:
         "COLUMNS": "400",  # one console line per status line
     }
     os.environ["DIMSTER_STATE_DIR"] = str(state)  # read_run_state below reads the scratch state
-    from dimster.coordinator.run_state import TOKEN_HEADER, read_run_state
+    from dimster.coordinator.control.run_state import TOKEN_HEADER, read_run_state
 
     base = free_block(20)
     cluster = {"backend": "local", "nodes": 1, "heap": "1g", "brokerPortBase": base, "controllerPortBase": base + 10}

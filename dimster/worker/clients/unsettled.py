@@ -150,7 +150,7 @@ def count_answered(interval: ClientInterval, rows: np.ndarray, status: np.ndarra
     comes back (on its last delivery the broker archives it instead). One answered with another error
     (a broker restarting, a leader moving) may have taken effect or not: an acknowledgement error, and
     in doubt, never counted as an outcome it may not have had. One that comes back settles by its later
-    delivery (coordinator/share_outcomes.py); one that does not ends the run in doubt, by name."""
+    delivery (coordinator/account/share_outcomes.py); one that does not ends the run in doubt, by name."""
     if status.any():  # not all SETTLED
         lapsed, refused = status == LOCK_LAPSED, status == REFUSED
         interval.lock_timeouts += int(np.count_nonzero(lapsed))

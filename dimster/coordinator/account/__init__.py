@@ -1,0 +1,1 @@
+"""The account: reports taken in, aggregated, journaled, and closed into outcomes."""

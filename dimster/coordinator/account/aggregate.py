@@ -1,0 +1,363 @@
+"""The coordinator's view of a run, built from the workers' interval reports: totals, per-group
+settled sequences (lost and duplicated records), and the windows the console line shows."""
+
+import math
+from collections import Counter, defaultdict, deque
+
+from dimster.clients import STATS_INTERVAL_S
+from dimster.coordinator.account.share_outcomes import ShareOutcomes
+from dimster.coordinator.account.window import Window
+from dimster.coordinator.control.console import OneInstant
+from dimster.diagnosis.generator import saturated
+from dimster.metrics.histogram import Histogram
+from dimster.metrics.schema import WARMUP_PREFIX
+from dimster.metrics.sequences import RangeSet
+from dimster.worker.protocol import IntervalReport
+from dimster.workload.modes.base import Probe, ReceiveSpan
+
+PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
+
+
+class RunAggregate:
+    def __init__(self, groups: dict[str, str]):
+        self.groups = groups  # group -> topic
+        self.sent = 0
+        self.acked = 0
+        self.send_errors = 0
+        self.received = 0
+        self.accepted = self.released = self.rejected = 0
+        self.acked_by_topic: dict[str, int] = defaultdict(int)
+        self.next_sequence: dict[int, int] = {}  # producer id -> sequences handed out
+        self.failed: dict[int, set[int]] = defaultdict(set)
+        self.acked_by_producer: dict[int, int] = defaultdict(int)
+        self.lost_producers: set[int] = set()  # on a lost worker: their last sends' fate is unknown
+        # consumer client id -> (group, end of its last report, its receive rate then)
+        self.consumer_pace: dict[str, tuple[str, float, float]] = {}
+        # per group: records consumers of a lost worker may have settled after their last report
+        self.in_doubt_by_group: dict[str, int] = defaultdict(int)
+        self.producer_topic: dict[int, str] = {}
+        self.settled: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)  # (group, producer id)
+        self.settled_by_group: dict[str, int] = defaultdict(int)
+        self.outcomes = ShareOutcomes()  # share groups: of the settled records, the rejected and archived
+        self.renewed = self.renewals_refused = self.lock_timeouts = self.ack_errors = 0
+        self.crashes = self.redelivered_after_crash = 0
+        self.duplicates = 0
+        # dead-letter queues (KIP-1191), None when the run has none: the live count is the topic's
+        # records so far; at the end, the run's records found there, and where that differs from
+        # rejected + archived (coordinator/observers/dead_letters.py)
+        self.dead_lettered: int | None = None
+        self.dead_letter_missing: int | None = None
+        self.dead_letter_duplicates: int | None = None
+        self.dead_letter_by_group: dict[str, dict[str, int | None]] = {}  # the three, and `unexpected`, per group
+        self.target_rate: dict[str, float] = {}  # producer client id -> latest target
+        # producer client id -> (report end time, its latest client statistics)
+        self.producer_stats: dict[str, tuple[float, dict]] = {}
+        self.window = Window()  # the console's
+        self.probe = Window()  # a plan's (see take_probe)
+        self.probing = False  # fed only for plans that judge the run (it costs a histogram merge per report)
+        self.span = ReceiveSpan()  # records received since mark_receiving()
+        self.corrupt = 0
+        self.out_of_order = 0
+        self.e2e_measured = Histogram()  # the measured phase's end-to-end latency, whole run
+        self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
+        self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
+        # (worker, end, covered seconds, sent, target rate, received) of recent reports
+        self._recent: deque[tuple[int, float, float, int, float, int]] = deque()
+        self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
+
+    def add(self, report: IntervalReport) -> None:
+        window = self.window
+        # a worker reports before load starts too (while consumers join): count time from load start
+        last = self._last_report.get(report.worker_index, 0.0)
+        previous = max(last, self.load_started)
+        covered = max(0.0, report.end_time - previous) if previous else 0.0
+        self._last_report[report.worker_index] = report.end_time
+        spanned = report.end_time - last if last else covered  # the time its CPU and steal figures cover
+        share = covered / spanned if spanned > 0 else 0.0
+        window.use(report, share)
+        if self.probing:  # a plan's step is judged with its generator's state (diagnosis/generator.py)
+            self.probe.use(report, share)
+        waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
+        window.cover(report.worker_index, covered, waited)
+        sent_before, acked_before, received_before = self.sent, self.acked, self.received
+        # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
+        counted: Counter[tuple[str, ...]] = Counter()
+        for c in report.clients:
+            if c.role == "producer":
+                producer_id = int(c.client_id[1:])
+                self.producer_topic[producer_id] = c.topic
+                self.next_sequence[producer_id] = c.next_sequence
+                self.failed[producer_id].update(c.failed_sequences)
+                self.sent += c.sent
+                self.acked += c.acked
+                self.acked_by_producer[producer_id] += c.acked
+                self.acked_by_topic[c.topic] += c.acked
+                counted["sent",] += c.sent
+                counted["acked", c.topic] += c.acked
+                self.send_errors += c.send_errors
+                self.target_rate[c.client_id] = c.target_rate
+                if c.client_stats:
+                    self.producer_stats[c.client_id] = (report.end_time, c.client_stats)
+                window.sent += c.sent
+                for metric in ("publish", WARMUP_PREFIX + "publish"):  # the console shows warm-up too
+                    if (metric, -1) in c.histograms:
+                        window.publish.merge(Histogram.from_wire(c.histograms[(metric, -1)]))
+                continue
+            self.received += c.received
+            window.received += c.received
+            self.corrupt += c.corrupt
+            self.out_of_order += c.out_of_order
+            if c.received:
+                span = self.span
+                span.received += c.received
+                span.first = min(span.first or c.first_received_at, c.first_received_at)
+                span.last = max(span.last, c.last_received_at)
+            self.consumer_pace[c.client_id] = (c.group, report.end_time, c.received / covered if covered else 0.0)
+            window.polls += c.polls
+            window.max_poll_records = max(window.max_poll_records, c.max_poll_records)
+            self.accepted += c.accepted
+            self.released += c.released
+            self.rejected += c.rejected
+            self.renewed += c.renewed
+            self.renewals_refused += c.renewals_refused
+            self.lock_timeouts += c.lock_timeouts
+            self.ack_errors += c.ack_errors
+            self.crashes += 1 if c.crashed_at else 0
+            self.redelivered_after_crash += c.redelivered_after_crash
+            self.outcomes.add(c)
+            for producer_id, ranges in c.settled.items():
+                ranges_of = self.settled[(c.group, producer_id)]
+                for first, last in ranges:
+                    duplicates = ranges_of.add(first, last)
+                    self.duplicates += duplicates
+                    self.settled_by_group[c.group] += last - first + 1 - duplicates
+                    counted["settled", c.group] += last - first + 1 - duplicates
+            for (metric, _partition), wire in c.histograms.items():
+                if metric not in ("e2e", WARMUP_PREFIX + "e2e"):
+                    continue
+                histogram = Histogram.from_wire(wire)  # decoded once, merged where it counts
+                window.e2e.merge(histogram)
+                if self.probing:
+                    self.probe.e2e.merge(histogram)
+                if metric == "e2e":
+                    self.e2e_measured.merge(histogram)
+        if self.probing:
+            self.probe.cover(report.worker_index, covered, waited)
+            self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
+        own = {c.client_id for c in report.clients if c.role == "producer"}
+        target = sum(self.target_rate.get(client_id, 0.0) for client_id in own)  # per report, not per producer
+        received = sum(c.received for c in report.clients)
+        counts = (self.sent - sent_before, self.acked - acked_before, self.received - received_before)
+        self.instant.note(report.worker_index, report.end_time, counts, previous)
+        self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
+        while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
+            self._recent.popleft()
+
+    def take_probe(self) -> Probe:
+        """A plan's numbers since its previous call: the producers' rate, how far the group that fell
+        furthest behind consumed below what was acknowledged on its topic, and e2e latency."""
+        probe, self.probe = self.probe, Window()
+        behind = {
+            group: probe.rate(("acked", topic)) - probe.rate(("settled", group)) for group, topic in self.groups.items()
+        }
+        slowest = max(behind, key=lambda group: behind[group], default=None)
+        return Probe(
+            seconds=max(probe.seconds.values(), default=0.0),
+            published=probe.rate(("sent",)),
+            consumed=probe.rate(("settled", slowest)) if slowest else 0.0,
+            behind=max(0.0, behind[slowest]) if slowest else 0.0,
+            e2e=probe.e2e,
+            worker_wait_share=probe.wait_share(),
+            generator=saturated(probe.loads()),
+            acked=sum(probe.rate(("acked", topic)) for topic in set(self.groups.values())),
+        )
+
+    def mark_receiving(self) -> None:
+        self.span = ReceiveSpan()
+
+    def receiving(self) -> ReceiveSpan:
+        return self.span
+
+    def restart_pacing_window(self) -> None:
+        """After a rate change the last reports mix old and new targets: judge pacing afresh."""
+        self._recent.clear()
+
+    def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
+        """Achieved publish and consume rates and the target, msg/s over the last `seconds` of
+        reports, summed over workers (each worker's counts divided by the time its reports covered)."""
+        latest: dict[int, float] = {}  # each worker's window ends at its own latest report
+        for worker, end, *_ in self._recent:
+            latest[worker] = max(latest.get(worker, 0.0), end)
+        sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # covered, sent, target*s, recv
+        for worker, end, covered, sent, target, received in self._recent:
+            if end < latest[worker] - seconds:
+                continue
+            total = sums[worker]
+            total[0] += covered
+            total[1] += sent
+            total[2] += target * covered
+            total[3] += received
+        live = [t for t in sums.values() if t[0] > 0]
+        return {
+            "pubRate": sum(t[1] / t[0] for t in live),
+            "targetRate": sum(t[2] / t[0] for t in live),
+            "consRate": sum(t[3] / t[0] for t in live),
+        }
+
+    def producer_batches(self) -> dict[str, float | None]:
+        """Average records and bytes per produced batch over the producers' latest statistics; those
+        of producers gone for two statistics intervals (removed, or rebuilt without batches) drop out."""
+        newest = max((at for at, _ in self.producer_stats.values()), default=0.0)
+        latest = [
+            stats
+            for at, stats in self.producer_stats.values()
+            if at >= newest - 2 * STATS_INTERVAL_S and stats.get("batch_records_avg")
+        ]
+        if not latest:
+            return {"batchRecordsAvg": None, "batchBytesAvg": None}
+        return {
+            "batchRecordsAvg": sum(s["batch_records_avg"] for s in latest) / len(latest),
+            "batchBytesAvg": sum(s["batch_bytes_avg"] for s in latest) / len(latest),
+        }
+
+    @property
+    def backlog(self) -> int:
+        """Acknowledged records not yet settled, summed over groups."""
+        return sum(self.backlog_by_group().values())
+
+    def backlog_by_group(self) -> dict[str, int]:
+        return {
+            group: max(0, self.acked_by_topic[topic] - self.settled_by_group[group])
+            for group, topic in self.groups.items()
+        }
+
+    def clients_lost(self, client_ids: list[str], last_heard: float) -> None:
+        """A worker's clients, gone with it (last heard of at `last_heard`): its producers' sequences end
+        where they were reported; its consumers' unreported tail is in doubt."""
+        self.lost_producers.update(int(c[1:]) for c in client_ids if c.startswith("p"))
+        self.consumers_lost([c for c in client_ids if c.startswith("c")], last_heard)
+
+    def consumers_lost(self, client_ids: list[str], last_heard: float) -> None:
+        """Consumers whose worker was lost: what they settled between their last report and the last
+        sign of life of their worker never reached us. Bound it by their receive rate over that time
+        (plus a second: the worker was heard at most that often)."""
+        for client_id in client_ids:
+            if client_id in self.consumer_pace:
+                group, last_report, rate = self.consumer_pace.pop(client_id)
+                self.in_doubt_by_group[group] += math.ceil(rate * max(0.0, last_heard + 1.0 - last_report))
+
+    def lost(self, unconsumed: dict[str, int] | None = None) -> int:
+        """Acknowledged records a group never settled and can no longer consume: those still within
+        its reach at the end (`unconsumed`, from the group's own position) are not lost, nor are
+        those a lost worker's consumers may have settled unreported (`in_doubt`)."""
+        return sum(self._lost_by_group(unconsumed or {}).values())
+
+    def _lost_by_group(self, unconsumed: dict[str, int]) -> dict[str, int]:
+        return {
+            group: max(0, n - unconsumed.get(group, 0) - self.doubt(group))
+            for group, n in self.missing_by_group().items()
+        }
+
+    def doubt(self, group: str) -> int:
+        """The group's records whose fate only the broker knew: a lost worker's consumers' unreported
+        tail, acknowledgements answered with an error or never answered, and records the dead-letter
+        topic did not confirm (share_outcomes.py)."""
+        return self.in_doubt_by_group.get(group, 0) + len(self.outcomes.doubtful(group))
+
+    def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
+        """Of the records missing at the end, those in doubt (doubt()): whose fate only the broker knew."""
+        return sum(self._in_doubt_by_group(unconsumed or {}).values())
+
+    def _in_doubt_by_group(self, unconsumed: dict[str, int]) -> dict[str, int]:
+        return {
+            group: min(self.doubt(group), max(0, n - unconsumed.get(group, 0)))
+            for group, n in self.missing_by_group().items()
+        }
+
+    def account(self, unconsumed: dict[str, int] | None) -> dict[str, dict]:
+        """Per group, where every acknowledged record went: acked = accepted + rejected + archived +
+        unconsumed + in_doubt + lost. Each term but `lost` is counted on its own (each record once);
+        `lost` is what the others leave, never negative, so an account whose terms add up to more
+        than was acknowledged does not close, by `unaccounted` (negative) records."""
+        known = unconsumed is not None
+        unconsumed = unconsumed or {}
+        lost, in_doubt = self._lost_by_group(unconsumed), self._in_doubt_by_group(unconsumed)
+        accounts = {}
+        for group, topic in self.groups.items():
+            rejected, archived = self.outcomes.count("rejected", group), self.outcomes.count("archived", group)
+            settled = self.settled_by_group[group] + self.outcomes.settled_correction(group)
+            terms = {
+                "accepted": settled - rejected - archived,
+                "rejected": rejected,
+                "archived": archived,
+                "unconsumed": unconsumed.get(group) if known else None,
+                "in_doubt": in_doubt.get(group, 0),
+                "lost": lost.get(group, 0) if known else None,
+            }
+            unaccounted = self.acked_by_topic[topic] - sum(v or 0 for v in terms.values())
+            dead_letters = self.dead_letter_by_group.get(group, {})
+            accounts[group] = {
+                "acked": self.acked_by_topic[topic],
+                **terms,
+                "closes": known and unaccounted == 0,
+                "unaccounted": unaccounted,
+                **{k: dead_letters.get(k) for k in ("dead_lettered", "dead_letter_missing", "dead_letter_duplicates")},
+            }
+        return accounts
+
+    def closes(self, unconsumed: dict[str, int]) -> bool:
+        """Whether every group's account closes, given where the groups stand."""
+        return all(g["closes"] for g in self.account(unconsumed).values())
+
+    def missing_by_group(self) -> dict[str, int]:
+        """Per group: acknowledged records it never settled (meaningful once consumers have closed)."""
+        missing: dict[str, int] = {}
+        for group, topic in self.groups.items():
+            missing[group] = 0
+            for producer_id, next_sequence in self.next_sequence.items():
+                if self.producer_topic[producer_id] != topic:
+                    continue
+                ranges = self.settled.get((group, producer_id), RangeSet())
+                failed_missing = sum(1 for s in self.failed[producer_id] if s not in ranges)
+                unsettled = ranges.missing_below(next_sequence) - failed_missing
+                if producer_id in self.lost_producers:
+                    # records in flight at its last report may never have been acknowledged: not lost
+                    in_flight = next_sequence - self.acked_by_producer[producer_id] - len(self.failed[producer_id])
+                    unsettled = max(0, unsettled - max(0, in_flight))
+                missing[group] += unsettled
+            missing[group] -= self.outcomes.settled_correction(group)  # the dead-letter topic's word
+        return missing
+
+    def take_window(self) -> dict:
+        """The console's numbers since the previous call; sent, acked and received as of the last
+        instant every live worker has reported (the totals go on in `sent`, `acked`, `received`)."""
+        window, self.window = self.window, Window()
+        sent, acked, received = self.instant.counts(self.instant.cut(), 3)
+        seconds = max(window.seconds.values(), default=0.0) or 1e-6
+        recent = self.recent_rates()
+
+        def ms(histogram: Histogram, q: float):
+            value = histogram.percentile(q)
+            return None if value is None else value / 1000
+
+        return {
+            "pubRate": window.sent / seconds,
+            "consRate": window.received / seconds,
+            "targetRate": recent["targetRate"],
+            "pubRate10s": recent["pubRate"],
+            "sent": sent,
+            "acked": acked,
+            "received": received,
+            "backlog": self.backlog,
+            "e2eP50Ms": ms(window.e2e, 50),
+            "e2eP99Ms": ms(window.e2e, 99),
+            "publishP99Ms": ms(window.publish, 99),
+            "recordsPerPoll": window.received / window.polls if window.polls else None,
+            "maxPollRecords": window.max_poll_records if window.polls else None,
+            "workerWaitShare": window.wait_share(),
+            "seconds": seconds,
+            "generator": [load.to_json() for load in saturated(window.loads())],  # workers behind schedule
+            "duplicates": self.duplicates,
+            "dead_lettered": self.dead_lettered,
+            "sendErrors": self.send_errors,
+        }

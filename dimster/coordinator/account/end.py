@@ -1,0 +1,158 @@
+"""The end of a run in numbers: run.json's totals from the aggregate and the groups' positions, the
+plan's verdict, why a group's account does not close, the hosts' clock offsets, and the run's last
+console line."""
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.journal import RunJournal
+from dimster.coordinator.control.console import dead_letter_counts
+from dimster.coordinator.control.run_log import RunLog
+from dimster.errors import DimsterError
+from dimster.results.metrics_parts import compact_parts
+from dimster.results.metrics_writer import MetricsWriter
+from dimster.workload.modes.base import RunPlan
+from dimster.workload.modes.correctness import verdict_line
+
+CLOCK_WARNING_SHARE = 0.1  # of the e2e p50 that clock uncertainty may reach before the run warns
+
+
+@dataclass
+class EndAccount:
+    account: dict[str, dict]  # per group: its terms, and whether they close
+    totals: dict
+    mode: dict  # run.json's `mode`: the plan's result and verdict
+
+
+def close_account(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, plan: RunPlan, mode: str) -> EndAccount:
+    """The run's account at its end; the plan judges the totals (`mode`: the workload's mode type)."""
+    account = a.account(unconsumed_by_group)
+    totals = run_totals(a, unconsumed_by_group, account)
+    return EndAccount(account, totals, plan.result(totals, a) or {"type": mode})
+
+
+def record_failure(
+    error: Exception, a: RunAggregate, metrics: MetricsWriter | None, log: RunLog, journal: RunJournal
+) -> None:
+    """The run ends by an exception before its end account: what was measured is flushed, and run.json
+    says `failed`, why, and the totals so far (the groups' positions unknown: nothing counts as lost).
+    The journal stays unless the flush succeeded."""
+    info = log.bundle.run_info
+    if info.get("status") != "running":  # its end is recorded already
+        return
+    reason = str(error) if isinstance(error, DimsterError) else f"internal error: {type(error).__name__}: {error}"
+    flushed = True
+    if metrics:
+        try:
+            metrics.flush()
+            metrics.close()
+        except Exception as e:  # already failing: keep the first error, note this one
+            flushed = False
+            log.event("metrics_not_flushed", reason=f"{type(e).__name__}: {e}")
+    account = a.account(None)
+    totals = run_totals(a, None, account)
+    info.update({"status": "failed", "failure": reason, "ended": time.time(), "totals": totals, "account": account})
+    log.bundle.save_run_info()
+    if flushed:
+        journal.remove()
+
+
+def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: RunLog, plan: str) -> str | None:
+    """run.json's end (status, totals, account, the plan's `mode`, and the run's other `facts`), the
+    run_ended event, the metrics' parts merged (a summary reads one file a table), groups whose
+    account does not close, the last console lines. Returns why the plan's verdict fails the run
+    (None when it does not)."""
+    info = {"status": status, "totals": end.totals, "account": end.account, "ended": time.time()}
+    log.bundle.run_info.update({**info, **facts, "mode": end.mode})
+    log.bundle.save_run_info()
+    log.event("run_ended", status=status, **end.totals)
+    for note in compact_parts(log.bundle.path / "metrics"):  # the run's last flush is done: nothing writes there now
+        log.say(f"note: {note}")
+    for group, terms in end.account.items():
+        if not terms["closes"]:
+            why = why_open(terms, a.lock_timeouts, a.crashes)
+            log.tell("account_open", f"-- the account of group {group} does not close: {why}", group=group, **terms)
+    log.say(ended_line(status, end.totals, log.bundle.path))
+    if end.mode.get("verdict"):
+        log.say(f"{plan}: {end.mode['verdict']}")
+    if end.mode.get("passed") is False and status != "failed":
+        log.event("correctness_failed", reasons=end.mode["reasons"])
+        return f"correctness failed: {', '.join(end.mode['reasons'])}"
+    if end.mode.get("passed") and status != "failed":
+        log.say(verdict_line(end.mode))
+    return None
+
+
+def clock_offsets(by_worker: dict[int, dict], e2e_p50_us: float | None, log: RunLog) -> dict[str, dict]:
+    """Each remote worker's clock offset (the e2e latencies are corrected by it) and its uncertainty;
+    warns when that uncertainty is a large share of the measured e2e p50."""
+    offsets = {str(i): record for i, record in by_worker.items()}
+    worst = max((r["uncertainty_ms"] or 0.0 for r in offsets.values()), default=0.0)
+    if e2e_p50_us and worst > CLOCK_WARNING_SHARE * e2e_p50_us / 1000:
+        p50_ms = e2e_p50_us / 1000
+        message = (
+            f"clock offsets between hosts are known to ±{worst:.1f} ms, {worst / p50_ms:.0%} of the "
+            f"e2e p50 ({p50_ms:.1f} ms): cross-host e2e latencies are that uncertain"
+        )
+        log.tell("clock_uncertainty_high", f"-- {message}", uncertainty_ms=worst, e2e_p50_ms=p50_ms, message=message)
+    return offsets
+
+
+def run_totals(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, account: dict[str, dict]) -> dict:
+    """run.json's `totals`: `lost`, `unconsumed` and `in_doubt` from the groups' positions at the end
+    (None when they could not be read), `archived` from the groups' accounts."""
+    return {
+        "sent": a.sent,
+        "acked": a.acked,
+        "send_errors": a.send_errors,
+        "received": a.received,
+        "accepted": a.accepted,
+        "released": a.released,
+        "rejected": a.rejected,
+        "duplicates": a.duplicates,
+        "lost": a.lost(unconsumed_by_group),
+        "unconsumed": None if unconsumed_by_group is None else sum(unconsumed_by_group.values()),
+        "in_doubt": a.in_doubt(unconsumed_by_group),
+        "backlog": a.backlog,
+        "renewed": a.renewed,
+        "renewals_refused": a.renewals_refused,
+        "lock_timeouts": a.lock_timeouts,
+        "ack_errors": a.ack_errors,
+        "consumer_crashes": a.crashes,
+        "redelivered_after_crash": a.redelivered_after_crash,
+        "archived": sum(g["archived"] for g in account.values()),
+        "dead_lettered": a.dead_lettered,
+        "dead_letter_missing": a.dead_letter_missing,
+        "dead_letter_duplicates": a.dead_letter_duplicates,
+    }
+
+
+def why_open(terms: dict, lock_timeouts: int, crashes: int) -> str:
+    """Why a group's account (RunAggregate.account) does not close, in words."""
+    if terms["unconsumed"] is None:
+        return "the group's position is unknown"
+    why = f"its terms add up to {-terms['unaccounted']:,} more than the {terms['acked']:,} acknowledged"
+    causes = []  # records counted on receipt, then back in the group's reach
+    if lock_timeouts:
+        causes.append(f"{lock_timeouts:,} acknowledgements refused after lock time-outs")
+    if crashes:
+        causes.append(f"{crashes:,} consumer crash(es)")
+    if causes:
+        why += f" (records received, then back in the group's reach: {', '.join(causes)})"
+    return why
+
+
+def ended_line(status: str, totals: dict, results: Path) -> str:
+    """The run's last console line: where its records went (with a dead-letter queue: how many of the
+    run's records it holds, and those missing or duplicated there when there are any) and where its
+    results are."""
+    unconsumed = "unknown" if totals["unconsumed"] is None else f"{totals['unconsumed']:,}"
+    in_doubt = f", in doubt {totals['in_doubt']:,} (whose fate only the broker knew)" if totals["in_doubt"] else ""
+    dead_letters = "".join(f", {count}" for count in dead_letter_counts(totals))
+    return (
+        f"run {status}: sent {totals['sent']:,} (acked {totals['acked']:,}), received {totals['received']:,}, "
+        f"lost {totals['lost']:,}, unconsumed {unconsumed}{in_doubt}, "
+        f"duplicates {totals['duplicates']:,}{dead_letters}; results in {results}"
+    )

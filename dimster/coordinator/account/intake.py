@@ -1,0 +1,132 @@
+"""What the clients' reports tell the run besides numbers (consumer-group rebalances, crashed
+consumers), and what a lost worker's clients became: as counts, events and console lines."""
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from dimster.clients import REBALANCE_KINDS
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.journal import RunJournal
+from dimster.coordinator.account.live_thresholds import LiveJudge
+from dimster.coordinator.account.self_cost import SelfCost
+from dimster.coordinator.control.exporter import StatusExporter
+from dimster.coordinator.control.run_log import RunLog
+from dimster.coordinator.workers.ensemble import Ensemble, Loss
+from dimster.coordinator.workers.seam import WorkerLost
+from dimster.results.metrics_writer import MetricsWriter
+from dimster.verdict.judge import Spec
+from dimster.worker.protocol import IntervalReport, WatchRedeliveries
+
+FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
+EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
+
+
+class ReportIntake:
+    """Each worker's report, to all that keep its numbers: the journal, the aggregate, the metrics
+    endpoint, the Parquet files once load has started, and the coordinator's own cost; and its client
+    events."""
+
+    def __init__(
+        self,
+        a: RunAggregate,
+        ensemble: Ensemble,
+        log: RunLog,
+        exporter: StatusExporter | None,
+        journal: RunJournal,
+        thresholds: list[Spec] | None = None,
+    ):
+        self.aggregate, self.ensemble, self.log, self.exporter = a, ensemble, log, exporter
+        self.journal = journal
+        self.judge = LiveJudge(thresholds or [])  # the workload's thresholds, judged while load runs
+        self.self_cost = SelfCost()
+        self.rebalances: dict[str, Counter] = {}  # consumer groups: rebalance callbacks per group and kind
+        self.flushed = self.exported = 0.0  # when the Parquet files were last written, the endpoint fed
+
+    def pass_on(self, metrics: MetricsWriter | None, status: Callable[[], dict]) -> None:
+        """The Parquet files written every FLUSH_EVERY s, the metrics endpoint fed every EXPORT_EVERY s."""
+        now = time.time()
+        if self.exporter and now - self.exported >= EXPORT_EVERY:
+            self.exporter.update(status())
+            self.exported = now
+        if metrics and now - self.flushed >= FLUSH_EVERY:
+            self.flush(metrics)
+
+    def start_load(self, load_started: float) -> None:
+        self.flushed = time.time()
+        self.journal.load(load_started)
+
+    def flush(self, metrics: MetricsWriter, last: bool = False) -> None:
+        """The Parquet files written, and the journal told so; after the `last`, the merges behind done
+        (the end's merge must be the only one)."""
+        metrics.flush()
+        self.journal.flushed()
+        self.flushed = time.time()
+        if last:
+            metrics.close()
+
+    def take(self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool) -> None:
+        """`phase`: the phase the report's end falls in; `loading`: load has started."""
+        # first: a crash after it loses nothing (before load, no metrics file holds a report)
+        self.journal.report(report, phase if metrics else None, metrics.parts if metrics else 0)
+        if loading:
+            self.self_cost.report_handled(report.end_time)
+        self.aggregate.add(report)
+        self.judge.take(report, phase, self.aggregate.load_started)
+        note_crashes(report, self.ensemble, self.log)
+        note_rebalances(report, self.rebalances, self.log)
+        if self.exporter:
+            self.exporter.add(report)
+        if metrics:
+            metrics.add(report, phase)
+
+
+def note_rebalances(report: IntervalReport, rebalances: dict[str, Counter], log: RunLog) -> None:
+    """Consumer groups: every member's rebalance callbacks as events, counted per group (run.json)."""
+    seen: dict[str, Counter] = {}
+    for c in report.clients:
+        for at, kind, partitions in c.rebalances:
+            log.event(f"consumer_{kind}", client=c.client_id, group=c.group, at=at, partitions=partitions)
+            seen.setdefault(c.group, Counter())[kind] += 1
+    for group, counts in seen.items():
+        rebalances.setdefault(group, Counter()).update(counts)
+        told = ", ".join(f"{counts[kind]} {kind}" for kind in REBALANCE_KINDS if counts[kind])
+        log.say(f"-- {group}: rebalance callbacks: {told}")
+
+
+def note_crashes(report: IntervalReport, ensemble: Ensemble, log: RunLog) -> None:
+    """A crashed consumer reported what it held: the group's consumers watch for those records."""
+    for c in report.clients:
+        if not c.crashed_at:
+            continue
+        held = sum(last - first + 1 for ranges in c.crash_held.values() for first, last in ranges)
+        log.tell(
+            "consumer_crashed",
+            f"-- consumer {c.client_id} crashed holding {held:,} record(s): back after their lock time-out",
+            client=c.client_id,
+            group=c.group,
+            at=c.crashed_at,
+            held=held,
+        )
+        ensemble.send_all(WatchRedeliveries(c.group, c.crashed_at, c.crash_held))
+
+
+def note_worker_lost(
+    index: int, lost: WorkerLost, loss: Loss, a: RunAggregate, log: RunLog, journal: RunJournal
+) -> None:
+    """Its producers' sequences end where it was last heard of; its consumers' unreported tail is in doubt."""
+    journal.lost(loss.clients, lost.last_heard)
+    a.clients_lost(loss.clients, lost.last_heard)
+    log.event("worker_lost", worker=index, reason=lost.reason, clients=loss.clients)
+
+
+def note_replaced(index: int, lost: WorkerLost, loss: Loss, log: RunLog) -> None:
+    moved = loss.placed.moved
+    log.tell(
+        "clients_replaced",
+        f"-- {lost.reason}: its {len(loss.replaced)} client(s) {', '.join(loss.replaced) or '-'} go on as "
+        f"{', '.join(f'{c} on worker {w}' for c, w in moved.items()) or 'nothing'}",
+        worker=index,
+        lost=loss.replaced,
+        new=moved,
+    )

@@ -1,0 +1,62 @@
+"""Whether dimster's load generator kept its schedule, window by window (diagnosis/generator.py): the
+console says so within the window that shows it, the `generator_saturated` and `generator_keeps_up`
+events mark when, and run.json's `generator` holds each phase's saturated time per worker. A measured
+phase whose generator was saturated for SATURATED_PHASE_SHARE of its time is a saturated phase: its
+latency and rate verdicts are undecided (verdict/judge.py, verdict/compare.py)."""
+
+from dataclasses import dataclass, field
+
+from dimster.coordinator.control.run_log import RunLog
+from dimster.diagnosis.generator import phase_saturated
+from dimster.results.bundle import ResultsBundle
+
+LOAD_PHASES = ("warmup", "measure", "draining")
+
+
+@dataclass
+class PhaseLoad:
+    """One phase: its time, the time some worker was saturated, and each worker's worst window."""
+
+    seconds: float = 0.0
+    saturated_seconds: float = 0.0
+    workers: dict[str, dict] = field(default_factory=dict)  # worker -> its worst saturated window's figures
+
+    def to_json(self) -> dict:
+        return {
+            "seconds": round(self.seconds, 2),
+            "saturated_seconds": round(self.saturated_seconds, 2),
+            "saturated": phase_saturated(self.saturated_seconds, self.seconds),
+            "workers": self.workers,
+        }
+
+
+class GeneratorWatch:
+    def __init__(self, log: RunLog, bundle: ResultsBundle):
+        self.log, self.bundle = log, bundle
+        self.phases: dict[str, PhaseLoad] = {}
+        self.saturated = False  # the last window's
+
+    def see(self, phase: str, window: dict) -> None:
+        """One console window (RunAggregate.take_window) of `phase` has ended."""
+        if phase not in LOAD_PHASES:
+            return
+        seconds, loads = window.get("seconds") or 0.0, window.get("generator") or []
+        load = self.phases.setdefault(phase, PhaseLoad())
+        load.seconds += seconds
+        if loads:
+            load.saturated_seconds += seconds
+            for worker in loads:
+                worst = load.workers.get(str(worker["worker"]))
+                if worst is None or worker["wait_share"] >= worst["wait_share"]:
+                    load.workers[str(worker["worker"])] = worker
+        if bool(loads) != self.saturated:
+            self.saturated = bool(loads)
+            if loads:
+                self.log.event("generator_saturated", phase=phase, workers=loads)
+            else:
+                self.log.event("generator_keeps_up", phase=phase)
+        # run.json: what a verdict on this run's phases must know
+        self.bundle.run_info["generator"] = {name: p.to_json() for name, p in self.phases.items()}
+
+    def saturated_phases(self) -> list[str]:
+        return [name for name, p in self.phases.items() if phase_saturated(p.saturated_seconds, p.seconds)]

@@ -1,0 +1,1 @@
+"""The worker transports: local processes, agents, containers, and how clients are placed on them."""

@@ -1,0 +1,294 @@
+"""Workers on `dimster worker serve` agents: one ZeroMQ DEALER socket per agent, CURVE-secured by
+the shared token. Liveness: every message counts as a heartbeat, and the coordinator probes each agent
+every second (the probes also estimate its clock offset, see clocks.py); an agent silent for
+`timeout` seconds is lost."""
+
+import platform
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from dimster import __version__
+from dimster.cluster.backend import ClusterBackend
+from dimster.coordinator.workers.clocks import ClockEstimate, clock_sample
+from dimster.coordinator.workers.seam import WorkerLost
+from dimster.errors import DimsterError
+from dimster.profile import ProfileBase
+from dimster.remote.agent import endpoint
+from dimster.remote.security import connect_securely, read_token
+from dimster.results.bundle import ResultsBundle
+from dimster.worker.protocol import (
+    PROTOCOL_VERSION,
+    Assign,
+    Assignment,
+    ClockProbed,
+    Close,
+    Closed,
+    Hello,
+    LogFileSent,
+    Message,
+    ProbeClock,
+    ProtocolError,
+    Refused,
+    SetClock,
+    Welcome,
+    decode,
+    encode,
+)
+
+CONNECT_TIMEOUT = 10.0
+PROBE_EVERY = 1.0
+FIRST_PROBES = 5  # before the assignment goes out, so workers start on a corrected clock
+RESEND_OFFSET_ABOVE = 0.0002  # seconds an estimate must move before the worker hears of it
+LOG_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")  # an agent's log file: a plain name, never a path
+MAX_FROM_AGENT = 64 * 2**20  # the largest message an agent may send: a log file of up to 50 MiB and its frame
+
+
+class WorkersError(DimsterError):
+    exit_code = 3
+
+
+@dataclass
+class AgentLink:
+    index: int
+    address: str
+    socket: zmq.Socket
+    welcome: Welcome
+    clock: ClockEstimate = field(default_factory=ClockEstimate)
+    last_heard: float = 0.0
+    offset_sent: float = 0.0
+    gone: bool = False
+
+
+def handshake(
+    context: zmq.Context, address: str, token: str, hello: Hello, timeout: float = CONNECT_TIMEOUT
+) -> tuple[zmq.Socket, Welcome]:
+    """Connect to the agent at `address` and say Hello. Returns (socket, Welcome); raises WorkersError
+    with one line saying why not: unreachable, wrong token, refused (busy, other version), silent."""
+    socket = context.socket(zmq.DEALER)
+    socket.linger = 0
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_FROM_AGENT)  # a larger one drops the agent's connection
+    socket.reconnect_ivl = 500
+    connect_securely(socket, token)
+    monitor = socket.get_monitor_socket()
+    socket.connect(endpoint(address))
+    socket.send(encode(hello))
+    seen = set()
+    deadline = time.time() + timeout
+    answer = None
+    try:
+        while time.time() < deadline and answer is None:
+            if socket.poll(100):
+                answer = decode(socket.recv())
+            while monitor.poll(0):
+                seen.add(recv_monitor_message(monitor)["event"])
+    except ProtocolError as e:
+        answer = Refused(f"it answered in another protocol: {e}")
+    finally:
+        socket.disable_monitor()
+        monitor.close(linger=0)
+    if isinstance(answer, Welcome):
+        return socket, answer
+    socket.close(linger=0)
+    if isinstance(answer, Refused):
+        raise WorkersError(f"agent {address} refused: {answer.reason}")
+    handshake_failed = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    handshake_failed |= zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    if any(e & handshake_failed for e in seen):
+        raise WorkersError(f"agent {address} did not accept our worker token (the secure handshake failed)")
+    if zmq.EVENT_CONNECTED not in seen:
+        raise WorkersError(f"agent {address} is unreachable: nothing accepted a connection within {timeout:.0f}s")
+    raise WorkersError(f"agent {address} did not answer within {timeout:.0f}s (is it a dimster agent?)")
+
+
+class RemoteWorkers:
+    def __init__(self, addresses: list[str], token: str, log_dir: Path | None = None, timeout: float = 10.0):
+        self.addresses = addresses
+        self.token = token
+        self.log_dir = log_dir
+        self.timeout = timeout
+        self.context = zmq.Context()
+        self.closed = False
+        self.links: list[AgentLink] = []
+        self.released: list[AgentLink] = []  # agents the run did not need
+        self._next_probe = 0.0
+
+    @property
+    def capacity(self) -> int:
+        return len(self.addresses)
+
+    def connect(self, workload: str) -> list[Welcome]:
+        """Handshake with every agent and take a first clock estimate; fails on the first agent that
+        cannot serve the run."""
+        hello = Hello(__version__, PROTOCOL_VERSION, workload, platform.node())
+        try:
+            for index, address in enumerate(self.addresses):
+                socket, welcome = handshake(self.context, address, self.token, hello)
+                self.links.append(AgentLink(index, address, socket, welcome, last_heard=time.time()))
+            for link in self.links:
+                for _ in range(FIRST_PROBES):
+                    link.socket.send(encode(ProbeClock(time.time())))
+                    if link.socket.poll(1000):
+                        try:
+                            self._handle(link, decode(link.socket.recv()))
+                        except ProtocolError as e:
+                            raise WorkersError(f"agent {link.address} answered in another protocol: {e}") from None
+        except DimsterError:
+            self.close()
+            raise
+        return [link.welcome for link in self.links]
+
+    def start(self, assignments: list[Assignment]) -> None:
+        self.links, self.released = self.links[: len(assignments)], self.links[len(assignments) :]
+        for link in self.released:
+            link.socket.send(encode(Close()))
+        for assignment, link in zip(assignments, self.links, strict=False):
+            assignment.clock_offset = link.offset_sent = link.clock.offset
+            link.socket.send(encode(Assign(assignment)))
+
+    def send(self, index: int, message: Message) -> None:
+        link = self.links[index]
+        if not link.gone:
+            link.socket.send(encode(message))
+
+    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
+        now = time.time()
+        if now >= self._next_probe:
+            self._next_probe = now + PROBE_EVERY
+            for link in self.links:
+                if not link.gone:
+                    link.socket.send(encode(ProbeClock(now)))
+        poller = zmq.Poller()
+        live = {link.socket: link for link in self.links if not link.gone}
+        for socket in live:
+            poller.register(socket, zmq.POLLIN)
+        received: list[tuple[int, Message | WorkerLost]] = []
+        deadline = time.time() + timeout
+        while True:
+            ready = dict(poller.poll(max(0, int((deadline - time.time()) * 1000))))
+            for socket in ready:
+                link = live[socket]
+                while socket.poll(0) and not link.gone:
+                    try:
+                        message = self._handle(link, decode(socket.recv()))
+                    except ProtocolError as e:
+                        message = self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
+                    if message is not None:
+                        received.append((link.index, message))
+            if received or time.time() >= deadline:
+                break
+        for link in self.links:
+            if not link.gone and time.time() - link.last_heard > self.timeout:
+                received.append((link.index, self._lose(link, f"silent for {self.timeout:.0f}s")))
+        return received
+
+    def _lose(self, link: AgentLink, why: str) -> WorkerLost:
+        """The link's worker lost: heard of no more, its logs noted as left on the agent."""
+        link.gone = True
+        self._note_missing_logs(link)
+        return WorkerLost(f"worker {link.index} (agent {link.address}) {why}", link.last_heard)
+
+    def _handle(self, link: AgentLink, message: Message) -> Message | None:
+        """Take what the link itself consumes (clock answers, log files); return the rest."""
+        now = time.time()
+        link.last_heard = now
+        if isinstance(message, ClockProbed):
+            link.clock.add(clock_sample(message.sent, message.received, now))
+            if abs(link.clock.offset - link.offset_sent) > RESEND_OFFSET_ABOVE:
+                link.offset_sent = link.clock.offset
+                link.socket.send(encode(SetClock(link.offset_sent)))
+            return None
+        if isinstance(message, LogFileSent):
+            if LOG_NAME.fullmatch(message.name):
+                (self._logs() / message.name).write_bytes(message.content)
+            else:  # the bundle's files are the coordinator's to name: no path, no hidden file, no '..'
+                with (self._logs() / f"worker-{link.index}.log.refused").open("a") as note:
+                    note.write(f"agent {link.address} sent a log file named {message.name!r}: not a plain file name\n")
+            return None
+        if isinstance(message, Closed):
+            link.gone = True
+        return message
+
+    def _logs(self) -> Path:
+        """Where the agents' log files go: set (agents_in_bundle) before the run's workers start."""
+        assert self.log_dir is not None, "the agents' logs before agents_in_bundle()"
+        return self.log_dir
+
+    def _note_missing_logs(self, link: AgentLink) -> None:
+        note = self._logs() / f"worker-{link.index}.log.missing"
+        note.write_text(f"agent {link.address} (host {link.welcome.host}) was lost: its worker logs stayed on it\n")
+
+    def close(self) -> list[str]:
+        if self.closed:
+            return []
+        self.closed = True
+        for link in [*self.links, *self.released]:
+            link.socket.close(linger=100)  # a Close to a released agent still goes out
+        self.context.term()
+        return []
+
+    def describe(self) -> list[dict]:
+        return [
+            {
+                "index": link.index,
+                "host": link.welcome.host,
+                "address": link.address,
+                "cores": link.welcome.cores,
+                "alive": not link.gone,
+            }
+            for link in self.links
+        ]
+
+    def clock_offsets(self) -> dict[int, dict]:
+        return {link.index: link.clock.as_record() for link in self.links}
+
+
+def agents_in_bundle(agents: RemoteWorkers, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:
+    """The run's agents, with the bundle: their logs go there, their token is masked in it, and each
+    one's connection is an event."""
+    agents.log_dir = bundle.path / "logs"
+    bundle.redactor.learn({"workerToken": agents.token})
+    for link in agents.links:
+        bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
+    return agents, agents.capacity
+
+
+class AgentLauncher:
+    """`workers: [{address: HOST:PORT}, ...]`: the agents the environment lists, connected and checked
+    (token, version, idle) before anything else starts."""
+
+    client_bootstrap = None
+
+    def __init__(self, profile: ProfileBase, progress: Callable[[str], None] = print):
+        self.profile = profile
+        self.count = len(profile.agents)
+        self.agents: RemoteWorkers | None = None
+
+    @staticmethod
+    def takes(workers: object) -> bool:
+        return isinstance(workers, list)
+
+    def check_client_versions(self, versions: dict[str, str]) -> None:
+        pass  # a JVM per worker: any version
+
+    def connect(self, run_name: str) -> None:
+        profile = self.profile
+        token = read_token(profile.worker_token_file, profile.worker_token_env, what="workerTokenFile")
+        self.agents = RemoteWorkers(profile.agents, token, timeout=profile.worker_timeout_seconds)
+        self.agents.connect(run_name)
+
+    def start(self, cluster: ClusterBackend, run_name: str) -> None:
+        pass
+
+    def workers(self, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:
+        assert self.agents is not None, "workers() before connect()"
+        return agents_in_bundle(self.agents, bundle)
+
+    def close(self) -> None:
+        if self.agents:
+            self.agents.close()
