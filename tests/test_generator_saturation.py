@@ -8,6 +8,7 @@ import time
 import pytest
 
 from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.control.console import warnings
 from dimster.coordinator.loop.generator_watch import GeneratorWatch
 from dimster.diagnosis.generator import PUBLISH_DELAY_MS, WorkerLoad, console_line, saturated
 from dimster.diagnosis.limits import GENERATOR, GroupInputs, diagnose
@@ -116,6 +117,25 @@ def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_ph
     measured = bundle.run_info["generator"]["measure"]
     assert (measured["seconds"], measured["saturated_seconds"], measured["saturated"]) == (10.0, 5.0, True)
     assert watch.saturated_phases() == ["measure"]
+    watch.see("drain", window)  # the drain's windows are load too: recorded under its own name
+    assert bundle.run_info["generator"]["drain"]["saturated"] and "draining" not in bundle.run_info["generator"]
+
+
+def test_a_window_names_each_live_worker_not_heard_from_and_its_line_says_its_clients_are_missing():
+    """A worker held from running (a CPU limit, a paused process) sends no report: a window without it
+    reads low rates, so it says which live worker it lacks and since when; a lost worker is not live,
+    and a worker not yet heard from is not overdue."""
+    a = RunAggregate({"g": "t"})
+    a.load_started = time.time() - 5
+    for worker in (0, 1, 2):
+        a.add(report(worker, time.time(), 50.0, 1.0, (0.2,)))
+    time.sleep(0.3)
+    a.add(report(1, time.time(), 50.0, 1.0, (0.2,)))  # worker 1 reports again; 0 does not; 2 was lost
+    window = a.take_window(live=[0, 1, 3], overdue_after=0.2)
+    assert list(window["overdue"]) == [0] and 0.3 <= window["overdue"][0] < 5, window["overdue"]
+    [said] = [w for w in warnings("measure", window) if w.startswith("no report")]
+    assert said.startswith(f"no report from worker 0 for {window['overdue'][0]:.1f} s: this line lacks its clients")
+    assert a.take_window(live=[0, 1, 3])["overdue"] == {}  # by default none is due
 
 
 def test_the_live_diagnosis_names_the_generator_where_no_kafka_limit_explains_the_rate():

@@ -2,7 +2,9 @@
 settled sequences (lost and duplicated records), and the windows the console line shows."""
 
 import math
+import time
 from collections import Counter, defaultdict, deque
+from collections.abc import Iterable
 
 from dimster.clients import STATS_INTERVAL_S
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
@@ -61,6 +63,7 @@ class RunAggregate:
         self.e2e_measured = Histogram()  # the measured phase's end-to-end latency, whole run
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
+        self._heard: dict[int, float] = {}  # worker -> when its last report was taken in (this clock)
         # (worker, end, covered seconds, sent, target rate, received) of recent reports
         self._recent: deque[tuple[int, float, float, int, float, int]] = deque()
         self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
@@ -72,6 +75,7 @@ class RunAggregate:
         previous = max(last, self.load_started)
         covered = max(0.0, report.end_time - previous) if previous else 0.0
         self._last_report[report.worker_index] = report.end_time
+        self._heard[report.worker_index] = time.time()
         spanned = report.end_time - last if last else covered  # the time its CPU and steal figures cover
         share = covered / spanned if spanned > 0 else 0.0
         window.use(report, share)
@@ -328,9 +332,13 @@ class RunAggregate:
             missing[group] -= self.outcomes.settled_correction(group)  # the dead-letter topic's word
         return missing
 
-    def take_window(self) -> dict:
+    def take_window(self, live: Iterable[int] = (), overdue_after: float = math.inf) -> dict:
         """The console's numbers since the previous call; sent, acked and received as of the last
-        instant every live worker has reported (the totals go on in `sent`, `acked`, `received`)."""
+        instant every live worker has reported (the totals go on in `sent`, `acked`, `received`).
+        `overdue`: each of the `live` workers not heard from for more than `overdue_after` seconds,
+        and for how long: the window's figures lack its clients."""
+        now = time.time()
+        overdue = {w: round(now - self._heard[w], 1) for w in live if now - self._heard.get(w, now) > overdue_after}
         window, self.window = self.window, Window()
         sent, acked, received = self.instant.counts(self.instant.cut(), 3)
         seconds = max(window.seconds.values(), default=0.0) or 1e-6
@@ -357,6 +365,7 @@ class RunAggregate:
             "workerWaitShare": window.wait_share(),
             "seconds": seconds,
             "generator": [load.to_json() for load in saturated(window.loads())],  # workers behind schedule
+            "overdue": overdue,
             "duplicates": self.duplicates,
             "dead_lettered": self.dead_lettered,
             "sendErrors": self.send_errors,

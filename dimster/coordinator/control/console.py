@@ -103,6 +103,9 @@ def warnings(phase: str, s: dict) -> list[str]:
         )
     if phase in ("warmup", "measure") and s.get("generator"):
         found.append(console_line(s["generator"]))
+    if phase in ("warmup", "measure", "drain") and s.get("overdue"):
+        late = ", ".join(f"worker {w} for {seconds:.1f} s" for w, seconds in sorted(s["overdue"].items()))
+        found.append(f"no report from {late}: this line lacks its clients (held from running, or its link is slow)")
     if s["sendErrors"]:
         found.append(f"{s['sendErrors']:,} send errors")
     if s["duplicates"]:

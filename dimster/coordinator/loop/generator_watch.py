@@ -10,7 +10,7 @@ from dimster.coordinator.control.run_log import RunLog
 from dimster.diagnosis.generator import phase_saturated
 from dimster.results.bundle import ResultsBundle
 
-LOAD_PHASES = ("warmup", "measure", "draining")
+LOAD_PHASES = ("warmup", "measure", "drain")
 
 
 @dataclass
