@@ -129,6 +129,7 @@ def test_a_window_names_each_live_worker_not_heard_from_and_its_line_says_its_cl
     a.load_started = time.time() - 5
     for worker in (0, 1, 2):
         a.add(report(worker, time.time(), 50.0, 1.0, (0.2,)))
+    assert a.take_window(live=[0, 1], overdue_after=0.0)["overdue"] == {}  # each reported in the window
     time.sleep(0.3)
     a.add(report(1, time.time(), 50.0, 1.0, (0.2,)))  # worker 1 reports again; 0 does not; 2 was lost
     window = a.take_window(live=[0, 1, 3], overdue_after=0.2)
@@ -136,6 +137,7 @@ def test_a_window_names_each_live_worker_not_heard_from_and_its_line_says_its_cl
     [said] = [w for w in warnings("measure", window) if w.startswith("no report")]
     assert said.startswith(f"no report from worker 0 for {window['overdue'][0]:.1f} s: this line lacks its clients")
     assert a.take_window(live=[0, 1, 3])["overdue"] == {}  # by default none is due
+    assert a.take_window(live=[0, 1, 3], overdue_after=1.0)["overdue"] == {}  # silent, not yet for long
 
 
 def test_the_live_diagnosis_names_the_generator_where_no_kafka_limit_explains_the_rate():

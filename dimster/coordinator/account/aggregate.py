@@ -335,11 +335,11 @@ class RunAggregate:
     def take_window(self, live: Iterable[int] = (), overdue_after: float = math.inf) -> dict:
         """The console's numbers since the previous call; sent, acked and received as of the last
         instant every live worker has reported (the totals go on in `sent`, `acked`, `received`).
-        `overdue`: each of the `live` workers not heard from for more than `overdue_after` seconds,
-        and for how long: the window's figures lack its clients."""
-        now = time.time()
-        overdue = {w: round(now - self._heard[w], 1) for w in live if now - self._heard.get(w, now) > overdue_after}
-        window, self.window = self.window, Window()
+        `overdue`: each of the `live` workers with no report in the window and none for more than
+        `overdue_after` seconds, and for how long: the window's figures lack its clients."""
+        now, window, self.window = time.time(), self.window, Window()
+        silent = {w: now - self._heard[w] for w in live if w in self._heard and w not in window.seconds}
+        overdue = {w: round(seconds, 1) for w, seconds in silent.items() if seconds > overdue_after}
         sent, acked, received = self.instant.counts(self.instant.cut(), 3)
         seconds = max(window.seconds.values(), default=0.0) or 1e-6
         recent = self.recent_rates()
