@@ -194,7 +194,7 @@ class Coordinator:
         return True
 
     def _print_line(self) -> None:
-        due = self.workload.report_interval_seconds  # a worker not heard from for longer: said
+        due = self.workload.report_interval_seconds + 0.5  # workers report each second: 0.5 s is jitter
         self.last_window = self.aggregate.take_window(self.ensemble.live_workers(), due)
         self.log.say(status_line(time.time() - self.load_started, self.phase, self.last_window))
         self.generator.see(self.phase, self.last_window)
