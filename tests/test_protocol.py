@@ -36,6 +36,7 @@ from dimster.worker.protocol import (
     Welcome,
     decode,
     encode,
+    kind_of,
 )
 
 pytestmark = pytest.mark.unit
@@ -133,6 +134,21 @@ def test_garbage_and_unknown_kinds_are_protocol_errors():
         decode(msgpack.packb(["WatchRedeliveries", {"group": "g", "crashed_at": 1.0, "held": [[1, [[0, 4]]]]}]))
     with pytest.raises(ProtocolError):
         encode(("report", 1))
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda m: type(m).__name__)
+def test_the_kind_of_an_encoded_message_is_read_without_its_body(message):
+    """What an agent relays as it came: its kind, for `Closed`, which ships the worker's logs first."""
+    assert kind_of(encode(message)) == type(message).__name__
+
+
+def test_bytes_that_are_no_message_have_no_kind():
+    import msgpack
+
+    for data in (b"", b"\x93not msgpack", msgpack.packb(["Explode", {}]), msgpack.packb([1, {}]),
+                 msgpack.packb(["Closed", {}, 3]), msgpack.packb({"Closed": {}})):  # fmt: skip
+        with pytest.raises(ProtocolError):
+            kind_of(data)
 
 
 def test_fields_at_their_default_stay_off_the_wire_and_come_back():

@@ -39,7 +39,6 @@ from dimster.worker.protocol import (
     Assign,
     ClockProbed,
     Close,
-    Closed,
     Failed,
     Hello,
     LogFileSent,
@@ -52,6 +51,7 @@ from dimster.worker.protocol import (
     Welcome,
     decode,
     encode,
+    kind_of,
 )
 from dimster.workload.model import Workload
 from dimster.yamlfile import validation_error_line
@@ -267,24 +267,26 @@ class Agent:
         session.worker = Worker(process, PipeChannel(ours))
 
     def _from_worker(self, session: Session, worker: Worker) -> None:
+        """Relays the worker's message as it was encoded (the coordinator decodes it); a `Closed`
+        first ships the worker's logs."""
         try:
-            message = worker.channel.recv()
+            message = worker.channel.recv_bytes()
         except (EOFError, OSError):
             worker.process.join(5)
             self._send(session.peer, Failed(f"worker on {platform.node()} exited with code {worker.process.exitcode}"))
             self._end_session(session, "worker exited")
             return
-        if isinstance(message, Closed):
+        if kind_of(message) == "Closed":
             worker.process.join(30)
             files = log_files(session.folder)
             log.info("run %s: worker closed; shipping %d log file(s)", session.workload, len(files))
             for path in files:
                 with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
                     self._send(session.peer, LogFileSent(path.name, f.read(MAX_LOG_BYTES)))
-            self._send(session.peer, message)
+            self.socket.send_multipart([session.peer, message])
             self._end_session(session, "run closed")
         else:
-            self._send(session.peer, message)
+            self.socket.send_multipart([session.peer, message])
 
     def _check_session(self) -> None:
         session = self.session

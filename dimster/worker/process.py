@@ -65,6 +65,10 @@ class PipeChannel:
     def recv(self) -> Message:
         return decode(self.connection.recv_bytes())
 
+    def recv_bytes(self) -> bytes:
+        """A message as it was encoded, to relay as it is (protocol.kind_of tells its kind)."""
+        return self.connection.recv_bytes()
+
     def fileno(self) -> int:
         return self.connection.fileno()
 

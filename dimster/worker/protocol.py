@@ -298,6 +298,20 @@ def encode(message: Message) -> bytes:
     return msgpack.packb([kind, to_wire(type(message), message)], use_bin_type=True)
 
 
+def kind_of(data: bytes) -> str:
+    """The kind of an encoded message, read without decoding its body: an agent relays its worker's
+    reports as they came, and the coordinator decodes them once."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(data)
+    try:
+        pair, kind = unpacker.read_array_header(), unpacker.unpack()
+    except (ValueError, TypeError, msgpack.UnpackException) as e:
+        raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
+    if pair != 2 or not isinstance(kind, str) or kind not in MESSAGES:
+        raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: no kind of its messages")
+    return kind
+
+
 def decode(data: bytes) -> Message:
     try:
         kind, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
