@@ -23,9 +23,9 @@ _WALL_CLOCK_RECORD = 1e9  # a `started` above this is a wall-clock time, as dims
 
 @dataclass(frozen=True)
 class TrackedProcess:
-    """A process by its PID and start. `started` is seconds since boot (psutil's monotonic create
-    time): its wall-clock start would move whenever the host's clock is set or slewed, and a tracked
-    process would then look gone to the next dimster command, a live run crashed and a broker stopped."""
+    """A process by its PID and start. `started` is seconds since boot (starttime in /proc/PID/stat):
+    its wall-clock start would move whenever the host's clock is set or slewed, and a tracked process
+    would then look gone to the next dimster command, a live run crashed and a broker stopped."""
 
     pid: int
     started: float

@@ -18,8 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from dimster.coordinator.control.conditions import holds, parse_condition
-from dimster.coordinator.control.run_state import control_request
+from dimster.coordinator.control.run_state import console_log, control_request, wait_until
 from tests.cli import REPO, dimster
 
 BASE = {
@@ -127,19 +126,16 @@ def status(env: str = "local") -> dict:
 
 
 def wait(condition: str, timeout: int = 90, env: str = "local", cli_env: dict[str, str] | None = None) -> None:
-    """CONDITION must hold within `timeout` seconds: what `dimster wait ENV --until CONDITION --every
-    0.25` does, asked in this process (a CLI process a wait cost about a second of CPU each, some 40 a
+    """CONDITION must hold within `timeout` seconds: `dimster wait ENV --until CONDITION --every 0.25`'s
+    own loop (run_state.wait_until), in this process (a CLI process a wait cost about a second of CPU each, some 40 a
     session). The command itself: the scenario script's test (its every step), test_distributed,
     test_secrets. With `cli_env` (another state folder or project), the command."""
     if cli_env is not None:
         result = dimster("wait", env, "--until", condition, "--timeout", str(timeout), "--every", "0.25", env=cli_env)
         assert result.code == 0, result.stderr + result.stdout
         return
-    parsed = parse_condition(condition)
-    deadline = time.monotonic() + timeout
-    while not holds(parsed, s := status(env)):
-        assert time.monotonic() < deadline, f"'{condition}' did not hold within {timeout} s: {s}"
-        time.sleep(0.25)
+    held, s = wait_until(env, condition, timeout, 0.25)
+    assert held, f"'{condition}' did not hold within {timeout} s: {s}"
 
 
 def scrape_samples(url: str) -> list:
@@ -219,13 +215,13 @@ def evidence(bundle: Path, lines: int = 40) -> str:
     return "\n".join(parts)
 
 
-def detached_evidence(output: str, lines: int = 40) -> str:
-    """The evidence of a detached run from what `dimster run --detach` printed ("results in BUNDLE;
-    console: LOG"): the bundle's, and the console's last lines (a crashed coordinator's last words)."""
-    found = re.search(r"results in (\S+); console: (\S+)", output)
+def detached_evidence(output: str, env: str = "local", lines: int = 40) -> str:
+    """The evidence of the detached run of `env` whose start printed `output` ("results in BUNDLE;"):
+    the bundle's, and its console's last lines (a crashed coordinator's last words)."""
+    found = re.search(r"results in (\S+);", output)
     if found is None:
         return "no detached run was started"
-    bundle, console = Path(found[1]), Path(found[2])
+    bundle, console = Path(found[1]), console_log(env)
     tail = console.read_text(errors="replace").splitlines()[-lines:] if console.is_file() else ["(no console)"]
     return "\n".join([evidence(bundle, lines), f"--- {console.name}", *tail])
 

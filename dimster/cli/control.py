@@ -7,9 +7,8 @@ import time
 import typer
 
 from dimster.cli.output import console, print_json
-from dimster.coordinator.control.conditions import holds, parse_condition
 from dimster.coordinator.control.console import dead_letter_counts, ms_text
-from dimster.coordinator.control.run_state import control_request, read_run_state
+from dimster.coordinator.control.run_state import control_request, read_run_state, wait_until
 from dimster.errors import DimsterError
 from dimster.processes import TrackedProcess
 
@@ -69,19 +68,13 @@ def wait(
     no run is active."""
     if not (every > 0 and math.isfinite(every)):  # 0 would ask the run as fast as it answers
         raise typer.BadParameter(f"must be a finite number of seconds above 0 (got {every:g})", param_hint="'--every'")
-    condition = parse_condition(until)
-    deadline = time.time() + timeout
-    while True:
-        s = control_request(env, "GET", "/status", timeout=30)
-        if holds(condition, s):
-            console.print(f"'{until}' holds after {s['elapsedSeconds']:.0f}s of load")
-            return
-        if time.time() >= deadline:
-            raise WaitTimedOut(
-                f"'{until}' did not hold within {timeout:g}s (backlog {s['backlog']:,}, "
-                f"pub {s['pubRate']:,.0f} msg/s, cons {s['consRate']:,.0f} msg/s)"
-            )
-        time.sleep(every)
+    held, s = wait_until(env, until, timeout, every)
+    if not held:
+        raise WaitTimedOut(
+            f"'{until}' did not hold within {timeout:g}s (backlog {s['backlog']:,}, "
+            f"pub {s['pubRate']:,.0f} msg/s, cons {s['consRate']:,.0f} msg/s)"
+        )
+    console.print(f"'{until}' holds after {s['elapsedSeconds']:.0f}s of load")
 
 
 def stop(

@@ -276,17 +276,17 @@ class Agent:
             self._send(session.peer, Failed(f"worker on {platform.node()} exited with code {worker.process.exitcode}"))
             self._end_session(session, "worker exited")
             return
-        if kind_of(message) == "Closed":
+        closed = kind_of(message) == "Closed"
+        if closed:
             worker.process.join(30)
             files = log_files(session.folder)
             log.info("run %s: worker closed; shipping %d log file(s)", session.workload, len(files))
             for path in files:
                 with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
                     self._send(session.peer, LogFileSent(path.name, f.read(MAX_LOG_BYTES)))
-            self.socket.send_multipart([session.peer, message])
+        self.socket.send_multipart([session.peer, message])
+        if closed:
             self._end_session(session, "run closed")
-        else:
-            self.socket.send_multipart([session.peer, message])
 
     def _check_session(self) -> None:
         session = self.session

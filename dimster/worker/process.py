@@ -22,6 +22,7 @@ from dimster.clients.properties import consumer_role, role_properties, run_libra
 from dimster.worker import clock
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.protocol import (
+    REPORT_EVERY,
     AddClients,
     Assignment,
     Close,
@@ -46,7 +47,6 @@ from dimster.worker.protocol import (
 from dimster.worker.wake_lag import WakeProbe, host_steal_seconds
 from dimster.workload.model import Workload
 
-REPORT_EVERY = 1.0
 PR_SET_PDEATHSIG = 1
 
 

@@ -291,6 +291,9 @@ MESSAGES: dict[str, type] = {
 Message = typing.Any  # one of MESSAGES' types
 
 
+REPORT_EVERY = 1.0  # seconds: a worker's report cadence, whatever the console's window
+
+
 def encode(message: Message) -> bytes:
     kind = type(message).__name__
     if MESSAGES.get(kind) is not type(message):

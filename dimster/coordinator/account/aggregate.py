@@ -338,8 +338,8 @@ class RunAggregate:
         `overdue`: each of the `live` workers with no report in the window and none for more than
         `overdue_after` seconds, and for how long: the window's figures lack its clients."""
         now, window, self.window = time.time(), self.window, Window()
-        silent = {w: now - self._heard[w] for w in live if w in self._heard and w not in window.seconds}
-        overdue = {w: round(seconds, 1) for w, seconds in silent.items() if seconds > overdue_after}
+        heard = {w: self._heard[w] for w in live if w in self._heard and w not in window.seconds}
+        overdue = {w: round(now - at, 1) for w, at in heard.items() if now - at > overdue_after}
         sent, acked, received = self.instant.counts(self.instant.cut(), 3)
         seconds = max(window.seconds.values(), default=0.0) or 1e-6
         recent = self.recent_rates()

@@ -93,6 +93,9 @@ def ms_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
 
 
+LOAD_PHASES = ("warmup", "measure", "drain")  # the phases whose windows measure load
+
+
 def warnings(phase: str, s: dict) -> list[str]:
     found = []
     target = s["targetRate"]
@@ -103,7 +106,7 @@ def warnings(phase: str, s: dict) -> list[str]:
         )
     if phase in ("warmup", "measure") and s.get("generator"):
         found.append(console_line(s["generator"]))
-    if phase in ("warmup", "measure", "drain") and s.get("overdue"):
+    if phase in LOAD_PHASES and s.get("overdue"):
         late = ", ".join(f"worker {w} for {seconds:.1f} s" for w, seconds in sorted(s["overdue"].items()))
         found.append(f"no report from {late}: this line lacks its clients (held from running, or its link is slow)")
     if s["sendErrors"]:

@@ -5,10 +5,12 @@ readable by the user only: the control API's port and token) and the control API
 import http.client
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from dimster.coordinator.control.conditions import holds, parse_condition
 from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, state_dir
 from dimster.processes import TrackedProcess
@@ -71,7 +73,8 @@ def control_request(env: str, method: str, path: str, body: dict | None = None, 
     """Call the API of the run of `env`; DimsterError with the coordinator's words on refusal."""
     state, alive = _run_state(env)
     if state is not None and not alive:
-        last_words = f"; its console: {console_log(env)}" if console_log(env).is_file() else ""
+        console = console_log(env)
+        last_words = f"; its console: {console}" if console.is_file() else ""
         raise NoActiveRun(
             f"the run of '{env}' crashed: its coordinator (pid {state['pid']}) ended without closing the run; "
             f"what it measured is in {state['results']} (`dimster summarize` it){last_words}"
@@ -96,3 +99,17 @@ def control_request(env: str, method: str, path: str, body: dict | None = None, 
         raise DimsterError(message) from None
     except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError, ValueError) as e:
         raise NoActiveRun(f"the run of '{env}' does not answer on its control port: {e}") from None
+
+
+def wait_until(env: str, until: str, timeout: float, every: float) -> tuple[bool, dict]:
+    """Ask the run of `env` for its status every `every` seconds until condition `until` holds (True)
+    or `timeout` seconds have passed (False); with the last status. `dimster wait` is this."""
+    condition = parse_condition(until)
+    deadline = time.monotonic() + timeout
+    while True:
+        status = control_request(env, "GET", "/status", timeout=30)
+        if holds(condition, status):
+            return True, status
+        if time.monotonic() >= deadline:
+            return False, status
+        time.sleep(every)

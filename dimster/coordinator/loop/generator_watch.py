@@ -6,11 +6,10 @@ latency and rate verdicts are undecided (verdict/judge.py, verdict/compare.py)."
 
 from dataclasses import dataclass, field
 
+from dimster.coordinator.control.console import LOAD_PHASES
 from dimster.coordinator.control.run_log import RunLog
 from dimster.diagnosis.generator import phase_saturated
 from dimster.results.bundle import ResultsBundle
-
-LOAD_PHASES = ("warmup", "measure", "drain")
 
 
 @dataclass

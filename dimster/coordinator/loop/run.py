@@ -36,7 +36,7 @@ from dimster.coordinator.workers.topology import Topology, build_topology
 from dimster.errors import DimsterError
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.protocol import Close, Failed, Message, Reported, StartLoad, StopProducers, Update
+from dimster.worker.protocol import REPORT_EVERY, Close, Failed, Message, Reported, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
 from dimster.workload.modes import plan_for
 from dimster.workload.modes.base import RunPlan, SteadyPlan
@@ -194,7 +194,7 @@ class Coordinator:
         return True
 
     def _print_line(self) -> None:
-        due = self.workload.report_interval_seconds + 0.5  # workers report each second: 0.5 s is jitter
+        due = self.workload.report_interval_seconds + REPORT_EVERY / 2  # a report just after its window: jitter
         self.last_window = self.aggregate.take_window(self.ensemble.live_workers(), due)
         self.log.say(status_line(time.time() - self.load_started, self.phase, self.last_window))
         self.generator.see(self.phase, self.last_window)
