@@ -207,7 +207,7 @@ class FakeKafka:
 
 def fake_cluster():
     profile = parse_profile({"name": "fake", "bootstrapServers": "memory:1", "backend": "external"})
-    return SimpleNamespace(profile=profile, client_security=dict)
+    return SimpleNamespace(profile=profile, client_security=dict, broker_config=dict)
 
 
 def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail", exporter=None, **keys):

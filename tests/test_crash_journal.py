@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dimster.coordinator.account.aggregate import RunAggregate
-from dimster.coordinator.account.journal import JOURNAL, TAIL, RunJournal, read_journal
+from dimster.coordinator.account.journal import JOURNAL, RunJournal, read_journal, tail_files
 from dimster.coordinator.loop.recover import crashed_account, received_past_commit, recover_crashed, replay
 from dimster.errors import DimsterError
 from dimster.worker.protocol import ClientInterval, IntervalReport
@@ -63,7 +63,7 @@ def test_a_record_cut_short_ends_the_journal(tmp_path):
     journal.load(100.0)
     for second in range(3):
         report = IntervalReport(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)])
-        journal.report(report, "measure", second)
+        journal.report(report, "measure", 0)
     journal.close()
     for path in (journal.path, journal.tail_path):
         path.write_bytes(path.read_bytes()[:-7])  # the crash came mid-write
@@ -72,7 +72,7 @@ def test_a_record_cut_short_ends_the_journal(tmp_path):
     assert [r[-1].end_time for r in records[1:]] == [101.0, 102.0]
     assert [(r[1], r[2], r[3].clients[0].sent) for r in read_journal(journal.tail_path)] == [
         ("measure", 0, 10),
-        ("measure", 1, 10),
+        ("measure", 0, 10),
     ]
 
 
@@ -88,15 +88,30 @@ def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_repo
     assert account.clients[0].settled == {0: [(0, 4)]} and account.clients[0].received == 5
     assert account.clients[0].histograms == {} and account.clients[0].client_stats is None
     assert whole.clients[0] == consumer
-    journal.flushed()  # the Parquet files hold the tail now
-    assert journal.tail_path.stat().st_size == 0 and journal.path.stat().st_size > 0
+    journal.written(0)  # the Parquet files hold the tail now
+    assert tail_files(tmp_path) == [] and journal.path.stat().st_size > 0
+
+
+def test_each_parquet_part_has_a_tail_of_its_own_removed_once_the_part_is_written(tmp_path):
+    """The parts are written behind the loop: reports of the next part arrive while one is written."""
+    journal = RunJournal(tmp_path)
+    for part in (0, 0, 1, 2):
+        journal.report(IntervalReport(0, 101.0, [ClientInterval("p0", "producer", "t", sent=part)]), "measure", part)
+    assert [p.name for p in tail_files(tmp_path)] == [f"journal-tail-0000{n}.msgpack" for n in (0, 1, 2)]
+    journal.written(1)
+    [left] = tail_files(tmp_path)
+    assert [(r[2], r[3].clients[0].sent) for r in read_journal(left)] == [(2, 2)]
+    journal.report(IntervalReport(0, 102.0, [ClientInterval("p0", "producer", "t", sent=9)]), "measure", 2)
+    assert [r[3].clients[0].sent for r in read_journal(left)] == [2, 9]
+    journal.remove()
+    assert tail_files(tmp_path) == [] and not journal.path.exists()
 
 
 def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):
     c = killed_run(tmp_path)
     run_dir = c.bundle.path
     flushed = sum(pq.read_metadata(p).num_rows for p in (run_dir / "metrics" / "intervals").glob("*.parquet"))
-    tail = list(read_journal(run_dir / TAIL))
+    tail = [record for path in tail_files(run_dir) for record in read_journal(path)]
     unwritten_rows = sum(len(record[3].clients) for record in tail)
     info = json.loads((run_dir / "run.json").read_text())
     with pytest.raises(DimsterError, match="still running"):  # its coordinator (this process) lives
@@ -115,14 +130,14 @@ def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):
     assert totals["unconsumed"] is None and all(not g["closes"] for g in info["account"].values())
     rows = sum(pq.read_metadata(p).num_rows for p in (run_dir / "metrics" / "intervals").glob("*.parquet"))
     assert unwritten_rows > 0 and rows == flushed + unwritten_rows  # each report once in the metrics
-    assert not (run_dir / JOURNAL).exists() and not (run_dir / TAIL).exists()
+    assert not (run_dir / JOURNAL).exists() and not tail_files(run_dir)
     assert recover_crashed(run_dir) == []  # recorded once
 
 
 def test_a_run_that_records_its_end_leaves_no_journal(tmp_path):
     c = coordinator(tmp_path, FakeWorkers())
     assert c.run() == 0
-    assert not (c.bundle.path / JOURNAL).exists() and not (c.bundle.path / TAIL).exists()
+    assert not (c.bundle.path / JOURNAL).exists() and not tail_files(c.bundle.path)
 
 
 def account_of(acked_reported: int, in_log: int | None, settled: int, unconsumed: int | None) -> dict:

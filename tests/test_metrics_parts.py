@@ -17,9 +17,9 @@ pytestmark = pytest.mark.unit
 START = 100.0
 
 
-def write_flushes(metrics, count: int, merge_behind: bool = False) -> MetricsWriter:
+def write_flushes(metrics, count: int, behind: bool = False) -> MetricsWriter:
     """`count` flushes of one report each, the producer's `sent` counting the flush."""
-    writer = MetricsWriter(metrics, START, merge_behind)
+    writer = MetricsWriter(metrics, START, behind)
     for flush in range(count):
         publish = {("publish", -1): ({3: 1}, 1, 1.0, 1.0)}
         client = ClientInterval("p0", "producer", "t", sent=flush + 1, histograms=publish)
@@ -56,7 +56,7 @@ def test_the_merges_behind_a_run_take_each_minute_of_flushes_then_each_chunk_of_
 
 def test_a_runs_writer_merges_behind_it_in_order_and_its_end_merges_the_rest(tmp_path):
     metrics = tmp_path / "metrics"
-    write_flushes(metrics, 30, merge_behind=True).close()
+    write_flushes(metrics, 30, behind=True).close()
     merged = ["parts-00000-00011.parquet", "parts-00012-00023.parquet"]
     for table in ("intervals", "histograms", "workers"):
         names = sorted(p.name for p in (metrics / table).iterdir())
@@ -71,7 +71,7 @@ def test_a_runs_writer_merges_behind_it_in_order_and_its_end_merges_the_rest(tmp
 def test_merges_behind_merge_their_own_merged_files_a_level_up(tmp_path, monkeypatch):
     monkeypatch.setattr(metrics_parts, "CHUNK", 2)
     metrics = tmp_path / "metrics"
-    write_flushes(metrics, 9, merge_behind=True).close()  # 0-1, 2-3, 0-3, 4-5, 6-7, 4-7, 0-7
+    write_flushes(metrics, 9, behind=True).close()  # 0-1, 2-3, 0-3, 4-5, 6-7, 4-7, 0-7
     names = sorted(p.name for p in (metrics / "intervals").iterdir())
     assert names == ["part-00008.parquet", "parts-00000-00007.parquet"]
     assert sent(metrics / "intervals") == list(range(1, 10))
@@ -82,7 +82,7 @@ def test_a_table_a_merge_behind_cannot_read_leaves_the_others_merged(tmp_path, m
     metrics = tmp_path / "metrics"
     write_flushes(metrics, 1)
     (metrics / "histograms" / "part-00000.parquet").write_bytes(b"cut short")  # sorted before the others
-    writer = MetricsWriter(metrics, START, merge_behind=True)
+    writer = MetricsWriter(metrics, START, behind=True)
     writer.parts = 1
     client = ClientInterval("p0", "producer", "t", sent=2, histograms={("publish", -1): ({3: 1}, 1, 1.0, 1.0)})
     writer.add(IntervalReport(0, START + 2, [client]), "measure")
@@ -160,3 +160,26 @@ def test_a_flush_writes_its_workers_part_last(tmp_path, monkeypatch):
     )
     write_flushes(tmp_path / "metrics", 1)
     assert written == ["intervals", "histograms", "workers"]
+
+
+def test_a_writer_behind_tells_each_part_written_in_order(tmp_path):
+    told: list[int] = []
+    writer = MetricsWriter(tmp_path / "metrics", START, behind=True)
+    for flush in range(3):
+        writer.add(IntervalReport(0, START + flush + 1, [ClientInterval("p0", "producer", "t", sent=1)]), "measure")
+        writer.flush(told.append)
+    writer.close()
+    assert told == [0, 1, 2]
+    assert written_flushes(tmp_path / "metrics" / "workers") == {0, 1, 2}
+
+
+def test_a_write_behind_that_fails_raises_at_close_and_tells_nothing_written(tmp_path):
+    metrics = tmp_path / "metrics"
+    metrics.write_text("a file where the folder should be")
+    told: list[int] = []
+    writer = MetricsWriter(metrics, START, behind=True)
+    writer.add(IntervalReport(0, START + 1, [ClientInterval("p0", "producer", "t", sent=1)]), "measure")
+    writer.flush(told.append)
+    with pytest.raises(OSError):
+        writer.close()
+    assert told == []

@@ -115,7 +115,7 @@ def test_a_broker_scrape_that_arrives_after_the_stop_is_written_under_measure(tm
     for at in (100.0, 115.0, 121.5):  # the last one answered at 123, after the run stopped
         c.observers.samples.put((at, 1, samples))
     c.observers.take(metrics, c.phases.at, lambda: {})
-    assert [(row["end_time"], row["phase"]) for row in metrics.rows["brokers"]] == [
+    assert [(row["end_time"], row["phase"]) for row in metrics.buffers.dicts["brokers"]] == [
         (100.0, "warmup"),
         (115.0, "measure"),
         (121.5, "measure"),

@@ -44,6 +44,7 @@ class Metric:
     status: tuple[str, ...] = ()  # the `dimster status --json` fields made from it
     label: str = ""  # in the report: its client-table header, or its name in the latency panel
     client_table: str = ""  # producers | consumers: the report's client table that has a column of it
+    arrow_type: str = "int64"  # source intervals: its Parquet column's type
 
     @property
     def column(self) -> str | None:
@@ -53,7 +54,8 @@ class Metric:
 
 # ---- the rows ----------------------------------------------------------------------------------------
 INTERVAL_METRICS: tuple[Metric, ...] = (
-    Metric("target_rate", "gauge", PRODUCING, "messages/s", "intervals", status=("targetRate",)),
+    Metric("target_rate", "gauge", PRODUCING, "messages/s", "intervals", status=("targetRate",),
+           arrow_type="float64"),
     Metric("sent", "counter", PRODUCING, "messages", "intervals", "dimster_client_sent_messages",
            "Records handed to the producers", status=("sent", "pubRate")),
     Metric("sent_bytes", "counter", PRODUCING, "bytes", "intervals", "dimster_client_sent_bytes",
@@ -182,7 +184,32 @@ DELIVERY_COUNT_COLUMNS = ("delivery_count", "count")
 # client_stats: every column a float, whichever library reported it
 STATS_COLUMNS: tuple[str, ...] = tuple(m.name for m in STATS_METRICS if m.column)
 
-# The tables with a fixed schema, as (column, Arrow type) pairs: the brokers' samples
+# The tables with a fixed schema, as (column, Arrow type) pairs: the clients' tables ...
+_FIRST_TYPES = (
+    ("end_time", "float64"),
+    ("run_time_s", "float64"),
+    ("phase", "string"),
+    ("worker", "int64"),
+    *((column, "string") for column in CLIENT_COLUMNS),
+)
+INTERVAL_TYPES = (
+    *_FIRST_TYPES,
+    ("library", "string"),
+    ("generation", "int64"),
+    *((m.name, m.arrow_type) for m in INTERVAL_METRICS),
+)
+HISTOGRAM_TYPES = (
+    *_FIRST_TYPES,
+    ("metric", "string"),
+    ("partition", "int64"),
+    ("bucket", "int64"),
+    ("count", "int64"),
+    ("hist_total", "int64"),
+    ("hist_min", "float64"),
+    ("hist_max", "float64"),
+)
+DELIVERY_COUNT_TYPES = (*_FIRST_TYPES, ("delivery_count", "int64"), ("count", "int64"))
+# ... the brokers' samples
 # (coordinator/observers/broker_scrape.py), one row per series per scrape ...
 BROKER_COLUMNS = (
     ("end_time", "float64"),
@@ -223,4 +250,11 @@ WORKER_COLUMNS = (
     ("steal_seconds", "float64"),
     ("cores", "int32"),
 )
-FIXED_SCHEMAS = {"brokers": BROKER_COLUMNS, "group_lag": GROUP_LAG_COLUMNS, "workers": WORKER_COLUMNS}
+FIXED_SCHEMAS = {
+    "intervals": INTERVAL_TYPES,
+    "histograms": HISTOGRAM_TYPES,
+    "delivery_counts": DELIVERY_COUNT_TYPES,
+    "brokers": BROKER_COLUMNS,
+    "group_lag": GROUP_LAG_COLUMNS,
+    "workers": WORKER_COLUMNS,
+}

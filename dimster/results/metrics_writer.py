@@ -4,6 +4,10 @@ counts follow intervals, clients and histogram buckets, never the message rate."
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -12,11 +16,10 @@ import pyarrow.parquet as pq
 
 from dimster.metrics.schema import (
     CLIENT_COLUMNS,
-    DELIVERY_COUNT_COLUMNS,
     FIXED_SCHEMAS,
-    HISTOGRAM_COLUMNS,
     INTERVAL_COLUMNS,
     REPORT_COLUMNS,
+    TABLES,
 )
 from dimster.results.metrics_parts import MergeBehind
 
@@ -33,6 +36,11 @@ SCHEMAS = {
 }
 # a worker's row: the report's columns, then its usage and its wake probe's lateness
 WORKER_VALUES = tuple(column for column, _ in FIXED_SCHEMAS["workers"] if column not in REPORT_COLUMNS)
+ROWS = ("workers", "intervals")  # tables kept as a tuple a row, in their schema's order
+COLUMNS = ("histograms", "delivery_counts")  # tables kept as a list a column: rows by the bucket
+FIRST = (*REPORT_COLUMNS, *CLIENT_COLUMNS)
+client_of = attrgetter(*CLIENT_COLUMNS)
+interval_of = attrgetter(*INTERVAL_COLUMNS)
 
 
 class Report(Protocol):
@@ -50,37 +58,73 @@ class Report(Protocol):
     cores: int
 
 
+class Buffers:
+    """What a flush writes: rows as tuples (ROWS), as lists a column (COLUMNS) or as dicts (the rest)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple]] = {table: [] for table in ROWS}
+        self.columns: dict[str, dict[str, list]] = {t: {c: [] for c in SCHEMAS[t].names} for t in COLUMNS}
+        self.dicts: dict[str, list[dict]] = defaultdict(list)
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The tables with rows, in TABLES' order, `workers` last: a crashed run's recovery takes a
+        flush as written once its workers part is (write_tail)."""
+        made = {table: pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)) for table, rows in self.dicts.items()}
+        for table, columns in self.columns.items():
+            made[table] = pa.Table.from_pydict(columns, schema=SCHEMAS[table])
+        for table, rows in self.rows.items():
+            if rows:  # from rows to columns: one zip (rows of one table are all as long)
+                transposed = zip(*rows, strict=True)
+                arrays = [pa.array(column, kind) for column, kind in zip(transposed, SCHEMAS[table].types, strict=True)]
+                made[table] = pa.Table.from_arrays(arrays, schema=SCHEMAS[table])
+        return {table: made[table] for table in TABLES if table in made and made[table].num_rows}
+
+
 class MetricsWriter:
-    def __init__(self, folder: Path, load_started: float, merge_behind: bool = False):
-        """`merge_behind`: merge the parts while the run goes on (a run's own writer; close() at its end)."""
+    def __init__(self, folder: Path, load_started: float, behind: bool = False):
+        """`behind`: write the parts on a thread of their own and merge them while the run goes on (a
+        run's own writer: the run's loop never waits on a write; close() at its end)."""
         self.folder = folder
         self.load_started = load_started
-        self.rows: dict[str, list[dict]] = defaultdict(list)
+        self.buffers = Buffers()
         self.parts = 0
-        self.merges = MergeBehind(folder) if merge_behind else None
+        self.merges = MergeBehind(folder) if behind else None
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="metrics-writer") if behind else None
+        self.writes: list[Future] = []
 
     def add(self, report: Report, phase: str) -> None:
-        times = (report.end_time, round(report.end_time - self.load_started, 3), phase, report.worker_index)
-        common = _row({}, REPORT_COLUMNS, times)
+        first = (report.end_time, round(report.end_time - self.load_started, 3), phase, report.worker_index)
         lag = report.wake_lag
         wake_lag = (lag.wakes, lag.lag_ms_sum, lag.lag_ms_max) if lag else (0, 0.0, 0.0)
         usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag, report.steal_seconds, report.cores)
-        self.rows["workers"].append(_row(common, WORKER_VALUES, usage))
+        self.buffers.rows["workers"].append((*first, *usage))
+        intervals = self.buffers.rows["intervals"]
+        histograms, deliveries = self.buffers.columns["histograms"], self.buffers.columns["delivery_counts"]
         for c in report.clients:
-            client = _row(common, CLIENT_COLUMNS, (c.client_id, c.role, c.topic, c.group))
-            self.rows["intervals"].append({**client, **{f: getattr(c, f) for f in INTERVAL_COLUMNS}})
+            client = (*first, *client_of(c))
+            intervals.append((*client, *interval_of(c)))
             for (metric, partition), (counts, total, low, high) in c.histograms.items():
-                for bucket, count in counts.items():
-                    values = (metric, partition, bucket, count, total, low, high)
-                    self.rows["histograms"].append(_row(client, HISTOGRAM_COLUMNS, values))
-            for delivery_count, count in c.delivery_counts.items():
-                self.rows["delivery_counts"].append(_row(client, DELIVERY_COUNT_COLUMNS, (delivery_count, count)))
+                n = len(counts)
+                for column, value in zip(FIRST, client, strict=True):
+                    histograms[column].extend(repeat(value, n))
+                for column, value in (("metric", metric), ("partition", partition), ("hist_total", total)):
+                    histograms[column].extend(repeat(value, n))
+                histograms["hist_min"].extend(repeat(low, n))
+                histograms["hist_max"].extend(repeat(high, n))
+                histograms["bucket"].extend(counts.keys())
+                histograms["count"].extend(counts.values())
+            if c.delivery_counts:
+                n = len(c.delivery_counts)
+                for column, value in zip(FIRST, client, strict=True):
+                    deliveries[column].extend(repeat(value, n))
+                deliveries["delivery_count"].extend(c.delivery_counts.keys())
+                deliveries["count"].extend(c.delivery_counts.values())
             if c.client_stats:
-                self.rows["client_stats"].append({**client, **c.client_stats})
+                self.buffers.dicts["client_stats"].append({**dict(zip(FIRST, client, strict=True)), **c.client_stats})
 
     def add_broker_samples(self, at: float, broker: int, samples, phase: str) -> None:
         common = {"end_time": at, "run_time_s": round(at - self.load_started, 3), "phase": phase, "broker": broker}
-        self.rows["brokers"].extend(
+        self.buffers.dicts["brokers"].extend(
             {**common, "metric": name, "labels": sorted(labels.items()), "value": value}
             for name, labels, value in samples
         )
@@ -94,30 +138,41 @@ class MetricsWriter:
                 for p, (start, lag) in sorted(partitions.items())
             ]
             total = {"partition": -1, "start_offset": None, "lag": sample.lag(group), "backlog": backlogs.get(group)}
-            self.rows["group_lag"].extend([*rows, {**common, "group": group, **total}])
+            self.buffers.dicts["group_lag"].extend([*rows, {**common, "group": group, **total}])
 
-    def flush(self) -> None:
-        # workers last: a crashed run's recovery takes a flush as written once its workers part is (write_tail)
-        for table, rows in sorted(self.rows.items(), key=lambda item: item[0] == "workers"):
-            if not rows:
-                continue
-            path = self.folder / table / f"part-{self.parts:05d}.parquet"
+    def flush(self, written: Callable[[int], None] | None = None) -> None:
+        """Write what was added since the last flush as part number `parts`, then call `written` with
+        it; a writer `behind` hands the part to its thread and returns at once (a write that failed
+        raises at the next flush or at close)."""
+        buffers, part = self.buffers, self.parts
+        self.buffers = Buffers()
+        self.parts += 1
+        if self.writer is None:
+            self._write(buffers, part, written)
+            return
+        for done in [w for w in self.writes if w.done()]:
+            self.writes.remove(done)
+            done.result()
+        self.writes.append(self.writer.submit(self._write, buffers, part, written))
+
+    def _write(self, buffers: Buffers, part: int, written: Callable[[int], None] | None) -> None:
+        for table, rows in buffers.tables().items():
+            path = self.folder / table / f"part-{part:05d}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             # whole or not at all: a reader never sees a part half written (Spark skips names with a dot)
             writing = path.with_name(f".{path.name}.writing")
-            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)), writing)
+            pq.write_table(rows, writing)
             os.replace(writing, path)
-        self.rows.clear()
-        self.parts += 1
+        if written:
+            written(part)
         if self.merges:
-            self.merges.flushed(self.parts)
+            self.merges.flushed(part + 1)
 
     def close(self) -> None:
-        """After the last flush: wait for the merges behind, if any."""
+        """After the last flush: wait for the writes and the merges behind, if any."""
+        if self.writer:
+            self.writer.shutdown(wait=True)
+            for write in self.writes:
+                write.result()
         if self.merges:
             self.merges.close()
-
-
-def _row(first: dict, columns: tuple[str, ...], values: tuple) -> dict:
-    """`first`'s columns, then `columns` with their `values`."""
-    return {**first, **dict(zip(columns, values, strict=True))}

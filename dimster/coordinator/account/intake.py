@@ -57,10 +57,9 @@ class ReportIntake:
         self.journal.load(load_started)
 
     def flush(self, metrics: MetricsWriter, last: bool = False) -> None:
-        """The Parquet files written, and the journal told so; after the `last`, the merges behind done
-        (the end's merge must be the only one)."""
-        metrics.flush()
-        self.journal.flushed()
+        """The Parquet files written (behind the loop), and the journal told when they are; after the
+        `last`, the writes and the merges behind done (the end's merge must be the only one)."""
+        metrics.flush(self.journal.written)
         self.flushed = time.time()
         if last:
             metrics.close()

@@ -10,10 +10,10 @@ for appending (in the operating system's hands at once, no buffer of ours):
   - `["load", load_started]`: load starts (epoch s);
   - `["report", report]`;
   - `["lost", client ids, last heard]`: a worker was lost, with these clients;
-- `journal-tail.msgpack`, the whole reports since the Parquet files were last written, emptied at
-  each flush: `["report", phase, part, report]`, `part` the number of the Parquet part that was to
-  hold it (a flush that the crash cut before the tail was emptied left it there: it is not written
-  twice).
+- `journal-tail-NNNNN.msgpack`, the whole reports that Parquet part NNNNN is to hold, removed once
+  that part is written (behind the run's loop: results/metrics_writer.py):
+  `["report", phase, part, report]` (a part that the crash cut before its tail was removed left it
+  there: recovery finds the part written and does not write its reports twice).
 A run that records its end removes both: run.json and the Parquet files hold it all then."""
 
 import os
@@ -28,7 +28,8 @@ from dimster.worker.protocol import IntervalReport
 from dimster.worker.wire import from_wire, to_wire
 
 JOURNAL = "journal.msgpack"
-TAIL = "journal-tail.msgpack"
+TAIL = "journal-tail-{part:05d}.msgpack"
+TAILS = "journal-tail*.msgpack"  # also an older dimster's one journal-tail.msgpack
 NOT_ACCOUNT = ("histograms", "delivery_counts", "client_stats", "rebalances")  # kept by the tail only
 
 
@@ -36,10 +37,20 @@ def _append(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
 
+def tail_files(folder: Path) -> list[Path]:
+    """The journal's tail files, in the order of their parts."""
+    return sorted(folder.glob(TAILS))
+
+
 class RunJournal:
     def __init__(self, folder: Path):
-        self.path, self.tail_path = folder / JOURNAL, folder / TAIL
-        self._fds: tuple[int, int] | None = (_append(self.path), _append(self.tail_path))
+        self.folder, self.path = folder, folder / JOURNAL
+        self.tail_part = 0  # the part whose tail file is open
+        self._fds: list[int] | None = [_append(self.path), _append(self.tail_path)]
+
+    @property
+    def tail_path(self) -> Path:
+        return self.folder / TAIL.format(part=self.tail_part)
 
     def _write(self, which: int, record: list) -> None:
         if self._fds is not None:
@@ -56,16 +67,23 @@ class RunJournal:
         """`phase` None: a report from before load, in no metrics file."""
         wire = to_wire(IntervalReport, report)
         if phase is not None:
+            if part != self.tail_part and self._fds is not None:
+                os.close(self._fds[1])
+                self.tail_part = part
+                self._fds[1] = _append(self.tail_path)
             self._write(1, ["report", phase, part, wire])
         for client in wire["clients"]:
             for name in NOT_ACCOUNT:
                 client.pop(name, None)
         self._write(0, ["report", wire])
 
-    def flushed(self) -> None:
-        """The Parquet files hold every report of the tail: empty it."""
-        if self._fds is not None:
-            os.ftruncate(self._fds[1], 0)
+    def written(self, part: int) -> None:
+        """Parquet part `part` is written, and every part before it: their tails go (on the writer's
+        thread: it only removes files the loop no longer writes to)."""
+        for path in tail_files(self.folder):
+            number = path.name.removeprefix("journal-tail-").removesuffix(".msgpack")
+            if number.isdigit() and int(number) <= part:
+                path.unlink(missing_ok=True)
 
     def lost(self, clients: list[str], last_heard: float) -> None:
         self._write(0, ["lost", clients, last_heard])
@@ -74,7 +92,8 @@ class RunJournal:
         """The run recorded its end: the journal has nothing left to tell."""
         self.close()
         self.path.unlink(missing_ok=True)
-        self.tail_path.unlink(missing_ok=True)
+        for path in tail_files(self.folder):
+            path.unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._fds is not None:

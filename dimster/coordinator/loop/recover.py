@@ -23,7 +23,7 @@ import yaml
 from dimster.cluster.backends import backend_for
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.end import run_totals
-from dimster.coordinator.account.journal import JOURNAL, TAIL, read_journal
+from dimster.coordinator.account.journal import JOURNAL, read_journal, tail_files
 from dimster.coordinator.observers.run_kafka import RunKafka
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
@@ -74,13 +74,12 @@ def replay(path: Path) -> Replay:
     return r
 
 
-def write_tail(tail: Path, metrics: Path, load_started: float) -> int:
+def write_tail(run_dir: Path, metrics: Path, load_started: float) -> int:
     """The journal tail's reports that no Parquet part holds, as one more part of each table. Returns
     how many were written."""
-    if not tail.is_file():
-        return 0
     written = written_flushes(metrics / "workers")  # a row each
-    unwritten = [(record[1], record[3]) for record in read_journal(tail) if record[2] not in written]
+    records = [record for tail in tail_files(run_dir) for record in read_journal(tail)]
+    unwritten = [(record[1], record[3]) for record in records if record[2] not in written]
     if not unwritten:
         return 0
     writer = MetricsWriter(metrics, load_started)
@@ -176,7 +175,7 @@ def recover_crashed(run_dir: Path) -> list[str]:
     except (ValueError, TypeError, KeyError, IndexError) as e:  # not a journal of ours (msgpack's are ValueErrors)
         raise DimsterError(f"{run_dir.name}/{JOURNAL} cannot be read ({type(e).__name__}: {e})") from None
     notes = [f"the run crashed: its end is recorded from its journal ({r.reports:,} reports)"]
-    if written := write_tail(run_dir / TAIL, run_dir / "metrics", r.load_started):
+    if written := write_tail(run_dir, run_dir / "metrics", r.load_started):
         notes.append(f"{written:,} report(s) not yet in the metrics files were written from the journal")
     in_log = unconsumed = None
     try:
@@ -199,5 +198,6 @@ def recover_crashed(run_dir: Path) -> list[str]:
     tmp.write_text(json.dumps(info, indent=2, default=str))
     tmp.replace(path)
     journal.unlink()
-    (run_dir / TAIL).unlink(missing_ok=True)
+    for tail in tail_files(run_dir):
+        tail.unlink()
     return notes + compact_parts(run_dir / "metrics")

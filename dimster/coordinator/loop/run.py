@@ -237,7 +237,7 @@ class Coordinator:
         if not self.failure:
             self._await_assignments()
         self.load_started = time.time() + LOOP_TICK
-        self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started, merge_behind=True)
+        self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started, behind=True)
         self.intake.start_load(self.load_started)
         for index in self.ensemble.live_workers():
             self.ensemble.send(index, StartLoad(self.load_started))
