@@ -2,9 +2,11 @@
 `dimster summarize` records the run's end from it. In-memory workers and cluster; the kill -9 of a
 real run is in test_crash_recovery.py."""
 
+import io
 import json
 import subprocess
 
+import msgpack
 import pyarrow.parquet as pq
 import pytest
 
@@ -12,7 +14,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.journal import JOURNAL, RunJournal, read_journal, tail_files
 from dimster.coordinator.loop.recover import crashed_account, received_past_commit, recover_crashed, replay
 from dimster.errors import DimsterError
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport
 from tests.fake_run import FakeWorkers, coordinator
 
 pytestmark = pytest.mark.unit
@@ -132,6 +134,22 @@ def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):
     assert unwritten_rows > 0 and rows == flushed + unwritten_rows  # each report once in the metrics
     assert not (run_dir / JOURNAL).exists() and not tail_files(run_dir)
     assert recover_crashed(run_dir) == []  # recorded once
+
+
+def test_a_journal_of_another_protocol_is_one_line_naming_both(tmp_path):
+    c = killed_run(tmp_path)
+    run_dir = c.bundle.path
+    info = json.loads((run_dir / "run.json").read_text())
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    info["coordinator_process"] = {"pid": gone.pid, "started": 0.0}
+    (run_dir / "run.json").write_text(json.dumps(info))
+    records = list(msgpack.Unpacker(io.BytesIO((run_dir / JOURNAL).read_bytes()), strict_map_key=False))
+    assert records[0][0] == "start" and records[0][1]["protocol"] == PROTOCOL_VERSION
+    del records[0][1]["protocol"]  # as a dimster before protocol 14 wrote it
+    (run_dir / JOURNAL).write_bytes(b"".join(msgpack.packb(r) for r in records))
+    with pytest.raises(DimsterError, match=f"in protocol before 14, this dimster reads {PROTOCOL_VERSION}"):
+        recover_crashed(run_dir)
 
 
 def test_a_run_that_records_its_end_leaves_no_journal(tmp_path):

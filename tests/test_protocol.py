@@ -131,7 +131,7 @@ def test_garbage_and_unknown_kinds_are_protocol_errors():
     with pytest.raises(ProtocolError):
         decode(msgpack.packb(["StartLoad", {"at": "soon"}]))
     with pytest.raises(ProtocolError):  # pairs where an int-keyed map belongs
-        decode(msgpack.packb(["WatchRedeliveries", {"group": "g", "crashed_at": 1.0, "held": [[1, [[0, 4]]]]}]))
+        decode(msgpack.packb(["WatchRedeliveries", {"group": "g", "crashed_at": 1.0, "held": [[1, b"\0" * 16]]}]))
     with pytest.raises(ProtocolError):
         encode(("report", 1))
 
@@ -161,3 +161,37 @@ def test_fields_at_their_default_stay_off_the_wire_and_come_back():
     assert decode(encode(Reported(IntervalReport(0, 1.0, [idle])))).report.clients == [idle]
     busy = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report.clients[0]
     assert busy == INTERVAL and busy.rejected == 0 and busy.crash_held == {}
+
+
+def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
+    """A report's bulk, its sequence ranges and bucket counts, is one bin of int64 pairs each, read
+    back in one call (protocol 14), 64-bit values and negative buckets included."""
+    import msgpack
+
+    ranges = [(0, 4), (7, 7), (2**40, 2**62)]
+    counts = {-3: 1, 0: 2, 1100: 2**33}
+    client = ClientInterval(
+        "c1", "share_consumer", "t", "g", settled={5: ranges}, histograms={("e2e", 2): (counts, 7, 1.5, 9.0)},
+        settled_rejected={(5, 2): [(9, 12)]},
+    )  # fmt: skip
+    data = encode(Reported(IntervalReport(0, 1.0, [client])))
+    _kind, body = msgpack.unpackb(data, strict_map_key=False)
+    wire = body["report"]["clients"][0]
+    assert wire["settled"] == {5: b"".join(n.to_bytes(8, "little", signed=True) for r in ranges for n in r)}
+    assert isinstance(wire["histograms"][0][1][0], bytes) and len(wire["histograms"][0][1][0]) == 16 * len(counts)
+    back = decode(data).report.clients[0]
+    assert back == client
+    assert back.settled[5] == ranges and type(back.settled[5][0]) is tuple
+    assert back.histograms[("e2e", 2)][0] == counts
+
+
+@pytest.mark.parametrize(
+    "packed", [b"\x00" * 15, b"\x00" * 24, "0123456789abcdef", [[0, 4]]], ids=["15 bytes", "24 bytes", "str", "pairs"]
+)
+def test_packed_ranges_that_are_not_whole_int64_pairs_are_protocol_errors(packed):
+    import msgpack
+
+    report = {"worker_index": 0, "end_time": 1.0, "clients": [{"client_id": "c1", "role": "share_consumer",
+              "topic": "t", "group": "g", "settled": {5: packed}}]}  # fmt: skip
+    with pytest.raises(ProtocolError):
+        decode(msgpack.packb(["Reported", {"report": report}], use_bin_type=True))

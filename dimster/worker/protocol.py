@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 import msgpack
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
-from dimster.worker.wire import from_wire, to_wire
+from dimster.worker.wire import Counts, Ranges, from_wire, to_wire
 
-PROTOCOL_VERSION = 13  # 13: in_doubt; a report's host steal time
+PROTOCOL_VERSION = 14  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed
 
-# A histogram on the wire: (bucket counts, total, min, max); see metrics/histogram.py.
+# A histogram on the wire: (bucket counts, packed; total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition); a warm-up record's latency goes under WARMUP_PREFIX + metric.
-HistogramWire = tuple[dict[int, int], int, float, float]
+HistogramWire = tuple[Counts, int, float, float]
 
 
 class ProtocolError(ValueError):
@@ -93,26 +93,26 @@ class ClientInterval:
     max_poll_partitions: int = 0  # the most partitions one poll's records came from (flowControl)
     histograms: dict[tuple[str, int], HistogramWire] = field(default_factory=dict)  # (metric, partition)
     delivery_counts: dict[int, int] = field(default_factory=dict)
-    settled: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> sequence ranges
+    settled: dict[int, Ranges] = field(default_factory=dict)  # producer id -> sequence ranges
     # share groups: of the settled records, those rejected, by (producer id, delivery count), and those
     # the broker archived (released or timed out on their last delivery), by producer id; the rest were
     # accepted. Values: sequence ranges.
-    settled_rejected: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
-    settled_archived: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    settled_rejected: dict[tuple[int, int], Ranges] = field(default_factory=dict)
+    settled_archived: dict[int, Ranges] = field(default_factory=dict)
     # share groups: records received on a delivery after their first, by (producer id, delivery count):
     # a reject answered as settled on an earlier delivery did not take effect (see share_outcomes.py)
-    received_again: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
+    received_again: dict[tuple[int, int], Ranges] = field(default_factory=dict)
     # share groups: records whose acknowledgement may or may not have taken effect (answered with an
     # error, or never answered: the broker went away), by (producer id, delivery count). Not settled:
     # one that comes back settles by its later delivery; one that does not ends the run in doubt.
-    in_doubt: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
+    in_doubt: dict[tuple[int, int], Ranges] = field(default_factory=dict)
     renewed: int = 0  # records whose acquisition lock was renewed (KIP-1222), once per renewal
     renewals_refused: int = 0
     lock_timeouts: int = 0  # acknowledgements refused because the record's lock had timed out
     ack_errors: int = 0  # acknowledgements refused for another reason, or never answered (in_doubt)
     # a simulated crash (CrashConsumers): when, and the records the crashed client held unacknowledged
     crashed_at: float = 0.0  # epoch s, coordinator's clock; 0 when it did not crash in this interval
-    crash_held: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> ranges
+    crash_held: dict[int, Ranges] = field(default_factory=dict)  # producer id -> ranges
     redelivered_after_crash: int = 0  # records of a crashed consumer this one received again
     # consumer groups: the member's rebalance callbacks, (epoch s on the coordinator's clock,
     # assigned | revoked | lost, partitions)
@@ -209,7 +209,7 @@ class WatchRedeliveries:
 
     group: str
     crashed_at: float  # epoch s, coordinator's clock
-    held: dict[int, list[tuple[int, int]]]  # producer id -> sequence ranges
+    held: dict[int, Ranges]  # producer id -> sequence ranges
 
 
 @dataclass

@@ -1,14 +1,59 @@
 """Typed values as plain msgpack data and back, converted by their type hints: dataclasses, lists,
-tuples, dicts, optionals and plain values. The protocol's messages (protocol.py) travel so."""
+tuples, dicts, optionals and plain values. The protocol's messages (protocol.py) travel so.
+
+The bulk of a report, its sequence ranges and histogram counts, travels packed (`Ranges`, `Counts`):
+one msgpack bin of little-endian int64s, (first, last) or (bucket, count) after each other, made and
+read by the array module in one call, where a Python call per value would cost the coordinator a
+third of its time (docs/benchmarks.md)."""
 
 import dataclasses
 import functools
+import sys
 import types
 import typing
+from array import array
 from collections.abc import Callable
-from typing import Any
+from itertools import chain
+from typing import Annotated, Any
 
 REQUIRED = object()  # a field without a default: always on the wire
+
+
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """A type hint's mark: the value travels as packed int64 pairs (`pairs` a list of them, `counts` a
+    dict of int to int)."""
+
+    into: type  # list | dict
+
+
+Ranges = Annotated[list[tuple[int, int]], Packed(list)]  # (first, last) sequence ranges
+Counts = Annotated[dict[int, int], Packed(dict)]  # e.g. histogram bucket -> count
+
+
+def _pack(pairs) -> bytes:
+    packed = array("q", chain.from_iterable(pairs))
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _unpack(data) -> list[int]:
+    if not isinstance(data, bytes):
+        raise TypeError(f"expected packed int64 pairs, got {type(data).__name__}")
+    if len(data) % 16:
+        raise TypeError(f"packed int64 pairs of {len(data)} bytes, not a multiple of 16")
+    values = array("q")
+    values.frombytes(data)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tolist()
+
+
+def _packed(hint) -> Packed | None:
+    if typing.get_origin(hint) is Annotated:
+        return next((mark for mark in hint.__metadata__ if isinstance(mark, Packed)), None)
+    return None
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -22,7 +67,7 @@ def _default(f: dataclasses.Field) -> Any:
 @functools.cache
 def _typed_fields(cls) -> tuple[tuple[str, typing.Any, Any], ...]:
     """A message type's fields with their type hints and defaults (REQUIRED where none)."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     return tuple((f.name, hints[f.name], _default(f)) for f in dataclasses.fields(cls))
 
 
@@ -46,7 +91,9 @@ def _encoder(hint) -> Callable[[Any], Any]:
     report carries hundreds of clients' intervals every second). A field equal to its default stays off
     the wire (the decoder restores it): most of a client's counters are 0 in most intervals. A map
     keyed by strings or ints goes as a msgpack map, one with other keys as a list of [key, value]
-    pairs; tuples go as lists."""
+    pairs; tuples go as lists; `Ranges` and `Counts` packed."""
+    if (packed := _packed(hint)) is not None:
+        return _optional(_pack if packed.into is list else lambda value: _pack(value.items()))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         fields = [(name, _encoder(field_hint), default) for name, field_hint, default in _typed_fields(hint)]
 
@@ -78,33 +125,74 @@ def _encoder(hint) -> Callable[[Any], Any]:
     return _same  # int, float, str, bool, bytes, or an untyped dict of plain data
 
 
+PLAIN = (int, str, bool, bytes)  # taken as msgpack gives them, their type checked
+
+
 @functools.cache
 def _decoder(hint) -> Callable[[Any], Any]:
-    """The inverse of `_encoder(hint)`, which checks the type of every plain value."""
+    """The inverse of `_encoder(hint)`, which checks the type of every plain value. None is taken only
+    where the hint is optional."""
+    if (packed := _packed(hint)) is not None:
+
+        def unpack(data):
+            values = iter(_unpack(data))
+            return packed.into(zip(values, values, strict=True))
+
+        return unpack
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        fields = [(name, _decoder(field_hint)) for name, field_hint, _default in _typed_fields(hint)]
-        return _optional(
-            lambda data: hint(**{name: decode_field(data[name]) for name, decode_field in fields if name in data})
-        )
+        return _dataclass_decoder(hint)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return _optional(_decoder(next(a for a in args if a is not type(None))))
     if origin is list:
         item = _decoder(args[0])
-        return _optional(lambda data: [item(v) for v in data])
+        return lambda data: [item(v) for v in data]
     if origin is tuple:
+        if all(a in PLAIN for a in args):  # checked in one pass, no call per value
+            return lambda data: tuple(data) if _plain(data, args) else _wrong_type(hint, data)
         items = [_decoder(a) for a in args]
-        return _optional(lambda data: tuple(convert(v) for convert, v in zip(items, data, strict=True)))
+        return lambda data: tuple(convert(v) for convert, v in zip(items, data, strict=True))
     if origin is dict:
         key, item = _decoder(args[0]), _decoder(args[1])
         if args[0] in (str, int):  # a msgpack map, as _encoder sends it
-            return _optional(lambda data: {key(k): item(v) for k, v in data.items()})
-        return _optional(lambda data: {key(k): item(v) for k, v in data})
+            return lambda data: {key(k): item(v) for k, v in _map(data).items()}
+        return lambda data: {key(k): item(v) for k, v in data}
     if hint is float:
-        return _optional(_float)
-    if hint in (int, str, bool, bytes):
-        return _optional(lambda data: data if isinstance(data, hint) else _wrong_type(hint, data))
+        return _float
+    if hint in PLAIN:
+        return lambda data: data if isinstance(data, hint) else _wrong_type(hint, data)
     return _same
+
+
+def _dataclass_decoder(hint) -> Callable[[Any], Any]:
+    """A message's fields by name: plain ones type-checked in place, the others converted; a name the
+    message does not have is a KeyError."""
+    plain = {name: field_hint for name, field_hint, _ in _typed_fields(hint) if field_hint in PLAIN}
+    others = {name: _decoder(field_hint) for name, field_hint, _ in _typed_fields(hint) if name not in plain}
+
+    def decode_dataclass(data):
+        if not isinstance(data, dict):
+            _wrong_type(dict, data)
+        fields = {}
+        for name, value in data.items():
+            kind = plain.get(name)
+            if kind is None:
+                fields[name] = others[name](value)
+            elif isinstance(value, kind):
+                fields[name] = value
+            else:
+                _wrong_type(kind, value)
+        return hint(**fields)
+
+    return decode_dataclass
+
+
+def _map(data) -> dict:
+    return data if isinstance(data, dict) else _wrong_type(dict, data)
+
+
+def _plain(data, kinds: tuple[type, ...]) -> bool:
+    return len(data) == len(kinds) and all(map(isinstance, data, kinds))
 
 
 def _same(value):

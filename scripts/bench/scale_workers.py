@@ -36,7 +36,7 @@ from dimster.worker.protocol import (
     decode,
     encode,
 )
-from dimster.worker.wire import to_wire
+from dimster.worker.wire import Ranges, to_wire
 
 MESSAGE_SIZE = 1024
 E2E_PARTITIONS = (0, 1)  # a consumer's records of a second come from two partitions
@@ -246,6 +246,6 @@ class ScaleWorkers:
         return template | {
             "received": count, "received_bytes": count * MESSAGE_SIZE, "accepted": count, "polls": 1 + count // 4,
             "max_poll_records": min(count, 4), "delivery_counts": {1: count},
-            "settled": {consumer.producer_id: [(first, last - 1)]},
+            "settled": {consumer.producer_id: to_wire(Ranges, [(first, last - 1)])},
             "first_received_at": end_time - 0.9, "last_received_at": end_time - 0.1,
         }  # fmt: skip

@@ -6,7 +6,8 @@ Two files of msgpack records in the bundle, each record written by one `write` c
 for appending (in the operating system's hands at once, no buffer of ours):
 - `journal.msgpack`, the whole run's account, small: each report without its histograms, delivery
   counts, client statistics and rebalances (counts and sequence ranges stay);
-  - `["start", {"topics": {topic: partitions}, "groups": {group: {kind, topic, partitions}}}]`;
+  - `["start", {"topics": {topic: partitions}, "groups": {group: {kind, topic, partitions}},
+    "protocol": N}]`: its reports are in the wire's form of protocol N (worker/protocol.py);
   - `["load", load_started]`: load starts (epoch s);
   - `["report", report]`;
   - `["lost", client ids, last heard]`: a worker was lost, with these clients;
@@ -24,7 +25,7 @@ from typing import Any
 import msgpack
 
 from dimster.kafka.groups import GroupSpec
-from dimster.worker.protocol import IntervalReport
+from dimster.worker.protocol import PROTOCOL_VERSION, IntervalReport
 from dimster.worker.wire import from_wire, to_wire
 
 JOURNAL = "journal.msgpack"
@@ -58,7 +59,8 @@ class RunJournal:
 
     def start(self, topics: list[str], partitions: int, groups: dict[str, GroupSpec]) -> None:
         specs = {group: spec.to_json() for group, spec in groups.items()}
-        self._write(0, ["start", {"topics": dict.fromkeys(topics, partitions), "groups": specs}])
+        start = {"topics": dict.fromkeys(topics, partitions), "groups": specs, "protocol": PROTOCOL_VERSION}
+        self._write(0, ["start", start])
 
     def load(self, load_started: float) -> None:
         self._write(0, ["load", load_started])
@@ -104,7 +106,7 @@ class RunJournal:
 
 def read_journal(path: Path) -> Iterator[list[Any]]:
     """A journal file's records in order, its reports as IntervalReports. A record cut short by the
-    crash (the last one) ends the stream."""
+    crash (the last one) ends the stream; a journal of another protocol is a ValueError."""
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=64 * 2**20)
     with path.open("rb") as journal:
         while chunk := journal.read(1 << 20):
@@ -112,4 +114,10 @@ def read_journal(path: Path) -> Iterator[list[Any]]:
             for record in unpacker:
                 if record and record[0] == "report":
                     record[-1] = from_wire(IntervalReport, record[-1])
+                elif record and record[0] == "start" and (protocol := record[1].get("protocol")) != PROTOCOL_VERSION:
+                    written_in = protocol or "before 14"
+                    raise ValueError(
+                        f"its reports are in protocol {written_in}, this dimster reads {PROTOCOL_VERSION}: "
+                        "summarize it with the dimster that ran it"
+                    )
                 yield record

@@ -1,0 +1,112 @@
+"""A worker report's cost at each step the coordinator takes it through, per report of 30 clients.
+
+Two reports: the coordinator-scale benchmark's (15 producers with a publish-delay histogram, 15
+share consumers with two partitions' e2e histograms and one settled range, 10 records/s each), and
+the same with 5 % of the consumers' records rejected at random (400 scattered settled ranges a
+consumer, 200 rejected ones). Per report: its size, its encoding on the worker, its decoding on the
+coordinator, then the loop's steps (the journal, the aggregate, the metrics writer's rows) and the
+writer thread's Parquet part. Each report is decoded and taken in one at a time, as the loop does.
+
+    .venv/bin/python scripts/bench/report_codec.py [--reports 300]
+"""
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.journal import RunJournal
+from dimster.metrics.histogram import Histogram
+from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport, Reported, decode, encode
+
+
+def histogram(values: int, around_us: float) -> tuple:
+    h = Histogram()
+    for _ in range(values):
+        h.record(around_us * (1 + random.random()))
+    return h.to_wire()
+
+
+def scale_report(k: int) -> IntervalReport:
+    clients = [
+        ClientInterval(
+            f"p{p}", "producer", "t", library="librdkafka", generation=1, target_rate=10.0, sent=10,
+            sent_bytes=10240, acked=10, next_sequence=10 * k, histograms={("publish", -1): histogram(10, 200)},
+        )
+        for p in range(15)
+    ]  # fmt: skip
+    clients += [
+        ClientInterval(
+            f"c{c}", "share_consumer", "t", "g", library="librdkafka", generation=1, received=10,
+            received_bytes=10240, accepted=10, polls=3, max_poll_records=4, max_poll_partitions=1,
+            histograms={("e2e", p): histogram(5, 5000) for p in (0, 1)}, delivery_counts={1: 10},
+            settled={c: [(10 * k, 10 * k + 9)]}, first_received_at=1.0, last_received_at=2.0,
+        )
+        for c in range(15)
+    ]  # fmt: skip
+    return IntervalReport(0, 100.0 + k, clients, cpu_seconds=0.05, rss_bytes=1, threads=9)
+
+
+def rejecting_report(k: int) -> IntervalReport:
+    report = scale_report(k)
+    for c in report.clients[15:]:
+        producer = next(iter(c.settled))
+        sequences = sorted(random.sample(range(10_000 * k, 10_000 * (k + 1)), 400))
+        c.settled = {producer: [(s, s) for s in sequences]}
+        c.settled_rejected = {(producer, 1): [(s, s) for s in sequences[:200]]}
+    return report
+
+
+def measure(make, reports: int) -> dict:
+    made = [make(k) for k in range(reports)]
+    started = time.perf_counter()
+    datas = [encode(Reported(r)) for r in made]
+    encode_us = 1e6 * (time.perf_counter() - started) / reports
+    del made
+    folder = Path(tempfile.mkdtemp(prefix="dimster-report-codec-"))
+    journal, aggregate = RunJournal(folder), RunAggregate({"g": "t"})
+    aggregate.load_started = 99.0
+    writer = MetricsWriter(folder / "metrics", 99.0)
+    spent = dict.fromkeys(("decode", "journal", "aggregate", "metrics rows"), 0.0)
+    for data in datas:
+        t0 = time.perf_counter()
+        report = decode(data).report  # type: ignore[attr-defined]
+        t1 = time.perf_counter()
+        journal.report(report, "measure", 0)
+        t2 = time.perf_counter()
+        aggregate.add(report)
+        t3 = time.perf_counter()
+        writer.add(report, "measure")
+        t4 = time.perf_counter()
+        for step, took in zip(spent, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            spent[step] += took
+    started = time.perf_counter()
+    writer.flush()
+    part_us = 1e6 * (time.perf_counter() - started) / reports
+    journal.remove()
+    per_report = {step: round(1e6 * took / reports) for step, took in spent.items()}
+    return {"bytes": sum(map(len, datas)) // reports, "encode": round(encode_us), **per_report, "part": round(part_us)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=300)
+    args = parser.parse_args()
+    random.seed(1)
+    print(f"protocol {PROTOCOL_VERSION}, µs per report of 30 clients ({args.reports} reports)")
+    for name, make in (("scale", scale_report), ("5 % rejects", rejecting_report)):
+        row = measure(make, args.reports)
+        print(f"{name:>12}: " + ", ".join(f"{k} {v:,}" for k, v in row.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
