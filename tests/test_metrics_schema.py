@@ -96,3 +96,36 @@ def test_a_row_naming_a_client_table_is_a_column_of_the_reports_table(tmp_path, 
     producers, consumers = html.split("Consumers")
     assert "lock time-outs" not in producers
     assert "<th>lock time-outs</th>" in consumers and "<td>1,234</td>" in consumers
+
+
+@pytest.mark.unit
+def test_every_bucket_and_delivery_count_row_carries_its_own_clients_and_histograms_columns(tmp_path):
+    """The writer makes a row per bucket from a row per histogram and its client's row (by Arrow's
+    take): each row must be the one a dict per bucket would have made."""
+    import pyarrow.parquet as pq
+
+    producer = ClientInterval("p3", "producer", "t1", sent=5, histograms={("publish", -1): ({7: 5}, 5, 1.0, 2.0)})
+    consumer = ClientInterval(
+        "c8", "share_consumer", "t2", "g", received=6, delivery_counts={1: 4, 2: 2},
+        histograms={("e2e", 0): ({10: 1, 11: 2, 12: 1}, 4, 3.0, 9.0), ("e2e", 4): ({30: 2}, 2, 20.0, 21.0)},
+    )  # fmt: skip
+    other = ClientInterval("c9", "share_consumer", "t2", "g", histograms={("e2e", 1): ({5: 1, 6: 1}, 2, 0.5, 0.7)})
+    other.delivery_counts = {3: 1}
+    writer = MetricsWriter(tmp_path, 100.0)
+    writer.add(IntervalReport(0, 101.0, [producer, consumer]), "warmup")
+    writer.add(IntervalReport(2, 102.5, [other]), "measure")
+    writer.flush()
+    expected = []
+    for end, phase, worker, c in ((101.0, "warmup", 0, producer), (101.0, "warmup", 0, consumer),
+                                  (102.5, "measure", 2, other)):  # fmt: skip
+        first = (end, round(end - 100.0, 3), phase, worker, c.client_id, c.role, c.topic, c.group)
+        for (metric, partition), (counts, total, low, high) in c.histograms.items():
+            expected += [(*first, metric, partition, b, n, total, low, high) for b, n in counts.items()]
+    rows = pq.read_table(tmp_path / "histograms").to_pylist()
+    assert [tuple(r.values()) for r in rows] == expected
+    deliveries = pq.read_table(tmp_path / "delivery_counts").to_pylist()
+    assert [(r["client_id"], r["worker"], r["delivery_count"], r["count"]) for r in deliveries] == [
+        ("c8", 0, 1, 4),
+        ("c8", 0, 2, 2),
+        ("c9", 2, 3, 1),
+    ]

@@ -1,6 +1,7 @@
 """The coordinator's loop through the Workers seam, driven by in-memory workers and cluster: phases,
 drain, live resize, and what a lost worker does under each onWorkerLoss."""
 
+import gc
 import json
 import socket
 import threading
@@ -9,6 +10,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from dimster.coordinator.account.self_cost import COLLECT_EVERY
 from dimster.coordinator.loop.failures import RunFailed
 from dimster.coordinator.loop.phases import RunPhases
 from dimster.errors import DimsterError
@@ -52,6 +54,26 @@ def test_phases_in_order_and_every_record_accounted(tmp_path, monkeypatch):
     assert [[p.name[:12] for p in t.iterdir()] for t in tables] == [["parts-00000-"]] * 3, tables
     rows = pq.read_table(next((c.bundle.path / "metrics" / "intervals").iterdir()))
     assert sum(rows.column("sent").to_pylist()) == totals["sent"]
+
+
+def test_the_run_collects_cycles_less_often_and_gives_the_collectors_setting_back(tmp_path):
+    """The loop makes and drops many small containers a report: its collector's youngest generation
+    waits for COLLECT_EVERY allocations while the run goes on, also one that fails."""
+    seen = []
+
+    class Watching(FakeWorkers):
+        def receive(self, timeout: float):
+            seen.append(gc.get_threshold()[0])
+            return super().receive(timeout)
+
+    before = gc.get_threshold()
+    assert coordinator(tmp_path / "a", Watching()).run() == 0
+    assert set(seen) == {COLLECT_EVERY} and gc.get_threshold() == before
+    failing = Watching()
+    failing.receive = lambda timeout: 1 / 0  # type: ignore[method-assign]
+    with pytest.raises(ZeroDivisionError):
+        coordinator(tmp_path / "b", failing).run()
+    assert gc.get_threshold() == before
 
 
 def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches():

@@ -11,6 +11,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -36,9 +37,10 @@ SCHEMAS = {
 }
 # a worker's row: the report's columns, then its usage and its wake probe's lateness
 WORKER_VALUES = tuple(column for column, _ in FIXED_SCHEMAS["workers"] if column not in REPORT_COLUMNS)
-ROWS = ("workers", "intervals")  # tables kept as a tuple a row, in their schema's order
-COLUMNS = ("histograms", "delivery_counts")  # tables kept as a list a column: rows by the bucket
-FIRST = (*REPORT_COLUMNS, *CLIENT_COLUMNS)
+FIRST = (*REPORT_COLUMNS, *CLIENT_COLUMNS)  # a client's row: the report's columns, then the client's
+# a histogram's own columns; its rows take FIRST from its client's row of intervals, these from it
+PER_HISTOGRAM = ("metric", "partition", "hist_total", "hist_min", "hist_max")
+HISTOGRAM_OWN = pa.schema([("client", pa.int64()), *(SCHEMAS["histograms"].field(c) for c in PER_HISTOGRAM)])
 client_of = attrgetter(*CLIENT_COLUMNS)
 interval_of = attrgetter(*INTERVAL_COLUMNS)
 
@@ -59,25 +61,56 @@ class Report(Protocol):
 
 
 class Buffers:
-    """What a flush writes: rows as tuples (ROWS), as lists a column (COLUMNS) or as dicts (the rest)."""
+    """What a flush writes, kept cheap to add to: a tuple per worker and per client interval; a tuple
+    per histogram (its client's row, its own columns) and its buckets' counts in two flat lists, made
+    into a row per bucket at the flush by Arrow's `take` (no Python object per bucket and column);
+    the same for delivery counts; the rarer tables as dicts."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, list[tuple]] = {table: [] for table in ROWS}
-        self.columns: dict[str, dict[str, list]] = {t: {c: [] for c in SCHEMAS[t].names} for t in COLUMNS}
+        self.workers: list[tuple] = []
+        self.intervals: list[tuple] = []
+        self.histograms: list[tuple] = []  # (client's row in intervals, *PER_HISTOGRAM)
+        self.histogram_sizes: list[int] = []
+        self.buckets: list[int] = []
+        self.bucket_counts: list[int] = []
+        self.delivery_clients: list[int] = []  # client's row in intervals, per delivery count
+        self.delivery_counts: list[int] = []
+        self.delivery_records: list[int] = []
         self.dicts: dict[str, list[dict]] = defaultdict(list)
 
     def tables(self) -> dict[str, pa.Table]:
         """The tables with rows, in TABLES' order, `workers` last: a crashed run's recovery takes a
         flush as written once its workers part is (write_tail)."""
         made = {table: pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)) for table, rows in self.dicts.items()}
-        for table, columns in self.columns.items():
-            made[table] = pa.Table.from_pydict(columns, schema=SCHEMAS[table])
-        for table, rows in self.rows.items():
-            if rows:  # from rows to columns: one zip (rows of one table are all as long)
-                transposed = zip(*rows, strict=True)
-                arrays = [pa.array(column, kind) for column, kind in zip(transposed, SCHEMAS[table].types, strict=True)]
-                made[table] = pa.Table.from_arrays(arrays, schema=SCHEMAS[table])
+        made["workers"] = _from_rows(self.workers, SCHEMAS["workers"])
+        intervals = made["intervals"] = _from_rows(self.intervals, SCHEMAS["intervals"])
+        first = {name: intervals.column(name) for name in FIRST}
+        if self.histograms:
+            schema = SCHEMAS["histograms"]
+            own = _from_rows(self.histograms, HISTOGRAM_OWN)
+            each = np.repeat(np.arange(len(self.histograms)), self.histogram_sizes)  # a bucket's histogram
+            clients = own.column("client").take(each)
+            columns = {name: column.take(clients) for name, column in first.items()}
+            columns |= {name: own.column(name).take(each) for name in PER_HISTOGRAM}
+            columns |= {"bucket": pa.array(self.buckets, pa.int64()), "count": pa.array(self.bucket_counts, pa.int64())}
+            made["histograms"] = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+        if self.delivery_clients:
+            schema = SCHEMAS["delivery_counts"]
+            clients = pa.array(self.delivery_clients, pa.int64())
+            columns = {name: column.take(clients) for name, column in first.items()}
+            columns |= {"delivery_count": pa.array(self.delivery_counts, pa.int64())}
+            columns |= {"count": pa.array(self.delivery_records, pa.int64())}
+            made["delivery_counts"] = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
         return {table: made[table] for table in TABLES if table in made and made[table].num_rows}
+
+
+def _from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """A table of rows in the schema's column order: one zip to columns, an Arrow array each."""
+    if not rows:
+        return schema.empty_table()
+    transposed = zip(*rows, strict=True)
+    arrays = [pa.array(column, kind) for column, kind in zip(transposed, schema.types, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 class MetricsWriter:
@@ -97,30 +130,23 @@ class MetricsWriter:
         lag = report.wake_lag
         wake_lag = (lag.wakes, lag.lag_ms_sum, lag.lag_ms_max) if lag else (0, 0.0, 0.0)
         usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag, report.steal_seconds, report.cores)
-        self.buffers.rows["workers"].append((*first, *usage))
-        intervals = self.buffers.rows["intervals"]
-        histograms, deliveries = self.buffers.columns["histograms"], self.buffers.columns["delivery_counts"]
+        b = self.buffers
+        b.workers.append((*first, *usage))
         for c in report.clients:
+            row = len(b.intervals)
             client = (*first, *client_of(c))
-            intervals.append((*client, *interval_of(c)))
+            b.intervals.append((*client, *interval_of(c)))
             for (metric, partition), (counts, total, low, high) in c.histograms.items():
-                n = len(counts)
-                for column, value in zip(FIRST, client, strict=True):
-                    histograms[column].extend(repeat(value, n))
-                for column, value in (("metric", metric), ("partition", partition), ("hist_total", total)):
-                    histograms[column].extend(repeat(value, n))
-                histograms["hist_min"].extend(repeat(low, n))
-                histograms["hist_max"].extend(repeat(high, n))
-                histograms["bucket"].extend(counts.keys())
-                histograms["count"].extend(counts.values())
+                b.histograms.append((row, metric, partition, total, low, high))
+                b.histogram_sizes.append(len(counts))
+                b.buckets.extend(counts.keys())
+                b.bucket_counts.extend(counts.values())
             if c.delivery_counts:
-                n = len(c.delivery_counts)
-                for column, value in zip(FIRST, client, strict=True):
-                    deliveries[column].extend(repeat(value, n))
-                deliveries["delivery_count"].extend(c.delivery_counts.keys())
-                deliveries["count"].extend(c.delivery_counts.values())
+                b.delivery_clients.extend(repeat(row, len(c.delivery_counts)))
+                b.delivery_counts.extend(c.delivery_counts.keys())
+                b.delivery_records.extend(c.delivery_counts.values())
             if c.client_stats:
-                self.buffers.dicts["client_stats"].append({**dict(zip(FIRST, client, strict=True)), **c.client_stats})
+                b.dicts["client_stats"].append({**dict(zip(FIRST, client, strict=True)), **c.client_stats})
 
     def add_broker_samples(self, at: float, broker: int, samples, phase: str) -> None:
         common = {"end_time": at, "run_time_s": round(at - self.load_started, 3), "phase": phase, "broker": broker}

@@ -14,6 +14,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.end import clock_offsets, close_account, record_end, record_failure
 from dimster.coordinator.account.intake import ReportIntake, note_replaced, note_worker_lost
 from dimster.coordinator.account.journal import RunJournal
+from dimster.coordinator.account.self_cost import fewer_collections
 from dimster.coordinator.control.api import ControlServer
 from dimster.coordinator.control.console import status_line
 from dimster.coordinator.control.desk import ControlDesk
@@ -202,7 +203,7 @@ class Coordinator:
 
     def run(self) -> int:
         """The whole run. Returns the process exit code (0; RunFailed when a worker failed)."""
-        with stop_signals(self._on_signal):
+        with stop_signals(self._on_signal), fewer_collections():
             try:
                 return self._run()
             except Exception as e:  # before its end account: keep what was measured, and say so
