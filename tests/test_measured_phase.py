@@ -127,3 +127,16 @@ def test_records_in_flight_on_a_lost_producer_are_not_lost():
     assert aggregate.lost() == 12
     aggregate.lost_producers.add(0)
     assert aggregate.lost() == 2  # the 10 in flight may never have reached the broker
+
+
+def test_a_failed_send_is_not_missing_and_one_settled_anyway_counts_as_settled():
+    """A producer's failed sends (kept as ranges, repeats once) are not records the group missed; one
+    whose send failed yet arrived (a timed-out request the broker had written) counts as settled."""
+    aggregate = RunAggregate({"g": "t"})
+    producer = producer_report(100, 89)
+    producer.failed_sequences = [*range(10, 20), 50, 50]
+    settled = {0: [(0, 9), (15, 15), (20, 49), (51, 89)]}
+    consumer = ClientInterval("c0", "share_consumer", "t", "g", received=80, settled=settled)
+    aggregate.add(IntervalReport(0, time.time(), [producer, consumer]))
+    assert aggregate.failed[0].count() == 11
+    assert aggregate.missing_by_group() == {"g": 10}  # 90-99: 10-14, 16-19 and 50 failed, 15 arrived

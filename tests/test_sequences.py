@@ -186,3 +186,20 @@ def test_ranges_follow_gaps_not_message_count():
     rs.add(2_000_000, 2_000_000)
     assert len(rs.starts) == 2
     assert rs.missing_below(2_000_001) == 1_000_000
+
+
+def test_overlap_and_repeated_values_agree_with_plain_sets_on_random_input():
+    """A producer's failed sends are kept as ranges (a broker outage fails thousands in runs): how
+    many of them a group settled anyway is the two sets' overlap."""
+    rng = random.Random(48)
+    for _ in range(200):
+        values = [rng.randrange(300) for _ in range(rng.randrange(0, 120))]
+        failed = RangeSet()
+        failed.add_values(values)
+        step = rng.randrange(5, 40)
+        settled_values = {v for first in range(0, 300, step) for v in range(first, first + rng.randrange(1, 20))}
+        settled = RangeSet()
+        for first, last in to_ranges(sorted(settled_values)):
+            settled.add(first, last)
+        assert failed.count() == len(set(values))
+        assert failed.overlap(settled) == settled.overlap(failed) == len(set(values) & settled_values)

@@ -62,6 +62,22 @@ class RangeSet:
     def count(self) -> int:
         return sum(e - s + 1 for s, e in zip(self.starts, self.ends, strict=True))
 
+    def add_values(self, values: list[int]) -> None:
+        """Insert each of `values` (repeats are one)."""
+        for first, last in to_ranges(values):
+            self.add(first, last)
+
+    def overlap(self, other: "RangeSet") -> int:
+        """How many values both sets hold: one pass over both, in order."""
+        i = j = found = 0
+        while i < len(self.starts) and j < len(other.starts):
+            found += max(0, min(self.ends[i], other.ends[j]) - max(self.starts[i], other.starts[j]) + 1)
+            if self.ends[i] < other.ends[j]:
+                i += 1
+            else:
+                j += 1
+        return found
+
     def missing_below(self, limit: int) -> int:
         """How many of 0..limit-1 are absent."""
         ranges = zip(self.starts, self.ends, strict=True)

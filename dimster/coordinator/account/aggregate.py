@@ -30,7 +30,7 @@ class RunAggregate:
         self.accepted = self.released = self.rejected = 0
         self.acked_by_topic: dict[str, int] = defaultdict(int)
         self.next_sequence: dict[int, int] = {}  # producer id -> sequences handed out
-        self.failed: dict[int, set[int]] = defaultdict(set)
+        self.failed: dict[int, RangeSet] = defaultdict(RangeSet)  # producer id -> sequences whose send failed
         self.acked_by_producer: dict[int, int] = defaultdict(int)
         self.lost_producers: set[int] = set()  # on a lost worker: their last sends' fate is unknown
         # consumer client id -> (group, end of its last report, its receive rate then)
@@ -91,7 +91,7 @@ class RunAggregate:
                 producer_id = int(c.client_id[1:])
                 self.producer_topic[producer_id] = c.topic
                 self.next_sequence[producer_id] = c.next_sequence
-                self.failed[producer_id].update(c.failed_sequences)
+                self.failed[producer_id].add_values(c.failed_sequences)
                 self.sent += c.sent
                 self.acked += c.acked
                 self.acked_by_producer[producer_id] += c.acked
@@ -322,11 +322,12 @@ class RunAggregate:
                 if self.producer_topic[producer_id] != topic:
                     continue
                 ranges = self.settled.get((group, producer_id), RangeSet())
-                failed_missing = sum(1 for s in self.failed[producer_id] if s not in ranges)
+                failed = self.failed[producer_id]
+                failed_missing = failed.count() - failed.overlap(ranges)
                 unsettled = ranges.missing_below(next_sequence) - failed_missing
                 if producer_id in self.lost_producers:
                     # records in flight at its last report may never have been acknowledged: not lost
-                    in_flight = next_sequence - self.acked_by_producer[producer_id] - len(self.failed[producer_id])
+                    in_flight = next_sequence - self.acked_by_producer[producer_id] - failed.count()
                     unsettled = max(0, unsettled - max(0, in_flight))
                 missing[group] += unsettled
             missing[group] -= self.outcomes.settled_correction(group)  # the dead-letter topic's word
