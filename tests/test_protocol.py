@@ -37,6 +37,7 @@ from dimster.worker.protocol import (
     decode,
     encode,
     kind_of,
+    report_bytes,
 )
 
 pytestmark = pytest.mark.unit
@@ -195,3 +196,19 @@ def test_packed_ranges_that_are_not_whole_int64_pairs_are_protocol_errors(packed
               "topic": "t", "group": "g", "settled": {5: packed}}]}  # fmt: skip
     with pytest.raises(ProtocolError):
         decode(msgpack.packb(["Reported", {"report": report}], use_bin_type=True))
+
+
+def test_a_reports_received_bytes_are_the_receivers_own_never_on_the_wire():
+    """decode keeps the bytes a report came in (the journal writes them as they are); they never
+    travel, and a message that carries them is no message of the protocol."""
+    import msgpack
+
+    report = IntervalReport(3, 1.0, [ClientInterval("p0", "producer", "t", sent=4)])
+    data = encode(Reported(report))
+    assert encode(Reported(report, received=b"elsewhere")) == data
+    back = decode(data)
+    assert isinstance(back, Reported) and back.received == data and back.report == report
+    assert report_bytes(data) == msgpack.packb(msgpack.unpackb(data)[1]["report"])
+    assert report_bytes(b"") is None and report_bytes(encode(Close())) is None
+    with pytest.raises(ProtocolError):
+        decode(msgpack.packb(["Reported", {"report": msgpack.unpackb(data)[1]["report"], "received": b"x"}]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import msgpack
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
-from dimster.worker.wire import Counts, Ranges, from_wire, to_wire
+from dimster.worker.wire import LOCAL, Counts, Ranges, from_wire, to_wire
 
 PROTOCOL_VERSION = 14  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed
 
@@ -251,6 +251,8 @@ class Ready:
 @dataclass
 class Reported:
     report: IntervalReport
+    # the bytes it came in (decode sets it): the journal keeps the report as it came (report_bytes)
+    received: bytes = field(default=b"", compare=False, repr=False, metadata=LOCAL)
 
 
 @dataclass
@@ -318,6 +320,18 @@ def kind_of(data: bytes) -> str:
 def decode(data: bytes) -> Message:
     try:
         kind, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        return from_wire(MESSAGES[kind], body)
+        message = from_wire(MESSAGES[kind], body)
     except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as e:  # a map that is not one
         raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
+    if isinstance(message, Reported):
+        message.received = data
+    return message
+
+
+REPORTED = msgpack.packb(["Reported", {"report": None}])[:-1]  # what encode puts before a report's own bytes
+
+
+def report_bytes(received: bytes) -> bytes | None:
+    """The report's own msgpack bytes within the Reported message it came in, None when it came in
+    another form (or not as bytes: an in-memory fake's)."""
+    return received[len(REPORTED) :] if received.startswith(REPORTED) else None

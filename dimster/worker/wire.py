@@ -64,11 +64,15 @@ def _default(f: dataclasses.Field) -> Any:
     return REQUIRED
 
 
+LOCAL = {"wire": False}  # a field's metadata: the receiving side's own, never on the wire
+
+
 @functools.cache
 def _typed_fields(cls) -> tuple[tuple[str, typing.Any, Any], ...]:
-    """A message type's fields with their type hints and defaults (REQUIRED where none)."""
+    """A message type's fields on the wire with their type hints and defaults (REQUIRED where none)."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    return tuple((f.name, hints[f.name], _default(f)) for f in dataclasses.fields(cls))
+    fields = [f for f in dataclasses.fields(cls) if f.metadata.get("wire", True)]
+    return tuple((f.name, hints[f.name], _default(f)) for f in fields)
 
 
 def to_wire(hint, value):

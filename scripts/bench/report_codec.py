@@ -86,9 +86,10 @@ def measure(make, reports: int) -> dict:
     spent = dict.fromkeys(("decode", "journal", "aggregate", "metrics rows"), 0.0)
     for data in datas:
         t0 = time.perf_counter()
-        report = decode(data).report  # type: ignore[attr-defined]
+        message = decode(data)
+        report = message.report  # type: ignore[attr-defined]
         t1 = time.perf_counter()
-        journal.report(report, "measure", 0)
+        journal.report(report, "measure", 0, message.received)  # type: ignore[attr-defined]
         t2 = time.perf_counter()
         aggregate.add(report)
         t3 = time.perf_counter()

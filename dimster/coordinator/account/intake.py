@@ -64,10 +64,13 @@ class ReportIntake:
         if last:
             metrics.close()
 
-    def take(self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool) -> None:
-        """`phase`: the phase the report's end falls in; `loading`: load has started."""
+    def take(
+        self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool, received: bytes = b""
+    ) -> None:
+        """`phase`: the phase the report's end falls in; `loading`: load has started; `received`: the
+        message it came in (Reported.received)."""
         # first: a crash after it loses nothing (before load, no metrics file holds a report)
-        self.journal.report(report, phase if metrics else None, metrics.parts if metrics else 0)
+        self.journal.report(report, phase if metrics else None, metrics.parts if metrics else 0, received)
         if loading:
             self.self_cost.report_handled(report.end_time)
         self.aggregate.add(report)

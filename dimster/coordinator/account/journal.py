@@ -11,8 +11,8 @@ for appending (in the operating system's hands at once, no buffer of ours):
   - `["load", load_started]`: load starts (epoch s);
   - `["report", report]`;
   - `["lost", client ids, last heard]`: a worker was lost, with these clients;
-- `journal-tail-NNNNN.msgpack`, the whole reports that Parquet part NNNNN is to hold, removed once
-  that part is written (behind the run's loop: results/metrics_writer.py):
+- `journal-tail-NNNNN.msgpack`, the whole reports that Parquet part NNNNN is to hold, each in the
+  bytes it came in, removed once that part is written (behind the run's loop: results/metrics_writer.py):
   `["report", phase, part, report]` (a part that the crash cut before its tail was removed left it
   there: recovery finds the part written and does not write its reports twice).
 A run that records its end removes both: run.json and the Parquet files hold it all then."""
@@ -25,13 +25,14 @@ from typing import Any
 import msgpack
 
 from dimster.kafka.groups import GroupSpec
-from dimster.worker.protocol import PROTOCOL_VERSION, IntervalReport
+from dimster.worker.protocol import PROTOCOL_VERSION, IntervalReport, report_bytes
 from dimster.worker.wire import from_wire, to_wire
 
 JOURNAL = "journal.msgpack"
 TAIL = "journal-tail-{part:05d}.msgpack"
 TAILS = "journal-tail*.msgpack"  # also an older dimster's one journal-tail.msgpack
 NOT_ACCOUNT = ("histograms", "delivery_counts", "client_stats", "rebalances")  # kept by the tail only
+TAIL_RECORD = b"\x94" + msgpack.packb("report")  # a tail record: an array of 4, its kind first
 
 
 def _append(path: Path) -> int:
@@ -65,15 +66,20 @@ class RunJournal:
     def load(self, load_started: float) -> None:
         self._write(0, ["load", load_started])
 
-    def report(self, report: IntervalReport, phase: str | None, part: int) -> None:
-        """`phase` None: a report from before load, in no metrics file."""
-        wire = to_wire(IntervalReport, report)
+    def report(self, report: IntervalReport, phase: str | None, part: int, received: bytes = b"") -> None:
+        """`phase` None: a report from before load, in no metrics file. `received`: the Reported message
+        it came in, whose report's bytes the tail keeps as they are (no second encoding)."""
+        whole = report_bytes(received)
+        wire = to_wire(IntervalReport, report) if whole is None else msgpack.unpackb(whole, strict_map_key=False)
         if phase is not None:
             if part != self.tail_part and self._fds is not None:
                 os.close(self._fds[1])
                 self.tail_part = part
                 self._fds[1] = _append(self.tail_path)
-            self._write(1, ["report", phase, part, wire])
+            if whole is None:
+                self._write(1, ["report", phase, part, wire])
+            elif self._fds is not None:  # the record's head, then the report's own bytes
+                os.write(self._fds[1], TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
         for client in wire["clients"]:
             for name in NOT_ACCOUNT:
                 client.pop(name, None)

@@ -131,8 +131,8 @@ class Coordinator:
 
     def _handle(self, index: int, message: Message | WorkerLost) -> None:
         if isinstance(message, Reported):
-            end = message.report.end_time
-            self.intake.take(message.report, self.metrics, self.phases.of_report(end), self.load_started > 0)
+            phase, loading = self.phases.of_report(message.report.end_time), self.load_started > 0
+            self.intake.take(message.report, self.metrics, phase, loading, message.received)
         elif isinstance(message, Failed):
             self._fail(message.reason)
         elif isinstance(message, WorkerLost):
