@@ -40,6 +40,23 @@ def test_a_reject_of_a_record_another_consumer_received_again_is_void_in_either_
     assert [outcomes.holds("rejected", GROUP, PRODUCER, s) for s in (10, 11)] == [False, True]
 
 
+def test_records_in_question_are_found_and_kept_by_range_not_one_by_one():
+    """100,000 records rejected in one range; 5 of them, and a stretch of 3 that reaches one past the
+    range, received again later: exactly those 7 are in question (kept as 2 ranges) and void, in
+    either report order."""
+    for order in ("reject first", "redelivery first"):
+        rejected = ClientInterval("a", "share_consumer", "t", group=GROUP,
+                                  settled_rejected={(PRODUCER, 1): [(0, 99_999)]})  # fmt: skip
+        again = ClientInterval("b", "share_consumer", "t", group=GROUP,
+                               received_again={(PRODUCER, 2): [(50_000, 50_004), (99_998, 100_000)]})  # fmt: skip
+        outcomes = ShareOutcomes()
+        for c in (rejected, again) if order == "reject first" else (again, rejected):
+            outcomes.add(c)
+        assert outcomes.in_question[(GROUP, PRODUCER)].ranges() == [(50_000, 50_004), (99_998, 99_999)], order
+        assert outcomes.voided(GROUP) == {PRODUCER: {50_000, 50_001, 50_002, 50_003, 50_004, 99_998, 99_999}}
+        assert outcomes.count("rejected", GROUP) == 100_000 - 7
+
+
 def test_a_reject_on_a_later_delivery_stands_and_an_archived_record_counts_once_as_archived():
     """Record 20: rejected on 1 (void), received on 2, rejected on 2 (stands, limit 3). Record 21:
     rejected on 1 (void), archived on its last delivery, 3."""

@@ -62,6 +62,20 @@ class RangeSet:
     def count(self) -> int:
         return sum(e - s + 1 for s, e in zip(self.starts, self.ends, strict=True))
 
+    def within(self, first: int, last: int) -> list[tuple[int, int]]:
+        """This set's values in [first, last], as ranges."""
+        i = bisect.bisect_left(self.ends, first)
+        found = []
+        while i < len(self.starts) and self.starts[i] <= last:
+            found.append((max(first, self.starts[i]), min(last, self.ends[i])))
+            i += 1
+        return found
+
+    def values(self):
+        """Every value, in order."""
+        for first, last in zip(self.starts, self.ends, strict=True):
+            yield from range(first, last + 1)
+
     def add_values(self, values: list[int]) -> None:
         """Insert each of `values` (repeats are one)."""
         for first, last in to_ranges(values):

@@ -13,6 +13,8 @@ reports (their decoding stays in: `RemoteWorkers` decodes on the loop's thread t
     .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 60]
         [--clients-per-worker 30] [--aligned] [--profile PREFIX] [--json-out F]
 
+A run may have 100,000 clients: 4,096 workers take `--clients-per-worker 24`.
+
 `--profile PREFIX` writes a cProfile of the loop's thread over the load (StartLoad to StopProducers) per
 size to PREFIX-<N>.prof; a profiled run's figures are inflated by the profiler: measure without it.
 """
@@ -141,6 +143,8 @@ def main() -> None:
         before = load_average()
         child = subprocess.run(command, capture_output=True, text=True)
         if child.returncode:
+            if args.json_out:  # the sizes measured so far are kept
+                args.json_out.write_text(json.dumps(rows, indent=2))
             sys.exit(f"{n} workers: the run failed:\n{child.stderr[-3000:]}")
         row = {**json.loads(child.stdout.splitlines()[-1]), "load_average_before": before}
         rows.append(row)

@@ -25,11 +25,6 @@ Ranges = list[tuple[int, int]]
 Record = tuple[int, int]  # (producer id, sequence)
 
 
-def _sequences(ranges: Ranges):
-    for first, last in ranges:
-        yield from range(first, last + 1)
-
-
 @dataclass
 class Ruling:
     """The dead-letter topic's word on one group's records (ShareOutcomes.rule)."""
@@ -49,7 +44,7 @@ class ShareOutcomes:
         self.received_on: dict[tuple[str, int], dict[int, RangeSet]] = defaultdict(dict)
         self.doubted_on: dict[tuple[str, int], dict[int, RangeSet]] = defaultdict(dict)
         # (group, producer) -> records rejected on one delivery and received on a later one
-        self.in_question: dict[tuple[str, int], set[int]] = defaultdict(set)
+        self.in_question: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)
         self.rulings: dict[str, Ruling] = {}  # group -> the dead-letter topic's word, once read
 
     def add(self, c: ClientInterval) -> None:
@@ -76,8 +71,10 @@ class ShareOutcomes:
         for first, last in ranges:
             ranges_of.add(first, last)
         against = [s for d, s in others.get(key, {}).items() if (d > delivery if later else d < delivery)]
-        if against:
-            self.in_question[key].update(s for s in _sequences(ranges) if any(s in other for other in against))
+        for other in against:  # by range: what both hold
+            for first, last in ranges:
+                for both in other.within(first, last):
+                    self.in_question[key].add(*both)
 
     def _received_after(self, key: tuple[str, int], delivery: int, sequence: int) -> bool:
         return any(d > delivery and sequence in s for d, s in self.received_on.get(key, {}).items())
@@ -92,7 +89,7 @@ class ShareOutcomes:
         return {
             producer: void
             for (g, producer), sequences in self.in_question.items()
-            if g == group and (void := {s for s in sequences if self._void((g, producer), s)})
+            if g == group and (void := {s for s in sequences.values() if self._void((g, producer), s)})
         }
 
     def _own_count(self, outcome: str, group: str) -> int:
@@ -105,7 +102,7 @@ class ShareOutcomes:
             return False
         return (
             outcome != "rejected"
-            or sequence not in self.in_question.get((group, producer_id), ())
+            or sequence not in self.in_question.get((group, producer_id), RangeSet())
             or not (self._void((group, producer_id), sequence))
         )
 
