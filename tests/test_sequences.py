@@ -203,3 +203,20 @@ def test_overlap_and_repeated_values_agree_with_plain_sets_on_random_input():
             settled.add(first, last)
         assert failed.count() == len(set(values))
         assert failed.overlap(settled) == settled.overlap(failed) == len(set(values) & settled_values)
+
+
+@pytest.mark.parametrize(
+    ("covered", "expected"),
+    [
+        ([], [(10, 20)]),
+        ([(0, 9), (21, 30)], [(10, 20)]),
+        ([(0, 10), (20, 30)], [(11, 19)]),
+        ([(12, 13), (12, 15), (18, 18)], [(10, 11), (16, 17), (19, 20)]),
+        ([(5, 25)], []),
+        ([(20, 20), (10, 10)], [(11, 19)]),
+    ],
+)
+def test_the_gaps_of_a_range_are_what_no_covered_range_holds(covered, expected):
+    from dimster.metrics.sequences import gaps
+
+    assert gaps(10, 20, covered) == expected

@@ -3,6 +3,8 @@ a reject answered as settled, of a record received again later, did not take eff
 acknowledgement was answered with an error is in doubt unless it comes back; with a dead-letter queue,
 the topic's word decides."""
 
+import random
+
 import pytest
 
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
@@ -81,8 +83,29 @@ def test_an_acknowledgement_answered_with_an_error_is_in_doubt_unless_the_record
     outcomes = ShareOutcomes()
     outcomes.add(interval("a", doubt={1: [30, 31]}))
     outcomes.add(interval("b", again={2: [30, 32]}, doubt={2: [32]}))
-    assert outcomes.doubtful(GROUP) == {(PRODUCER, 31), (PRODUCER, 32)}
-    assert outcomes.doubtful("other") == set()
+    assert outcomes.doubtful(GROUP)[PRODUCER].ranges() == [(31, 32)] and outcomes.doubtful_count(GROUP) == 2
+    assert outcomes.doubtful("other") == {} and outcomes.doubtful_count("other") == 0
+
+
+def test_records_in_doubt_are_found_by_range_as_one_by_one_on_random_input():
+    """Acknowledgements answered with an error on random deliveries, records coming back on random
+    later ones: the ranges in doubt hold exactly the records a record-by-record reading finds."""
+    rng = random.Random(48)
+    for _ in range(100):
+        outcomes, doubted, again = ShareOutcomes(), {}, {}
+        for _ in range(rng.randrange(1, 6)):
+            delivery = rng.randrange(1, 5)
+            doubt = {delivery: sorted(rng.sample(range(200), rng.randrange(0, 40)))}
+            redelivered = [d for d in range(2, 6) if rng.random() < 0.5]
+            received = {d: sorted(rng.sample(range(200), rng.randrange(0, 60))) for d in redelivered}
+            outcomes.add(interval("c", doubt=doubt, again=received))
+            for d, seqs in doubt.items():
+                doubted.setdefault(d, set()).update(seqs)
+            for d, seqs in received.items():
+                again.setdefault(d, set()).update(seqs)
+        expected = {s for d, seqs in doubted.items() for s in seqs if not any(s in again[e] for e in again if e > d)}
+        found = outcomes.doubtful(GROUP).get(PRODUCER, RangeSet())
+        assert set(found.values()) == expected and outcomes.doubtful_count(GROUP) == len(expected)
 
 
 def test_the_dead_letter_topic_rules_each_record_and_tells_those_dimster_had_counted_otherwise():
@@ -102,7 +125,7 @@ def test_the_dead_letter_topic_rules_each_record_and_tells_those_dimster_had_cou
     ruling = outcomes.rule(GROUP, letters, {PRODUCER: settled})
     assert (outcomes.count("rejected", GROUP), outcomes.count("archived", GROUP)) == (3, 1)
     assert outcomes.holds("rejected", GROUP, PRODUCER, 41) and not outcomes.holds("archived", GROUP, PRODUCER, 44)
-    assert outcomes.doubtful(GROUP) == {(PRODUCER, 44)}  # 42's doubt is ruled: rejected
+    assert outcomes.doubtful_count(GROUP) == 1  # 42's doubt is ruled: rejected; 44 is not confirmed
     assert (ruling.found_unsettled, ruling.unconfirmed) == (2, {(PRODUCER, 44)})
     assert outcomes.settled_correction(GROUP) == 1  # 42 and 43 settled, 44 no longer
     stories = {story["sequence"]: story for story in ruling.corrected}

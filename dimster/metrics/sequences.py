@@ -29,6 +29,18 @@ def to_ranges(sequences: list[int]) -> list[tuple[int, int]]:
     return list(zip(values[starts].tolist(), values[ends].tolist(), strict=True))
 
 
+def gaps(first: int, last: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The pieces of [first, last] that none of the `covered` ranges holds."""
+    pieces, start = [], first
+    for low, high in sorted(covered):
+        if low > start:
+            pieces.append((start, min(low - 1, last)))
+        start = max(start, high + 1)
+        if start > last:
+            return pieces
+    return [*pieces, (start, last)] if start <= last else pieces
+
+
 class RangeSet:
     """Disjoint closed ranges of integers; `add` reports how many added values were already there."""
 

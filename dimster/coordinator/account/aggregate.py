@@ -266,7 +266,7 @@ class RunAggregate:
         """The group's records whose fate only the broker knew: a lost worker's consumers' unreported
         tail, acknowledgements answered with an error or never answered, and records the dead-letter
         topic did not confirm (share_outcomes.py)."""
-        return self.in_doubt_by_group.get(group, 0) + len(self.outcomes.doubtful(group))
+        return self.in_doubt_by_group.get(group, 0) + self.outcomes.doubtful_count(group)
 
     def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
         """Of the records missing at the end, those in doubt (doubt()): whose fate only the broker knew."""

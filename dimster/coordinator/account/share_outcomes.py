@@ -17,7 +17,7 @@ record dimster counted rejected or archived that is not there is in doubt."""
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from dimster.metrics.sequences import RangeSet
+from dimster.metrics.sequences import RangeSet, gaps
 from dimster.worker.protocol import ClientInterval
 
 OUTCOMES = ("rejected", "archived")
@@ -120,22 +120,32 @@ class ShareOutcomes:
             return ruling.outcome.get((producer_id, sequence)) == outcome
         return self._own_holds(outcome, group, producer_id, sequence)
 
-    def doubtful(self, group: str) -> set[Record]:
-        """The group's records in doubt: an acknowledgement answered with an error or never answered on
-        its latest delivery (none came after), and records the dead-letter topic did not confirm."""
-        ruling = self.rulings.get(group)
-        ruled = ruling.outcome if ruling is not None else {}
-        found = set(ruling.unconfirmed) if ruling is not None else set()
+    def doubtful(self, group: str) -> dict[int, RangeSet]:
+        """Per producer, the group's records whose acknowledgement was answered with an error or never
+        answered on their latest delivery (none came after), found by range."""
+        found: dict[int, RangeSet] = defaultdict(RangeSet)
         for (g, producer), by_delivery in self.doubted_on.items():
             if g != group:
                 continue
+            received = self.received_on.get((g, producer), {})
             for delivery, ranges in by_delivery.items():
+                later = [s for d, s in received.items() if d > delivery]
                 for first, last in ranges.ranges():
-                    for sequence in range(first, last + 1):
-                        record = (producer, sequence)
-                        if record not in ruled and not self._received_after((g, producer), delivery, sequence):
-                            found.add(record)
+                    for piece in gaps(first, last, [both for s in later for both in s.within(first, last)]):
+                        found[producer].add(*piece)
         return found
+
+    def doubtful_count(self, group: str) -> int:
+        """The group's records in doubt: those `doubtful` holds that the dead-letter topic did not rule
+        on, and those it did not confirm."""
+        found = self.doubtful(group)
+        ruling = self.rulings.get(group)
+        count = sum(ranges.count() for ranges in found.values())
+        if ruling is not None:  # the unconfirmed are not among the ruled
+            none = RangeSet()
+            count -= sum(1 for producer, sequence in ruling.outcome if sequence in found.get(producer, none))
+            count += sum(1 for producer, sequence in ruling.unconfirmed if sequence not in found.get(producer, none))
+        return count
 
     def settled_correction(self, group: str) -> int:
         """What the dead-letter topic's word adds to the group's settled records: those found there that
