@@ -14,6 +14,7 @@ from dimster.clients.librdkafka import client_stats as extract_client_stats
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient, distinct
+from dimster.worker.clients.consumer import WATCH_FOR_S
 from dimster.worker.protocol import ConsumerSpec
 from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
@@ -307,3 +308,16 @@ def test_a_renewal_may_take_until_the_lock_it_renews_runs_out():
     assert not from_poll and len(timeouts) == 1
     assert 1.0 < timeouts[0] <= 2.0  # a quarter of the lock was the old, too short, limit
     assert client.take_interval().renewed == 1
+
+
+def test_a_crash_is_watched_for_no_longer_than_its_horizon():
+    """Records of a crash another consumer took never reach this one: the watch goes once WATCH_FOR_S
+    has passed, at the next redelivery or the next crash, so a long run's crashes do not pile up."""
+    client = consumer()
+    now = time.time()
+    client.watch({1: [(0, 999)]}, now - WATCH_FOR_S - 5)  # another consumer took all of them
+    client.watch({1: [(1000, 1001)]}, now - 1.0)
+    assert [at for at, _ in client.watches] == [now - 1.0]
+    client.watch({2: [(0, 0)]}, now - WATCH_FOR_S + 60)
+    client._record(polled([(1, 1000, 0, 0)], delivery_counts=[2]), None)
+    assert [(at, len(keys)) for at, keys in client.watches] == [(now - 1.0, 1), (now - WATCH_FOR_S + 60, 1)]

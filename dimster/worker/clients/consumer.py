@@ -42,6 +42,9 @@ MIN_LOCK_S = 1.0  # the shortest acquisition lock a broker allows (group.share.m
 RENEW_TIMEOUT_MIN_S = 0.1  # a renewal started late still gets this long to be answered
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
 RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
+# a crash's records are watched for this long (they come back once their locks run out, 30 s by
+# default): a long run's crashes do not pile up in every consumer's memory
+WATCH_FOR_S = 600.0
 
 
 class ConsumerClient(LoadClient):
@@ -128,6 +131,8 @@ class ConsumerClient(LoadClient):
                 self._redelivered([(at - crashed_at) * 1e6 for at, _ in early])
             if keys:
                 self.watches.append((crashed_at, keys))
+            self._forget_old_watches(time.time())
+            self.burials = [(burial, lock_s) for burial, lock_s in self.burials if burial.is_alive()]
 
     def _bury(self, driver: ConsumerDriver, lock_s: float, unsettled: Unsettled) -> None:
         """Close a crashed client once its records' locks have run out, on a thread of its own (a close
@@ -318,7 +323,10 @@ class ConsumerClient(LoadClient):
             if found:
                 watched.difference_update(found)
                 self._redelivered([max(0.0, now_ns / 1e3 - crashed_at * 1e6)] * len(found))
-        self.watches = [w for w in self.watches if w[1]]
+        self._forget_old_watches(received_at)
+
+    def _forget_old_watches(self, now: float) -> None:  # done (every record back), or too old
+        self.watches = [(at, watched) for at, watched in self.watches if watched and at >= now - WATCH_FOR_S]
 
     def _redelivered(self, delays_us: list[float]) -> None:
         """A crashed consumer's records, received again this long after the crash (lock held)."""
