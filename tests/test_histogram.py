@@ -262,3 +262,18 @@ def test_merged_buckets_give_each_groups_percentiles_as_its_merged_histogram_doe
         for name, q in zip(QUANTILE_COLUMNS, QUANTILES, strict=True):
             assert row[name] == pytest.approx(histogram.percentile(q) / 1000, rel=1e-12), (key, name)
         assert row["max"] == pytest.approx(histogram.max / 1000)
+
+
+def test_merging_a_histogram_as_the_wire_carries_it_is_merging_the_histogram():
+    """The coordinator adds reports' histograms without making one each: the same counts, total,
+    minimum, maximum and percentiles, also into a histogram whose own values are not yet counted."""
+    rng = np.random.default_rng(48)
+    for _ in range(50):
+        theirs, by_wire, by_histogram = Histogram(), Histogram(), Histogram()
+        theirs.record_array(rng.lognormal(8, 2, rng.integers(1, 300)))
+        for mine in (by_wire, by_histogram):
+            mine.record_array(np.array([3.0, 7e6]))  # buffered, not yet counted
+        by_wire.merge_wire(theirs.to_wire())
+        by_histogram.merge(Histogram.from_wire(theirs.to_wire()))
+        assert by_wire.to_wire() == by_histogram.to_wire()
+        assert [by_wire.percentile(q) for q in (50, 99, 100)] == [by_histogram.percentile(q) for q in (50, 99, 100)]

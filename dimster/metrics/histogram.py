@@ -97,6 +97,16 @@ class Histogram:
         self.min = min(self.min, other.min)
         self.max = max(self.max, other.max)
 
+    def merge_wire(self, wire) -> None:
+        """Add a histogram as the wire carries it (to_wire), without making one: a report merges dozens."""
+        counts, total, low, high = wire
+        mine = self.counts
+        for index, count in counts.items():
+            mine[index] = mine.get(index, 0) + count
+        self.total += total
+        self.min = min(self.min, low)
+        self.max = max(self.max, high)
+
     def percentile(self, q: float) -> float | None:
         """The q-th percentile (0-100), within ALPHA of the exact value; None when empty."""
         self._flush()

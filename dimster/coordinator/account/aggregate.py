@@ -105,7 +105,7 @@ class RunAggregate:
                 window.sent += c.sent
                 for metric in ("publish", WARMUP_PREFIX + "publish"):  # the console shows warm-up too
                     if (metric, -1) in c.histograms:
-                        window.publish.merge(Histogram.from_wire(c.histograms[(metric, -1)]))
+                        window.publish.merge_wire(c.histograms[(metric, -1)])
                 continue
             self.received += c.received
             window.received += c.received
@@ -139,12 +139,11 @@ class RunAggregate:
             for (metric, _partition), wire in c.histograms.items():
                 if metric not in ("e2e", WARMUP_PREFIX + "e2e"):
                     continue
-                histogram = Histogram.from_wire(wire)  # decoded once, merged where it counts
-                window.e2e.merge(histogram)
+                window.e2e.merge_wire(wire)
                 if self.probing:
-                    self.probe.e2e.merge(histogram)
+                    self.probe.e2e.merge_wire(wire)
                 if metric == "e2e":
-                    self.e2e_measured.merge(histogram)
+                    self.e2e_measured.merge_wire(wire)
         if self.probing:
             self.probe.cover(report.worker_index, covered, waited)
             self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)

@@ -49,7 +49,7 @@ class LiveJudge:
             counts.update(sent=c.sent, sent_bytes=c.sent_bytes, received=c.received, received_bytes=c.received_bytes)
             for (metric, _partition), wire in c.histograms.items():
                 if metric in self.latency:
-                    self.latency[metric].merge(Histogram.from_wire(wire))
+                    self.latency[metric].merge_wire(wire)
 
     def check(self, phase: str, status: Callable[[], dict], now: float) -> tuple[str, float] | None:
         """Once a second while load runs: note the measured phase's maxima of the brokers' lag and the

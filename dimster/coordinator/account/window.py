@@ -44,7 +44,7 @@ class Window:
         for c in report.clients:
             if c.role == "producer" and ("publish_delay", -1) in c.histograms:
                 delays = self.publish_delay.setdefault(w, Histogram())
-                delays.merge(Histogram.from_wire(c.histograms[("publish_delay", -1)]))
+                delays.merge_wire(c.histograms[("publish_delay", -1)])
 
     def loads(self) -> list[WorkerLoad]:
         """Each worker's use of its host over the window (diagnosis/generator.py)."""

@@ -1,0 +1,99 @@
+"""The coordinator's memory over a long share-group run, in compressed time: its run aggregate
+(dimster/coordinator/account/aggregate.py) fed reports that each cover a simulated minute.
+
+`--consumers` share consumers of one group settle what `--producers` producers send at `--rate`
+records/s in all; `--reject` of the records (default 5 %, at random) are rejected on their first
+delivery, and `--release` (default 5 %) released, to come back to another consumer on delivery 2,
+where they are accepted. Each simulated minute every consumer reports once (its settled range, its
+rejected records, the records it received again) and every producer once. After each minute the
+process's resident memory is printed, so the curve shows whether the aggregate's memory follows the
+run's length or stays with its clients.
+
+    .venv/bin/python scripts/bench/coordinator_memory.py [--minutes 10] [--rate 1000000] [--reject 0.05]
+        [--release 0.05] [--producers 64] [--consumers 64] [--json-out F]
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+from common import ROOT
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.metrics.sequences import to_ranges
+from dimster.worker.protocol import ClientInterval, IntervalReport
+
+
+def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generator) -> list[IntervalReport]:
+    """A simulated minute: each producer's sends; each consumer settles one producer's minute, but for
+    the records it released, which the next consumer receives again (delivery 2) and accepts."""
+    per_producer = int(args.rate * 60 / args.producers)
+    first = minute * per_producer
+    end = 100.0 + 60 * (minute + 1)
+    sent = {"sent": per_producer, "acked": per_producer, "next_sequence": first + per_producer}
+    producers = [ClientInterval(f"p{p}", "producer", "t", **sent) for p in range(args.producers)]
+    consumers = [ClientInterval(f"c{c}", "share_consumer", "t", "g") for c in range(args.consumers)]
+    for c, consumer in enumerate(consumers):
+        producer = c % args.producers
+        draws = rng.random(per_producer)
+        rejected = np.flatnonzero(draws < args.reject) + first
+        released = np.flatnonzero(draws > 1 - args.release) + first
+        kept = np.setdiff1d(np.arange(first, first + per_producer), released)
+        consumer.received += per_producer
+        consumer.rejected, consumer.released = len(rejected), len(released)
+        consumer.accepted += len(kept) - len(rejected)
+        consumer.settled[producer] = to_ranges(kept.tolist())
+        consumer.settled_rejected = {(producer, 1): to_ranges(rejected.tolist())}
+        taker = consumers[(c + 1) % len(consumers)]  # receives them again and accepts them
+        again = to_ranges(released.tolist())
+        taker.received += len(released)
+        taker.accepted += len(released)
+        taker.received_again[(producer, 2)] = again
+        taker.settled[producer] = taker.settled.get(producer, []) + again
+    return [IntervalReport(0, end, producers), IntervalReport(1, end, consumers)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=int, default=10, help="simulated minutes")
+    parser.add_argument("--rate", type=float, default=1_000_000, help="records/s in all")
+    parser.add_argument("--reject", type=float, default=0.05, help="share of records rejected on delivery 1")
+    parser.add_argument("--release", type=float, default=0.05, help="share of records released on delivery 1")
+    parser.add_argument("--producers", type=int, default=64)
+    parser.add_argument("--consumers", type=int, default=64)
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    rng = np.random.default_rng(48)
+    me = psutil.Process()
+    aggregate = RunAggregate({"g": "t"})
+    aggregate.load_started = 100.0
+    curve = [{"minute": 0, "rss_mb": round(me.memory_info().rss / 2**20), "seconds": 0.0}]
+    print(f"minute 0: RSS {curve[0]['rss_mb']} MB", flush=True)
+    for minute in range(args.minutes):
+        started = time.monotonic()
+        for report in minute_reports(minute, args, rng):
+            aggregate.add(report)
+        took = time.monotonic() - started
+        rss = round(me.memory_info().rss / 2**20)
+        rejected = aggregate.outcomes.count("rejected", "g")
+        settled, duplicates = aggregate.settled_by_group["g"], aggregate.duplicates
+        point = {"minute": minute + 1, "rss_mb": rss, "seconds": round(took, 1), "rejected": rejected}
+        curve.append(point | {"settled": settled, "acked": aggregate.acked, "duplicates": duplicates})
+        print(
+            f"minute {minute + 1}: RSS {rss} MB, {took:.1f} s to take in; acked {aggregate.acked:,}, settled "
+            f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}",
+            flush=True,
+        )
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"args": vars(args) | {"json_out": None}, "curve": curve}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
