@@ -155,7 +155,7 @@ def _decoder(hint) -> Callable[[Any], Any]:
         if all(a in PLAIN for a in args):  # checked in one pass, no call per value
             return lambda data: tuple(data) if _plain(data, args) else _wrong_type(hint, data)
         items = [_decoder(a) for a in args]
-        return lambda data: tuple(convert(v) for convert, v in zip(items, data, strict=True))
+        return lambda data: tuple([convert(v) for convert, v in zip(items, data, strict=True)])
     if origin is dict:
         key, item = _decoder(args[0]), _decoder(args[1])
         if args[0] in (str, int):  # a msgpack map, as _encoder sends it
