@@ -35,8 +35,6 @@ SCHEMAS = {
     table: pa.schema([(column, ARROW_TYPES[kind]) for column, kind in columns])
     for table, columns in FIXED_SCHEMAS.items()
 }
-# a worker's row: the report's columns, then its usage and its wake probe's lateness
-WORKER_VALUES = tuple(column for column, _ in FIXED_SCHEMAS["workers"] if column not in REPORT_COLUMNS)
 FIRST = (*REPORT_COLUMNS, *CLIENT_COLUMNS)  # a client's row: the report's columns, then the client's
 # a histogram's own columns; its rows take FIRST from its client's row of intervals, these from it
 PER_HISTOGRAM = ("metric", "partition", "hist_total", "hist_min", "hist_max")
@@ -129,6 +127,7 @@ class MetricsWriter:
         first = (report.end_time, round(report.end_time - self.load_started, 3), phase, report.worker_index)
         lag = report.wake_lag
         wake_lag = (lag.wakes, lag.lag_ms_sum, lag.lag_ms_max) if lag else (0, 0.0, 0.0)
+        # a worker's row: the report's columns, then its usage and its wake probe's lateness (WORKER_COLUMNS)
         usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag, report.steal_seconds, report.cores)
         b = self.buffers
         b.workers.append((*first, *usage))
@@ -196,9 +195,11 @@ class MetricsWriter:
 
     def close(self) -> None:
         """After the last flush: wait for the writes and the merges behind, if any."""
-        if self.writer:
-            self.writer.shutdown(wait=True)
-            for write in self.writes:
-                write.result()
-        if self.merges:
-            self.merges.close()
+        try:
+            if self.writer:
+                self.writer.shutdown(wait=True)
+                for write in self.writes:
+                    write.result()
+        finally:
+            if self.merges:
+                self.merges.close()
