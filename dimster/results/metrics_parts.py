@@ -28,10 +28,15 @@ CHUNK = 12  # files a merge during the run takes at once: a minute of flushes, o
 def table_files(table_dir: Path) -> list[tuple[Path, range]]:
     """The table's files in order, each with the flushes it holds; a part a merged file holds, and a
     merged file another holds, are left out."""
-    found = [(path, flushes) for path in table_dir.glob("*.parquet") if (flushes := _flushes(path)) is not None]
-    merges = [flushes for path, flushes in found if MERGED.fullmatch(path.name)]
+    found, merges = _listing(table_dir)
     kept = [(path, flushes) for path, flushes in found if not any(_held(flushes, other) for other in merges)]
     return sorted(kept, key=lambda item: (item[1].start, item[0].name))
+
+
+def _listing(table_dir: Path) -> tuple[list[tuple[Path, range]], list[range]]:
+    """The table's files with the flushes each holds, and the merged files' flushes: one listing."""
+    found = [(path, flushes) for path in table_dir.glob("*.parquet") if (flushes := _flushes(path)) is not None]
+    return found, [flushes for path, flushes in found if MERGED.fullmatch(path.name)]
 
 
 def written_flushes(table_dir: Path) -> set[int]:
@@ -156,11 +161,12 @@ def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _remove_held(table_dir: Path) -> None:
-    """Remove the files of the table that a merged file holds."""
-    kept = {path for path, _ in table_files(table_dir)}
-    for path in table_dir.glob("*.parquet"):
-        if path not in kept and _flushes(path) is not None:
-            path.unlink()
+    """Remove the files of the table that a merged file holds, by one listing: a part that a run's
+    writer adds meanwhile is no merged file's, and stays (two listings took it for one)."""
+    found, merges = _listing(table_dir)
+    for path, flushes in found:
+        if any(_held(flushes, other) for other in merges):
+            path.unlink(missing_ok=True)
 
 
 def _flushes(path: Path) -> range | None:
