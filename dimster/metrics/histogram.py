@@ -90,12 +90,7 @@ class Histogram:
 
     def merge(self, other: "Histogram") -> None:
         other._flush()
-        self._flush()
-        for index, count in other.counts.items():
-            self.counts[index] = self.counts.get(index, 0) + count
-        self.total += other.total
-        self.min = min(self.min, other.min)
-        self.max = max(self.max, other.max)
+        self.merge_wire((other.counts, other.total, other.min, other.max))
 
     def merge_wire(self, wire) -> None:
         """Add a histogram as the wire carries it (to_wire), without making one: a report merges dozens."""

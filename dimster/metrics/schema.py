@@ -9,7 +9,8 @@ made from it (coordinator/control/status_schema.py), its column in the report's 
 (pipeline/) both read the tables' names and columns from here, and neither imports the worker.
 
 Adding a per-client counter: its field in the wire's `ClientInterval` (worker/protocol.py), where
-the client counts it (worker/), and a row in INTERVAL_METRICS."""
+the client counts it (worker/), and a row in INTERVAL_METRICS (`arrow_type="float64"` for one that is
+not a whole number: its Parquet column's type is declared, never inferred)."""
 
 from dataclasses import dataclass
 
@@ -172,34 +173,18 @@ TABLES = ("intervals", "histograms", "delivery_counts", "client_stats", "brokers
 OPTIONAL_TABLES = ("delivery_counts", "brokers", "group_lag", "workers")
 
 # Every row of intervals, histograms, delivery_counts and client_stats starts with the report's and
-# the client's columns.
-REPORT_COLUMNS = ("end_time", "run_time_s", "phase", "worker")
-CLIENT_COLUMNS = ("client_id", "role", "topic", "group")
+# the client's columns; each table's columns are declared once, with their Arrow types.
+REPORT_TYPES = (("end_time", "float64"), ("run_time_s", "float64"), ("phase", "string"), ("worker", "int64"))
+CLIENT_TYPES = (("client_id", "string"), ("role", "string"), ("topic", "string"), ("group", "string"))
 # intervals: the client's library and generation (which Kafka client of the load client ran), then a
 # column per row of INTERVAL_METRICS
-INTERVAL_COLUMNS: tuple[str, ...] = ("library", "generation", *(m.name for m in INTERVAL_METRICS))
-# histograms: a row per bucket of a (metric, partition) histogram, with the histogram's total, min and max
-HISTOGRAM_COLUMNS = ("metric", "partition", "bucket", "count", "hist_total", "hist_min", "hist_max")
-DELIVERY_COUNT_COLUMNS = ("delivery_count", "count")
-# client_stats: every column a float, whichever library reported it
-STATS_COLUMNS: tuple[str, ...] = tuple(m.name for m in STATS_METRICS if m.column)
-
-# The tables with a fixed schema, as (column, Arrow type) pairs: the clients' tables ...
-_FIRST_TYPES = (
-    ("end_time", "float64"),
-    ("run_time_s", "float64"),
-    ("phase", "string"),
-    ("worker", "int64"),
-    *((column, "string") for column in CLIENT_COLUMNS),
-)
-INTERVAL_TYPES = (
-    *_FIRST_TYPES,
+INTERVAL_OWN_TYPES = (
     ("library", "string"),
     ("generation", "int64"),
     *((m.name, m.arrow_type) for m in INTERVAL_METRICS),
 )
-HISTOGRAM_TYPES = (
-    *_FIRST_TYPES,
+# histograms: a row per bucket of a (metric, partition) histogram, with the histogram's total, min and max
+HISTOGRAM_OWN_TYPES = (
     ("metric", "string"),
     ("partition", "int64"),
     ("bucket", "int64"),
@@ -208,7 +193,23 @@ HISTOGRAM_TYPES = (
     ("hist_min", "float64"),
     ("hist_max", "float64"),
 )
-DELIVERY_COUNT_TYPES = (*_FIRST_TYPES, ("delivery_count", "int64"), ("count", "int64"))
+DELIVERY_COUNT_OWN_TYPES = (("delivery_count", "int64"), ("count", "int64"))
+
+
+def names(types: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    return tuple(column for column, _ in types)
+
+
+REPORT_COLUMNS, CLIENT_COLUMNS = names(REPORT_TYPES), names(CLIENT_TYPES)
+INTERVAL_COLUMNS, HISTOGRAM_COLUMNS = names(INTERVAL_OWN_TYPES), names(HISTOGRAM_OWN_TYPES)
+DELIVERY_COUNT_COLUMNS = names(DELIVERY_COUNT_OWN_TYPES)
+# client_stats: every column a float, whichever library reported it
+STATS_COLUMNS: tuple[str, ...] = tuple(m.name for m in STATS_METRICS if m.column)
+
+# The tables with a fixed schema, as (column, Arrow type) pairs: the clients' tables ...
+INTERVAL_TYPES = (*REPORT_TYPES, *CLIENT_TYPES, *INTERVAL_OWN_TYPES)
+HISTOGRAM_TYPES = (*REPORT_TYPES, *CLIENT_TYPES, *HISTOGRAM_OWN_TYPES)
+DELIVERY_COUNT_TYPES = (*REPORT_TYPES, *CLIENT_TYPES, *DELIVERY_COUNT_OWN_TYPES)
 # ... the brokers' samples
 # (coordinator/observers/broker_scrape.py), one row per series per scrape ...
 BROKER_COLUMNS = (

@@ -82,24 +82,25 @@ class Buffers:
         made = {table: pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)) for table, rows in self.dicts.items()}
         made["workers"] = _from_rows(self.workers, SCHEMAS["workers"])
         intervals = made["intervals"] = _from_rows(self.intervals, SCHEMAS["intervals"])
-        first = {name: intervals.column(name) for name in FIRST}
         if self.histograms:
-            schema = SCHEMAS["histograms"]
             own = _from_rows(self.histograms, HISTOGRAM_OWN)
             each = np.repeat(np.arange(len(self.histograms)), self.histogram_sizes)  # a bucket's histogram
-            clients = own.column("client").take(each)
-            columns = {name: column.take(clients) for name, column in first.items()}
-            columns |= {name: own.column(name).take(each) for name in PER_HISTOGRAM}
+            columns = {name: own.column(name).take(each) for name in PER_HISTOGRAM}
             columns |= {"bucket": pa.array(self.buckets, pa.int64()), "count": pa.array(self.bucket_counts, pa.int64())}
-            made["histograms"] = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+            made["histograms"] = _of_clients("histograms", intervals, own.column("client").take(each), columns)
         if self.delivery_clients:
-            schema = SCHEMAS["delivery_counts"]
-            clients = pa.array(self.delivery_clients, pa.int64())
-            columns = {name: column.take(clients) for name, column in first.items()}
-            columns |= {"delivery_count": pa.array(self.delivery_counts, pa.int64())}
+            columns = {"delivery_count": pa.array(self.delivery_counts, pa.int64())}
             columns |= {"count": pa.array(self.delivery_records, pa.int64())}
-            made["delivery_counts"] = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+            clients = pa.array(self.delivery_clients, pa.int64())
+            made["delivery_counts"] = _of_clients("delivery_counts", intervals, clients, columns)
         return {table: made[table] for table in TABLES if table in made and made[table].num_rows}
+
+
+def _of_clients(table: str, intervals: pa.Table, clients, own: dict[str, Any]) -> pa.Table:
+    """A table whose rows each take FIRST from a client's row of `intervals` (`clients`: the row of
+    each), then their `own` columns."""
+    columns = {name: intervals.column(name).take(clients) for name in FIRST} | own
+    return pa.Table.from_arrays([columns[name] for name in SCHEMAS[table].names], schema=SCHEMAS[table])
 
 
 def _from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:

@@ -21,8 +21,8 @@ REQUIRED = object()  # a field without a default: always on the wire
 
 @dataclasses.dataclass(frozen=True)
 class Packed:
-    """A type hint's mark: the value travels as packed int64 pairs (`pairs` a list of them, `counts` a
-    dict of int to int)."""
+    """A type hint's mark: the value travels as packed int64 pairs, and comes back `into` a list of
+    them (`Ranges`) or a dict of int to int (`Counts`)."""
 
     into: type  # list | dict
 

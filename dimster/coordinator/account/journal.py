@@ -18,6 +18,7 @@ for appending (in the operating system's hands at once, no buffer of ours):
 A run that records its end removes both: run.json and the Parquet files hold it all then."""
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from dimster.worker.wire import from_wire, to_wire
 JOURNAL = "journal.msgpack"
 TAIL = "journal-tail-{part:05d}.msgpack"
 TAILS = "journal-tail*.msgpack"  # also an older dimster's one journal-tail.msgpack
+TAIL_PART = re.compile(r"journal-tail-(\d+)\.msgpack")
 NOT_ACCOUNT = ("histograms", "delivery_counts", "client_stats", "rebalances")  # kept by the tail only
 TAIL_RECORD = b"\x94" + msgpack.packb("report")  # a tail record: an array of 4, its kind first
 
@@ -55,8 +57,11 @@ class RunJournal:
         return self.folder / TAIL.format(part=self.tail_part)
 
     def _write(self, which: int, record: list) -> None:
+        self._write_bytes(which, msgpack.packb(record, use_bin_type=True))
+
+    def _write_bytes(self, which: int, data: bytes) -> None:
         if self._fds is not None:
-            os.write(self._fds[which], msgpack.packb(record, use_bin_type=True))
+            os.write(self._fds[which], data)
 
     def start(self, topics: list[str], partitions: int, groups: dict[str, GroupSpec]) -> None:
         specs = {group: spec.to_json() for group, spec in groups.items()}
@@ -70,16 +75,15 @@ class RunJournal:
         """`phase` None: a report from before load, in no metrics file. `received`: the Reported message
         it came in, whose report's bytes the tail keeps as they are (no second encoding)."""
         whole = report_bytes(received)
-        wire = to_wire(IntervalReport, report) if whole is None else msgpack.unpackb(whole, strict_map_key=False)
+        if whole is None:  # not from the wire (an in-memory fake's): encoded here
+            whole = msgpack.packb(to_wire(IntervalReport, report), use_bin_type=True)
         if phase is not None:
             if part != self.tail_part and self._fds is not None:
                 os.close(self._fds[1])
                 self.tail_part = part
                 self._fds[1] = _append(self.tail_path)
-            if whole is None:
-                self._write(1, ["report", phase, part, wire])
-            elif self._fds is not None:  # the record's head, then the report's own bytes
-                os.write(self._fds[1], TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
+            self._write_bytes(1, TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
+        wire = msgpack.unpackb(whole, strict_map_key=False)
         for client in wire["clients"]:
             for name in NOT_ACCOUNT:
                 client.pop(name, None)
@@ -89,8 +93,7 @@ class RunJournal:
         """Parquet part `part` is written, and every part before it: their tails go (on the writer's
         thread: it only removes files the loop no longer writes to)."""
         for path in tail_files(self.folder):
-            number = path.name.removeprefix("journal-tail-").removesuffix(".msgpack")
-            if number.isdigit() and int(number) <= part:
+            if (numbered := TAIL_PART.fullmatch(path.name)) and int(numbered[1]) <= part:
                 path.unlink(missing_ok=True)
 
     def lost(self, clients: list[str], last_heard: float) -> None:

@@ -78,8 +78,8 @@ def write_tail(run_dir: Path, metrics: Path, load_started: float) -> int:
     """The journal tail's reports that no Parquet part holds, as one more part of each table. Returns
     how many were written."""
     written = written_flushes(metrics / "workers")  # a row each
-    records = [record for tail in tail_files(run_dir) for record in read_journal(tail)]
-    unwritten = [(record[1], record[3]) for record in records if record[2] not in written]
+    tails = (record for tail in tail_files(run_dir) for record in read_journal(tail))
+    unwritten = [(record[1], record[3]) for record in tails if record[2] not in written]
     if not unwritten:
         return 0
     writer = MetricsWriter(metrics, load_started)

@@ -132,7 +132,6 @@ class ConsumerClient(LoadClient):
             if keys:
                 self.watches.append((crashed_at, keys))
             self._forget_old_watches(time.time())
-            self.burials = [(burial, lock_s) for burial, lock_s in self.burials if burial.is_alive()]
 
     def _bury(self, driver: ConsumerDriver, lock_s: float, unsettled: Unsettled) -> None:
         """Close a crashed client once its records' locks have run out, on a thread of its own (a close
@@ -152,7 +151,7 @@ class ConsumerClient(LoadClient):
 
         burial = threading.Thread(target=close_later, name=f"{self.client_id}-crashed", daemon=True)
         burial.start()
-        self.burials.append((burial, lock_s))
+        self.burials = [(b, s) for b, s in self.burials if b.is_alive()] + [(burial, lock_s)]  # the ended go
 
     def _consume_until_recreated(self) -> None:
         w = self.workload
