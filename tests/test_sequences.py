@@ -220,3 +220,16 @@ def test_the_gaps_of_a_range_are_what_no_covered_range_holds(covered, expected):
     from dimster.metrics.sequences import gaps
 
     assert gaps(10, 20, covered) == expected
+
+
+def test_many_ranges_added_at_once_make_the_set_and_the_duplicates_one_by_one_would():
+    """add_many merges in one pass from FEW ranges on: the same ranges and duplicate count as adding
+    each, on random scattered input with repeats and overlaps."""
+    rng = random.Random(48)
+    for _ in range(200):
+        one_by_one, at_once = RangeSet(), RangeSet()
+        for _ in range(3):
+            ranges = [(s, s + rng.randrange(0, 4)) for s in rng.sample(range(2_000), rng.randrange(0, 200))]
+            duplicates = sum(one_by_one.add(first, last) for first, last in ranges)
+            assert at_once.add_many(ranges) == duplicates
+            assert at_once.ranges() == one_by_one.ranges()

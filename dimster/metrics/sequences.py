@@ -64,6 +64,23 @@ class RangeSet:
         self.ends[i:j] = [new_last]
         return duplicates
 
+    def add_many(self, ranges: list[tuple[int, int]]) -> int:
+        """Insert each of `ranges`; returns how many of their values were present before or came twice
+        (duplicates). Many at once are merged in one pass, not inserted one by one (each insert into
+        the middle of the lists moves their tails)."""
+        if len(ranges) < FEW:
+            return sum(self.add(first, last) for first, last in ranges)
+        added = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        starts = np.concatenate((np.asarray(self.starts, dtype=np.int64), added[:, 0]))
+        ends = np.concatenate((np.asarray(self.ends, dtype=np.int64), added[:, 1]))
+        before = int((ends - starts + 1).sum())  # the set's values, and every added one
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], np.maximum.accumulate(ends[order])
+        begins = np.concatenate(([0], np.flatnonzero(starts[1:] > ends[:-1] + 1) + 1))
+        finishes = np.concatenate((begins[1:] - 1, [len(starts) - 1]))
+        self.starts, self.ends = starts[begins].tolist(), ends[finishes].tolist()
+        return before - int((ends[finishes] - starts[begins] + 1).sum())
+
     def __contains__(self, value: int) -> bool:
         i = bisect.bisect_right(self.starts, value) - 1
         return i >= 0 and self.ends[i] >= value
@@ -104,8 +121,35 @@ class RangeSet:
                 j += 1
         return found
 
+    def cut_below(self, limit: int) -> list[tuple[int, int]]:
+        """Remove and return the values below `limit`, as ranges."""
+        i = bisect.bisect_left(self.ends, limit)  # ranges before i end below limit
+        cut = list(zip(self.starts[:i], self.ends[:i], strict=True))
+        if i < len(self.starts) and self.starts[i] < limit:  # one range straddles it
+            cut.append((self.starts[i], limit - 1))
+            self.starts[i] = limit
+        del self.starts[:i], self.ends[:i]
+        return cut
+
+    def end_of(self, value: int) -> int | None:
+        """The last value of the range that holds `value`, None if none does."""
+        i = bisect.bisect_right(self.starts, value) - 1
+        return self.ends[i] if i >= 0 and self.ends[i] >= value else None
+
     def missing_below(self, limit: int) -> int:
         """How many of 0..limit-1 are absent."""
         ranges = zip(self.starts, self.ends, strict=True)
         present = sum(max(0, min(e, limit - 1) - s + 1) for s, e in ranges if s < limit)
         return max(0, limit - present)
+
+
+def first_absent(start: int, sets: list[RangeSet]) -> int:
+    """The first value from `start` on that none of `sets` holds."""
+    value, moved = start, True
+    while moved:
+        moved = False
+        for ranges in sets:
+            end = ranges.end_of(value)
+            if end is not None:
+                value, moved = end + 1, True
+    return value

@@ -7,10 +7,12 @@ delivery, and `--release` (default 5 %) released, to come back to another consum
 where they are accepted. Each simulated minute every consumer reports once (its settled range, its
 rejected records, the records it received again) and every producer once. After each minute the
 process's resident memory is printed, so the curve shows whether the aggregate's memory follows the
-run's length or stays with its clients.
+run's length or stays with its clients. The aggregate folds long-settled records as a run's does
+(coordinator/account/outcome_folds.py, the horizon of a `--lock-ms` lock); `--keep-all` keeps every
+record, as dimster did before.
 
     .venv/bin/python scripts/bench/coordinator_memory.py [--minutes 10] [--rate 1000000] [--reject 0.05]
-        [--release 0.05] [--producers 64] [--consumers 64] [--json-out F]
+        [--release 0.05] [--producers 64] [--consumers 64] [--lock-ms 30000] [--keep-all] [--json-out F]
 """
 
 import argparse
@@ -27,6 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.outcome_folds import horizon_for
 from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
@@ -60,6 +63,19 @@ def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generat
     return [IntervalReport(0, end, producers), IntervalReport(1, end, consumers)]
 
 
+def ranges_kept(a: RunAggregate) -> int:
+    """The ranges the aggregate holds: the share group's outcomes and the settled records."""
+    o = a.outcomes
+    by_delivery = [s for by in (o.rejected_on, o.received_on, o.doubted_on) for d in by.values() for s in d.values()]
+    held = [*o.sets.values(), *o.in_question.values(), *by_delivery, *a.settled.values()]
+    return sum(len(ranges.starts) for ranges in held)
+
+
+def no_replay():
+    """A run replays its journal for a record that comes back after it was folded; here none does."""
+    raise RuntimeError("a record came back after it was folded: the simulation is not what it claims")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=int, default=10, help="simulated minutes")
@@ -68,12 +84,16 @@ def main() -> None:
     parser.add_argument("--release", type=float, default=0.05, help="share of records released on delivery 1")
     parser.add_argument("--producers", type=int, default=64)
     parser.add_argument("--consumers", type=int, default=64)
+    parser.add_argument("--lock-ms", type=int, default=30_000, help="the group's record lock duration")
+    parser.add_argument("--keep-all", action="store_true", help="fold nothing (every record kept)")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     rng = np.random.default_rng(48)
     me = psutil.Process()
     aggregate = RunAggregate({"g": "t"})
     aggregate.load_started = 100.0
+    if not args.keep_all:
+        aggregate.outcomes.fold_beyond(horizon_for(args.lock_ms), replay=no_replay)
     curve = [{"minute": 0, "rss_mb": round(me.memory_info().rss / 2**20), "seconds": 0.0}]
     print(f"minute 0: RSS {curve[0]['rss_mb']} MB", flush=True)
     for minute in range(args.minutes):
@@ -84,11 +104,13 @@ def main() -> None:
         rss = round(me.memory_info().rss / 2**20)
         rejected = aggregate.outcomes.count("rejected", "g")
         settled, duplicates = aggregate.settled_by_group["g"], aggregate.duplicates
-        point = {"minute": minute + 1, "rss_mb": rss, "seconds": round(took, 1), "rejected": rejected}
+        kept = ranges_kept(aggregate)
+        point = {"minute": minute + 1, "rss_mb": rss, "seconds": round(took, 1), "rejected": rejected, "ranges": kept}
+        assert aggregate.outcomes.late == 0, "a folded record came back"
         curve.append(point | {"settled": settled, "acked": aggregate.acked, "duplicates": duplicates})
         print(
             f"minute {minute + 1}: RSS {rss} MB, {took:.1f} s to take in; acked {aggregate.acked:,}, settled "
-            f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}",
+            f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}; ranges kept {kept:,}",
             flush=True,
         )
     if args.json_out:

@@ -128,14 +128,13 @@ class RunAggregate:
             self.ack_errors += c.ack_errors
             self.crashes += 1 if c.crashed_at else 0
             self.redelivered_after_crash += c.redelivered_after_crash
-            self.outcomes.add(c)
+            self.outcomes.add(c, report.end_time, covered)
             for producer_id, ranges in c.settled.items():
-                ranges_of = self.settled[(c.group, producer_id)]
-                for first, last in ranges:
-                    duplicates = ranges_of.add(first, last)
-                    self.duplicates += duplicates
-                    self.settled_by_group[c.group] += last - first + 1 - duplicates
-                    counted["settled", c.group] += last - first + 1 - duplicates
+                duplicates = self.settled[(c.group, producer_id)].add_many(ranges)
+                new = sum(last - first + 1 for first, last in ranges) - duplicates
+                self.duplicates += duplicates
+                self.settled_by_group[c.group] += new
+                counted["settled", c.group] += new
             for (metric, _partition), wire in c.histograms.items():
                 if metric not in ("e2e", WARMUP_PREFIX + "e2e"):
                     continue
@@ -144,6 +143,7 @@ class RunAggregate:
                     self.probe.e2e.merge_wire(wire)
                 if metric == "e2e":
                     self.e2e_measured.merge_wire(wire)
+        self.outcomes.fold_due(self._kept)
         if self.probing:
             self.probe.cover(report.worker_index, covered, waited)
             self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
@@ -155,6 +155,11 @@ class RunAggregate:
         self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
             self._recent.popleft()
+
+    def _kept(self, group: str, producer_id: int) -> list[RangeSet]:
+        """The producer's records the group will not see again, as far as the run knows: settled or
+        never sent (share_outcomes.ShareOutcomes.fold_due)."""
+        return [self.settled.get((group, producer_id), RangeSet()), self.failed.get(producer_id, RangeSet())]
 
     def take_probe(self) -> Probe:
         """A plan's numbers since its previous call: the producers' rate, how far the group that fell
@@ -282,6 +287,8 @@ class RunAggregate:
         unconsumed + in_doubt + lost. Each term but `lost` is counted on its own (each record once);
         `lost` is what the others leave, never negative, so an account whose terms add up to more
         than was acknowledged does not close, by `unaccounted` (negative) records."""
+        if self.outcomes.late:  # a record came back after it was folded: count every record again
+            self.outcomes.restore()
         known = unconsumed is not None
         unconsumed = unconsumed or {}
         lost, in_doubt = self._lost_by_group(unconsumed), self._in_doubt_by_group(unconsumed)

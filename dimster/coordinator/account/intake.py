@@ -9,6 +9,7 @@ from dimster.clients import REBALANCE_KINDS
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.journal import RunJournal
 from dimster.coordinator.account.live_thresholds import LiveJudge
+from dimster.coordinator.account.outcome_folds import horizon_for
 from dimster.coordinator.account.self_cost import SelfCost
 from dimster.coordinator.control.exporter import StatusExporter
 from dimster.coordinator.control.run_log import RunLog
@@ -51,6 +52,11 @@ class ReportIntake:
             self.exported = now
         if metrics and now - self.flushed >= FLUSH_EVERY:
             self.flush(metrics)
+
+    def fold_outcomes(self, lock_ms: int) -> None:
+        """The share groups' long-settled records folded into counts (outcome_folds.py), the journal
+        kept for an end that needs them all."""
+        self.aggregate.outcomes.fold_beyond(horizon_for(lock_ms), self.journal.consumer_intervals)
 
     def start_load(self, load_started: float) -> None:
         self.flushed = time.time()

@@ -26,7 +26,7 @@ from typing import Any
 import msgpack
 
 from dimster.kafka.groups import GroupSpec
-from dimster.worker.protocol import PROTOCOL_VERSION, IntervalReport, report_bytes
+from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport, report_bytes
 from dimster.worker.wire import from_wire, to_wire
 
 JOURNAL = "journal.msgpack"
@@ -88,6 +88,12 @@ class RunJournal:
             for name in NOT_ACCOUNT:
                 client.pop(name, None)
         self._write(0, ["report", wire])
+
+    def consumer_intervals(self) -> Iterator[ClientInterval]:
+        """Every consumer's interval of the run so far, in the order taken in (ShareOutcomes.restore)."""
+        for record in read_journal(self.path):
+            if record[0] == "report":
+                yield from (c for c in record[-1].clients if c.role != "producer")
 
     def written(self, part: int) -> None:
         """Parquet part `part` is written, and every part before it: their tails go (on the writer's

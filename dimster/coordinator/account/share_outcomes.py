@@ -12,12 +12,17 @@ settles by its later delivery.
 
 With a dead-letter queue the broker's topic is the referee (`rule`): every record there is rejected
 or archived (as dimster saw it, or by the broker's own cause where dimster had it otherwise), and a
-record dimster counted rejected or archived that is not there is in doubt."""
+record dimster counted rejected or archived that is not there is in doubt.
 
+Records long settled are folded into counts (outcome_folds.py): memory follows the records in play."""
+
+import math
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from dimster.metrics.sequences import RangeSet, gaps
+from dimster.coordinator.account.outcome_folds import Folding
+from dimster.metrics.sequences import RangeSet, first_absent, gaps
 from dimster.worker.protocol import ClientInterval
 
 OUTCOMES = ("rejected", "archived")
@@ -37,6 +42,10 @@ class Ruling:
 
 class ShareOutcomes:
     def __init__(self) -> None:
+        self.folding: Folding | None = None  # none until fold_beyond: every record kept
+        self._start()
+
+    def _start(self) -> None:
         self.sets: dict[tuple[str, str, int], RangeSet] = defaultdict(RangeSet)  # (outcome, group, producer)
         self.counts: dict[tuple[str, str], int] = defaultdict(int)  # (outcome, group): distinct records
         # (group, producer) -> delivery count -> its records rejected, received (from 2 on), in doubt
@@ -47,7 +56,15 @@ class ShareOutcomes:
         self.in_question: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)
         self.rulings: dict[str, Ruling] = {}  # group -> the dead-letter topic's word, once read
 
-    def add(self, c: ClientInterval) -> None:
+    def fold_beyond(self, horizon_s: float, replay: Callable[[], Iterable[ClientInterval]]) -> None:
+        """Fold records whose outcome is final after `horizon_s` of consuming time (outcome_folds.py);
+        `replay`: every consumer interval taken in so far, for an end that needs every record."""
+        self.folding = Folding(horizon_s, replay)
+
+    def add(self, c: ClientInterval, end_time: float = 0.0, covered: float = 0.0) -> None:
+        """`end_time`, `covered`: of the interval's report, for the group's clock (folding only)."""
+        if self.folding is not None:
+            self.folding.take(c, end_time, covered)
         for (producer_id, delivery), ranges in c.settled_rejected.items():
             self._add("rejected", c.group, producer_id, ranges)
             self._note(self.rejected_on, self.received_on, (c.group, producer_id), delivery, ranges, later=True)
@@ -57,6 +74,57 @@ class ShareOutcomes:
             self._note(self.received_on, self.rejected_on, (c.group, producer_id), delivery, ranges, later=False)
         for (producer_id, delivery), ranges in c.in_doubt.items():
             self._note(self.doubted_on, {}, (c.group, producer_id), delivery, ranges, later=False)
+
+    def fold_due(self, kept: Callable[[str, int], list[RangeSet]]) -> None:
+        """Fold, in each group whose clock ran a stretch, what is final: below the lowest record
+        touched within the horizon and the first that is neither in `kept(group, producer)` (settled,
+        failed) nor in doubt."""
+        f = self.folding
+        if f is None:
+            return
+        for group in [g for g in f.clock if f.due(g)]:
+            keys = {k for by in (self.rejected_on, self.received_on, self.doubted_on) for k in by if k[0] == group}
+            keys.update((g, p) for _, g, p in self.sets if g == group)
+            for key in keys:
+                below = f.folded_below.get(key, 0)
+                open_sets = [*kept(*key), *self.doubted_on.get(key, {}).values()]
+                mark = min(f.quiet_below(key), first_absent(below, open_sets))
+                if mark > below:
+                    self._fold(key, int(mark), f)
+
+    def _fold(self, key: tuple[str, int], mark: int, f: Folding) -> None:
+        """Count the void rejects and the records in doubt below `mark`, then drop every range there."""
+        group, producer = key
+        question = self.in_question.get(key)
+        if question is not None:
+            below = [s for first, last in question.within(0, mark - 1) for s in range(first, last + 1)]
+            f.voided[group] += sum(1 for s in below if self._void(key, s))
+            question.cut_below(mark)
+        f.doubtful[group] += self._doubtful_of(key, mark).count()
+        for outcome in OUTCOMES:
+            if (ranges := self.sets.get((outcome, group, producer))) is not None:
+                ranges.cut_below(mark)
+        for by_delivery in (self.rejected_on, self.received_on, self.doubted_on):
+            for delivery, ranges in list(by_delivery.get(key, {}).items()):
+                ranges.cut_below(mark)
+                if not ranges.starts:
+                    del by_delivery[key][delivery]
+        f.folded_below[key] = mark
+
+    @property
+    def late(self) -> int:
+        """Events of records already folded (each makes the end replay the run: restore)."""
+        return self.folding.late if self.folding else 0
+
+    def restore(self) -> None:
+        """Every record of the run again, from its journal, and no folding from now on: for an end that
+        needs them (a record that came back after it was folded, a dead-letter ruling)."""
+        f, self.folding = self.folding, None
+        if f is None or not f.folded_below:
+            return
+        self._start()
+        for c in f.replay():
+            self.add(c)
 
     def _add(self, outcome: str, group: str, producer_id: int, ranges: Ranges) -> None:
         ranges_of = self.sets[(outcome, group, producer_id)]
@@ -94,7 +162,10 @@ class ShareOutcomes:
 
     def _own_count(self, outcome: str, group: str) -> int:
         n = self.counts.get((outcome, group), 0)
-        return n - sum(map(len, self.voided(group).values())) if outcome == "rejected" else n
+        if outcome != "rejected":
+            return n
+        folded = self.folding.voided.get(group, 0) if self.folding else 0
+        return n - folded - sum(map(len, self.voided(group).values()))
 
     def _own_holds(self, outcome: str, group: str, producer_id: int, sequence: int) -> bool:
         ranges = self.sets.get((outcome, group, producer_id))
@@ -122,17 +193,20 @@ class ShareOutcomes:
 
     def doubtful(self, group: str) -> dict[int, RangeSet]:
         """Per producer, the group's records whose acknowledgement was answered with an error or never
-        answered on their latest delivery (none came after), found by range."""
-        found: dict[int, RangeSet] = defaultdict(RangeSet)
-        for (g, producer), by_delivery in self.doubted_on.items():
-            if g != group:
-                continue
-            received = self.received_on.get((g, producer), {})
-            for delivery, ranges in by_delivery.items():
-                later = [s for d, s in received.items() if d > delivery]
-                for first, last in ranges.ranges():
-                    for piece in gaps(first, last, [both for s in later for both in s.within(first, last)]):
-                        found[producer].add(*piece)
+        answered on their latest delivery (none came after), found by range (not those folded)."""
+        return {producer: self._doubtful_of((g, producer)) for g, producer in self.doubted_on if g == group}
+
+    def _doubtful_of(self, key: tuple[str, int], below: float = math.inf) -> RangeSet:
+        found = RangeSet()
+        received = self.received_on.get(key, {})
+        for delivery, ranges in self.doubted_on.get(key, {}).items():
+            later = [s for d, s in received.items() if d > delivery]
+            for first, last in ranges.ranges():
+                if first >= below:
+                    break
+                last = int(min(last, below - 1))
+                for piece in gaps(first, last, [both for s in later for both in s.within(first, last)]):
+                    found.add(*piece)
         return found
 
     def doubtful_count(self, group: str) -> int:
@@ -141,6 +215,7 @@ class ShareOutcomes:
         found = self.doubtful(group)
         ruling = self.rulings.get(group)
         count = sum(ranges.count() for ranges in found.values())
+        count += self.folding.doubtful.get(group, 0) if self.folding else 0
         if ruling is not None:  # the unconfirmed are not among the ruled
             none = RangeSet()
             count -= sum(1 for producer, sequence in ruling.outcome if sequence in found.get(producer, none))

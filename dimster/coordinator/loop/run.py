@@ -109,6 +109,7 @@ class Coordinator:
     def prepare(self) -> None:
         """The run's topics, the brokers' watches, and its workers with their clients."""
         limits = prepare_topics(self.kafka, self.workload, self.topology, self.bundle, self.log)
+        self.intake.fold_outcomes(lock_ms=limits[1])
         self.observers.watch_brokers()
         self.log.event("topics_created", topics=self.topology.topics, groups=list(self.topology.groups))
         self.observers.warm_up(self._groups() if self.topology.groups else {})
@@ -181,8 +182,7 @@ class Coordinator:
     def _wait(self, condition: Callable[[], bool], timeout: float, report_every: float, stoppable: bool = True) -> bool:
         """Go round the loop until `condition` holds or `timeout` passes; a status line every
         `report_every` seconds. A `stoppable` wait ends early on a forced stop or a failure."""
-        deadline = time.time() + timeout
-        next_line = time.time() + report_every
+        deadline, next_line = time.time() + timeout, time.time() + report_every
         while not condition():
             stopped = self.stop_requested > 1 or (self.failure and self.phase != "closing")
             if time.time() > deadline or (stoppable and stopped):

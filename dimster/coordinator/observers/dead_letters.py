@@ -140,6 +140,7 @@ class DeadLetterWatch:
             self.log.tell("dead_letters_unread", f"-- the dead-letter topic could not be read: {e}", reason=str(e))
             a.dead_lettered = None
             return
+        a.outcomes.restore()  # every record the run rejected or archived, to hold against the topic's
         a.dead_letter_by_group = match(a, letters, known, states)
         for field in ("dead_lettered", "dead_letter_missing", "dead_letter_duplicates"):
             values = [g[field] for g in a.dead_letter_by_group.values()]
