@@ -3,6 +3,7 @@ lost and duplicated records can be counted with memory that follows gaps, not me
 
 import bisect
 import itertools
+from array import array
 
 import numpy as np
 
@@ -42,11 +43,12 @@ def gaps(first: int, last: int, covered: list[tuple[int, int]]) -> list[tuple[in
 
 
 class RangeSet:
-    """Disjoint closed ranges of integers; `add` reports how many added values were already there."""
+    """Disjoint closed ranges of integers; `add` reports how many added values were already there.
+    Held as packed 64-bit integers (16 bytes a range; Python lists of ints take some 80)."""
 
     def __init__(self):
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+        self.starts = array("q")
+        self.ends = array("q")
 
     def add(self, first: int, last: int) -> int:
         """Insert [first, last]; returns how many of its values were present before (duplicates)."""
@@ -60,8 +62,14 @@ class RangeSet:
             new_first = min(new_first, self.starts[j])
             new_last = max(new_last, self.ends[j])
             j += 1
-        self.starts[i:j] = [new_first]
-        self.ends[i:j] = [new_last]
+        if j == i + 1:  # one range grew: in place
+            self.starts[i], self.ends[i] = new_first, new_last
+        elif i == j == len(self.starts):  # after every range: the usual case of sequences that grow
+            self.starts.append(new_first)
+            self.ends.append(new_last)
+        else:
+            self.starts[i:j] = array("q", (new_first,))
+            self.ends[i:j] = array("q", (new_last,))
         return duplicates
 
     def add_many(self, ranges: list[tuple[int, int]]) -> int:
@@ -71,14 +79,14 @@ class RangeSet:
         if len(ranges) < FEW:
             return sum(self.add(first, last) for first, last in ranges)
         added = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        starts = np.concatenate((np.asarray(self.starts, dtype=np.int64), added[:, 0]))
-        ends = np.concatenate((np.asarray(self.ends, dtype=np.int64), added[:, 1]))
+        starts = np.concatenate((np.frombuffer(self.starts, dtype=np.int64), added[:, 0]))
+        ends = np.concatenate((np.frombuffer(self.ends, dtype=np.int64), added[:, 1]))
         before = int((ends - starts + 1).sum())  # the set's values, and every added one
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], np.maximum.accumulate(ends[order])
         begins = np.concatenate(([0], np.flatnonzero(starts[1:] > ends[:-1] + 1) + 1))
         finishes = np.concatenate((begins[1:] - 1, [len(starts) - 1]))
-        self.starts, self.ends = starts[begins].tolist(), ends[finishes].tolist()
+        self.starts, self.ends = array("q", starts[begins].tobytes()), array("q", ends[finishes].tobytes())
         return before - int((ends[finishes] - starts[begins] + 1).sum())
 
     def __contains__(self, value: int) -> bool:

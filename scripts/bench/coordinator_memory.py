@@ -63,12 +63,14 @@ def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generat
     return [IntervalReport(0, end, producers), IntervalReport(1, end, consumers)]
 
 
-def ranges_kept(a: RunAggregate) -> int:
-    """The ranges the aggregate holds: the share group's outcomes and the settled records."""
+def ranges_kept(a: RunAggregate) -> tuple[int, int]:
+    """The ranges the aggregate holds (the share group's outcomes and the settled records), and their
+    arrays' bytes."""
     o = a.outcomes
     by_delivery = [s for by in (o.rejected_on, o.received_on, o.doubted_on) for d in by.values() for s in d.values()]
     held = [*o.sets.values(), *o.in_question.values(), *by_delivery, *a.settled.values()]
-    return sum(len(ranges.starts) for ranges in held)
+    size = sum(sys.getsizeof(ranges.starts) + sys.getsizeof(ranges.ends) for ranges in held)
+    return sum(len(ranges.starts) for ranges in held), size
 
 
 def no_replay():
@@ -104,13 +106,15 @@ def main() -> None:
         rss = round(me.memory_info().rss / 2**20)
         rejected = aggregate.outcomes.count("rejected", "g")
         settled, duplicates = aggregate.settled_by_group["g"], aggregate.duplicates
-        kept = ranges_kept(aggregate)
-        point = {"minute": minute + 1, "rss_mb": rss, "seconds": round(took, 1), "rejected": rejected, "ranges": kept}
+        kept, size = ranges_kept(aggregate)
+        point = {"minute": minute + 1, "rss_mb": rss, "seconds": round(took, 1), "rejected": rejected}
+        point |= {"ranges": kept, "ranges_mb": round(size / 2**20)}
         assert aggregate.outcomes.late == 0, "a folded record came back"
         curve.append(point | {"settled": settled, "acked": aggregate.acked, "duplicates": duplicates})
         print(
             f"minute {minute + 1}: RSS {rss} MB, {took:.1f} s to take in; acked {aggregate.acked:,}, settled "
-            f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}; ranges kept {kept:,}",
+            f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}; ranges held {kept:,} "
+            f"({size / 2**20:.0f} MB)",
             flush=True,
         )
     if args.json_out:
