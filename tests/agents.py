@@ -94,8 +94,9 @@ def claim(context: zmq.Context, address: str, workload: str = "r1") -> zmq.Socke
 
 
 def answer(socket: zmq.Socket, timeout: float = 30) -> Message | None:
-    """The agent's next message, or None when none comes within `timeout` seconds."""
-    return decode(socket.recv()) if socket.poll(int(timeout * 1000)) else None
+    """The agent's next message (a worker's without the frame naming the worker), or None when none
+    comes within `timeout` seconds."""
+    return decode(socket.recv_multipart()[-1]) if socket.poll(int(timeout * 1000)) else None
 
 
 def release(context: zmq.Context, address: str, socket: zmq.Socket) -> list[Message]:

@@ -93,7 +93,9 @@ def agent_link(tmp_path):
     near.bind("inproc://agent")
     far.connect("inproc://agent")
     welcome = Welcome(__version__, PROTOCOL_VERSION, "host-a", 2, 1 << 30)
-    workers.links.append(AgentLink(0, "agent-a:1", near, welcome, last_heard=time.time()))
+    link = AgentLink(0, "agent-a:1", near, welcome, last_heard=time.time(), workers=[0])
+    workers.links.append(link)
+    workers.owner = [link]
     yield workers, far
     far.close(linger=0)
     workers.close()
@@ -110,7 +112,7 @@ def test_an_unreadable_agent_message_is_a_worker_lost_with_its_reason(agent_link
     assert isinstance(lost, WorkerLost)
     assert "worker 0 (agent agent-a:1) sent what dimster" in lost.reason and "cannot read" in lost.reason
     assert workers.links[0].gone and (tmp_path / "worker-0.log.missing").is_file()
-    agent.send(encode(Closed()))
+    agent.send_multipart([b"0", encode(Closed())])
     assert receive_all(workers) == []  # a lost link is heard of no more
 
 
@@ -120,9 +122,8 @@ def test_a_log_file_named_like_a_path_is_refused(agent_link, tmp_path, name):
     logs = tmp_path / "logs"
     logs.mkdir()
     workers.log_dir = logs
-    agent.send(encode(LogFileSent(name, b"evil\n")))
-    agent.send(encode(LogFileSent("worker-0.log", b"fine\n")))
-    agent.send(encode(Closed()))
+    for message in (LogFileSent(name, b"evil\n"), LogFileSent("worker-0.log", b"fine\n"), Closed()):
+        agent.send_multipart([b"0", encode(message)])  # worker 0's
     assert [type(m) for m in receive_all(workers)] == [Closed]
     assert sorted(p.name for p in logs.iterdir()) == ["worker-0.log", "worker-0.log.refused"]
     assert (logs / "worker-0.log").read_bytes() == b"fine\n"

@@ -22,6 +22,9 @@ def serve(
     listen: str = typer.Option(..., "--listen", help="HOST:PORT to listen on (an address coordinators reach)."),
     token_file: Path = TokenOpt,
     work_dir: Path = typer.Option(None, "--work-dir", help="Folder for the runs' worker logs (default: temp)."),
+    slots: int = typer.Option(
+        1, "--workers", min=1, max=256, help="Worker processes a run may start here (one per core is a good start)."
+    ),
     allow_property: list[str] = typer.Option(
         [],
         "--allow-property",
@@ -43,14 +46,15 @@ def serve(
     allowances = Allowances.of_options(allow_property, allow_files_under)
     token = read_token(token_file)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", force=True)
-    agent = Agent(listen, token, work_dir, allowances)
+    agent = Agent(listen, token, work_dir, allowances, slots)
 
     def stop(_signum, _frame):
         agent.stopping = True
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    console.print(f"dimster {__version__} agent on {listen} (protocol {PROTOCOL_VERSION}), host {platform.node()}")
+    where = f"host {platform.node()}, {slots} worker(s) a run"
+    console.print(f"dimster {__version__} agent on {listen} (protocol {PROTOCOL_VERSION}), {where}")
     try:
         agent.serve()
     finally:
@@ -83,6 +87,7 @@ def status(
         "protocol": welcome.protocol_version,
         "host": welcome.host,
         "cores": welcome.cores,
+        "workers": welcome.slots,
         "memoryBytes": welcome.memory_bytes,
         "busy": bool(welcome.busy_with),
         "busyWith": welcome.busy_with or None,
@@ -93,6 +98,6 @@ def status(
     state = f"busy with {welcome.busy_with}" if welcome.busy_with else "idle"
     console.print(
         f"{address}: up, dimster {welcome.dimster_version} (protocol {welcome.protocol_version}), host {welcome.host}, "
-        f"{welcome.cores} cores, {welcome.memory_bytes / 2**30:.1f} GiB; {state}",
+        f"{welcome.cores} cores, {welcome.memory_bytes / 2**30:.1f} GiB, {welcome.slots} worker(s) a run; {state}",
         markup=False,
     )

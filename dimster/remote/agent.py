@@ -4,9 +4,12 @@ The agent speaks the protocol on a ZeroMQ ROUTER socket. It serves one run at a 
 that said Hello first owns it until its workers close, its connection closes (a killed coordinator's
 kernel closes it at once; ZeroMQ's heartbeats close a silent one) or it falls silent; any other is
 refused. For
-each run it starts one worker process (the same `worker_main` a local run uses) and relays messages
-between it and the coordinator; it answers clock probes itself, with this host's clock. When the run
-closes it ships the worker's log files back before it says Closed. Client properties of the run that
+each run it starts up to `slots` worker processes (`--workers N`; the same `worker_main` a local run
+uses), one per Assign, and relays messages between them and the coordinator: a worker's message travels
+as two frames, its worker index and the message; one frame is the agent's own (Hello, Welcome, clock
+probes, SetClock, Assign), or, from the coordinator, for every worker of the run (Close, Update). It
+answers clock probes itself, with this host's clock. When a worker closes it ships that worker's log
+files back before it says Closed. Client properties of the run that
 load code, run a command or name a file or URL on this host are refused unless the agent's operator
 allows them (remote/allowances.py), in the Assign and in every live Update.
 """
@@ -107,7 +110,7 @@ class Worker:
 
 @dataclass
 class Session:
-    """The run an agent serves: its coordinator, and the worker once assigned."""
+    """The run an agent serves: its coordinator, and its workers by index once assigned."""
 
     peer: bytes
     workload: str
@@ -115,13 +118,25 @@ class Session:
     folder: Path
     last_heard: float
     connection: int  # the coordinator's connection (its socket's file descriptor on this host)
-    worker: Worker | None = None
+    workers: dict[int, Worker] = field(default_factory=dict)
+    closed: set[int] = field(default_factory=set)  # workers that said Closed
     clock_offset: float = 0.0
     security: dict[str, str] = field(default_factory=dict)  # the Assign's client security, for live Updates
 
+    def worker_folder(self, index: int) -> Path:
+        return self.folder / f"worker-{index}"
+
 
 class Agent:
-    def __init__(self, listen: str, token: str, work_dir: Path | None = None, allowances: Allowances | None = None):
+    def __init__(
+        self,
+        listen: str,
+        token: str,
+        work_dir: Path | None = None,
+        allowances: Allowances | None = None,
+        slots: int = 1,
+    ):
+        self.slots = slots  # workers a run may start here
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 1000
@@ -141,9 +156,8 @@ class Agent:
 
     def welcome(self) -> Welcome:
         busy = f"workload {self.session.workload} from {self.session.coordinator_host}" if self.session else ""
-        return Welcome(
-            __version__, PROTOCOL_VERSION, platform.node(), os.cpu_count() or 1, psutil.virtual_memory().total, busy
-        )
+        cores, memory = os.cpu_count() or 1, psutil.virtual_memory().total
+        return Welcome(__version__, PROTOCOL_VERSION, platform.node(), cores, memory, busy, self.slots)
 
     def serve(self) -> None:
         poller = zmq.Poller()
@@ -151,18 +165,20 @@ class Agent:
         poller.register(self.disconnects, zmq.POLLIN)
         while not self.stopping:
             session = self.session
-            worker = session.worker if session else None
-            if worker:
+            # a closed worker's pipe is at its end: not listened to any more
+            workers = {i: w for i, w in session.workers.items() if i not in session.closed} if session else {}
+            for worker in workers.values():
                 poller.register(worker.channel.fileno(), zmq.POLLIN)
             ready = dict(poller.poll(200))
-            if worker:
+            for worker in workers.values():
                 poller.unregister(worker.channel.fileno())
             self._end_if_disconnected()  # first: a closed connection's number may be reused by the next
             if self.socket in ready:
                 frames = self.socket.recv_multipart(copy=False)
                 self._guarded([frame.bytes for frame in frames], frames[-1].get(zmq.SRCFD))
-            if session and worker and worker.channel.fileno() in ready:
-                self._from_worker(session, worker)
+            for index, worker in workers.items():
+                if session is not None and session is self.session and worker.channel.fileno() in ready:
+                    self._from_worker(session, index, worker)
             self._check_session()
 
     def _send(self, peer: bytes, message: Message) -> None:
@@ -182,16 +198,17 @@ class Agent:
         it (Refused, or Failed to the run's own coordinator) and goes on serving."""
         peer = frames[0]
         try:
-            if len(frames) != 2:
-                raise ProtocolError(f"a message of {len(frames) - 1} parts (the protocol sends one)")
-            self._from_coordinator(peer, frames[1], connection)
+            if len(frames) not in (2, 3):
+                raise ProtocolError(f"a message of {len(frames) - 1} parts (the protocol sends one or two)")
+            self._from_coordinator(peer, frames[-1], connection, frames[1] if len(frames) == 3 else None)
         except Exception as e:
             reason = str(e) if isinstance(e, (DimsterError, ProtocolError)) else f"{type(e).__name__}: {e}"
             log.warning("a message from a coordinator was not served: %s", reason)
             mine = self.session is not None and peer == self.session.peer
             self._send(peer, Failed(f"agent on {platform.node()}: {reason}") if mine else Refused(reason))
 
-    def _from_coordinator(self, peer: bytes, data: bytes, connection: int) -> None:
+    def _from_coordinator(self, peer: bytes, data: bytes, connection: int, to: bytes | None) -> None:
+        """`to`: the worker index the message is for, None for the agent (or every worker)."""
         try:
             message = decode(data)
         except ProtocolError as e:
@@ -210,16 +227,27 @@ class Agent:
             self._start_worker(session, message)
         else:
             session.last_heard = time.time()
-            if session.worker is None and not isinstance(message, BEFORE_ASSIGN):
+            workers = self._addressed(session, to)
+            if not workers and not isinstance(message, BEFORE_ASSIGN):
                 raise ProtocolError(f"{type(message).__name__} before Assign: there is no worker to give it to")
             if isinstance(message, SetClock):
                 session.clock_offset = message.offset
             if isinstance(message, Update):
                 self.allowances.check(workload_of(message.workload), session.security)
-            if session.worker is not None:
-                session.worker.channel.send(message)
-            elif isinstance(message, Close):  # before any Assign: the coordinator did not need us
+            for worker in workers:
+                worker.channel.send(message)
+            if not session.workers and isinstance(message, Close):  # before any Assign: not needed
                 self._end_session(session, "released unused")
+
+    @staticmethod
+    def _addressed(session: Session, to: bytes | None) -> list[Worker]:
+        """The workers a message is for: the one `to` names, or every one of the run's not yet closed."""
+        if to is None:
+            return [w for index, w in session.workers.items() if index not in session.closed]
+        index = int(to) if to.isdigit() and len(to) <= 5 else None
+        if index is None or index not in session.workers:
+            raise ProtocolError(f"worker {to[:20]!r} is not one this agent runs for the run")
+        return [session.workers[index]]
 
     def _hello(self, peer: bytes, hello: Hello, connection: int) -> None:
         if hello.protocol_version != PROTOCOL_VERSION:
@@ -247,8 +275,10 @@ class Agent:
 
     def _start_worker(self, session: Session, message: Assign) -> None:
         assignment = message.assignment
-        if session.worker is not None:
-            raise ProtocolError("a second Assign: this run's worker is running already")
+        if assignment.worker_index in session.workers:
+            raise ProtocolError(f"a second Assign for worker {assignment.worker_index}: it is running already")
+        if len(session.workers) >= self.slots:
+            raise ProtocolError(f"an Assign for a worker more than this agent's {self.slots} (--workers)")
         for version in (assignment.kafka_version, assignment.java_clients_version):
             if version and not VERSION.fullmatch(version):
                 raise ProtocolError(f"Kafka version {version[:100]!r} is not one (N.N.N)")
@@ -257,35 +287,41 @@ class Agent:
             raise ProtocolError(f"worker index {index} is not one (0-{MAX_WORKER_INDEX}): it names a log file")
         self.allowances.check(workload_of(assignment.workload), assignment.client_security)  # validated too
         session.security = assignment.client_security
-        assignment.log_file = str(session.folder / f"worker-{assignment.worker_index}.log")
+        folder = session.worker_folder(assignment.worker_index)
+        folder.mkdir()
+        assignment.log_file = str(folder / f"worker-{assignment.worker_index}.log")
         assignment.clock_offset = session.clock_offset
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         process = context.Process(target=worker_main, args=(theirs, assignment), name="dimster-worker")
         process.start()
         theirs.close()
-        session.worker = Worker(process, PipeChannel(ours))
+        session.workers[assignment.worker_index] = Worker(process, PipeChannel(ours))
 
-    def _from_worker(self, session: Session, worker: Worker) -> None:
-        """Relays the worker's message as it was encoded (the coordinator decodes it); a `Closed`
-        first ships the worker's logs."""
+    def _from_worker(self, session: Session, index: int, worker: Worker) -> None:
+        """Relays the worker's message as it was encoded (the coordinator decodes it), after a frame
+        with its index; a `Closed` first ships the worker's logs, and the last ends the run here."""
+        to = str(index).encode()
         try:
             message = worker.channel.recv_bytes()
         except (EOFError, OSError):
             worker.process.join(5)
-            self._send(session.peer, Failed(f"worker on {platform.node()} exited with code {worker.process.exitcode}"))
-            self._end_session(session, "worker exited")
+            failed = Failed(f"worker {index} on {platform.node()} exited with code {worker.process.exitcode}")
+            self.socket.send_multipart([session.peer, to, encode(failed)])
+            self._end_session(session, f"worker {index} exited")
             return
         closed = kind_of(message) == "Closed"
         if closed:
             worker.process.join(30)
-            files = log_files(session.folder)
-            log.info("run %s: worker closed; shipping %d log file(s)", session.workload, len(files))
+            session.closed.add(index)
+            files = log_files(session.worker_folder(index))
+            log.info("run %s: worker %d closed; shipping %d log file(s)", session.workload, index, len(files))
             for path in files:
                 with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
-                    self._send(session.peer, LogFileSent(path.name, f.read(MAX_LOG_BYTES)))
-        self.socket.send_multipart([session.peer, message])
-        if closed:
+                    shipped = LogFileSent(path.name, f.read(MAX_LOG_BYTES))
+                self.socket.send_multipart([session.peer, to, encode(shipped)])
+        self.socket.send_multipart([session.peer, to, message])
+        if closed and session.closed >= set(session.workers):
             self._end_session(session, "run closed")
 
     def _check_session(self) -> None:
@@ -294,14 +330,16 @@ class Agent:
             self._end_session(session, f"coordinator silent for {COORDINATOR_TIMEOUT:.0f}s")
 
     def _end_session(self, session: Session, why: str) -> None:
-        """Stop the run's worker (if any) and forget the run."""
+        """Stop the run's workers (if any) and forget the run."""
         self.session = None
         log.info("workload %s ended: %s", session.workload, why)
-        worker = session.worker
-        if worker is not None and worker.process.is_alive():
+        running = [w for w in session.workers.values() if w.process.is_alive()]
+        for worker in running:
             with contextlib.suppress(OSError):  # it may be gone already
                 worker.channel.send(Close())
-            worker.process.join(30)
+        deadline = time.monotonic() + 30
+        for worker in running:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join(5)

@@ -17,7 +17,8 @@ import msgpack
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
 from dimster.worker.wire import LOCAL, Counts, Ranges, from_wire, to_wire
 
-PROTOCOL_VERSION = 14  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed
+PROTOCOL_VERSION = 15  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+# 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index
 
 # A histogram on the wire: (bucket counts, packed; total, min, max); see metrics/histogram.py.
 # Histogram keys are (metric, partition); a warm-up record's latency goes under WARMUP_PREFIX + metric.
@@ -236,6 +237,7 @@ class Welcome:
     cores: int
     memory_bytes: int
     busy_with: str = ""  # the workload it serves and the coordinator's host, or empty when idle
+    slots: int = 1  # workers it runs for one run (`dimster worker serve --workers N`)
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Workers on `dimster worker serve` agents: one ZeroMQ DEALER socket per agent, CURVE-secured by
-the shared token. Liveness: every message counts as a heartbeat, and the coordinator probes each agent
-every second (the probes also estimate its clock offset, see clocks.py); an agent silent for
-`timeout` seconds is lost."""
+the shared token. An agent runs as many workers as its Welcome's `slots`; the run's workers go to the
+agents in turn (worker 0 to the first agent, 1 to the second, ...), and a message to or from a worker
+travels after a frame with its index. Liveness: every message counts as a heartbeat, and the
+coordinator probes each agent every second (the probes also estimate its clock offset, see clocks.py);
+an agent silent for `timeout` seconds is lost, with every worker it ran."""
 
 import platform
 import re
@@ -62,7 +64,13 @@ class AgentLink:
     clock: ClockEstimate = field(default_factory=ClockEstimate)
     last_heard: float = 0.0
     offset_sent: float = 0.0
-    gone: bool = False
+    gone: bool = False  # lost: none of its workers is heard of again
+    workers: list[int] = field(default_factory=list)  # the run's workers it runs
+
+
+def frame(index: int) -> bytes:
+    """The frame naming worker `index` before its message."""
+    return str(index).encode()
 
 
 def handshake(
@@ -116,11 +124,14 @@ class RemoteWorkers:
         self.closed = False
         self.links: list[AgentLink] = []
         self.released: list[AgentLink] = []  # agents the run did not need
+        self.owner: list[AgentLink] = []  # worker index -> the agent that runs it
+        self.gone: set[int] = set()  # workers closed or lost
         self._next_probe = 0.0
 
     @property
     def capacity(self) -> int:
-        return len(self.addresses)
+        """Workers the agents can run: their slots, once connected (one each before)."""
+        return sum(link.welcome.slots for link in self.links) if self.links else len(self.addresses)
 
     def connect(self, workload: str) -> list[Welcome]:
         """Handshake with every agent and take a first clock estimate; fails on the first agent that
@@ -135,7 +146,7 @@ class RemoteWorkers:
                     link.socket.send(encode(ProbeClock(time.time())))
                     if link.socket.poll(1000):
                         try:
-                            self._handle(link, decode(link.socket.recv()))
+                            self._handle(link, None, decode(link.socket.recv_multipart()[-1]))
                         except ProtocolError as e:
                             raise WorkersError(f"agent {link.address} answered in another protocol: {e}") from None
         except DimsterError:
@@ -144,17 +155,22 @@ class RemoteWorkers:
         return [link.welcome for link in self.links]
 
     def start(self, assignments: list[Assignment]) -> None:
-        self.links, self.released = self.links[: len(assignments)], self.links[len(assignments) :]
-        for link in self.released:
-            link.socket.send(encode(Close()))
-        for assignment, link in zip(assignments, self.links, strict=False):
+        """Each assignment to the agents in turn, as far as each one's slots go; an agent left without
+        one is released."""
+        turns = [link for slot in range(self.capacity) for link in self.links if slot < link.welcome.slots]
+        self.owner = turns[: len(assignments)]
+        for assignment, link in zip(assignments, self.owner, strict=True):
+            link.workers.append(assignment.worker_index)
             assignment.clock_offset = link.offset_sent = link.clock.offset
             link.socket.send(encode(Assign(assignment)))
+        self.links, self.released = [k for k in self.links if k.workers], [k for k in self.links if not k.workers]
+        for link in self.released:
+            link.socket.send(encode(Close()))
 
     def send(self, index: int, message: Message) -> None:
-        link = self.links[index]
-        if not link.gone:
-            link.socket.send(encode(message))
+        link = self.owner[index]
+        if not link.gone and index not in self.gone:
+            link.socket.send_multipart([frame(index), encode(message)])
 
     def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
         now = time.time()
@@ -174,26 +190,40 @@ class RemoteWorkers:
             for socket in ready:
                 link = live[socket]
                 while socket.poll(0) and not link.gone:
-                    try:
-                        message = self._handle(link, decode(socket.recv()))
-                    except ProtocolError as e:
-                        message = self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
-                    if message is not None:
-                        received.append((link.index, message))
+                    received += self._take(link, socket.recv_multipart())
             if received or time.time() >= deadline:
                 break
         for link in self.links:
             if not link.gone and time.time() - link.last_heard > self.timeout:
-                received.append((link.index, self._lose(link, f"silent for {self.timeout:.0f}s")))
+                received += self._lose(link, f"silent for {self.timeout:.0f}s")
         return received
 
-    def _lose(self, link: AgentLink, why: str) -> WorkerLost:
-        """The link's worker lost: heard of no more, its logs noted as left on the agent."""
-        link.gone = True
-        self._note_missing_logs(link)
-        return WorkerLost(f"worker {link.index} (agent {link.address}) {why}", link.last_heard)
+    def _take(self, link: AgentLink, frames: list[bytes]) -> list[tuple[int, Message | WorkerLost]]:
+        """One message from an agent: a worker's (after its index) or the agent's own (which, when it
+        is not the agent's business, is its first worker's)."""
+        try:
+            index = int(frames[0]) if len(frames) == 2 and frames[0].isdigit() else None
+            if len(frames) not in (1, 2) or (len(frames) == 2 and index not in link.workers):
+                raise ProtocolError(f"a message for no worker it runs ({len(frames)} frames)")
+            message = self._handle(link, index, decode(frames[-1]))
+        except ProtocolError as e:
+            return self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
+        if message is None:
+            return []
+        return [(index if index is not None else link.workers[0], message)]
 
-    def _handle(self, link: AgentLink, message: Message) -> Message | None:
+    def _lose(self, link: AgentLink, why: str) -> list[tuple[int, Message | WorkerLost]]:
+        """The link's workers lost: heard of no more, their logs noted as left on the agent."""
+        link.gone = True
+        lost: list[tuple[int, Message | WorkerLost]] = []
+        for index in link.workers:
+            if index not in self.gone:
+                self.gone.add(index)
+                self._note_missing_logs(link, index)
+                lost.append((index, WorkerLost(f"worker {index} (agent {link.address}) {why}", link.last_heard)))
+        return lost
+
+    def _handle(self, link: AgentLink, index: int | None, message: Message) -> Message | None:
         """Take what the link itself consumes (clock answers, log files); return the rest."""
         now = time.time()
         link.last_heard = now
@@ -201,17 +231,18 @@ class RemoteWorkers:
             link.clock.add(clock_sample(message.sent, message.received, now))
             if abs(link.clock.offset - link.offset_sent) > RESEND_OFFSET_ABOVE:
                 link.offset_sent = link.clock.offset
-                link.socket.send(encode(SetClock(link.offset_sent)))
+                link.socket.send(encode(SetClock(link.offset_sent)))  # the agent's: for all its workers
             return None
         if isinstance(message, LogFileSent):
             if LOG_NAME.fullmatch(message.name):
                 (self._logs() / message.name).write_bytes(message.content)
             else:  # the bundle's files are the coordinator's to name: no path, no hidden file, no '..'
-                with (self._logs() / f"worker-{link.index}.log.refused").open("a") as note:
+                with (self._logs() / f"worker-{index}.log.refused").open("a") as note:
                     note.write(f"agent {link.address} sent a log file named {message.name!r}: not a plain file name\n")
             return None
-        if isinstance(message, Closed):
-            link.gone = True
+        if isinstance(message, Closed) and index is not None:
+            self.gone.add(index)
+            link.gone = all(w in self.gone for w in link.workers)
         return message
 
     def _logs(self) -> Path:
@@ -219,8 +250,8 @@ class RemoteWorkers:
         assert self.log_dir is not None, "the agents' logs before agents_in_bundle()"
         return self.log_dir
 
-    def _note_missing_logs(self, link: AgentLink) -> None:
-        note = self._logs() / f"worker-{link.index}.log.missing"
+    def _note_missing_logs(self, link: AgentLink, index: int) -> None:
+        note = self._logs() / f"worker-{index}.log.missing"
         note.write_text(f"agent {link.address} (host {link.welcome.host}) was lost: its worker logs stayed on it\n")
 
     def close(self) -> list[str]:
@@ -235,17 +266,17 @@ class RemoteWorkers:
     def describe(self) -> list[dict]:
         return [
             {
-                "index": link.index,
+                "index": index,
                 "host": link.welcome.host,
                 "address": link.address,
                 "cores": link.welcome.cores,
-                "alive": not link.gone,
+                "alive": not link.gone and index not in self.gone,
             }
-            for link in self.links
+            for index, link in enumerate(self.owner)
         ]
 
     def clock_offsets(self) -> dict[int, dict]:
-        return {link.index: link.clock.as_record() for link in self.links}
+        return {index: link.clock.as_record() for index, link in enumerate(self.owner)}
 
 
 def agents_in_bundle(agents: RemoteWorkers, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:
@@ -254,7 +285,9 @@ def agents_in_bundle(agents: RemoteWorkers, bundle: ResultsBundle) -> tuple[Remo
     agents.log_dir = bundle.path / "logs"
     bundle.redactor.learn({"workerToken": agents.token})
     for link in agents.links:
-        bundle.event("agent_connected", address=link.address, host=link.welcome.host, cores=link.welcome.cores)
+        welcome = link.welcome
+        where = {"address": link.address, "host": welcome.host}
+        bundle.event("agent_connected", **where, cores=welcome.cores, slots=welcome.slots)
     return agents, agents.capacity
 
 

@@ -1,0 +1,93 @@
+"""A fleet on one host: 8 agents (`dimster worker serve --workers 2`, processes on loopback) run the 16
+workers of one run, 208 clients (96 producers, 112 share consumers) on the session's local cluster,
+through a live --modify of the rate. The account closes with nothing lost; worker i runs on agent
+i mod 8; the status and the console's last line say what the bundle says."""
+
+import contextlib
+import re
+
+import pytest
+
+from dimster.coordinator.control.run_state import console_log
+from tests.agents import running_agent, write_token
+from tests.conftest import spare_ports, write_environment
+from tests.runs import (
+    detached_evidence,
+    evidence,
+    modifications,
+    modify,
+    no_loss,
+    run_info,
+    start_detached,
+    status,
+    stop,
+    table,
+    wait,
+)
+
+pytestmark = pytest.mark.kafka
+
+AGENTS, SLOTS, PRODUCERS, CONSUMERS = 8, 2, 96, 112
+FLEET = {
+    "partitionsPerTopic": 8,
+    "producersPerTopic": PRODUCERS,
+    "consumersPerGroup": CONSUMERS,
+    "producerRate": 960,
+    "warmupSeconds": 0,
+    "reportIntervalSeconds": 2,
+    "drainTimeoutSeconds": 60,
+    "kafkaConfig": {"producerConfig": {"linger.ms": 20}},
+}
+
+
+def test_eight_agents_of_two_workers_run_208_clients_through_a_live_change(
+    local_cluster, project, tmp_path, monkeypatch
+):
+    addresses = [f"127.0.0.1:{spare_ports(5)['brokerPortBase'] + i}" for i in range(AGENTS)]
+    token = write_token(tmp_path)
+    monkeypatch.setenv("DIMSTER_PROJECT_DIR", str(project))  # its `fleet` profile, for every command
+    listed = "".join(f"  - address: {address}\n" for address in addresses)
+    write_environment(
+        project, "fleet", f"backend: external\nbootstrapServers: {local_cluster}\nworkers:\n{listed}"
+        f"workerTokenFile: {token}\nworkerTimeoutSeconds: 60\n",
+    )  # fmt: skip
+    with contextlib.ExitStack() as agents:
+        for i, address in enumerate(addresses):
+            work_dir = tmp_path / f"agent-{i}"
+            work_dir.mkdir()
+            options = ("--workers", str(SLOTS))
+            agents.enter_context(
+                running_agent(address, token, tmp_path / f"agent-{i}.log", work_dir=work_dir, options=options)
+            )
+        bundle = start_detached(tmp_path, "fleet", env="fleet", **FLEET)
+        try:
+            wait("received>=3000", timeout=180, env="fleet")
+            live = status("fleet")
+            assert (live["producers"], live["consumers"]) == (PRODUCERS, CONSUMERS), live
+            [change] = modify("producerRate=1920", env="fleet")["applied"]
+            assert change["key"] == "producerRate", change
+            wait(f"received>={status('fleet')['received'] + 6000}", timeout=180, env="fleet")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{detached_evidence(f'results in {bundle};', 'fleet')}") from None
+        finally:
+            stop(env="fleet")
+    info = run_info(bundle)
+    try:
+        no_loss(info)
+        assert all(account["closes"] for account in info["account"].values()), info["account"]
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{evidence(bundle)}") from None
+    # each agent ran two of the workers, in turn: worker i on agent i mod 8
+    assert [w["address"] for w in info["workers"]] == [addresses[i % AGENTS] for i in range(AGENTS * SLOTS)]
+    intervals = table(bundle, "intervals")
+    clients = intervals.groupby("role")["client_id"].nunique().to_dict()
+    assert clients == {"producer": PRODUCERS, "share_consumer": CONSUMERS}, clients
+    assert sorted(intervals["worker"].unique()) == list(range(AGENTS * SLOTS))
+    assert [m["key"] for m in modifications(bundle)] == ["producerRate"]
+    for index in range(AGENTS * SLOTS):  # every worker's log came back from its agent
+        assert (bundle / "logs" / f"worker-{index}.log").is_file(), index
+    # the console's last words are the bundle's totals
+    totals = info["totals"]
+    said = re.search(r"sent ([\d,]+) \(acked ([\d,]+)\), received ([\d,]+), lost 0", console_log("fleet").read_text())
+    assert said is not None
+    assert [int(n.replace(",", "")) for n in said.groups()] == [totals["sent"], totals["acked"], totals["received"]]
