@@ -74,19 +74,23 @@ class RangeSet:
 
     def add_many(self, ranges: list[tuple[int, int]]) -> int:
         """Insert each of `ranges`; returns how many of their values were present before or came twice
-        (duplicates). Many at once are merged in one pass, not inserted one by one (each insert into
-        the middle of the lists moves their tails)."""
+        (duplicates). Many at once are merged in one pass with the ranges they can touch (those from
+        the first that ends at or after the lowest added value less one), not inserted one by one
+        (each insert into the middle of the arrays moves their tails)."""
         if len(ranges) < FEW:
             return sum(self.add(first, last) for first, last in ranges)
         added = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        starts = np.concatenate((np.frombuffer(self.starts, dtype=np.int64), added[:, 0]))
-        ends = np.concatenate((np.frombuffer(self.ends, dtype=np.int64), added[:, 1]))
-        before = int((ends - starts + 1).sum())  # the set's values, and every added one
+        i = bisect.bisect_left(self.ends, int(added[:, 0].min()) - 1)  # those before i stay as they are
+        starts = np.concatenate((np.frombuffer(self.starts[i:], dtype=np.int64), added[:, 0]))
+        ends = np.concatenate((np.frombuffer(self.ends[i:], dtype=np.int64), added[:, 1]))
+        before = int((ends - starts + 1).sum())  # the touched ranges' values, and every added one
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], np.maximum.accumulate(ends[order])
         begins = np.concatenate(([0], np.flatnonzero(starts[1:] > ends[:-1] + 1) + 1))
         finishes = np.concatenate((begins[1:] - 1, [len(starts) - 1]))
-        self.starts, self.ends = array("q", starts[begins].tobytes()), array("q", ends[finishes].tobytes())
+        del self.starts[i:], self.ends[i:]
+        self.starts.frombytes(starts[begins].tobytes())
+        self.ends.frombytes(ends[finishes].tobytes())
         return before - int((ends[finishes] - starts[begins] + 1).sum())
 
     def __contains__(self, value: int) -> bool:

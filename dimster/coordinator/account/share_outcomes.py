@@ -127,17 +127,14 @@ class ShareOutcomes:
             self.add(c)
 
     def _add(self, outcome: str, group: str, producer_id: int, ranges: Ranges) -> None:
-        ranges_of = self.sets[(outcome, group, producer_id)]
-        for first, last in ranges:
-            self.counts[(outcome, group)] += last - first + 1 - ranges_of.add(first, last)
+        duplicates = self.sets[(outcome, group, producer_id)].add_many(ranges)
+        self.counts[(outcome, group)] += sum(last - first + 1 for first, last in ranges) - duplicates
 
     def _note(self, mine, others, key: tuple[str, int], delivery: int, ranges: Ranges, later: bool) -> None:
         """Add `ranges` to `mine` at `delivery`; records also in `others` at a later delivery (`later`),
         or an earlier one, are in question."""
         by_delivery = mine[key]
-        ranges_of = by_delivery.setdefault(delivery, RangeSet())
-        for first, last in ranges:
-            ranges_of.add(first, last)
+        by_delivery.setdefault(delivery, RangeSet()).add_many(ranges)
         against = [s for d, s in others.get(key, {}).items() if (d > delivery if later else d < delivery)]
         for other in against:  # by range: what both hold
             for first, last in ranges:
