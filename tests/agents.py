@@ -87,6 +87,17 @@ def running_agent(
                 process.wait(10)
 
 
+def idle(address: str) -> bool:
+    """Whether the agent at `address` answers a status Hello and serves no run."""
+    context = zmq.Context()
+    try:
+        socket, welcome = handshake(context, address, TOKEN, status_hello(), 5)
+        socket.close()
+        return not welcome.busy_with
+    finally:
+        context.term()
+
+
 def claim(context: zmq.Context, address: str, workload: str = "r1") -> zmq.Socket:
     """A socket that holds the agent's run of `workload` (as a coordinator's does after Hello)."""
     socket, _ = handshake(context, address, TOKEN, Hello(__version__, PROTOCOL_VERSION, workload, "test-host"), 5)

@@ -6,13 +6,12 @@ import pytest
 import zmq
 
 from dimster.cluster.tls import Security
-from dimster.coordinator.workers.remote import handshake
 from dimster.errors import DimsterError
 from dimster.kafka.security import java_security
 from dimster.remote.allowances import LOGIN_MODULES, Allowances
 from dimster.worker.protocol import Assign, Assignment, Failed, LogFileSent, Ready, Update, encode
 from dimster.workload.model import Workload
-from tests.agents import TOKEN, answer, claim, release, running_agent, status_hello, write_token
+from tests.agents import answer, claim, idle, release, running_agent, write_token
 from tests.conftest import dimster, spare_ports
 
 pytestmark = pytest.mark.unit
@@ -220,23 +219,13 @@ def assigned(address: str, message: Assignment) -> tuple[object, list]:
         context.term()
 
 
-def still_serving(address: str) -> bool:
-    context = zmq.Context()
-    try:
-        status, welcome = handshake(context, address, TOKEN, status_hello(), 5)
-        status.close()
-        return not welcome.busy_with
-    finally:
-        context.term()
-
-
 def test_the_agent_refuses_an_assign_naming_the_property_and_goes_on_serving(agent):
     address, certs = agent
     for name, value in [("plugin.library.paths", "/tmp/evil"), ("ssl.ca.location", str(certs / "link.pem"))]:
         refused, _ = assigned(address, assignment(**{name: value}))
         assert isinstance(refused, Failed), refused
         assert f": kafkaConfig.commonConfig.{name} " in refused.reason and "--allow-property" in refused.reason
-        assert still_serving(address)
+        assert idle(address)
 
 
 def test_the_agent_starts_a_worker_for_what_its_operator_allows(agent):
@@ -262,7 +251,7 @@ def test_a_live_update_is_judged_too(agent):
         release(context, address, owner)
     finally:
         context.term()
-    assert still_serving(address)
+    assert idle(address)
 
 
 def test_allow_files_under_a_missing_folder_is_one_line(tmp_path):

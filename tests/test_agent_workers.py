@@ -9,7 +9,6 @@ import json
 import pytest
 import zmq
 
-from dimster.coordinator.workers.remote import handshake
 from dimster.worker.protocol import (
     Assign,
     Assignment,
@@ -23,7 +22,7 @@ from dimster.worker.protocol import (
     encode,
 )
 from dimster.workload.model import Workload
-from tests.agents import TOKEN, claim, running_agent, status_hello, write_token
+from tests.agents import claim, idle, running_agent, write_token
 from tests.conftest import dimster, spare_ports
 
 pytestmark = pytest.mark.unit
@@ -52,16 +51,6 @@ def frames_until(socket: zmq.Socket, done, timeout_ms: int = 30_000) -> list[tup
         frames = socket.recv_multipart()
         got.append((frames[0] if len(frames) == 2 else None, decode(frames[-1])))
     return got
-
-
-def idle(address: str) -> bool:
-    context = zmq.Context()
-    try:
-        socket, welcome = handshake(context, address, TOKEN, status_hello(), 5)
-        socket.close()
-        return not welcome.busy_with
-    finally:
-        context.term()
 
 
 def test_the_agent_says_how_many_workers_it_runs(agent):
