@@ -35,14 +35,16 @@ def horizon_for(lock_ms: float) -> float:
 def lowest_sequences(c: ClientInterval) -> dict[int, int]:
     """Per producer: the lowest sequence this interval settled or had an event of."""
     lowest: dict[int, int] = {}
-    by_producer = [c.settled.items(), c.settled_archived.items()]
-    by_delivery = [c.settled_rejected.items(), c.received_again.items(), c.in_doubt.items()]
-    pairs = [(producer, ranges) for items in by_producer for producer, ranges in items]
-    pairs += [(producer, ranges) for items in by_delivery for (producer, _), ranges in items]
-    for producer, ranges in pairs:
-        if ranges:
-            low = min(first for first, _ in ranges)
-            lowest[producer] = min(lowest.get(producer, low), low)
+    for by_producer in (c.settled, c.settled_archived):
+        for producer, ranges in by_producer.items():
+            if ranges:
+                low = min(ranges)[0]
+                lowest[producer] = min(lowest.get(producer, low), low)
+    for by_delivery in (c.settled_rejected, c.received_again, c.in_doubt):
+        for (producer, _), ranges in by_delivery.items():
+            if ranges:
+                low = min(ranges)[0]
+                lowest[producer] = min(lowest.get(producer, low), low)
     return lowest
 
 
