@@ -54,7 +54,9 @@ from dimster.worker.protocol import (
     Welcome,
     decode,
     encode,
+    framed_worker,
     kind_of,
+    worker_frame,
 )
 from dimster.workload.model import Workload
 from dimster.yamlfile import validation_error_line
@@ -126,6 +128,10 @@ class Session:
     def worker_folder(self, index: int) -> Path:
         return self.folder / f"worker-{index}"
 
+    def open_workers(self) -> dict[int, Worker]:
+        """The workers that have not said Closed (a closed one's pipe is at its end)."""
+        return {index: w for index, w in self.workers.items() if index not in self.closed}
+
 
 class Agent:
     def __init__(
@@ -165,8 +171,7 @@ class Agent:
         poller.register(self.disconnects, zmq.POLLIN)
         while not self.stopping:
             session = self.session
-            # a closed worker's pipe is at its end: not listened to any more
-            workers = {i: w for i, w in session.workers.items() if i not in session.closed} if session else {}
+            workers = session.open_workers() if session else {}
             for worker in workers.values():
                 poller.register(worker.channel.fileno(), zmq.POLLIN)
             ready = dict(poller.poll(200))
@@ -243,8 +248,8 @@ class Agent:
     def _addressed(session: Session, to: bytes | None) -> list[Worker]:
         """The workers a message is for: the one `to` names, or every one of the run's not yet closed."""
         if to is None:
-            return [w for index, w in session.workers.items() if index not in session.closed]
-        index = int(to) if to.isdigit() and len(to) <= 5 else None
+            return list(session.open_workers().values())
+        index = framed_worker(to)
         if index is None or index not in session.workers:
             raise ProtocolError(f"worker {to[:20]!r} is not one this agent runs for the run")
         return [session.workers[index]]
@@ -301,7 +306,7 @@ class Agent:
     def _from_worker(self, session: Session, index: int, worker: Worker) -> None:
         """Relays the worker's message as it was encoded (the coordinator decodes it), after a frame
         with its index; a `Closed` first ships the worker's logs, and the last ends the run here."""
-        to = str(index).encode()
+        to = worker_frame(index)
         try:
             message = worker.channel.recv_bytes()
         except (EOFError, OSError):

@@ -337,3 +337,13 @@ def report_bytes(received: bytes) -> bytes | None:
     """The report's own msgpack bytes within the Reported message it came in, None when it came in
     another form (or not as bytes: an in-memory fake's)."""
     return received[len(REPORTED) :] if received.startswith(REPORTED) else None
+
+
+def worker_frame(index: int) -> bytes:
+    """The frame that names worker `index` before its message, between a coordinator and an agent."""
+    return str(index).encode()
+
+
+def framed_worker(frame: bytes) -> int | None:
+    """The worker index a frame names (worker_frame), None when it names none."""
+    return int(frame) if frame.isdigit() and len(frame) <= 5 else None

@@ -60,8 +60,6 @@ class Folding:
     # (group, producer) -> (stretch, lowest sequence touched in it), the last horizon's
     touched: dict[Key, deque[tuple[int, int]]] = field(default_factory=lambda: defaultdict(deque))
     folded_below: dict[Key, int] = field(default_factory=dict)  # every sequence below is folded
-    voided: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # group -> folded void rejects
-    doubtful: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # group -> folded, in doubt
     late: int = 0  # events of records already folded
 
     def take(self, c: ClientInterval, end_time: float, covered: float) -> None:

@@ -55,6 +55,9 @@ class ShareOutcomes:
         # (group, producer) -> records rejected on one delivery and received on a later one
         self.in_question: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)
         self.rulings: dict[str, Ruling] = {}  # group -> the dead-letter topic's word, once read
+        # group -> records folded (outcome_folds.py) as void rejects, and as in doubt
+        self.folded_voided: dict[str, int] = defaultdict(int)
+        self.folded_doubtful: dict[str, int] = defaultdict(int)
 
     def fold_beyond(self, horizon_s: float, replay: Callable[[], Iterable[ClientInterval]]) -> None:
         """Fold records whose outcome is final after `horizon_s` of consuming time (outcome_folds.py);
@@ -90,17 +93,16 @@ class ShareOutcomes:
                 open_sets = [*kept(*key), *self.doubted_on.get(key, {}).values()]
                 mark = min(f.quiet_below(key), first_absent(below, open_sets))
                 if mark > below:
-                    self._fold(key, int(mark), f)
+                    self._fold(key, int(mark))
+                    f.folded_below[key] = int(mark)
 
-    def _fold(self, key: tuple[str, int], mark: int, f: Folding) -> None:
+    def _fold(self, key: tuple[str, int], mark: int) -> None:
         """Count the void rejects and the records in doubt below `mark`, then drop every range there."""
         group, producer = key
-        question = self.in_question.get(key)
-        if question is not None:
-            below = [s for first, last in question.within(0, mark - 1) for s in range(first, last + 1)]
-            f.voided[group] += sum(1 for s in below if self._void(key, s))
-            question.cut_below(mark)
-        f.doubtful[group] += self._doubtful_of(key, mark).count()
+        if (question := self.in_question.get(key)) is not None:
+            below = (s for first, last in question.cut_below(mark) for s in range(first, last + 1))
+            self.folded_voided[group] += sum(1 for s in below if self._void(key, s))
+        self.folded_doubtful[group] += self._doubtful_of(key, mark).count()
         for outcome in OUTCOMES:
             if (ranges := self.sets.get((outcome, group, producer))) is not None:
                 ranges.cut_below(mark)
@@ -109,7 +111,6 @@ class ShareOutcomes:
                 ranges.cut_below(mark)
                 if not ranges.starts:
                     del by_delivery[key][delivery]
-        f.folded_below[key] = mark
 
     @property
     def late(self) -> int:
@@ -161,8 +162,7 @@ class ShareOutcomes:
         n = self.counts.get((outcome, group), 0)
         if outcome != "rejected":
             return n
-        folded = self.folding.voided.get(group, 0) if self.folding else 0
-        return n - folded - sum(map(len, self.voided(group).values()))
+        return n - self.folded_voided.get(group, 0) - sum(map(len, self.voided(group).values()))
 
     def _own_holds(self, outcome: str, group: str, producer_id: int, sequence: int) -> bool:
         ranges = self.sets.get((outcome, group, producer_id))
@@ -212,7 +212,7 @@ class ShareOutcomes:
         found = self.doubtful(group)
         ruling = self.rulings.get(group)
         count = sum(ranges.count() for ranges in found.values())
-        count += self.folding.doubtful.get(group, 0) if self.folding else 0
+        count += self.folded_doubtful.get(group, 0)
         if ruling is not None:  # the unconfirmed are not among the ruled
             none = RangeSet()
             count -= sum(1 for producer, sequence in ruling.outcome if sequence in found.get(producer, none))

@@ -41,6 +41,8 @@ from dimster.worker.protocol import (
     Welcome,
     decode,
     encode,
+    framed_worker,
+    worker_frame,
 )
 
 CONNECT_TIMEOUT = 10.0
@@ -66,11 +68,6 @@ class AgentLink:
     offset_sent: float = 0.0
     gone: bool = False  # lost: none of its workers is heard of again
     workers: list[int] = field(default_factory=list)  # the run's workers it runs
-
-
-def frame(index: int) -> bytes:
-    """The frame naming worker `index` before its message."""
-    return str(index).encode()
 
 
 def handshake(
@@ -157,7 +154,8 @@ class RemoteWorkers:
     def start(self, assignments: list[Assignment]) -> None:
         """Each assignment to the agents in turn, as far as each one's slots go; an agent left without
         one is released."""
-        turns = [link for slot in range(self.capacity) for link in self.links if slot < link.welcome.slots]
+        most = max((link.welcome.slots for link in self.links), default=0)
+        turns = [link for slot in range(most) for link in self.links if slot < link.welcome.slots]
         self.owner = turns[: len(assignments)]
         for assignment, link in zip(assignments, self.owner, strict=True):
             link.workers.append(assignment.worker_index)
@@ -170,7 +168,7 @@ class RemoteWorkers:
     def send(self, index: int, message: Message) -> None:
         link = self.owner[index]
         if not link.gone and index not in self.gone:
-            link.socket.send_multipart([frame(index), encode(message)])
+            link.socket.send_multipart([worker_frame(index), encode(message)])
 
     def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
         now = time.time()
@@ -202,7 +200,7 @@ class RemoteWorkers:
         """One message from an agent: a worker's (after its index) or the agent's own (which, when it
         is not the agent's business, is its first worker's)."""
         try:
-            index = int(frames[0]) if len(frames) == 2 and frames[0].isdigit() else None
+            index = framed_worker(frames[0]) if len(frames) == 2 else None
             if len(frames) not in (1, 2) or (len(frames) == 2 and index not in link.workers):
                 raise ProtocolError(f"a message for no worker it runs ({len(frames)} frames)")
             message = self._handle(link, index, decode(frames[-1]))
