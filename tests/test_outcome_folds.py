@@ -3,15 +3,22 @@ account of a run whose outcomes fold is the account of one that keeps every reco
 keeps stays with the records in play; a record that comes back after it was folded makes the end count
 every record again from the run's own reports; a pause of the group's consumption holds the horizon."""
 
+import json
 import random
 
 import pytest
 
 from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.end import close_account
+from dimster.coordinator.account.intake import ReportIntake
 from dimster.coordinator.account.journal import RunJournal
 from dimster.coordinator.account.outcome_folds import MIN_HORIZON_S, horizon_for
+from dimster.coordinator.control.run_log import RunLog
 from dimster.metrics.sequences import RangeSet, first_absent, to_ranges
+from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.workload.model import Workload
+from dimster.workload.modes.base import SteadyPlan
 
 pytestmark = pytest.mark.unit
 
@@ -111,7 +118,7 @@ def test_a_folding_account_is_the_account_of_every_record_and_keeps_only_the_rec
     assert kept[-1] < 1.5 * kept[200]
 
 
-def test_a_record_that_comes_back_after_it_was_folded_makes_the_end_count_every_record_again():
+def test_a_record_that_comes_back_after_it_was_folded_makes_the_end_count_every_record_again(tmp_path):
     """Record 5 rejected, heard settled; it comes back on delivery 2 two horizons later (a lock far
     longer than the group said): a late event, and the account replays the run's reports."""
     run = Run()
@@ -123,9 +130,38 @@ def test_a_record_that_comes_back_after_it_was_folded_makes_the_end_count_every_
     assert run.a.outcomes.count("rejected", GROUP) == 1
     run.report(consumer(received_again=by_delivery({2: [5]})), produce=False)
     assert run.a.outcomes.late == 1
-    folded, whole = run.accounts()
+    bundle = ResultsBundle(tmp_path, "w")
+    end = close_account(run.a, {GROUP: 0}, SteadyPlan(), "steady", RunLog(bundle, say=lambda _line: None))
+    folded, whole = end.account[GROUP], run.whole.account({GROUP: 0})[GROUP]
     assert folded == whole and whole["rejected"] == 0  # void: its reject did not take effect
     assert run.a.outcomes.folding is None and run.a.outcomes.voided(GROUP) == {PRODUCER: {5}}
+    replayed = [json.loads(line) for line in (bundle.path / "events.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["late"]) for e in replayed] == [("outcomes_replayed", 1)]  # the timeline says why
+
+
+@pytest.mark.parametrize(
+    ("change", "late"),
+    [
+        ({"groupConfig": {"share.record.lock.duration.ms": 300_000}}, 0),  # the group's lock: 5 minutes
+        ({"brokerConfig": {"group.share.record.lock.duration.ms": 300_000}}, 0),  # the brokers' default
+        ({"groupConfig": {"share.record.lock.duration.ms": 10_000}}, 1),  # shorter: the horizon stays
+        ({"producerRate": 500}, 1),  # no lock named
+    ],
+)
+def test_a_live_change_to_a_longer_lock_widens_the_horizon_before_records_fold(change, late):
+    """Record 5 rejected on delivery 1 comes back after 130 s of consumption: within the horizon of a
+    lock changed live to 5 minutes (not late, nothing replayed), past the start's 60 s otherwise."""
+    run = Run()
+    intake = ReportIntake(run.a, None, None, None, None)  # type: ignore[arg-type]  # follow() needs none of them
+    intake.follow(Workload.model_validate({"name": "w", **change}), rate_changed=False)
+    run.report(consumer(settled=list(range(PER_SECOND)), settled_rejected=by_delivery({1: [5]})))
+    for second in range(1, 130):
+        first = second * PER_SECOND
+        run.report(consumer(settled=list(range(first, first + PER_SECOND))))
+    run.report(consumer(received_again=by_delivery({2: [5]})), produce=False)
+    assert run.a.outcomes.late == late
+    folded, whole = run.accounts()
+    assert folded == whole and whole["rejected"] == 0
 
 
 def test_a_pause_in_the_groups_consumption_holds_the_horizon_back():

@@ -179,3 +179,17 @@ def test_a_tag_dimster_made_stays_and_is_no_secret_to_look_for():
         "old": "***1",
         "new": MASK,
     }
+
+
+def test_a_status_published_again_masks_a_secret_learned_after_its_texts_were_first_masked():
+    """A run's status goes through one Redactor every 0.25 s, which remembers the texts it masked; a
+    secret it learns later is masked in those texts too, and lists of plain values stay as they are."""
+    redactor = Redactor()
+    status = {"workers": [{"host": "h1", "note": "connected with hunter22-long"}], "rates": [1.5, 2, None, True]}
+    assert redactor.redact(status) == status  # nothing known yet: the texts are as they were
+    redactor.learn({"kafkaConfig": {"sasl.password": "hunter22-long"}})
+    again = redactor.redact(status)
+    assert again["workers"] == [{"host": "h1", "note": f"connected with {MASK}"}]
+    assert again["rates"] == [1.5, 2, None, True]
+    assert redactor.redact([("nested", {"ssl.key.password": "x" * 8})]) == [["nested", {"ssl.key.password": MASK}]]
+    assert redactor.text(f"x {'x' * 8} y") == f"x {MASK} y"  # learned under its key while walking

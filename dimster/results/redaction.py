@@ -22,6 +22,8 @@ __all__ = ["MASK", "SECRET_KEY", "Redactor", "is_secret_key", "redact", "redact_
 SECRET_TAG = re.compile(r"\*\*\*\d+")  # `***2`: the second value of a secret, masked by dimster
 TAG_VALUE = re.compile(rf"{SECRET_TAG.pattern}[,;)]?")  # a tag as the value of `key=***2, ...`
 CHANGE_VALUES = ("old", "new", "value")  # the fields of a change record whose `key` may name a secret
+CONTAINERS = (dict, list, tuple)
+TEXTS_KEPT = 100_000  # masked texts remembered (a bound on the memory they take)
 MIN_SECRET_LENGTH = 4  # shorter values are masked under their key, but not searched for in free text
 KEY_AT_END = re.compile(r"[\w.\-]+$")  # the property name just before a `=`
 CHANGE_LINE = re.compile(r"(?P<key>[\w.\-]+): .* -> .* \((?P<effect>[\w-]+)\)$")  # `k: old -> new (effect)`
@@ -48,6 +50,10 @@ class Redactor:
         # names dimster made (the run's topics and groups, from the workload's name): never secret
         # keys, whatever words the name holds (a workload called "secrets" names its groups so)
         self.names: set[str] = set()
+        # the texts masked so far (a run's status, published every 0.25 s, repeats the same strings for
+        # every worker and client) and the secrets longest first; both start again with a new secret
+        self._texts: dict[str, str] = {}
+        self._by_length: list[str] = []
 
     def _secret_key(self, key: Any) -> bool:
         return key not in self.names and is_secret_key(key)
@@ -58,14 +64,15 @@ class Redactor:
             for key, item in value.items():
                 if self._secret_key(key):
                     self._remember(item)
-                else:
+                elif isinstance(item, CONTAINERS):  # a plain value under a plain key holds no secret
                     self.learn(item)
             if is_secret_key(value.get("key")):
                 for name in CHANGE_VALUES:
                     self._remember(value.get(name))
         elif isinstance(value, list | tuple):
             for item in value:
-                self.learn(item)
+                if isinstance(item, CONTAINERS):
+                    self.learn(item)
 
     def _remember(self, value: Any) -> None:
         if isinstance(value, dict | list | tuple):
@@ -73,8 +80,10 @@ class Redactor:
                 self._remember(item)
             return
         text = "" if value is None or isinstance(value, bool) or _is_tag(value) else str(value).strip()
-        if len(text) >= MIN_SECRET_LENGTH:
+        if len(text) >= MIN_SECRET_LENGTH and text not in self.secrets:
             self.secrets.add(text)
+            self._texts.clear()
+            self._by_length = sorted(self.secrets, key=len, reverse=True)
 
     def redact(self, value: Any) -> Any:
         """A copy of `value` (mappings, lists, strings) with every secret masked; learns its secrets first."""
@@ -84,12 +93,17 @@ class Redactor:
     def _masked(self, value: Any) -> Any:
         if isinstance(value, dict):
             secret_change = is_secret_key(value.get("key"))
-            masked = {key for key in value if self._secret_key(key) or (secret_change and key in CHANGE_VALUES)}
-            return {key: _mask(item) if key in masked else self._masked(item) for key, item in value.items()}
+            hidden = {key for key in value if self._secret_key(key) or (secret_change and key in CHANGE_VALUES)}
+            return {key: _mask(item) if key in hidden else self._masked(item) for key, item in value.items()}
         if isinstance(value, list | tuple):
             return [self._masked(item) for item in value]
         if isinstance(value, str):
-            return self.text(value)
+            text = self._texts.get(value)
+            if text is None:
+                if len(self._texts) >= TEXTS_KEPT:
+                    self._texts.clear()
+                text = self._texts[value] = self.text(value)
+            return text
         return value
 
     def text(self, line: str) -> str:
@@ -134,7 +148,7 @@ class Redactor:
         return text
 
     def _longest_first(self) -> list[str]:
-        return sorted(self.secrets, key=len, reverse=True)
+        return self._by_length
 
 
 def _masked_assignment(token: str) -> str:

@@ -26,8 +26,12 @@ class EndAccount:
     mode: dict  # run.json's `mode`: the plan's result and verdict
 
 
-def close_account(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, plan: RunPlan, mode: str) -> EndAccount:
+def close_account(
+    a: RunAggregate, unconsumed_by_group: dict[str, int] | None, plan: RunPlan, mode: str, log: RunLog
+) -> EndAccount:
     """The run's account at its end; the plan judges the totals (`mode`: the workload's mode type)."""
+    if late := a.outcomes.late:  # the account replays the run's journal (share_outcomes.restore): say why
+        log.event("outcomes_replayed", late=late)
     account = a.account(unconsumed_by_group)
     totals = run_totals(a, unconsumed_by_group, account)
     return EndAccount(account, totals, plan.result(totals, a) or {"type": mode})

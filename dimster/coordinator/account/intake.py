@@ -18,9 +18,11 @@ from dimster.coordinator.workers.seam import WorkerLost
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.verdict.judge import Spec
 from dimster.worker.protocol import IntervalReport, WatchRedeliveries
+from dimster.workload.model import Workload
 
 FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
 EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
+LOCK_DURATION = "share.record.lock.duration.ms"  # a group's; the brokers' default is group.<this>
 
 
 class ReportIntake:
@@ -57,6 +59,16 @@ class ReportIntake:
         """The share groups' long-settled records folded into counts (outcome_folds.py), the journal
         kept for an end that needs them all."""
         self.aggregate.outcomes.fold_beyond(horizon_for(lock_ms), self.journal.consumer_intervals)
+
+    def follow(self, workload: Workload, rate_changed: bool) -> None:
+        """A live change as the account sees it: pacing judged afresh after a rate change, and the fold
+        horizon widened to a longer lock duration (never narrowed: records locked before may still
+        come back as late as the longer lock allowed)."""
+        if rate_changed:
+            self.aggregate.restart_pacing_window()
+        lock_ms = workload.group_config.get(LOCK_DURATION) or workload.broker_config.get(f"group.{LOCK_DURATION}")
+        if lock_ms:
+            self.aggregate.outcomes.widen_horizon(horizon_for(float(lock_ms)))
 
     def start_load(self, load_started: float) -> None:
         self.flushed = time.time()

@@ -7,7 +7,8 @@ acknowledgement is in doubt) and none of its producer's records at or below it h
 horizon of the group's consuming time (twice the lock duration, at least a minute), its
 outcome is final: ShareOutcomes folds it into counts (rejected, void rejects, in doubt) and drops its
 ranges, so the coordinator's memory follows the records in play, not the run's length. The group's
-clock runs only while its consumers take records in, so a pause holds the horizon back.
+clock runs only while its consumers take records in, so a pause holds the horizon back; a live change
+to a longer lock widens the horizon (never narrows it: records locked before may come back that late).
 
 An event of a folded record after all is *late*. It is counted; the account at the end then replays
 the run's journal (journal.py keeps every report) into outcomes that fold nothing, so a late record

@@ -112,6 +112,11 @@ class ShareOutcomes:
                 if not ranges.starts:
                     del by_delivery[key][delivery]
 
+    def widen_horizon(self, horizon_s: float) -> None:
+        """Fold only what has been quiet for `horizon_s` of consuming time, if that is longer."""
+        if self.folding:
+            self.folding.horizon_s = max(self.folding.horizon_s, horizon_s)
+
     @property
     def late(self) -> int:
         """Events of records already folded (each makes the end replay the run: restore)."""

@@ -341,7 +341,7 @@ class Coordinator:
         return self._finish(forced)
 
     def _finish(self, forced: bool) -> int:
-        end = close_account(self.aggregate, self.unconsumed_by_group, self.plan, self.workload.mode.type)
+        end = close_account(self.aggregate, self.unconsumed_by_group, self.plan, self.workload.mode.type, self.log)
         status = "failed" if self.failure else ("forced" if forced else "completed")
         p50 = self.aggregate.e2e_measured.percentile(50)
         offsets = clock_offsets(self.ensemble.workers.clock_offsets(), p50, self.log)
@@ -390,8 +390,7 @@ class Coordinator:
         self.workload = change.new
         done = self.live.apply(change, by, self.load_started)
         self._placed(done.placed)
-        if done.restart_pacing:
-            self.aggregate.restart_pacing_window()
+        self.intake.follow(change.new, done.restart_pacing)
         if done.watch_consumers:  # the consumers rejoin their groups: the timeline shows when they hold assignments
             self.barrier.watch(self._groups())
         if done.regroup_lag and self.observers.lag_watch:
