@@ -69,4 +69,6 @@ def test_a_run_of_256_workers_closes_its_account_and_takes_in_every_report_sent(
     assert row["fake_cpu_seconds"] < row["as_measured"]["cpu_seconds"]
     assert row["report_lag_ms"]["count"] >= row["reports"] and row["report_lag_ms"]["p50"] is not None
     assert row["console_lag_ms"]["count"] == row["console_lines"] >= 2
+    published = row["status_publish_ms"]  # the status, every 0.25 s: masked and encoded
+    assert published["count"] >= 4 and 0 < published["p50"] <= published["max"]
     assert "256 workers (1,024 clients)" in run.stdout

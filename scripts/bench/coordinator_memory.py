@@ -16,6 +16,7 @@ record, as dimster did before.
 """
 
 import argparse
+import ctypes
 import json
 import sys
 import time
@@ -78,6 +79,16 @@ def no_replay():
     raise RuntimeError("a record came back after it was folded: the simulation is not what it claims")
 
 
+def trimmed_rss_mb(me: psutil.Process) -> int | None:
+    """The resident memory once glibc's allocator has returned the free pages it keeps (malloc_trim):
+    what the process holds, apart from what it freed and the allocator kept for later. None off glibc."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return None
+    return round(me.memory_info().rss / 2**20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=int, default=10, help="simulated minutes")
@@ -104,15 +115,18 @@ def main() -> None:
             aggregate.add(report)
         took = time.monotonic() - started
         rss = round(me.memory_info().rss / 2**20)
+        live = trimmed_rss_mb(me)
         rejected = aggregate.outcomes.count("rejected", "g")
         settled, duplicates = aggregate.settled_by_group["g"], aggregate.duplicates
         kept, size = ranges_kept(aggregate)
-        point = {"minute": minute + 1, "rss_mb": rss, "seconds": round(took, 1), "rejected": rejected}
+        point = {"minute": minute + 1, "rss_mb": rss, "trimmed_rss_mb": live, "seconds": round(took, 1)}
+        point |= {"rejected": rejected}
         point |= {"ranges": kept, "ranges_mb": round(size / 2**20)}
         assert aggregate.outcomes.late == 0, "a folded record came back"
         curve.append(point | {"settled": settled, "acked": aggregate.acked, "duplicates": duplicates})
         print(
-            f"minute {minute + 1}: RSS {rss} MB, {took:.1f} s to take in; acked {aggregate.acked:,}, settled "
+            f"minute {minute + 1}: RSS {rss} MB ({live} MB once the allocator gave back its free pages), "
+            f"{took:.1f} s to take in; acked {aggregate.acked:,}, settled "
             f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}; ranges held {kept:,} "
             f"({size / 2**20:.0f} MB)",
             flush=True,

@@ -24,6 +24,7 @@ import cProfile
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,15 @@ def run_child(args: argparse.Namespace) -> dict:
     fake = ScaleWorkers(rate=10, aligned=args.aligned, profiler=profiler)
     control = ControlServer("scale-bench")
     control.start({"run_id": None, "results": None, "workload": workload.name, "phase": "starting"})
+    publishing: list[float] = []  # seconds each status took to publish (masked and encoded), every 0.25 s
+    publish = control.publish_status
+
+    def timed_publish(status: dict) -> None:
+        began = time.perf_counter()
+        publish(status)
+        publishing.append(time.perf_counter() - began)
+
+    control.publish_status = timed_publish  # type: ignore[method-assign]
     lines: list[str] = []
     coordinator = Coordinator(
         workload, fake_cluster(), bundle, fake, n, control=control, say=lines.append, kafka=FakeKafka(fake)
@@ -109,6 +119,11 @@ def run_child(args: argparse.Namespace) -> dict:
         "report_lag_ms": cost["report_lag_ms"],
         "console_lag_ms": cost["console_lag_ms"],
         "console_lines": len([line for line in lines if line.startswith("[")]),
+        "status_publish_ms": {
+            "count": len(publishing),
+            "p50": round(1e3 * statistics.median(publishing), 2) if publishing else None,
+            "max": round(1e3 * max(publishing), 2) if publishing else None,
+        },
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "as_measured": cost,  # run.json's record: the process's CPU, the fake's included
         "totals": {k: info["totals"].get(k) for k in ("sent", "acked", "received", "lost", "unconsumed")},
@@ -153,7 +168,9 @@ def main() -> None:
             f"{n:>5} workers ({row['clients']:,} clients): {100 * row['share_of_one_core']:.1f}% of one core "
             f"({1e4 * row['share_per_worker']:.2f}% per 100 workers, {row['us_per_report']} µs per report); "
             f"report lag p50/p99/max {lag['p50']}/{lag['p99']}/{lag['max']} ms; console lag p50/max "
-            f"{line['p50']}/{line['max']} ms; lost {row['totals']['lost']}; load average before {before}",
+            f"{line['p50']}/{line['max']} ms; a status published in {row['status_publish_ms']['p50']} ms "
+            f"(median of {row['status_publish_ms']['count']}); lost {row['totals']['lost']}; "
+            f"load average before {before}",
             flush=True,
         )
     if args.json_out:
