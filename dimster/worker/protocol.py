@@ -16,6 +16,7 @@ import msgpack
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
 from dimster.worker.wire import LOCAL, Counts, Ranges, from_wire, to_wire
+from dimster.workload.model import DEFAULT_LOCK_MS
 
 PROTOCOL_VERSION = 15  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
 # 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index
@@ -59,7 +60,7 @@ class Assignment:
     kafka_version: str  # the cluster's
     java_clients_version: str = ""  # the kafka-clients version of this worker's JVM ("": the cluster's)
     clock_offset: float = 0.0  # seconds this host's clock is ahead of the coordinator's
-    record_lock_ms: int = 30_000  # the groups' acquisition lock duration at start, as the broker said
+    record_lock_ms: int = DEFAULT_LOCK_MS  # the groups' acquisition lock duration at start, as the broker said
     # what every client needs beside bootstrap.servers to reach a secure cluster (kafka/security.py, in
     # librdkafka's names): it travels only in this message, never in the workload or a file
     client_security: dict[str, str] = field(default_factory=dict)

@@ -116,6 +116,10 @@ class ConsumerCrash(Strict):
 
 WEEK_SECONDS = 7 * 24 * 3600
 MAX_CLIENTS = 100_000  # producers and consumers of one run: beyond, a typo rather than a test
+# the share groups' acquisition lock: the group config that sets it (the brokers' default is group.<this>),
+# and Kafka's default
+LOCK_DURATION = "share.record.lock.duration.ms"
+DEFAULT_LOCK_MS = 30_000
 HEALS = {"kill": "start", "pause": "resume", "isolate": "rejoin", "isolate-all": "rejoin"}  # fault -> its undoing
 
 
@@ -317,6 +321,13 @@ class Workload(Strict):
     @property
     def total_consumers(self) -> int:
         return self.topics * self.groups_per_topic * self.consumers_per_group
+
+    @property
+    def record_lock_ms(self) -> float | None:
+        """The share groups' lock duration as this workload sets it: its groupConfig, else the brokers'
+        default in its brokerConfig; None where it sets neither."""
+        value = self.group_config.get(LOCK_DURATION) or self.broker_config.get(f"group.{LOCK_DURATION}")
+        return float(value) if value else None
 
     def to_yaml_dict(self) -> dict:
         return self.model_dump(by_alias=True, exclude_none=True)

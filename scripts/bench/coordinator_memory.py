@@ -12,7 +12,7 @@ run's length or stays with its clients. The aggregate folds long-settled records
 record, as dimster did before.
 
     .venv/bin/python scripts/bench/coordinator_memory.py [--minutes 10] [--rate 1000000] [--reject 0.05]
-        [--release 0.05] [--producers 64] [--consumers 64] [--lock-ms 30000] [--keep-all] [--json-out F]
+        [--release 0.05] [--producers 64] [--consumers 64] [--lock-ms 30000] [--keep-all] [--trim] [--json-out F]
 """
 
 import argparse
@@ -79,13 +79,11 @@ def no_replay():
     raise RuntimeError("a record came back after it was folded: the simulation is not what it claims")
 
 
-def trimmed_rss_mb(me: psutil.Process) -> int | None:
+def trimmed_rss_mb(me: psutil.Process) -> int:
     """The resident memory once glibc's allocator has returned the free pages it keeps (malloc_trim):
-    what the process holds, apart from what it freed and the allocator kept for later. None off glibc."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        return None
+    what the process holds, apart from what it freed and the allocator kept for later. Each trim
+    changes the RSS of the minutes after it, hence `--trim` is a curve of its own."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     return round(me.memory_info().rss / 2**20)
 
 
@@ -99,6 +97,7 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=64)
     parser.add_argument("--lock-ms", type=int, default=30_000, help="the group's record lock duration")
     parser.add_argument("--keep-all", action="store_true", help="fold nothing (every record kept)")
+    parser.add_argument("--trim", action="store_true", help="also the RSS after malloc_trim, each minute (glibc)")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     rng = np.random.default_rng(48)
@@ -115,18 +114,18 @@ def main() -> None:
             aggregate.add(report)
         took = time.monotonic() - started
         rss = round(me.memory_info().rss / 2**20)
-        live = trimmed_rss_mb(me)
+        live = trimmed_rss_mb(me) if args.trim else None
         rejected = aggregate.outcomes.count("rejected", "g")
         settled, duplicates = aggregate.settled_by_group["g"], aggregate.duplicates
         kept, size = ranges_kept(aggregate)
         point = {"minute": minute + 1, "rss_mb": rss, "trimmed_rss_mb": live, "seconds": round(took, 1)}
-        point |= {"rejected": rejected}
-        point |= {"ranges": kept, "ranges_mb": round(size / 2**20)}
+        point |= {"rejected": rejected, "ranges": kept, "ranges_mb": round(size / 2**20)}
         assert aggregate.outcomes.late == 0, "a folded record came back"
         curve.append(point | {"settled": settled, "acked": aggregate.acked, "duplicates": duplicates})
         print(
-            f"minute {minute + 1}: RSS {rss} MB ({live} MB once the allocator gave back its free pages), "
-            f"{took:.1f} s to take in; acked {aggregate.acked:,}, settled "
+            f"minute {minute + 1}: RSS {rss} MB"
+            + (f" ({live} MB once the allocator gave back its free pages)" if args.trim else "")
+            + f", {took:.1f} s to take in; acked {aggregate.acked:,}, settled "
             f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}; ranges held {kept:,} "
             f"({size / 2**20:.0f} MB)",
             flush=True,

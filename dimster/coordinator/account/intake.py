@@ -22,7 +22,6 @@ from dimster.workload.model import Workload
 
 FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
 EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
-LOCK_DURATION = "share.record.lock.duration.ms"  # a group's; the brokers' default is group.<this>
 
 
 class ReportIntake:
@@ -66,9 +65,8 @@ class ReportIntake:
         come back as late as the longer lock allowed)."""
         if rate_changed:
             self.aggregate.restart_pacing_window()
-        lock_ms = workload.group_config.get(LOCK_DURATION) or workload.broker_config.get(f"group.{LOCK_DURATION}")
-        if lock_ms:
-            self.aggregate.outcomes.widen_horizon(horizon_for(float(lock_ms)))
+        if lock_ms := workload.record_lock_ms:
+            self.aggregate.outcomes.widen_horizon(horizon_for(lock_ms))
 
     def start_load(self, load_started: float) -> None:
         self.flushed = time.time()

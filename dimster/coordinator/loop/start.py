@@ -10,9 +10,7 @@ from dimster.coordinator.workers.topology import Topology
 from dimster.kafka.security import ClientSecurity
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import Assignment
-from dimster.workload.model import Workload
-
-DEFAULT_LOCK_MS = 30_000  # the share groups' lock duration when the broker does not say
+from dimster.workload.model import DEFAULT_LOCK_MS, LOCK_DURATION, Workload
 
 
 def prepare_topics(kafka: RunKafka, workload: Workload, topology: Topology, bundle: ResultsBundle, log: RunLog):
@@ -37,7 +35,7 @@ def prepare_topics(kafka: RunKafka, workload: Workload, topology: Topology, bund
         return limit, DEFAULT_LOCK_MS
     bundle.run_info["groupConfig"] = {"start": effective}
     bundle.save_run_info()
-    return limit, int(effective.get("share.record.lock.duration.ms") or DEFAULT_LOCK_MS)
+    return limit, int(effective.get(LOCK_DURATION) or DEFAULT_LOCK_MS)
 
 
 def assignment_for(

@@ -32,12 +32,11 @@ from dimster.worker.clients.load_client import LoadClient, distinct
 from dimster.worker.clients.unsettled import Unsettled, archive, count_answered, receive, rows_of, settle
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
-from dimster.workload.model import Workload
+from dimster.workload.model import DEFAULT_LOCK_MS, LOCK_DURATION, Workload
 from dimster.workload.payload import unpack_headers
 from dimster.workload.processing import makespan_ms, processing_times_ms
 
 log = logging.getLogger("dimster.worker")
-DEFAULT_LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
 MIN_LOCK_S = 1.0  # the shortest acquisition lock a broker allows (group.share.min.record.lock.duration.ms)
 RENEW_TIMEOUT_MIN_S = 0.1  # a renewal started late still gets this long to be answered
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
@@ -279,7 +278,7 @@ class ConsumerClient(LoadClient):
         the workload sets it now, else as the broker reported it when the run started."""
         reported: float | str | None = driver.lock_timeout_ms()
         if reported is None:
-            reported = self.workload.group_config.get("share.record.lock.duration.ms", self.record_lock_ms)
+            reported = self.workload.group_config.get(LOCK_DURATION, self.record_lock_ms)
         return max(float(reported), 200.0) / 1000
 
     def _answered(self, answers: Answers, unsettled: Unsettled | None = None) -> None:
