@@ -18,6 +18,7 @@ from dimster.kafka.groups import LagSample
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.results.bundle import ResultsBundle
+from dimster.worker.histogram_columns import ClientHistograms, HistogramColumns
 from dimster.worker.protocol import (
     WARMUP_PREFIX,
     AddClients,
@@ -87,7 +88,7 @@ class FakeWorkers:
                 self.clients[index][client_id(spec)] = spec
         elif isinstance(message, RemoveClients):
             leaving = [self.clients[index].pop(c) for c in message.client_ids]
-            self.outbox.append((index, Reported(IntervalReport(index, time.time(), self._intervals(leaving)))))
+            self.outbox.append((index, Reported(self._report(index, time.time(), leaving))))
         elif isinstance(message, Close):
             self.outbox.append((index, Reported(IntervalReport(index, time.time(), []))))
             self.outbox.append((index, Closed()))
@@ -109,7 +110,7 @@ class FakeWorkers:
                     now, since = time.time(), self.last_report.get(index, time.time())
                     self.last_report[index] = now
                     lag = WakeLag(10, self.waiting.get(index, 0.0) * (now - since) * 1000, 5.0)
-                    report = IntervalReport(index, now, self._intervals(list(clients.values())), wake_lag=lag)
+                    report = self._report(index, now, list(clients.values()), wake_lag=lag)
                     received.append((index, Reported(report)))
                     self.reports_under_load += 1
         return received
@@ -124,8 +125,13 @@ class FakeWorkers:
         return self.clocks
 
     # -- what clients do in one step ----------------------------------------------------------------
-    def _intervals(self, specs) -> list[ClientInterval]:
-        intervals = []
+    def _report(self, index: int, end_time: float, specs, **usage) -> IntervalReport:
+        intervals = self._intervals(specs)
+        histograms = HistogramColumns.gather(h for _, h in intervals)
+        return IntervalReport(index, end_time, [c for c, _ in intervals], histograms=histograms, **usage)
+
+    def _intervals(self, specs) -> list[tuple[ClientInterval, ClientHistograms]]:
+        intervals: list[tuple[ClientInterval, ClientHistograms]] = []
         for spec in specs:
             if hasattr(spec, "producer_id"):
                 sent = PER_STEP if self.producing and self.loading else 0
@@ -133,12 +139,11 @@ class FakeWorkers:
                 self.next_sequence[spec.producer_id] += sent
                 for group in self.group_of_topic[spec.topic]:
                     self.pending[group].extend((spec.producer_id, s) for s in range(first, first + sent))
-                intervals.append(
-                    ClientInterval(
-                        client_id(spec), "producer", spec.topic, sent=sent, acked=sent,
-                        next_sequence=self.next_sequence[spec.producer_id], target_rate=PER_STEP,
-                    )
+                producer = ClientInterval(
+                    client_id(spec), "producer", spec.topic, sent=sent, acked=sent,
+                    next_sequence=self.next_sequence[spec.producer_id], target_rate=PER_STEP,
                 )  # fmt: skip
+                intervals.append((producer, {}))
             else:
                 taken = [
                     self.pending[spec.group].popleft() for _ in range(min(PER_STEP, len(self.pending[spec.group])))
@@ -153,8 +158,8 @@ class FakeWorkers:
                 measured, warm = Histogram(), Histogram()  # 5 ms each; warm-up's 1 s must not count
                 measured.record_array(np.full(len(taken), E2E_MS * 1000.0))
                 warm.record_array(np.full(len(taken), 1_000_000.0))
-                interval.histograms = {("e2e", 0): measured.to_wire(), (WARMUP_PREFIX + "e2e", 0): warm.to_wire()}
-                intervals.append(interval)
+                latencies = {("e2e", 0): measured.to_wire(), (WARMUP_PREFIX + "e2e", 0): warm.to_wire()}
+                intervals.append((interval, latencies))
         return intervals
 
 

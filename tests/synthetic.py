@@ -11,6 +11,7 @@ import numpy as np
 
 from dimster.metrics.histogram import Histogram
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
 START = 1_800_000_000.0
@@ -30,13 +31,14 @@ def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> d
     writer = MetricsWriter(folder / "metrics", START)
     samples: dict[str, list] = {}
     for second in range(seconds):
-        clients = []
+        clients, latencies = [], []
         for c in range(consumers):
             values = rng.lognormal(mean=8.5, sigma=0.8, size=per_second)
             values[: per_second // 100] *= 20  # a 1% tail
             histogram = Histogram()
             histogram.record_many(values)
             samples.setdefault(f"c{c}", []).append(values)
+            latencies.append({("e2e", c): histogram.to_wire()})
             clients.append(
                 ClientInterval(
                     client_id=f"c{c}",
@@ -48,7 +50,6 @@ def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> d
                     accepted=per_second,
                     polls=40,
                     max_poll_records=120,
-                    histograms={("e2e", c): histogram.to_wire()},
                     delivery_counts={1: per_second - 5, 2: 5},
                 )
             )
@@ -62,7 +63,8 @@ def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> d
             acked=consumers * per_second,
             next_sequence=(second + 1) * consumers * per_second,
         )
-        writer.add(IntervalReport(0, START + second + 1, [producer, *clients]), "measure")
+        histograms = HistogramColumns.gather([{}, *latencies])
+        writer.add(IntervalReport(0, START + second + 1, [producer, *clients], histograms=histograms), "measure")
         if second % 7 == 6:
             writer.flush()
     writer.flush()

@@ -21,6 +21,7 @@ from dimster.pipeline.campaign_metrics import placed
 from dimster.pipeline.campaign_summary import mode_fields, summarize_campaign
 from dimster.report.campaign_page import write_campaign_page
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 from tests.synthetic import START, exact_percentile
 
@@ -87,7 +88,6 @@ def write_bundle(folder: Path, rate: int, seed: int, waited: float, ratio: float
             sent=rate * scale,
             sent_bytes=rate * scale * SIZE,
             acked=rate * scale,
-            histograms={("publish", -1): histogram(publish)},
         )
         consumer = ClientInterval(
             client_id="c0",
@@ -97,7 +97,6 @@ def write_bundle(folder: Path, rate: int, seed: int, waited: float, ratio: float
             received=(rate - 10) * scale,
             received_bytes=(rate - 10) * scale * SIZE,
             accepted=(rate - 10) * scale,
-            histograms={("e2e", 0): histogram(e2e)},
             # 2 fetches a second, which bring half as many bytes again as it consumes
             client_stats=dict.fromkeys(COLUMNS, 0.0)
             | {"requests_sharefetch": 2.0 * second, "rx_bytes": 1.5 * (rate - 10) * SIZE * second},
@@ -105,9 +104,13 @@ def write_bundle(folder: Path, rate: int, seed: int, waited: float, ratio: float
         # each on a worker of its own, which spends CPU_PER_MB of its role on every MB it moves
         producer_cpu = CPU_PER_MB["producer"] * rate * scale * SIZE / 1e6
         consumer_cpu = CPU_PER_MB["consumer"] * (rate - 10) * scale * SIZE / 1e6
-        writer.add(IntervalReport(0, START + second + 0.5, [producer], cpu_seconds=producer_cpu), phase)
+        publishing = HistogramColumns.gather([{("publish", -1): histogram(publish)}])
+        writer.add(IntervalReport(0, START + second + 0.5, [producer], producer_cpu, histograms=publishing), phase)
         lag = WakeLag(wakes=90, lag_ms_sum=1000 * waited, lag_ms_max=50.0)
-        writer.add(IntervalReport(1, START + second + 0.5, [consumer], cpu_seconds=consumer_cpu, wake_lag=lag), phase)
+        latencies = HistogramColumns.gather([{("e2e", 0): histogram(e2e)}])
+        writer.add(
+            IntervalReport(1, START + second + 0.5, [consumer], consumer_cpu, wake_lag=lag, histograms=latencies), phase
+        )
     writer.flush()
     return {metric: np.concatenate(parts) for metric, parts in measured.items()}
 

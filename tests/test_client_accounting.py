@@ -68,13 +68,13 @@ def test_implicit_poll_settles_every_record_once_answered_and_times_it_per_parti
     poll = polled(records, foreign=2)
     client._record(poll, None)
     client._answered(answered(poll))
-    interval = client.take_interval()
+    interval, histograms = client.take_interval()
     assert (interval.polls, interval.received, interval.max_poll_records) == (1, 13, 13)
     assert interval.max_poll_partitions == 2  # partitions 0 and 1 (the foreign records' 0 among them)
     assert interval.accepted == 13 and interval.received_bytes == 1300
     assert interval.settled == {1: [(0, 9)], 2: [(0, 0)]}
     assert interval.delivery_counts == {1: 13}
-    e2e = {key: Histogram.from_wire(wire) for key, wire in interval.histograms.items()}
+    e2e = {key: Histogram.from_wire(wire) for key, wire in histograms.items()}
     assert {key: h.total for key, h in e2e.items()} == {("e2e", 0): 5, ("e2e", 1): 6}
     assert e2e[("e2e", 0)].min >= 5_000  # µs; intended 5 ms before it was polled
 
@@ -86,7 +86,7 @@ def test_released_records_settle_only_on_their_last_delivery():
     poll = polled(records, delivery_counts=[1, 2, 5, 1])
     client._record(poll, outcomes)
     client._answered(answered(poll))
-    interval = client.take_interval()
+    interval, _ = client.take_interval()
     assert (interval.accepted, interval.released, interval.rejected) == (1, 2, 1)
     assert interval.settled == {1: [(0, 0), (2, 3)]}  # sequence 1 comes back; 2 was on its last delivery
     assert interval.delivery_counts == {1: 2, 2: 1, 5: 1}
@@ -95,7 +95,7 @@ def test_released_records_settle_only_on_their_last_delivery():
 def test_consumer_groups_count_no_share_outcomes():
     client = consumer("CONSUMER_GROUP")
     client._record(polled([(1, 0, 0, 0), (1, 1, 0, 0)]), None)
-    interval = client.take_interval()
+    interval, _ = client.take_interval()
     assert interval.received == 2 and interval.accepted == 0 and interval.delivery_counts == {}
     assert interval.settled == {1: [(0, 1)]}
 
@@ -112,11 +112,11 @@ def test_outcome_fractions_follow_the_workload():
 def test_a_rebuilt_client_marks_the_interval_that_mixes_two_clients():
     client = consumer()
     client._new_generation("librdkafka")
-    assert client.take_interval().generation == 1  # the first client: nothing to mix with
+    assert client.take_interval()[0].generation == 1  # the first client: nothing to mix with
     client._new_generation("java")
-    mixed = client.take_interval()
+    mixed, _ = client.take_interval()
     assert (mixed.generation, mixed.library) == (0, "java")
-    assert (client.take_interval().generation, client.interval.library) == (2, "java")
+    assert (client.take_interval()[0].generation, client.interval.library) == (2, "java")
 
 
 def test_both_libraries_fill_the_same_columns():
@@ -240,7 +240,7 @@ def test_a_lock_that_ran_out_on_the_last_delivery_archives_the_record():
     client._lapsed_on_last_delivery(poll, outcomes)
     # the broker: the archived and the rejected took effect; the fourth's lock had run out
     client._answered(Answers(record_keys(poll), np.array([SETTLED] * 3 + [LOCK_LAPSED], dtype=np.int8)))
-    interval = client.take_interval()
+    interval, _ = client.take_interval()
     assert interval.settled_archived == {1: [(0, 1)]} and interval.lock_timeouts == 3
     assert interval.settled == {1: [(0, 2)]}  # the fourth comes back; sequence 2 is rejected
     assert (interval.accepted, interval.rejected, interval.settled_rejected) == (0, 1, {(1, 5): [(2, 2)]})
@@ -259,9 +259,9 @@ def test_a_crashed_consumers_records_are_timed_when_they_come_back():
     client.watch({1: [(0, 2)], 2: [(7, 7)]}, crashed_at)
     # sequence 0 again (delivery 2), 1 on a first delivery (not a redelivery), 7 of producer 2 again
     client._record(polled([(1, 0, 0, 0), (1, 1, 0, 0), (2, 7, 0, 1)], delivery_counts=[2, 1, 2]), None)
-    interval = client.take_interval()
+    interval, histograms = client.take_interval()
     assert interval.redelivered_after_crash == 2
-    delays = Histogram.from_wire(interval.histograms[("redelivery", -1)])
+    delays = Histogram.from_wire(histograms[("redelivery", -1)])
     assert delays.total == 2 and delays.min >= 2_000_000  # µs since the crash
     assert client.watches == [(crashed_at, {(1, 1), (1, 2)})]  # still waiting for these
 
@@ -271,9 +271,9 @@ def test_a_crash_heard_of_late_still_times_the_records_received_before():
     crashed_at = time.time() - 3.0
     client._record(polled([(1, 0, 0, 0)], delivery_counts=[2]), None)  # back before the watch arrived
     client.watch({1: [(0, 1)]}, crashed_at)
-    interval = client.take_interval()
+    interval, histograms = client.take_interval()
     assert interval.redelivered_after_crash == 1
-    assert Histogram.from_wire(interval.histograms[("redelivery", -1)]).min >= 3_000_000
+    assert Histogram.from_wire(histograms[("redelivery", -1)]).min >= 3_000_000
     assert client.watches == [(crashed_at, {(1, 1)})]
 
 
@@ -283,7 +283,7 @@ def test_a_refusal_of_a_lapse_counted_already_is_not_counted_again():
     client._record(poll, np.array([ACCEPT, ACCEPT], dtype=np.int8))
     client._lapsed_on_last_delivery(poll, None)  # offset 42, on its last delivery
     client._answered(answered(poll, LOCK_LAPSED))
-    interval = client.take_interval()
+    interval, _ = client.take_interval()
     assert interval.lock_timeouts == 2  # offset 42 once, 43 once
     assert interval.settled == interval.settled_archived == {1: [(0, 0)]}  # 43 comes back
 
@@ -307,7 +307,7 @@ def test_a_renewal_may_take_until_the_lock_it_renews_runs_out():
     from_poll = client._process(SimpleNamespace(renew=renew), polled([(1, 0, 0, 0)]), polled_at, lock_s=4.0)
     assert not from_poll and len(timeouts) == 1
     assert 1.0 < timeouts[0] <= 2.0  # a quarter of the lock was the old, too short, limit
-    assert client.take_interval().renewed == 1
+    assert client.take_interval()[0].renewed == 1
 
 
 def test_a_crash_is_watched_for_no_longer_than_its_horizon():

@@ -14,6 +14,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.journal import JOURNAL, RunJournal, read_journal, tail_files
 from dimster.coordinator.loop.recover import crashed_account, received_past_commit, recover_crashed, replay
 from dimster.errors import DimsterError
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     ClientInterval,
@@ -91,18 +92,19 @@ def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_repo
     """A report that came as bytes goes to the tail as it came: the same records as encoding it again."""
     consumer = ClientInterval(
         "c0", "share_consumer", "t", "g", received=5, accepted=5, settled={0: [(0, 4)]},
-        histograms={("e2e", 0): ({10: 5}, 50, 1.0, 2.0)}, delivery_counts={1: 5}, client_stats={"x": 1.0},
+        delivery_counts={1: 5}, client_stats={"x": 1.0},
     )  # fmt: skip
     journal = RunJournal(tmp_path)
-    report = IntervalReport(0, 101.0, [consumer])
+    latencies = HistogramColumns.gather([{("e2e", 0): ({10: 5}, 50, 1.0, 2.0)}])
+    report = IntervalReport(0, 101.0, [consumer], histograms=latencies)
     message = decode(encode(Reported(report))) if as_received else Reported(report)
     assert isinstance(message, Reported) and (report_bytes(message.received) is not None) == as_received
     journal.report(message.report, "measure", 0, message.received)
     [(_, account)] = read_journal(journal.path)
     [(_, _, _, whole)] = read_journal(journal.tail_path)
     assert account.clients[0].settled == {0: [(0, 4)]} and account.clients[0].received == 5
-    assert account.clients[0].histograms == {} and account.clients[0].client_stats is None
-    assert whole.clients[0] == consumer
+    assert len(account.histograms) == 0 and account.clients[0].client_stats is None
+    assert whole.clients[0] == consumer and whole.histograms == latencies
     journal.written(0)  # the Parquet files hold the tail now
     assert tail_files(tmp_path) == [] and journal.path.stat().st_size > 0
 

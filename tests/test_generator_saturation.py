@@ -17,6 +17,7 @@ from dimster.report.data import RunData
 from dimster.report.saturation import saturated_spans
 from dimster.verdict.compare import Point, compare_verdict
 from dimster.verdict.judge import judge_summary, outcome
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 
 pytestmark = pytest.mark.unit
@@ -54,8 +55,11 @@ def report(worker: int, end: float, waited_ms: float, cpu: float, delays_ms: tup
     histogram = Histogram()
     for ms in delays_ms:
         histogram.record(ms * 1000)
-    producer = ClientInterval(f"p{worker}", "producer", "t", histograms={("publish_delay", -1): histogram.to_wire()})
-    return IntervalReport(worker, end, [producer], cpu, wake_lag=WakeLag(500, waited_ms, 50.0), cores=2)
+    producer = ClientInterval(f"p{worker}", "producer", "t")
+    delays = HistogramColumns.gather([{("publish_delay", -1): histogram.to_wire()}])
+    return IntervalReport(
+        worker, end, [producer], cpu, wake_lag=WakeLag(500, waited_ms, 50.0), cores=2, histograms=delays
+    )
 
 
 def test_the_window_counts_a_workers_cpu_only_for_the_time_after_load_started():

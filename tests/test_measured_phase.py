@@ -12,6 +12,7 @@ from dimster.clients import Polled
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
+from dimster.worker.histogram_columns import ClientHistograms, HistogramColumns
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, IntervalReport
 from dimster.workload.model import Workload
 from dimster.workload.payload import pack_header
@@ -29,8 +30,8 @@ def poll_of(intended_ns: list[int]) -> Polled:
     )
 
 
-def latency_totals(interval: ClientInterval) -> dict[str, int]:
-    return {metric: Histogram.from_wire(wire).total for (metric, _), wire in interval.histograms.items()}
+def latency_totals(taken: tuple[ClientInterval, ClientHistograms]) -> dict[str, int]:
+    return {metric: Histogram.from_wire(wire).total for (metric, _), wire in taken[1].items()}
 
 
 def test_e2e_latency_goes_to_the_phase_the_record_was_intended_for():
@@ -40,8 +41,9 @@ def test_e2e_latency_goes_to_the_phase_the_record_was_intended_for():
     client.measure_from = now - 1.0
     # three records from warm-up (2 s ago), two from the measured phase (0.5 s ago), one poll
     client._record(poll_of([int((now - 2.0) * 1e9)] * 3 + [int((now - 0.5) * 1e9)] * 2), None)
-    interval = client.take_interval()
-    totals = latency_totals(interval)
+    taken = client.take_interval()
+    interval = taken[0]
+    totals = latency_totals(taken)
     assert totals == {"e2e": 2, WARMUP_PREFIX + "e2e": 3}
     assert interval.received == 5  # counts are not split: only latencies are
 
@@ -75,8 +77,8 @@ def test_console_window_shows_warmup_and_measured_latencies_together():
     warm.record_array(np.array([1000.0] * 3))
     measured.record_array(np.array([2000.0] * 2))
     interval = ClientInterval("c0", "share_consumer", "t", "g", received=5)
-    interval.histograms = {(WARMUP_PREFIX + "e2e", 0): warm.to_wire(), ("e2e", 0): measured.to_wire()}
-    aggregate.add(IntervalReport(0, time.time(), [interval]))
+    latencies = {(WARMUP_PREFIX + "e2e", 0): warm.to_wire(), ("e2e", 0): measured.to_wire()}
+    aggregate.add(IntervalReport(0, time.time(), [interval], histograms=HistogramColumns.gather([latencies])))
     assert aggregate.window.e2e.total == 5
 
 

@@ -11,6 +11,7 @@ import pytest
 from dimster.results import metrics_parts
 from dimster.results.metrics_parts import compact_parts, completed_ranges, readable_parts, table_files, written_flushes
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
 pytestmark = pytest.mark.unit
@@ -21,9 +22,9 @@ def write_flushes(metrics, count: int, behind: bool = False) -> MetricsWriter:
     """`count` flushes of one report each, the producer's `sent` counting the flush."""
     writer = MetricsWriter(metrics, START, behind)
     for flush in range(count):
-        publish = {("publish", -1): ({3: 1}, 1, 1.0, 1.0)}
-        client = ClientInterval("p0", "producer", "t", sent=flush + 1, histograms=publish)
-        writer.add(IntervalReport(0, START + flush + 1, [client]), "measure")
+        publish = HistogramColumns.gather([{("publish", -1): ({3: 1}, 1, 1.0, 1.0)}])
+        client = ClientInterval("p0", "producer", "t", sent=flush + 1)
+        writer.add(IntervalReport(0, START + flush + 1, [client], histograms=publish), "measure")
         writer.flush()
     return writer
 
@@ -84,8 +85,9 @@ def test_a_table_a_merge_behind_cannot_read_leaves_the_others_merged(tmp_path, m
     (metrics / "histograms" / "part-00000.parquet").write_bytes(b"cut short")  # sorted before the others
     writer = MetricsWriter(metrics, START, behind=True)
     writer.parts = 1
-    client = ClientInterval("p0", "producer", "t", sent=2, histograms={("publish", -1): ({3: 1}, 1, 1.0, 1.0)})
-    writer.add(IntervalReport(0, START + 2, [client]), "measure")
+    client = ClientInterval("p0", "producer", "t", sent=2)
+    publish = HistogramColumns.gather([{("publish", -1): ({3: 1}, 1, 1.0, 1.0)}])
+    writer.add(IntervalReport(0, START + 2, [client], histograms=publish), "measure")
     writer.flush()  # completes flushes 0-1
     writer.close()
     assert sorted(p.name for p in (metrics / "histograms").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]

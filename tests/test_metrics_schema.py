@@ -12,6 +12,7 @@ from dimster.coordinator.control import client_series, status_schema
 from dimster.metrics import schema
 from dimster.metrics.client_stats import COLUMNS
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
 
@@ -61,8 +62,8 @@ def test_the_writer_writes_the_declared_columns(tmp_path):
     writer = MetricsWriter(tmp_path, 100.0)
     stats = extract_client_stats({})
     client = ClientInterval("c0", "share_consumer", "t", "g", received=3, delivery_counts={1: 3}, client_stats=stats)
-    client.histograms = {("e2e", 0): ({5: 3}, 3, 10.0, 20.0)}
-    writer.add(IntervalReport(0, 101.0, [client]), "measure")
+    latencies = HistogramColumns.gather([{("e2e", 0): ({5: 3}, 3, 10.0, 20.0)}])
+    writer.add(IntervalReport(0, 101.0, [client], histograms=latencies), "measure")
     writer.flush()
     columns = {table.name: pq.read_table(table).column_names for table in tmp_path.iterdir()}
     first = [*schema.REPORT_COLUMNS, *schema.CLIENT_COLUMNS]
@@ -104,22 +105,25 @@ def test_every_bucket_and_delivery_count_row_carries_its_own_clients_and_histogr
     take): each row must be the one a dict per bucket would have made."""
     import pyarrow.parquet as pq
 
-    producer = ClientInterval("p3", "producer", "t1", sent=5, histograms={("publish", -1): ({7: 5}, 5, 1.0, 2.0)})
-    consumer = ClientInterval(
-        "c8", "share_consumer", "t2", "g", received=6, delivery_counts={1: 4, 2: 2},
-        histograms={("e2e", 0): ({10: 1, 11: 2, 12: 1}, 4, 3.0, 9.0), ("e2e", 4): ({30: 2}, 2, 20.0, 21.0)},
-    )  # fmt: skip
-    other = ClientInterval("c9", "share_consumer", "t2", "g", histograms={("e2e", 1): ({5: 1, 6: 1}, 2, 0.5, 0.7)})
+    producer = ClientInterval("p3", "producer", "t1", sent=5)
+    consumer = ClientInterval("c8", "share_consumer", "t2", "g", received=6, delivery_counts={1: 4, 2: 2})
+    other = ClientInterval("c9", "share_consumer", "t2", "g")
     other.delivery_counts = {3: 1}
+    latencies = {
+        "p3": {("publish", -1): ({7: 5}, 5, 1.0, 2.0)},
+        "c8": {("e2e", 0): ({10: 1, 11: 2, 12: 1}, 4, 3.0, 9.0), ("e2e", 4): ({30: 2}, 2, 20.0, 21.0)},
+        "c9": {("e2e", 1): ({5: 1, 6: 1}, 2, 0.5, 0.7)},
+    }
     writer = MetricsWriter(tmp_path, 100.0)
-    writer.add(IntervalReport(0, 101.0, [producer, consumer]), "warmup")
-    writer.add(IntervalReport(2, 102.5, [other]), "measure")
+    first_report = HistogramColumns.gather([latencies["p3"], latencies["c8"]])
+    writer.add(IntervalReport(0, 101.0, [producer, consumer], histograms=first_report), "warmup")
+    writer.add(IntervalReport(2, 102.5, [other], histograms=HistogramColumns.gather([latencies["c9"]])), "measure")
     writer.flush()
     expected = []
     for end, phase, worker, c in ((101.0, "warmup", 0, producer), (101.0, "warmup", 0, consumer),
                                   (102.5, "measure", 2, other)):  # fmt: skip
         first = (end, round(end - 100.0, 3), phase, worker, c.client_id, c.role, c.topic, c.group)
-        for (metric, partition), (counts, total, low, high) in c.histograms.items():
+        for (metric, partition), (counts, total, low, high) in latencies[c.client_id].items():
             expected += [(*first, metric, partition, b, n, total, low, high) for b, n in counts.items()]
     rows = pq.read_table(tmp_path / "histograms").to_pylist()
     assert [tuple(r.values()) for r in rows] == expected

@@ -18,6 +18,7 @@ from dimster.results.metrics_writer import MetricsWriter
 from dimster.results.omb_records import OmbTestResult
 from dimster.results.omb_result import omb_result, quantile_map, write_omb_result
 from dimster.schemas import SCHEMAS_DIR
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport
 from tests.synthetic import START, exact_percentile, synthetic_run
 
@@ -95,7 +96,7 @@ def test_a_synthetic_run_gives_every_field_of_testresult_and_the_measured_percen
     assert values == sorted(values) and values[0] == everything.min() / 1000
 
 
-def producer(name: str, acked: int, errors: int, publish, delay, warmup: bool) -> ClientInterval:
+def producer(name: str, acked: int, errors: int, publish, delay, warmup: bool) -> tuple[ClientInterval, dict]:
     """A producer's report: its records' publish latencies and delays (under warmup_ when intended in warm-up)."""
     prefix = "warmup_" if warmup else ""
     wires = {}
@@ -103,8 +104,8 @@ def producer(name: str, acked: int, errors: int, publish, delay, warmup: bool) -
         h = Histogram()
         h.record_many(values)
         wires[(prefix + metric, 0)] = h.to_wire()
-    return ClientInterval(client_id=name, role="producer", topic="t", acked=acked, sent=acked, send_errors=errors,
-                          histograms=wires)  # fmt: skip
+    return ClientInterval(client_id=name, role="producer", topic="t", acked=acked, sent=acked,
+                          send_errors=errors), wires  # fmt: skip
 
 
 def test_windows_of_the_measured_phase_count_its_records_and_aggregates_leave_warmup_out(tmp_path):
@@ -124,7 +125,9 @@ def test_windows_of_the_measured_phase_count_its_records_and_aggregates_leave_wa
             windows_publish[0].append(5e6)
         consumer = ClientInterval(client_id="c0", role="share_consumer", topic="t", group="g", received=acked - 80,
                                   accepted=acked - 100, rejected=0)  # fmt: skip
-        writer.add(IntervalReport(0, START + second + 0.5, [*clients, consumer]), phase)
+        latencies = HistogramColumns.gather([wires for _, wires in clients])
+        report = IntervalReport(0, START + second + 0.5, [c for c, _ in clients] + [consumer], histograms=latencies)
+        writer.add(report, phase)
         if phase == "measure":
             measured_publish.append(publish)
             measured_delay.append(delay)

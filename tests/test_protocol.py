@@ -4,6 +4,7 @@ import pickle
 
 import pytest
 
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     MESSAGES,
     AddClients,
@@ -63,13 +64,14 @@ INTERVAL = ClientInterval(
     library="java",
     generation=2,
     received=10,
-    histograms={("e2e", 3): ({0: 1, 17: 4}, 5, 0.5, 900.0), ("warmup_e2e", 0): ({2: 1}, 1, 2.0, 2.0)},
     delivery_counts={1: 9, 2: 1},
     settled={0: [(0, 4), (6, 9)], 3: [(0, 0)]},
     client_stats={"batch_records_avg": 12.5},
     failed_sequences=[5],
     rebalances=[(1_790_000_000.25, "revoked", 3), (1_790_000_000.5, "assigned", 2)],
 )
+LATENCIES = {("e2e", 3): ({0: 1, 17: 4}, 5, 0.5, 900.0), ("warmup_e2e", 0): ({2: 1}, 1, 2.0, 2.0)}
+PUBLISH = {("publish", -1): ({40: 2, 41: 1}, 3, 1.0, 1.5)}
 EXAMPLES = [
     Hello("0.1.0", 1, "run-1", "coordinator-host"),
     Hello("0.1.0", 1, "", "h", status_only=True),
@@ -90,7 +92,11 @@ EXAMPLES = [
     Ready(),
     Reported(
         IntervalReport(
-            2, 1_790_000_001.0, [INTERVAL, ClientInterval("p0", "producer", "t", next_sequence=99)], cpu_seconds=0.75
+            2,
+            1_790_000_001.0,
+            [INTERVAL, ClientInterval("p0", "producer", "t", next_sequence=99)],
+            cpu_seconds=0.75,
+            histograms=HistogramColumns.gather([LATENCIES, PUBLISH]),
         )
     ),
     ProducersStopped(),
@@ -114,10 +120,52 @@ def test_round_trip(message):
 
 
 def test_histogram_keys_and_int_keyed_maps_keep_their_types():
-    [back] = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report.clients
-    assert set(back.histograms) == {("e2e", 3), ("warmup_e2e", 0)}
-    assert back.histograms[("e2e", 3)][0] == {0: 1, 17: 4}
-    assert back.settled[3] == [(0, 0)] and back.delivery_counts == {1: 9, 2: 1}
+    report = IntervalReport(0, 1.0, [INTERVAL], histograms=HistogramColumns.gather([LATENCIES]))
+    back = decode(encode(Reported(report))).report
+    assert back.histograms.by_client(1) == [LATENCIES]
+    assert back.clients[0].settled[3] == [(0, 0)] and back.clients[0].delivery_counts == {1: 9, 2: 1}
+
+
+def test_a_reports_histograms_are_columns_and_each_metrics_merge_in_one_sum():
+    """Protocol 16: a report's histograms travel as packed columns; merging those of some metrics adds
+    their buckets, totals and extremes, whichever client they came from."""
+    import msgpack
+
+    other = {("e2e", 0): ({17: 6, 30: 1}, 7, 0.25, 2000.0), ("publish", -1): ({1: 1}, 1, 1.0, 1.0)}
+    report = IntervalReport(0, 1.0, [INTERVAL, INTERVAL], histograms=HistogramColumns.gather([LATENCIES, other]))
+    data = encode(Reported(report))
+    wire = msgpack.unpackb(data, strict_map_key=False)[1]["report"]["histograms"]
+    assert wire["bucket"] == b"".join(b.to_bytes(8, "little", signed=True) for b in (0, 17, 2, 17, 30, 1))
+    back = decode(data).report.histograms
+    assert back.client.tolist() == [0, 0, 1, 1] and back.metric == ["e2e", "warmup_e2e", "e2e", "publish"]
+    assert back.by_metric == {
+        "e2e": ({0: 1, 17: 10, 30: 1}, 12, 0.25, 2000.0),
+        "warmup_e2e": ({2: 1}, 1, 2.0, 2.0),
+        "publish": ({1: 1}, 1, 1.0, 1.0),
+    }
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"size": b"\x03" + b"\x00" * 7},
+        {"client": (5).to_bytes(8, "little")},
+        {"count": b""},
+        {"metric": []},
+        {"bucket": (1 << 40).to_bytes(8, "little")},
+    ],
+    ids=["sizes", "client beyond", "counts", "metrics", "bucket beyond"],
+)
+def test_histogram_columns_that_disagree_are_protocol_errors(change):
+    import msgpack
+
+    report = IntervalReport(
+        0, 1.0, [INTERVAL], histograms=HistogramColumns.gather([{("e2e", 3): ({0: 1}, 1, 1.0, 1.0)}])
+    )
+    kind, body = msgpack.unpackb(encode(Reported(report)), strict_map_key=False)
+    body["report"]["histograms"].update(change)
+    with pytest.raises(ProtocolError):
+        decode(msgpack.packb([kind, body], use_bin_type=True))
 
 
 def test_garbage_and_unknown_kinds_are_protocol_errors():
@@ -172,18 +220,19 @@ def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
     ranges = [(0, 4), (7, 7), (2**40, 2**62)]
     counts = {-3: 1, 0: 2, 1100: 2**33}
     client = ClientInterval(
-        "c1", "share_consumer", "t", "g", settled={5: ranges}, histograms={("e2e", 2): (counts, 7, 1.5, 9.0)},
-        settled_rejected={(5, 2): [(9, 12)]},
+        "c1", "share_consumer", "t", "g", settled={5: ranges}, settled_rejected={(5, 2): [(9, 12)]}
     )  # fmt: skip
-    data = encode(Reported(IntervalReport(0, 1.0, [client])))
+    latencies = HistogramColumns.gather([{("e2e", 2): (counts, 7, 1.5, 9.0)}])
+    data = encode(Reported(IntervalReport(0, 1.0, [client], histograms=latencies)))
     _kind, body = msgpack.unpackb(data, strict_map_key=False)
     wire = body["report"]["clients"][0]
     assert wire["settled"] == {5: b"".join(n.to_bytes(8, "little", signed=True) for r in ranges for n in r)}
-    assert isinstance(wire["histograms"][0][1][0], bytes) and len(wire["histograms"][0][1][0]) == 16 * len(counts)
-    back = decode(data).report.clients[0]
-    assert back == client
-    assert back.settled[5] == ranges and type(back.settled[5][0]) is tuple
-    assert back.histograms[("e2e", 2)][0] == counts
+    assert isinstance(body["report"]["histograms"]["count"], bytes) and len(body["report"]["histograms"]["count"]) == 24
+    back = decode(data).report
+    assert back.clients[0] == client
+    assert back.clients[0].settled[5] == ranges and type(back.clients[0].settled[5][0]) is tuple
+    assert back.histograms.by_client(1) == [{("e2e", 2): (counts, 7, 1.5, 9.0)}]
+    assert back.histograms.by_metric == {"e2e": (counts, 7, 1.5, 9.0)}  # negative buckets and 2**33 counts too
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from dimster.coordinator.loop.failures import RunFailed
 from dimster.coordinator.loop.phases import RunPhases
 from dimster.errors import DimsterError
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
 from dimster.workload.modes.base import PlanStep
 from tests.conftest import busy_port
@@ -378,9 +379,11 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
                     received=received,
                     polls=2,
                     max_poll_records=3,
-                    histograms={("e2e", 0): histogram.to_wire(), ("warmup_e2e", 1): histogram.to_wire()},
                 ),
             ],
+            histograms=HistogramColumns.gather(
+                [{}, {}, {("e2e", 0): histogram.to_wire(), ("warmup_e2e", 1): histogram.to_wire()}]
+            ),
         )
 
     exporter = StatusExporter({"run": "r1"})

@@ -92,7 +92,7 @@ def run(monkeypatch, polls: list[Polled], outcomes: list[list[int]] | None = Non
     monkeypatch.setattr(client, "_outcomes", lambda count: np.array(next(chosen), dtype=np.int8))
     client._consume_until_recreated()
     assert driver.closed
-    return client.take_interval()
+    return client.take_interval()[0]
 
 
 def account(interval: ClientInterval, acked: int) -> tuple[dict, int]:
@@ -110,11 +110,11 @@ def test_a_received_record_is_not_settled_until_the_broker_answers():
     client.measure_from = 0.0
     poll = poll_of((0, 10, 1), (1, 11, 1))
     client._record(poll, None)
-    received = client.take_interval()
+    received, histograms = client.take_interval()
     assert received.received == 2 and received.accepted == 0 and received.settled == {}
-    assert Histogram.from_wire(received.histograms[("e2e", 0)]).total == 2  # latency: of delivery, at receipt
+    assert Histogram.from_wire(histograms[("e2e", 0)]).total == 2  # latency: of delivery, at receipt
     client._answered(Answers(record_keys(poll), np.array([SETTLED, SETTLED], dtype=np.int8)))
-    answered = client.take_interval()
+    answered, _ = client.take_interval()
     assert answered.accepted == 2 and answered.settled == {PRODUCER: [(0, 1)]} and answered.received == 0
 
 
@@ -183,7 +183,7 @@ def test_acknowledgements_left_unanswered_at_close_are_errors_and_their_records_
     silent = Silent(client, [poll_of((0, 0, 1), (1, 1, 1))])
     monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: silent)
     client._consume_until_recreated()
-    interval = client.take_interval()
+    interval, _ = client.take_interval()
     assert (interval.received, interval.accepted, interval.ack_errors) == (2, 0, 2)
     assert interval.settled == {} and interval.in_doubt == {(PRODUCER, 1): [(0, 1)]}
     terms, duplicates = account(interval, 2)
@@ -207,7 +207,7 @@ def test_a_record_whose_acknowledgement_was_answered_with_an_error_settles_by_it
     refusing = Refusing(client, [poll_of((0, 0, 1), (1, 1, 1)), poll_of((1, 1, 2))])
     monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: refusing)
     client._consume_until_recreated()
-    interval = client.take_interval()
+    interval, _ = client.take_interval()
     assert (interval.accepted, interval.ack_errors, interval.in_doubt) == (2, 1, {(PRODUCER, 1): [(1, 1)]})
     assert interval.received_again == {(PRODUCER, 2): [(1, 1)]} and interval.settled == {PRODUCER: [(0, 1)]}
     terms, duplicates = account(interval, 2)

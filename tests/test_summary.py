@@ -16,6 +16,7 @@ from dimster.pipeline.spark import DRIVER_JAVA_OPTS, spark_session
 from dimster.pipeline.summary import summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.results.omb_result import omb_result
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
 from tests.conftest import dimster
 from tests.synthetic import START, exact_percentile, synthetic_run
@@ -249,15 +250,14 @@ def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(
         consumer = ClientInterval(client_id="c0", role="share_consumer", topic="t", group="g", received=100)
         late = Histogram()
         late.record_many([300_000.0 if phase == "warmup" else 1_000.0 * second] * 100)
-        producer = ClientInterval(
-            client_id="p0", role="producer", topic="t", sent=100, histograms={("publish_delay", 0): late.to_wire()}
-        )
+        producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=100)
+        delays = HistogramColumns.gather([{("publish_delay", 0): late.to_wire()}])
         busy = WakeLag(wakes=80, lag_ms_sum=200.0, lag_ms_max=40.0 + second)
         starting = WakeLag(
             wakes=10 if phase == "warmup" else 98, lag_ms_sum=900.0 if phase == "warmup" else 20.0, lag_ms_max=12.0
         )
         writer.add(IntervalReport(0, START + second, [consumer], 0.9, wake_lag=busy), phase)
-        writer.add(IntervalReport(1, START + second, [producer], 0.1, wake_lag=starting), phase)
+        writer.add(IntervalReport(1, START + second, [producer], 0.1, wake_lag=starting, histograms=delays), phase)
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     summary = summarize(tmp_path, spark)

@@ -19,6 +19,7 @@ from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import from_source
 from dimster.pipeline.share_meters import ACKS
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
 START = 1_800_000_000.0
@@ -31,9 +32,14 @@ def write_made_up_run(folder: Path) -> None:
     writer = MetricsWriter(folder / "metrics", START)
     for second in range(1, SECONDS + 1):
         at = START + second
-        writer.add(
-            IntervalReport(0, at, _clients(second), cpu_seconds=0.2, rss_bytes=10**8, threads=9, cores=2), "measure"
+        latencies = HistogramColumns.gather(
+            [
+                {("publish", -1): _histogram(range(500, 5000, 25)), ("publish_delay", -1): _histogram(range(200))},
+                *({("e2e", c): _histogram(range(1000, 9000, 80))} for c in range(2)),
+            ]
         )
+        report = IntervalReport(0, at, _clients(second), 0.2, 10**8, threads=9, cores=2, histograms=latencies)
+        writer.add(report, "measure")
         writer.add_broker_samples(at, 1, _broker_samples(second), "measure")
         writer.add_group_lag(
             LagSample(at, {GROUP: {0: (second * RATE, 5), 1: (second * RATE, 3)}}), {GROUP: 4}, "measure"
@@ -50,17 +56,17 @@ def _histogram(values: range) -> tuple:
 
 
 def _clients(second: int) -> list[ClientInterval]:
+    """The producer, then the two consumers (whose histograms write_made_up_run adds)."""
     stats = {m.name: float(second * 40 if m.kind == "counter" else 2) for m in from_source("client_stats")}
     producer = ClientInterval(
         client_id="p0", role="producer", topic=TOPIC, target_rate=RATE, sent=RATE, acked=RATE,
         sent_bytes=RATE * 100, next_sequence=second * RATE, client_stats=stats,
-        histograms={("publish", -1): _histogram(range(500, 5000, 25)), ("publish_delay", -1): _histogram(range(200))},
     )  # fmt: skip
     consumers = [
         ClientInterval(
             client_id=f"c{c}", role="share_consumer", topic=TOPIC, group=GROUP, received=RATE // 2,
             received_bytes=RATE * 50, accepted=RATE // 2, polls=10, max_poll_records=20, client_stats=stats,
-            histograms={("e2e", c): _histogram(range(1000, 9000, 80))}, delivery_counts={1: RATE // 2 - 1, 2: 1},
+            delivery_counts={1: RATE // 2 - 1, 2: 1},
         )
         for c in range(2)
     ]  # fmt: skip

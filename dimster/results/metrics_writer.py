@@ -56,6 +56,7 @@ class Report(Protocol):
     wake_lag: Any  # a WakeLag (wakes, lag_ms_sum, lag_ms_max), or None
     steal_seconds: float
     cores: int
+    histograms: Any  # a HistogramColumns (worker/histogram_columns.py): its clients' histograms
 
 
 class Buffers:
@@ -132,15 +133,19 @@ class MetricsWriter:
         usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag, report.steal_seconds, report.cores)
         b = self.buffers
         b.workers.append((*first, *usage))
+        first_row = len(b.intervals)
+        h = report.histograms
+        if len(h):  # a histogram's row takes its client's columns from the client's row of intervals
+            rows = (h.client + first_row).tolist()
+            own = (h.metric, h.partition.tolist(), h.total.tolist(), h.low.tolist(), h.high.tolist())
+            b.histograms.extend(zip(rows, *own, strict=True))
+            b.histogram_sizes.extend(h.size.tolist())
+            b.buckets.extend(h.bucket.tolist())
+            b.bucket_counts.extend(h.count.tolist())
         for c in report.clients:
             row = len(b.intervals)
             client = (*first, *client_of(c))
             b.intervals.append((*client, *interval_of(c)))
-            for (metric, partition), (counts, total, low, high) in c.histograms.items():
-                b.histograms.append((row, metric, partition, total, low, high))
-                b.histogram_sizes.append(len(counts))
-                b.buckets.extend(counts.keys())
-                b.bucket_counts.extend(counts.values())
             if c.delivery_counts:
                 b.delivery_clients.extend(repeat(row, len(c.delivery_counts)))
                 b.delivery_counts.extend(c.delivery_counts.keys())

@@ -21,6 +21,7 @@ from dimster.clients import library
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
 from dimster.worker import clock
 from dimster.worker.clients import ConsumerClient, ProducerClient
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     REPORT_EVERY,
     AddClients,
@@ -149,7 +150,9 @@ class Worker:
 
     def report(self, clients=None) -> None:
         clients = self.clients if clients is None else clients
-        intervals = [client.take_interval() for client in clients]
+        taken = [client.take_interval() for client in clients]
+        intervals = [interval for interval, _ in taken]
+        histograms = HistogramColumns.gather(histograms for _, histograms in taken)
         cpu_now = time.process_time()
         cpu, self.cpu_mark = cpu_now - self.cpu_mark, cpu_now
         steal_now = host_steal_seconds()
@@ -159,7 +162,7 @@ class Worker:
         cores = len(os.sched_getaffinity(0))
         wake_lag = self.wake_probe.take()
         index = self.assignment.worker_index
-        report = IntervalReport(index, clock.now(), intervals, cpu, rss, threads, wake_lag, steal, cores)
+        report = IntervalReport(index, clock.now(), intervals, cpu, rss, threads, wake_lag, steal, cores, histograms)
         self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]
         if failed:

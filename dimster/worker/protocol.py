@@ -15,15 +15,13 @@ from dataclasses import dataclass, field
 import msgpack
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
-from dimster.worker.wire import LOCAL, Counts, Ranges, from_wire, to_wire
+from dimster.worker.histogram_columns import HistogramColumns
+from dimster.worker.wire import LOCAL, Ranges, from_wire, to_wire
 from dimster.workload.model import DEFAULT_LOCK_MS
 
-PROTOCOL_VERSION = 15  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
-# 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index
-
-# A histogram on the wire: (bucket counts, packed; total, min, max); see metrics/histogram.py.
-# Histogram keys are (metric, partition); a warm-up record's latency goes under WARMUP_PREFIX + metric.
-HistogramWire = tuple[Counts, int, float, float]
+PROTOCOL_VERSION = 16  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+# 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index.
+# 16: a report's histograms as columns (HistogramColumns), not a map in each client's interval.
 
 
 class ProtocolError(ValueError):
@@ -93,7 +91,6 @@ class ClientInterval:
     polls: int = 0
     max_poll_records: int = 0
     max_poll_partitions: int = 0  # the most partitions one poll's records came from (flowControl)
-    histograms: dict[tuple[str, int], HistogramWire] = field(default_factory=dict)  # (metric, partition)
     delivery_counts: dict[int, int] = field(default_factory=dict)
     settled: dict[int, Ranges] = field(default_factory=dict)  # producer id -> sequence ranges
     # share groups: of the settled records, those rejected, by (producer id, delivery count), and those
@@ -149,6 +146,9 @@ class IntervalReport:
     # in seconds summed over its cores, since the worker's last report; and the cores the worker may use
     steal_seconds: float = 0.0
     cores: int = 0
+    # its clients' latency histograms, by (metric, partition); a warm-up record's latency goes under
+    # WARMUP_PREFIX + metric
+    histograms: HistogramColumns = field(default_factory=HistogramColumns)
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------
@@ -327,6 +327,10 @@ def decode(data: bytes) -> Message:
     except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as e:  # a map that is not one
         raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
     if isinstance(message, Reported):
+        try:
+            message.report.histograms.check(len(message.report.clients))
+        except ValueError as e:
+            raise ProtocolError(f"not a report of protocol {PROTOCOL_VERSION}: {e}") from None
         message.received = data
     return message
 

@@ -1,10 +1,10 @@
 """Typed values as plain msgpack data and back, converted by their type hints: dataclasses, lists,
 tuples, dicts, optionals and plain values. The protocol's messages (protocol.py) travel so.
 
-The bulk of a report, its sequence ranges and histogram counts, travels packed (`Ranges`, `Counts`):
-one msgpack bin of little-endian int64s, (first, last) or (bucket, count) after each other, made and
-read by the array module in one call, where a Python call per value would cost the coordinator a
-third of its time (docs/benchmarks.md)."""
+The bulk of a report, its sequence ranges and histograms, travels packed (`Ranges`, `Counts`,
+`Int64s`, `Float64s`): one msgpack bin of little-endian values, made and read in one call (by the
+array module into pairs, or by numpy into an array), where a Python call per value would cost the
+coordinator a third of its time (docs/benchmarks.md)."""
 
 import dataclasses
 import functools
@@ -16,19 +16,25 @@ from collections.abc import Callable
 from itertools import chain
 from typing import Annotated, Any
 
+import numpy as np
+
 REQUIRED = object()  # a field without a default: always on the wire
 
 
 @dataclasses.dataclass(frozen=True)
 class Packed:
-    """A type hint's mark: the value travels as packed int64 pairs, and comes back `into` a list of
-    them (`Ranges`) or a dict of int to int (`Counts`)."""
+    """A type hint's mark: the value travels packed, and comes back `into` a list of int64 pairs
+    (`Ranges`), a dict of int to int (`Counts`), or a read-only numpy array of `dtype` (`Int64s`,
+    `Float64s`)."""
 
-    into: type  # list | dict
+    into: type  # list | dict | np.ndarray
+    dtype: str = "<i8"  # an array's, little-endian
 
 
 Ranges = Annotated[list[tuple[int, int]], Packed(list)]  # (first, last) sequence ranges
 Counts = Annotated[dict[int, int], Packed(dict)]  # e.g. histogram bucket -> count
+Int64s = Annotated[np.ndarray, Packed(np.ndarray)]
+Float64s = Annotated[np.ndarray, Packed(np.ndarray, "<f8")]
 
 
 def _pack(pairs) -> bytes:
@@ -50,10 +56,22 @@ def _unpack(data) -> list[int]:
     return values.tolist()
 
 
+def _array(dtype: np.dtype, data) -> np.ndarray:
+    if not isinstance(data, bytes):
+        raise TypeError(f"expected packed {dtype.name} values, got {type(data).__name__}")
+    if len(data) % dtype.itemsize:
+        raise TypeError(f"packed {dtype.name} values of {len(data)} bytes, not a multiple of {dtype.itemsize}")
+    return np.frombuffer(data, dtype)
+
+
 def _packed(hint) -> Packed | None:
     if typing.get_origin(hint) is Annotated:
         return next((mark for mark in hint.__metadata__ if isinstance(mark, Packed)), None)
     return None
+
+
+def _is_array(hint) -> bool:
+    return (packed := _packed(hint)) is not None and packed.into is np.ndarray
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -97,9 +115,14 @@ def _encoder(hint) -> Callable[[Any], Any]:
     keyed by strings or ints goes as a msgpack map, one with other keys as a list of [key, value]
     pairs; tuples go as lists; `Ranges` and `Counts` packed."""
     if (packed := _packed(hint)) is not None:
+        if packed.into is np.ndarray:
+            return _optional(lambda value: np.ascontiguousarray(value, packed.dtype).tobytes())
         return _optional(_pack if packed.into is list else lambda value: _pack(value.items()))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        fields = [(name, _encoder(field_hint), default) for name, field_hint, default in _typed_fields(hint)]
+        fields = [
+            (name, _encoder(field_hint), REQUIRED if _is_array(field_hint) else default)  # no array == its default
+            for name, field_hint, default in _typed_fields(hint)
+        ]
 
         def encode_dataclass(value) -> dict:
             wire = {}
@@ -137,6 +160,8 @@ def _decoder(hint) -> Callable[[Any], Any]:
     """The inverse of `_encoder(hint)`, which checks the type of every plain value. None is taken only
     where the hint is optional."""
     if (packed := _packed(hint)) is not None:
+        if packed.into is np.ndarray:
+            return functools.partial(_array, np.dtype(packed.dtype))
 
         def unpack(data):
             values = iter(_unpack(data))

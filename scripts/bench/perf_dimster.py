@@ -103,12 +103,12 @@ def dimster_producer(
         while client.thread.is_alive() and client.sequence < records and time.time() - started < args.max_seconds:
             time.sleep(0.01)
             if time.time() >= next_take:  # as the worker does, once a second
-                interval = client.take_interval()
+                interval, _ = client.take_interval()
                 acked, errors = acked + interval.acked, errors + interval.send_errors
                 next_take += 1
         stop(client)
         seconds = time.time() - started
-    interval = client.take_interval()
+    interval, _ = client.take_interval()
     acked, errors = acked + interval.acked, errors + interval.send_errors
     if client.error:
         raise SystemExit(f"the dimster {library} producer failed: {client.error}")
@@ -168,13 +168,13 @@ def dimster_share_consumer(
             if received >= records or now - last_progress > args.idle_seconds or now - started > args.max_seconds:
                 break
             if now >= next_take:  # as the worker does, once a second
-                interval = client.take_interval()
+                interval, _ = client.take_interval()
                 taken, taken_bytes = taken + interval.received, taken_bytes + interval.received_bytes
                 polls += interval.polls
                 next_take += 1
         ended = time.time()
         stop(client)
-    polls += client.take_interval().polls
+    polls += client.take_interval()[0].polls
     if client.error:
         raise SystemExit(f"the dimster {library} share consumer failed: {client.error}")
     if received < records:

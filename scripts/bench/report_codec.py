@@ -29,6 +29,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.journal import RunJournal
 from dimster.metrics.histogram import Histogram
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport, Reported, decode, encode
 
 
@@ -43,7 +44,7 @@ def scale_report(k: int) -> IntervalReport:
     clients = [
         ClientInterval(
             f"p{p}", "producer", "t", library="librdkafka", generation=1, target_rate=10.0, sent=10,
-            sent_bytes=10240, acked=10, next_sequence=10 * k, histograms={("publish", -1): histogram(10, 200)},
+            sent_bytes=10240, acked=10, next_sequence=10 * k,
         )
         for p in range(15)
     ]  # fmt: skip
@@ -51,12 +52,15 @@ def scale_report(k: int) -> IntervalReport:
         ClientInterval(
             f"c{c}", "share_consumer", "t", "g", library="librdkafka", generation=1, received=10,
             received_bytes=10240, accepted=10, polls=3, max_poll_records=4, max_poll_partitions=1,
-            histograms={("e2e", p): histogram(5, 5000) for p in (0, 1)}, delivery_counts={1: 10},
+            delivery_counts={1: 10},
             settled={c: [(10 * k, 10 * k + 9)]}, first_received_at=1.0, last_received_at=2.0,
         )
         for c in range(15)
     ]  # fmt: skip
-    return IntervalReport(0, 100.0 + k, clients, cpu_seconds=0.05, rss_bytes=1, threads=9)
+    latencies = [{("publish", -1): histogram(10, 200)} for _ in range(15)]
+    latencies += [{("e2e", p): histogram(5, 5000) for p in (0, 1)} for _ in range(15)]
+    histograms = HistogramColumns.gather(latencies)
+    return IntervalReport(0, 100.0 + k, clients, cpu_seconds=0.05, rss_bytes=1, threads=9, histograms=histograms)
 
 
 def rejecting_report(k: int) -> IntervalReport:

@@ -18,6 +18,7 @@ from poll_accounting import answers_to
 
 from dimster.clients import Polled
 from dimster.worker.clients import ConsumerClient
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ConsumerSpec, IntervalReport, Reported, decode, encode, kind_of
 from dimster.workload.model import Workload
 from dimster.workload.payload import pack_header
@@ -68,8 +69,10 @@ def main() -> None:
                 client._answered(answers_to(poll))  # settled: the broker answered its acknowledgement
         started = time.perf_counter()
         intervals = [client.take_interval() for client in clients]
+        histograms = HistogramColumns.gather(h for _, h in intervals)
         taken = time.perf_counter()
-        data = encode(Reported(IntervalReport(0, time.time(), intervals, 1.0, 1, 1)))
+        report = IntervalReport(0, time.time(), [c for c, _ in intervals], 1.0, 1, 1, histograms=histograms)
+        data = encode(Reported(report))
         encoded = time.perf_counter()
         kind_of(data)
         relayed = time.perf_counter()

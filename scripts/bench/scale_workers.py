@@ -21,6 +21,7 @@ import numpy as np
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.coordinator.workers.topology import client_id
 from dimster.metrics.histogram import Histogram
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     Assignment,
     ClientInterval,
@@ -40,7 +41,7 @@ from dimster.worker.wire import Ranges, to_wire
 
 MESSAGE_SIZE = 1024
 E2E_PARTITIONS = (0, 1)  # a consumer's records of a second come from two partitions
-IDLE_OFF_THE_WIRE = ("sent", "sent_bytes", "acked", "histograms")  # a stopped producer's, at their defaults
+IDLE_OFF_THE_WIRE = ("sent", "sent_bytes", "acked")  # a stopped producer's, at their defaults
 WAKE_LAG = {"wakes": 10, "lag_ms_sum": 2.0, "lag_ms_max": 0.5}
 
 
@@ -89,18 +90,19 @@ class ScaleWorkers:
 
     # -- the Workers interface --------------------------------------------------------------------
     def start(self, assignments: list[Assignment]) -> None:
-        publish = {
+        self.publish = {
             ("publish", -1): _histogram(1, self.rate, 2_000.0),
             ("publish_delay", -1): _histogram(2, self.rate, 50.0),
         }
         e2e = {("e2e", p): _histogram(3 + p, max(1, self.rate // len(E2E_PARTITIONS)), 5_000.0) for p in E2E_PARTITIONS}
+        self.e2e = e2e
         by_place: dict[tuple[str, int], Producer] = {}  # (topic, index in topic) -> producer
         for a in assignments:
             self.producers[a.worker_index] = []
             for p in a.producers:
                 interval = ClientInterval(
                     client_id(p), "producer", p.topic, library="librdkafka", generation=1, target_rate=float(self.rate),
-                    sent=1, sent_bytes=1, acked=1, next_sequence=1, histograms=publish,
+                    sent=1, sent_bytes=1, acked=1, next_sequence=1,
                 )  # fmt: skip
                 producer = Producer(client_id(p), to_wire(ClientInterval, interval))
                 self.producers[a.worker_index].append(producer)
@@ -116,7 +118,7 @@ class ScaleWorkers:
                 interval = ClientInterval(
                     client_id(c), "share_consumer", c.topic, c.group, library="librdkafka", generation=1,
                     received=1, received_bytes=1, accepted=1, polls=1, max_poll_records=1, max_poll_partitions=1,
-                    histograms=e2e, delivery_counts={1: 1}, settled={0: [(0, 0)]}, first_received_at=1.0,
+                    delivery_counts={1: 1}, settled={0: [(0, 0)]}, first_received_at=1.0,
                     last_received_at=1.0,
                 )  # fmt: skip
                 producer = by_place[(c.topic, rank[c.consumer_id])]
@@ -214,9 +216,14 @@ class ScaleWorkers:
         started = time.thread_time()
         producing = index not in self.stopped
         clients = [self._producer(p, producing) for p in self.producers[index]]
-        clients += [self._consumer(c, end_time) for c in self.consumers[index]]
+        latencies = [self.publish if producing else {} for _ in clients]
+        consumers = [self._consumer(c, end_time) for c in self.consumers[index]]
+        latencies += [self.e2e if "received" in c else {} for c in consumers]
+        clients += consumers
         report = {"worker_index": index, "end_time": end_time, "clients": clients, "cpu_seconds": 0.05}
         report |= {"rss_bytes": 400_000_000, "threads": 90, "wake_lag": WAKE_LAG}
+        if any(latencies):  # none at all: at its default, off the wire
+            report["histograms"] = to_wire(HistogramColumns, HistogramColumns.gather(latencies))
         data = msgpack.packb(["Reported", {"report": report}], use_bin_type=True)
         if self.measuring:
             self.own_cpu_seconds += time.thread_time() - started

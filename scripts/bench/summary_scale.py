@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from dimster.metrics.histogram import GAMMA
 from dimster.pipeline.summary import summarize
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
 START = 1_800_000_000.0
@@ -43,7 +44,7 @@ def synthetic_run(folder: Path, messages: float, seconds: int) -> None:
     rate = messages / seconds
     writer = MetricsWriter(folder / "metrics", START)
     for second in range(seconds):
-        clients = []
+        clients, latencies = [], []
         for p in range(PRODUCERS):
             n = int(rate / PRODUCERS)
             clients.append(
@@ -56,11 +57,13 @@ def synthetic_run(folder: Path, messages: float, seconds: int) -> None:
                     acked=n,
                     sent_bytes=n * 512,
                     next_sequence=n * (second + 1),
-                    histograms={
-                        ("publish", -1): (bucket_counts(n, 3000, 0.6), n, 300.0, 90_000.0),
-                        ("publish_delay", -1): (bucket_counts(n, 200, 0.9), n, 1.0, 20_000.0),
-                    },
                 )
+            )
+            latencies.append(
+                {
+                    ("publish", -1): (bucket_counts(n, 3000, 0.6), n, 300.0, 90_000.0),
+                    ("publish_delay", -1): (bucket_counts(n, 200, 0.9), n, 1.0, 20_000.0),
+                }
             )
         for c in range(CONSUMERS):
             n = int(rate / CONSUMERS)
@@ -74,11 +77,12 @@ def synthetic_run(folder: Path, messages: float, seconds: int) -> None:
                     accepted=n,
                     received_bytes=n * 512,
                     polls=50,
-                    histograms={("e2e", c % PARTITIONS): (bucket_counts(n, 8000, 0.7), n, 500.0, 400_000.0)},
                     delivery_counts={1: n},
                 )
             )
-        writer.add(IntervalReport(0, START + second + 1, clients), "measure")
+            latencies.append({("e2e", c % PARTITIONS): (bucket_counts(n, 8000, 0.7), n, 500.0, 400_000.0)})
+        histograms = HistogramColumns.gather(latencies)
+        writer.add(IntervalReport(0, START + second + 1, clients, histograms=histograms), "measure")
         if second % 30 == 29:
             writer.flush()
     writer.flush()

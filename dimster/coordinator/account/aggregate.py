@@ -14,6 +14,7 @@ from dimster.diagnosis.generator import saturated
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
 from dimster.metrics.sequences import RangeSet
+from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import IntervalReport
 from dimster.workload.modes.base import Probe, ReceiveSpan
 
@@ -103,9 +104,6 @@ class RunAggregate:
                 if c.client_stats:
                     self.producer_stats[c.client_id] = (report.end_time, c.client_stats)
                 window.sent += c.sent
-                for metric in ("publish", WARMUP_PREFIX + "publish"):  # the console shows warm-up too
-                    if (metric, -1) in c.histograms:
-                        window.publish.merge_wire(c.histograms[(metric, -1)])
                 continue
             self.received += c.received
             window.received += c.received
@@ -135,15 +133,8 @@ class RunAggregate:
                 self.duplicates += duplicates
                 self.settled_by_group[c.group] += new
                 counted["settled", c.group] += new
-            for (metric, _partition), wire in c.histograms.items():
-                if metric not in ("e2e", WARMUP_PREFIX + "e2e"):
-                    continue
-                window.e2e.merge_wire(wire)
-                if self.probing:
-                    self.probe.e2e.merge_wire(wire)
-                if metric == "e2e":
-                    self.e2e_measured.merge_wire(wire)
         self.outcomes.fold_due(self._kept)
+        self._merge_latencies(report.histograms)
         if self.probing:
             self.probe.cover(report.worker_index, covered, waited)
             self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
@@ -155,6 +146,20 @@ class RunAggregate:
         self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
         while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
             self._recent.popleft()
+
+    def _merge_latencies(self, histograms: HistogramColumns) -> None:
+        """The console's publish and end-to-end latencies (warm-up's too), the run's measured end-to-end."""
+        merged = histograms.by_metric
+        for metric in ("publish", WARMUP_PREFIX + "publish"):
+            if metric in merged:
+                self.window.publish.merge_wire(merged[metric])
+        for metric in ("e2e", WARMUP_PREFIX + "e2e"):
+            if metric in merged:
+                self.window.e2e.merge_wire(merged[metric])
+                if self.probing:
+                    self.probe.e2e.merge_wire(merged[metric])
+        if "e2e" in merged:
+            self.e2e_measured.merge_wire(merged["e2e"])
 
     def _kept(self, group: str, producer_id: int) -> list[RangeSet]:
         """The producer's records the group will not see again, as far as the run knows: settled or

@@ -33,7 +33,8 @@ JOURNAL = "journal.msgpack"
 TAIL = "journal-tail-{part:05d}.msgpack"
 TAILS = "journal-tail*.msgpack"  # also an older dimster's one journal-tail.msgpack
 TAIL_PART = re.compile(r"journal-tail-(\d+)\.msgpack")
-NOT_ACCOUNT = ("histograms", "delivery_counts", "client_stats", "rebalances")  # kept by the tail only
+# kept by the tail only: a client's, and its report's histograms
+NOT_ACCOUNT = ("delivery_counts", "client_stats", "rebalances")
 TAIL_RECORD = b"\x94" + msgpack.packb("report")  # a tail record: an array of 4, its kind first
 
 
@@ -84,6 +85,7 @@ class RunJournal:
                 self._fds[1] = _append(self.tail_path)
             self._write_bytes(1, TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
         wire = msgpack.unpackb(whole, strict_map_key=False)
+        wire.pop("histograms", None)
         for client in wire["clients"]:
             for name in NOT_ACCOUNT:
                 client.pop(name, None)

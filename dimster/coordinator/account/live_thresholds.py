@@ -47,9 +47,10 @@ class LiveJudge:
         counts = self.counts.setdefault(worker, Counter())
         for c in report.clients:
             counts.update(sent=c.sent, sent_bytes=c.sent_bytes, received=c.received, received_bytes=c.received_bytes)
-            for (metric, _partition), wire in c.histograms.items():
-                if metric in self.latency:
-                    self.latency[metric].merge_wire(wire)
+        merged = report.histograms.by_metric
+        for metric, latency in self.latency.items():
+            if metric in merged:
+                latency.merge_wire(merged[metric])
 
     def check(self, phase: str, status: Callable[[], dict], now: float) -> tuple[str, float] | None:
         """Once a second while load runs: note the measured phase's maxima of the brokers' lag and the

@@ -41,10 +41,8 @@ class Window:
         self.cpu[w] = self.cpu.get(w, 0.0) + report.cpu_seconds * share
         self.steal[w] = self.steal.get(w, 0.0) + report.steal_seconds * share
         self.cores[w] = report.cores or self.cores.get(w, 0)
-        for c in report.clients:
-            if c.role == "producer" and ("publish_delay", -1) in c.histograms:
-                delays = self.publish_delay.setdefault(w, Histogram())
-                delays.merge_wire(c.histograms[("publish_delay", -1)])
+        if delays := report.histograms.by_metric.get("publish_delay"):
+            self.publish_delay.setdefault(w, Histogram()).merge_wire(delays)
 
     def loads(self) -> list[WorkerLoad]:
         """Each worker's use of its host over the window (diagnosis/generator.py)."""

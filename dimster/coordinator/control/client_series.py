@@ -70,19 +70,21 @@ class ClientSeries:
 
     def add(self, report: IntervalReport) -> None:
         latest: dict[tuple[str, ...], dict[str, int]] = {}  # per series, GAUGES' largest in this report
+        keys: list[tuple[str, ...]] = [
+            (str(report.worker_index), c.role, c.topic, c.group, c.library) for c in report.clients
+        ]
         with self.lock:
-            for c in report.clients:
-                key: tuple[str, ...] = (str(report.worker_index), c.role, c.topic, c.group, c.library)
+            for client, metric, _partition, (counts, *_rest) in report.histograms.wires():
+                name = metric.removeprefix(WARMUP_PREFIX)  # live series include the warm-up
+                if name in LATENCIES:
+                    self.series[keys[client]].latencies[name].update(counts)
+            for c, key in zip(report.clients, keys, strict=True):
                 series = self.series[key]
                 series.counts.update({name: getattr(c, name) for name in COUNTERS})
                 for name, (*_, roles) in GAUGES.items():
                     if c.role in roles:
                         levels = latest.setdefault(key, {})
                         levels[name] = max(levels.get(name, 0), getattr(c, name))
-                for (metric, _partition), (counts, *_rest) in c.histograms.items():
-                    name = metric.removeprefix(WARMUP_PREFIX)  # live series include the warm-up
-                    if name in LATENCIES:
-                        series.latencies[name].update(counts)
                 if c.client_stats:
                     series.new_stats(c.client_id, report.end_time, c.client_stats)
             for key, levels in latest.items():

@@ -30,6 +30,7 @@ from dimster.worker import clock
 from dimster.worker.clients.drivers import consumer_driver
 from dimster.worker.clients.load_client import LoadClient, distinct
 from dimster.worker.clients.unsettled import Unsettled, archive, count_answered, receive, rows_of, settle
+from dimster.worker.histogram_columns import ClientHistograms
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
 from dimster.workload.model import DEFAULT_LOCK_MS, LOCK_DURATION, Workload
@@ -80,13 +81,13 @@ class ConsumerClient(LoadClient):
         # correctness, consumer groups: (partition, producer id) -> (offset, sequence) of the last record
         self.last_seen: dict[tuple[int, int], tuple[int, int]] = {}
 
-    def take_interval(self) -> ClientInterval:
-        interval = super().take_interval()
+    def take_interval(self) -> tuple[ClientInterval, ClientHistograms]:
+        interval, histograms = super().take_interval()
         # collected as sequence numbers per producer (see _record), sent as ranges
         for name in ("settled", "settled_rejected", "settled_archived", "received_again", "in_doubt", "crash_held"):
             by_producer = getattr(interval, name)
             setattr(interval, name, {key: to_ranges(sequences) for key, sequences in by_producer.items()})
-        return interval
+        return interval, histograms
 
     @property
     def delivery_count_limit(self) -> int:

@@ -13,6 +13,7 @@ import numpy as np
 
 from dimster.clients.jvm import detach_thread
 from dimster.metrics.histogram import Histogram
+from dimster.worker.histogram_columns import ClientHistograms
 from dimster.worker.protocol import ClientInterval
 
 log = logging.getLogger("dimster.worker")
@@ -73,14 +74,14 @@ class LoadClient:
             self.library = self.interval.library = library
             self.interval.generation = self.generation if first else 0
 
-    def take_interval(self) -> ClientInterval:
+    def take_interval(self) -> tuple[ClientInterval, ClientHistograms]:
+        """The interval so far and its histograms; the next begins."""
         with self.lock:
             interval, histograms = self.interval, self.histograms
             self._reset()
             self._carry_over(interval)
-        interval.histograms = {key: h.to_wire() for key, h in histograms.items() if h.total or h._filled}
         interval.client_stats, self._latest_stats = self._latest_stats, None
-        return interval
+        return interval, {key: h.to_wire() for key, h in histograms.items() if h.total or h._filled}
 
     def _carry_over(self, previous: ClientInterval) -> None:
         """Fields that are levels rather than deltas."""

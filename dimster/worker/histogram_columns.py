@@ -1,0 +1,122 @@
+"""A report's latency histograms as columns (protocol 16): one packed array per column for all of a
+report's clients, where each client's histograms travelled as a map of its own. The coordinator
+takes a report's histograms in with a few numpy calls, not a Python call per histogram and value, and
+sums those it merges (the console's publish latency, the run's end-to-end) in one pass.
+
+Histogram i is the histogram of metric[i] and partition[i] of client[i] (its index in the report's
+clients): total[i] values from low[i] to high[i], in size[i] buckets, which follow the previous
+histograms' buckets in `bucket` (the bucket's index, metrics/histogram.py) and `count`."""
+
+import functools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from dimster.worker.wire import Float64s, Int64s
+
+# A histogram as a client sends it: (bucket -> count, total, min, max); see metrics/histogram.py.
+HistogramWire = tuple[dict[int, int], int, float, float]
+BUCKETS = 1 << 16  # a bucket's index at most (metrics/histogram.py: 1e308 µs falls in bucket 35,500)
+# A client's histograms of an interval, by (metric, partition); partition -1 for a client-wide one.
+ClientHistograms = dict[tuple[str, int], HistogramWire]
+
+
+def _none() -> np.ndarray:
+    return np.empty(0, np.int64)
+
+
+@dataclass(eq=False)
+class HistogramColumns:
+    client: Int64s = field(default_factory=_none)
+    metric: list[str] = field(default_factory=list)
+    partition: Int64s = field(default_factory=_none)
+    total: Int64s = field(default_factory=_none)
+    low: Float64s = field(default_factory=lambda: np.empty(0))
+    high: Float64s = field(default_factory=lambda: np.empty(0))
+    size: Int64s = field(default_factory=_none)
+    bucket: Int64s = field(default_factory=_none)
+    count: Int64s = field(default_factory=_none)
+
+    @classmethod
+    def gather(cls, clients: Iterable[ClientHistograms]) -> "HistogramColumns":
+        """The columns of the clients' histograms, client i's under index i."""
+        owners, metrics, partitions, totals, lows, highs, sizes = [], [], [], [], [], [], []
+        buckets: list[int] = []
+        counts: list[int] = []
+        for index, histograms in enumerate(clients):
+            for (metric, partition), (by_bucket, total, low, high) in histograms.items():
+                owners.append(index)
+                metrics.append(metric)
+                partitions.append(partition)
+                totals.append(total)
+                lows.append(low)
+                highs.append(high)
+                sizes.append(len(by_bucket))
+                buckets.extend(by_bucket)
+                counts.extend(by_bucket.values())
+        ints = np.int64
+        return cls(
+            np.array(owners, ints), metrics, np.array(partitions, ints), np.array(totals, ints),
+            np.array(lows, np.float64), np.array(highs, np.float64), np.array(sizes, ints),
+            np.array(buckets, ints), np.array(counts, ints),
+        )  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.metric)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HistogramColumns):
+            return NotImplemented
+        return all(np.array_equal(getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
+
+    def check(self, clients: int) -> None:
+        """A ValueError unless the columns agree with each other and with a report of `clients` clients."""
+        n = len(self.metric)
+        if any(len(getattr(self, name)) != n for name in ("client", "partition", "total", "low", "high", "size")):
+            raise ValueError("histogram columns of different lengths")
+        if len(self.bucket) != len(self.count) or int(self.size.sum()) != len(self.bucket) or (self.size < 0).any():
+            raise ValueError("histogram buckets that do not add up to their sizes")
+        if n and not (int(self.client.min()) >= 0 and int(self.client.max()) < clients):
+            raise ValueError(f"histograms of a client beyond the report's {clients}")
+        if len(self.bucket) and int(np.abs(self.bucket).max()) > BUCKETS:
+            raise ValueError(f"a histogram bucket beyond ±{BUCKETS}")
+
+    @functools.cached_property
+    def by_metric(self) -> dict[str, HistogramWire]:
+        """Each metric's histograms merged, whichever client and partition they came from, in one
+        count over every bucket of the report (a report merges the histograms of dozens of clients)."""
+        if not self.metric:
+            return {}
+        index: dict[str, int] = {}
+        ids = np.array([index.setdefault(metric, len(index)) for metric in self.metric], np.int64)
+        shift = min(int(self.bucket.min()), 0) if len(self.bucket) else 0
+        width = int(self.bucket.max()) - shift + 1 if len(self.bucket) else 1
+        keys = np.repeat(ids, self.size) * width + (self.bucket - shift)
+        counts = np.bincount(keys, weights=self.count, minlength=len(index) * width).reshape(len(index), width)
+        totals = np.bincount(ids, weights=self.total, minlength=len(index)).astype(np.int64).tolist()
+        merged = {}
+        for metric, k in index.items():
+            found = np.flatnonzero(counts[k])
+            by_bucket = dict(zip((found + shift).tolist(), counts[k][found].astype(np.int64).tolist(), strict=True))
+            chosen = ids == k
+            merged[metric] = (by_bucket, totals[k], float(self.low[chosen].min()), float(self.high[chosen].max()))
+        return merged
+
+    def wires(self) -> Iterator[tuple[int, str, int, HistogramWire]]:
+        """Each histogram as a client sent it: (client index, metric, partition, histogram)."""
+        ends = np.cumsum(self.size).tolist()
+        buckets, counts = self.bucket.tolist(), self.count.tolist()
+        columns = (self.client.tolist(), self.metric, self.partition.tolist(), self.total.tolist())
+        start = 0
+        for i, (client, metric, partition, total) in enumerate(zip(*columns, strict=True)):
+            by_bucket = dict(zip(buckets[start : ends[i]], counts[start : ends[i]], strict=True))
+            yield client, metric, partition, (by_bucket, total, float(self.low[i]), float(self.high[i]))
+            start = ends[i]
+
+    def by_client(self, clients: int) -> list[ClientHistograms]:
+        """Each of `clients` clients' histograms, as gather took them."""
+        found: list[ClientHistograms] = [{} for _ in range(clients)]
+        for client, metric, partition, wire in self.wires():
+            found[client][(metric, partition)] = wire
+        return found
