@@ -321,3 +321,18 @@ def test_a_crash_is_watched_for_no_longer_than_its_horizon():
     client.watch({2: [(0, 0)]}, now - WATCH_FOR_S + 60)
     client._record(polled([(1, 1000, 0, 0)], delivery_counts=[2]), None)
     assert [(at, len(keys)) for at, keys in client.watches] == [(now - 1.0, 1), (now - WATCH_FOR_S + 60, 1)]
+
+
+def test_a_consumer_remembers_its_last_redeliveries_in_a_ring_oldest_overwritten_first():
+    """RecentRecords keeps the last `size` records (20 bytes each) and finds those since a time."""
+    from dimster.worker.clients.unsettled import RecentRecords
+
+    recent = RecentRecords(4)
+    recent.add(10.0, np.array([1, 1, 1]), np.array([0, 1, 2]))
+    assert len(recent) == 3 and recent.since(0.0) == [(10.0, 1, 0), (10.0, 1, 1), (10.0, 1, 2)]
+    recent.add(11.0, np.array([2, 2]), np.array([7, 8]))  # overwrites sequence 0, the oldest
+    assert len(recent) == 4 and sorted(recent.since(0.0)) == [(10.0, 1, 1), (10.0, 1, 2), (11.0, 2, 7), (11.0, 2, 8)]
+    assert sorted(recent.since(10.5)) == [(11.0, 2, 7), (11.0, 2, 8)]
+    recent.add(12.0, np.arange(6), np.arange(100, 106))  # more than it holds: the last 4
+    assert sorted(recent.since(0.0)) == [(12.0, p, 100 + p) for p in range(2, 6)]
+    assert recent.rows.nbytes == 4 * 20

@@ -8,7 +8,6 @@ import logging
 import random
 import threading
 import time
-from collections import deque
 
 import numpy as np
 
@@ -29,7 +28,7 @@ from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
 from dimster.worker.clients.drivers import consumer_driver
 from dimster.worker.clients.load_client import LoadClient, distinct
-from dimster.worker.clients.unsettled import Unsettled, archive, count_answered, receive, rows_of, settle
+from dimster.worker.clients.unsettled import RecentRecords, Unsettled, archive, count_answered, receive, rows_of, settle
 from dimster.worker.histogram_columns import ClientHistograms
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
@@ -75,7 +74,7 @@ class ConsumerClient(LoadClient):
         self.burials: list[tuple[threading.Thread, float]] = []  # (closes a crashed client, its lock s)
         self.unsettled = Unsettled()  # share groups: records whose acknowledgement is unanswered
         # redelivered records received lately: (epoch s received, producer id, sequence)
-        self.redelivered: deque[tuple[float, int, int]] = deque(maxlen=RECENT_REDELIVERIES)
+        self.redelivered = RecentRecords(RECENT_REDELIVERIES)
         # records a crashed consumer of the group held: (crashed at, {(producer id, sequence)}), under lock
         self.watches: list[tuple[float, set[tuple[int, int]]]] = []
         # correctness, consumer groups: (partition, producer id) -> (offset, sequence) of the last record
@@ -125,7 +124,7 @@ class ConsumerClient(LoadClient):
         including those it received before it heard of the crash."""
         keys = {(pid, sequence) for pid, ranges in held.items() for a, b in ranges for sequence in range(a, b + 1)}
         with self.lock:
-            early = [(at, (pid, seq)) for at, pid, seq in self.redelivered if at >= crashed_at and (pid, seq) in keys]
+            early = [(at, (pid, seq)) for at, pid, seq in self.redelivered.since(crashed_at) if (pid, seq) in keys]
             if early:
                 keys.difference_update(key for _, key in early)
                 self._redelivered([(at - crashed_at) * 1e6 for at, _ in early])
@@ -314,9 +313,10 @@ class ConsumerClient(LoadClient):
         again = np.flatnonzero(ours & (polled.delivery_counts > 1))
         if not len(again):
             return
-        keys = list(zip(headers["producer_id"][again].tolist(), headers["sequence"][again].tolist(), strict=True))
+        producer_ids, sequences = headers["producer_id"][again], headers["sequence"][again]
+        keys = list(zip(producer_ids.tolist(), sequences.tolist(), strict=True))
         received_at = now_ns / 1e9
-        self.redelivered.extend((received_at, pid, seq) for pid, seq in keys)
+        self.redelivered.add(received_at, producer_ids, sequences)
         for crashed_at, watched in self.watches:
             found = [key for key in keys if key in watched]
             if found:
