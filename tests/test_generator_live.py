@@ -7,7 +7,11 @@ Why the margin holds on a busy host: at 2,000 msg/s the worker used 15-16 % of a
 with psutil while the test was written), so under a limit of 2 % the kernel holds all its threads for
 most of each 100 ms period: its wake probe waits most of each window, where the rule asks 10 %. Other
 work on the host only makes it wait longer. The limit is the kernel's, not the host's load: it does
-not depend on how busy the other core is."""
+not depend on how busy the other core is. A host busy enough may have the generator saturated before
+the limit begins (seen once: beside other tests its threads waited 12-27 % before it, and the limit
+made no new event); so the test asks the generator's state within a window of the limit (its last
+event, saturated or keeps up), not for an event after it, and the measured phase's record for the
+limit's effect."""
 
 import contextlib
 import json
@@ -76,10 +80,11 @@ def test_a_worker_held_to_2_percent_of_a_core_is_named_within_a_window_and_its_p
     worst = measure["workers"]["0"]
     assert worst["wait_share"] >= 0.5 and any("waited" in r for r in worst["reasons"]), worst
     assert LIMITED_SECONDS / 2 <= measure["saturated_seconds"] <= measure["seconds"], measure
-    # within a window of the limit: the event, and the console's line of that window
+    # within a window of the limit the generator is saturated: its state is its last event's (saturated,
+    # keeps up), which a host busy enough may have set before the limit
     marks = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
-    flagged = [m for m in marks if m["event"] == "generator_saturated" and m["time"] >= limited_at]
-    assert flagged and flagged[0]["phase"] == "measure", said
-    assert flagged[0]["time"] - limited_at <= 3 * INTERVAL, (flagged[0]["time"] - limited_at, said)
+    changes = [(m["time"] - limited_at, m["event"]) for m in marks if m["event"].startswith("generator_")]
+    by_then = [event for at, event in changes if at <= 3 * INTERVAL]
+    assert by_then and by_then[-1] == "generator_saturated", (changes, said)
     console = console_log("local").read_text()
     assert "the load generator is saturated (worker 0: its threads waited" in console, console[-3000:]

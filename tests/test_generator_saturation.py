@@ -90,7 +90,8 @@ def test_a_plans_probe_names_the_workers_that_could_not_keep_their_schedule_over
 
 
 def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_phase():
-    """Worker 1 waited 1.5 of 5 s and its producers ran 200 ms late; worker 0 kept up."""
+    """Worker 1 waited 1.5 of 5 s and its producers ran 200 ms late; worker 0 kept up. A window no
+    report covered (a worker held from running reports late) leaves the watch's state as it was."""
     a = RunAggregate({"g": "t"})
     now = time.time()
     a.load_started = now - 5
@@ -116,7 +117,9 @@ def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_ph
     log, bundle = Log(), Bundle()
     watch = GeneratorWatch(log, bundle)  # type: ignore[arg-type]  # stand-ins of the run's log and bundle
     watch.see("measure", window)
-    watch.see("measure", {"seconds": 5.0, "generator": []})
+    watch.see("measure", {"seconds": 1e-6, "generator": [], "workerWaitShare": None})  # no report: holds
+    assert [kind for kind, _ in log.events] == ["generator_saturated"]
+    watch.see("measure", {"seconds": 5.0, "generator": [], "workerWaitShare": 0.01})
     assert [kind for kind, _ in log.events] == ["generator_saturated", "generator_keeps_up"]
     measured = bundle.run_info["generator"]["measure"]
     assert (measured["seconds"], measured["saturated_seconds"], measured["saturated"]) == (10.0, 5.0, True)

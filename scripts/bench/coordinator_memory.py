@@ -112,14 +112,16 @@ def main() -> None:
         started = time.monotonic()
         for report in minute_reports(minute, args, rng):
             aggregate.add(report)
+        del report  # the minute's reports are gone: what is measured is what the aggregate holds
         took = time.monotonic() - started
+        blocks = sys.getallocatedblocks()
         rss = round(me.memory_info().rss / 2**20)
         live = trimmed_rss_mb(me) if args.trim else None
         rejected = aggregate.outcomes.count("rejected", "g")
         settled, duplicates = aggregate.settled_by_group["g"], aggregate.duplicates
         kept, size = ranges_kept(aggregate)
         point = {"minute": minute + 1, "rss_mb": rss, "trimmed_rss_mb": live, "seconds": round(took, 1)}
-        point |= {"rejected": rejected, "ranges": kept, "ranges_mb": round(size / 2**20)}
+        point |= {"rejected": rejected, "ranges": kept, "ranges_mb": round(size / 2**20), "python_blocks": blocks}
         assert aggregate.outcomes.late == 0, "a folded record came back"
         curve.append(point | {"settled": settled, "acked": aggregate.acked, "duplicates": duplicates})
         print(
@@ -127,7 +129,7 @@ def main() -> None:
             + (f" ({live} MB once the allocator gave back its free pages)" if args.trim else "")
             + f", {took:.1f} s to take in; acked {aggregate.acked:,}, settled "
             f"{settled:,}, duplicates {duplicates}, rejected {rejected:,}; ranges held {kept:,} "
-            f"({size / 2**20:.0f} MB)",
+            f"({size / 2**20:.0f} MB); {blocks:,} blocks of Python's allocator in use",
             flush=True,
         )
     if args.json_out:

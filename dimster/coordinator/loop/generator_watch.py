@@ -40,16 +40,19 @@ class GeneratorWatch:
         if phase not in LOAD_PHASES:
             return
         seconds, loads = window.get("seconds") or 0.0, window.get("generator") or []
+        # a window no worker's report covered (a worker held from running reports late) tells nothing
+        # of the generator: its state holds
+        saturated = bool(loads) if window.get("workerWaitShare") is not None else self.saturated
         load = self.phases.setdefault(phase, PhaseLoad())
         load.seconds += seconds
-        if loads:
+        if saturated:
             load.saturated_seconds += seconds
             for worker in loads:
                 worst = load.workers.get(str(worker["worker"]))
                 if worst is None or worker["wait_share"] >= worst["wait_share"]:
                     load.workers[str(worker["worker"])] = worker
-        if bool(loads) != self.saturated:
-            self.saturated = bool(loads)
+        if saturated != self.saturated:
+            self.saturated = saturated
             if loads:
                 self.log.event("generator_saturated", phase=phase, workers=loads)
             else:
