@@ -122,7 +122,7 @@ def test_round_trip(message):
 def test_histogram_keys_and_int_keyed_maps_keep_their_types():
     report = IntervalReport(0, 1.0, [INTERVAL], histograms=HistogramColumns.gather([LATENCIES]))
     back = decode(encode(Reported(report))).report
-    assert back.histograms.by_client(1) == [LATENCIES]
+    assert [(c, (m, p), w) for c, m, p, w in back.histograms.wires()] == [(0, k, w) for k, w in LATENCIES.items()]
     assert back.clients[0].settled[3] == [(0, 0)] and back.clients[0].delivery_counts == {1: 9, 2: 1}
 
 
@@ -231,7 +231,7 @@ def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
     back = decode(data).report
     assert back.clients[0] == client
     assert back.clients[0].settled[5] == ranges and type(back.clients[0].settled[5][0]) is tuple
-    assert back.histograms.by_client(1) == [{("e2e", 2): (counts, 7, 1.5, 9.0)}]
+    assert list(back.histograms.wires()) == [(0, "e2e", 2, (counts, 7, 1.5, 9.0))]
     assert back.histograms.by_metric == {"e2e": (counts, 7, 1.5, 9.0)}  # negative buckets and 2**33 counts too
 
 

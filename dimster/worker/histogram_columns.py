@@ -113,10 +113,3 @@ class HistogramColumns:
             by_bucket = dict(zip(buckets[start : ends[i]], counts[start : ends[i]], strict=True))
             yield client, metric, partition, (by_bucket, total, float(self.low[i]), float(self.high[i]))
             start = ends[i]
-
-    def by_client(self, clients: int) -> list[ClientHistograms]:
-        """Each of `clients` clients' histograms, as gather took them."""
-        found: list[ClientHistograms] = [{} for _ in range(clients)]
-        for client, metric, partition, wire in self.wires():
-            found[client][(metric, partition)] = wire
-        return found

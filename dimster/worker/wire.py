@@ -1,8 +1,8 @@
 """Typed values as plain msgpack data and back, converted by their type hints: dataclasses, lists,
 tuples, dicts, optionals and plain values. The protocol's messages (protocol.py) travel so.
 
-The bulk of a report, its sequence ranges and histograms, travels packed (`Ranges`, `Counts`,
-`Int64s`, `Float64s`): one msgpack bin of little-endian values, made and read in one call (by the
+The bulk of a report, its sequence ranges and histograms, travels packed (`Ranges`, `Int64s`,
+`Float64s`): one msgpack bin of little-endian values, made and read in one call (by the
 array module into pairs, or by numpy into an array), where a Python call per value would cost the
 coordinator a third of its time (docs/benchmarks.md)."""
 
@@ -24,15 +24,13 @@ REQUIRED = object()  # a field without a default: always on the wire
 @dataclasses.dataclass(frozen=True)
 class Packed:
     """A type hint's mark: the value travels packed, and comes back `into` a list of int64 pairs
-    (`Ranges`), a dict of int to int (`Counts`), or a read-only numpy array of `dtype` (`Int64s`,
-    `Float64s`)."""
+    (`Ranges`) or a read-only numpy array of `dtype` (`Int64s`, `Float64s`)."""
 
-    into: type  # list | dict | np.ndarray
+    into: type  # list | np.ndarray
     dtype: str = "<i8"  # an array's, little-endian
 
 
 Ranges = Annotated[list[tuple[int, int]], Packed(list)]  # (first, last) sequence ranges
-Counts = Annotated[dict[int, int], Packed(dict)]  # e.g. histogram bucket -> count
 Int64s = Annotated[np.ndarray, Packed(np.ndarray)]
 Float64s = Annotated[np.ndarray, Packed(np.ndarray, "<f8")]
 
@@ -113,11 +111,11 @@ def _encoder(hint) -> Callable[[Any], Any]:
     report carries hundreds of clients' intervals every second). A field equal to its default stays off
     the wire (the decoder restores it): most of a client's counters are 0 in most intervals. A map
     keyed by strings or ints goes as a msgpack map, one with other keys as a list of [key, value]
-    pairs; tuples go as lists; `Ranges` and `Counts` packed."""
+    pairs; tuples go as lists; `Ranges` and arrays packed."""
     if (packed := _packed(hint)) is not None:
         if packed.into is np.ndarray:
             return _optional(lambda value: np.ascontiguousarray(value, packed.dtype).tobytes())
-        return _optional(_pack if packed.into is list else lambda value: _pack(value.items()))
+        return _optional(_pack)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         fields = [
             (name, _encoder(field_hint), REQUIRED if _is_array(field_hint) else default)  # no array == its default
@@ -165,7 +163,7 @@ def _decoder(hint) -> Callable[[Any], Any]:
 
         def unpack(data):
             values = iter(_unpack(data))
-            return packed.into(zip(values, values, strict=True))
+            return list(zip(values, values, strict=True))
 
         return unpack
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):

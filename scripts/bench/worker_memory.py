@@ -16,8 +16,9 @@ import time
 
 import numpy as np
 import psutil
+from poll_accounting import answers_to
 
-from dimster.clients import ACCEPT, REJECT, RELEASE, SETTLED, Answers, Polled, record_keys
+from dimster.clients import ACCEPT, REJECT, RELEASE, Polled
 from dimster.worker.clients import ConsumerClient
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ConsumerSpec, IntervalReport, Reported, encode
@@ -53,8 +54,7 @@ def a_poll(producer: int, sequences: np.ndarray, delivery: int, first_offset: in
 def account(client: ConsumerClient, poll: Polled, outcomes: np.ndarray) -> None:
     """One poll as the consumer's thread takes it: its records, then the answers to their acknowledgement."""
     client._record(poll, outcomes)
-    keys = record_keys(poll)
-    client._answered(Answers(keys, np.full(len(keys), SETTLED, np.int8)))
+    client._answered(answers_to(poll))
 
 
 class Simulation:
