@@ -91,8 +91,8 @@ def test_a_record_cut_short_ends_the_journal(tmp_path):
 def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_report(tmp_path, as_received):
     """A report that came as bytes goes to the tail as it came: the same records as encoding it again."""
     consumer = ClientInterval(
-        "c0", "share_consumer", "t", "g", received=5, accepted=5, settled={0: [(0, 4)]},
-        delivery_counts={1: 5}, client_stats={"x": 1.0},
+        "c0", "share_consumer", "t", "g", received=5, accepted=4, rejected=1, settled={0: [(0, 4)]},
+        settled_rejected={(0, 1): [(4, 4)]}, delivery_counts={1: 5}, client_stats={"x": 1.0},
     )  # fmt: skip
     journal = RunJournal(tmp_path)
     latencies = HistogramColumns.gather([{("e2e", 0): ({10: 5}, 50, 1.0, 2.0)}])
@@ -103,6 +103,7 @@ def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_repo
     [(_, account)] = read_journal(journal.path)
     [(_, _, _, whole)] = read_journal(journal.tail_path)
     assert account.clients[0].settled == {0: [(0, 4)]} and account.clients[0].received == 5
+    assert account.clients[0].settled_rejected == {(0, 1): [(4, 4)]}  # a map with tuple keys (protocol 17)
     assert len(account.histograms) == 0 and account.clients[0].client_stats is None
     assert whole.clients[0] == consumer and whole.histograms == latencies
     journal.written(0)  # the Parquet files hold the tail now

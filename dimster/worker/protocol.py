@@ -13,15 +13,17 @@ import typing
 from dataclasses import dataclass, field
 
 import msgpack
+import msgspec
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.wire import LOCAL, Ranges, from_wire, to_wire
+from dimster.worker.wire import LOCAL, Ranges, from_bytes, to_wire
 from dimster.workload.model import DEFAULT_LOCK_MS
 
-PROTOCOL_VERSION = 16  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+PROTOCOL_VERSION = 17  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
 # 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index.
 # 16: a report's histograms as columns (HistogramColumns), not a map in each client's interval.
+# 17: a map keyed by tuples as a msgpack map with array keys (was a list of pairs); decoded by msgspec.
 
 
 class ProtocolError(ValueError):
@@ -320,13 +322,18 @@ def kind_of(data: bytes) -> str:
     return kind
 
 
+ENVELOPE = msgspec.msgpack.Decoder(tuple[str, msgspec.Raw])  # [kind, body], the body left as bytes
+
+
 def decode(data: bytes) -> Message:
     try:
-        kind, body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        message = from_wire(MESSAGES[kind], body)
-    except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as e:  # a map that is not one
+        kind, body = ENVELOPE.decode(data)
+        message = from_bytes(MESSAGES[kind], body)
+    except (msgspec.DecodeError, KeyError) as e:
         raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
     if isinstance(message, Reported):
+        if message.received:
+            raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: a report's received bytes on the wire")
         try:
             message.report.histograms.check(len(message.report.clients))
         except ValueError as e:

@@ -17,6 +17,7 @@ for appending (in the operating system's hands at once, no buffer of ours):
   there: recovery finds the part written and does not write its reports twice).
 A run that records its end removes both: run.json and the Parquet files hold it all then."""
 
+import mmap
 import os
 import re
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import msgspec
 
 from dimster.kafka.groups import GroupSpec
 from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport, report_bytes
@@ -84,7 +86,7 @@ class RunJournal:
                 self.tail_part = part
                 self._fds[1] = _append(self.tail_path)
             self._write_bytes(1, TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
-        wire = msgpack.unpackb(whole, strict_map_key=False)
+        wire = msgspec.msgpack.decode(whole)  # a tuple-keyed map's keys come back as tuples
         wire.pop("histograms", None)
         for client in wire["clients"]:
             for name in NOT_ACCOUNT:
@@ -123,12 +125,22 @@ class RunJournal:
 
 def read_journal(path: Path) -> Iterator[list[Any]]:
     """A journal file's records in order, its reports as IntervalReports. A record cut short by the
-    crash (the last one) ends the stream; a journal of another protocol is a ValueError."""
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=64 * 2**20)
+    crash (the last one) ends the stream; a journal of another protocol is a ValueError. msgpack finds
+    where each record ends (without building it), msgspec reads it (its maps may have tuple keys)."""
     with path.open("rb") as journal:
-        while chunk := journal.read(1 << 20):
-            unpacker.feed(chunk)
-            for record in unpacker:
+        if not os.fstat(journal.fileno()).st_size:
+            return
+        with mmap.mmap(journal.fileno(), 0, access=mmap.ACCESS_READ) as whole:
+            bounds = msgpack.Unpacker(journal, max_buffer_size=64 * 2**20)
+            start = 0
+            while True:
+                try:
+                    bounds.skip()
+                except msgpack.OutOfData:
+                    return
+                end = bounds.tell()
+                record = msgspec.msgpack.decode(whole[start:end])
+                start = end
                 if record and record[0] == "report":
                     record[-1] = from_wire(IntervalReport, record[-1])
                 elif record and record[0] == "start" and (protocol := record[1].get("protocol")) != PROTOCOL_VERSION:
