@@ -1,9 +1,12 @@
 """Pure parts of the coordinator: topology and resizing, what may change live, wait conditions,
 pacing checks, secret redaction."""
 
+import random
+
 import pytest
 
 from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.window import RecentRates
 from dimster.coordinator.control.conditions import holds, parse_condition
 from dimster.coordinator.live.changes import flatten, live_changes
 from dimster.coordinator.workers.topology import build_topology, clients_of, least_loaded, place, resize, split_roles
@@ -124,6 +127,39 @@ def test_pacing_window_uses_the_time_reports_cover():
     assert rates["consRate"] == pytest.approx(900)
     aggregate.restart_pacing_window()
     assert aggregate.recent_rates()["pubRate"] == 0
+
+
+def test_recent_rates_summed_as_reports_come_agree_with_a_sum_over_every_report():
+    """RecentRates keeps running sums per worker; the same figures as summing every report of each
+    worker's last 5 or 10 s (counted back from its own latest), a worker silent for over 10 s left out."""
+    rng = random.Random(7)
+    recent = RecentRates((5.0, 10.0))
+    rows: list[tuple[int, float, float, int, float, int]] = []
+    ends = dict.fromkeys(range(6), 100.0)
+    for step in range(400):
+        worker = rng.randrange(6 if step < 200 else 4)  # workers 4 and 5 stop reporting half way
+        covered = rng.uniform(0.5, 1.5)
+        ends[worker] += covered
+        row = (worker, ends[worker], covered, rng.randrange(2000), rng.choice([500.0, 1000.0]), rng.randrange(2000))
+        rows.append(row)
+        recent.add(*row)
+        newest = max(end for _, end, *_ in rows)
+        for seconds in (5.0, 10.0):
+            sums: dict[int, list[float]] = {}
+            for w in {r[0] for r in rows}:
+                latest = max(r[1] for r in rows if r[0] == w)
+                if latest < newest - 10.0:
+                    continue
+                mine = [r for r in rows if r[0] == w and r[1] >= latest - seconds]
+                sums[w] = [sum(r[2] for r in mine), sum(r[3] for r in mine), sum(r[4] * r[2] for r in mine),
+                           sum(r[5] for r in mine)]  # fmt: skip
+            expected = {
+                "pubRate": sum(s[1] / s[0] for s in sums.values()),
+                "targetRate": sum(s[2] / s[0] for s in sums.values()),
+                "consRate": sum(s[3] / s[0] for s in sums.values()),
+            }
+            assert recent.rates(seconds) == pytest.approx(expected, rel=1e-9)
+    assert sums and not {4, 5} & set(sums)  # the two silent workers dropped out
 
 
 def test_secrets_are_redacted():

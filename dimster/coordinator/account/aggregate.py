@@ -3,12 +3,12 @@ settled sequences (lost and duplicated records), and the windows the console lin
 
 import math
 import time
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from dimster.clients import STATS_INTERVAL_S
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
-from dimster.coordinator.account.window import Window
+from dimster.coordinator.account.window import RecentRates, Window
 from dimster.coordinator.control.console import OneInstant
 from dimster.diagnosis.generator import saturated
 from dimster.metrics.histogram import Histogram
@@ -19,6 +19,7 @@ from dimster.worker.protocol import IntervalReport
 from dimster.workload.modes.base import Probe, ReceiveSpan
 
 PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
+STATUS_WINDOW = 5.0  # seconds of the status's achieved rates
 
 
 class RunAggregate:
@@ -65,8 +66,7 @@ class RunAggregate:
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
         self._heard: dict[int, float] = {}  # worker -> when its last report was taken in (this clock)
-        # (worker, end, covered seconds, sent, target rate, received) of recent reports
-        self._recent: deque[tuple[int, float, float, int, float, int]] = deque()
+        self._recent = RecentRates((STATUS_WINDOW, PACING_WINDOW))
         self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
 
     def add(self, report: IntervalReport) -> None:
@@ -143,9 +143,7 @@ class RunAggregate:
         received = sum(c.received for c in report.clients)
         counts = (self.sent - sent_before, self.acked - acked_before, self.received - received_before)
         self.instant.note(report.worker_index, report.end_time, counts, previous)
-        self._recent.append((report.worker_index, report.end_time, covered, self.sent - sent_before, target, received))
-        while self._recent and self._recent[0][1] < report.end_time - PACING_WINDOW:
-            self._recent.popleft()
+        self._recent.add(report.worker_index, report.end_time, covered, self.sent - sent_before, target, received)
 
     def _merge_latencies(self, histograms: HistogramColumns) -> None:
         """The console's publish and end-to-end latencies (warm-up's too), the run's measured end-to-end."""
@@ -196,26 +194,10 @@ class RunAggregate:
         self._recent.clear()
 
     def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
-        """Achieved publish and consume rates and the target, msg/s over the last `seconds` of
-        reports, summed over workers (each worker's counts divided by the time its reports covered)."""
-        latest: dict[int, float] = {}  # each worker's window ends at its own latest report
-        for worker, end, *_ in self._recent:
-            latest[worker] = max(latest.get(worker, 0.0), end)
-        sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # covered, sent, target*s, recv
-        for worker, end, covered, sent, target, received in self._recent:
-            if end < latest[worker] - seconds:
-                continue
-            total = sums[worker]
-            total[0] += covered
-            total[1] += sent
-            total[2] += target * covered
-            total[3] += received
-        live = [t for t in sums.values() if t[0] > 0]
-        return {
-            "pubRate": sum(t[1] / t[0] for t in live),
-            "targetRate": sum(t[2] / t[0] for t in live),
-            "consRate": sum(t[3] / t[0] for t in live),
-        }
+        """Achieved publish and consume rates and the target, msg/s over the last `seconds` (the
+        status's or the pacing window) of reports, summed over workers (each worker's counts divided by
+        the time its reports covered)."""
+        return self._recent.rates(seconds)
 
     def producer_batches(self) -> dict[str, float | None]:
         """Average records and bytes per produced batch over the producers' latest statistics; those

@@ -1,7 +1,7 @@
 """The sums of the workers' reports over one window: the console's (every few seconds) or a plan's
 probe; each worker's own time, counts, and use of its host."""
 
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from dimster.diagnosis.generator import WorkerLoad
@@ -67,3 +67,52 @@ class Window:
     def rate(self, key: tuple) -> float:
         """Per second, each worker's count over the time its own reports covered, summed."""
         return sum(counts[key] / self.seconds[w] for w, counts in self.by_worker.items() if self.seconds.get(w))
+
+
+class RecentRates:
+    """Each worker's sent, target and received records over its reports of the last few seconds
+    (each of `windows`, counted back from its own latest report), summed as the reports come in, so
+    that the status's rates cost a sum over the workers, not over every report of the window. A worker
+    whose latest report is more than the longest window older than the newest one drops out."""
+
+    def __init__(self, windows: tuple[float, ...]):
+        self.windows = windows
+        self.clear()
+
+    def clear(self) -> None:
+        # window -> worker -> its reports' (end, covered, sent, target x covered, received), oldest first
+        self._rows: dict[float, dict[int, deque[tuple[float, float, int, float, int]]]] = {
+            seconds: defaultdict(deque) for seconds in self.windows
+        }
+        self._sums: dict[float, dict[int, list[float]]] = {
+            seconds: defaultdict(lambda: [0.0, 0.0, 0.0, 0.0]) for seconds in self.windows
+        }  # window -> worker -> [covered, sent, target x covered, received] of its rows
+        self._latest: dict[int, float] = {}
+        self._newest = 0.0
+
+    def add(self, worker: int, end: float, covered: float, sent: int, target: float, received: int) -> None:
+        latest = self._latest[worker] = max(self._latest.get(worker, end), end)
+        self._newest = max(self._newest, end)
+        row = (end, covered, sent, target * covered, received)
+        for seconds in self.windows:
+            rows, sums = self._rows[seconds][worker], self._sums[seconds][worker]
+            rows.append(row)
+            _count(sums, row, 1)
+            while rows[0][0] < latest - seconds:
+                _count(sums, rows.popleft(), -1)
+
+    def rates(self, seconds: float) -> dict[str, float]:
+        """pubRate, targetRate and consRate in msg/s: each worker's counts over the time its reports
+        covered, summed over workers. `seconds`: one of the windows."""
+        oldest = self._newest - max(self.windows)
+        live = [s for w, s in self._sums[seconds].items() if s[0] > 0 and self._latest[w] >= oldest]
+        return {
+            "pubRate": sum(s[1] / s[0] for s in live),
+            "targetRate": sum(s[2] / s[0] for s in live),
+            "consRate": sum(s[3] / s[0] for s in live),
+        }
+
+
+def _count(sums: list[float], row: tuple[float, float, int, float, int], sign: int) -> None:
+    for i in range(4):
+        sums[i] += sign * row[i + 1]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dimster.cluster.backend import ClusterBackend
-from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.aggregate import STATUS_WINDOW, RunAggregate
 from dimster.coordinator.account.intake import ReportIntake
 from dimster.coordinator.control.exporter import StatusExporter
 from dimster.coordinator.control.status_schema import NAMES
@@ -39,7 +39,7 @@ def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
     started = facts.load_started
     unconsumed = facts.unconsumed_by_group
     values = {
-        **a.recent_rates(5.0),
+        **a.recent_rates(STATUS_WINDOW),
         "sent": a.sent,
         "acked": a.acked,
         "received": a.received,
