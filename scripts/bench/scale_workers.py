@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import msgpack
 import numpy as np
 
+from dimster.coordinator.workers.remote import MOST_A_PASS
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.coordinator.workers.topology import client_id
 from dimster.metrics.histogram import Histogram
@@ -152,8 +153,9 @@ class ScaleWorkers:
 
     def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
         """What is waiting, and the reports due by now once the first is due or `timeout` passes: at most
-        one per worker, so that a loop that falls behind sees its report lag grow and still ends its run
-        (RemoteWorkers would hand over every queued report, and the loop would never catch up)."""
+        MOST_A_PASS of them, as RemoteWorkers takes, and one per worker, so that a loop that falls behind
+        sees its report lag grow and still ends its run (its workers' later reports, which real agents
+        would queue, are not made)."""
         now = time.time()
         if not self.outbox:
             wake = min(now + timeout, self.due[0][0] if self.due else now + timeout)
@@ -166,7 +168,7 @@ class ScaleWorkers:
         self.outbox.clear()
         self._probe(now)
         later = []  # each worker's next report: in a later pass, however far behind the loop is
-        while self.due and self.due[0][0] <= now:
+        while self.due and self.due[0][0] <= now and len(received) < MOST_A_PASS:
             at, index = heapq.heappop(self.due)
             if index not in self.closed:
                 later.append((at + 1.0, index))

@@ -47,6 +47,10 @@ from dimster.worker.protocol import (
 
 CONNECT_TIMEOUT = 10.0
 PROBE_EVERY = 1.0
+# Messages one receive takes at most, in turn from each agent that has some; the rest wait in their
+# sockets. The loop's own work (console lines, status, live changes) runs between receives, so a loop
+# behind a thousand workers' reports still prints on time, and only a pass's reports are decoded at once.
+MOST_A_PASS = 64
 FIRST_PROBES = 5  # before the assignment goes out, so workers start on a corrected clock
 RESEND_OFFSET_ABOVE = 0.0002  # seconds an estimate must move before the worker hears of it
 LOG_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")  # an agent's log file: a plain name, never a path
@@ -184,11 +188,13 @@ class RemoteWorkers:
         received: list[tuple[int, Message | WorkerLost]] = []
         deadline = time.time() + timeout
         while True:
-            ready = dict(poller.poll(max(0, int((deadline - time.time()) * 1000))))
-            for socket in ready:
-                link = live[socket]
-                while socket.poll(0) and not link.gone:
-                    received += self._take(link, socket.recv_multipart())
+            ready = [live[socket] for socket in dict(poller.poll(max(0, int((deadline - time.time()) * 1000))))]
+            while ready and len(received) < MOST_A_PASS:  # one message an agent a round, in turn
+                for link in list(ready):
+                    if link.gone or not link.socket.poll(0):
+                        ready.remove(link)
+                    elif len(received) < MOST_A_PASS:
+                        received += self._take(link, link.socket.recv_multipart())
             if received or time.time() >= deadline:
                 break
         for link in self.links:
