@@ -160,6 +160,11 @@ def test_recent_rates_summed_as_reports_come_agree_with_a_sum_over_every_report(
             }
             assert recent.rates(seconds) == pytest.approx(expected, rel=1e-9)
     assert sums and not {4, 5} & set(sums)  # the two silent workers dropped out
+    for _ in range(12):  # every worker's producers stop: the rates read 0, nothing left over
+        for worker in range(4):
+            ends[worker] += 1.0
+            recent.add(worker, ends[worker], 1.0, 0, 0.0, 0)
+    assert recent.rates(5.0) == recent.rates(10.0) == {"pubRate": 0.0, "targetRate": 0.0, "consRate": 0.0}
 
 
 def test_secrets_are_redacted():

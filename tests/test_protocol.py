@@ -181,6 +181,9 @@ def test_garbage_and_unknown_kinds_are_protocol_errors():
         decode(msgpack.packb(["StartLoad", {"at": "soon"}]))
     with pytest.raises(ProtocolError):  # None only where a field is optional
         decode(msgpack.packb(["StartLoad", {"at": None}]))
+    deep = b"\x92\xa6Update\x82\xa8workload" + b"\x81\xa1k" * 200_000 + b"\xc0" + b"\xaftotal_producers\x01"
+    with pytest.raises(ProtocolError):  # nested beyond any message of ours
+        decode(deep)
     with pytest.raises(ProtocolError):  # pairs where an int-keyed map belongs
         decode(msgpack.packb(["WatchRedeliveries", {"group": "g", "crashed_at": 1.0, "held": [[1, b"\0" * 16]]}]))
     with pytest.raises(ProtocolError):

@@ -9,17 +9,24 @@ import zmq
 
 from dimster import __version__
 from dimster.coordinator.workers.remote import MOST_A_PASS, AgentLink, RemoteWorkers
-from dimster.worker.protocol import PROTOCOL_VERSION, IntervalReport, Reported, Welcome, encode, worker_frame
+from dimster.worker.protocol import (
+    PROTOCOL_VERSION,
+    ClockProbed,
+    IntervalReport,
+    Reported,
+    Welcome,
+    encode,
+    worker_frame,
+)
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def two_agents(tmp_path):
-    """RemoteWorkers with two links (workers 0 and 1), whose far ends the test holds."""
-    workers = RemoteWorkers(["agent-a:1", "agent-b:1"], "token", log_dir=tmp_path, timeout=60)
+def agents(tmp_path, count: int):
+    """RemoteWorkers with `count` links (agent i runs worker i), and the links' far ends."""
+    workers = RemoteWorkers([f"agent-{i}:1" for i in range(count)], "token", log_dir=tmp_path, timeout=60)
     far_ends = []
-    for index in (0, 1):
+    for index in range(count):
         near, far = workers.context.socket(zmq.PAIR), workers.context.socket(zmq.PAIR)
         near.bind(f"inproc://agent-{index}")
         far.connect(f"inproc://agent-{index}")
@@ -28,23 +35,80 @@ def two_agents(tmp_path):
         workers.links.append(link)
         workers.owner.append(link)
         far_ends.append(far)
+    return workers, far_ends
+
+
+@pytest.fixture
+def two_agents(tmp_path):
+    workers, far_ends = agents(tmp_path, 2)
     yield workers, far_ends
     for far in far_ends:
         far.close(linger=0)
     workers.close()
 
 
+@pytest.fixture
+def three_agents(tmp_path):
+    workers, far_ends = agents(tmp_path, 3)
+    yield workers, far_ends
+    for far in far_ends:
+        far.close(linger=0)
+    workers.close()
+
+
+def send_reports(far, index: int, count: int) -> None:
+    for second in range(count):
+        far.send_multipart([worker_frame(index), encode(Reported(IntervalReport(index, float(second), [])))])
+
+
+def reports(received) -> list[tuple[int, float]]:
+    return [(index, m.report.end_time) for index, m in received if isinstance(m, Reported)]
+
+
 def test_a_pass_takes_at_most_its_share_in_turn_from_each_agent_and_leaves_the_rest_waiting(two_agents):
     workers, agents = two_agents
     sent = {0: 100, 1: 30}
     for index, far in enumerate(agents):
-        for second in range(sent[index]):
-            far.send_multipart([worker_frame(index), encode(Reported(IntervalReport(index, float(second), [])))])
+        send_reports(far, index, sent[index])
     passes = []
     while len(passes) < 10 and sum(map(len, passes)) < sum(sent.values()):
-        passes.append([(index, m.report.end_time) for index, m in workers.receive(1.0) if isinstance(m, Reported)])
+        passes.append(reports(workers.receive(1.0)))
     assert [len(p) for p in passes] == [MOST_A_PASS, MOST_A_PASS, 2]  # 130 in all
     assert [index for index, _ in passes[0][:6]] == [0, 1, 0, 1, 0, 1]  # one from each agent in turn
     taken = [item for p in passes for item in p]
     for index in (0, 1):  # every report once, each agent's in the order it sent them
         assert [end for i, end in taken if i == index] == [float(s) for s in range(sent[index])]
+
+
+def test_each_pass_starts_after_the_agent_served_last_and_every_waiting_agent_counts_as_heard(
+    three_agents, monkeypatch
+):
+    """With more agents than a pass takes, none waits behind the others pass after pass; an agent
+    whose turn did not come is not taken for silent."""
+    monkeypatch.setattr("dimster.coordinator.workers.remote.MOST_A_PASS", 2)
+    workers, agents = three_agents
+    for index, far in enumerate(agents):
+        send_reports(far, index, 4)
+    for link in workers.links:
+        link.last_heard = 0.0
+    served = [[index for index, _ in reports(workers.receive(1.0))] for _ in range(6)]
+    assert served == [[0, 1], [2, 0], [1, 2], [0, 1], [2, 0], [1, 2]]
+    assert all(link.last_heard > 0 for link in workers.links) and not any(link.gone for link in workers.links)
+
+
+def test_a_clock_answer_that_waited_behind_a_full_pass_is_no_sample(two_agents, monkeypatch):
+    """A ClockProbed taken while the last pass left messages waiting may have queued behind them: its
+    round trip says nothing of the clocks. Once nothing waits, answers are samples again."""
+    monkeypatch.setattr("dimster.coordinator.workers.remote.MOST_A_PASS", 2)
+    workers, agents = two_agents
+    send_reports(agents[0], 0, 3)
+    now = time.time()
+    agents[0].send_multipart([worker_frame(0), encode(ClockProbed(now, now))])
+    clock = workers.links[0].clock
+    workers.receive(1.0)  # two reports; two messages left
+    assert workers.behind and clock.count == 0
+    workers.receive(1.0)  # the third report and the answer, which waited: no sample
+    assert not workers.behind and clock.count == 0
+    agents[0].send_multipart([worker_frame(0), encode(ClockProbed(now, now))])
+    workers.receive(1.0)
+    assert clock.count == 1

@@ -329,7 +329,7 @@ def decode(data: bytes) -> Message:
     try:
         kind, body = ENVELOPE.decode(data)
         message = from_bytes(MESSAGES[kind], body)
-    except (msgspec.DecodeError, KeyError) as e:
+    except (msgspec.DecodeError, KeyError, RecursionError) as e:  # RecursionError: nesting beyond any message's
         raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: {type(e).__name__}: {e}") from None
     if isinstance(message, Reported):
         if message.received:

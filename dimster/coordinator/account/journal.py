@@ -139,6 +139,8 @@ def read_journal(path: Path) -> Iterator[list[Any]]:
                 except msgpack.OutOfData:
                     return
                 end = bounds.tell()
+                if end > len(whole):  # written since the file was opened: read up to then
+                    return
                 record = msgspec.msgpack.decode(whole[start:end])
                 start = end
                 if record and record[0] == "report":

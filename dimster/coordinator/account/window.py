@@ -71,7 +71,7 @@ class Window:
 
 class RecentRates:
     """Each worker's sent, target and received records over its reports of the last few seconds
-    (each of `windows`, counted back from its own latest report), summed as the reports come in, so
+    (each of `windows`, counted back from its own latest report), summed again at each of its reports, so
     that the status's rates cost a sum over the workers, not over every report of the window. A worker
     whose latest report is more than the longest window older than the newest one drops out."""
 
@@ -84,9 +84,8 @@ class RecentRates:
         self._rows: dict[float, dict[int, deque[tuple[float, float, int, float, int]]]] = {
             seconds: defaultdict(deque) for seconds in self.windows
         }
-        self._sums: dict[float, dict[int, list[float]]] = {
-            seconds: defaultdict(lambda: [0.0, 0.0, 0.0, 0.0]) for seconds in self.windows
-        }  # window -> worker -> [covered, sent, target x covered, received] of its rows
+        # window -> worker -> [covered, sent, target x covered, received] of its rows
+        self._sums: dict[float, dict[int, list[float]]] = {seconds: {} for seconds in self.windows}
         self._latest: dict[int, float] = {}
         self._newest = 0.0
 
@@ -95,11 +94,13 @@ class RecentRates:
         self._newest = max(self._newest, end)
         row = (end, covered, sent, target * covered, received)
         for seconds in self.windows:
-            rows, sums = self._rows[seconds][worker], self._sums[seconds][worker]
+            rows = self._rows[seconds][worker]
             rows.append(row)
-            _count(sums, row, 1)
             while rows[0][0] < latest - seconds:
-                _count(sums, rows.popleft(), -1)
+                rows.popleft()
+            # summed again from its rows (a few a worker), not kept up by adding and taking away: a rate
+            # that fell to 0 reads 0, not what float rounding left over
+            self._sums[seconds][worker] = [sum(r[i] for r in rows) for i in range(1, 5)]
 
     def rates(self, seconds: float) -> dict[str, float]:
         """pubRate, targetRate and consRate in msg/s: each worker's counts over the time its reports
@@ -112,7 +113,3 @@ class RecentRates:
             "consRate": sum(s[3] / s[0] for s in live),
         }
 
-
-def _count(sums: list[float], row: tuple[float, float, int, float, int], sign: int) -> None:
-    for i in range(4):
-        sums[i] += sign * row[i + 1]

@@ -48,7 +48,8 @@ from dimster.worker.protocol import (
 CONNECT_TIMEOUT = 10.0
 PROBE_EVERY = 1.0
 # Messages one receive takes at most, in turn from each agent that has some; the rest wait in their
-# sockets. The loop's own work (console lines, status, live changes) runs between receives, so a loop
+# sockets (unbounded on this side: an agent's ROUTER drops what a full queue cannot take). Lost workers
+# come on top. The loop's own work (console lines, status, live changes) runs between receives, so a loop
 # behind a thousand workers' reports still prints on time, and only a pass's reports are decoded at once.
 MOST_A_PASS = 64
 FIRST_PROBES = 5  # before the assignment goes out, so workers start on a corrected clock
@@ -83,6 +84,7 @@ def handshake(
     socket.linger = 0
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_FROM_AGENT)  # a larger one drops the agent's connection
     socket.reconnect_ivl = 500
+    socket.rcvhwm = 0  # no bound: what a loop behind leaves waiting queues here, never dropped by the agent
     connect_securely(socket, token)
     monitor = socket.get_monitor_socket()
     socket.connect(endpoint(address))
@@ -128,6 +130,8 @@ class RemoteWorkers:
         self.owner: list[AgentLink] = []  # worker index -> the agent that runs it
         self.gone: set[int] = set()  # workers closed or lost
         self._next_probe = 0.0
+        self._served_last = -1  # the index of the agent whose message was taken last
+        self.behind = False  # the last receive left messages waiting (MOST_A_PASS)
 
     @property
     def capacity(self) -> int:
@@ -189,17 +193,33 @@ class RemoteWorkers:
         deadline = time.time() + timeout
         while True:
             ready = [live[socket] for socket in dict(poller.poll(max(0, int((deadline - time.time()) * 1000))))]
-            while ready and len(received) < MOST_A_PASS:  # one message an agent a round, in turn
-                for link in list(ready):
-                    if link.gone or not link.socket.poll(0):
-                        ready.remove(link)
-                    elif len(received) < MOST_A_PASS:
-                        received += self._take(link, link.socket.recv_multipart())
+            received += self._take_turns(ready)
             if received or time.time() >= deadline:
                 break
         for link in self.links:
             if not link.gone and time.time() - link.last_heard > self.timeout:
                 received += self._lose(link, f"silent for {self.timeout:.0f}s")
+        return received
+
+    def _take_turns(self, ready: list[AgentLink]) -> list[tuple[int, Message | WorkerLost]]:
+        """At most MOST_A_PASS messages of the `ready` agents, one from each in turn, starting after the
+        agent served last (so that none waits behind the others pass after pass). An agent with
+        messages waiting has been heard, whether or not its turn comes."""
+        now, count = time.time(), len(self.links)
+        for link in ready:
+            link.last_heard = now
+        ready.sort(key=lambda link: (link.index - self._served_last - 1) % count)
+        received: list[tuple[int, Message | WorkerLost]] = []
+        taken = 0
+        while ready and taken < MOST_A_PASS:
+            for link in list(ready):
+                if link.gone or not link.socket.poll(0):
+                    ready.remove(link)
+                elif taken < MOST_A_PASS:
+                    received += self._take(link, link.socket.recv_multipart())
+                    taken += 1
+                    self._served_last = link.index
+        self.behind = any(not link.gone and link.socket.poll(0) for link in ready)
         return received
 
     def _take(self, link: AgentLink, frames: list[bytes]) -> list[tuple[int, Message | WorkerLost]]:
@@ -232,6 +252,8 @@ class RemoteWorkers:
         now = time.time()
         link.last_heard = now
         if isinstance(message, ClockProbed):
+            if self.behind:  # the answer may have waited behind the messages the last pass left: no sample
+                return None
             link.clock.add(clock_sample(message.sent, message.received, now))
             if abs(link.clock.offset - link.offset_sent) > RESEND_OFFSET_ABOVE:
                 link.offset_sent = link.clock.offset
