@@ -39,21 +39,19 @@ def agents(tmp_path, count: int):
 
 
 @pytest.fixture
-def two_agents(tmp_path):
-    workers, far_ends = agents(tmp_path, 2)
-    yield workers, far_ends
-    for far in far_ends:
-        far.close(linger=0)
-    workers.close()
+def agent_links(tmp_path):
+    """agent_links(count): RemoteWorkers with `count` links and their far ends, all closed after."""
+    made = []
 
+    def make(count: int):
+        made.append(agents(tmp_path, count))
+        return made[-1]
 
-@pytest.fixture
-def three_agents(tmp_path):
-    workers, far_ends = agents(tmp_path, 3)
-    yield workers, far_ends
-    for far in far_ends:
-        far.close(linger=0)
-    workers.close()
+    yield make
+    for workers, far_ends in made:
+        for far in far_ends:
+            far.close(linger=0)
+        workers.close()
 
 
 def send_reports(far, index: int, count: int) -> None:
@@ -65,8 +63,8 @@ def reports(received) -> list[tuple[int, float]]:
     return [(index, m.report.end_time) for index, m in received if isinstance(m, Reported)]
 
 
-def test_a_pass_takes_at_most_its_share_in_turn_from_each_agent_and_leaves_the_rest_waiting(two_agents):
-    workers, agents = two_agents
+def test_a_pass_takes_at_most_its_share_in_turn_from_each_agent_and_leaves_the_rest_waiting(agent_links):
+    workers, agents = agent_links(2)
     sent = {0: 100, 1: 30}
     for index, far in enumerate(agents):
         send_reports(far, index, sent[index])
@@ -81,12 +79,12 @@ def test_a_pass_takes_at_most_its_share_in_turn_from_each_agent_and_leaves_the_r
 
 
 def test_each_pass_starts_after_the_agent_served_last_and_every_waiting_agent_counts_as_heard(
-    three_agents, monkeypatch
+    agent_links, monkeypatch
 ):
     """With more agents than a pass takes, none waits behind the others pass after pass; an agent
     whose turn did not come is not taken for silent."""
     monkeypatch.setattr("dimster.coordinator.workers.remote.MOST_A_PASS", 2)
-    workers, agents = three_agents
+    workers, agents = agent_links(3)
     for index, far in enumerate(agents):
         send_reports(far, index, 4)
     for link in workers.links:
@@ -96,11 +94,11 @@ def test_each_pass_starts_after_the_agent_served_last_and_every_waiting_agent_co
     assert all(link.last_heard > 0 for link in workers.links) and not any(link.gone for link in workers.links)
 
 
-def test_a_clock_answer_that_waited_behind_a_full_pass_is_no_sample(two_agents, monkeypatch):
+def test_a_clock_answer_that_waited_behind_a_full_pass_is_no_sample(agent_links, monkeypatch):
     """A ClockProbed taken while the last pass left messages waiting may have queued behind them: its
     round trip says nothing of the clocks. Once nothing waits, answers are samples again."""
     monkeypatch.setattr("dimster.coordinator.workers.remote.MOST_A_PASS", 2)
-    workers, agents = two_agents
+    workers, agents = agent_links(2)
     send_reports(agents[0], 0, 3)
     now = time.time()
     agents[0].send_multipart([worker_frame(0), encode(ClockProbed(now, now))])
