@@ -5,6 +5,7 @@ real run is in test_crash_recovery.py."""
 import io
 import json
 import subprocess
+import sys
 
 import msgpack
 import pyarrow.parquet as pq
@@ -216,3 +217,26 @@ def test_a_journal_that_is_not_one_is_one_error_line(tmp_path):
     (run_dir / JOURNAL).write_bytes(b"\x92\xa6report\x01")  # a report that is no report
     with pytest.raises(DimsterError, match=r"journal\.msgpack cannot be read"):
         recover_crashed(run_dir)
+
+
+def test_a_coordinator_that_dies_of_a_fatal_signal_leaves_its_threads_stacks_and_one_that_ends_leaves_nothing(
+    tmp_path,
+):
+    """A C library's abort() (librdkafka's assertions abort) ends the process past any Python handler:
+    the fault handler writes every thread's stack first, to the file the run's bundle keeps."""
+    fatal = tmp_path / "coordinator-fatal.log"
+    program = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from dimster.coordinator.loop.failures import fatal_errors_logged\n"
+        "def the_loop_at_its_pass():\n"
+        "    os.abort()\n"
+        "with fatal_errors_logged(Path(sys.argv[1])):\n"
+        "    the_loop_at_its_pass()\n"
+    )
+    died = subprocess.run([sys.executable, "-c", program, str(fatal)], capture_output=True, text=True, timeout=60)
+    assert died.returncode == -6  # SIGABRT
+    written = fatal.read_text()
+    assert "Fatal Python error: Aborted" in written and "the_loop_at_its_pass" in written, written
+    ended = subprocess.run([sys.executable, "-c", program.replace("os.abort()", "pass"), str(fatal)], timeout=60)
+    assert ended.returncode == 0 and not fatal.exists()

@@ -159,6 +159,11 @@ class ResultsBundle:
             f.write(json.dumps(record, default=str) + "\n")
         return record
 
+    @property
+    def fatal_log(self) -> Path:
+        """Where a coordinator that dies of a fatal signal leaves its threads' stacks (loop/failures.py)."""
+        return self.path / "logs" / "coordinator-fatal.log"
+
     def copy_broker_logs(self, log_files: dict[int, Path], max_bytes: int = 5_000_000) -> None:
         for node_id, path in log_files.items():
             if not path.exists():

@@ -23,7 +23,7 @@ from dimster.coordinator.control.run_log import RunLog, stop_signals
 from dimster.coordinator.live.apply import LiveChanges
 from dimster.coordinator.loop.barrier import ASSIGNMENT_TIMEOUT, AssignmentBarrier, group_specs
 from dimster.coordinator.loop.drain import DrainWatch
-from dimster.coordinator.loop.failures import CorrectnessFailed, RunFailed
+from dimster.coordinator.loop.failures import CorrectnessFailed, RunFailed, fatal_errors_logged
 from dimster.coordinator.loop.generator_watch import GeneratorWatch
 from dimster.coordinator.loop.limit_watch import LimitWatch
 from dimster.coordinator.loop.phases import RunPhases
@@ -203,7 +203,7 @@ class Coordinator:
 
     def run(self) -> int:
         """The whole run. Returns the process exit code (0; RunFailed when a worker failed)."""
-        with stop_signals(self._on_signal), fewer_collections():
+        with stop_signals(self._on_signal), fewer_collections(), fatal_errors_logged(self.bundle.fatal_log):
             try:
                 return self._run()
             except Exception as e:  # before its end account: keep what was measured, and say so
