@@ -131,7 +131,7 @@ def read_journal(path: Path) -> Iterator[list[Any]]:
         if not os.fstat(journal.fileno()).st_size:
             return
         with mmap.mmap(journal.fileno(), 0, access=mmap.ACCESS_READ) as whole:
-            bounds = msgpack.Unpacker(journal, max_buffer_size=64 * 2**20)
+            bounds = msgpack.Unpacker(whole, max_buffer_size=64 * 2**20)  # over the same mapped bytes
             start = 0
             while True:
                 try:
@@ -139,8 +139,6 @@ def read_journal(path: Path) -> Iterator[list[Any]]:
                 except msgpack.OutOfData:
                     return
                 end = bounds.tell()
-                if end > len(whole):  # written since the file was opened: read up to then
-                    return
                 record = msgspec.msgpack.decode(whole[start:end])
                 start = end
                 if record and record[0] == "report":

@@ -80,11 +80,9 @@ class RecentRates:
         self.clear()
 
     def clear(self) -> None:
-        # window -> worker -> its reports' (end, covered, sent, target x covered, received), oldest first
-        self._rows: dict[float, dict[int, deque[tuple[float, float, int, float, int]]]] = {
-            seconds: defaultdict(deque) for seconds in self.windows
-        }
-        # window -> worker -> [covered, sent, target x covered, received] of its rows
+        # worker -> its reports' (end, covered, sent, target x covered, received) of the longest window
+        self._rows: dict[int, deque[tuple[float, float, int, float, int]]] = defaultdict(deque)
+        # window -> worker -> [covered, sent, target x covered, received] of its rows in that window
         self._sums: dict[float, dict[int, list[float]]] = {seconds: {} for seconds in self.windows}
         self._latest: dict[int, float] = {}
         self._newest = 0.0
@@ -92,15 +90,15 @@ class RecentRates:
     def add(self, worker: int, end: float, covered: float, sent: int, target: float, received: int) -> None:
         latest = self._latest[worker] = max(self._latest.get(worker, end), end)
         self._newest = max(self._newest, end)
-        row = (end, covered, sent, target * covered, received)
+        rows = self._rows[worker]
+        rows.append((end, covered, sent, target * covered, received))
+        while rows[0][0] < latest - max(self.windows):
+            rows.popleft()
+        # summed again from its rows (a few a worker), not kept up by adding and taking away: a rate
+        # that fell to 0 reads 0, not what float rounding left over
         for seconds in self.windows:
-            rows = self._rows[seconds][worker]
-            rows.append(row)
-            while rows[0][0] < latest - seconds:
-                rows.popleft()
-            # summed again from its rows (a few a worker), not kept up by adding and taking away: a rate
-            # that fell to 0 reads 0, not what float rounding left over
-            self._sums[seconds][worker] = [sum(r[i] for r in rows) for i in range(1, 5)]
+            within = [row for row in rows if row[0] >= latest - seconds]
+            self._sums[seconds][worker] = [sum(row[i] for row in within) for i in range(1, 5)]
 
     def rates(self, seconds: float) -> dict[str, float]:
         """pubRate, targetRate and consRate in msg/s: each worker's counts over the time its reports
