@@ -123,8 +123,19 @@ def test_a_dynamic_change_goes_through_the_admin_api_and_keeps_the_containers(do
         time.sleep(0.5)
 
 
+def addresses(cluster, containers: dict[int, str]) -> dict[int, str]:
+    """Each node container's address on its one network, by node id."""
+    seen = {}
+    for node, container_id in containers.items():
+        [network] = cluster.client.containers.get(container_id).attrs["NetworkSettings"]["Networks"].values()
+        seen[node] = network["IPAddress"]
+    return seen
+
+
 def test_a_read_only_redeploy_under_load_recreates_one_container_at_a_time_and_loses_nothing(docker_cluster, tmp_path):
     before = docker_cluster.containers()
+    before_addresses = addresses(docker_cluster, before)
+    assert len(set(before_addresses.values())) == 3
     workload = write_workload(
         tmp_path,
         "docker-redeploy",
@@ -156,6 +167,8 @@ def test_a_read_only_redeploy_under_load_recreates_one_container_at_a_time_and_l
     ]  # one node at a time: the next stops only once the last is back
     after = docker_cluster.containers()
     assert sorted(after) == sorted(before) and not set(after.values()) & set(before.values())  # all recreated
+    # each keeps its address: the other nodes' connections to it do not wait out a connection time-out
+    assert addresses(docker_cluster, after) == before_addresses
     for container_id in after.values():  # a restarted node runs Kafka at once: its volume is formatted
         assert b"already formatted" not in docker_cluster.client.containers.get(container_id).logs()
 

@@ -184,10 +184,12 @@ class DockerCluster(DockerNodes):
         node_id = self.profile.node_ids[index]
         old = self.containers().get(node_id)
         cluster_id = self._cluster_id()
+        address = None
         if old is not None:
+            address = self.address(old)
             progress(f"node {node_id}: stopping container {old.name}")
             removed_or_fail(stop_and_remove([old], RESTART_STOP_SECONDS), f"node {node_id}'s container")
-        self._start_node(index, state.image, cluster_id)
+        self._start_node(index, state.image, cluster_id, address)
 
     # ---- logs ---------------------------------------------------------------------------------
     def log_files(self) -> dict[int, Path]:

@@ -2,6 +2,7 @@
 volume, server.properties and the files copied into it, and the state file that records what they
 were started with. docker.py runs them as a cluster and declares the backend's plug."""
 
+import contextlib
 import io
 import json
 import re
@@ -241,26 +242,43 @@ class DockerNodes(NodeCluster[DockerState]):
             environment["KAFKA_OPTS"] = " ".join(options)
         return environment
 
-    def _start_node(self, index: int, image: str, cluster_id: str) -> Container:
-        """Create node `index`'s container, copy its files in, start it."""
+    def address(self, container: Container) -> str | None:
+        """The container's address on the cluster's network, if it has one."""
+        networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
+        return (networks.get(self.network_name) or {}).get("IPAddress") or None
+
+    def _start_node(self, index: int, image: str, cluster_id: str, address: str | None = None) -> Container:
+        """Create node `index`'s container, copy its files in, start it. With `address`, the container
+        keeps that address on the cluster's network where the daemon allows (podman does; Docker Engine
+        only on a network of a configured subnet): the other nodes' connections to a recreated node's
+        old address would otherwise wait out Kafka's connection set-up timeout (10 s) before they look
+        its name up again, and its partitions' ISR changes wait with them."""
         p = self.profile
         ports = {f"{CLIENT_PORT}/tcp": (p.host, p.broker_port(index))}
         if p.broker_metrics:
             ports[f"{METRICS_PORT}/tcp"] = (p.host, p.broker_metrics_port(index))
         name = self.container_name(index)
         files = self._files(index)  # before the container exists: fetching the metrics agent may fail
-        container = self.client.containers.create(
-            image,
-            entrypoint=self._command(),
-            command=[],
-            name=name,
-            hostname=name,
-            environment=self._environment(cluster_id),
-            labels=self._labels(role="broker", node=str(p.node_ids[index])),
-            network=self.network_name,
-            ports=ports,
-            volumes={self._volume(index, cluster_id): {"bind": DATA_DIR, "mode": "rw"}},
-        )
+        settings = {
+            "entrypoint": self._command(),
+            "command": [],
+            "name": name,
+            "hostname": name,
+            "environment": self._environment(cluster_id),
+            "labels": self._labels(role="broker", node=str(p.node_ids[index])),
+            "network": self.network_name,
+            "ports": ports,
+            "volumes": {self._volume(index, cluster_id): {"bind": DATA_DIR, "mode": "rw"}},
+        }
+        container = None
+        if address:
+            endpoint = self.client.api.create_endpoint_config(ipv4_address=address)
+            with contextlib.suppress(docker.errors.APIError):  # refused: the daemon picks an address
+                container = self.client.containers.create(
+                    image, networking_config={self.network_name: endpoint}, **settings
+                )
+        if container is None:
+            container = self.client.containers.create(image, **settings)
         try:
             container.put_archive("/", files)
             container.start()

@@ -24,6 +24,7 @@ import cProfile
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,7 @@ def run_child(args: argparse.Namespace) -> dict:
             profiler.dump_stats(f"{args.profile}-{n}.prof")
         control.close()
     info = json.loads((bundle.path / "run.json").read_text())
+    shutil.rmtree(folder, ignore_errors=True)  # the figures are read; the bundle of a fake run is no result
     cost = info["coordinator"]
     wall = fake.measured_seconds  # StartLoad to StopProducers: what self_cost measures, to one loop pass
     net = cost["cpu_seconds"] - fake.own_cpu_seconds
