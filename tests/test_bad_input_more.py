@@ -273,21 +273,28 @@ def test_workers_for_one_run_replace_a_count_or_a_container_count_and_nothing_el
 @pytest.mark.unit
 def test_a_run_whose_coordinator_was_killed_is_called_crashed_once(tmp_path):
     """kill -9 of the coordinator leaves its state file and a run.json that says running: the next
-    `status` says the run crashed and where its results are, and its run.json says crashed."""
+    `status` says the run crashed and where its results are, and its run.json says crashed. A
+    detached run's console output (where a C library's last words go) is kept with its bundle."""
     results = tmp_path / "results" / "20261127T000000Z-w"
-    results.mkdir(parents=True)
+    (results / "logs").mkdir(parents=True)
+    console = tmp_path / "state" / "runs" / "crashenv.console.log"
+    (tmp_path / "state" / "runs").mkdir(parents=True)
+    console.write_text("rdkafka_broker.c:1234: assert: rkb->rkb_state == RD_KAFKA_BROKER_STATE_UP\n")
     (results / "run.json").write_text(json.dumps({"run_id": results.name, "status": "running"}))
     coordinator = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
     started = TrackedProcess.of(coordinator.pid).started
     coordinator.kill()
     coordinator.wait()
     state = {"pid": coordinator.pid, "started": started, "port": 1, "token": "t", "results": str(results)}
-    (tmp_path / "state" / "runs").mkdir(parents=True)
-    (tmp_path / "state" / "runs" / "crashenv.json").write_text(json.dumps(state))
+    (tmp_path / "state" / "runs" / "crashenv.json").write_text(json.dumps({**state, "console": str(console)}))
     env = {"DIMSTER_STATE_DIR": str(tmp_path / "state")}
     crashed = dimster("status", "crashenv", env=env)
     line = one_error_line(crashed, f"the run of 'crashenv' crashed: its coordinator (pid {coordinator.pid})", code=5)
-    assert str(results) in line
+    kept = results / "logs" / "coordinator-output.log"
+    assert str(results) in line and f"its console output: {kept}" in line
+    assert kept.read_text() == console.read_text()
+    console.write_text("the next detached run's console\n")  # the environment's file, written anew
+    assert "assert: rkb->rkb_state" in kept.read_text()
     info = json.loads((results / "run.json").read_text())
     assert info["status"] == "crashed" and str(coordinator.pid) in info["failure"]
     again = dimster("status", "crashenv", env=env)

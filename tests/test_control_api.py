@@ -225,6 +225,7 @@ def test_a_burst_of_status_calls_during_a_run_is_answered_and_the_run_goes_on(tm
         while (state := read_run_state("local")) is None or state.get("phase") != "running":
             assert process.poll() is None and time.monotonic() < deadline, "the run did not start its load"
             time.sleep(0.2)
+        assert state["console"] is None  # a foreground run's console is its terminal: nothing to keep
         while (before := burst(state["port"], state["token"], 1)[0])["sent"] == 0:  # no CLI: early in the load
             assert time.monotonic() < deadline, before
             time.sleep(0.2)

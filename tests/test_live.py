@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from dimster.coordinator.control.run_state import console_log, read_run_state
 from tests.conftest import REPO, dimster, set_broker_config, spare_ports_yaml, write_environment
 from tests.runs import (
     detached_evidence,
@@ -62,6 +63,8 @@ def test_live_changes_apply_each_in_turn_and_lose_nothing(tmp_path):
     try:
         before = status()
         assert before["settings"]["producerRate"] == 300 and before["phase"] in ("warmup", "measure")
+        # a detached run names its console, for a crash's last words to be kept with its bundle
+        assert (read_run_state("local") or {}).get("console") == str(console_log("local"))
         for sets, fragment in REFUSED:  # each one line, exit 2, nothing applied
             result = dimster("run", "local", "--modify", "--set", *sets)
             assert result.code == 2, result.stderr

@@ -124,7 +124,10 @@ def run(
     if detach:
         return _detach(env, workload, sets, results_root, json, child_options)
     control = ControlServer(env)
-    control.start({"run_id": None, "results": None, "workload": loaded.name, "phase": "starting"})
+    console_output = str(console_log(env)) if handed else None  # a detached run's stdout and stderr
+    control.start(
+        {"run_id": None, "results": None, "workload": loaded.name, "phase": "starting", "console": console_output}
+    )
     summary_master = None if no_summary else spark_master(spark_master_)
     try:
         _run(loaded, profile, results_root, control, summary_master, junit)

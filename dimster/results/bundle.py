@@ -1,6 +1,7 @@
 """A run's results folder: `results/<UTC time>-<workload name>/` with the resolved inputs, versions,
 hardware, command line, the event and modification timelines, metrics and logs."""
 
+import contextlib
 import json
 import os
 import platform
@@ -27,6 +28,8 @@ from dimster.results.redaction import Redactor, redact, redact_argv
 
 __all__ = ["ResultsBundle", "load_timeline", "redact", "redact_argv"]
 
+CRASHED_OUTPUT = "coordinator-output.log"  # a crashed detached run's console, in the bundle's logs/
+
 
 def java_version() -> str:
     try:
@@ -49,9 +52,11 @@ def hardware() -> Hardware:
     }
 
 
-def mark_crashed(run_dir: Path, pid: int) -> bool:
+def mark_crashed(run_dir: Path, pid: int, console: Path | None = None) -> bool:
     """A run whose coordinator died without recording its end (killed, out of memory): its run.json
-    says `crashed`. False when run.json is not there or already records an end."""
+    says `crashed`. False when run.json is not there or already records an end. A detached run's
+    `console` (its stdout and stderr, where a C library's last words go) is copied to the bundle's
+    logs/coordinator-output.log: the environment's next detached run writes that file anew."""
     path = run_dir / "run.json"
     try:
         info = json.loads(path.read_text())
@@ -63,6 +68,9 @@ def mark_crashed(run_dir: Path, pid: int) -> bool:
     tmp = path.with_name("run.json.tmp")
     tmp.write_text(json.dumps(info, indent=2, default=str))
     tmp.replace(path)
+    if console is not None:
+        with contextlib.suppress(OSError):  # gone or unreadable: run.json says what is known
+            shutil.copyfile(console, run_dir / "logs" / CRASHED_OUTPUT)
     return True
 
 

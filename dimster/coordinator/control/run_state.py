@@ -64,7 +64,8 @@ def _run_state(env: str) -> tuple[dict | None, bool]:
         path.unlink(missing_ok=True)
         from dimster.results.bundle import mark_crashed  # only for a run that crashed
 
-        crashed = bool(state.get("results")) and mark_crashed(Path(state["results"]), state["pid"])
+        console = Path(state["console"]) if state.get("console") else None  # a detached run's
+        crashed = bool(state.get("results")) and mark_crashed(Path(state["results"]), state["pid"], console)
         return (state if crashed else None), False  # a run that recorded its end left nothing to say
     return state, alive
 
@@ -73,8 +74,10 @@ def control_request(env: str, method: str, path: str, body: dict | None = None, 
     """Call the API of the run of `env`; DimsterError with the coordinator's words on refusal."""
     state, alive = _run_state(env)
     if state is not None and not alive:
-        console = console_log(env)
-        last_words = f"; its console: {console}" if console.is_file() else ""
+        from dimster.results.bundle import CRASHED_OUTPUT  # only for a run that crashed
+
+        kept = Path(state["results"]) / "logs" / CRASHED_OUTPUT
+        last_words = f"; its console output: {kept}" if kept.is_file() else ""
         raise NoActiveRun(
             f"the run of '{env}' crashed: its coordinator (pid {state['pid']}) ended without closing the run; "
             f"what it measured is in {state['results']} (`dimster summarize` it){last_words}"
