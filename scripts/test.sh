@@ -3,11 +3,13 @@
 # Arguments go to pytest: `scripts/test.sh -m unit` is the fast loop (no broker, no Spark, no browser).
 #
 # The whole suite runs in tiers, each a pytest session of its own: unit first (on every core, so a
-# broken import fails in seconds), then kafka on two workers, then spark and browser one test after
-# another. A Kafka test spends most of its time waiting on Kafka (heartbeats, lock time-outs, drains):
-# two workers keep the cores busy. Each worker has its own warm clusters; a test module runs whole on
-# one worker, and modules that share a cluster run on the same one (tests/conftest.py). A unit failure ends the
-# suite there; the other tiers all run, and the exit code is the first failure's.
+# broken import fails in seconds), then kafka on two workers and, beside it, spark then browser one test
+# after another (their output is printed once the kafka tier ends). A Kafka test spends most of its
+# time waiting on Kafka (heartbeats, lock time-outs, drains): two workers leave a third of a quiet
+# host's cores idle, and the Spark and browser tests, which use no Kafka, take that time. Each session
+# and worker has its own warm clusters and ports; a test module runs whole on one worker, and modules
+# that share a cluster run on the same one (tests/conftest.py). A unit failure ends the suite there;
+# the other tiers all run, and the exit code is the first failure's in tier order.
 # Tests run in a random order (pytest-randomly); each tier prints its seed at the top, and
 # `--randomly-seed=N` replays that order. The last lines name each tier's ten slowest tests with their
 # share of the tier's test time (scripts/suite_times.py), then the time of each tier and the total.
@@ -42,32 +44,40 @@ if [ "$whole" = 0 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
 
-times=("setup $((SECONDS - started)) s")
-status=0
+setup_seconds=$((SECONDS - started))
 test_times="$(mktemp -d)"
 trap 'rm -rf "$test_times"' EXIT
-tier() {  # tier NAME PYTEST-ARGUMENTS...: one pytest session; its time joins the last line
+tier() {  # tier NAME PYTEST-ARGUMENTS...: one pytest session; its exit code and seconds go to files
   local name=$1 code=0 begun=$SECONDS
   shift
   echo
   echo "== tier $name"
   DIMSTER_TEST_TIMES="$test_times/$name.json" .venv/bin/python -m pytest "$@" || code=$?
-  times+=("$name $((SECONDS - begun)) s")
-  if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then status=$code; fi
+  echo "$code" >"$test_times/$name.code"
+  echo "$((SECONDS - begun))" >"$test_times/$name.seconds"
   return "$code"
 }
-summary() {
+summary() {  # each tier's slowest tests, then the suite's line; the exit code is the first failure's
+  local times=("setup $setup_seconds s") status=0 name code
+  for name in unit kafka spark browser; do
+    [ -f "$test_times/$name.code" ] || continue
+    code=$(cat "$test_times/$name.code")
+    times+=("$name $(cat "$test_times/$name.seconds") s")
+    if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then status=$code; fi
+  done
   echo
   .venv/bin/python scripts/suite_times.py "$test_times" unit kafka spark browser
   (IFS=','; echo "== suite: $((SECONDS - started)) s in all:${times[*]/#/ }")
+  return "$status"
 }
 
 if ! tier unit -m unit -n auto "$@"; then
   summary
-  exit "$status"
+  exit $?
 fi
+(tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) >"$test_times/beside.log" 2>&1 &
+beside=$!
 tier kafka -m kafka -n 2 "$@" || true
-tier spark -m spark "$@" || true
-tier browser -m browser "$@" || true
+wait "$beside" || true
+cat "$test_times/beside.log"
 summary
-exit "$status"
