@@ -46,13 +46,15 @@ SEARCH = range(20000, 32000, SLOT * SLOTS)  # below Linux's ephemeral range, whi
 
 # The suite's clusters tell share consumers to heartbeat every 250 ms instead of Kafka's 5 s: a share
 # group's assignment follows a member's join by a heartbeat interval or two, and every share run starts so.
-# A consumer group's first rebalance starts at once, not after Kafka's 3 s of waiting for more members
-# (Kafka's own tests do the same). Share groups may take locks of one second (the share-feature tests
-# make records outlast their locks). Internal topics have 4 partitions instead of 50 each: a broker
+# A consumer group's first rebalance waits half a second for more members, not Kafka's 3 s: a run's
+# consumers join within it, so the group forms once with all of them (at once, it formed with the first
+# member and rebalanced as each other one joined, which the members learn at their next heartbeat, up
+# to 3 s later). Share groups may take locks of one second (the share-feature tests make records
+# outlast their locks). Internal topics have 4 partitions instead of 50 each: a broker
 # that starts or restarts loads and catches up every partition it holds.
 TEST_BROKER_CONFIG = (
     "group.share.min.heartbeat.interval.ms: 250\ngroup.share.heartbeat.interval.ms: 250\n"
-    "group.initial.rebalance.delay.ms: 0\ngroup.share.min.record.lock.duration.ms: 1000\n"
+    "group.initial.rebalance.delay.ms: 500\ngroup.share.min.record.lock.duration.ms: 1000\n"
     "offsets.topic.num.partitions: 4\nshare.coordinator.state.topic.num.partitions: 4\n"
 )
 
