@@ -72,12 +72,11 @@ summary() {  # each tier's slowest tests, then the suite's line; the exit code i
 }
 
 if ! tier unit -m unit -n auto "$@"; then
-  summary
-  exit $?
+  summary || exit $?
 fi
 (tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) >"$test_times/beside.log" 2>&1 &
 beside=$!
 tier kafka -m kafka -n 2 "$@" || true
 wait "$beside" || true
 cat "$test_times/beside.log"
-summary
+summary || exit $?

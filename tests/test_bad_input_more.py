@@ -21,6 +21,7 @@ from dimster.kafka.helper import run_helper
 from dimster.kafka.jmx_exporter import agent_jar
 from dimster.pipeline.spark_service import SparkService
 from dimster.processes import TrackedProcess
+from dimster.results.bundle import mark_crashed
 from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
 from tests.synthetic import synthetic_run
 
@@ -268,6 +269,24 @@ def test_workers_for_one_run_replace_a_count_or_a_container_count_and_nothing_el
         result = dimster(*args, env=env)
         assert result.code == 2 and len(result.error_lines) == 1 and "Traceback" not in result.stderr
         assert expected in result.error_lines[0], result.stderr
+
+
+@pytest.mark.unit
+def test_a_crash_that_summarize_marked_first_still_keeps_the_detached_console(tmp_path):
+    """`dimster summarize` of the bundle may mark the crash before any command reads the state file:
+    the console is copied all the same, once; a run that recorded its end gets none."""
+    run_dir, console = tmp_path / "run", tmp_path / "local.console.log"
+    (run_dir / "logs").mkdir(parents=True)
+    console.write_text("rdkafka_queue.c:87: assert: rkq->rkq_refcnt > 0\n")
+    (run_dir / "run.json").write_text(json.dumps({"status": "crashed"}))
+    assert not mark_crashed(run_dir, 1, console)
+    kept = run_dir / "logs" / "coordinator-output.log"
+    assert kept.read_text() == console.read_text()
+    console.write_text("the next run's console\n")
+    assert not mark_crashed(run_dir, 1, console) and "rkq_refcnt" in kept.read_text()  # the first copy stays
+    kept.unlink()
+    (run_dir / "run.json").write_text(json.dumps({"status": "completed"}))
+    assert not mark_crashed(run_dir, 1, console) and not kept.exists()
 
 
 @pytest.mark.unit

@@ -56,21 +56,24 @@ def mark_crashed(run_dir: Path, pid: int, console: Path | None = None) -> bool:
     """A run whose coordinator died without recording its end (killed, out of memory): its run.json
     says `crashed`. False when run.json is not there or already records an end. A detached run's
     `console` (its stdout and stderr, where a C library's last words go) is copied to the bundle's
-    logs/coordinator-output.log: the environment's next detached run writes that file anew."""
+    logs/coordinator-output.log, also when `dimster summarize` marked the crash first: the
+    environment's next detached run writes that file anew."""
     path = run_dir / "run.json"
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         return False
-    if not isinstance(info, dict) or info.get("status") != "running":
+    status = info.get("status") if isinstance(info, dict) else None
+    kept = run_dir / "logs" / CRASHED_OUTPUT
+    if console is not None and status in ("running", "crashed") and not kept.exists():
+        with contextlib.suppress(OSError):  # gone or unreadable: run.json says what is known
+            shutil.copyfile(console, kept)
+    if status != "running":
         return False
     info.update(status="crashed", failure=f"the coordinator (pid {pid}) ended without recording the run's end")
     tmp = path.with_name("run.json.tmp")
     tmp.write_text(json.dumps(info, indent=2, default=str))
     tmp.replace(path)
-    if console is not None:
-        with contextlib.suppress(OSError):  # gone or unreadable: run.json says what is known
-            shutil.copyfile(console, run_dir / "logs" / CRASHED_OUTPUT)
     return True
 
 
