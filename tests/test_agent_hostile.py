@@ -190,8 +190,10 @@ def test_a_killed_coordinator_s_worker_on_an_agent_ends_within_seconds(tmp_path)
         )
         try:
             assert coordinator.stdout and coordinator.stdout.readline().strip() == "ready"
+            # the worker forks from the agent's worker server (worker/process.py, worker_context)
             children = psutil.Process(agent_process.pid).children()
-            (worker,) = [child for child in children if "spawn_main" in " ".join(child.cmdline())]
+            (server,) = [child for child in children if "forkserver" in " ".join(child.cmdline())]
+            (worker,) = server.children()
             coordinator.kill()
             coordinator.wait(10)
             killed_at = time.monotonic()

@@ -5,9 +5,10 @@ that said Hello first owns it until its workers close, its connection closes (a 
 kernel closes it at once; ZeroMQ's heartbeats close a silent one) or it falls silent; any other is
 refused. For
 each run it starts up to `slots` worker processes (`--workers N`; the same `worker_main` a local run
-uses), one per Assign, and relays messages between them and the coordinator: a worker's message travels
-as two frames, its worker index and the message; one frame is the agent's own (Hello, Welcome, clock
-probes, SetClock, Assign), or, from the coordinator, for every worker of the run (Close, Update). It
+uses, forked from one server process that imported its code once), one per Assign, and relays
+messages between them and the coordinator: a worker's message travels as two frames, its worker index
+and the message; one frame is the agent's own (Hello, Welcome, clock probes, SetClock, Assign), or,
+from the coordinator, for every worker of the run (Close, Update). It
 answers clock probes itself, with this host's clock. When a worker closes it ships that worker's log
 files back before it says Closed. Client properties of the run that
 load code, run a command or name a file or URL on this host are refused unless the agent's operator
@@ -16,7 +17,6 @@ allows them (remote/allowances.py), in the Assign and in every live Update.
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import platform
 import re
@@ -36,7 +36,7 @@ from dimster import __version__
 from dimster.errors import DimsterError
 from dimster.remote.allowances import Allowances
 from dimster.remote.security import serve_securely
-from dimster.worker.process import PipeChannel, worker_main
+from dimster.worker.process import PipeChannel, start_worker, start_worker_server
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     Assign,
@@ -166,6 +166,7 @@ class Agent:
         return Welcome(__version__, PROTOCOL_VERSION, platform.node(), cores, memory, busy, self.slots)
 
     def serve(self) -> None:
+        start_worker_server()  # once: every run's workers fork from it
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         poller.register(self.disconnects, zmq.POLLIN)
@@ -296,11 +297,7 @@ class Agent:
         folder.mkdir()
         assignment.log_file = str(folder / f"worker-{assignment.worker_index}.log")
         assignment.clock_offset = session.clock_offset
-        context = multiprocessing.get_context("spawn")
-        ours, theirs = context.Pipe()
-        process = context.Process(target=worker_main, args=(theirs, assignment), name="dimster-worker")
-        process.start()
-        theirs.close()
+        process, ours = start_worker(assignment, "dimster-worker")
         session.workers[assignment.worker_index] = Worker(process, PipeChannel(ours))
 
     def _from_worker(self, session: Session, index: int, worker: Worker) -> None:

@@ -7,11 +7,15 @@ how a run stops and tells its workers.
 import contextlib
 import ctypes
 import logging
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,9 @@ from dimster.worker.wake_lag import WakeProbe, host_steal_seconds
 from dimster.workload.model import Workload
 
 PR_SET_PDEATHSIG = 1
+# What the worker server imports once: the command that started this process (a script's imports),
+# and the worker's own code. Every worker forks from it with both imported.
+WORKER_PRELOAD = ["__main__", "dimster.worker.process"]
 
 
 class PipeChannel:
@@ -75,9 +82,51 @@ class PipeChannel:
 
 
 def die_with_parent() -> None:
-    """Linux: end this process when the one that started it ends (a killed agent takes its worker)."""
+    """Linux: end this process when the one that started it ends: the worker server, which ends when the
+    coordinator or agent that started it does (a killed agent takes its workers)."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def worker_context() -> ForkServerContext:
+    """Worker processes fork from one server process, a child of this one that imported the worker's
+    code once. A spawned worker imported it anew, about half a second of CPU each, which a run paid per
+    worker and an agent per run (16 workers: 4.3 s to start them, 0.5 s forked; docs/benchmarks.md).
+    The server starts with the first worker (or `start_worker_server`) and ends when this process does."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(WORKER_PRELOAD)
+    return context
+
+
+def start_worker_server() -> None:
+    """Starts the worker server ahead of the workers: its imports run beside the caller's start-up."""
+    worker_context()
+    multiprocessing.forkserver.ensure_running()
+
+
+def start_process(target: Callable[..., None], args: tuple, name: str) -> BaseProcess:
+    """A process forked from the worker server that runs `target(*args)` with this process's
+    environment and folder as they are now, as a spawned one would (the server's are those of its
+    own start)."""
+    started_as = (dict(os.environ), os.getcwd(), target, args)
+    process = worker_context().Process(target=_as_started, args=started_as, name=name)
+    process.start()
+    return process
+
+
+def _as_started(environ: dict[str, str], folder: str, target: Callable[..., None], args: tuple) -> None:
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(folder)
+    target(*args)
+
+
+def start_worker(assignment: Assignment, name: str) -> tuple[BaseProcess, Connection]:
+    """A worker process for `assignment`, and this end of its pipe."""
+    ours, theirs = worker_context().Pipe()
+    process = start_process(worker_main, (theirs, assignment), name)
+    theirs.close()
+    return process, ours
 
 
 def worker_main(connection: Connection, assignment: Assignment) -> None:

@@ -26,7 +26,7 @@ KINDS = (  # (kind, every word its command line holds), first match wins
     ("java helper (DimsterKafkaTool)", ("java", "DimsterKafkaTool")),
     ("java clients", ("java", "Dimster")),
     ("java other", ("java",)),
-    ("dimster worker (spawned)", ("python", "multiprocessing")),
+    ("dimster worker (and the worker server it forks from)", ("python", "multiprocessing")),
     ("dimster agent", ("dimster", "worker serve")),
     ("dimster run", ("dimster", " run ")),
     ("pytest", ("pytest",)),

@@ -2,7 +2,6 @@
 (coordinator/workers/remote.py) runs them on `dimster worker serve` agents."""
 
 import contextlib
-import multiprocessing
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -14,7 +13,7 @@ from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.workers.seam import WorkerLost, Workers
 from dimster.profile import ProfileBase
 from dimster.results.bundle import ResultsBundle
-from dimster.worker.process import PipeChannel, worker_main
+from dimster.worker.process import PipeChannel, start_worker, start_worker_server
 from dimster.worker.protocol import Assignment, Closed, Message
 
 
@@ -28,14 +27,9 @@ class LocalWorkers:
         self.gone: set[int] = set()
 
     def start(self, assignments: list[Assignment]) -> None:
-        context = multiprocessing.get_context("spawn")
         for assignment in assignments:
             assignment.log_file = str(self.log_dir / f"worker-{assignment.worker_index}.log")
-            ours, theirs = context.Pipe()
-            name = f"dimster-worker-{assignment.worker_index}"
-            process = context.Process(target=worker_main, args=(theirs, assignment), name=name)
-            process.start()
-            theirs.close()
+            process, ours = start_worker(assignment, f"dimster-worker-{assignment.worker_index}")
             self.processes.append(process)
             self.channels.append(PipeChannel(ours))
 
@@ -121,7 +115,7 @@ class LocalLauncher:
         pass
 
     def start(self, cluster: ClusterBackend, run_name: str) -> None:
-        pass
+        start_worker_server()  # its imports run while the run makes its topics
 
     def workers(self, bundle: ResultsBundle) -> tuple[Workers, int]:
         return LocalWorkers(bundle.path / "logs"), self.count
