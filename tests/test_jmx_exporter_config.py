@@ -45,7 +45,7 @@ def read(domain: str, keys: dict[str, str]) -> bool:
     "name",
     ["RequestsPerSec", "TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseSendTimeMs",
      "ThrottleTimeMs", "ResponseQueueTimeMs", "MessageConversionsTimeMs", "TemporaryMemoryBytes", "RequestBytes",
-     "ErrorsPerSec"],
+     "ErrorsPerSec", "DeprecatedRequestsPerSec"],
 )  # fmt: skip
 def test_an_apis_request_metrics_are_read_exactly_when_a_rule_keeps_them(api, name):
     keys = {"type": "RequestMetrics", "name": name, "request": api}

@@ -3,6 +3,10 @@ a child of the coordinator (or agent), serves every worker, and each worker runs
 environment and folder as they were when it started, not as they were when the server started."""
 
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -43,3 +47,72 @@ def test_workers_fork_from_one_server_with_their_starters_environment_and_folder
     monkeypatch.chdir(tmp_path)
     again, value, folder = started("second")
     assert (again, value, folder) == (server, "second", str(tmp_path))  # the same server, today's environment
+
+
+STARTER = """
+import os, sys, time
+from tests.test_worker_server import idle
+from dimster.worker.process import start_process
+process = start_process(idle, (), "idle")
+while not os.path.exists(sys.argv[1]):  # the worker writes its PIDs once it runs
+    time.sleep(0.05)
+print(open(sys.argv[1]).read(), flush=True)
+time.sleep(120)
+"""
+
+
+def idle() -> None:
+    """A worker busy elsewhere than its pipe (starting a JVM, fetching jars): it writes its server's
+    PID and its own, then sleeps."""
+    told = os.environ["DIMSTER_TEST_TOLD"]
+    with open(told + ".part", "w") as f:
+        f.write(f"{os.getppid()} {os.getpid()}")
+    os.rename(told + ".part", told)
+    time.sleep(120)
+
+
+def test_a_killed_starter_takes_its_worker_server_and_workers_at_once(tmp_path):
+    """kill -9 of the coordinator (or agent): its worker server and the workers forked from it end with
+    it, also a worker that is not reading its pipe (which a forked worker's server alone would not)."""
+    told = tmp_path / "pids"
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "DIMSTER_TEST_TOLD": str(told)}
+    command = [sys.executable, "-c", STARTER, str(told)]
+    starter = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout is not None
+        server, worker = (psutil.Process(int(pid)) for pid in starter.stdout.readline().split())
+        assert server.ppid() == starter.pid and worker.ppid() == server.pid
+    finally:
+        starter.kill()
+        starter.wait(10)
+    deadline = time.monotonic() + 10
+    while alive := [p.pid for p in (server, worker) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
+        assert time.monotonic() < deadline, f"still running 10 s after their starter was killed: {alive}"
+        time.sleep(0.1)
+
+
+PLANTED = """
+from pathlib import Path
+Path(__file__).with_name("planted-module-ran").write_text("it ran")
+"""
+
+
+def note() -> None:
+    with open(os.environ["DIMSTER_TEST_TOLD"], "w") as f:
+        f.write("the worker ran")
+
+
+def test_the_worker_server_imports_nothing_from_its_starters_folder(tmp_path):
+    """A module planted in the folder a coordinator or agent was started from (`cd /tmp && dimster
+    worker serve`) is not imported by the worker server, which imports typer (dimster.cli.app) where its
+    starter had not: Python would put that folder first on a `python -c` server's module path."""
+    (tmp_path / "typer.py").write_text(PLANTED)
+    told = tmp_path / "told"
+    starter = "from tests.test_worker_server import note\nfrom dimster.worker.process import start_process\n"
+    starter += "process = start_process(note, (), 'note')\nprocess.join(60)\n"
+    env = {**os.environ, "DIMSTER_TEST_TOLD": str(told), "PYTHONPATH": str(Path(__file__).parent.parent)}
+    done = subprocess.run([sys.executable, "-c", starter], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert told.read_text() == "the worker ran"
+    assert not (tmp_path / "planted-module-ran").exists()

@@ -4,8 +4,6 @@ It ignores SIGINT (Ctrl-C in the terminal reaches the whole process group): the 
 how a run stops and tells its workers.
 """
 
-import contextlib
-import ctypes
 import logging
 import multiprocessing
 import multiprocessing.forkserver
@@ -26,6 +24,7 @@ from dimster.clients.properties import consumer_role, role_properties, run_libra
 from dimster.worker import clock
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.histogram_columns import HistogramColumns
+from dimster.worker.lifeline import SERVER_STARTER, die_with_parent
 from dimster.worker.protocol import (
     REPORT_EVERY,
     AddClients,
@@ -52,10 +51,10 @@ from dimster.worker.protocol import (
 from dimster.worker.wake_lag import WakeProbe, host_steal_seconds
 from dimster.workload.model import Workload
 
-PR_SET_PDEATHSIG = 1
-# What the worker server imports once: the command that started this process (a script's imports),
-# and the worker's own code. Every worker forks from it with both imported.
-WORKER_PRELOAD = ["__main__", "dimster.worker.process"]
+# What the worker server imports, once, in order: the tie to its starter's life, the command line's
+# code (a worker forked from a console script's coordinator runs that script again, which then imports
+# nothing new) and the worker's own. Every worker forks from the server with all of it imported.
+WORKER_PRELOAD = ["dimster.worker.server_tie", "dimster.cli.app", "dimster.worker.process"]
 
 
 class PipeChannel:
@@ -81,13 +80,6 @@ class PipeChannel:
         return self.connection.fileno()
 
 
-def die_with_parent() -> None:
-    """Linux: end this process when the one that started it ends: the worker server, which ends when the
-    coordinator or agent that started it does (a killed agent takes its workers)."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def worker_context() -> ForkServerContext:
     """Worker processes fork from one server process, a child of this one that imported the worker's
     code once. A spawned worker imported it anew, about half a second of CPU each, which a run paid per
@@ -99,15 +91,29 @@ def worker_context() -> ForkServerContext:
 
 
 def start_worker_server() -> None:
-    """Starts the worker server ahead of the workers: its imports run beside the caller's start-up."""
+    """Starts the worker server unless it runs: ahead of the workers, its imports run beside the
+    caller's start-up. Call it from the main thread: the server ends when the thread that started it
+    does. It starts with no folder on its module path that the caller did not put there (Python put
+    the current folder first, where a planted module would be imported), and it learns its starter."""
     worker_context()
-    multiprocessing.forkserver.ensure_running()
+    server_only = {"PYTHONSAFEPATH": "1", SERVER_STARTER: str(os.getpid())}
+    saved = {name: os.environ.get(name) for name in server_only}
+    os.environ.update(server_only)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def start_process(target: Callable[..., None], args: tuple, name: str) -> BaseProcess:
     """A process forked from the worker server that runs `target(*args)` with this process's
     environment and folder as they are now, as a spawned one would (the server's are those of its
     own start)."""
+    start_worker_server()
     started_as = (dict(os.environ), os.getcwd(), target, args)
     process = worker_context().Process(target=_as_started, args=started_as, name=name)
     process.start()
@@ -115,6 +121,7 @@ def start_process(target: Callable[..., None], args: tuple, name: str) -> BasePr
 
 
 def _as_started(environ: dict[str, str], folder: str, target: Callable[..., None], args: tuple) -> None:
+    die_with_parent()  # the server, which ends with the starter (lifeline.tie_worker_server)
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(folder)
@@ -130,7 +137,6 @@ def start_worker(assignment: Assignment, name: str) -> tuple[BaseProcess, Connec
 
 
 def worker_main(connection: Connection, assignment: Assignment) -> None:
-    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(
         filename=assignment.log_file, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
