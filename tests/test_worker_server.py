@@ -50,13 +50,13 @@ def test_workers_fork_from_one_server_with_their_starters_environment_and_folder
 
 
 STARTER = """
-import os, sys, time
+import multiprocessing.util, os, sys, time
 from tests.test_worker_server import idle
 from dimster.worker.process import start_process
 process = start_process(idle, (), "idle")
 while not os.path.exists(sys.argv[1]):  # the worker writes its PIDs once it runs
     time.sleep(0.05)
-print(open(sys.argv[1]).read(), flush=True)
+print(open(sys.argv[1]).read(), multiprocessing.util.get_temp_dir(), flush=True)
 time.sleep(120)
 """
 
@@ -73,7 +73,8 @@ def idle() -> None:
 
 def test_a_killed_starter_takes_its_worker_server_and_workers_at_once(tmp_path):
     """kill -9 of the coordinator (or agent): its worker server and the workers forked from it end with
-    it, also a worker that is not reading its pipe (which a forked worker's server alone would not)."""
+    it, also a worker that is not reading its pipe (which a forked worker's server alone would not),
+    and no folder of theirs is left in the temporary folder."""
     told = tmp_path / "pids"
     root = Path(__file__).parent.parent
     env = {**os.environ, "DIMSTER_TEST_TOLD": str(told)}
@@ -81,8 +82,10 @@ def test_a_killed_starter_takes_its_worker_server_and_workers_at_once(tmp_path):
     starter = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert starter.stdout is not None
-        server, worker = (psutil.Process(int(pid)) for pid in starter.stdout.readline().split())
+        server_pid, worker_pid, folder = starter.stdout.readline().split()
+        server, worker = psutil.Process(int(server_pid)), psutil.Process(int(worker_pid))
         assert server.ppid() == starter.pid and worker.ppid() == server.pid
+        assert any(Path(folder).glob("listener-*"))  # the server's socket
     finally:
         starter.kill()
         starter.wait(10)
@@ -90,6 +93,7 @@ def test_a_killed_starter_takes_its_worker_server_and_workers_at_once(tmp_path):
     while alive := [p.pid for p in (server, worker) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
         assert time.monotonic() < deadline, f"still running 10 s after their starter was killed: {alive}"
         time.sleep(0.1)
+    assert not Path(folder).exists()  # the server took its socket's folder with it
 
 
 PLANTED = """

@@ -7,6 +7,7 @@ how a run stops and tells its workers.
 import logging
 import multiprocessing
 import multiprocessing.forkserver
+import multiprocessing.util
 import os
 import signal
 import time
@@ -24,7 +25,7 @@ from dimster.clients.properties import consumer_role, role_properties, run_libra
 from dimster.worker import clock
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.lifeline import SERVER_STARTER, die_with_parent
+from dimster.worker.lifeline import SERVER_FOLDER, SERVER_STARTER, die_with_parent
 from dimster.worker.protocol import (
     REPORT_EVERY,
     AddClients,
@@ -96,7 +97,8 @@ def start_worker_server() -> None:
     does. It starts with no folder on its module path that the caller did not put there (Python put
     the current folder first, where a planted module would be imported), and it learns its starter."""
     worker_context()
-    server_only = {"PYTHONSAFEPATH": "1", SERVER_STARTER: str(os.getpid())}
+    folder = multiprocessing.util.get_temp_dir()  # where the server's socket goes (removed at a normal exit)
+    server_only = {"PYTHONSAFEPATH": "1", SERVER_STARTER: str(os.getpid()), SERVER_FOLDER: folder}
     saved = {name: os.environ.get(name) for name in server_only}
     os.environ.update(server_only)
     try:
@@ -121,7 +123,8 @@ def start_process(target: Callable[..., None], args: tuple, name: str) -> BasePr
 
 
 def _as_started(environ: dict[str, str], folder: str, target: Callable[..., None], args: tuple) -> None:
-    die_with_parent()  # the server, which ends with the starter (lifeline.tie_worker_server)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler (lifeline.tie_worker_server)
+    die_with_parent()  # the server, which ends with the starter
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(folder)
