@@ -12,14 +12,9 @@ import psutil
 import pytest
 
 from dimster.worker.process import start_process, start_worker_server, worker_context
+from tests.forked import tell
 
 pytestmark = pytest.mark.unit
-
-
-def tell(connection) -> None:
-    """What a started process finds: its parent, an environment value, and its folder."""
-    connection.send((os.getppid(), os.environ.get("DIMSTER_TEST_STARTER"), os.getcwd()))
-    connection.close()
 
 
 def started(name: str) -> tuple[int, str | None, str]:
@@ -51,7 +46,7 @@ def test_workers_fork_from_one_server_with_their_starters_environment_and_folder
 
 STARTER = """
 import multiprocessing.util, os, sys, time
-from tests.test_worker_server import idle
+from tests.forked import idle
 from dimster.worker.process import start_process
 process = start_process(idle, (), "idle")
 while not os.path.exists(sys.argv[1]):  # the worker writes its PIDs once it runs
@@ -59,16 +54,6 @@ while not os.path.exists(sys.argv[1]):  # the worker writes its PIDs once it run
 print(open(sys.argv[1]).read(), multiprocessing.util.get_temp_dir(), flush=True)
 time.sleep(120)
 """
-
-
-def idle() -> None:
-    """A worker busy elsewhere than its pipe (starting a JVM, fetching jars): it writes its server's
-    PID and its own, then sleeps."""
-    told = os.environ["DIMSTER_TEST_TOLD"]
-    with open(told + ".part", "w") as f:
-        f.write(f"{os.getppid()} {os.getpid()}")
-    os.rename(told + ".part", told)
-    time.sleep(120)
 
 
 def test_a_killed_starter_takes_its_worker_server_and_workers_at_once(tmp_path):
@@ -102,18 +87,13 @@ Path(__file__).with_name("planted-module-ran").write_text("it ran")
 """
 
 
-def note() -> None:
-    with open(os.environ["DIMSTER_TEST_TOLD"], "w") as f:
-        f.write("the worker ran")
-
-
 def test_the_worker_server_imports_nothing_from_its_starters_folder(tmp_path):
     """A module planted in the folder a coordinator or agent was started from (`cd /tmp && dimster
     worker serve`) is not imported by the worker server, which imports typer (dimster.cli.app) where its
     starter had not: Python would put that folder first on a `python -c` server's module path."""
     (tmp_path / "typer.py").write_text(PLANTED)
     told = tmp_path / "told"
-    starter = "from tests.test_worker_server import note\nfrom dimster.worker.process import start_process\n"
+    starter = "from tests.forked import note\nfrom dimster.worker.process import start_process\n"
     starter += "process = start_process(note, (), 'note')\nprocess.join(60)\n"
     env = {**os.environ, "DIMSTER_TEST_TOLD": str(told), "PYTHONPATH": str(Path(__file__).parent.parent)}
     done = subprocess.run([sys.executable, "-c", starter], cwd=tmp_path, env=env, capture_output=True, timeout=120)

@@ -84,7 +84,7 @@ class PipeChannel:
 def worker_context() -> ForkServerContext:
     """Worker processes fork from one server process, a child of this one that imported the worker's
     code once. A spawned worker imported it anew, about half a second of CPU each, which a run paid per
-    worker and an agent per run (16 workers: 4.3 s to start them, 0.5 s forked; docs/benchmarks.md).
+    worker and an agent per run (16 workers: 3.7 s to start them, 0.5 s forked; docs/benchmarks.md).
     The server starts with the first worker (or `start_worker_server`) and ends when this process does."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(WORKER_PRELOAD)

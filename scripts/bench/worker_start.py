@@ -1,5 +1,5 @@
 """What starting a run's worker processes costs: spawned (each a fresh interpreter that imports the
-worker's code) against forked from dimster's worker server (worker/process.py, `worker_context`: one
+worker's code) against forked from dimster's worker server (worker/process.py, `start_process`: one
 server process imports it once, every worker forks from it).
 
 For each count of workers and each way, the script starts that many processes at once from a fresh
@@ -31,18 +31,18 @@ def target(connection) -> None:
 
 def child(way: str, count: int) -> None:
     """One round, in a fresh process: `count` workers started at once, the way `way` says."""
-    if way == "server":
-        from dimster.worker.process import worker_context
+    from dimster.worker.process import start_process  # the product's own way to start a worker
 
-        context = worker_context()
-    else:
-        context = multiprocessing.get_context("spawn")
+    spawn = multiprocessing.get_context("spawn")
     started = time.monotonic()
     pipes, processes = [], []
     for _ in range(count):
-        ours, theirs = context.Pipe()
-        process = context.Process(target=target, args=(theirs,))
-        process.start()
+        ours, theirs = spawn.Pipe()
+        if way == "server":
+            process = start_process(target, (theirs,), "worker")
+        else:
+            process = spawn.Process(target=target, args=(theirs,))
+            process.start()
         theirs.close()
         pipes.append(ours)
         processes.append(process)
