@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import msgpack
 import pyarrow.parquet as pq
@@ -240,3 +241,31 @@ def test_a_coordinator_that_dies_of_a_fatal_signal_leaves_its_threads_stacks_and
     assert "Fatal Python error: Aborted" in written and "the_loop_at_its_pass" in written, written
     ended = subprocess.run([sys.executable, "-c", program.replace("os.abort()", "pass"), str(fatal)], timeout=60)
     assert ended.returncode == 0 and not fatal.exists()
+
+
+def test_the_fault_handler_never_stands_in_front_of_a_jvm(tmp_path, monkeypatch):
+    """The JVM takes SIGSEGV for its own use: Python's fault handler in front of it turned one into a
+    fatal error that killed the coordinator (a `--modify` checked Java client properties in its JVM).
+    A run does not turn the handler on in a process that runs a JVM, and a JVM's start turns it off
+    before the JVM installs its own handlers."""
+    import faulthandler
+
+    import jpype
+
+    from dimster.clients import jvm
+    from dimster.coordinator.loop.failures import fatal_errors_logged
+
+    monkeypatch.setattr(jvm, "_started_version", "4.4.0")
+    with fatal_errors_logged(tmp_path / "fatal.log"):
+        assert not faulthandler.is_enabled()
+    monkeypatch.setattr(jvm, "_started_version", None)
+    with fatal_errors_logged(tmp_path / "fatal.log"):
+        assert faulthandler.is_enabled()
+        seen = []
+        monkeypatch.setattr(jpype, "isJVMStarted", lambda: False)
+        distribution = SimpleNamespace(home=tmp_path, libs=tmp_path)
+        monkeypatch.setattr(jvm, "kafka_distribution", lambda version: distribution)
+        monkeypatch.setattr(jvm, "libjvm_path", lambda: "libjvm.so")
+        monkeypatch.setattr(jpype, "startJVM", lambda *a, **k: seen.append(faulthandler.is_enabled()))
+        jvm.start_jvm("4.4.0")
+        assert seen == [False]

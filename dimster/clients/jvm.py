@@ -2,6 +2,7 @@
 first use with the jars of one Kafka version (the cluster's, or a role's clientVersion) and dimster's
 Java classes."""
 
+import faulthandler
 import os
 import shlex
 import sys
@@ -42,6 +43,11 @@ def holds(clients_version: str) -> bool:
     return _started_version in (None, clients_version)
 
 
+def running() -> bool:
+    """This process runs a JVM of dimster's (Python's fault handler must then stay off: start_jvm)."""
+    return _started_version is not None
+
+
 def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version: str = "") -> None:
     """Start this process's JVM with Kafka `kafka_version`'s jars (or kafka-clients `clients_version`
     alone, where it is another), once; client logs (WARN and up) go to `log_file`, or nowhere."""
@@ -67,6 +73,11 @@ def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version:
             logging = [f"-Dlog4j2.configurationFile={config}", f"-Ddimster.client.log={log_file}"]
         options = [*JVM_OPTIONS, *logging, *shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))]
         classpath = [str(distribution.home / "helper"), str(distribution.libs / "*")]
+        # The JVM takes SIGSEGV for its own use (implicit null checks, safepoints): Python's fault
+        # handler in front of it (coordinator/loop/failures.py) took one, logged the Python stacks and
+        # raised it again, which the JVM then reported as a fatal error and aborted the process. Off
+        # before the JVM installs its handlers (turned off after, it would put back the default ones).
+        faulthandler.disable()
         try:
             jpype.startJVM(libjvm_path(), *options, classpath=classpath, interrupt=False, convertStrings=False)
         except (OSError, RuntimeError) as e:  # a bad DIMSTER_CLIENT_JVM_OPTS, a libjvm that will not load

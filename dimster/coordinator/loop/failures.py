@@ -6,6 +6,7 @@ import faulthandler
 from collections.abc import Iterator
 from pathlib import Path
 
+from dimster.clients import jvm
 from dimster.errors import DimsterError
 
 
@@ -23,9 +24,12 @@ class CorrectnessFailed(RunFailed):
 def fatal_errors_logged(path: Path) -> Iterator[None]:
     """Python's fault handler on while the run goes: a fatal signal (a C library's abort or segfault)
     writes every thread's Python stack to `path` before the process dies, where the run's bundle keeps
-    it. The file goes again when the run ends; one left empty says the process was killed outright."""
+    it. The file goes again when the run ends; one left empty says the process was killed outright.
+    Not in a process that runs a JVM (checking Java client properties starts one): the JVM's own
+    SIGSEGVs would go to the fault handler, and kill the process (clients/jvm.py, start_jvm)."""
     with path.open("w") as log:
-        faulthandler.enable(log, all_threads=True)
+        if not jvm.running():
+            faulthandler.enable(log, all_threads=True)
         try:
             yield
         finally:
