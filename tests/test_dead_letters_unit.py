@@ -83,6 +83,8 @@ def test_a_cluster_that_writes_dead_letters_is_not_refused():
 def aggregate_with(rejected: list[int], archived: list[int], producer: int = 7) -> RunAggregate:
     a = RunAggregate({GROUP: TOPIC})
     a.outcomes.add(
+        GROUP,
+        0,
         ClientInterval(
             "c",
             "share_consumer",
@@ -90,7 +92,7 @@ def aggregate_with(rejected: list[int], archived: list[int], producer: int = 7) 
             group=GROUP,
             settled_rejected={(producer, 1): [(s, s) for s in rejected]},
             settled_archived={producer: [(s, s) for s in archived]},
-        )
+        ),
     )
     return a
 

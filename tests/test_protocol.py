@@ -3,8 +3,10 @@
 import pickle
 
 import msgspec
+import numpy as np
 import pytest
 
+from dimster.worker.client_columns import COUNTS, REALS, ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     MESSAGES,
@@ -41,6 +43,7 @@ from dimster.worker.protocol import (
     kind_of,
     report_bytes,
 )
+from dimster.worker.wire import to_wire
 
 pytestmark = pytest.mark.unit
 
@@ -205,13 +208,20 @@ def test_bytes_that_are_no_message_have_no_kind():
             kind_of(data)
 
 
-def test_fields_at_their_default_stay_off_the_wire_and_come_back():
-    """A client's interval carries only what happened: an idle consumer's report is a few fields."""
+def test_a_reports_clients_travel_as_columns_with_details_only_where_there_are_any():
+    """Protocol 18: a name column per name, the counters packed a row per client (COUNTS' and
+    REALS' order), a client's details only when it has any, and only those of them that it has."""
 
     idle = ClientInterval("c1", "share_consumer", "t", "g")
-    _kind, body = msgspec.msgpack.decode(encode(Reported(IntervalReport(0, 1.0, [idle]))))
-    assert set(body["report"]["clients"][0]) == {"client_id", "role", "topic", "group"}
-    assert decode(encode(Reported(IntervalReport(0, 1.0, [idle])))).report.clients == [idle]
+    producer = ClientInterval("p0", "producer", "t", sent=3, target_rate=2.5, failed_sequences=[7])
+    _kind, body = msgspec.msgpack.decode(encode(Reported(IntervalReport(0, 1.0, [idle, producer]))))
+    wire = body["report"]["clients"]
+    assert wire["client_id"] == ["c1", "p0"] and wire["group"] == ["g", ""]
+    counts = np.frombuffer(wire["counts"], "<i8").reshape(2, len(COUNTS))
+    assert counts[0].tolist() == [0] * len(COUNTS) and counts[1][COUNTS.index("sent")] == 3
+    assert np.frombuffer(wire["reals"], "<f8").reshape(2, len(REALS))[1][REALS.index("target_rate")] == 2.5
+    assert wire["details"] == {1: {"failed_sequences": [7]}}
+    assert decode(encode(Reported(IntervalReport(0, 1.0, [idle, producer])))).report.clients == [idle, producer]
     busy = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report.clients[0]
     assert busy == INTERVAL and busy.rejected == 0 and busy.crash_held == {}
 
@@ -228,7 +238,7 @@ def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
     latencies = HistogramColumns.gather([{("e2e", 2): (counts, 7, 1.5, 9.0)}])
     data = encode(Reported(IntervalReport(0, 1.0, [client], histograms=latencies)))
     _kind, body = msgspec.msgpack.decode(data)
-    wire = body["report"]["clients"][0]
+    wire = body["report"]["clients"]["details"][0]
     assert wire["settled"] == {5: b"".join(n.to_bytes(8, "little", signed=True) for r in ranges for n in r)}
     assert wire["settled_rejected"] == {(5, 2): b"".join(n.to_bytes(8, "little") for n in (9, 12))}  # a map, since 17
     assert isinstance(body["report"]["histograms"]["count"], bytes) and len(body["report"]["histograms"]["count"]) == 24
@@ -245,8 +255,8 @@ def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
 def test_packed_ranges_that_are_not_whole_int64_pairs_are_protocol_errors(packed):
     import msgpack
 
-    report = {"worker_index": 0, "end_time": 1.0, "clients": [{"client_id": "c1", "role": "share_consumer",
-              "topic": "t", "group": "g", "settled": {5: packed}}]}  # fmt: skip
+    clients = to_wire(ClientColumns, ClientColumns.gather([ClientInterval("c1", "share_consumer", "t", "g")]))
+    report = {"worker_index": 0, "end_time": 1.0, "clients": clients | {"details": {0: {"settled": {5: packed}}}}}
     with pytest.raises(ProtocolError):
         decode(msgpack.packb(["Reported", {"report": report}], use_bin_type=True))
 

@@ -36,7 +36,7 @@ def test_a_reject_of_a_record_another_consumer_received_again_is_void_in_either_
     b = interval("b", again={2: [10]})
     outcomes = ShareOutcomes()
     for c in (a, b) if order == "reject first" else (b, a):
-        outcomes.add(c)
+        outcomes.add(GROUP, 0, c)
     assert outcomes.count("rejected", GROUP) == 1
     assert outcomes.voided(GROUP) == {PRODUCER: {10}}
     assert [outcomes.holds("rejected", GROUP, PRODUCER, s) for s in (10, 11)] == [False, True]
@@ -53,7 +53,7 @@ def test_records_in_question_are_found_and_kept_by_range_not_one_by_one():
                                received_again={(PRODUCER, 2): [(50_000, 50_004), (99_998, 100_000)]})  # fmt: skip
         outcomes = ShareOutcomes()
         for c in (rejected, again) if order == "reject first" else (again, rejected):
-            outcomes.add(c)
+            outcomes.add(GROUP, 0, c)
         assert outcomes.in_question[(GROUP, PRODUCER)].ranges() == [(50_000, 50_004), (99_998, 99_999)], order
         assert outcomes.voided(GROUP) == {PRODUCER: {50_000, 50_001, 50_002, 50_003, 50_004, 99_998, 99_999}}
         assert outcomes.count("rejected", GROUP) == 100_000 - 7
@@ -63,8 +63,8 @@ def test_a_reject_on_a_later_delivery_stands_and_an_archived_record_counts_once_
     """Record 20: rejected on 1 (void), received on 2, rejected on 2 (stands, limit 3). Record 21:
     rejected on 1 (void), archived on its last delivery, 3."""
     outcomes = ShareOutcomes()
-    outcomes.add(interval("a", rejected={1: [20, 21]}))
-    outcomes.add(interval("b", rejected={2: [20]}, again={2: [20, 21], 3: [21]}, archived=[21]))
+    outcomes.add(GROUP, 0, interval("a", rejected={1: [20, 21]}))
+    outcomes.add(GROUP, 0, interval("b", rejected={2: [20]}, again={2: [20, 21], 3: [21]}, archived=[21]))
     assert (outcomes.count("rejected", GROUP), outcomes.count("archived", GROUP)) == (1, 1)
     assert outcomes.holds("rejected", GROUP, PRODUCER, 20) and not outcomes.holds("rejected", GROUP, PRODUCER, 21)
     assert outcomes.holds("archived", GROUP, PRODUCER, 21)
@@ -72,7 +72,7 @@ def test_a_reject_on_a_later_delivery_stands_and_an_archived_record_counts_once_
 
 def test_records_received_again_after_an_accept_or_a_release_change_nothing():
     outcomes = ShareOutcomes()
-    outcomes.add(interval("a", rejected={2: [5]}, again={2: [5, 6, 7]}))
+    outcomes.add(GROUP, 0, interval("a", rejected={2: [5]}, again={2: [5, 6, 7]}))
     assert (outcomes.count("rejected", GROUP), outcomes.voided(GROUP)) == (1, {})
     assert not outcomes.holds("rejected", GROUP, PRODUCER, 6) and not outcomes.holds("archived", "other", 1, 5)
 
@@ -81,8 +81,8 @@ def test_an_acknowledgement_answered_with_an_error_is_in_doubt_unless_the_record
     """30 and 31: their delivery 1 answered with an error; 30 came back on delivery 2 (so the first did
     not take effect), 31 did not. 32: in doubt on its delivery 2, after coming back once."""
     outcomes = ShareOutcomes()
-    outcomes.add(interval("a", doubt={1: [30, 31]}))
-    outcomes.add(interval("b", again={2: [30, 32]}, doubt={2: [32]}))
+    outcomes.add(GROUP, 0, interval("a", doubt={1: [30, 31]}))
+    outcomes.add(GROUP, 0, interval("b", again={2: [30, 32]}, doubt={2: [32]}))
     assert outcomes.doubtful(GROUP)[PRODUCER].ranges() == [(31, 32)] and outcomes.doubtful_count(GROUP) == 2
     assert outcomes.doubtful("other") == {} and outcomes.doubtful_count("other") == 0
 
@@ -98,7 +98,7 @@ def test_records_in_doubt_are_found_by_range_as_one_by_one_on_random_input():
             doubt = {delivery: sorted(rng.sample(range(200), rng.randrange(0, 40)))}
             redelivered = [d for d in range(2, 6) if rng.random() < 0.5]
             received = {d: sorted(rng.sample(range(200), rng.randrange(0, 60))) for d in redelivered}
-            outcomes.add(interval("c", doubt=doubt, again=received))
+            outcomes.add(GROUP, 0, interval("c", doubt=doubt, again=received))
             for d, seqs in doubt.items():
                 doubted.setdefault(d, set()).update(seqs)
             for d, seqs in received.items():
@@ -115,8 +115,8 @@ def test_the_dead_letter_topic_rules_each_record_and_tells_those_dimster_had_cou
     answered with an error) and 43 (archived, which dimster never settled). 44, counted archived by
     dimster, is not there: in doubt."""
     outcomes = ShareOutcomes()
-    outcomes.add(interval("a", rejected={1: [40, 41]}, doubt={1: [42]}))
-    outcomes.add(interval("b", again={2: [41]}, archived=[44]))
+    outcomes.add(GROUP, 0, interval("a", rejected={1: [40, 41]}, doubt={1: [42]}))
+    outcomes.add(GROUP, 0, interval("b", again={2: [41]}, archived=[44]))
     settled = RangeSet()
     for s in (40, 41, 44):
         settled.add(s, s)

@@ -19,6 +19,7 @@ from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import from_source
 from dimster.pipeline.share_meters import ACKS
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.client_columns import ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport
 
@@ -38,7 +39,9 @@ def write_made_up_run(folder: Path) -> None:
                 *({("e2e", c): _histogram(range(1000, 9000, 80))} for c in range(2)),
             ]
         )
-        report = IntervalReport(0, at, _clients(second), 0.2, 10**8, threads=9, cores=2, histograms=latencies)
+        report = IntervalReport(
+            0, at, ClientColumns.gather(_clients(second)), 0.2, 10**8, threads=9, cores=2, histograms=latencies
+        )
         writer.add(report, "measure")
         writer.add_broker_samples(at, 1, _broker_samples(second), "measure")
         writer.add_group_lag(

@@ -7,7 +7,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import repeat
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,6 +22,7 @@ from dimster.metrics.schema import (
     TABLES,
 )
 from dimster.results.metrics_parts import MergeBehind
+from dimster.worker.client_columns import COUNT_INDEX, NAMES, REAL_INDEX
 
 ARROW_TYPES = {
     "float64": pa.float64(),
@@ -39,17 +39,18 @@ FIRST = (*REPORT_COLUMNS, *CLIENT_COLUMNS)  # a client's row: the report's colum
 # a histogram's own columns; its rows take FIRST from its client's row of intervals, these from it
 PER_HISTOGRAM = ("metric", "partition", "hist_total", "hist_min", "hist_max")
 HISTOGRAM_OWN = pa.schema([("client", pa.int64()), *(SCHEMAS["histograms"].field(c) for c in PER_HISTOGRAM)])
-client_of = attrgetter(*CLIENT_COLUMNS)
-interval_of = attrgetter(*INTERVAL_COLUMNS)
+REPORTS = pa.schema([SCHEMAS["intervals"].field(name) for name in REPORT_COLUMNS])
+if unknown := set(INTERVAL_COLUMNS) - set(NAMES) - set(COUNT_INDEX) - set(REAL_INDEX):
+    raise ValueError(f"interval columns that no client counts: {sorted(unknown)}")  # a mistake in schema.py
 
 
 class Report(Protocol):
     """What the writer reads of a worker's interval report (worker/protocol.py's IntervalReport): its
-    clients are ClientIntervals, with a field per column of INTERVAL_COLUMNS."""
+    clients as columns, a name or a counter per column of CLIENT_COLUMNS and INTERVAL_COLUMNS."""
 
     worker_index: int
     end_time: float
-    clients: list[Any]
+    clients: Any  # a ClientColumns (worker/client_columns.py)
     cpu_seconds: float
     rss_bytes: int
     threads: int
@@ -60,14 +61,20 @@ class Report(Protocol):
 
 
 class Buffers:
-    """What a flush writes, kept cheap to add to: a tuple per worker and per client interval; a tuple
-    per histogram (its client's row, its own columns) and its buckets' counts in two flat lists, made
-    into a row per bucket at the flush by Arrow's `take` (no Python object per bucket and column);
-    the same for delivery counts; the rarer tables as dicts."""
+    """What a flush writes, kept cheap to add to: a tuple per worker; per report its columns and its
+    clients' counters as it brought them (ClientColumns: a list per name, a row of numbers a client),
+    joined into columns at the flush; a tuple per histogram (its client's row, its own columns) and its
+    buckets' counts in two flat lists, made into a row per bucket at the flush by Arrow's `take` (no
+    Python object per bucket and column); the same for delivery counts; the rarer tables as dicts."""
 
     def __init__(self) -> None:
         self.workers: list[tuple] = []
-        self.intervals: list[tuple] = []
+        self.reports: list[tuple] = []  # REPORT_COLUMNS of each report with clients
+        self.report_sizes: list[int] = []  # its clients
+        self.names: dict[str, list[str]] = {name: [] for name in NAMES}
+        self.counts: list[np.ndarray] = []  # a report's, a row a client (COUNTS)
+        self.reals: list[np.ndarray] = []  # (REALS)
+        self.rows = 0  # clients' rows so far: the next one's index in intervals
         self.histograms: list[tuple] = []  # (client's row in intervals, *PER_HISTOGRAM)
         self.histogram_sizes: list[int] = []
         self.buckets: list[int] = []
@@ -82,7 +89,7 @@ class Buffers:
         flush as written once its workers part is (write_tail)."""
         made = {table: pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)) for table, rows in self.dicts.items()}
         made["workers"] = _from_rows(self.workers, SCHEMAS["workers"])
-        intervals = made["intervals"] = _from_rows(self.intervals, SCHEMAS["intervals"])
+        intervals = made["intervals"] = self._intervals()
         if self.histograms:
             own = _from_rows(self.histograms, HISTOGRAM_OWN)
             each = np.repeat(np.arange(len(self.histograms)), self.histogram_sizes)  # a bucket's histogram
@@ -95,6 +102,20 @@ class Buffers:
             clients = pa.array(self.delivery_clients, pa.int64())
             made["delivery_counts"] = _of_clients("delivery_counts", intervals, clients, columns)
         return {table: made[table] for table in TABLES if table in made and made[table].num_rows}
+
+    def _intervals(self) -> pa.Table:
+        """A row per client interval: its report's columns, its names, its counters."""
+        schema = SCHEMAS["intervals"]
+        if not self.rows:
+            return schema.empty_table()
+        each = np.repeat(np.arange(len(self.reports)), self.report_sizes)  # a client's report
+        reports = _from_rows(self.reports, REPORTS)
+        columns = {name: reports.column(name).take(each) for name in REPORT_COLUMNS}
+        columns |= {name: pa.array(values, pa.string()) for name, values in self.names.items()}
+        counts, reals = np.concatenate(self.counts), np.concatenate(self.reals)
+        columns |= {name: counts[:, COUNT_INDEX[name]] for name in INTERVAL_COLUMNS if name in COUNT_INDEX}
+        columns |= {name: reals[:, REAL_INDEX[name]] for name in INTERVAL_COLUMNS if name in REAL_INDEX}
+        return pa.Table.from_arrays([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
 
 
 def _of_clients(table: str, intervals: pa.Table, clients, own: dict[str, Any]) -> pa.Table:
@@ -133,7 +154,8 @@ class MetricsWriter:
         usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag, report.steal_seconds, report.cores)
         b = self.buffers
         b.workers.append((*first, *usage))
-        first_row = len(b.intervals)
+        clients = report.clients
+        first_row = b.rows
         h = report.histograms
         if len(h):  # a histogram's row takes its client's columns from the client's row of intervals
             rows = (h.client + first_row).tolist()
@@ -142,16 +164,24 @@ class MetricsWriter:
             b.histogram_sizes.extend(h.size.tolist())
             b.buckets.extend(h.bucket.tolist())
             b.bucket_counts.extend(h.count.tolist())
-        for c in report.clients:
-            row = len(b.intervals)
-            client = (*first, *client_of(c))
-            b.intervals.append((*client, *interval_of(c)))
-            if c.delivery_counts:
-                b.delivery_clients.extend(repeat(row, len(c.delivery_counts)))
-                b.delivery_counts.extend(c.delivery_counts.keys())
-                b.delivery_records.extend(c.delivery_counts.values())
-            if c.client_stats:
-                b.dicts["client_stats"].append({**dict(zip(FIRST, client, strict=True)), **c.client_stats})
+        if not len(clients):
+            return
+        b.reports.append(first)
+        b.report_sizes.append(len(clients))
+        for name, values in b.names.items():
+            values.extend(getattr(clients, name))
+        counts, reals = clients.tables
+        b.counts.append(counts)
+        b.reals.append(reals)
+        b.rows += len(clients)
+        for i, details in clients.details.items():
+            if details.delivery_counts:
+                b.delivery_clients.extend(repeat(first_row + i, len(details.delivery_counts)))
+                b.delivery_counts.extend(details.delivery_counts.keys())
+                b.delivery_records.extend(details.delivery_counts.values())
+            if details.client_stats:
+                client = (*first, *(getattr(clients, name)[i] for name in CLIENT_COLUMNS))
+                b.dicts["client_stats"].append({**dict(zip(FIRST, client, strict=True)), **details.client_stats})
 
     def add_broker_samples(self, at: float, broker: int, samples, phase: str) -> None:
         common = {"end_time": at, "run_time_s": round(at - self.load_started, 3), "phase": phase, "broker": broker}

@@ -23,6 +23,7 @@ import psutil
 from dimster.clients import library
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
 from dimster.worker import clock
+from dimster.worker.client_columns import ClientColumns
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.lifeline import SERVER_FOLDER, SERVER_STARTER, die_with_parent
@@ -220,7 +221,9 @@ class Worker:
         cores = len(os.sched_getaffinity(0))
         wake_lag = self.wake_probe.take()
         index = self.assignment.worker_index
-        report = IntervalReport(index, clock.now(), intervals, cpu, rss, threads, wake_lag, steal, cores, histograms)
+        report = IntervalReport(
+            index, clock.now(), ClientColumns.gather(intervals), cpu, rss, threads, wake_lag, steal, cores, histograms
+        )
         self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]
         if failed:

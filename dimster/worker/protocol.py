@@ -16,14 +16,17 @@ import msgpack
 import msgspec
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
+from dimster.worker.client_columns import ClientColumns
+from dimster.worker.client_columns import ClientInterval as ClientInterval  # the protocol's, defined there
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.wire import LOCAL, Ranges, from_bytes, to_wire
 from dimster.workload.model import DEFAULT_LOCK_MS
 
-PROTOCOL_VERSION = 17  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+PROTOCOL_VERSION = 18  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
 # 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index.
 # 16: a report's histograms as columns (HistogramColumns), not a map in each client's interval.
 # 17: a map keyed by tuples as a msgpack map with array keys (was a list of pairs); decoded by msgspec.
+# 18: a report's clients as columns (ClientColumns), their counters packed, details only where there are.
 
 
 class ProtocolError(ValueError):
@@ -67,65 +70,6 @@ class Assignment:
 
 
 @dataclass
-class ClientInterval:
-    """What one client did in one interval (counts are deltas; client_stats is the latest snapshot)."""
-
-    client_id: str
-    role: str  # producer | consumer | share_consumer
-    topic: str
-    group: str = ""
-    library: str = ""  # clientLibrary of the Kafka client: librdkafka | java
-    # Which Kafka client of this load client ran (1, 2, ... as live changes rebuild it); 0 when the
-    # interval saw a rebuild (two clients) or no client yet.
-    generation: int = 0
-    target_rate: float = 0.0
-    sent: int = 0
-    sent_bytes: int = 0
-    acked: int = 0
-    send_errors: int = 0
-    next_sequence: int = 0  # producers: sequences 0..next_sequence-1 have been handed to the client
-    failed_sequences: list[int] = field(default_factory=list)
-    received: int = 0
-    received_bytes: int = 0
-    accepted: int = 0
-    released: int = 0
-    rejected: int = 0
-    polls: int = 0
-    max_poll_records: int = 0
-    max_poll_partitions: int = 0  # the most partitions one poll's records came from (flowControl)
-    delivery_counts: dict[int, int] = field(default_factory=dict)
-    settled: dict[int, Ranges] = field(default_factory=dict)  # producer id -> sequence ranges
-    # share groups: of the settled records, those rejected, by (producer id, delivery count), and those
-    # the broker archived (released or timed out on their last delivery), by producer id; the rest were
-    # accepted. Values: sequence ranges.
-    settled_rejected: dict[tuple[int, int], Ranges] = field(default_factory=dict)
-    settled_archived: dict[int, Ranges] = field(default_factory=dict)
-    # share groups: records received on a delivery after their first, by (producer id, delivery count):
-    # a reject answered as settled on an earlier delivery did not take effect (see share_outcomes.py)
-    received_again: dict[tuple[int, int], Ranges] = field(default_factory=dict)
-    # share groups: records whose acknowledgement may or may not have taken effect (answered with an
-    # error, or never answered: the broker went away), by (producer id, delivery count). Not settled:
-    # one that comes back settles by its later delivery; one that does not ends the run in doubt.
-    in_doubt: dict[tuple[int, int], Ranges] = field(default_factory=dict)
-    renewed: int = 0  # records whose acquisition lock was renewed (KIP-1222), once per renewal
-    renewals_refused: int = 0
-    lock_timeouts: int = 0  # acknowledgements refused because the record's lock had timed out
-    ack_errors: int = 0  # acknowledgements refused for another reason, or never answered (in_doubt)
-    # a simulated crash (CrashConsumers): when, and the records the crashed client held unacknowledged
-    crashed_at: float = 0.0  # epoch s, coordinator's clock; 0 when it did not crash in this interval
-    crash_held: dict[int, Ranges] = field(default_factory=dict)  # producer id -> ranges
-    redelivered_after_crash: int = 0  # records of a crashed consumer this one received again
-    # consumer groups: the member's rebalance callbacks, (epoch s on the coordinator's clock,
-    # assigned | revoked | lost, partitions)
-    rebalances: list[tuple[float, str, int]] = field(default_factory=list)
-    client_stats: dict | None = None
-    first_received_at: float = 0.0  # epoch s (coordinator's clock) of the interval's first and last
-    last_received_at: float = 0.0  # polls that returned records; 0 when none did
-    corrupt: int = 0  # correctness: records not written by dimster, or whose body checksum fails
-    out_of_order: int = 0  # correctness, consumer groups: a producer's record below its predecessor
-
-
-@dataclass
 class WakeLag:
     """A report's wake-ups of the worker's probe thread (worker/wake_lag.py): sums and a maximum, so
     that reports add up exactly."""
@@ -139,7 +83,7 @@ class WakeLag:
 class IntervalReport:
     worker_index: int
     end_time: float  # epoch seconds, in the coordinator's clock
-    clients: list[ClientInterval]
+    clients: ClientColumns  # a list of ClientIntervals is taken as their columns
     cpu_seconds: float = 0.0  # CPU the worker process (all its threads, its JVM's too) used since its last report
     rss_bytes: int = 0  # the worker process's resident memory at the report (its JVM's heap and librdkafka's too)
     threads: int = 0  # the worker process's threads at the report (dimster's, librdkafka's and the JVM's)
@@ -151,6 +95,10 @@ class IntervalReport:
     # its clients' latency histograms, by (metric, partition); a warm-up record's latency goes under
     # WARMUP_PREFIX + metric
     histograms: HistogramColumns = field(default_factory=HistogramColumns)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.clients, list):
+            self.clients = ClientColumns.gather(self.clients)
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------
@@ -335,6 +283,7 @@ def decode(data: bytes) -> Message:
         if message.received:
             raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: a report's received bytes on the wire")
         try:
+            message.report.clients.check()
             message.report.histograms.check(len(message.report.clients))
         except ValueError as e:
             raise ProtocolError(f"not a report of protocol {PROTOCOL_VERSION}: {e}") from None

@@ -89,9 +89,14 @@ def run_child(args: argparse.Namespace) -> dict:
         publishing.append(time.perf_counter() - began)
 
     control.publish_status = timed_publish  # type: ignore[method-assign]
-    lines: list[str] = []
+    lines: list[str] = []  # the console lines of the load (those of the drain after it are not timed)
+
+    def say(line: str) -> None:
+        if fake.measuring:
+            lines.append(line)
+
     coordinator = Coordinator(
-        workload, fake_cluster(), bundle, fake, n, control=control, say=lines.append, kafka=FakeKafka(fake)
+        workload, fake_cluster(), bundle, fake, n, control=control, say=say, kafka=FakeKafka(fake)
     )
     started = time.monotonic()
     try:

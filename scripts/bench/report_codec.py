@@ -40,7 +40,7 @@ def histogram(values: int, around_us: float) -> tuple:
     return h.to_wire()
 
 
-def scale_report(k: int) -> IntervalReport:
+def scale_clients(k: int) -> list[ClientInterval]:
     clients = [
         ClientInterval(
             f"p{p}", "producer", "t", library="librdkafka", generation=1, target_rate=10.0, sent=10,
@@ -57,20 +57,28 @@ def scale_report(k: int) -> IntervalReport:
         )
         for c in range(15)
     ]  # fmt: skip
+    return clients
+
+
+def with_latencies(k: int, clients: list[ClientInterval]) -> IntervalReport:
     latencies = [{("publish", -1): histogram(10, 200)} for _ in range(15)]
     latencies += [{("e2e", p): histogram(5, 5000) for p in (0, 1)} for _ in range(15)]
     histograms = HistogramColumns.gather(latencies)
     return IntervalReport(0, 100.0 + k, clients, cpu_seconds=0.05, rss_bytes=1, threads=9, histograms=histograms)
 
 
+def scale_report(k: int) -> IntervalReport:
+    return with_latencies(k, scale_clients(k))
+
+
 def rejecting_report(k: int) -> IntervalReport:
-    report = scale_report(k)
-    for c in report.clients[15:]:
+    clients = scale_clients(k)
+    for c in clients[15:]:
         producer = next(iter(c.settled))
         sequences = sorted(random.sample(range(10_000 * k, 10_000 * (k + 1)), 400))
         c.settled = {producer: [(s, s) for s in sequences]}
         c.settled_rejected = {(producer, 1): [(s, s) for s in sequences[:200]]}
-    return report
+    return with_latencies(k, clients)
 
 
 def measure(make, reports: int) -> dict:

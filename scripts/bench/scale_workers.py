@@ -6,8 +6,9 @@ clock probes `RemoteWorkers` sends each agent every second (encoded, and their r
 The numbers keep the account closing: producer j of a topic sends `rate` records a second, all of
 them acknowledged; consumer j of the topic's group settles what producer j had sent by its previous
 report, and everything once producers stop, so a drain ends with nothing lost. A report's wire form
-is built from templates made once by `to_wire` (only the counts change), so the fake's own CPU stays
-small beside the coordinator's; it is measured (`own_cpu_seconds`) and left out of the figures."""
+is built from each client's interval, made once (only the counts change), gathered into the
+report's columns (worker/client_columns.py) as a worker does; the fake's own CPU is measured
+(`own_cpu_seconds`) and left out of the figures."""
 
 import cProfile
 import heapq
@@ -22,6 +23,7 @@ from dimster.coordinator.workers.remote import MOST_A_PASS
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.coordinator.workers.topology import client_id
 from dimster.metrics.histogram import Histogram
+from dimster.worker.client_columns import ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     Assignment,
@@ -42,7 +44,6 @@ from dimster.worker.wire import Ranges, to_wire
 
 MESSAGE_SIZE = 1024
 E2E_PARTITIONS = (0, 1)  # a consumer's records of a second come from two partitions
-IDLE_OFF_THE_WIRE = ("sent", "sent_bytes", "acked")  # a stopped producer's, at their defaults
 WAKE_LAG = {"wakes": 10, "lag_ms_sum": 2.0, "lag_ms_max": 0.5}
 
 
@@ -57,14 +58,15 @@ def _histogram(seed: int, count: int, median_us: float) -> tuple:
 @dataclass
 class Producer:
     client_id: str
-    template: dict
+    interval: ClientInterval  # its counts set anew at each report
     next_sequence: int = 0
     settle_limit: int = 0  # what its consumer may settle: what it had sent by its previous report
 
 
 @dataclass
 class Consumer:
-    template: dict
+    interval: ClientInterval  # its counts set anew at each report
+    idle: ClientInterval  # an interval that took nothing in
     producer: Producer
     producer_id: int
     settled: int = 0  # sequences 0..settled-1 of its producer are settled
@@ -102,10 +104,9 @@ class ScaleWorkers:
             self.producers[a.worker_index] = []
             for p in a.producers:
                 interval = ClientInterval(
-                    client_id(p), "producer", p.topic, library="librdkafka", generation=1, target_rate=float(self.rate),
-                    sent=1, sent_bytes=1, acked=1, next_sequence=1,
+                    client_id(p), "producer", p.topic, library="librdkafka", generation=1, target_rate=float(self.rate)
                 )  # fmt: skip
-                producer = Producer(client_id(p), to_wire(ClientInterval, interval))
+                producer = Producer(client_id(p), interval)
                 self.producers[a.worker_index].append(producer)
                 by_place[(p.topic, p.index_in_topic)] = producer
         # consumer j of a group (in the order of consumer ids) settles what producer j of its topic sends
@@ -117,13 +118,11 @@ class ScaleWorkers:
             self.consumers[a.worker_index] = []
             for c in a.consumers:
                 interval = ClientInterval(
-                    client_id(c), "share_consumer", c.topic, c.group, library="librdkafka", generation=1,
-                    received=1, received_bytes=1, accepted=1, polls=1, max_poll_records=1, max_poll_partitions=1,
-                    delivery_counts={1: 1}, settled={0: [(0, 0)]}, first_received_at=1.0,
-                    last_received_at=1.0,
+                    client_id(c), "share_consumer", c.topic, c.group, library="librdkafka", generation=1
                 )  # fmt: skip
+                idle = ClientInterval(client_id(c), "share_consumer", c.topic, c.group, "librdkafka", 1)
                 producer = by_place[(c.topic, rank[c.consumer_id])]
-                consumer = Consumer(to_wire(ClientInterval, interval), producer, int(producer.client_id[1:]))
+                consumer = Consumer(interval, idle, producer, int(producer.client_id[1:]))
                 self.consumers[a.worker_index].append(consumer)
             self.outbox.append((a.worker_index, Ready()))
 
@@ -208,7 +207,7 @@ class ScaleWorkers:
         left = {group: 0 for group in self.groups}
         for consumers in self.consumers.values():
             for consumer in consumers:
-                group = consumer.template["group"]
+                group = consumer.interval.group
                 left[group] += consumer.producer.next_sequence - consumer.settled
         return {group: range(n) for group, n in left.items()}
 
@@ -220,9 +219,10 @@ class ScaleWorkers:
         clients = [self._producer(p, producing) for p in self.producers[index]]
         latencies = [self.publish if producing else {} for _ in clients]
         consumers = [self._consumer(c, end_time) for c in self.consumers[index]]
-        latencies += [self.e2e if "received" in c else {} for c in consumers]
+        latencies += [self.e2e if c.received else {} for c in consumers]
         clients += consumers
-        report = {"worker_index": index, "end_time": end_time, "clients": clients, "cpu_seconds": 0.05}
+        columns = to_wire(ClientColumns, ClientColumns.gather(clients))
+        report = {"worker_index": index, "end_time": end_time, "clients": columns, "cpu_seconds": 0.05}
         report |= {"rss_bytes": 400_000_000, "threads": 90, "wake_lag": WAKE_LAG}
         if any(latencies):  # none at all: at its default, off the wire
             report["histograms"] = to_wire(HistogramColumns, HistogramColumns.gather(latencies))
@@ -233,28 +233,24 @@ class ScaleWorkers:
             self.wire_bytes += len(data)
         return data
 
-    def _producer(self, producer: Producer, producing: bool) -> dict:
+    def _producer(self, producer: Producer, producing: bool) -> ClientInterval:
         if producing:
             producer.settle_limit = producer.next_sequence
         sent = self.rate if producing else 0
         producer.next_sequence += sent
-        if not sent:  # counters at their default stay off the wire
-            idle = {k: v for k, v in producer.template.items() if k not in IDLE_OFF_THE_WIRE}
-            return idle | {"next_sequence": producer.next_sequence}
-        return producer.template | {
-            "sent": sent, "sent_bytes": sent * MESSAGE_SIZE, "acked": sent, "next_sequence": producer.next_sequence,
-        }  # fmt: skip
+        c = producer.interval
+        c.sent, c.sent_bytes, c.acked, c.next_sequence = sent, sent * MESSAGE_SIZE, sent, producer.next_sequence
+        return c
 
-    def _consumer(self, consumer: Consumer, end_time: float) -> dict:
+    def _consumer(self, consumer: Consumer, end_time: float) -> ClientInterval:
         first, last = consumer.settled, consumer.producer.settle_limit
         consumer.settled = max(first, last)
         count = last - first
-        template = consumer.template
         if count <= 0:
-            return {k: template[k] for k in ("client_id", "role", "topic", "group", "library", "generation")}
-        return template | {
-            "received": count, "received_bytes": count * MESSAGE_SIZE, "accepted": count, "polls": 1 + count // 4,
-            "max_poll_records": min(count, 4), "delivery_counts": {1: count},
-            "settled": {consumer.producer_id: to_wire(Ranges, [(first, last - 1)])},
-            "first_received_at": end_time - 0.9, "last_received_at": end_time - 0.1,
-        }  # fmt: skip
+            return consumer.idle
+        c = consumer.interval
+        c.received, c.received_bytes, c.accepted, c.polls = count, count * MESSAGE_SIZE, count, 1 + count // 4
+        c.max_poll_records, c.max_poll_partitions, c.delivery_counts = min(count, 4), 1, {1: count}
+        c.settled = {consumer.producer_id: Ranges([(first, last - 1)])}
+        c.first_received_at, c.last_received_at = end_time - 0.9, end_time - 0.1
+        return c

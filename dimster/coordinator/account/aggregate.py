@@ -6,6 +6,8 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+import numpy as np
+
 from dimster.clients import STATS_INTERVAL_S
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
 from dimster.coordinator.account.window import RecentRates, Window
@@ -14,12 +16,25 @@ from dimster.diagnosis.generator import saturated
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
 from dimster.metrics.sequences import RangeSet
+from dimster.worker.client_columns import COUNT_INDEX, REAL_INDEX
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import IntervalReport
 from dimster.workload.modes.base import Probe, ReceiveSpan
 
 PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
 STATUS_WINDOW = 5.0  # seconds of the status's achieved rates
+# the columns of a report's counters (worker/client_columns.py) that the aggregate reads
+PRODUCER_SUMS = [COUNT_INDEX[name] for name in ("sent", "acked", "send_errors")]
+NEXT_SEQUENCE, ACKED, RECEIVED = COUNT_INDEX["next_sequence"], COUNT_INDEX["acked"], COUNT_INDEX["received"]
+MAX_POLL_RECORDS = COUNT_INDEX["max_poll_records"]
+TARGET_RATE, CRASHED_AT = REAL_INDEX["target_rate"], REAL_INDEX["crashed_at"]
+FIRST_RECEIVED, LAST_RECEIVED = REAL_INDEX["first_received_at"], REAL_INDEX["last_received_at"]
+# consumers' counters summed into the aggregate's attributes of the same name (received and polls apart)
+CONSUMER_SUMS = (
+    "received", "polls", "corrupt", "out_of_order", "accepted", "released", "rejected", "renewed", "renewals_refused",
+    "lock_timeouts", "ack_errors", "redelivered_after_crash",
+)  # fmt: skip
+CONSUMER_SUM_COLUMNS = [COUNT_INDEX[name] for name in CONSUMER_SUMS]
 
 
 class RunAggregate:
@@ -84,66 +99,83 @@ class RunAggregate:
             self.probe.use(report, share)
         waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
         window.cover(report.worker_index, covered, waited)
-        sent_before, acked_before, received_before = self.sent, self.acked, self.received
+        sent_before, acked_before = self.sent, self.acked
         # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
         counted: Counter[tuple[str, ...]] = Counter()
-        for c in report.clients:
-            if c.role == "producer":
-                producer_id = int(c.client_id[1:])
-                self.producer_topic[producer_id] = c.topic
-                self.next_sequence[producer_id] = c.next_sequence
-                self.failed[producer_id].add_values(c.failed_sequences)
-                self.sent += c.sent
-                self.acked += c.acked
-                self.acked_by_producer[producer_id] += c.acked
-                self.acked_by_topic[c.topic] += c.acked
-                counted["sent",] += c.sent
-                counted["acked", c.topic] += c.acked
-                self.send_errors += c.send_errors
-                self.target_rate[c.client_id] = c.target_rate
-                if c.client_stats:
-                    self.producer_stats[c.client_id] = (report.end_time, c.client_stats)
-                window.sent += c.sent
-                continue
-            self.received += c.received
-            window.received += c.received
-            self.corrupt += c.corrupt
-            self.out_of_order += c.out_of_order
-            if c.received:
-                span = self.span
-                span.received += c.received
-                span.first = min(span.first or c.first_received_at, c.first_received_at)
-                span.last = max(span.last, c.last_received_at)
-            self.consumer_pace[c.client_id] = (c.group, report.end_time, c.received / covered if covered else 0.0)
-            window.polls += c.polls
-            window.max_poll_records = max(window.max_poll_records, c.max_poll_records)
-            self.accepted += c.accepted
-            self.released += c.released
-            self.rejected += c.rejected
-            self.renewed += c.renewed
-            self.renewals_refused += c.renewals_refused
-            self.lock_timeouts += c.lock_timeouts
-            self.ack_errors += c.ack_errors
-            self.crashes += 1 if c.crashed_at else 0
-            self.redelivered_after_crash += c.redelivered_after_crash
-            self.outcomes.add(c, report.end_time, covered)
-            for producer_id, ranges in c.settled.items():
-                duplicates = self.settled[(c.group, producer_id)].add_many(ranges)
-                new = sum(last - first + 1 for first, last in ranges) - duplicates
-                self.duplicates += duplicates
-                self.settled_by_group[c.group] += new
-                counted["settled", c.group] += new
+        producing = np.array([role == "producer" for role in report.clients.role], bool)
+        target = self._add_producers(report, np.flatnonzero(producing).tolist(), counted)
+        received = self._add_consumers(report, np.flatnonzero(~producing).tolist(), covered, counted)
         self.outcomes.fold_due(self._kept)
         self._merge_latencies(report.histograms)
         if self.probing:
             self.probe.cover(report.worker_index, covered, waited)
             self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
-        own = {c.client_id for c in report.clients if c.role == "producer"}
-        target = sum(self.target_rate.get(client_id, 0.0) for client_id in own)  # per report, not per producer
-        received = sum(c.received for c in report.clients)
-        counts = (self.sent - sent_before, self.acked - acked_before, self.received - received_before)
+        counts = (self.sent - sent_before, self.acked - acked_before, received)
         self.instant.note(report.worker_index, report.end_time, counts, previous)
         self._recent.add(report.worker_index, report.end_time, covered, self.sent - sent_before, target, received)
+
+    def _add_producers(self, report: IntervalReport, producers: list[int], counted: Counter) -> float:
+        """The report's producers' counts (clients `producers` of its columns); their target rate."""
+        clients = report.clients
+        counts, reals = clients.tables
+        sent, acked, errors = counts[producers][:, PRODUCER_SUMS].sum(axis=0).tolist()
+        self.sent += sent
+        self.acked += acked
+        self.send_errors += errors
+        self.window.sent += sent
+        counted["sent",] += sent
+        each = counts[producers][:, (NEXT_SEQUENCE, ACKED)].tolist()
+        targets = reals[producers, TARGET_RATE].tolist()
+        for i, (next_sequence, acked), target in zip(producers, each, targets, strict=True):
+            client_id, topic = clients.client_id[i], clients.topic[i]
+            producer_id = int(client_id[1:])
+            self.producer_topic[producer_id] = topic
+            self.next_sequence[producer_id] = next_sequence
+            self.acked_by_producer[producer_id] += acked
+            self.acked_by_topic[topic] += acked
+            counted["acked", topic] += acked
+            self.target_rate[client_id] = target
+            if (details := clients.details.get(i)) is not None:
+                self.failed[producer_id].add_values(details.failed_sequences)
+                if details.client_stats:
+                    self.producer_stats[client_id] = (report.end_time, details.client_stats)
+        return sum(targets)
+
+    def _add_consumers(self, report: IntervalReport, consumers: list[int], covered: float, counted: Counter) -> int:
+        """The report's consumers' counts, settled ranges and outcomes (clients `consumers`); the records
+        they received."""
+        if not consumers:
+            return 0
+        clients, end = report.clients, report.end_time
+        counts, reals = (table[consumers] for table in clients.tables)
+        sums = dict(zip(CONSUMER_SUMS, counts[:, CONSUMER_SUM_COLUMNS].sum(axis=0).tolist(), strict=True))
+        received = sums.pop("received")
+        self.received += received
+        self.window.received += received
+        self.window.polls += sums.pop("polls")
+        self.window.max_poll_records = max(self.window.max_poll_records, int(counts[:, MAX_POLL_RECORDS].max()))
+        for name, value in sums.items():  # accepted, released, rejected, renewed, ...
+            setattr(self, name, getattr(self, name) + value)
+        self.crashes += int(np.count_nonzero(reals[:, CRASHED_AT]))
+        each = counts[:, RECEIVED].tolist()
+        if received:
+            took = counts[:, RECEIVED] > 0
+            span, first = self.span, float(reals[took, FIRST_RECEIVED].min())
+            span.received += received
+            span.first = min(span.first or first, first)
+            span.last = max(span.last, float(reals[took, LAST_RECEIVED].max()))
+        for i, got in zip(consumers, each, strict=True):
+            group = clients.group[i]
+            self.consumer_pace[clients.client_id[i]] = (group, end, got / covered if covered else 0.0)
+            details = clients.detail(i)
+            self.outcomes.add(group, got, details, end, covered)
+            for producer_id, ranges in details.settled.items():
+                duplicates = self.settled[(group, producer_id)].add_many(ranges)
+                new = sum(last - first + 1 for first, last in ranges) - duplicates
+                self.duplicates += duplicates
+                self.settled_by_group[group] += new
+                counted["settled", group] += new
+        return received
 
     def _merge_latencies(self, histograms: HistogramColumns) -> None:
         """The console's publish and end-to-end latencies (warm-up's too), the run's measured end-to-end."""

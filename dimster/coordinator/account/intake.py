@@ -17,9 +17,11 @@ from dimster.coordinator.workers.ensemble import Ensemble, Loss
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.verdict.judge import Spec
+from dimster.worker.client_columns import REAL_INDEX
 from dimster.worker.protocol import IntervalReport, WatchRedeliveries
 from dimster.workload.model import Workload
 
+CRASHED_AT = REAL_INDEX["crashed_at"]
 FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
 EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
 
@@ -102,10 +104,12 @@ class ReportIntake:
 def note_rebalances(report: IntervalReport, rebalances: dict[str, Counter], log: RunLog) -> None:
     """Consumer groups: every member's rebalance callbacks as events, counted per group (run.json)."""
     seen: dict[str, Counter] = {}
-    for c in report.clients:
-        for at, kind, partitions in c.rebalances:
-            log.event(f"consumer_{kind}", client=c.client_id, group=c.group, at=at, partitions=partitions)
-            seen.setdefault(c.group, Counter())[kind] += 1
+    clients = report.clients
+    for i, details in clients.details.items():
+        client, group = clients.client_id[i], clients.group[i]
+        for at, kind, partitions in details.rebalances:
+            log.event(f"consumer_{kind}", client=client, group=group, at=at, partitions=partitions)
+            seen.setdefault(group, Counter())[kind] += 1
     for group, counts in seen.items():
         rebalances.setdefault(group, Counter()).update(counts)
         told = ", ".join(f"{counts[kind]} {kind}" for kind in REBALANCE_KINDS if counts[kind])
@@ -114,9 +118,9 @@ def note_rebalances(report: IntervalReport, rebalances: dict[str, Counter], log:
 
 def note_crashes(report: IntervalReport, ensemble: Ensemble, log: RunLog) -> None:
     """A crashed consumer reported what it held: the group's consumers watch for those records."""
-    for c in report.clients:
-        if not c.crashed_at:
-            continue
+    crashed = report.clients.tables[1][:, CRASHED_AT]
+    for i in crashed.nonzero()[0].tolist():
+        c = report.clients[i]
         held = sum(last - first + 1 for ranges in c.crash_held.values() for first, last in ranges)
         log.tell(
             "consumer_crashed",

@@ -88,9 +88,9 @@ class RunJournal:
             self._write_bytes(1, TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
         wire = msgspec.msgpack.decode(whole)  # a tuple-keyed map's keys come back as tuples
         wire.pop("histograms", None)
-        for client in wire["clients"]:
+        for details in wire.get("clients", {}).get("details", {}).values():
             for name in NOT_ACCOUNT:
-                client.pop(name, None)
+                details.pop(name, None)
         self._write(0, ["report", wire])
 
     def consumer_intervals(self) -> Iterator[ClientInterval]:

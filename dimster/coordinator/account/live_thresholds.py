@@ -45,8 +45,10 @@ class LiveJudge:
             return
         self.seconds[worker] += max(0.0, report.end_time - previous)
         counts = self.counts.setdefault(worker, Counter())
-        for c in report.clients:
-            counts.update(sent=c.sent, sent_bytes=c.sent_bytes, received=c.received, received_bytes=c.received_bytes)
+        clients = report.clients
+        counts.update(
+            {name: int(clients.count(name).sum()) for name in ("sent", "sent_bytes", "received", "received_bytes")}
+        )
         merged = report.histograms.by_metric
         for metric, latency in self.latency.items():
             if metric in merged:

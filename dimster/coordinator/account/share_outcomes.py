@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from dimster.coordinator.account.outcome_folds import Folding
 from dimster.metrics.sequences import RangeSet, first_absent, gaps
-from dimster.worker.protocol import ClientInterval
+from dimster.worker.client_columns import ClientDetails, ClientInterval
 
 OUTCOMES = ("rejected", "archived")
 Ranges = list[tuple[int, int]]
@@ -64,19 +64,20 @@ class ShareOutcomes:
         `replay`: every consumer interval taken in so far, for an end that needs every record."""
         self.folding = Folding(horizon_s, replay)
 
-    def add(self, c: ClientInterval, end_time: float = 0.0, covered: float = 0.0) -> None:
-        """`end_time`, `covered`: of the interval's report, for the group's clock (folding only)."""
+    def add(self, group: str, received: int, c: ClientDetails, end_time: float = 0.0, covered: float = 0.0) -> None:
+        """A consumer of `group` received `received` records in an interval, with these details;
+        `end_time`, `covered`: of the interval's report, for the group's clock (folding only)."""
         if self.folding is not None:
-            self.folding.take(c, end_time, covered)
+            self.folding.take(group, received, c, end_time, covered)
         for (producer_id, delivery), ranges in c.settled_rejected.items():
-            self._add("rejected", c.group, producer_id, ranges)
-            self._note(self.rejected_on, self.received_on, (c.group, producer_id), delivery, ranges, later=True)
+            self._add("rejected", group, producer_id, ranges)
+            self._note(self.rejected_on, self.received_on, (group, producer_id), delivery, ranges, later=True)
         for producer_id, ranges in c.settled_archived.items():
-            self._add("archived", c.group, producer_id, ranges)
+            self._add("archived", group, producer_id, ranges)
         for (producer_id, delivery), ranges in c.received_again.items():
-            self._note(self.received_on, self.rejected_on, (c.group, producer_id), delivery, ranges, later=False)
+            self._note(self.received_on, self.rejected_on, (group, producer_id), delivery, ranges, later=False)
         for (producer_id, delivery), ranges in c.in_doubt.items():
-            self._note(self.doubted_on, {}, (c.group, producer_id), delivery, ranges, later=False)
+            self._note(self.doubted_on, {}, (group, producer_id), delivery, ranges, later=False)
 
     def fold_due(self, kept: Callable[[str, int], list[RangeSet]]) -> None:
         """Fold, in each group whose clock ran a stretch, what is final: below the lowest record
@@ -130,7 +131,7 @@ class ShareOutcomes:
             return
         self._start()
         for c in f.replay():
-            self.add(c)
+            self.add(c.group, c.received, c)
 
     def _add(self, outcome: str, group: str, producer_id: int, ranges: Ranges) -> None:
         duplicates = self.sets[(outcome, group, producer_id)].add_many(ranges)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from dimster.clients import STATS_INTERVAL_S
 from dimster.metrics.histogram import GAMMA, bucket_value
 from dimster.metrics.schema import INTERVAL_METRICS, LATENCY_METRICS, STATS_METRICS, WARMUP_PREFIX
+from dimster.worker.client_columns import COUNT_INDEX
 from dimster.worker.protocol import IntervalReport
 
 SERIES_LABELS = ("worker", "role", "topic", "group", "client_library")
@@ -35,6 +36,8 @@ COUNTERS = {m.name: (m.prometheus, m.help, m.roles) for m in INTERVAL_METRICS if
 GAUGES = {m.name: (m.prometheus, m.help, m.roles) for m in INTERVAL_METRICS if m.prometheus and m.kind == "gauge"}
 # The clients' own statistics (metrics/client_stats.py): cumulative counters summed over clients (a
 # client rebuilt by a live change starts again from 0: what it had counted stays in the series) ...
+COUNTER_COLUMNS = [COUNT_INDEX[name] for name in COUNTERS]  # of a report's counters (client_columns.py)
+GAUGE_COLUMNS = [COUNT_INDEX[name] for name in GAUGES]
 STATS_COUNTERS = {m.name: (m.prometheus, m.help) for m in STATS_METRICS if m.prometheus and m.kind == "counter"}
 # ... and averages, averaged over the clients that report them (columns in ms go out in seconds, as
 # Prometheus has times).
@@ -70,23 +73,26 @@ class ClientSeries:
 
     def add(self, report: IntervalReport) -> None:
         latest: dict[tuple[str, ...], dict[str, int]] = {}  # per series, GAUGES' largest in this report
-        keys: list[tuple[str, ...]] = [
-            (str(report.worker_index), c.role, c.topic, c.group, c.library) for c in report.clients
-        ]
+        clients, worker = report.clients, str(report.worker_index)
+        names = zip(clients.role, clients.topic, clients.group, clients.library, strict=True)
+        keys: list[tuple[str, ...]] = [(worker, *client) for client in names]
+        table = clients.tables[0]
+        counters, gauges = table[:, COUNTER_COLUMNS].tolist(), table[:, GAUGE_COLUMNS].tolist()
         with self.lock:
             for client, metric, _partition, (counts, *_rest) in report.histograms.wires():
                 name = metric.removeprefix(WARMUP_PREFIX)  # live series include the warm-up
                 if name in LATENCIES:
                     self.series[keys[client]].latencies[name].update(counts)
-            for c, key in zip(report.clients, keys, strict=True):
+            for key, counted, levels_now in zip(keys, counters, gauges, strict=True):
                 series = self.series[key]
-                series.counts.update({name: getattr(c, name) for name in COUNTERS})
-                for name, (*_, roles) in GAUGES.items():
-                    if c.role in roles:
+                series.counts.update(dict(zip(COUNTERS, counted, strict=True)))
+                for (name, (*_, roles)), level in zip(GAUGES.items(), levels_now, strict=True):
+                    if key[1] in roles:
                         levels = latest.setdefault(key, {})
-                        levels[name] = max(levels.get(name, 0), getattr(c, name))
-                if c.client_stats:
-                    series.new_stats(c.client_id, report.end_time, c.client_stats)
+                        levels[name] = max(levels.get(name, 0), level)
+            for i, details in clients.details.items():
+                if details.client_stats:
+                    self.series[keys[i]].new_stats(clients.client_id[i], report.end_time, details.client_stats)
             for key, levels in latest.items():
                 self.series[key].levels.update(levels)
 

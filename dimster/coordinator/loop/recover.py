@@ -66,7 +66,7 @@ def replay(path: Path) -> Replay:
             r.aggregate.add(report)
             r.reports += 1
             r.last_report[report.worker_index] = max(r.last_report.get(report.worker_index, 0.0), report.end_time)
-            r.clients[report.worker_index] = [c.client_id for c in report.clients]
+            r.clients[report.worker_index] = list(report.clients.client_id)
         elif kind == "lost":
             r.aggregate.clients_lost(record[1], record[2])
     for worker, clients in r.clients.items():  # the crash took every worker after its last report

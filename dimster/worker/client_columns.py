@@ -1,0 +1,183 @@
+"""A client's interval, and a report's clients as columns (protocol 18).
+
+A worker's clients each count what they did in an interval (`ClientInterval`). A report carries them
+as columns (`ClientColumns`): their names as lists of strings, their whole-number counters as one
+packed int64 array (a row per client), their real-valued ones as one packed float64 array, and the
+structured rest (`ClientDetails`: sequence ranges, delivery counts, statistics, rebalances) only for
+the clients that have any. The coordinator sums a report's counters with numpy, a call per counter,
+not a Python call per client and counter; code that wants the intervals one by one iterates the
+columns (they are built back on first use)."""
+
+import functools
+import typing
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
+
+import numpy as np
+
+from dimster.worker.wire import Float64s, Int64s, Ranges
+
+
+@dataclass(kw_only=True)
+class ClientDetails:
+    """What of a client's interval is no single number: a report carries it only for a client that has
+    any (ClientColumns.details)."""
+
+    failed_sequences: list[int] = field(default_factory=list)  # producers: sequences whose send failed
+    delivery_counts: dict[int, int] = field(default_factory=dict)
+    settled: dict[int, Ranges] = field(default_factory=dict)  # producer id -> sequence ranges
+    # share groups: of the settled records, those rejected, by (producer id, delivery count), and those
+    # the broker archived (released or timed out on their last delivery), by producer id; the rest were
+    # accepted. Values: sequence ranges.
+    settled_rejected: dict[tuple[int, int], Ranges] = field(default_factory=dict)
+    settled_archived: dict[int, Ranges] = field(default_factory=dict)
+    # share groups: records received on a delivery after their first, by (producer id, delivery count):
+    # a reject answered as settled on an earlier delivery did not take effect (see share_outcomes.py)
+    received_again: dict[tuple[int, int], Ranges] = field(default_factory=dict)
+    # share groups: records whose acknowledgement may or may not have taken effect (answered with an
+    # error, or never answered: the broker went away), by (producer id, delivery count). Not settled:
+    # one that comes back settles by its later delivery; one that does not ends the run in doubt.
+    in_doubt: dict[tuple[int, int], Ranges] = field(default_factory=dict)
+    crash_held: dict[int, Ranges] = field(default_factory=dict)  # a simulated crash's unacknowledged records
+    # consumer groups: the member's rebalance callbacks, (epoch s on the coordinator's clock,
+    # assigned | revoked | lost, partitions)
+    rebalances: list[tuple[float, str, int]] = field(default_factory=list)
+    client_stats: dict | None = None
+
+
+@dataclass
+class ClientInterval(ClientDetails):
+    """What one client did in one interval (counts are deltas; client_stats is the latest snapshot)."""
+
+    client_id: str
+    role: str  # producer | consumer | share_consumer
+    topic: str
+    group: str = ""
+    library: str = ""  # clientLibrary of the Kafka client: librdkafka | java
+    # Which Kafka client of this load client ran (1, 2, ... as live changes rebuild it); 0 when the
+    # interval saw a rebuild (two clients) or no client yet.
+    generation: int = 0
+    target_rate: float = 0.0
+    sent: int = 0
+    sent_bytes: int = 0
+    acked: int = 0
+    send_errors: int = 0
+    next_sequence: int = 0  # producers: sequences 0..next_sequence-1 have been handed to the client
+    received: int = 0
+    received_bytes: int = 0
+    accepted: int = 0
+    released: int = 0
+    rejected: int = 0
+    polls: int = 0
+    max_poll_records: int = 0
+    max_poll_partitions: int = 0  # the most partitions one poll's records came from (flowControl)
+    renewed: int = 0  # records whose acquisition lock was renewed (KIP-1222), once per renewal
+    renewals_refused: int = 0
+    lock_timeouts: int = 0  # acknowledgements refused because the record's lock had timed out
+    ack_errors: int = 0  # acknowledgements refused for another reason, or never answered (in_doubt)
+    crashed_at: float = 0.0  # a simulated crash (CrashConsumers): epoch s, coordinator's clock; 0: none
+    redelivered_after_crash: int = 0  # records of a crashed consumer this one received again
+    first_received_at: float = 0.0  # epoch s (coordinator's clock) of the interval's first and last
+    last_received_at: float = 0.0  # polls that returned records; 0 when none did
+    corrupt: int = 0  # correctness: records not written by dimster, or whose body checksum fails
+    out_of_order: int = 0  # correctness, consumer groups: a producer's record below its predecessor
+
+
+def _of_type(kind: type) -> tuple[str, ...]:
+    hints = typing.get_type_hints(ClientInterval)
+    details = {f.name for f in fields(ClientDetails)}
+    return tuple(f.name for f in fields(ClientInterval) if f.name not in details and hints[f.name] is kind)
+
+
+NAMES = _of_type(str)  # a list of strings each on the wire
+COUNTS = _of_type(int)  # a row of the report's `counts` each, in this order (the protocol's number pins it)
+REALS = _of_type(float)  # a row of its `reals`
+DETAILS = tuple(f.name for f in fields(ClientDetails))
+_counts_of, _reals_of, _details_of = attrgetter(*COUNTS), attrgetter(*REALS), attrgetter(*DETAILS)
+EMPTY = ClientDetails()
+
+
+def _ints() -> np.ndarray:
+    return np.empty(0, np.int64)
+
+
+@dataclass(eq=False)
+class ClientColumns:
+    """A report's clients: client i has the i-th name of each list, row i of `counts` (COUNTS' order)
+    and of `reals` (REALS'), and details[i] if it has any."""
+
+    client_id: list[str] = field(default_factory=list)
+    role: list[str] = field(default_factory=list)
+    topic: list[str] = field(default_factory=list)
+    group: list[str] = field(default_factory=list)
+    library: list[str] = field(default_factory=list)
+    counts: Int64s = field(default_factory=_ints)  # len(client_id) x len(COUNTS), row after row
+    reals: Float64s = field(default_factory=lambda: np.empty(0))
+    details: dict[int, ClientDetails] = field(default_factory=dict)
+
+    @classmethod
+    def gather(cls, intervals: Iterable[ClientInterval]) -> "ClientColumns":
+        intervals = list(intervals)
+        counts = np.array([_counts_of(c) for c in intervals], np.int64).reshape(-1)
+        reals = np.array([_reals_of(c) for c in intervals], np.float64).reshape(-1)
+        details: dict[int, ClientDetails] = {i: c for i, c in enumerate(intervals) if any(_details_of(c))}
+        columns = cls(counts=counts, reals=reals, details=details)
+        for name in NAMES:
+            setattr(columns, name, [getattr(c, name) for c in intervals])
+        columns.__dict__["intervals"] = intervals  # they are what the columns would build back
+        return columns
+
+    def __len__(self) -> int:
+        return len(self.client_id)
+
+    def __iter__(self) -> Iterator[ClientInterval]:
+        return iter(self.intervals)
+
+    def __getitem__(self, i: int) -> ClientInterval:
+        return self.intervals[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ClientColumns | list):
+            return self.intervals == list(other)
+        return NotImplemented
+
+    def check(self) -> None:
+        """A ValueError unless the columns agree with each other."""
+        n = len(self.client_id)
+        if any(len(getattr(self, name)) != n for name in NAMES):
+            raise ValueError("client name columns of different lengths")
+        if len(self.counts) != n * len(COUNTS) or len(self.reals) != n * len(REALS):
+            raise ValueError(f"client counters that are not {len(COUNTS)} whole and {len(REALS)} real a client")
+        if any(not 0 <= i < n for i in self.details):
+            raise ValueError(f"details of a client beyond the report's {n}")
+
+    @functools.cached_property
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The counters as a row per client: whole ones (a column per COUNTS), real ones (per REALS)."""
+        n = len(self.client_id)
+        return self.counts.reshape(n, len(COUNTS)), self.reals.reshape(n, len(REALS))
+
+    def count(self, name: str) -> np.ndarray:
+        """Each client's counter `name` (one of COUNTS), in the clients' order."""
+        return self.tables[0][:, COUNT_INDEX[name]]
+
+    def detail(self, i: int) -> ClientDetails:
+        """Client i's details (EMPTY when it has none: do not change it)."""
+        return self.details.get(i, EMPTY)
+
+    @functools.cached_property
+    def intervals(self) -> list[ClientInterval]:
+        """The clients' intervals, one by one."""
+        counts, reals = (table.tolist() for table in self.tables)
+        built = []
+        for i, names in enumerate(zip(*(getattr(self, name) for name in NAMES), strict=True)):
+            values = dict(zip(COUNTS, counts[i], strict=True)) | dict(zip(REALS, reals[i], strict=True))
+            if (details := self.details.get(i)) is not None:
+                values |= {name: getattr(details, name) for name in DETAILS}
+            built.append(ClientInterval(*names, **values))
+        return built
+
+
+COUNT_INDEX = {name: i for i, name in enumerate(COUNTS)}
+REAL_INDEX = {name: i for i, name in enumerate(REALS)}
