@@ -1,6 +1,6 @@
 """A saturated load generator, for real, on the session's `local` broker: half-way through a share-group
 run, the run's worker is moved into a CPU cgroup of its own limited to 2 % of a core (CFS bandwidth, as
-a container's CPU limit is enforced), then back. The run must say so within a window, name the worker
+a container's CPU limit is enforced), then back. The run must say so while the limit holds, name the worker
 and its threads' wait, record the measured phase as saturated, and its account must still close.
 
 Why the margin holds on a busy host: at 2,000 msg/s the worker used 15-16 % of a core here (measured
@@ -11,7 +11,11 @@ not depend on how busy the other core is. A host busy enough may have the genera
 the limit begins (seen once: beside other tests its threads waited 12-27 % before it, and the limit
 made no new event); so the test asks the generator's state within a window of the limit (its last
 event, saturated or keeps up), not for an event after it, and the measured phase's record for the
-limit's effect."""
+limit's effect. How soon: the worker's next report must show the wait, and a window is judged at its
+console line, so a second or two here (1.8-1.9 s quiet, 0.9-1.2 s beside a CPU hog); but that report is
+built and sent by a worker whose threads share 2 ms of CPU every 100 ms, and at a load average of 15
+(the hog, the suite's other worker and two benchmarks) it came 3.06 s after the limit. The test asks
+for it within the first half of the limit, as it asks the phase's record for half the limit's length."""
 
 import contextlib
 import json
@@ -55,7 +59,7 @@ def cpu_limited(pids: list[int], cores: float) -> Iterator[None]:
         group.rmdir()
 
 
-def test_a_worker_held_to_2_percent_of_a_core_is_named_within_a_window_and_its_phase_saturated(local_cluster, tmp_path):
+def test_a_worker_held_to_2_percent_of_a_core_is_named_while_held_and_its_phase_saturated(local_cluster, tmp_path):
     bundle = start_detached(
         tmp_path, "limited", partitionsPerTopic=2, producersPerTopic=2, producerRate=RATE, consumersPerGroup=2,
         messageSize=128, warmupSeconds=2, reportIntervalSeconds=INTERVAL, drainTimeoutSeconds=30,
@@ -80,11 +84,11 @@ def test_a_worker_held_to_2_percent_of_a_core_is_named_within_a_window_and_its_p
     worst = measure["workers"]["0"]
     assert worst["wait_share"] >= 0.5 and any("waited" in r for r in worst["reasons"]), worst
     assert LIMITED_SECONDS / 2 <= measure["saturated_seconds"] <= measure["seconds"], measure
-    # within a window of the limit the generator is saturated: its state is its last event's (saturated,
-    # keeps up), which a host busy enough may have set before the limit
+    # within the first half of the limit the generator is saturated: its state is its last event's
+    # (saturated, keeps up), which a host busy enough may have set before the limit
     marks = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
     changes = [(m["time"] - limited_at, m["event"]) for m in marks if m["event"].startswith("generator_")]
-    by_then = [event for at, event in changes if at <= 3 * INTERVAL]
+    by_then = [event for at, event in changes if at <= LIMITED_SECONDS / 2]
     assert by_then and by_then[-1] == "generator_saturated", (changes, said)
     console = console_log("local").read_text()
     assert "the load generator is saturated (worker 0: its threads waited" in console, console[-3000:]
