@@ -24,7 +24,7 @@ from dimster.workload.modes.base import Probe, ReceiveSpan
 PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
 STATUS_WINDOW = 5.0  # seconds of the status's achieved rates
 # the columns of a report's counters (worker/client_columns.py) that the aggregate reads
-PRODUCER_SUMS = [COUNT_INDEX[name] for name in ("sent", "acked", "send_errors")]
+PRODUCER_SUMS = np.array([COUNT_INDEX[name] for name in ("sent", "acked", "send_errors")])
 NEXT_SEQUENCE, ACKED, RECEIVED = COUNT_INDEX["next_sequence"], COUNT_INDEX["acked"], COUNT_INDEX["received"]
 MAX_POLL_RECORDS = COUNT_INDEX["max_poll_records"]
 TARGET_RATE, CRASHED_AT = REAL_INDEX["target_rate"], REAL_INDEX["crashed_at"]
@@ -34,7 +34,7 @@ CONSUMER_SUMS = (
     "received", "polls", "corrupt", "out_of_order", "accepted", "released", "rejected", "renewed", "renewals_refused",
     "lock_timeouts", "ack_errors", "redelivered_after_crash",
 )  # fmt: skip
-CONSUMER_SUM_COLUMNS = [COUNT_INDEX[name] for name in CONSUMER_SUMS]
+CONSUMER_SUM_COLUMNS = np.array([COUNT_INDEX[name] for name in CONSUMER_SUMS])
 
 
 class RunAggregate:
@@ -103,8 +103,8 @@ class RunAggregate:
         # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
         counted: Counter[tuple[str, ...]] = Counter()
         producing = np.array([role == "producer" for role in report.clients.role], bool)
-        target = self._add_producers(report, np.flatnonzero(producing).tolist(), counted)
-        received = self._add_consumers(report, np.flatnonzero(~producing).tolist(), covered, counted)
+        target = self._add_producers(report, producing, counted)
+        received = self._add_consumers(report, ~producing, covered, counted)
         self.outcomes.fold_due(self._kept)
         self._merge_latencies(report.histograms)
         if self.probing:
@@ -114,40 +114,40 @@ class RunAggregate:
         self.instant.note(report.worker_index, report.end_time, counts, previous)
         self._recent.add(report.worker_index, report.end_time, covered, self.sent - sent_before, target, received)
 
-    def _add_producers(self, report: IntervalReport, producers: list[int], counted: Counter) -> float:
-        """The report's producers' counts (clients `producers` of its columns); their target rate."""
+    def _add_producers(self, report: IntervalReport, producing: np.ndarray, counted: Counter) -> float:
+        """The report's producers' counts (its clients where `producing`); their target rate."""
         clients = report.clients
         counts, reals = clients.tables
-        sent, acked, errors = counts[producers][:, PRODUCER_SUMS].sum(axis=0).tolist()
+        sent, acked, errors = counts[producing][:, PRODUCER_SUMS].sum(axis=0).tolist()
         self.sent += sent
         self.acked += acked
         self.send_errors += errors
         self.window.sent += sent
         counted["sent",] += sent
-        each = counts[producers][:, (NEXT_SEQUENCE, ACKED)].tolist()
-        targets = reals[producers, TARGET_RATE].tolist()
-        for i, (next_sequence, acked), target in zip(producers, each, targets, strict=True):
-            client_id, topic = clients.client_id[i], clients.topic[i]
+        next_sequences, acks, targets = counts[:, NEXT_SEQUENCE].tolist(), counts[:, ACKED].tolist(), []
+        for i in np.flatnonzero(producing).tolist():
+            client_id, topic, acked = clients.client_id[i], clients.topic[i], acks[i]
             producer_id = int(client_id[1:])
             self.producer_topic[producer_id] = topic
-            self.next_sequence[producer_id] = next_sequence
+            self.next_sequence[producer_id] = next_sequences[i]
             self.acked_by_producer[producer_id] += acked
             self.acked_by_topic[topic] += acked
             counted["acked", topic] += acked
-            self.target_rate[client_id] = target
+            self.target_rate[client_id] = target = float(reals[i, TARGET_RATE])
+            targets.append(target)
             if (details := clients.details.get(i)) is not None:
                 self.failed[producer_id].add_values(details.failed_sequences)
                 if details.client_stats:
                     self.producer_stats[client_id] = (report.end_time, details.client_stats)
         return sum(targets)
 
-    def _add_consumers(self, report: IntervalReport, consumers: list[int], covered: float, counted: Counter) -> int:
-        """The report's consumers' counts, settled ranges and outcomes (clients `consumers`); the records
-        they received."""
-        if not consumers:
-            return 0
+    def _add_consumers(self, report: IntervalReport, consuming: np.ndarray, covered: float, counted: Counter) -> int:
+        """The report's consumers' counts, settled ranges and outcomes (its clients where `consuming`);
+        the records they received."""
         clients, end = report.clients, report.end_time
-        counts, reals = (table[consumers] for table in clients.tables)
+        counts, reals = (table[consuming] for table in clients.tables)
+        if not len(counts):
+            return 0
         sums = dict(zip(CONSUMER_SUMS, counts[:, CONSUMER_SUM_COLUMNS].sum(axis=0).tolist(), strict=True))
         received = sums.pop("received")
         self.received += received
@@ -157,14 +157,13 @@ class RunAggregate:
         for name, value in sums.items():  # accepted, released, rejected, renewed, ...
             setattr(self, name, getattr(self, name) + value)
         self.crashes += int(np.count_nonzero(reals[:, CRASHED_AT]))
-        each = counts[:, RECEIVED].tolist()
+        took = counts[:, RECEIVED]
         if received:
-            took = counts[:, RECEIVED] > 0
-            span, first = self.span, float(reals[took, FIRST_RECEIVED].min())
+            span, first = self.span, float(reals[took > 0, FIRST_RECEIVED].min())
             span.received += received
             span.first = min(span.first or first, first)
-            span.last = max(span.last, float(reals[took, LAST_RECEIVED].max()))
-        for i, got in zip(consumers, each, strict=True):
+            span.last = max(span.last, float(reals[took > 0, LAST_RECEIVED].max()))
+        for i, got in zip(np.flatnonzero(consuming).tolist(), took.tolist(), strict=True):
             group = clients.group[i]
             self.consumer_pace[clients.client_id[i]] = (group, end, got / covered if covered else 0.0)
             details = clients.detail(i)
