@@ -27,16 +27,21 @@ PASSWORD, KEY_PASSWORD = "kafkaConfig.commonConfig.sasl.password", "kafkaConfig.
 @contextmanager
 def command_lines_watched(values: list[str]) -> Iterator[list[str]]:
     """Every half second, the command line of every process (what `ps` shows every user) but this
-    test's own commands (its children): the hits, `pid: value`, gathered while the block runs."""
+    test's own commands (its children) and a process forked and not yet exec'd, which shows its
+    parent's command line (`subprocess` forks, then execs; on a busy host the watcher sees the fork of
+    a command the test wrote a secret on): the hits, `pid: value`, gathered while the block runs."""
     hits: list[str] = []
     done = threading.Event()
 
     def watch() -> None:
         while not done.wait(0.5):
-            for process in psutil.process_iter(["pid", "ppid", "cmdline"]):
-                if process.info["ppid"] != os.getpid():
-                    line = " ".join(process.info["cmdline"] or [])
-                    hits.extend(f"{process.info['pid']}: {value}" for value in values if value in line)
+            seen = {p.info["pid"]: p.info for p in psutil.process_iter(["pid", "ppid", "cmdline"])}
+            for pid, info in seen.items():
+                parent = seen.get(info["ppid"])
+                if info["ppid"] == os.getpid() or (parent is not None and parent["cmdline"] == info["cmdline"]):
+                    continue
+                line = " ".join(info["cmdline"] or [])
+                hits.extend(f"{pid}: {value}" for value in values if value in line)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -91,9 +96,9 @@ def test_secrets_stay_out_of_files_consoles_and_command_lines(tmp_path, state_di
     assert info["status"] == "completed" and info["final_workload"]["kafkaConfig"]["commonConfig"] == {
         "sasl.password": "***"
     }
-    assert "--detach" in info["command_line"] and "kafkaConfig.producerConfig.ssl.key.password=***" in info[
-        "command_line"
-    ]  # the command as typed, masked: the run's own process had no --set on its command line
+    assert (
+        "--detach" in info["command_line"] and "kafkaConfig.producerConfig.ssl.key.password=***" in info["command_line"]
+    )  # the command as typed, masked: the run's own process had no --set on its command line
     [change] = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
     assert (change["key"], change["old"], change["new"]) == (PASSWORD, "***", "***")
     assert (bundle / "summary" / "summary.json").is_file() and (bundle / "report.html").is_file()
