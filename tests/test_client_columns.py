@@ -5,10 +5,11 @@ import msgpack
 import pyarrow.parquet as pq
 import pytest
 
+from dimster.coordinator.account.intake import note_crashes
 from dimster.metrics.schema import CLIENT_COLUMNS, INTERVAL_COLUMNS
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.client_columns import COUNTS, ClientColumns, ClientInterval
-from dimster.worker.protocol import IntervalReport, ProtocolError, Reported, decode, encode
+from dimster.worker.protocol import IntervalReport, ProtocolError, Reported, WatchRedeliveries, decode, encode
 from dimster.worker.wire import to_wire
 
 pytestmark = pytest.mark.unit
@@ -28,7 +29,7 @@ IDLE = ClientInterval("c9", "share_consumer", "t", "g", "librdkafka", 1)
 def test_the_columns_come_back_as_the_intervals_they_were_gathered_from():
     sent = ClientColumns.gather([PRODUCER, IDLE, CONSUMER])
     back = decode(encode(Reported(IntervalReport(4, 101.0, sent)))).report.clients
-    assert list(back) == [PRODUCER, IDLE, CONSUMER] and back.intervals is not sent.intervals
+    assert list(back) == [PRODUCER, IDLE, CONSUMER]
     assert sorted(back.details) == [0, 2]  # the idle consumer has none
     assert back.count("received").tolist() == [0, 0, 30] and back.count("next_sequence").tolist() == [41, 0, 0]
     assert back.detail(1).settled == {} and back.detail(2).settled_rejected == {(3, 1): [(4, 5)]}
@@ -72,3 +73,21 @@ def test_the_metrics_writer_writes_a_row_per_client_with_its_own_values(tmp_path
     ]  # fmt: skip
     [stats] = pq.read_table(tmp_path / "client_stats").to_pylist()
     assert (stats["client_id"], stats["worker"], stats["batch_records_avg"]) == ("p3", 4, 4.0)
+
+
+def test_a_crashed_consumer_is_told_and_its_held_records_sent_to_the_groups_consumers():
+    """Read from the columns (its crash time) and its details (what it held), the others untouched."""
+    told, sent = [], []
+
+    class Log:
+        def tell(self, kind, line, **fields):
+            told.append((kind, fields))
+
+    class Ensemble:
+        def send_all(self, message):
+            sent.append(message)
+
+    crashed = ClientInterval("c7", "share_consumer", "t", "g", crashed_at=1234.5, crash_held={3: [(10, 14), (20, 20)]})
+    note_crashes(IntervalReport(1, 1235.0, [CONSUMER, crashed, IDLE]), Ensemble(), Log())
+    assert told == [("consumer_crashed", {"client": "c7", "group": "g", "at": 1234.5, "held": 6})]
+    assert sent == [WatchRedeliveries("g", 1234.5, {3: [(10, 14), (20, 20)]})]

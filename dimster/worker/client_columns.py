@@ -162,6 +162,10 @@ class ClientColumns:
         """Each client's counter `name` (one of COUNTS), in the clients' order."""
         return self.tables[0][:, COUNT_INDEX[name]]
 
+    def real(self, name: str) -> np.ndarray:
+        """Each client's value `name` (one of REALS), in the clients' order."""
+        return self.tables[1][:, REAL_INDEX[name]]
+
     def detail(self, i: int) -> ClientDetails:
         """Client i's details (EMPTY when it has none: do not change it)."""
         return self.details.get(i, EMPTY)

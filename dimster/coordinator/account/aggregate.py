@@ -159,10 +159,11 @@ class RunAggregate:
         self.crashes += int(np.count_nonzero(reals[:, CRASHED_AT]))
         took = counts[:, RECEIVED]
         if received:
-            span, first = self.span, float(reals[took > 0, FIRST_RECEIVED].min())
+            receiving = reals[took > 0]
+            span, first = self.span, float(receiving[:, FIRST_RECEIVED].min())
             span.received += received
             span.first = min(span.first or first, first)
-            span.last = max(span.last, float(reals[took > 0, LAST_RECEIVED].max()))
+            span.last = max(span.last, float(receiving[:, LAST_RECEIVED].max()))
         for i, got in zip(np.flatnonzero(consuming).tolist(), took.tolist(), strict=True):
             group = clients.group[i]
             self.consumer_pace[clients.client_id[i]] = (group, end, got / covered if covered else 0.0)

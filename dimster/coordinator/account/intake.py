@@ -17,11 +17,9 @@ from dimster.coordinator.workers.ensemble import Ensemble, Loss
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.verdict.judge import Spec
-from dimster.worker.client_columns import REAL_INDEX
 from dimster.worker.protocol import IntervalReport, WatchRedeliveries
 from dimster.workload.model import Workload
 
-CRASHED_AT = REAL_INDEX["crashed_at"]
 FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
 EXPORT_EVERY = 1.0  # seconds between status snapshots for the metrics endpoint
 
@@ -118,19 +116,21 @@ def note_rebalances(report: IntervalReport, rebalances: dict[str, Counter], log:
 
 def note_crashes(report: IntervalReport, ensemble: Ensemble, log: RunLog) -> None:
     """A crashed consumer reported what it held: the group's consumers watch for those records."""
-    crashed = report.clients.tables[1][:, CRASHED_AT]
-    for i in crashed.nonzero()[0].tolist():
-        c = report.clients[i]
-        held = sum(last - first + 1 for ranges in c.crash_held.values() for first, last in ranges)
+    clients = report.clients
+    crashed_at = clients.real("crashed_at")
+    for i in crashed_at.nonzero()[0].tolist():
+        client, group, at = clients.client_id[i], clients.group[i], float(crashed_at[i])
+        held_ranges = clients.detail(i).crash_held
+        held = sum(last - first + 1 for ranges in held_ranges.values() for first, last in ranges)
         log.tell(
             "consumer_crashed",
-            f"-- consumer {c.client_id} crashed holding {held:,} record(s): back after their lock time-out",
-            client=c.client_id,
-            group=c.group,
-            at=c.crashed_at,
+            f"-- consumer {client} crashed holding {held:,} record(s): back after their lock time-out",
+            client=client,
+            group=group,
+            at=at,
             held=held,
         )
-        ensemble.send_all(WatchRedeliveries(c.group, c.crashed_at, c.crash_held))
+        ensemble.send_all(WatchRedeliveries(group, at, held_ranges))
 
 
 def note_worker_lost(
