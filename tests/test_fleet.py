@@ -28,15 +28,22 @@ from tests.runs import (
 pytestmark = pytest.mark.kafka
 
 AGENTS, SLOTS, PRODUCERS, CONSUMERS = 8, 2, 96, 112
+# What the fleet asks of the session's one broker is kept small: at 960 msg/s in batches of one record
+# (10 msg/s a producer, linger 20 ms) and 112 heartbeats every 250 ms, the broker beside the suite was
+# fenced by its own controller again and again, its Produce requests timed out, and librdkafka's
+# producers, not idempotent by default, sent retried batches twice (117 records written twice, each
+# received once: counted as duplicates, rightly) and gave up on 66 at close. Here 5 msg/s a producer in
+# batches of 100 ms, heartbeats every second, and idempotent producers: a retried batch is written once.
 FLEET = {
     "partitionsPerTopic": 8,
     "producersPerTopic": PRODUCERS,
     "consumersPerGroup": CONSUMERS,
-    "producerRate": 960,
+    "producerRate": 480,
     "warmupSeconds": 0,
     "reportIntervalSeconds": 2,
     "drainTimeoutSeconds": 60,
-    "kafkaConfig": {"producerConfig": {"linger.ms": 20}},
+    "kafkaConfig": {"producerConfig": {"linger.ms": 100, "enable.idempotence": True}},
+    "groupConfig": {"share.heartbeat.interval.ms": 1000},
 }
 
 
@@ -61,12 +68,12 @@ def test_eight_agents_of_two_workers_run_208_clients_through_a_live_change(
             )
         bundle = start_detached(tmp_path, "fleet", env="fleet", **FLEET)
         try:
-            wait("received>=3000", timeout=180, env="fleet")
+            wait("received>=2000", timeout=180, env="fleet")
             live = status("fleet")
             assert (live["producers"], live["consumers"]) == (PRODUCERS, CONSUMERS), live
-            [change] = modify("producerRate=1920", env="fleet")["applied"]
+            [change] = modify("producerRate=960", env="fleet")["applied"]
             assert change["key"] == "producerRate", change
-            wait(f"received>={status('fleet')['received'] + 6000}", timeout=180, env="fleet")
+            wait(f"received>={status('fleet')['received'] + 4000}", timeout=180, env="fleet")
         except AssertionError as e:
             raise AssertionError(f"{e}\n{detached_evidence(f'results in {bundle};', 'fleet')}") from None
         finally:

@@ -177,3 +177,18 @@ def test_java_only_properties_pass_with_the_java_client(tmp_path):
     result = dimster("validate", str(workload), "--set", *sets)
     assert result.code == 0, result.stderr
     assert ": ok: 'java-ok'" in " ".join(result.stdout.split())
+
+
+@pytest.mark.unit
+def test_a_detached_run_judges_java_properties_before_it_starts_its_run(tmp_path):
+    """`run --detach` judges the properties itself and its run's process does not judge them again (a
+    Java check starts a JVM: two seconds of CPU each)."""
+    workload = write_workload(tmp_path, "java-detach")
+    sets = ["clientLibrary=java", "kafkaConfig.producerConfig.lingr.ms=5"]
+    result = dimster("run", "local", "-w", str(workload), "--detach", "--results", str(tmp_path / "r"), "--set", *sets)
+    assert result.code == 2, result.stderr
+    assert result.error_lines == [
+        f"dimster: error: {workload}: kafkaConfig.producerConfig: 'lingr.ms' is not a property of Kafka's Java "
+        "producer (did you mean 'linger.ms'?)"
+    ]
+    assert not (tmp_path / "r").exists()  # no run began

@@ -108,7 +108,8 @@ def run(
         progress(f"note: {note}")
     profile = with_worker_count(load_environment(env), workers)
     check_client_versions(loaded, profile)  # before the property check fetches any version
-    check_client_configs(loaded, display(workload), profile.kafka_version)
+    if not handed:  # a --detach parent judged them before it started this process (a Java check: 2 s)
+        check_client_configs(loaded, display(workload), profile.kafka_version)
     results_root = (results or project_dir() / "results").resolve()
     child_options = [] if not no_summary else ["--no-summary"]
     if spark_master_:
