@@ -131,7 +131,7 @@ def test_a_record_that_comes_back_after_it_was_folded_makes_the_end_count_every_
     run.report(consumer(received_again=by_delivery({2: [5]})), produce=False)
     assert run.a.outcomes.late == 1
     bundle = ResultsBundle(tmp_path, "w")
-    end = close_account(run.a, {GROUP: 0}, SteadyPlan(), "steady", RunLog(bundle, say=lambda _line: None))
+    end = close_account(run.a, {GROUP: 0}, SteadyPlan(), Workload(name="w"), RunLog(bundle, say=lambda _line: None))
     folded, whole = end.account[GROUP], run.whole.account({GROUP: 0})[GROUP]
     assert folded == whole and whole["rejected"] == 0  # void: its reject did not take effect
     assert run.a.outcomes.folding is None and run.a.outcomes.voided(GROUP) == {PRODUCER: {5}}
@@ -224,3 +224,4 @@ def test_the_journal_replays_the_consumers_intervals_in_the_order_taken_in(tmp_p
         ({PRODUCER: [(0, 1)]}, {(PRODUCER, 1): [(1, 1)]}, {}),
         ({PRODUCER: [(2, 2)]}, {}, {(PRODUCER, 2): [(1, 1)]}),
     ]
+

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dimster.clients.properties import role_properties, run_libraries
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.journal import RunJournal
 from dimster.coordinator.control.console import dead_letter_counts
@@ -13,6 +14,7 @@ from dimster.coordinator.control.run_log import RunLog
 from dimster.errors import DimsterError
 from dimster.results.metrics_parts import compact_parts
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.workload.model import Workload
 from dimster.workload.modes.base import RunPlan
 from dimster.workload.modes.correctness import verdict_line
 
@@ -24,17 +26,36 @@ class EndAccount:
     account: dict[str, dict]  # per group: its terms, and whether they close
     totals: dict
     mode: dict  # run.json's `mode`: the plan's result and verdict
+    notes: list[str]  # what the end's console line needs beside it
 
 
 def close_account(
-    a: RunAggregate, unconsumed_by_group: dict[str, int] | None, plan: RunPlan, mode: str, log: RunLog
+    a: RunAggregate, unconsumed_by_group: dict[str, int] | None, plan: RunPlan, workload: Workload, log: RunLog
 ) -> EndAccount:
-    """The run's account at its end; the plan judges the totals (`mode`: the workload's mode type)."""
+    """The run's account at its end; the plan judges the totals."""
     if late := a.outcomes.late:  # the account replays the run's journal (share_outcomes.restore): say why
         log.event("outcomes_replayed", late=late)
     account = a.account(unconsumed_by_group)
     totals = run_totals(a, unconsumed_by_group, account)
-    return EndAccount(account, totals, plan.result(totals, a) or {"type": mode})
+    notes = [note] if (note := duplicates_note(totals.get("duplicates") or 0, workload)) else []
+    return EndAccount(account, totals, plan.result(totals, a) or {"type": workload.mode.type}, notes)
+
+
+def duplicates_note(duplicates: int, workload: Workload) -> str | None:
+    """Duplicates from producers that are not idempotent may be the log's, not the group's: a Produce
+    request retried after a time-out writes its records again, each then delivered once."""
+    if not duplicates:
+        return None
+    library = run_libraries(workload)["producer"]
+    producer = role_properties(workload, "producer")
+    java_default = library == "java" and str(producer.get("acks", "all")) in ("all", "-1")
+    if str(producer.get("enable.idempotence", java_default)).lower() == "true":
+        return None
+    return (
+        f"{duplicates:,} duplicates may include records the producers wrote twice: {library} producers "
+        "without enable.idempotence write a Produce request's records again when they retry it after a "
+        "time-out; kafkaConfig.producerConfig.enable.idempotence=true rules that out"
+    )
 
 
 def record_failure(
@@ -79,6 +100,8 @@ def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: 
             why = why_open(terms, a.lock_timeouts, a.crashes)
             log.tell("account_open", f"-- the account of group {group} does not close: {why}", group=group, **terms)
     log.say(ended_line(status, end.totals, log.bundle.path))
+    for note in end.notes:
+        log.say(f"note: {note}")
     if end.mode.get("verdict"):
         log.say(f"{plan}: {end.mode['verdict']}")
     if end.mode.get("passed") is False and status != "failed":

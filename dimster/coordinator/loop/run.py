@@ -341,7 +341,7 @@ class Coordinator:
         return self._finish(forced)
 
     def _finish(self, forced: bool) -> int:
-        end = close_account(self.aggregate, self.unconsumed_by_group, self.plan, self.workload.mode.type, self.log)
+        end = close_account(self.aggregate, self.unconsumed_by_group, self.plan, self.workload, self.log)
         status = "failed" if self.failure else ("forced" if forced else "completed")
         p50 = self.aggregate.e2e_measured.percentile(50)
         offsets = clock_offsets(self.ensemble.workers.clock_offsets(), p50, self.log)
