@@ -224,4 +224,3 @@ def test_the_journal_replays_the_consumers_intervals_in_the_order_taken_in(tmp_p
         ({PRODUCER: [(0, 1)]}, {(PRODUCER, 1): [(1, 1)]}, {}),
         ({PRODUCER: [(2, 2)]}, {}, {(PRODUCER, 2): [(1, 1)]}),
     ]
-
