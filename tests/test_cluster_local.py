@@ -5,6 +5,7 @@ one-node cluster of the test's own."""
 
 import json
 import subprocess
+import sys
 import time
 import uuid
 
@@ -133,7 +134,35 @@ def test_logs_show_the_broker_log(local_cluster):
     assert result.stdout.count("[1] ") == 5
 
 
+# What a run's broker watch does every second (coordinator/observers/cluster_watch.py), in four threads
+# without a pause, until its stdin closes; it prints each thread's views of the registered brokers,
+# in order, without repeats. With librdkafka's describe_cluster, which dimster once used for it, a
+# watch like it aborted (SIGABRT) in 3 of 3 tries here while the broker stopped: a stopping broker,
+# fenced, answers Metadata with no broker (and so do a starting cluster's, as `cluster up` of the
+# three-node cluster met beside a busy suite).
+WATCH = """
+import json, sys, threading
+from dimster.kafka.admin import registered_brokers
+views, done = [[] for _ in range(4)], threading.Event()
+def watch(mine):
+    while not done.is_set():
+        now = sorted(registered_brokers(sys.argv[1], timeout=1.0))
+        if not mine or mine[-1] != now:
+            mine.append(now)
+threads = [threading.Thread(target=watch, args=(v,)) for v in views]
+for t in threads:
+    t.start()
+sys.stdin.read()
+done.set()
+for t in threads:
+    t.join()
+print(json.dumps(views))
+"""
+
+
 def test_a_node_killed_behind_dimsters_back_is_stale_state_and_down_stops_every_node(project):
+    """... and a broker watch that asks for the registered brokers all along its restart and its
+    stop neither fails nor misses them."""
     env, cli_env = "lifecycle", {"DIMSTER_PROJECT_DIR": str(project)}
     write_environment(project, env, f"backend: local\nnodes: 1\nheap: 512m\nhost: 127.0.0.1\n{spare_ports_yaml(1)}")
     try:
@@ -150,8 +179,16 @@ def test_a_node_killed_behind_dimsters_back_is_stale_state_and_down_stops_every_
         assert status["healthy"] and status["nodes"][0]["pid"] != node["pid"]
 
         pids = [n["pid"] for n in status["nodes"]]
+        bootstrap = load_environment_of(project, env).bootstrap_servers
+        watch = subprocess.Popen(
+            [sys.executable, "-c", WATCH, bootstrap], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         result = dimster("cluster", "down", env, env=cli_env)
         assert result.code == 0 and "stopped 1 node" in result.stdout
+        seen, _ = watch.communicate("", timeout=30)  # stdin closed: the watch ends
+        assert watch.returncode == 0, f"the broker watch ended with {watch.returncode}: {seen}"
+        for views in json.loads(seen):  # each thread saw the broker, then none
+            assert views[0] == [node["node_id"]] and views[-1] == [], seen
         assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
         assert not our_java_processes(cluster_dir)
         assert status_json(env, cli_env)["code"] == 1
