@@ -161,8 +161,8 @@ print(json.dumps(views))
 
 
 def test_a_node_killed_behind_dimsters_back_is_stale_state_and_down_stops_every_node(project):
-    """... and a broker watch that asks for the registered brokers all along its restart and its
-    stop neither fails nor misses them."""
+    """... and a broker watch that asks for the registered brokers all along the node's stop neither
+    fails nor misses it."""
     env, cli_env = "lifecycle", {"DIMSTER_PROJECT_DIR": str(project)}
     write_environment(project, env, f"backend: local\nnodes: 1\nheap: 512m\nhost: 127.0.0.1\n{spare_ports_yaml(1)}")
     try:

@@ -172,8 +172,8 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
         consumerProcMsMax=20,
         warmupSeconds=0,
         reportIntervalSeconds=1,
-        # a poll's processing 240 ms, as at 5 ms a record and batches of 50 (the test's earlier rates):
-        # the backlog a judged step sees moves by a batch or so, not by seconds of processing
+        # a poll's processing 240 ms: the backlog a judged step sees moves by a batch or so, not by
+        # seconds of processing
         kafkaConfig={"producerConfig": {"linger.ms": 5}, "shareConsumerConfig": {"max.poll.records": 12}},
         mode={
             "type": "explore-limits",

@@ -47,15 +47,20 @@ def admin_client(bootstrap_servers: str, security: ClientSecurity = None, **conf
     return admin
 
 
+def _raise_if_refused(admin: AdminClient) -> None:
+    """AuthenticationFailed once librdkafka has reported a refusal of the credentials (error_cb)."""
+    admin.poll(0)  # serves error_cb
+    refusals = getattr(admin, "authentication_refusals", [])
+    if refusals:
+        raise AuthenticationFailed(refusals[0])
+
+
 def wait_for(admin: AdminClient, future, timeout: float):
     """`future.result(timeout)`, but ended by an authentication failure as soon as librdkafka reports
     it (AuthenticationFailed); raises KafkaException and TimeoutError as the future does."""
     deadline = time.monotonic() + timeout
     while True:
-        admin.poll(0)  # serves error_cb
-        refusals = getattr(admin, "authentication_refusals", [])
-        if refusals:
-            raise AuthenticationFailed(refusals[0])
+        _raise_if_refused(admin)
         try:
             return future.result(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
         except TimeoutError:
@@ -63,21 +68,20 @@ def wait_for(admin: AdminClient, future, timeout: float):
                 raise
 
 
-def _broker_ids(admin: AdminClient, timeout: float) -> set[int]:
-    """The brokers a Metadata answer lists (the registered, unfenced ones), read the way a client
-    refreshes its metadata, in slices so that a refusal of the credentials ends the wait at once.
+def _broker_ids(bootstrap_servers: str, timeout: float, security: ClientSecurity) -> set[int]:
+    """The brokers a Metadata answer lists (the registered, unfenced ones), asked in slices of half a
+    second so that a refusal of the credentials ends the wait at once. Metadata of every topic: the
+    Python client asks no Metadata without topics but through describe_cluster.
 
     Not describe_cluster: librdkafka (2.16, and its main branch) aborts the whole process when a
-    DescribeCluster's Metadata answer lists no broker and no topic, as a starting cluster's, all of
-    whose brokers are still fenced, answers (rdkafka_admin.c asserts a result its parser did not make:
-    `rd_kafka_admin_response_parse: Assertion 'rko_result' failed`). Metadata's own path retries
-    such an answer."""
+    DescribeCluster's Metadata answer lists no broker and no topic, as a broker answers while every
+    broker it knows is fenced (a cluster's start, its own stop): rdkafka_admin.c asserts a result its
+    parser did not make (`rd_kafka_admin_response_parse: Assertion 'rko_result' failed`). Metadata's
+    own path retries such an answer."""
+    admin = admin_client(bootstrap_servers, security, **{"socket.connection.setup.timeout.ms": int(timeout * 1000)})
     deadline = time.monotonic() + timeout
     while True:
-        admin.poll(0)  # serves error_cb
-        refusals = getattr(admin, "authentication_refusals", [])
-        if refusals:
-            raise AuthenticationFailed(refusals[0])
+        _raise_if_refused(admin)
         left = deadline - time.monotonic()
         try:
             return set(admin.list_topics(timeout=max(0.05, min(0.5, left))).brokers)
@@ -90,8 +94,7 @@ def registered_brokers(bootstrap_servers: str, timeout: float = 5.0, security: C
     """Ids of the brokers the cluster reports as registered; empty when none answers. A refusal of
     the credentials raises AuthenticationFailed."""
     try:
-        setup = {"socket.connection.setup.timeout.ms": int(timeout * 1000)}
-        return _broker_ids(admin_client(bootstrap_servers, security, **setup), timeout)
+        return _broker_ids(bootstrap_servers, timeout, security)
     except (KafkaException, RuntimeError):
         return set()
 
@@ -141,8 +144,7 @@ def describe_brokers(bootstrap_servers: str, timeout: float = 10.0, security: Cl
 
     Raises ClusterError (one line) when no broker answers within `timeout` seconds."""
     try:
-        admin = admin_client(bootstrap_servers, security, **{"socket.connection.setup.timeout.ms": int(timeout * 1000)})
-        brokers = _broker_ids(admin, timeout)
+        brokers = _broker_ids(bootstrap_servers, timeout, security)
     except AuthenticationFailed as e:
         raise AuthenticationFailed(f"cluster at {bootstrap_servers} refused dimster's credentials: {e}") from None
     except (KafkaException, RuntimeError) as e:
