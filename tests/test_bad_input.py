@@ -150,7 +150,9 @@ def test_unreachable_external_cluster_fails_fast(project, tmp_path):
     result = dimster(
         "run", "gone", "-w", str(workload), "--results", str(tmp_path / "r"), env={"DIMSTER_PROJECT_DIR": str(project)}
     )
-    one_error_line(result, f"cluster at 127.0.0.1:{free_port} is unreachable", "bootstrapServers", code=3)
+    one_error_line(
+        result, f"cluster at 127.0.0.1:{free_port} is unreachable", "refused the connection", "bootstrapServers", code=3
+    )
 
 
 @pytest.mark.unit

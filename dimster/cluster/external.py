@@ -1,5 +1,6 @@
 """The `external` backend: a cluster someone else runs; dimster only connects to it."""
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,19 @@ from dimster.kafka.admin import registered_brokers
 from dimster.profile import ProfileBase
 
 REACH_TIMEOUT = 10.0
+REFUSED_PATIENCE = 2.0  # every bootstrap address refusing TCP this long: nothing listens there
+
+
+def _refuses(address: str) -> bool:
+    """True when `host:port` answers a TCP connect with a refusal (nothing listens), not a time-out."""
+    host, _, port = address.strip().rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError):
+        return False  # unresolvable, unroutable or slow: librdkafka's own wait decides
+    return False
 
 
 class ExternalProfile(ProfileBase):
@@ -43,7 +57,23 @@ class ExternalCluster:
             if brokers or time.monotonic() > deadline:
                 return brokers
 
+    def _refused_throughout(self) -> bool:
+        """Every bootstrap address refused the connection for REFUSED_PATIENCE: no need to wait longer."""
+        addresses = self.profile.bootstrap_servers.split(",")
+        deadline = time.monotonic() + REFUSED_PATIENCE
+        while all(_refuses(address) for address in addresses):
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(0.2)
+        return False
+
     def up(self, progress=print) -> ClusterStatus:
+        if self._refused_throughout():
+            raise ClusterError(
+                f"cluster at {self.profile.bootstrap_servers} is unreachable: every address refused the connection "
+                f"for {REFUSED_PATIENCE:.0f}s, nothing listens there "
+                f"(check bootstrapServers in run/environments/{self.profile.name}.yaml)"
+            )
         status = self._status(self._brokers(REACH_TIMEOUT))
         if not status.healthy:
             raise ClusterError(
