@@ -4,7 +4,9 @@ Per size, a fresh child process runs dimster's `Coordinator` (dimster/coordinato
 API as `dimster run` has, on the in-memory cluster of the run-loop tests (tests/fake_run.py) and with
 `ScaleWorkers` (scale_workers.py): N workers of 30 clients each (half of them producers, half share
 consumers), each reporting every second, spread over the second (`--aligned`: all at once). The
-workload has max(1, N/16) topics with 15 N / topics producers and as many consumers in one group each.
+workload has max(1, N/16, N x clients/480) topics (no topic above 240 producers: an agent's 16
+workers merged into one report of 480 clients spread as 30 clients' reports do), with half the
+clients as producers spread evenly over them and as many consumers in one group each.
 The figures come from the run's own `coordinator` record in run.json (dimster/coordinator/account/self_cost.py):
 its process's CPU over the load as a share of one core, less the fake workers' own CPU building the
 reports (their decoding stays in: `RemoteWorkers` decodes on the loop's thread too), the report lag
@@ -39,8 +41,9 @@ if str(ROOT) not in sys.path:
 
 
 def workload_of(workers: int, clients_per_worker: int, seconds: float) -> dict:
-    """N workers of `clients_per_worker` each: half producers, half share consumers, 16 workers a topic."""
-    topics = max(1, workers // 16)
+    """N workers of `clients_per_worker` each: half producers, half share consumers, 16 workers (or 480
+    clients) a topic."""
+    topics = max(1, workers // 16, workers * clients_per_worker // 480)
     per_topic, rest = divmod(clients_per_worker * workers // 2, topics)
     if rest or clients_per_worker * workers % 2:
         sys.exit(f"{workers} workers of {clients_per_worker} clients do not split evenly over {topics} topic(s)")
