@@ -12,6 +12,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +26,7 @@ from dimster.pipeline import spark_service
 from dimster.pipeline import summary as summary_module
 from dimster.pipeline.spark_service import AHEAD_NICE, EMBEDDED, SERVER_JAVA_OPTS, SparkService
 from dimster.pipeline.summary import summarize
+from dimster.processes import TrackedProcess
 from tests.conftest import dimster, one_error_line, unused_port
 from tests.synthetic import synthetic_run, unsummarized_copy
 
@@ -84,20 +87,29 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
     """`dimster spark status` before and after; a server of another PySpark is replaced, on another
     port when the first is taken; one frozen mid-summary is killed, and the next summary replaces it;
     another cluster of the state folder recorded up keeps the server through a `cluster down`, the
-    last one down ends it."""
+    last one down ends it. The server of another PySpark is a stand-in: a process that listens on a
+    port, recorded as an older PySpark's server would be (a real one would cost a Spark start more,
+    and dimster reads no more of it than its record, its life and its port)."""
     state = tmp_path / "state"
     monkeypatch.setenv("DIMSTER_STATE_DIR", str(state))  # the dimster commands below inherit it
     run = tmp_path / "run"
     run.mkdir()
     synthetic_run(run, seconds=3, consumers=1, per_second=200)
+    listener = (
+        "import socket, time\ns = socket.create_server(('127.0.0.1', 0))\n"
+        "print(s.getsockname()[1], flush=True)\ntime.sleep(300)"
+    )
+    older = subprocess.Popen([sys.executable, "-c", listener], stdout=subprocess.PIPE, text=True)
     try:
         assert dimster("spark", "status").code == 1  # none yet: the first summary starts it
-        result = dimster("summarize", str(run))
-        assert result.code == 0 and result.stderr == "", result.stderr
-        first = json.loads(dimster("spark", "status", "--json").stdout)
-        assert first["running"] and first["url"].startswith("sc://127.0.0.1:")
-        record = SparkService().folder / "spark.json"  # as a server of another PySpark would be
-        record.write_text(json.dumps({**json.loads(record.read_text()), "version": "3.5.1"}))
+        assert older.stdout is not None
+        older_port = int(older.stdout.readline())
+        record = SparkService().folder / "spark.json"
+        record.parent.mkdir(parents=True)
+        tracked = TrackedProcess.of(older.pid)
+        old = {"pid": older.pid, "started": tracked.started, "port": older_port, "version": "3.5.1"}
+        record.write_text(json.dumps(old))
+        assert json.loads(dimster("spark", "status", "--json").stdout)["pid"] == older.pid
         with socket.socket() as taken, monkeypatch.context() as patched:  # the first free port it is given
             taken.bind(("127.0.0.1", 0))  # is taken before it binds it
             taken.listen()
@@ -106,9 +118,11 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
             patched.setattr(spark_service, "_free_port", lambda: ports.pop(0))
             written = summarize(run, EMBEDDED)
         assert written["throughput"]["seconds"] == 3 and ports == []
+        assert older.wait(timeout=30) is not None  # the server of another PySpark was ended
+        first = json.loads(dimster("spark", "status", "--json").stdout)
         hung = SparkService().running()
-        assert hung is not None and hung.process.pid != first["pid"] and hung.port != held
-        assert not psutil.pid_exists(first["pid"])
+        assert hung is not None and first["running"] and first["url"] == f"sc://127.0.0.1:{hung.port}"
+        assert first["pid"] == hung.process.pid and hung.port not in (held, older_port)
 
         def stop_it(step: str) -> None:  # frozen once the summary has its session and asks its queries
             if step.endswith("parts of the metrics"):
@@ -139,7 +153,8 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
             time.sleep(0.2)
         said = (SparkService().folder / "warm-up.log").read_text()
         assert not warm_up.alive() and said.startswith("warm-up summary done in "), said
-        summarize(run, EMBEDDED)
+        result = dimster("summarize", str(run))  # the CLI's summary, on the server started ahead
+        assert result.code == 0 and result.stderr == "", result.stderr
         assert (run / "summary" / "summary.json").read_text() == before
         assert SparkService().running() == server and server.process.pid != hung.process.pid
         assert psutil.Process(server.process.pid).nice() == AHEAD_NICE
@@ -163,6 +178,8 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         assert dimster("spark", "stop").stdout.strip() == "dimster's Spark server was not running"
     finally:
         SparkService().stop()
+        older.kill()
+        older.wait()
 
 
 def test_a_connect_url_that_answers_nothing_is_one_error_line(tmp_path):
