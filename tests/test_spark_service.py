@@ -107,8 +107,8 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         record = SparkService().folder / "spark.json"
         record.parent.mkdir(parents=True)
         tracked = TrackedProcess.of(older.pid)
-        old = {"pid": older.pid, "started": tracked.started, "port": older_port, "version": "3.5.1"}
-        record.write_text(json.dumps(old))
+        recorded = {"pid": older.pid, "started": tracked.started, "port": older_port, "version": "3.5.1"}
+        record.write_text(json.dumps(recorded))
         assert json.loads(dimster("spark", "status", "--json").stdout)["pid"] == older.pid
         with socket.socket() as taken, monkeypatch.context() as patched:  # the first free port it is given
             taken.bind(("127.0.0.1", 0))  # is taken before it binds it
@@ -118,7 +118,7 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
             patched.setattr(spark_service, "_free_port", lambda: ports.pop(0))
             written = summarize(run, EMBEDDED)
         assert written["throughput"]["seconds"] == 3 and ports == []
-        assert older.wait(timeout=30) is not None  # the server of another PySpark was ended
+        assert older.wait(timeout=30) == -signal.SIGTERM  # the server of another PySpark was ended by dimster
         first = json.loads(dimster("spark", "status", "--json").stdout)
         hung = SparkService().running()
         assert hung is not None and first["running"] and first["url"] == f"sc://127.0.0.1:{hung.port}"

@@ -25,7 +25,7 @@ def _refuses(address: str) -> bool:
     except ConnectionRefusedError:
         return True
     except (OSError, ValueError):
-        return False  # unresolvable, unroutable or slow: librdkafka's own wait decides
+        pass  # unresolvable, unroutable or slow: librdkafka's own wait decides
     return False
 
 

@@ -4,9 +4,9 @@ Per size, a fresh child process runs dimster's `Coordinator` (dimster/coordinato
 API as `dimster run` has, on the in-memory cluster of the run-loop tests (tests/fake_run.py) and with
 `ScaleWorkers` (scale_workers.py): N workers of 30 clients each (half of them producers, half share
 consumers), each reporting every second, spread over the second (`--aligned`: all at once). The
-workload has max(1, N/16, N x clients/480) topics (no topic above 240 producers: an agent's 16
-workers merged into one report of 480 clients spread as 30 clients' reports do), with half the
-clients as producers spread evenly over them and as many consumers in one group each.
+workload has max(1, N/16, N x clients/480) topics, so that 64 reports of 480 clients (what 64 agents
+of 16 workers would send as one report each) spread over as many topics as 1,024 reports of 30; half
+the clients are producers, spread evenly over the topics, with as many consumers in one group each.
 The figures come from the run's own `coordinator` record in run.json (dimster/coordinator/account/self_cost.py):
 its process's CPU over the load as a share of one core, less the fake workers' own CPU building the
 reports (their decoding stays in: `RemoteWorkers` decodes on the loop's thread too), the report lag
