@@ -37,17 +37,21 @@ def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_the
     for second in bytes_by_second:
         for data in second:
             assert encode(decode(data)) == data  # the wire as to_wire makes it: defaults left out, same order
-    producers, consumers = (decode(data).report.clients for data in bytes_by_second[2])
+    producing, consuming = (decode(data).report for data in bytes_by_second[2])
+    producers, consumers = producing.clients, consuming.clients
     assert [c.next_sequence for c in producers] == [30, 30, 30, 30] and {c.sent for c in producers} == {10}
-    settled = {c.client_id: c.settled for c in consumers}
-    assert settled == {f"c{j}": {j: [(10, 19)]} for j in range(4)}  # producer j's previous second
+    assert [c.received for c in consumers] == [10] * 4 and producing.groups == {}
+    [(group, account)] = consuming.groups.items()  # the consumers' ranges merged, as a worker merges them
+    assert account.settled == {j: [(10, 19)] for j in range(4)}  # producer j's previous second
+    assert account.received == 40
+    assert account.duplicates == 0 and group == consumers[0].group
     for index in (0, 1):
         fake.send(index, StopProducers())
         fake.send(index, Close())
     last = [m for _, m in fake.receive(0)]
     assert [type(m).__name__ for m in last].count("Closed") == 2 and isinstance(last[-1], Closed)
-    [final_consumers] = [m.report.clients for m in last if isinstance(m, Reported) and m.report.worker_index == 1]
-    assert {c.client_id: c.settled for c in final_consumers} == {f"c{j}": {j: [(20, 29)]} for j in range(4)}
+    [final] = [m.report for m in last if isinstance(m, Reported) and m.report.worker_index == 1]
+    assert {g: a.settled for g, a in final.groups.items()} == {group: {j: [(20, 29)] for j in range(4)}}
     assert fake.pending == {g: range(0) for g in topology.groups}
 
 

@@ -104,10 +104,10 @@ def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_repo
     journal.report(message.report, "measure", 0, message.received)
     [(_, account)] = read_journal(journal.path)
     [(_, _, _, whole)] = read_journal(journal.tail_path)
-    assert account.clients[0].settled == {0: [(0, 4)]} and account.clients[0].received == 5
-    assert account.clients[0].settled_rejected == {(0, 1): [(4, 4)]}  # a map with tuple keys (protocol 17)
+    assert account.groups["g"].settled == {0: [(0, 4)]} and account.clients[0].received == 5
+    assert account.groups["g"].settled_rejected == {(0, 1): [(4, 4)]}  # a map with tuple keys (protocol 17)
     assert len(account.histograms) == 0 and account.clients[0].client_stats is None
-    assert whole.clients[0] == consumer and whole.histograms == latencies
+    assert whole.clients == report.clients and whole.groups == report.groups and whole.histograms == latencies
     journal.written(0)  # the Parquet files hold the tail now
     assert tail_files(tmp_path) == [] and journal.path.stat().st_size > 0
 

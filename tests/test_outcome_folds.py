@@ -16,6 +16,7 @@ from dimster.coordinator.account.outcome_folds import MIN_HORIZON_S, horizon_for
 from dimster.coordinator.control.run_log import RunLog
 from dimster.metrics.sequences import RangeSet, first_absent, to_ranges
 from dimster.results.bundle import ResultsBundle
+from dimster.worker.accounts import GroupAccount
 from dimster.worker.protocol import ClientInterval, IntervalReport
 from dimster.workload.model import Workload
 from dimster.workload.modes.base import SteadyPlan
@@ -31,7 +32,7 @@ class Run:
 
     def __init__(self, folding: bool = True):
         self.a, self.whole = RunAggregate({GROUP: TOPIC}), RunAggregate({GROUP: TOPIC})
-        self.journal: list[ClientInterval] = []
+        self.journal: list[tuple[str, GroupAccount]] = []
         if folding:
             self.a.outcomes.fold_beyond(horizon_for(30_000), lambda: iter(list(self.journal)))
         for aggregate in (self.a, self.whole):
@@ -43,10 +44,11 @@ class Run:
         n = PER_SECOND if produce else 0
         self.sent += n
         producer = ClientInterval("p0", "producer", TOPIC, sent=n, acked=n, next_sequence=self.sent)
-        self.journal.append(consumer)
+        consumed = IntervalReport(1, 1000.0 + self.second, [consumer])
+        self.journal.extend(consumed.groups.items())
         for aggregate in (self.a, self.whole):
             aggregate.add(IntervalReport(0, 1000.0 + self.second, [producer]))
-            aggregate.add(IntervalReport(1, 1000.0 + self.second, [consumer]))
+            aggregate.add(consumed)
 
     def accounts(self) -> tuple[dict, dict]:
         return self.a.account({GROUP: 0})[GROUP], self.whole.account({GROUP: 0})[GROUP]
@@ -209,8 +211,8 @@ def test_ranges_cut_below_a_mark_and_the_first_value_no_set_holds():
     assert first_absent(30, [settled, failed]) == 30
 
 
-def test_the_journal_replays_the_consumers_intervals_in_the_order_taken_in(tmp_path):
-    """What restore replays on a run: the consumers' intervals of journal.msgpack, ranges and all."""
+def test_the_journal_replays_the_group_accounts_in_the_order_taken_in(tmp_path):
+    """What restore replays on a run: the reports' group accounts of journal.msgpack, ranges and all."""
     journal = RunJournal(tmp_path)
     journal.start([TOPIC], 1, {})
     producer = ClientInterval("p0", "producer", TOPIC, sent=3, acked=3, next_sequence=3)
@@ -218,9 +220,9 @@ def test_the_journal_replays_the_consumers_intervals_in_the_order_taken_in(tmp_p
     second = consumer(settled=[2], received_again=by_delivery({2: [1]}))
     for end, c in ((1.0, first), (2.0, second)):
         journal.report(IntervalReport(0, end, [producer, c]), None, 0)
-    replayed = list(journal.consumer_intervals())
+    replayed = list(journal.group_accounts())
     journal.close()
-    assert [(c.settled, c.settled_rejected, c.received_again) for c in replayed] == [
-        ({PRODUCER: [(0, 1)]}, {(PRODUCER, 1): [(1, 1)]}, {}),
-        ({PRODUCER: [(2, 2)]}, {}, {(PRODUCER, 2): [(1, 1)]}),
+    assert [(g, c.settled, c.settled_rejected, c.received_again) for g, c in replayed] == [
+        (GROUP, {PRODUCER: [(0, 1)]}, {(PRODUCER, 1): [(1, 1)]}, {}),
+        (GROUP, {PRODUCER: [(2, 2)]}, {}, {(PRODUCER, 2): [(1, 1)]}),
     ]

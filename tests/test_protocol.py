@@ -1,11 +1,13 @@
 """The wire protocol: every message survives encode/decode unchanged, in msgpack, not pickle."""
 
 import pickle
+from dataclasses import replace
 
 import msgspec
 import numpy as np
 import pytest
 
+from dimster.worker.accounts import GroupAccount
 from dimster.worker.client_columns import COUNTS, REALS, ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
@@ -127,7 +129,7 @@ def test_histogram_keys_and_int_keyed_maps_keep_their_types():
     report = IntervalReport(0, 1.0, [INTERVAL], histograms=HistogramColumns.gather([LATENCIES]))
     back = decode(encode(Reported(report))).report
     assert [(c, (m, p), w) for c, m, p, w in back.histograms.wires()] == [(0, k, w) for k, w in LATENCIES.items()]
-    assert back.clients[0].settled[3] == [(0, 0)] and back.clients[0].delivery_counts == {1: 9, 2: 1}
+    assert back.groups["g"].settled[3] == [(0, 0)] and back.clients[0].delivery_counts == {1: 9, 2: 1}
 
 
 def test_a_reports_histograms_are_columns_and_each_metrics_merge_in_one_sum():
@@ -222,8 +224,9 @@ def test_a_reports_clients_travel_as_columns_with_details_only_where_there_are_a
     assert np.frombuffer(wire["reals"], "<f8").reshape(2, len(REALS))[1][REALS.index("target_rate")] == 2.5
     assert wire["details"] == {1: {"failed_sequences": [7]}}
     assert decode(encode(Reported(IntervalReport(0, 1.0, [idle, producer])))).report.clients == [idle, producer]
-    busy = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report.clients[0]
-    assert busy == INTERVAL and busy.rejected == 0 and busy.crash_held == {}
+    busy = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report
+    assert busy.clients[0] == replace(INTERVAL, settled={}) and busy.clients[0].crash_held == {}
+    assert busy.groups == {"g": GroupAccount(settled=INTERVAL.settled, received=10)}  # its ranges, in its group
 
 
 def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
@@ -238,13 +241,15 @@ def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
     latencies = HistogramColumns.gather([{("e2e", 2): (counts, 7, 1.5, 9.0)}])
     data = encode(Reported(IntervalReport(0, 1.0, [client], histograms=latencies)))
     _kind, body = msgspec.msgpack.decode(data)
-    wire = body["report"]["clients"]["details"][0]
+    assert "details" not in body["report"]["clients"]  # a consumer's ranges travel in its group (protocol 19)
+    wire = body["report"]["groups"]["g"]
     assert wire["settled"] == {5: b"".join(n.to_bytes(8, "little", signed=True) for r in ranges for n in r)}
     assert wire["settled_rejected"] == {(5, 2): b"".join(n.to_bytes(8, "little") for n in (9, 12))}  # a map, since 17
     assert isinstance(body["report"]["histograms"]["count"], bytes) and len(body["report"]["histograms"]["count"]) == 24
     back = decode(data).report
-    assert back.clients[0] == client
-    assert back.clients[0].settled[5] == ranges and type(back.clients[0].settled[5][0]) is tuple
+    assert back.clients[0] == ClientInterval("c1", "share_consumer", "t", "g")
+    assert back.groups["g"].settled[5] == ranges and type(back.groups["g"].settled[5][0]) is tuple
+    assert back.groups["g"].settled_rejected == {(5, 2): [(9, 12)]}
     assert list(back.histograms.wires()) == [(0, "e2e", 2, (counts, 7, 1.5, 9.0))]
     assert back.histograms.by_metric == {"e2e": (counts, 7, 1.5, 9.0)}  # negative buckets and 2**33 counts too
 

@@ -3,8 +3,9 @@
 A worker's clients each count what they did in an interval (`ClientInterval`). A report carries them
 as columns (`ClientColumns`): their names as lists of strings, their whole-number counters as one
 packed int64 array (a row per client), their real-valued ones as one packed float64 array, and the
-structured rest (`ClientDetails`: sequence ranges, delivery counts, statistics, rebalances) only for
-the clients that have any. The coordinator sums a report's counters with numpy, a call per counter,
+structured rest (`ClientDetails`: failed sequences, delivery counts, statistics, rebalances, a crash's
+held records) only for the clients that have any; a consumer's settled ranges and outcomes travel in
+the report's groups (accounts.py, protocol 19). The coordinator sums a report's counters with numpy, a call per counter,
 not a Python call per client and counter; code that wants the intervals one by one iterates the
 columns (they are built back on first use)."""
 
@@ -16,29 +17,18 @@ from operator import attrgetter
 
 import numpy as np
 
+from dimster.worker.accounts import Account
 from dimster.worker.wire import Float64s, Int64s, Ranges
 
 
 @dataclass(kw_only=True)
-class ClientDetails:
+class ClientDetails(Account):
     """What of a client's interval is no single number: a report carries it only for a client that has
-    any (ClientColumns.details)."""
+    any (ClientColumns.details). A consumer's Account (its settled ranges and outcomes) travels in the
+    report's groups, merged with its group's other consumers' (accounts.take_accounts)."""
 
     failed_sequences: list[int] = field(default_factory=list)  # producers: sequences whose send failed
     delivery_counts: dict[int, int] = field(default_factory=dict)
-    settled: dict[int, Ranges] = field(default_factory=dict)  # producer id -> sequence ranges
-    # share groups: of the settled records, those rejected, by (producer id, delivery count), and those
-    # the broker archived (released or timed out on their last delivery), by producer id; the rest were
-    # accepted. Values: sequence ranges.
-    settled_rejected: dict[tuple[int, int], Ranges] = field(default_factory=dict)
-    settled_archived: dict[int, Ranges] = field(default_factory=dict)
-    # share groups: records received on a delivery after their first, by (producer id, delivery count):
-    # a reject answered as settled on an earlier delivery did not take effect (see share_outcomes.py)
-    received_again: dict[tuple[int, int], Ranges] = field(default_factory=dict)
-    # share groups: records whose acknowledgement may or may not have taken effect (answered with an
-    # error, or never answered: the broker went away), by (producer id, delivery count). Not settled:
-    # one that comes back settles by its later delivery; one that does not ends the run in doubt.
-    in_doubt: dict[tuple[int, int], Ranges] = field(default_factory=dict)
     crash_held: dict[int, Ranges] = field(default_factory=dict)  # a simulated crash's unacknowledged records
     # consumer groups: the member's rebalance callbacks, (epoch s on the coordinator's clock,
     # assigned | revoked | lost, partitions)

@@ -23,6 +23,7 @@ import psutil
 from dimster.clients import library
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
 from dimster.worker import clock
+from dimster.worker.accounts import take_accounts
 from dimster.worker.client_columns import ClientColumns
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.histogram_columns import HistogramColumns
@@ -221,8 +222,19 @@ class Worker:
         cores = len(os.sched_getaffinity(0))
         wake_lag = self.wake_probe.take()
         index = self.assignment.worker_index
+        groups, carried = take_accounts(intervals)  # its consumers' ranges merged per group (accounts.py)
         report = IntervalReport(
-            index, clock.now(), ClientColumns.gather(intervals), cpu, rss, threads, wake_lag, steal, cores, histograms
+            index,
+            clock.now(),
+            ClientColumns.gather(carried),
+            cpu,
+            rss,
+            threads,
+            wake_lag,
+            steal,
+            cores,
+            histograms,
+            groups,
         )
         self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]

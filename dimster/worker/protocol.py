@@ -16,17 +16,19 @@ import msgpack
 import msgspec
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
+from dimster.worker.accounts import GroupAccount, take_accounts
 from dimster.worker.client_columns import ClientColumns
 from dimster.worker.client_columns import ClientInterval as ClientInterval  # the protocol's, defined there
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.wire import LOCAL, Ranges, from_bytes, to_wire
 from dimster.workload.model import DEFAULT_LOCK_MS
 
-PROTOCOL_VERSION = 18  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+PROTOCOL_VERSION = 19  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
 # 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index.
 # 16: a report's histograms as columns (HistogramColumns), not a map in each client's interval.
 # 17: a map keyed by tuples as a msgpack map with array keys (was a list of pairs); decoded by msgspec.
 # 18: a report's clients as columns (ClientColumns), their counters packed, details only where there are.
+# 19: a report's settled ranges and outcomes merged per group (GroupAccount), not per consumer.
 
 
 class ProtocolError(ValueError):
@@ -95,10 +97,14 @@ class IntervalReport:
     # its clients' latency histograms, by (metric, partition); a warm-up record's latency goes under
     # WARMUP_PREFIX + metric
     histograms: HistogramColumns = field(default_factory=HistogramColumns)
+    # group -> what its consumers in this report settled, merged (accounts.py): their ranges travel
+    # only here, not in each consumer's details
+    groups: dict[str, GroupAccount] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if isinstance(self.clients, list):
-            self.clients = ClientColumns.gather(self.clients)
+        if isinstance(self.clients, list):  # ClientIntervals: their accounts move into the groups
+            self.groups, carried = take_accounts(self.clients)
+            self.clients = ClientColumns.gather(carried)
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------

@@ -165,11 +165,11 @@ class RunAggregate:
             span.first = min(span.first or first, first)
             span.last = max(span.last, float(receiving[:, LAST_RECEIVED].max()))
         for i, got in zip(np.flatnonzero(consuming).tolist(), took.tolist(), strict=True):
-            group = clients.group[i]
-            self.consumer_pace[clients.client_id[i]] = (group, end, got / covered if covered else 0.0)
-            details = clients.detail(i)
-            self.outcomes.add(group, got, details, end, covered)
-            for producer_id, ranges in details.settled.items():
+            self.consumer_pace[clients.client_id[i]] = (clients.group[i], end, got / covered if covered else 0.0)
+        for group, account in report.groups.items():  # its consumers' ranges, merged (worker/accounts.py)
+            self.outcomes.add(group, account.received, account, end, covered)
+            self.duplicates += account.duplicates
+            for producer_id, ranges in account.settled.items():
                 duplicates = self.settled[(group, producer_id)].add_many(ranges)
                 new = sum(last - first + 1 for first, last in ranges) - duplicates
                 self.duplicates += duplicates

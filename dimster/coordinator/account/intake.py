@@ -57,7 +57,7 @@ class ReportIntake:
     def fold_outcomes(self, lock_ms: int) -> None:
         """The share groups' long-settled records folded into counts (outcome_folds.py), the journal
         kept for an end that needs them all."""
-        self.aggregate.outcomes.fold_beyond(horizon_for(lock_ms), self.journal.consumer_intervals)
+        self.aggregate.outcomes.fold_beyond(horizon_for(lock_ms), self.journal.group_accounts)
 
     def follow(self, workload: Workload, rate_changed: bool) -> None:
         """A live change as the account sees it: pacing judged afresh after a rate change, and the fold

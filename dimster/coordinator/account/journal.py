@@ -28,7 +28,8 @@ import msgpack
 import msgspec
 
 from dimster.kafka.groups import GroupSpec
-from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport, report_bytes
+from dimster.worker.accounts import GroupAccount
+from dimster.worker.protocol import PROTOCOL_VERSION, IntervalReport, report_bytes
 from dimster.worker.wire import from_wire, to_wire
 
 JOURNAL = "journal.msgpack"
@@ -93,11 +94,11 @@ class RunJournal:
                 details.pop(name, None)
         self._write(0, ["report", wire])
 
-    def consumer_intervals(self) -> Iterator[ClientInterval]:
-        """Every consumer's interval of the run so far, in the order taken in (ShareOutcomes.restore)."""
+    def group_accounts(self) -> Iterator[tuple[str, GroupAccount]]:
+        """Every report's group accounts of the run so far, in the order taken in (ShareOutcomes.restore)."""
         for record in read_journal(self.path):
             if record[0] == "report":
-                yield from (c for c in record[-1].clients if c.role != "producer")
+                yield from record[-1].groups.items()
 
     def written(self, part: int) -> None:
         """Parquet part `part` is written, and every part before it: their tails go (on the writer's

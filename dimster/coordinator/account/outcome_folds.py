@@ -20,7 +20,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from dimster.worker.client_columns import ClientDetails, ClientInterval
+from dimster.worker.accounts import Account, GroupAccount
 
 MIN_HORIZON_S = 60.0
 STRETCH_S = 10.0  # the group's clock is cut into stretches of this length; one fold at most per stretch
@@ -33,7 +33,7 @@ def horizon_for(lock_ms: float) -> float:
     return max(MIN_HORIZON_S, 2 * lock_ms / 1000)
 
 
-def lowest_sequences(c: ClientDetails) -> dict[int, int]:
+def lowest_sequences(c: Account) -> dict[int, int]:
     """Per producer: the lowest sequence this interval settled or had an event of."""
     lowest: dict[int, int] = {}
     for by_producer in (c.settled, c.settled_archived):
@@ -54,7 +54,7 @@ class Folding:
     """ShareOutcomes' record of what it folded, and the clocks that say when it may."""
 
     horizon_s: float
-    replay: Callable[[], Iterable[ClientInterval]]  # every consumer interval of the run so far, in order
+    replay: Callable[[], Iterable[tuple[str, GroupAccount]]]  # every group account of the run so far, in order
     clock: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # group -> consuming seconds
     last_end: dict[str, float] = field(default_factory=dict)  # group -> end of the latest report taken in
     next_fold: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -63,9 +63,9 @@ class Folding:
     folded_below: dict[Key, int] = field(default_factory=dict)  # every sequence below is folded
     late: int = 0  # events of records already folded
 
-    def take(self, group: str, received: int, c: ClientDetails, end_time: float, covered: float) -> None:
-        """Run the group's clock by what a consumer's interval covered (when it took records in) and
-        note the lowest sequences it touched."""
+    def take(self, group: str, received: int, c: Account, end_time: float, covered: float) -> None:
+        """Run the group's clock by what a report's interval covered (when its consumers took records
+        in) and note the lowest sequences they touched."""
         if received or c.settled:
             last = self.last_end.get(group, end_time - covered)
             self.clock[group] += min(max(0.0, end_time - last), covered)

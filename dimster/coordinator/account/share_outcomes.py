@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from dimster.coordinator.account.outcome_folds import Folding
 from dimster.metrics.sequences import RangeSet, first_absent, gaps
-from dimster.worker.client_columns import ClientDetails, ClientInterval
+from dimster.worker.accounts import Account, GroupAccount
 
 OUTCOMES = ("rejected", "archived")
 Ranges = list[tuple[int, int]]
@@ -59,13 +59,13 @@ class ShareOutcomes:
         self.folded_voided: dict[str, int] = defaultdict(int)
         self.folded_doubtful: dict[str, int] = defaultdict(int)
 
-    def fold_beyond(self, horizon_s: float, replay: Callable[[], Iterable[ClientInterval]]) -> None:
+    def fold_beyond(self, horizon_s: float, replay: Callable[[], Iterable[tuple[str, GroupAccount]]]) -> None:
         """Fold records whose outcome is final after `horizon_s` of consuming time (outcome_folds.py);
-        `replay`: every consumer interval taken in so far, for an end that needs every record."""
+        `replay`: every group account taken in so far, for an end that needs every record."""
         self.folding = Folding(horizon_s, replay)
 
-    def add(self, group: str, received: int, c: ClientDetails, end_time: float = 0.0, covered: float = 0.0) -> None:
-        """A consumer of `group` received `received` records in an interval, with these details;
+    def add(self, group: str, received: int, c: Account, end_time: float = 0.0, covered: float = 0.0) -> None:
+        """A group's consumers (or one of them) received `received` records in an interval and settled `c`;
         `end_time`, `covered`: of the interval's report, for the group's clock (folding only)."""
         if self.folding is not None:
             self.folding.take(group, received, c, end_time, covered)
@@ -130,8 +130,8 @@ class ShareOutcomes:
         if f is None or not f.folded_below:
             return
         self._start()
-        for c in f.replay():
-            self.add(c.group, c.received, c)
+        for group, account in f.replay():
+            self.add(group, account.received, account)
 
     def _add(self, outcome: str, group: str, producer_id: int, ranges: Ranges) -> None:
         duplicates = self.sets[(outcome, group, producer_id)].add_many(ranges)
