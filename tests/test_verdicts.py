@@ -158,10 +158,15 @@ def test_compare_finds_the_slower_processing_a_regression(runs, tmp_path):
 
 
 def test_compare_finds_no_regression_between_two_repeats(runs, tmp_path):
-    # On this shared 2-core machine, with another Kafka test beside it, one of two identical runs had a
-    # publish p99 five times the other's (32 and 164 ms): latencies get a tolerance wider than that
-    # noise, and the comparison's claim here is on the rates and counts, at their default tolerances.
-    loose = [f"--tolerance={figure}=1000%" for figure in ("e2e.p50", "e2e.p99", "e2e.p99.9", "publish.p99")]
+    """The claim is on the rates and counts, at their default tolerances. A busy host moves latencies
+    as far as it likes between two identical runs (32 against 164 ms of publish p99 beside another
+    Kafka test; 12 against 222 ms beside a CPU hog, p = 0.03), so no relative tolerance holds for
+    them: they get 30 s, and each run's are below 30 s (asserted here), so no difference can reach it."""
+    latencies = ("e2e.p50", "e2e.p99", "e2e.p99.9", "publish.p99")
+    for name in ("a1", "a2"):
+        measured = json.loads((runs[name] / "summary" / "summary.json").read_text())["latency_ms"]
+        assert max(measured["e2e"][s] for s in ("p50", "p99", "p99_9")) < 30_000 > measured["publish"]["p99"], name
+    loose = [f"--tolerance={figure}=30s" for figure in latencies]
     html = str(tmp_path / "compare.html")
     result = dimster("compare", str(runs["a1"]), str(runs["a2"]), "--verdict", "--json", *loose, "-o", html)
     assert result.code == 0, result.stderr + result.stdout
