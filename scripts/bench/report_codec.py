@@ -19,6 +19,7 @@ least of `--repeat` rounds (on a noisy host the least is the figure that repeats
 
 import argparse
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -149,6 +150,7 @@ def measure(make, reports: int) -> dict:
     writer.flush()
     part_us = 1e6 * (time.perf_counter() - started) / reports
     journal.remove()
+    shutil.rmtree(folder)  # the journal, the warm-up part and the metrics parts
     per_report = {step: round(1e6 * took / reports) for step, took in spent.items()}
     made_here = {"merge (worker)": round(merge), "encode": round(encode_us)}
     return {"bytes": sum(map(len, datas)) // reports, **made_here, **per_report, "part": round(part_us)}
