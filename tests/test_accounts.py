@@ -8,7 +8,8 @@ import pytest
 
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.sequences import RangeSet
-from dimster.worker.accounts import GroupAccount, take_accounts, union
+from dimster.worker.accounts import GroupAccount, union
+from dimster.worker.client_columns import take_accounts
 from dimster.worker.protocol import ClientInterval, IntervalReport, Reported, decode, encode
 from dimster.worker.wire import Ranges
 

@@ -17,7 +17,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from dimster.worker.accounts import Account
+from dimster.worker.accounts import ACCOUNT, Account, GroupAccount, union
 from dimster.worker.wire import Float64s, Int64s, Ranges
 
 
@@ -175,3 +175,46 @@ class ClientColumns:
 
 COUNT_INDEX = {name: i for i, name in enumerate(COUNTS)}
 REAL_INDEX = {name: i for i, name in enumerate(REALS)}
+
+
+def take_accounts(intervals: list[ClientInterval]) -> tuple[dict[str, GroupAccount], list[ClientInterval]]:
+    """Each group's account of the interval, from its consumers' intervals (accounts.py); every group
+    of a consumer has one, an idle one too (its clock's end moves). With it the intervals as the report
+    carries them: a consumer's with its account emptied (a copy; the ranges travel once, in the groups)."""
+    parts: dict[str, dict[str, dict]] = {}
+    accounts: dict[str, GroupAccount] = {}
+    carried = []
+    for c in intervals:
+        if c.role != "producer":
+            if c.group not in accounts:
+                accounts[c.group] = GroupAccount()
+                parts[c.group] = {name: {} for name in ACCOUNT}
+            accounts[c.group].received += c.received
+            if any(getattr(c, name) for name in ACCOUNT):
+                for name in ACCOUNT:
+                    for key, ranges in getattr(c, name).items():
+                        parts[c.group][name].setdefault(key, []).append(ranges)
+                c = replace_accounts(c)
+        carried.append(c)
+    for group, merged in accounts.items():
+        for name, gathered in parts[group].items():
+            joined = {}
+            for key, ranges in gathered.items():
+                joined[key], twice = union(ranges)
+                if name == "settled":
+                    merged.duplicates += twice
+            setattr(merged, name, joined)
+    return accounts, carried
+
+
+def replace_accounts(c: ClientInterval) -> ClientInterval:
+    """A shallow copy of `c` with its account emptied, at a tenth of copy.copy's cost."""
+    emptied = object.__new__(ClientInterval)
+    emptied.__dict__.update(c.__dict__, **{name: {} for name in ACCOUNT})
+    return emptied
+
+
+def columns_and_accounts(intervals: list[ClientInterval]) -> tuple[ClientColumns, dict[str, GroupAccount]]:
+    """What a report carries of its clients' intervals: their columns, and their ranges merged per group."""
+    accounts, carried = take_accounts(intervals)
+    return ClientColumns.gather(carried), accounts

@@ -23,8 +23,7 @@ import psutil
 from dimster.clients import library
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
 from dimster.worker import clock
-from dimster.worker.accounts import take_accounts
-from dimster.worker.client_columns import ClientColumns
+from dimster.worker.client_columns import columns_and_accounts
 from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.lifeline import SERVER_FOLDER, SERVER_STARTER, die_with_parent
@@ -222,19 +221,9 @@ class Worker:
         cores = len(os.sched_getaffinity(0))
         wake_lag = self.wake_probe.take()
         index = self.assignment.worker_index
-        groups, carried = take_accounts(intervals)  # its consumers' ranges merged per group (accounts.py)
+        columns, groups = columns_and_accounts(intervals)  # its consumers' ranges merged per group
         report = IntervalReport(
-            index,
-            clock.now(),
-            ClientColumns.gather(carried),
-            cpu,
-            rss,
-            threads,
-            wake_lag,
-            steal,
-            cores,
-            histograms,
-            groups,
+            index, clock.now(), columns, cpu, rss, threads, wake_lag, steal, cores, histograms, groups
         )
         self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]

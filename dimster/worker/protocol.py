@@ -16,8 +16,8 @@ import msgpack
 import msgspec
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
-from dimster.worker.accounts import GroupAccount, take_accounts
-from dimster.worker.client_columns import ClientColumns
+from dimster.worker.accounts import GroupAccount
+from dimster.worker.client_columns import ClientColumns, columns_and_accounts
 from dimster.worker.client_columns import ClientInterval as ClientInterval  # the protocol's, defined there
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.wire import LOCAL, Ranges, from_bytes, to_wire
@@ -103,8 +103,7 @@ class IntervalReport:
 
     def __post_init__(self) -> None:
         if isinstance(self.clients, list):  # ClientIntervals: their accounts move into the groups
-            self.groups, carried = take_accounts(self.clients)
-            self.clients = ClientColumns.gather(carried)
+            self.clients, self.groups = columns_and_accounts(self.clients)
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------

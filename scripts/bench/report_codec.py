@@ -36,7 +36,7 @@ from dimster.coordinator.account.journal import RunJournal
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.sequences import to_ranges
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.accounts import take_accounts
+from dimster.worker.client_columns import take_accounts
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport, Reported, decode, encode
 

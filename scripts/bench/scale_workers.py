@@ -23,8 +23,8 @@ from dimster.coordinator.workers.remote import MOST_A_PASS
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.coordinator.workers.topology import client_id
 from dimster.metrics.histogram import Histogram
-from dimster.worker.accounts import GroupAccount, take_accounts
-from dimster.worker.client_columns import ClientColumns
+from dimster.worker.accounts import GroupAccount
+from dimster.worker.client_columns import ClientColumns, columns_and_accounts
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     Assignment,
@@ -221,8 +221,8 @@ class ScaleWorkers:
         latencies = [self.publish if producing else {} for _ in clients]
         consumers = [self._consumer(c, end_time) for c in self.consumers[index]]
         latencies += [self.e2e if c.received else {} for c in consumers]
-        groups, clients = take_accounts(clients + consumers)  # as a worker does: ranges merged per group
-        columns = to_wire(ClientColumns, ClientColumns.gather(clients))
+        gathered, groups = columns_and_accounts(clients + consumers)  # as a worker does: ranges merged per group
+        columns = to_wire(ClientColumns, gathered)
         report = {"worker_index": index, "end_time": end_time, "clients": columns, "cpu_seconds": 0.05}
         report |= {"rss_bytes": 400_000_000, "threads": 90, "wake_lag": WAKE_LAG}
         if any(latencies):  # none at all: at its default, off the wire
