@@ -25,10 +25,13 @@ def fatal_errors_logged(path: Path) -> Iterator[None]:
     """Python's fault handler on while the run goes: a fatal signal (a C library's abort or segfault)
     writes every thread's Python stack to `path` before the process dies, where the run's bundle keeps
     it. The file goes again when the run ends; one left empty says the process was killed outright.
-    Not in a process that runs a JVM (checking Java client properties starts one): the JVM's own
-    SIGSEGVs would go to the fault handler, and kill the process (clients/jvm.py, start_jvm)."""
+    Off in a process that runs a JVM (checking Java client properties starts one), whoever turned it
+    on (PYTHONFAULTHANDLER, a test runner): the JVM's own SIGSEGVs would go to the fault handler, and
+    kill the process (clients/jvm.py, start_jvm)."""
     with path.open("w") as log:
-        if not jvm.running():
+        if jvm.running():
+            faulthandler.disable()
+        else:
             faulthandler.enable(log, all_threads=True)
         try:
             yield
