@@ -34,6 +34,7 @@ from dimster.worker.protocol import (
     StartLoad,
     StopProducers,
     WakeLag,
+    worker_report,
 )
 from dimster.workload.model import Workload
 
@@ -90,7 +91,7 @@ class FakeWorkers:
             leaving = [self.clients[index].pop(c) for c in message.client_ids]
             self.outbox.append((index, Reported(self._report(index, time.time(), leaving))))
         elif isinstance(message, Close):
-            self.outbox.append((index, Reported(IntervalReport(index, time.time(), []))))
+            self.outbox.append((index, Reported(worker_report(index, time.time(), []))))
             self.outbox.append((index, Closed()))
 
     def receive(self, timeout: float):
@@ -128,7 +129,7 @@ class FakeWorkers:
     def _report(self, index: int, end_time: float, specs, **usage) -> IntervalReport:
         intervals = self._intervals(specs)
         histograms = HistogramColumns.gather(h for _, h in intervals)
-        return IntervalReport(index, end_time, [c for c, _ in intervals], histograms=histograms, **usage)
+        return worker_report(index, end_time, [c for c, _ in intervals], histograms=histograms, **usage)
 
     def _intervals(self, specs) -> list[tuple[ClientInterval, ClientHistograms]]:
         intervals: list[tuple[ClientInterval, ClientHistograms]] = []

@@ -12,7 +12,7 @@ import numpy as np
 from dimster.metrics.histogram import Histogram
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, worker_report
 
 START = 1_800_000_000.0
 
@@ -64,7 +64,7 @@ def synthetic_run(folder, seconds=20, consumers=3, per_second=4000, seed=7) -> d
             next_sequence=(second + 1) * consumers * per_second,
         )
         histograms = HistogramColumns.gather([{}, *latencies])
-        writer.add(IntervalReport(0, START + second + 1, [producer, *clients], histograms=histograms), "measure")
+        writer.add(worker_report(0, START + second + 1, [producer, *clients], histograms=histograms), "measure")
         if second % 7 == 6:
             writer.flush()
     writer.flush()

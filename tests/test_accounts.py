@@ -10,7 +10,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.sequences import RangeSet
 from dimster.worker.accounts import GroupAccount, union
 from dimster.worker.client_columns import take_accounts
-from dimster.worker.protocol import ClientInterval, IntervalReport, Reported, decode, encode
+from dimster.worker.protocol import ClientInterval, Reported, decode, encode, worker_report
 from dimster.worker.wire import Ranges
 
 pytestmark = pytest.mark.unit
@@ -45,7 +45,7 @@ def test_a_groups_consumers_merge_into_one_account_and_keep_their_own_rows():
     assert carried[0] is producer and carried[3] is idle  # nothing to take from them
     assert [c.settled for c in carried[1:3]] == [{}, {}] and carried[1].delivery_counts == {1: 6}
     assert first.settled == {0: [(0, 4)], 1: [(0, 0)]} and second.in_doubt  # the intervals given are not changed
-    report = decode(encode(Reported(IntervalReport(0, 1.0, [producer, first, second, idle])))).report
+    report = decode(encode(Reported(worker_report(0, 1.0, [producer, first, second, idle])))).report
     assert report.groups == accounts and [c.client_id for c in report.clients] == ["p0", "c0", "c1", "c2"]
     assert report.clients[0].failed_sequences == [3] and report.clients[1].delivery_counts == {1: 6}
 
@@ -81,7 +81,7 @@ def test_the_runs_settled_records_and_duplicates_are_those_of_each_consumers_ran
                 twice = settled[producer].add_many(ranges)
                 duplicates += twice
                 distinct += sum(last - first + 1 for first, last in ranges) - twice
-        aggregate.add(IntervalReport(1, 1000.0 + second, consumers))
+        aggregate.add(worker_report(1, 1000.0 + second, consumers))
     assert duplicates > 0 and distinct > 0  # the draw has both, else the test could not fail
     assert (aggregate.duplicates, aggregate.settled_by_group["g"]) == (duplicates, distinct)
     assert {p: aggregate.settled[("g", p)].ranges() for p in (0, 1)} == {p: s.ranges() for p, s in settled.items()}

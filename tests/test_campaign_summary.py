@@ -22,7 +22,7 @@ from dimster.pipeline.campaign_summary import mode_fields, summarize_campaign
 from dimster.report.campaign_page import write_campaign_page
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
+from dimster.worker.protocol import ClientInterval, WakeLag, worker_report
 from tests.synthetic import START, exact_percentile
 
 MODE_KEY = "kafkaConfig.shareConsumerConfig.share.acquire.mode"
@@ -105,11 +105,11 @@ def write_bundle(folder: Path, rate: int, seed: int, waited: float, ratio: float
         producer_cpu = CPU_PER_MB["producer"] * rate * scale * SIZE / 1e6
         consumer_cpu = CPU_PER_MB["consumer"] * (rate - 10) * scale * SIZE / 1e6
         publishing = HistogramColumns.gather([{("publish", -1): histogram(publish)}])
-        writer.add(IntervalReport(0, START + second + 0.5, [producer], producer_cpu, histograms=publishing), phase)
+        writer.add(worker_report(0, START + second + 0.5, [producer], producer_cpu, histograms=publishing), phase)
         lag = WakeLag(wakes=90, lag_ms_sum=1000 * waited, lag_ms_max=50.0)
         latencies = HistogramColumns.gather([{("e2e", 0): histogram(e2e)}])
         writer.add(
-            IntervalReport(1, START + second + 0.5, [consumer], consumer_cpu, wake_lag=lag, histograms=latencies), phase
+            worker_report(1, START + second + 0.5, [consumer], consumer_cpu, wake_lag=lag, histograms=latencies), phase
         )
     writer.flush()
     return {metric: np.concatenate(parts) for metric, parts in measured.items()}

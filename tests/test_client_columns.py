@@ -9,7 +9,14 @@ from dimster.coordinator.account.intake import note_crashes
 from dimster.metrics.schema import CLIENT_COLUMNS, INTERVAL_COLUMNS
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.client_columns import COUNTS, ClientColumns, ClientInterval
-from dimster.worker.protocol import IntervalReport, ProtocolError, Reported, WatchRedeliveries, decode, encode
+from dimster.worker.protocol import (
+    ProtocolError,
+    Reported,
+    WatchRedeliveries,
+    decode,
+    encode,
+    worker_report,
+)
 from dimster.worker.wire import to_wire
 
 pytestmark = pytest.mark.unit
@@ -28,7 +35,7 @@ IDLE = ClientInterval("c9", "share_consumer", "t", "g", "librdkafka", 1)
 
 def test_the_columns_come_back_as_the_intervals_they_were_gathered_from():
     sent = ClientColumns.gather([PRODUCER, IDLE, CONSUMER])
-    back = decode(encode(Reported(IntervalReport(4, 101.0, sent)))).report.clients
+    back = decode(encode(Reported(worker_report(4, 101.0, sent)))).report.clients
     assert list(back) == [PRODUCER, IDLE, CONSUMER]
     assert sorted(back.details) == [0, 2]  # the idle consumer has none
     assert back.count("received").tolist() == [0, 0, 30] and back.count("next_sequence").tolist() == [41, 0, 0]
@@ -55,8 +62,8 @@ def test_the_metrics_writer_writes_a_row_per_client_with_its_own_values(tmp_path
     """Two reports' clients, joined column by column at the flush: each row holds its client's names
     and counters, its report's columns, and a delivery count's or statistics' row names its client."""
     writer = MetricsWriter(tmp_path, 100.0)
-    writer.add(IntervalReport(4, 101.0, [PRODUCER, IDLE]), "warmup")
-    writer.add(IntervalReport(5, 102.0, [CONSUMER]), "measure")
+    writer.add(worker_report(4, 101.0, [PRODUCER, IDLE]), "warmup")
+    writer.add(worker_report(5, 102.0, [CONSUMER]), "measure")
     writer.flush()
     rows = pq.read_table(tmp_path / "intervals").to_pylist()
     assert [(r["worker"], r["phase"], r["end_time"], r["run_time_s"]) for r in rows] == [
@@ -88,6 +95,6 @@ def test_a_crashed_consumer_is_told_and_its_held_records_sent_to_the_groups_cons
             sent.append(message)
 
     crashed = ClientInterval("c7", "share_consumer", "t", "g", crashed_at=1234.5, crash_held={3: [(10, 14), (20, 20)]})
-    note_crashes(IntervalReport(1, 1235.0, [CONSUMER, crashed, IDLE]), Ensemble(), Log())
+    note_crashes(worker_report(1, 1235.0, [CONSUMER, crashed, IDLE]), Ensemble(), Log())
     assert told == [("consumer_crashed", {"client": "c7", "group": "g", "at": 1234.5, "held": 6})]
     assert sent == [WatchRedeliveries("g", 1234.5, {3: [(10, 14), (20, 20)]})]

@@ -5,7 +5,7 @@ import pytest
 
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.control.console import LIVE_WITHIN, OneInstant
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, IntervalReport, worker_report
 
 pytestmark = pytest.mark.unit
 
@@ -14,11 +14,11 @@ START, RATE = 100.0, 1000  # load start; records a second the producer sends and
 
 def producer(end: float, sent: int) -> IntervalReport:
     interval = ClientInterval("p0", "producer", "t", sent=sent, acked=sent, next_sequence=0)
-    return IntervalReport(0, end, [interval])
+    return worker_report(0, end, [interval])
 
 
 def consumer(end: float, received: int) -> IntervalReport:
-    return IntervalReport(1, end, [ClientInterval("c0", "share_consumer", "t", group="g", received=received)])
+    return worker_report(1, end, [ClientInterval("c0", "share_consumer", "t", group="g", received=received)])
 
 
 def sent_by(t: float) -> int:
@@ -37,7 +37,7 @@ def test_every_line_cuts_both_workers_at_one_instant():
     lines = 0
     for r in sorted(reports, key=lambda r: r.end_time):
         aggregate.add(r)
-        latest[r.worker_index] = r.end_time
+        latest[r.lines[0].worker_index] = r.end_time
         line = aggregate.take_window()
         if len(latest) < 2:
             continue

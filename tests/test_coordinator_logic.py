@@ -9,10 +9,11 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.window import RecentRates
 from dimster.coordinator.control.conditions import holds, parse_condition
 from dimster.coordinator.live.changes import flatten, live_changes
+from dimster.coordinator.loop.limit_watch import producer_batches
 from dimster.coordinator.workers.topology import build_topology, clients_of, least_loaded, place, resize, split_roles
 from dimster.errors import DimsterError
 from dimster.results.bundle import redact, redact_argv
-from dimster.worker.protocol import ClientInterval, ConsumerSpec, IntervalReport, ProducerSpec
+from dimster.worker.protocol import ClientInterval, ConsumerSpec, ProducerSpec, worker_report
 from dimster.workload.model import Workload
 
 pytestmark = pytest.mark.unit
@@ -114,7 +115,7 @@ def test_conditions_refuse_anything_else(text):
 def report(worker, end, sent, target, received=0):
     producer = ClientInterval("p0", "producer", "t", target_rate=target, sent=sent, acked=sent, next_sequence=sent)
     consumer = ClientInterval("c0", "share_consumer", "t", group="g", received=received)
-    return IntervalReport(worker, end, [producer, consumer])
+    return worker_report(worker, end, [producer, consumer])
 
 
 def test_pacing_window_uses_the_time_reports_cover():
@@ -197,7 +198,7 @@ def test_status_window_shows_records_per_poll():
         ClientInterval("c0", "share_consumer", "t", "g", received=30, polls=3, max_poll_records=12),
         ClientInterval("c1", "share_consumer", "t", "g", received=10, polls=2, max_poll_records=7),
     ]
-    aggregate.add(IntervalReport(0, 1.0, clients))
+    aggregate.add(worker_report(0, 1.0, clients))
     window = aggregate.take_window()
     assert (window["recordsPerPoll"], window["maxPollRecords"]) == (8.0, 12)
     assert aggregate.take_window()["recordsPerPoll"] is None  # no polls in the next window
@@ -210,8 +211,8 @@ def test_batch_sizes_leave_out_producers_that_stopped_reporting():
         stats = {"batch_records_avg": records, "batch_bytes_avg": records * 500}
         return ClientInterval(client_id, "producer", "t", client_stats=stats)
 
-    aggregate.add(IntervalReport(0, 100.0, [producer("p0", 2.0), producer("p1", 2.0)]))
-    aggregate.add(IntervalReport(0, 105.0, [producer("p0", 40.0)]))
-    assert aggregate.producer_batches()["batchRecordsAvg"] == 21.0  # p1's last word is recent
-    aggregate.add(IntervalReport(0, 111.0, [producer("p0", 60.0)]))
-    assert aggregate.producer_batches()["batchRecordsAvg"] == 60.0  # p1 was removed 11 s ago
+    aggregate.add(worker_report(0, 100.0, [producer("p0", 2.0), producer("p1", 2.0)]))
+    aggregate.add(worker_report(0, 105.0, [producer("p0", 40.0)]))
+    assert producer_batches(aggregate.producer_stats)["batchRecordsAvg"] == 21.0  # p1's last word is recent
+    aggregate.add(worker_report(0, 111.0, [producer("p0", 60.0)]))
+    assert producer_batches(aggregate.producer_stats)["batchRecordsAvg"] == 60.0  # p1 was removed 11 s ago

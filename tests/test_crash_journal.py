@@ -20,11 +20,11 @@ from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     ClientInterval,
-    IntervalReport,
     Reported,
     decode,
     encode,
     report_bytes,
+    worker_report,
 )
 from tests.fake_run import FakeWorkers, coordinator
 
@@ -75,7 +75,7 @@ def test_a_record_cut_short_ends_the_journal(tmp_path):
     journal = RunJournal(tmp_path)
     journal.load(100.0)
     for second in range(3):
-        report = IntervalReport(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)])
+        report = worker_report(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)])
         journal.report(report, "measure", 0)
     journal.close()
     for path in (journal.path, journal.tail_path):
@@ -98,7 +98,7 @@ def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_repo
     )  # fmt: skip
     journal = RunJournal(tmp_path)
     latencies = HistogramColumns.gather([{("e2e", 0): ({10: 5}, 50, 1.0, 2.0)}])
-    report = IntervalReport(0, 101.0, [consumer], histograms=latencies)
+    report = worker_report(0, 101.0, [consumer], histograms=latencies)
     message = decode(encode(Reported(report))) if as_received else Reported(report)
     assert isinstance(message, Reported) and (report_bytes(message.received) is not None) == as_received
     journal.report(message.report, "measure", 0, message.received)
@@ -116,12 +116,12 @@ def test_each_parquet_part_has_a_tail_of_its_own_removed_once_the_part_is_writte
     """The parts are written behind the loop: reports of the next part arrive while one is written."""
     journal = RunJournal(tmp_path)
     for part in (0, 0, 1, 2):
-        journal.report(IntervalReport(0, 101.0, [ClientInterval("p0", "producer", "t", sent=part)]), "measure", part)
+        journal.report(worker_report(0, 101.0, [ClientInterval("p0", "producer", "t", sent=part)]), "measure", part)
     assert [p.name for p in tail_files(tmp_path)] == [f"journal-tail-0000{n}.msgpack" for n in (0, 1, 2)]
     journal.written(1)
     [left] = tail_files(tmp_path)
     assert [(r[2], r[3].clients[0].sent) for r in read_journal(left)] == [(2, 2)]
-    journal.report(IntervalReport(0, 102.0, [ClientInterval("p0", "producer", "t", sent=9)]), "measure", 2)
+    journal.report(worker_report(0, 102.0, [ClientInterval("p0", "producer", "t", sent=9)]), "measure", 2)
     assert [r[3].clients[0].sent for r in read_journal(left)] == [2, 9]
     journal.remove()
     assert tail_files(tmp_path) == [] and not journal.path.exists()

@@ -18,7 +18,7 @@ from dimster.report.saturation import saturated_spans
 from dimster.verdict.compare import Point, compare_verdict
 from dimster.verdict.judge import judge_summary, outcome
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
+from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag, worker_report
 
 pytestmark = pytest.mark.unit
 
@@ -57,7 +57,7 @@ def report(worker: int, end: float, waited_ms: float, cpu: float, delays_ms: tup
         histogram.record(ms * 1000)
     producer = ClientInterval(f"p{worker}", "producer", "t")
     delays = HistogramColumns.gather([{("publish_delay", -1): histogram.to_wire()}])
-    return IntervalReport(
+    return worker_report(
         worker, end, [producer], cpu, wake_lag=WakeLag(500, waited_ms, 50.0), cores=2, histograms=delays
     )
 

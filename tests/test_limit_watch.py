@@ -28,7 +28,7 @@ def coordinator(tmp_path, lines: list[str], **keys):
     return SimpleNamespace(
         workload=Workload.model_validate({**KEYS, **keys}),
         topology=SimpleNamespace(groups={"g": "t"}, topics=["t"]),
-        aggregate=SimpleNamespace(producer_batches=lambda: {"batchRecordsAvg": 52.0, "batchBytesAvg": 6000.0}),
+        aggregate=SimpleNamespace(producer_stats={"p0": (1.0, {"batch_records_avg": 52.0, "batch_bytes_avg": 6000.0})}),
         cluster=SimpleNamespace(broker_config=lambda: {}),
         bundle=bundle,
         log=RunLog(bundle, say=lines.append),
@@ -110,7 +110,9 @@ def test_the_measured_rate_is_the_settings_last_windows_together_not_one_fetch_m
     """Whole fetches of 216 records in 2 s windows: one window counts 1, the next 3 (108 and 324 msg/s);
     over the setting's windows the group consumed 216 msg/s, and the limit (200) explains it."""
     run = coordinator(tmp_path, [], partitionsPerTopic=1, consumersPerGroup=4)
-    run.aggregate = SimpleNamespace(producer_batches=lambda: {"batchRecordsAvg": 216.0, "batchBytesAvg": 24000.0})
+    run.aggregate = SimpleNamespace(
+        producer_stats={"p0": (1.0, {"batch_records_avg": 216.0, "batch_bytes_avg": 24000.0})}
+    )
     watch = LimitWatch(run)
     for cons in (216, 108, 324, 108):  # the first is the clients' start: not of the span
         watch.see(window(700, cons, 0))

@@ -13,7 +13,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
 from dimster.worker.histogram_columns import ClientHistograms, HistogramColumns
-from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, IntervalReport
+from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec, worker_report
 from dimster.workload.model import Workload
 from dimster.workload.payload import pack_header
 
@@ -78,7 +78,7 @@ def test_console_window_shows_warmup_and_measured_latencies_together():
     measured.record_array(np.array([2000.0] * 2))
     interval = ClientInterval("c0", "share_consumer", "t", "g", received=5)
     latencies = {(WARMUP_PREFIX + "e2e", 0): warm.to_wire(), ("e2e", 0): measured.to_wire()}
-    aggregate.add(IntervalReport(0, time.time(), [interval], histograms=HistogramColumns.gather([latencies])))
+    aggregate.add(worker_report(0, time.time(), [interval], histograms=HistogramColumns.gather([latencies])))
     assert aggregate.window.e2e.total == 5
 
 
@@ -89,7 +89,7 @@ def producer_report(next_sequence: int, acked: int) -> ClientInterval:
 def test_records_still_in_reach_of_the_group_are_unconsumed_not_lost():
     aggregate = RunAggregate({"g": "t"})
     consumed = ClientInterval("c0", "share_consumer", "t", "g", received=60, settled={0: [(0, 59)]})
-    aggregate.add(IntervalReport(0, time.time(), [producer_report(100, 100), consumed]))
+    aggregate.add(worker_report(0, time.time(), [producer_report(100, 100), consumed]))
     assert aggregate.missing_by_group() == {"g": 40}
     assert aggregate.lost() == 40  # nothing known about the group's position: every missing record
     assert aggregate.lost({"g": 40}) == 0  # all 40 are still in the topic for the group
@@ -100,7 +100,7 @@ def test_lost_is_counted_per_group():
     aggregate = RunAggregate({"g1": "t", "g2": "t"})
     first = ClientInterval("c0", "consumer", "t", "g1", received=100, settled={0: [(0, 99)]})
     second = ClientInterval("c1", "consumer", "t", "g2", received=50, settled={0: [(0, 49)]})
-    aggregate.add(IntervalReport(0, time.time(), [producer_report(100, 100), first, second]))
+    aggregate.add(worker_report(0, time.time(), [producer_report(100, 100), first, second]))
     # g1's unconsumed records cannot excuse g2's missing ones
     assert aggregate.lost({"g1": 50, "g2": 0}) == 50
     assert aggregate.lost({"g1": 0, "g2": 50}) == 0
@@ -110,12 +110,12 @@ def test_reports_from_before_load_start_do_not_dilute_the_first_rates():
     """Workers report while consumers join; the first report after load start covers from load start."""
     aggregate = RunAggregate({"g": "t"})
     for second in range(1, 6):  # five idle seconds while the group forms
-        aggregate.add(IntervalReport(0, 100.0 + second, [producer_report(0, 0)]))
+        aggregate.add(worker_report(0, 100.0 + second, [producer_report(0, 0)]))
     aggregate.load_started = 105.5
     aggregate.restart_pacing_window()
     aggregate.take_window()
     loaded = ClientInterval("p0", "producer", "t", target_rate=1000, sent=500, acked=500, next_sequence=500)
-    aggregate.add(IntervalReport(0, 106.0, [loaded]))
+    aggregate.add(worker_report(0, 106.0, [loaded]))
     assert aggregate.take_window()["pubRate"] == pytest.approx(1000)
     assert aggregate.recent_rates()["targetRate"] == pytest.approx(1000)
 
@@ -123,9 +123,9 @@ def test_reports_from_before_load_start_do_not_dilute_the_first_rates():
 def test_records_in_flight_on_a_lost_producer_are_not_lost():
     aggregate = RunAggregate({"g": "t"})
     # 100 handed over, 90 acknowledged when its worker was last heard; consumers got 88 of the acked
-    aggregate.add(IntervalReport(0, time.time(), [producer_report(100, 90)]))
+    aggregate.add(worker_report(0, time.time(), [producer_report(100, 90)]))
     consumed = ClientInterval("c0", "share_consumer", "t", "g", received=88, settled={0: [(0, 87)]})
-    aggregate.add(IntervalReport(1, time.time(), [consumed]))
+    aggregate.add(worker_report(1, time.time(), [consumed]))
     assert aggregate.lost() == 12
     aggregate.lost_producers.add(0)
     assert aggregate.lost() == 2  # the 10 in flight may never have reached the broker
@@ -139,6 +139,6 @@ def test_a_failed_send_is_not_missing_and_one_settled_anyway_counts_as_settled()
     producer.failed_sequences = [*range(10, 20), 50, 50]
     settled = {0: [(0, 9), (15, 15), (20, 49), (51, 89)]}
     consumer = ClientInterval("c0", "share_consumer", "t", "g", received=80, settled=settled)
-    aggregate.add(IntervalReport(0, time.time(), [producer, consumer]))
+    aggregate.add(worker_report(0, time.time(), [producer, consumer]))
     assert aggregate.failed[0].count() == 11
     assert aggregate.missing_by_group() == {"g": 10}  # 90-99: 10-14, 16-19 and 50 failed, 15 arrived

@@ -12,7 +12,7 @@ from dimster.results import metrics_parts
 from dimster.results.metrics_parts import compact_parts, completed_ranges, readable_parts, table_files, written_flushes
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, worker_report
 
 pytestmark = pytest.mark.unit
 START = 100.0
@@ -24,7 +24,7 @@ def write_flushes(metrics, count: int, behind: bool = False) -> MetricsWriter:
     for flush in range(count):
         publish = HistogramColumns.gather([{("publish", -1): ({3: 1}, 1, 1.0, 1.0)}])
         client = ClientInterval("p0", "producer", "t", sent=flush + 1)
-        writer.add(IntervalReport(0, START + flush + 1, [client], histograms=publish), "measure")
+        writer.add(worker_report(0, START + flush + 1, [client], histograms=publish), "measure")
         writer.flush()
     return writer
 
@@ -87,7 +87,7 @@ def test_a_table_a_merge_behind_cannot_read_leaves_the_others_merged(tmp_path, m
     writer.parts = 1
     client = ClientInterval("p0", "producer", "t", sent=2)
     publish = HistogramColumns.gather([{("publish", -1): ({3: 1}, 1, 1.0, 1.0)}])
-    writer.add(IntervalReport(0, START + 2, [client], histograms=publish), "measure")
+    writer.add(worker_report(0, START + 2, [client], histograms=publish), "measure")
     writer.flush()  # completes flushes 0-1
     writer.close()
     assert sorted(p.name for p in (metrics / "histograms").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
@@ -168,7 +168,7 @@ def test_a_writer_behind_tells_each_part_written_in_order(tmp_path):
     told: list[int] = []
     writer = MetricsWriter(tmp_path / "metrics", START, behind=True)
     for flush in range(3):
-        writer.add(IntervalReport(0, START + flush + 1, [ClientInterval("p0", "producer", "t", sent=1)]), "measure")
+        writer.add(worker_report(0, START + flush + 1, [ClientInterval("p0", "producer", "t", sent=1)]), "measure")
         writer.flush(told.append)
     writer.close()
     assert told == [0, 1, 2]
@@ -180,7 +180,7 @@ def test_a_write_behind_that_fails_raises_at_close_and_tells_nothing_written(tmp
     metrics.write_text("a file where the folder should be")
     told: list[int] = []
     writer = MetricsWriter(metrics, START, behind=True)
-    writer.add(IntervalReport(0, START + 1, [ClientInterval("p0", "producer", "t", sent=1)]), "measure")
+    writer.add(worker_report(0, START + 1, [ClientInterval("p0", "producer", "t", sent=1)]), "measure")
     writer.flush(told.append)
     with pytest.raises(OSError):
         writer.close()

@@ -13,7 +13,7 @@ from dimster.metrics import schema
 from dimster.metrics.client_stats import COLUMNS
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, worker_report
 
 
 @pytest.mark.unit
@@ -63,7 +63,7 @@ def test_the_writer_writes_the_declared_columns(tmp_path):
     stats = extract_client_stats({})
     client = ClientInterval("c0", "share_consumer", "t", "g", received=3, delivery_counts={1: 3}, client_stats=stats)
     latencies = HistogramColumns.gather([{("e2e", 0): ({5: 3}, 3, 10.0, 20.0)}])
-    writer.add(IntervalReport(0, 101.0, [client], histograms=latencies), "measure")
+    writer.add(worker_report(0, 101.0, [client], histograms=latencies), "measure")
     writer.flush()
     columns = {table.name: pq.read_table(table).column_names for table in tmp_path.iterdir()}
     first = [*schema.REPORT_COLUMNS, *schema.CLIENT_COLUMNS]
@@ -116,8 +116,8 @@ def test_every_bucket_and_delivery_count_row_carries_its_own_clients_and_histogr
     }
     writer = MetricsWriter(tmp_path, 100.0)
     first_report = HistogramColumns.gather([latencies["p3"], latencies["c8"]])
-    writer.add(IntervalReport(0, 101.0, [producer, consumer], histograms=first_report), "warmup")
-    writer.add(IntervalReport(2, 102.5, [other], histograms=HistogramColumns.gather([latencies["c9"]])), "measure")
+    writer.add(worker_report(0, 101.0, [producer, consumer], histograms=first_report), "warmup")
+    writer.add(worker_report(2, 102.5, [other], histograms=HistogramColumns.gather([latencies["c9"]])), "measure")
     writer.flush()
     expected = []
     for end, phase, worker, c in ((101.0, "warmup", 0, producer), (101.0, "warmup", 0, consumer),

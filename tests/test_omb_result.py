@@ -19,7 +19,7 @@ from dimster.results.omb_records import OmbTestResult
 from dimster.results.omb_result import omb_result, quantile_map, write_omb_result
 from dimster.schemas import SCHEMAS_DIR
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, worker_report
 from tests.synthetic import START, exact_percentile, synthetic_run
 
 pytestmark = pytest.mark.unit
@@ -126,7 +126,7 @@ def test_windows_of_the_measured_phase_count_its_records_and_aggregates_leave_wa
         consumer = ClientInterval(client_id="c0", role="share_consumer", topic="t", group="g", received=acked - 80,
                                   accepted=acked - 100, rejected=0)  # fmt: skip
         latencies = HistogramColumns.gather([wires for _, wires in clients])
-        report = IntervalReport(0, START + second + 0.5, [c for c, _ in clients] + [consumer], histograms=latencies)
+        report = worker_report(0, START + second + 0.5, [c for c, _ in clients] + [consumer], histograms=latencies)
         writer.add(report, phase)
         if phase == "measure":
             measured_publish.append(publish)
@@ -184,7 +184,7 @@ def test_quantile_map_walks_hdrhistograms_levels():
 
 def test_a_run_without_a_measured_interval_or_its_workload_shape_is_one_clear_error(tmp_path):
     writer = MetricsWriter(tmp_path / "metrics", START)
-    writer.add(IntervalReport(0, START + 1, [ClientInterval(client_id="p0", role="producer", topic="t")]), "warmup")
+    writer.add(worker_report(0, START + 1, [ClientInterval(client_id="p0", role="producer", topic="t")]), "warmup")
     writer.flush()
     (tmp_path / "workload.yaml").write_text(yaml.safe_dump({"name": "w", **SHAPE}))
     with pytest.raises(DimsterError, match="no measured interval"):

@@ -17,7 +17,7 @@ from dimster.coordinator.control.run_log import RunLog
 from dimster.metrics.sequences import RangeSet, first_absent, to_ranges
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.accounts import GroupAccount
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, worker_report
 from dimster.workload.model import Workload
 from dimster.workload.modes.base import SteadyPlan
 
@@ -44,10 +44,10 @@ class Run:
         n = PER_SECOND if produce else 0
         self.sent += n
         producer = ClientInterval("p0", "producer", TOPIC, sent=n, acked=n, next_sequence=self.sent)
-        consumed = IntervalReport(1, 1000.0 + self.second, [consumer])
+        consumed = worker_report(1, 1000.0 + self.second, [consumer])
         self.journal.extend(consumed.groups.items())
         for aggregate in (self.a, self.whole):
-            aggregate.add(IntervalReport(0, 1000.0 + self.second, [producer]))
+            aggregate.add(worker_report(0, 1000.0 + self.second, [producer]))
             aggregate.add(consumed)
 
     def accounts(self) -> tuple[dict, dict]:
@@ -219,7 +219,7 @@ def test_the_journal_replays_the_group_accounts_in_the_order_taken_in(tmp_path):
     first = consumer(settled=[0, 1], settled_rejected=by_delivery({1: [1]}))
     second = consumer(settled=[2], received_again=by_delivery({2: [1]}))
     for end, c in ((1.0, first), (2.0, second)):
-        journal.report(IntervalReport(0, end, [producer, c]), None, 0)
+        journal.report(worker_report(0, end, [producer, c]), None, 0)
     replayed = list(journal.group_accounts())
     journal.close()
     assert [(g, c.settled, c.settled_rejected, c.received_again) for g, c in replayed] == [

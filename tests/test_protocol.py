@@ -23,7 +23,6 @@ from dimster.worker.protocol import (
     CrashConsumers,
     Failed,
     Hello,
-    IntervalReport,
     LogFileSent,
     ProbeClock,
     ProducerSpec,
@@ -44,6 +43,7 @@ from dimster.worker.protocol import (
     encode,
     kind_of,
     report_bytes,
+    worker_report,
 )
 from dimster.worker.wire import to_wire
 
@@ -97,7 +97,7 @@ EXAMPLES = [
     Refused("busy with run run-0 from h"),
     Ready(),
     Reported(
-        IntervalReport(
+        worker_report(
             2,
             1_790_000_001.0,
             [INTERVAL, ClientInterval("p0", "producer", "t", next_sequence=99)],
@@ -126,7 +126,7 @@ def test_round_trip(message):
 
 
 def test_histogram_keys_and_int_keyed_maps_keep_their_types():
-    report = IntervalReport(0, 1.0, [INTERVAL], histograms=HistogramColumns.gather([LATENCIES]))
+    report = worker_report(0, 1.0, [INTERVAL], histograms=HistogramColumns.gather([LATENCIES]))
     back = decode(encode(Reported(report))).report
     assert [(c, (m, p), w) for c, m, p, w in back.histograms.wires()] == [(0, k, w) for k, w in LATENCIES.items()]
     assert back.groups["g"].settled[3] == [(0, 0)] and back.clients[0].delivery_counts == {1: 9, 2: 1}
@@ -137,7 +137,7 @@ def test_a_reports_histograms_are_columns_and_each_metrics_merge_in_one_sum():
     their buckets, totals and extremes, whichever client they came from."""
 
     other = {("e2e", 0): ({17: 6, 30: 1}, 7, 0.25, 2000.0), ("publish", -1): ({1: 1}, 1, 1.0, 1.0)}
-    report = IntervalReport(0, 1.0, [INTERVAL, INTERVAL], histograms=HistogramColumns.gather([LATENCIES, other]))
+    report = worker_report(0, 1.0, [INTERVAL, INTERVAL], histograms=HistogramColumns.gather([LATENCIES, other]))
     data = encode(Reported(report))
     wire = msgspec.msgpack.decode(data)[1]["report"]["histograms"]
     assert wire["bucket"] == b"".join(b.to_bytes(8, "little", signed=True) for b in (0, 17, 2, 17, 30, 1))
@@ -164,7 +164,7 @@ def test_a_reports_histograms_are_columns_and_each_metrics_merge_in_one_sum():
 def test_histogram_columns_that_disagree_are_protocol_errors(change):
     import msgpack
 
-    report = IntervalReport(
+    report = worker_report(
         0, 1.0, [INTERVAL], histograms=HistogramColumns.gather([{("e2e", 3): ({0: 1}, 1, 1.0, 1.0)}])
     )
     kind, body = msgspec.msgpack.decode(encode(Reported(report)))
@@ -216,15 +216,15 @@ def test_a_reports_clients_travel_as_columns_with_details_only_where_there_are_a
 
     idle = ClientInterval("c1", "share_consumer", "t", "g")
     producer = ClientInterval("p0", "producer", "t", sent=3, target_rate=2.5, failed_sequences=[7])
-    _kind, body = msgspec.msgpack.decode(encode(Reported(IntervalReport(0, 1.0, [idle, producer]))))
+    _kind, body = msgspec.msgpack.decode(encode(Reported(worker_report(0, 1.0, [idle, producer]))))
     wire = body["report"]["clients"]
     assert wire["client_id"] == ["c1", "p0"] and wire["group"] == ["g", ""]
     counts = np.frombuffer(wire["counts"], "<i8").reshape(2, len(COUNTS))
     assert counts[0].tolist() == [0] * len(COUNTS) and counts[1][COUNTS.index("sent")] == 3
     assert np.frombuffer(wire["reals"], "<f8").reshape(2, len(REALS))[1][REALS.index("target_rate")] == 2.5
     assert wire["details"] == {1: {"failed_sequences": [7]}}
-    assert decode(encode(Reported(IntervalReport(0, 1.0, [idle, producer])))).report.clients == [idle, producer]
-    busy = decode(encode(Reported(IntervalReport(0, 1.0, [INTERVAL])))).report
+    assert decode(encode(Reported(worker_report(0, 1.0, [idle, producer])))).report.clients == [idle, producer]
+    busy = decode(encode(Reported(worker_report(0, 1.0, [INTERVAL])))).report
     assert busy.clients[0] == replace(INTERVAL, settled={}) and busy.clients[0].crash_held == {}
     assert busy.groups == {"g": GroupAccount(settled=INTERVAL.settled, received=10)}  # its ranges, in its group
 
@@ -239,7 +239,7 @@ def test_ranges_and_histogram_counts_travel_packed_and_come_back_exactly():
         "c1", "share_consumer", "t", "g", settled={5: ranges}, settled_rejected={(5, 2): [(9, 12)]}
     )  # fmt: skip
     latencies = HistogramColumns.gather([{("e2e", 2): (counts, 7, 1.5, 9.0)}])
-    data = encode(Reported(IntervalReport(0, 1.0, [client], histograms=latencies)))
+    data = encode(Reported(worker_report(0, 1.0, [client], histograms=latencies)))
     _kind, body = msgspec.msgpack.decode(data)
     assert "details" not in body["report"]["clients"]  # a consumer's ranges travel in its group (protocol 19)
     wire = body["report"]["groups"]["g"]
@@ -271,7 +271,7 @@ def test_a_reports_received_bytes_are_the_receivers_own_never_on_the_wire():
     travel, and a message that carries them is no message of the protocol."""
     import msgpack
 
-    report = IntervalReport(3, 1.0, [ClientInterval("p0", "producer", "t", sent=4)])
+    report = worker_report(3, 1.0, [ClientInterval("p0", "producer", "t", sent=4)])
     data = encode(Reported(report))
     assert encode(Reported(report, received=b"elsewhere")) == data
     back = decode(data)

@@ -12,11 +12,11 @@ from dimster.coordinator.workers.remote import MOST_A_PASS, AgentLink, RemoteWor
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     ClockProbed,
-    IntervalReport,
     Reported,
     Welcome,
     encode,
     worker_frame,
+    worker_report,
 )
 
 pytestmark = pytest.mark.unit
@@ -56,7 +56,7 @@ def agent_links(tmp_path):
 
 def send_reports(far, index: int, count: int) -> None:
     for second in range(count):
-        far.send_multipart([worker_frame(index), encode(Reported(IntervalReport(index, float(second), [])))])
+        far.send_multipart([worker_frame(index), encode(Reported(worker_report(index, float(second), [])))])
 
 
 def reports(received) -> list[tuple[int, float]]:
@@ -78,9 +78,7 @@ def test_a_pass_takes_at_most_its_share_in_turn_from_each_agent_and_leaves_the_r
         assert [end for i, end in taken if i == index] == [float(s) for s in range(sent[index])]
 
 
-def test_each_pass_starts_after_the_agent_served_last_and_every_waiting_agent_counts_as_heard(
-    agent_links, monkeypatch
-):
+def test_each_pass_starts_after_the_agent_served_last_and_every_waiting_agent_counts_as_heard(agent_links, monkeypatch):
     """With more agents than a pass takes, none waits behind the others pass after pass; an agent
     whose turn did not come is not taken for silent."""
     monkeypatch.setattr("dimster.coordinator.workers.remote.MOST_A_PASS", 2)

@@ -16,7 +16,15 @@ from dimster.coordinator.loop.phases import RunPhases
 from dimster.errors import DimsterError
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import AddClients, RemoveClients, RestartConsumers, StartLoad, StopProducers, Update
+from dimster.worker.protocol import (
+    AddClients,
+    RemoveClients,
+    RestartConsumers,
+    StartLoad,
+    StopProducers,
+    Update,
+    worker_report,
+)
 from dimster.workload.modes.base import PlanStep
 from tests.conftest import busy_port
 from tests.fake_run import FakeWorkers, coordinator, events
@@ -293,7 +301,7 @@ def test_consumers_paused_from_the_start_join_first_then_pause_and_the_stop_skip
 
 def test_a_report_probe_measures_each_worker_over_its_own_reports_and_the_slowest_group():
     from dimster.coordinator.account.aggregate import RunAggregate
-    from dimster.worker.protocol import ClientInterval, IntervalReport
+    from dimster.worker.protocol import ClientInterval
 
     aggregate = RunAggregate({"g": "t", "fast": "t"})
     aggregate.probing = True
@@ -307,7 +315,7 @@ def test_a_report_probe_measures_each_worker_over_its_own_reports_and_the_slowes
         fast = ClientInterval(
             f"f{worker}", "share_consumer", "t", "fast", received=acked, settled={producer_id: [(0, acked - 1)]}
         )
-        aggregate.add(IntervalReport(worker, end, [producer, slow, fast]))
+        aggregate.add(worker_report(worker, end, [producer, slow, fast]))
 
     report(0, 101.0, producer_id=0, acked=100, settled=90)  # worker 0: one second
     report(1, 102.0, producer_id=1, acked=300, settled=300)  # worker 1: two seconds in one report
@@ -356,7 +364,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
     from dimster.coordinator.control.client_series import LADDER_SECONDS
     from dimster.coordinator.control.exporter import StatusExporter
     from dimster.metrics.histogram import Histogram
-    from dimster.worker.protocol import ClientInterval, IntervalReport
+    from dimster.worker.protocol import ClientInterval
 
     e2e_us = np.array([150, 900, 1_000, 1_100, 40_000, 3_000_000], dtype=float)  # 0.15 ms .. 3 s
     histogram = Histogram()
@@ -364,7 +372,7 @@ def test_the_endpoint_has_counters_and_latency_histograms_per_kind_of_client():
     stats = {"tx_requests": 10.0, "batch_records_avg": 4.0, "request_latency_avg_ms": 25.0}
 
     def report(worker, received):
-        return IntervalReport(
+        return worker_report(
             worker,
             100.0,
             [
@@ -464,13 +472,13 @@ def test_the_console_warns_when_a_workers_threads_waited_to_run():
     and worker 1, saturated, is warned of while load runs (diagnosis/generator.py)."""
     from dimster.coordinator.account.aggregate import RunAggregate
     from dimster.coordinator.control.console import warnings
-    from dimster.worker.protocol import IntervalReport, WakeLag
+    from dimster.worker.protocol import WakeLag
 
     aggregate = RunAggregate({})
     aggregate.load_started = 100.0
     for end in (101.0, 102.0):
-        aggregate.add(IntervalReport(0, end, [], wake_lag=WakeLag(wakes=98, lag_ms_sum=10.0, lag_ms_max=1.0)))
-        aggregate.add(IntervalReport(1, end, [], wake_lag=WakeLag(wakes=70, lag_ms_sum=150.0, lag_ms_max=40.0)))
+        aggregate.add(worker_report(0, end, [], wake_lag=WakeLag(wakes=98, lag_ms_sum=10.0, lag_ms_max=1.0)))
+        aggregate.add(worker_report(1, end, [], wake_lag=WakeLag(wakes=70, lag_ms_sum=150.0, lag_ms_max=40.0)))
     window = aggregate.take_window()
     assert window["workerWaitShare"] == pytest.approx(0.15)
     status = {**window, "targetRate": 0}
@@ -489,16 +497,16 @@ def test_the_console_warns_when_a_workers_threads_waited_to_run():
 def test_client_statistics_leave_out_quiet_clients_and_survive_rebuilds():
     from dimster.clients import STATS_INTERVAL_S
     from dimster.coordinator.control.client_series import ClientSeries
-    from dimster.worker.protocol import ClientInterval, IntervalReport
+    from dimster.worker.protocol import ClientInterval
 
     def producer(client_id, batch_records, requests):
         stats = {"batch_records_avg": batch_records, "tx_requests": requests}
         return ClientInterval(client_id, "producer", "t", library="java", client_stats=stats)
 
     series = ClientSeries({"run": "r"})
-    series.add(IntervalReport(0, 100.0, [producer("p0", 2.0, 5.0), producer("p1", 4.0, 5.0)]))
-    series.add(IntervalReport(0, 101.0, [producer("p1", 4.0, 7.0)]))
-    series.add(IntervalReport(0, 100.0 + 3 * STATS_INTERVAL_S, [producer("p1", 8.0, 1.0)]))  # p0 removed, p1 rebuilt
+    series.add(worker_report(0, 100.0, [producer("p0", 2.0, 5.0), producer("p1", 4.0, 5.0)]))
+    series.add(worker_report(0, 101.0, [producer("p1", 4.0, 7.0)]))
+    series.add(worker_report(0, 100.0 + 3 * STATS_INTERVAL_S, [producer("p1", 8.0, 1.0)]))  # p0 removed, p1 rebuilt
     families = {f.name: f for f in series.collect()}
     [batch] = families["dimster_producer_batch_records_avg"].samples
     assert batch.value == 8.0 and batch.labels["run"] == "r"
@@ -615,11 +623,11 @@ def test_an_internal_error_mid_run_keeps_what_was_measured_and_says_failed(tmp_p
 def test_a_part_cut_short_is_left_out_with_a_note_and_parts_appear_whole(tmp_path):
     from dimster.results.metrics_parts import readable_parts
     from dimster.results.metrics_writer import MetricsWriter
-    from dimster.worker.protocol import ClientInterval, IntervalReport
+    from dimster.worker.protocol import ClientInterval
 
     writer = MetricsWriter(tmp_path / "metrics", 100.0)
     for second in range(3):
-        writer.add(IntervalReport(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)]), "measure")
+        writer.add(worker_report(0, 101.0 + second, [ClientInterval("p0", "producer", "t", sent=10)]), "measure")
         writer.flush()
     table = tmp_path / "metrics" / "intervals"
     assert sorted(p.name for p in table.iterdir()) == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]

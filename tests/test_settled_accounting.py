@@ -13,7 +13,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
 from dimster.worker.clients import consumer as consumer_module
-from dimster.worker.protocol import ClientInterval, ConsumerSpec, IntervalReport
+from dimster.worker.protocol import ClientInterval, ConsumerSpec, worker_report
 from dimster.workload.model import Workload
 from dimster.workload.payload import pack_header
 
@@ -100,7 +100,7 @@ def account(interval: ClientInterval, acked: int) -> tuple[dict, int]:
     records, sequences 0 on) and its count of duplicates."""
     aggregate = RunAggregate({"g": "t"})
     producer = ClientInterval(f"p{PRODUCER}", "producer", "t", next_sequence=acked, acked=acked, sent=acked)
-    aggregate.add(IntervalReport(0, time.time(), [producer, interval]))
+    aggregate.add(worker_report(0, time.time(), [producer, interval]))
     return aggregate.account({"g": 0})["g"], aggregate.duplicates
 
 

@@ -17,7 +17,7 @@ from dimster.pipeline.summary import summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.results.omb_result import omb_result
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag
+from dimster.worker.protocol import ClientInterval, WakeLag, worker_report
 from tests.conftest import dimster
 from tests.synthetic import START, exact_percentile, synthetic_run
 
@@ -104,7 +104,7 @@ def test_throughput_counts_the_time_each_worker_reports_covered(tmp_path, spark)
             consumer = ClientInterval(
                 client_id=f"c{worker}", role="consumer", topic="t", group="g", received=round(900 * covered)
             )
-            writer.add(IntervalReport(worker, end, [producer, consumer]), phase)
+            writer.add(worker_report(worker, end, [producer, consumer]), phase)
             previous = end
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
@@ -206,8 +206,8 @@ def test_worker_cpu_per_mb_counts_the_measured_phase_of_single_role_workers(tmp_
         consumer = ClientInterval(client_id="c0", role="consumer", topic="t", group="g", received_bytes=2_000_000)
         startup = 5.0 if second == 1 else 0.0
         rss = 900_000_000 if second == 1 else 100_000_000 + second * 1_000_000  # worker 0 grows to 110 MB
-        writer.add(IntervalReport(0, START + second, [producer], 0.25 + startup, rss, 20 + second), phase)
-        writer.add(IntervalReport(1, START + second, [consumer], 0.8 + startup, 200_000_000, 30), phase)
+        writer.add(worker_report(0, START + second, [producer], 0.25 + startup, rss, 20 + second), phase)
+        writer.add(worker_report(1, START + second, [consumer], 0.8 + startup, 200_000_000, 30), phase)
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     cpu = summarize(tmp_path, spark)["worker_cpu"]
@@ -229,7 +229,7 @@ def test_a_worker_hosting_both_roles_gives_no_cpu_per_mb(tmp_path, spark):
             ClientInterval(client_id="p0", role="producer", topic="t", sent_bytes=1_000_000),
             ClientInterval(client_id="c0", role="share_consumer", topic="t", group="g", received_bytes=1_000_000),
         ]
-        writer.add(IntervalReport(0, START + second, clients, cpu_seconds=0.5), "measure")
+        writer.add(worker_report(0, START + second, clients, cpu_seconds=0.5), "measure")
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     cpu = summarize(tmp_path, spark)["worker_cpu"]
@@ -256,8 +256,8 @@ def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(
         starting = WakeLag(
             wakes=10 if phase == "warmup" else 98, lag_ms_sum=900.0 if phase == "warmup" else 20.0, lag_ms_max=12.0
         )
-        writer.add(IntervalReport(0, START + second, [consumer], 0.9, wake_lag=busy), phase)
-        writer.add(IntervalReport(1, START + second, [producer], 0.1, wake_lag=starting, histograms=delays), phase)
+        writer.add(worker_report(0, START + second, [consumer], 0.9, wake_lag=busy), phase)
+        writer.add(worker_report(1, START + second, [producer], 0.1, wake_lag=starting, histograms=delays), phase)
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     summary = summarize(tmp_path, spark)
@@ -286,7 +286,7 @@ def test_a_run_stopped_in_its_warm_up_has_no_cpu_figures_and_still_a_summary(tmp
     writer = MetricsWriter(tmp_path / "metrics", START)
     for second in range(1, 4):
         producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=10, sent_bytes=10_000)
-        writer.add(IntervalReport(0, START + second, [producer], cpu_seconds=0.5), "warmup")
+        writer.add(worker_report(0, START + second, [producer], cpu_seconds=0.5), "warmup")
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "stopped", "load_started": START}))
     summary = summarize(tmp_path, spark)
@@ -301,7 +301,7 @@ def test_compression_ratio_is_the_payload_over_the_bytes_the_brokers_took_in_for
     writer = MetricsWriter(tmp_path / "metrics", START)
     for second in range(1, 11):
         producer = ClientInterval(client_id="p0", role="producer", topic="t", sent_bytes=1_000_000)
-        writer.add(IntervalReport(0, START + second, [producer]), "warmup" if second <= 2 else "measure")
+        writer.add(worker_report(0, START + second, [producer]), "warmup" if second <= 2 else "measure")
     counted = {1: [300_000, 1_500_000, 200_000, 1_000_000], 2: []}  # 300k + 1.2M + 200k (restart) + 800k
     for scrape, value in enumerate(counted[1]):
         at = START + 3 * scrape
@@ -336,7 +336,7 @@ def test_records_per_fetch_counts_the_records_of_the_reports_the_fetch_counters_
             stats = dict.fromkeys(COLUMNS, 0.0) | {"requests_fetch": 10.0 * second, "rx_bytes": 75_000.0 * second}
         consumer = ClientInterval(client_id="c0", role="consumer", topic="t", group="g", client_stats=stats)
         consumer.received, consumer.received_bytes = 100, 50_000
-        writer.add(IntervalReport(0, START + second, [consumer]), "measure")
+        writer.add(worker_report(0, START + second, [consumer]), "measure")
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     ratios = summarize(tmp_path, spark)["client_stats"]
@@ -365,7 +365,7 @@ def test_the_clients_own_latencies_are_averaged_over_the_measured_phase(tmp_path
             clients.append(ClientInterval(client_id=client_id, role="producer", topic="t", client_stats=stats))
         stats = dict.fromkeys(COLUMNS, 0.0) | {"request_latency_avg_ms": 10.0}
         clients.append(ClientInterval(client_id="c0", role="consumer", topic="t", group="g", client_stats=stats))
-        writer.add(IntervalReport(0, START + 5 * (step + 1), clients), phase)
+        writer.add(worker_report(0, START + 5 * (step + 1), clients), phase)
     writer.flush()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "status": "completed", "load_started": START}))
     ratios = summarize(tmp_path, spark)["client_stats"]

@@ -21,7 +21,7 @@ from dimster.pipeline.share_meters import ACKS
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.client_columns import ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, worker_report
 
 START = 1_800_000_000.0
 SECONDS, RATE, TOPIC, GROUP = 6, 200, "warm-up", "warm-up-group"
@@ -39,7 +39,7 @@ def write_made_up_run(folder: Path) -> None:
                 *({("e2e", c): _histogram(range(1000, 9000, 80))} for c in range(2)),
             ]
         )
-        report = IntervalReport(
+        report = worker_report(
             0, at, ClientColumns.gather(_clients(second)), 0.2, 10**8, threads=9, cores=2, histograms=latencies
         )
         writer.add(report, "measure")

@@ -45,19 +45,18 @@ if unknown := set(INTERVAL_COLUMNS) - set(NAMES) - set(COUNT_INDEX) - set(REAL_I
 
 
 class Report(Protocol):
-    """What the writer reads of a worker's interval report (worker/protocol.py's IntervalReport): its
-    clients as columns, a name or a counter per column of CLIENT_COLUMNS and INTERVAL_COLUMNS."""
+    """What the writer reads of an interval report (worker/protocol.py's IntervalReport): a line per
+    worker (its index, end and usage: WORKER_COLUMNS), the clients of each line after the previous
+    line's, as columns (a name or a counter per column of CLIENT_COLUMNS and INTERVAL_COLUMNS), and
+    their histograms."""
 
-    worker_index: int
-    end_time: float
+    lines: Any  # WorkerLines (worker_index, end_time, clients, cpu_seconds, ..., cores)
     clients: Any  # a ClientColumns (worker/client_columns.py)
-    cpu_seconds: float
-    rss_bytes: int
-    threads: int
-    wake_lag: Any  # a WakeLag (wakes, lag_ms_sum, lag_ms_max), or None
-    steal_seconds: float
-    cores: int
     histograms: Any  # a HistogramColumns (worker/histogram_columns.py): its clients' histograms
+
+    @property
+    def client_line(self) -> Any:  # each client's line (an index of `lines`), as an array
+        ...
 
 
 class Buffers:
@@ -147,13 +146,16 @@ class MetricsWriter:
         self.writes: list[Future] = []
 
     def add(self, report: Report, phase: str) -> None:
-        first = (report.end_time, round(report.end_time - self.load_started, 3), phase, report.worker_index)
-        lag = report.wake_lag
-        wake_lag = (lag.wakes, lag.lag_ms_sum, lag.lag_ms_max) if lag else (0, 0.0, 0.0)
-        # a worker's row: the report's columns, then its usage and its wake probe's lateness (WORKER_COLUMNS)
-        usage = (report.cpu_seconds, report.rss_bytes, report.threads, *wake_lag, report.steal_seconds, report.cores)
         b = self.buffers
-        b.workers.append((*first, *usage))
+        firsts = []  # each line's REPORT_COLUMNS
+        for line in report.lines:
+            first = (line.end_time, round(line.end_time - self.load_started, 3), phase, line.worker_index)
+            lag = line.wake_lag
+            wake_lag = (lag.wakes, lag.lag_ms_sum, lag.lag_ms_max) if lag else (0, 0.0, 0.0)
+            # a worker's row: the report's columns, then its usage and its wake probe's lateness (WORKER_COLUMNS)
+            usage = (line.cpu_seconds, line.rss_bytes, line.threads, *wake_lag, line.steal_seconds, line.cores)
+            b.workers.append((*first, *usage))
+            firsts.append(first)
         clients = report.clients
         first_row = b.rows
         h = report.histograms
@@ -166,21 +168,24 @@ class MetricsWriter:
             b.bucket_counts.extend(h.count.tolist())
         if not len(clients):
             return
-        b.reports.append(first)
-        b.report_sizes.append(len(clients))
+        for line, first in zip(report.lines, firsts, strict=True):
+            if line.clients:
+                b.reports.append(first)
+                b.report_sizes.append(line.clients)
         for name, values in b.names.items():
             values.extend(getattr(clients, name))
         counts, reals = clients.tables
         b.counts.append(counts)
         b.reals.append(reals)
         b.rows += len(clients)
+        owner = report.client_line.tolist()
         for i, details in clients.details.items():
             if details.delivery_counts:
                 b.delivery_clients.extend(repeat(first_row + i, len(details.delivery_counts)))
                 b.delivery_counts.extend(details.delivery_counts.keys())
                 b.delivery_records.extend(details.delivery_counts.values())
             if details.client_stats:
-                client = (*first, *(getattr(clients, name)[i] for name in CLIENT_COLUMNS))
+                client = (*firsts[owner[i]], *(getattr(clients, name)[i] for name in CLIENT_COLUMNS))
                 b.dicts["client_stats"].append({**dict(zip(FIRST, client, strict=True)), **details.client_stats})
 
     def add_broker_samples(self, at: float, broker: int, samples, phase: str) -> None:

@@ -104,7 +104,8 @@ class LatencyBrief(TypedDict):
 class CoordinatorCost(TypedDict):
     cpu_seconds: float
     cpu_share_of_one_core: float | None
-    report_lag_ms: LatencyBrief
+    report_lag_ms: LatencyBrief  # its count: the reports taken in while load ran
+    report_lines: int  # the workers' lines of those reports (an agent's report has one for each of its workers)
     console_lag_ms: LatencyBrief
 
 

@@ -9,6 +9,7 @@ coordinator adds a group's ranges once a report instead of once for each of its 
 two of the report's consumers both settled is in the union once and counted in `duplicates`, so the
 run's duplicates and its distinct settled records come out as they would from each consumer's ranges."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from dimster.metrics.sequences import RangeSet
@@ -55,3 +56,20 @@ def union(parts: list[Ranges]) -> tuple[Ranges, int]:
     merged = RangeSet()
     twice = sum(merged.add_many(part) for part in parts)
     return Ranges(merged.ranges()), twice
+
+
+def united(accounts: Sequence[Account], into: GroupAccount) -> GroupAccount:
+    """`into` with the accounts' ranges, united (union), in place of its own; the settled records in
+    more than one of them added to its duplicates."""
+    for name in ACCOUNT:
+        gathered: dict = {}
+        for account in accounts:
+            for key, ranges in getattr(account, name).items():
+                gathered.setdefault(key, []).append(ranges)
+        joined = {}
+        for key, parts in gathered.items():
+            joined[key], twice = union(parts)
+            if name == "settled":
+                into.duplicates += twice
+        setattr(into, name, joined)
+    return into

@@ -17,7 +17,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from dimster.worker.accounts import ACCOUNT, Account, GroupAccount, union
+from dimster.worker.accounts import ACCOUNT, Account, GroupAccount, united
 from dimster.worker.wire import Float64s, Int64s, Ranges
 
 
@@ -181,29 +181,19 @@ def take_accounts(intervals: list[ClientInterval]) -> tuple[dict[str, GroupAccou
     """Each group's account of the interval, from its consumers' intervals (accounts.py); every group
     of a consumer has one, an idle one too (its clock's end moves). With it the intervals as the report
     carries them: a consumer's with its account emptied (a copy; the ranges travel once, in the groups)."""
-    parts: dict[str, dict[str, dict]] = {}
     accounts: dict[str, GroupAccount] = {}
+    settling: dict[str, list[ClientInterval]] = {}  # group -> its consumers with ranges
     carried = []
     for c in intervals:
         if c.role != "producer":
-            if c.group not in accounts:
-                accounts[c.group] = GroupAccount()
-                parts[c.group] = {name: {} for name in ACCOUNT}
-            accounts[c.group].received += c.received
+            account = accounts.setdefault(c.group, GroupAccount())
+            account.received += c.received
             if any(getattr(c, name) for name in ACCOUNT):
-                for name in ACCOUNT:
-                    for key, ranges in getattr(c, name).items():
-                        parts[c.group][name].setdefault(key, []).append(ranges)
+                settling.setdefault(c.group, []).append(c)
                 c = replace_accounts(c)
         carried.append(c)
-    for group, merged in accounts.items():
-        for name, gathered in parts[group].items():
-            joined = {}
-            for key, ranges in gathered.items():
-                joined[key], twice = union(ranges)
-                if name == "settled":
-                    merged.duplicates += twice
-            setattr(merged, name, joined)
+    for group, consumers in settling.items():
+        united(consumers, accounts[group])
     return accounts, carried
 
 

@@ -86,21 +86,40 @@ class HistogramColumns:
     def by_metric(self) -> dict[str, HistogramWire]:
         """Each metric's histograms merged, whichever client and partition they came from, in one
         count over every bucket of the report (a report merges the histograms of dozens of clients)."""
-        if not self.metric:
-            return {}
         index: dict[str, int] = {}
         ids = np.array([index.setdefault(metric, len(index)) for metric in self.metric], np.int64)
-        shift = min(int(self.bucket.min()), 0) if len(self.bucket) else 0
-        width = int(self.bucket.max()) - shift + 1 if len(self.bucket) else 1
-        keys = np.repeat(ids, self.size) * width + (self.bucket - shift)
-        counts = np.bincount(keys, weights=self.count, minlength=len(index) * width).reshape(len(index), width)
-        totals = np.bincount(ids, weights=self.total, minlength=len(index)).astype(np.int64).tolist()
+        merged = self._merged(ids, np.arange(len(ids)), len(index))
+        return {metric: merged[k] for metric, k in index.items() if k in merged}
+
+    def of_owners(self, metric: str, owner: np.ndarray) -> dict[int, HistogramWire]:
+        """The histograms of `metric` merged per owner of their clients (`owner`: each client's, an
+        index from 0): a report's workers' own, each of its lines'."""
+        chosen = np.flatnonzero(np.array(self.metric, object) == metric) if self.metric else np.empty(0, np.int64)
+        if not len(chosen):
+            return {}
+        ids = owner[self.client[chosen]]
+        return self._merged(ids, chosen, int(ids.max()) + 1)
+
+    def _merged(self, ids: np.ndarray, rows: np.ndarray, keys: int) -> dict[int, HistogramWire]:
+        """The histograms `rows` merged by their `ids` (0 to keys - 1), in one count over their buckets."""
+        if not len(rows):
+            return {}
+        ends = np.cumsum(self.size)
+        starts = ends - self.size
+        lengths = self.size[rows]
+        picked = np.repeat(starts[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        bucket, count = self.bucket[picked], self.count[picked]
+        shift = min(int(bucket.min()), 0) if len(bucket) else 0
+        width = int(bucket.max()) - shift + 1 if len(bucket) else 1
+        flat = np.repeat(ids, lengths) * width + (bucket - shift)
+        counts = np.bincount(flat, weights=count, minlength=keys * width).reshape(keys, width)
+        totals = np.bincount(ids, weights=self.total[rows], minlength=keys).astype(np.int64).tolist()
         merged = {}
-        for metric, k in index.items():
+        for k in np.unique(ids).tolist():
             found = np.flatnonzero(counts[k])
             by_bucket = dict(zip((found + shift).tolist(), counts[k][found].astype(np.int64).tolist(), strict=True))
-            chosen = ids == k
-            merged[metric] = (by_bucket, totals[k], float(self.low[chosen].min()), float(self.high[chosen].max()))
+            chosen = rows[ids == k]
+            merged[k] = (by_bucket, totals[k], float(self.low[chosen].min()), float(self.high[chosen].max()))
         return merged
 
     def wires(self) -> Iterator[tuple[int, str, int, HistogramWire]]:

@@ -35,7 +35,6 @@ from dimster.worker.protocol import (
     Closed,
     CrashConsumers,
     Failed,
-    IntervalReport,
     Message,
     ProducersStopped,
     Ready,
@@ -49,6 +48,7 @@ from dimster.worker.protocol import (
     WatchRedeliveries,
     decode,
     encode,
+    worker_report,
 )
 from dimster.worker.wake_lag import WakeProbe, host_steal_seconds
 from dimster.workload.model import Workload
@@ -156,6 +156,12 @@ def worker_main(connection: Connection, assignment: Assignment) -> None:
         channel.send(Failed(f"worker {assignment.worker_index}: {type(e).__name__}: {e}"))
 
 
+def report_tick(now: float) -> float:
+    """The next whole REPORT_EVERY of the host's monotonic clock after `now`: the workers of one host
+    report together, so that their agent merges their reports without holding one (remote/agent.py)."""
+    return (now // REPORT_EVERY + 1) * REPORT_EVERY
+
+
 class Worker:
     def __init__(self, channel: PipeChannel, assignment: Assignment):
         self.channel = channel
@@ -222,9 +228,8 @@ class Worker:
         wake_lag = self.wake_probe.take()
         index = self.assignment.worker_index
         columns, groups = columns_and_accounts(intervals)  # its consumers' ranges merged per group
-        report = IntervalReport(
-            index, clock.now(), columns, cpu, rss, threads, wake_lag, steal, cores, histograms, groups
-        )
+        usage = (cpu, rss, threads, wake_lag, steal, cores)
+        report = worker_report(index, clock.now(), columns, *usage, histograms, groups)
         self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]
         if failed:
@@ -241,7 +246,7 @@ class Worker:
         for producer in self.producers:
             producer.ready.wait(30)
         self.channel.send(Ready())
-        next_report = time.monotonic() + REPORT_EVERY
+        next_report = report_tick(time.monotonic())
         while not self.closed:
             if self.channel.poll(max(0.0, next_report - time.monotonic())):
                 message = self.channel.recv()
@@ -250,7 +255,7 @@ class Worker:
                 self.report()
                 next_report += REPORT_EVERY
                 if next_report < time.monotonic():  # fell behind (a long pause): do not burst
-                    next_report = time.monotonic() + REPORT_EVERY
+                    next_report = report_tick(time.monotonic())
 
     def _start_load(self, message: StartLoad) -> None:
         self.load_started = message.at

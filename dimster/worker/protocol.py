@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 import msgspec
+import numpy as np
 
 from dimster.metrics.schema import WARMUP_PREFIX as WARMUP_PREFIX  # the wire carries the Parquet contract's prefix
 from dimster.worker.accounts import GroupAccount
@@ -23,12 +24,13 @@ from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.wire import LOCAL, Ranges, from_bytes, to_wire
 from dimster.workload.model import DEFAULT_LOCK_MS
 
-PROTOCOL_VERSION = 19  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+PROTOCOL_VERSION = 20  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
 # 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index.
 # 16: a report's histograms as columns (HistogramColumns), not a map in each client's interval.
 # 17: a map keyed by tuples as a msgpack map with array keys (was a list of pairs); decoded by msgspec.
 # 18: a report's clients as columns (ClientColumns), their counters packed, details only where there are.
 # 19: a report's settled ranges and outcomes merged per group (GroupAccount), not per consumer.
+# 20: a report's workers as lines (WorkerLine): an agent sends one report for the workers it runs.
 
 
 class ProtocolError(ValueError):
@@ -82,10 +84,13 @@ class WakeLag:
 
 
 @dataclass
-class IntervalReport:
+class WorkerLine:
+    """One worker's part of a report (protocol 20): a worker's report has one line, an agent's report a
+    line for each of its workers it merged (remote/merge.py)."""
+
     worker_index: int
     end_time: float  # epoch seconds, in the coordinator's clock
-    clients: ClientColumns  # a list of ClientIntervals is taken as their columns
+    clients: int = 0  # the report's clients that are this worker's: they follow the previous lines' clients
     cpu_seconds: float = 0.0  # CPU the worker process (all its threads, its JVM's too) used since its last report
     rss_bytes: int = 0  # the worker process's resident memory at the report (its JVM's heap and librdkafka's too)
     threads: int = 0  # the worker process's threads at the report (dimster's, librdkafka's and the JVM's)
@@ -94,6 +99,15 @@ class IntervalReport:
     # in seconds summed over its cores, since the worker's last report; and the cores the worker may use
     steal_seconds: float = 0.0
     cores: int = 0
+
+
+@dataclass
+class IntervalReport:
+    """What one worker, or an agent's workers together, did in an interval: a line per worker, the
+    clients of each line after the previous line's, their histograms, and their groups' accounts."""
+
+    lines: list[WorkerLine]
+    clients: ClientColumns  # a list of ClientIntervals is taken as their columns
     # its clients' latency histograms, by (metric, partition); a warm-up record's latency goes under
     # WARMUP_PREFIX + metric
     histograms: HistogramColumns = field(default_factory=HistogramColumns)
@@ -104,6 +118,49 @@ class IntervalReport:
     def __post_init__(self) -> None:
         if isinstance(self.clients, list):  # ClientIntervals: their accounts move into the groups
             self.clients, self.groups = columns_and_accounts(self.clients)
+
+    @property
+    def end_time(self) -> float:
+        """The latest of its lines' ends."""
+        return max(line.end_time for line in self.lines)
+
+    @property
+    def client_line(self) -> np.ndarray:
+        """Each client's line (its index in `lines`), in the clients' order."""
+        return np.repeat(np.arange(len(self.lines)), [line.clients for line in self.lines])
+
+    def check(self) -> None:
+        """A ValueError unless the lines, clients and histograms agree with each other."""
+        if not self.lines:
+            raise ValueError("a report of no worker")
+        if len({line.worker_index for line in self.lines}) != len(self.lines):
+            raise ValueError("a worker's two lines in one report")
+        sizes = [line.clients for line in self.lines]
+        if min(sizes) < 0 or sum(sizes) != len(self.clients):
+            raise ValueError(f"lines whose clients do not add up to the report's {len(self.clients)}")
+        self.clients.check()
+        self.histograms.check(len(self.clients))
+
+
+def worker_report(
+    worker_index: int,
+    end_time: float,
+    clients: ClientColumns | list[ClientInterval],
+    cpu_seconds: float = 0.0,
+    rss_bytes: int = 0,
+    threads: int = 0,
+    wake_lag: WakeLag | None = None,
+    steal_seconds: float = 0.0,
+    cores: int = 0,
+    histograms: HistogramColumns | None = None,
+    groups: dict[str, GroupAccount] | None = None,
+) -> IntervalReport:
+    """One worker's report: one line, for all of `clients`."""
+    if isinstance(clients, list):  # ClientIntervals: their accounts move into the groups
+        clients, groups = columns_and_accounts(clients)
+    line = WorkerLine(worker_index, end_time, len(clients), cpu_seconds, rss_bytes, threads, wake_lag)
+    line.steal_seconds, line.cores = steal_seconds, cores
+    return IntervalReport([line], clients, histograms or HistogramColumns(), groups or {})
 
 
 # ---- coordinator -> worker ----------------------------------------------------------------------
@@ -288,8 +345,7 @@ def decode(data: bytes) -> Message:
         if message.received:
             raise ProtocolError(f"not a message of protocol {PROTOCOL_VERSION}: a report's received bytes on the wire")
         try:
-            message.report.clients.check()
-            message.report.histograms.check(len(message.report.clients))
+            message.report.check()
         except ValueError as e:
             raise ProtocolError(f"not a report of protocol {PROTOCOL_VERSION}: {e}") from None
         message.received = data

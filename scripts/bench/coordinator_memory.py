@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.outcome_folds import horizon_for
 from dimster.metrics.sequences import to_ranges
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, IntervalReport, worker_report
 
 
 def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generator) -> list[IntervalReport]:
@@ -61,7 +61,7 @@ def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generat
         taker.accepted += len(released)
         taker.received_again[(producer, 2)] = again
         taker.settled[producer] = taker.settled.get(producer, []) + again
-    return [IntervalReport(0, end, producers), IntervalReport(1, end, consumers)]
+    return [worker_report(0, end, producers), worker_report(1, end, consumers)]
 
 
 def ranges_kept(a: RunAggregate) -> tuple[int, int]:

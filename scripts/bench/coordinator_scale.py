@@ -13,7 +13,11 @@ reports (their decoding stays in: `RemoteWorkers` decodes on the loop's thread t
 (a report's end to its handling) and the console lag (a line's due time to its printing).
 
     .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 60]
-        [--clients-per-worker 30] [--aligned] [--profile PREFIX] [--json-out F]
+        [--clients-per-worker 30] [--aligned] [--workers-per-agent K] [--profile PREFIX] [--json-out F]
+
+`--workers-per-agent K`: the workers run on N/K agents (worker i on agent i mod N/K, as `RemoteWorkers`
+places them), each sending one report a second for its K workers (protocol 20, remote/report_hold.py);
+building and merging them is the agents' work, counted with the fake's own CPU.
 
 A run may have 100,000 clients: 4,096 workers take `--clients-per-worker 24`.
 
@@ -80,7 +84,7 @@ def run_child(args: argparse.Namespace) -> dict:
     bundle = ResultsBundle(folder / "results", workload.name)
     bundle.start(workload=workload.to_yaml_dict(), environment={}, broker_config={}, kafka_version="4.3.1", run_id="r")
     profiler = cProfile.Profile() if args.profile else None
-    fake = ScaleWorkers(rate=10, aligned=args.aligned, profiler=profiler)
+    fake = ScaleWorkers(rate=10, aligned=args.aligned, profiler=profiler, per_agent=args.workers_per_agent)
     control = ControlServer("scale-bench")
     control.start({"run_id": None, "results": None, "workload": workload.name, "phase": "starting"})
     publishing: list[float] = []  # seconds each status took to publish (masked and encoded), every 0.25 s
@@ -119,7 +123,9 @@ def run_child(args: argparse.Namespace) -> dict:
         "aligned": args.aligned,
         "load_seconds": round(wall, 2),
         "run_seconds": round(time.monotonic() - started, 2),
+        "workers_per_agent": args.workers_per_agent,
         "reports": fake.reports,
+        "worker_lines": fake.lines,
         "report_kb": round(fake.wire_bytes / max(1, fake.reports) / 1000, 1),
         "fake_cpu_seconds": round(fake.own_cpu_seconds, 3),
         "coordinator_cpu_seconds": round(net, 3),
@@ -152,6 +158,9 @@ def main() -> None:
     parser.add_argument("--clients-per-worker", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=60, help="of load (durationSeconds)")
     parser.add_argument("--aligned", action="store_true", help="every worker reports at the same moment")
+    parser.add_argument(
+        "--workers-per-agent", type=int, default=1, help="K: agents of K workers, each sending one report for them"
+    )
     parser.add_argument("--profile", help="cProfile of the loop's thread to PREFIX-<workers>.prof")
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -164,6 +173,7 @@ def main() -> None:
     for n in [int(size) for size in args.workers.split(",")]:
         command = [sys.executable, __file__, "--child", "--workers", str(n), "--seconds", str(args.seconds)]
         command += ["--clients-per-worker", str(args.clients_per_worker)] + (["--aligned"] if args.aligned else [])
+        command += ["--workers-per-agent", str(args.workers_per_agent)]
         command += ["--profile", args.profile] if args.profile else []
         before = load_average()
         child = subprocess.run(command, capture_output=True, text=True)
@@ -176,7 +186,8 @@ def main() -> None:
         lag, line = row["report_lag_ms"], row["console_lag_ms"]
         print(
             f"{n:>5} workers ({row['clients']:,} clients): {100 * row['share_of_one_core']:.1f}% of one core "
-            f"({1e4 * row['share_per_worker']:.2f}% per 100 workers, {row['us_per_report']} µs per report); "
+            f"({1e4 * row['share_per_worker']:.2f}% per 100 workers, {row['us_per_report']} µs per report of "
+            f"{row['worker_lines'] / max(1, row['reports']):.0f} worker(s)); "
             f"report lag p50/p99/max {lag['p50']}/{lag['p99']}/{lag['max']} ms; console lag p50/max "
             f"{line['p50']}/{line['max']} ms; a status published in {row['status_publish_ms']['p50']} ms "
             f"(median of {row['status_publish_ms']['count']}); lost {row['totals']['lost']}; "

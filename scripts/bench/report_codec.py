@@ -38,7 +38,15 @@ from dimster.metrics.sequences import to_ranges
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.client_columns import take_accounts
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import PROTOCOL_VERSION, ClientInterval, IntervalReport, Reported, decode, encode
+from dimster.worker.protocol import (
+    PROTOCOL_VERSION,
+    ClientInterval,
+    IntervalReport,
+    Reported,
+    decode,
+    encode,
+    worker_report,
+)
 
 
 def histogram(values: int, around_us: float) -> tuple:
@@ -73,7 +81,7 @@ def with_latencies(k: int, clients: list[ClientInterval]) -> IntervalReport:
     latencies = [{("publish", -1): histogram(10, 200)} for _ in range(15)]
     latencies += [{("e2e", p): histogram(5, 5000) for p in (0, 1)} for _ in range(15)]
     histograms = HistogramColumns.gather(latencies)
-    return IntervalReport(0, 100.0 + k, clients, cpu_seconds=0.05, rss_bytes=1, threads=9, histograms=histograms)
+    return worker_report(0, 100.0 + k, clients, cpu_seconds=0.05, rss_bytes=1, threads=9, histograms=histograms)
 
 
 def rejecting_clients(k: int) -> list[ClientInterval]:

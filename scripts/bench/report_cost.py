@@ -19,7 +19,7 @@ from poll_accounting import answers_to
 from dimster.clients import Polled
 from dimster.worker.clients import ConsumerClient
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ConsumerSpec, IntervalReport, Reported, decode, encode, kind_of
+from dimster.worker.protocol import ConsumerSpec, Reported, decode, encode, kind_of, worker_report
 from dimster.workload.model import Workload
 from dimster.workload.payload import pack_header
 
@@ -71,7 +71,7 @@ def main() -> None:
         intervals = [client.take_interval() for client in clients]
         histograms = HistogramColumns.gather(h for _, h in intervals)
         taken = time.perf_counter()
-        report = IntervalReport(0, time.time(), [c for c, _ in intervals], 1.0, 1, 1, histograms=histograms)
+        report = worker_report(0, time.time(), [c for c, _ in intervals], 1.0, 1, 1, histograms=histograms)
         data = encode(Reported(report))
         encoded = time.perf_counter()
         kind_of(data)

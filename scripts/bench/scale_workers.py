@@ -1,7 +1,9 @@
 """In-memory workers for `coordinator_scale.py`: the `Workers` interface of dimster/coordinator/workers/local.py
-for hundreds of simulated workers, each reporting every second. Every report goes to the coordinator
-as msgpack bytes decoded on the loop's thread, as `RemoteWorkers.receive` decodes them; with it the
-clock probes `RemoteWorkers` sends each agent every second (encoded, and their replies decoded).
+for hundreds of simulated workers, each reporting every second (`per_agent` K > 1: agents of K
+workers each, an agent's workers' reports of a second merged into one, as remote/report_hold.py
+sends them). Every report goes to the coordinator as msgpack bytes decoded on the loop's thread, as
+`RemoteWorkers.receive` decodes them; with it the clock probes `RemoteWorkers` sends each agent every
+second (encoded, and their replies decoded).
 
 The numbers keep the account closing: producer j of a topic sends `rate` records a second, all of
 them acknowledged; consumer j of the topic's group settles what producer j had sent by its previous
@@ -16,15 +18,13 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-import msgpack
 import numpy as np
 
 from dimster.coordinator.workers.remote import MOST_A_PASS
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.coordinator.workers.topology import client_id
 from dimster.metrics.histogram import Histogram
-from dimster.worker.accounts import GroupAccount
-from dimster.worker.client_columns import ClientColumns, columns_and_accounts
+from dimster.worker.client_columns import columns_and_accounts
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     Assignment,
@@ -32,16 +32,21 @@ from dimster.worker.protocol import (
     ClockProbed,
     Close,
     Closed,
+    IntervalReport,
     Message,
     ProbeClock,
     ProducersStopped,
     Ready,
+    Reported,
     StartLoad,
     StopProducers,
+    WakeLag,
     decode,
     encode,
+    worker_report,
 )
-from dimster.worker.wire import Ranges, to_wire
+from dimster.worker.report_merge import merged
+from dimster.worker.wire import Ranges
 
 MESSAGE_SIZE = 1024
 E2E_PARTITIONS = (0, 1)  # a consumer's records of a second come from two partitions
@@ -74,21 +79,31 @@ class Consumer:
 
 
 class ScaleWorkers:
-    def __init__(self, rate: int = 10, aligned: bool = False, profiler: cProfile.Profile | None = None):
+    def __init__(
+        self,
+        rate: int = 10,
+        aligned: bool = False,
+        profiler: cProfile.Profile | None = None,
+        per_agent: int = 1,
+    ):
         self.rate = rate  # records per producer per second
+        # an agent's workers' reports of a second go as one (remote/report_hold.py): worker i on agent i mod A
+        self.workers_per_agent = per_agent
+        self.agents = 1
         self.aligned = aligned  # every worker reports at the same moment, not spread over the second
         self.profiler = profiler  # on while measuring: the loop's thread from StartLoad to StopProducers
         self.producers: dict[int, list[Producer]] = {}  # worker -> its producers
         self.consumers: dict[int, list[Consumer]] = {}
         self.groups: list[str] = []
         self.outbox: deque[tuple[int, Message | bytes]] = deque()  # bytes: a report, decoded when received
-        self.due: list[tuple[float, int]] = []  # heap of (epoch s, worker): each worker's next report
+        self.due: list[tuple[float, int]] = []  # heap of (epoch s, agent): each agent's next report
         self.closed: set[int] = set()  # sent Close: no report after its last
         self.stopped: set[int] = set()  # sent StopProducers
         self.measuring = False  # between StartLoad and StopProducers: the coordinator's own cost is measured
         self.measured_seconds = 0.0  # how long that was
         self.own_cpu_seconds = 0.0  # the fake's CPU building reports while measuring (this thread's)
-        self.reports = 0  # reports handed over while measuring
+        self.reports = 0  # reports handed over while measuring (an agent's one for its workers)
+        self.lines = 0  # the workers' reports in them
         self.next_probe = 0.0
         self.wire_bytes = 0  # of the reports handed over while measuring
 
@@ -100,6 +115,7 @@ class ScaleWorkers:
         }
         e2e = {("e2e", p): _histogram(3 + p, max(1, self.rate // len(E2E_PARTITIONS)), 5_000.0) for p in E2E_PARTITIONS}
         self.e2e = e2e
+        self.agents = max(1, -(-len(assignments) // self.workers_per_agent))
         by_place: dict[tuple[str, int], Producer] = {}  # (topic, index in topic) -> producer
         for a in assignments:
             self.producers[a.worker_index] = []
@@ -131,8 +147,10 @@ class ScaleWorkers:
         if index in self.closed:
             return
         if isinstance(message, StartLoad):
-            offset = 0.0 if self.aligned else index / max(1, len(self.producers))
-            heapq.heappush(self.due, (message.at + offset + 1.0, index))
+            agent = index % self.agents
+            if agent == index:  # its agent's first worker: the agent's reports start
+                offset = 0.0 if self.aligned else agent / self.agents
+                heapq.heappush(self.due, (message.at + offset + 1.0, agent))
             if not self.measuring and not self.measured_seconds:
                 self.measuring, self.measured_seconds = True, time.monotonic()
                 if self.profiler:
@@ -147,7 +165,7 @@ class ScaleWorkers:
                 producer.settle_limit = producer.next_sequence
             self.outbox.append((index, ProducersStopped()))
         elif isinstance(message, Close):
-            self.outbox.append((index, self._report(index, time.time())))  # its last, decoded in receive()
+            self.outbox.append((index, self._report([index], time.time())))  # its last, decoded in receive()
             self.outbox.append((index, Closed()))
             self.closed.add(index)
 
@@ -169,10 +187,11 @@ class ScaleWorkers:
         self._probe(now)
         later = []  # each worker's next report: in a later pass, however far behind the loop is
         while self.due and self.due[0][0] <= now and len(received) < MOST_A_PASS:
-            at, index = heapq.heappop(self.due)
-            if index not in self.closed:
-                later.append((at + 1.0, index))
-                received.append((index, decode(self._report(index, at))))
+            at, agent = heapq.heappop(self.due)
+            workers = [w for w in range(agent, len(self.producers), self.agents) if w not in self.closed]
+            if workers:
+                later.append((at + 1.0, agent))
+                received.append((workers[0], decode(self._report(workers, at))))
         for due in later:
             heapq.heappush(self.due, due)
         return received
@@ -182,8 +201,8 @@ class ScaleWorkers:
         if now < self.next_probe:
             return
         self.next_probe = now + 1.0
-        for index in self.producers:
-            if index not in self.closed:
+        for agent in range(self.agents):  # the agent's, not its workers'
+            if any(w not in self.closed for w in range(agent, len(self.producers), self.agents)):
                 encode(ProbeClock(now))
                 started = time.thread_time()
                 reply = encode(ClockProbed(now, now + 0.0001))  # the agent's work
@@ -213,28 +232,29 @@ class ScaleWorkers:
         return {group: range(n) for group, n in left.items()}
 
     # -- one report -----------------------------------------------------------------------------------
-    def _report(self, index: int, end_time: float) -> bytes:
-        """Worker `index`'s report ending at `end_time`, encoded as the wire carries it."""
+    def _report(self, workers: list[int], end_time: float) -> bytes:
+        """The `workers`' reports ending at `end_time`, as their agent sends them: merged, encoded."""
         started = time.thread_time()
+        data = encode(Reported(merged([self._worker_report(index, end_time) for index in workers])))
+        if self.measuring:
+            self.own_cpu_seconds += time.thread_time() - started
+            self.reports += 1
+            self.lines += len(workers)
+            self.wire_bytes += len(data)
+        return data
+
+    def _worker_report(self, index: int, end_time: float) -> IntervalReport:
+        """Worker `index`'s report ending at `end_time`, as the worker makes it."""
         producing = index not in self.stopped
         clients = [self._producer(p, producing) for p in self.producers[index]]
         latencies = [self.publish if producing else {} for _ in clients]
         consumers = [self._consumer(c, end_time) for c in self.consumers[index]]
         latencies += [self.e2e if c.received else {} for c in consumers]
         gathered, groups = columns_and_accounts(clients + consumers)  # as a worker does: ranges merged per group
-        columns = to_wire(ClientColumns, gathered)
-        report = {"worker_index": index, "end_time": end_time, "clients": columns, "cpu_seconds": 0.05}
-        report |= {"rss_bytes": 400_000_000, "threads": 90, "wake_lag": WAKE_LAG}
-        if any(latencies):  # none at all: at its default, off the wire
-            report["histograms"] = to_wire(HistogramColumns, HistogramColumns.gather(latencies))
-        if groups:
-            report["groups"] = to_wire(dict[str, GroupAccount], groups)
-        data = msgpack.packb(["Reported", {"report": report}], use_bin_type=True)
-        if self.measuring:
-            self.own_cpu_seconds += time.thread_time() - started
-            self.reports += 1
-            self.wire_bytes += len(data)
-        return data
+        usage = (0.05, 400_000_000, 90, WakeLag(**WAKE_LAG))
+        report = worker_report(index, end_time, gathered, *usage, histograms=HistogramColumns.gather(latencies))
+        report.groups = groups
+        return report
 
     def _producer(self, producer: Producer, producing: bool) -> ClientInterval:
         if producing:

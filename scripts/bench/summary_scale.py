@@ -21,7 +21,7 @@ from dimster.metrics.histogram import GAMMA
 from dimster.pipeline.summary import summarize
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ClientInterval, IntervalReport
+from dimster.worker.protocol import ClientInterval, worker_report
 
 START = 1_800_000_000.0
 PRODUCERS, CONSUMERS, PARTITIONS = 3, 12, 6
@@ -82,7 +82,7 @@ def synthetic_run(folder: Path, messages: float, seconds: int) -> None:
             )
             latencies.append({("e2e", c % PARTITIONS): (bucket_counts(n, 8000, 0.7), n, 500.0, 400_000.0)})
         histograms = HistogramColumns.gather(latencies)
-        writer.add(IntervalReport(0, START + second + 1, clients, histograms=histograms), "measure")
+        writer.add(worker_report(0, START + second + 1, clients, histograms=histograms), "measure")
         if second % 30 == 29:
             writer.flush()
     writer.flush()

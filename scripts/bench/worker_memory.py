@@ -21,7 +21,7 @@ from poll_accounting import answers_to
 from dimster.clients import ACCEPT, REJECT, RELEASE, Polled
 from dimster.worker.clients import ConsumerClient
 from dimster.worker.histogram_columns import HistogramColumns
-from dimster.worker.protocol import ConsumerSpec, IntervalReport, Reported, encode
+from dimster.worker.protocol import ConsumerSpec, Reported, encode, worker_report
 from dimster.workload.model import Workload
 from dimster.workload.payload import pack_header
 
@@ -89,7 +89,7 @@ class Simulation:
             self.again[i] = np.concatenate(released) if released else np.empty(0, np.int64)
         taken = [client.take_interval() for client in self.clients]
         histograms = HistogramColumns.gather(h for _, h in taken)
-        return encode(Reported(IntervalReport(0, time.time(), [c for c, _ in taken], histograms=histograms)))
+        return encode(Reported(worker_report(0, time.time(), [c for c, _ in taken], histograms=histograms)))
 
     def _take(self, i: int, sequences: np.ndarray, delivery: int, outcomes: np.ndarray) -> None:
         account(self.clients[i], a_poll(i, sequences, delivery, self.offsets[i]), outcomes)

@@ -8,10 +8,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from dimster.clients import STATS_INTERVAL_S
+from dimster.coordinator.account.report_lines import PACING_WINDOW, WorkerLines
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
-from dimster.coordinator.account.window import RecentRates, Window
-from dimster.coordinator.control.console import OneInstant
+from dimster.coordinator.account.window import Window
 from dimster.diagnosis.generator import saturated
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
@@ -21,11 +20,10 @@ from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import IntervalReport
 from dimster.workload.modes.base import Probe, ReceiveSpan
 
-PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
-STATUS_WINDOW = 5.0  # seconds of the status's achieved rates
 # the columns of a report's counters (worker/client_columns.py) that the aggregate reads
 PRODUCER_SUMS = np.array([COUNT_INDEX[name] for name in ("sent", "acked", "send_errors")])
 NEXT_SEQUENCE, ACKED, RECEIVED = COUNT_INDEX["next_sequence"], COUNT_INDEX["acked"], COUNT_INDEX["received"]
+SENT = COUNT_INDEX["sent"]
 MAX_POLL_RECORDS = COUNT_INDEX["max_poll_records"]
 TARGET_RATE, CRASHED_AT = REAL_INDEX["target_rate"], REAL_INDEX["crashed_at"]
 FIRST_RECEIVED, LAST_RECEIVED = REAL_INDEX["first_received_at"], REAL_INDEX["last_received_at"]
@@ -79,75 +77,76 @@ class RunAggregate:
         self.out_of_order = 0
         self.e2e_measured = Histogram()  # the measured phase's end-to-end latency, whole run
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
-        self._last_report: dict[int, float] = {}  # worker -> end time of its previous report
-        self._heard: dict[int, float] = {}  # worker -> when its last report was taken in (this clock)
-        self._recent = RecentRates((STATUS_WINDOW, PACING_WINDOW))
-        self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
+        self.workers = WorkerLines()  # each worker's clock, its instant's counts, its recent rates
 
     def add(self, report: IntervalReport) -> None:
-        window = self.window
-        # a worker reports before load starts too (while consumers join): count time from load start
-        last = self._last_report.get(report.worker_index, 0.0)
-        previous = max(last, self.load_started)
-        covered = max(0.0, report.end_time - previous) if previous else 0.0
-        self._last_report[report.worker_index] = report.end_time
-        self._heard[report.worker_index] = time.time()
-        spanned = report.end_time - last if last else covered  # the time its CPU and steal figures cover
-        share = covered / spanned if spanned > 0 else 0.0
-        window.use(report, share)
-        if self.probing:  # a plan's step is judged with its generator's state (diagnosis/generator.py)
-            self.probe.use(report, share)
-        waited = report.wake_lag.lag_ms_sum / 1000 if report.wake_lag else 0.0
-        window.cover(report.worker_index, covered, waited)
-        sent_before, acked_before = self.sent, self.acked
-        # this report's counts for a plan's probe: ("sent",), ("acked", topic), ("settled", group)
-        counted: Counter[tuple[str, ...]] = Counter()
+        spans = self.workers.spans(report, self.load_started, time.time())
+        windows = (self.window, self.probe) if self.probing else (self.window,)  # a plan's: diagnosis/generator.py
+        owner = report.client_line  # each client's line
+        delays = report.histograms.of_owners("publish_delay", owner)
+        for k, (line, span) in enumerate(zip(report.lines, spans, strict=True)):
+            for window in windows:
+                window.use(line, span.share, delays.get(k))
+                window.cover(line.worker_index, span.covered, span.waited)
+        # this report's counts for a plan's probe, a Counter a line: ("sent",), ("acked", topic), ("settled", group)
+        counted: list[Counter] = [Counter() for _ in report.lines]
         producing = np.array([role == "producer" for role in report.clients.role], bool)
-        target = self._add_producers(report, producing, counted)
-        received = self._add_consumers(report, ~producing, covered, counted)
+        sent, acked, target = self._add_producers(report, producing, owner, counted)
+        received = self._add_consumers(report, ~producing, owner, spans, counted)
         self.outcomes.fold_due(self._kept)
         self._merge_latencies(report.histograms)
         if self.probing:
-            self.probe.cover(report.worker_index, covered, waited)
-            self.probe.by_worker.setdefault(report.worker_index, Counter()).update(counted)
-        counts = (self.sent - sent_before, self.acked - acked_before, received)
-        self.instant.note(report.worker_index, report.end_time, counts, previous)
-        self._recent.add(report.worker_index, report.end_time, covered, self.sent - sent_before, target, received)
+            for line, counts in zip(report.lines, counted, strict=True):
+                self.probe.by_worker.setdefault(line.worker_index, Counter()).update(counts)
+        self.workers.note(spans, sent, acked, received, target)
 
-    def _add_producers(self, report: IntervalReport, producing: np.ndarray, counted: Counter) -> float:
-        """The report's producers' counts (its clients where `producing`); their target rate."""
-        clients = report.clients
+    def _add_producers(
+        self, report: IntervalReport, producing: np.ndarray, owner: np.ndarray, counted: list[Counter]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The report's producers' counts (its clients where `producing`); their records sent and
+        acknowledged and their target rate, each summed per line."""
+        clients, lines = report.clients, len(report.lines)
         counts, reals = clients.tables
         sent, acked, errors = counts[producing][:, PRODUCER_SUMS].sum(axis=0).tolist()
         self.sent += sent
         self.acked += acked
         self.send_errors += errors
         self.window.sent += sent
-        counted["sent",] += sent
-        next_sequences, acks, targets = counts[:, NEXT_SEQUENCE].tolist(), counts[:, ACKED].tolist(), []
+        mine = owner[producing]
+        by_line = [
+            np.bincount(mine, weights=values, minlength=lines)
+            for values in (counts[producing, SENT], counts[producing, ACKED], reals[producing, TARGET_RATE])
+        ]
+        next_sequences, acks = counts[:, NEXT_SEQUENCE].tolist(), counts[:, ACKED].tolist()
         for i in np.flatnonzero(producing).tolist():
-            client_id, topic, acked = clients.client_id[i], clients.topic[i], acks[i]
+            client_id, topic, acked, line = clients.client_id[i], clients.topic[i], acks[i], counted[owner[i]]
             producer_id = int(client_id[1:])
             self.producer_topic[producer_id] = topic
             self.next_sequence[producer_id] = next_sequences[i]
             self.acked_by_producer[producer_id] += acked
             self.acked_by_topic[topic] += acked
-            counted["acked", topic] += acked
-            self.target_rate[client_id] = target = float(reals[i, TARGET_RATE])
-            targets.append(target)
+            line["acked", topic] += acked
+            self.target_rate[client_id] = float(reals[i, TARGET_RATE])
             if (details := clients.details.get(i)) is not None:
                 self.failed[producer_id].add_values(details.failed_sequences)
                 if details.client_stats:
-                    self.producer_stats[client_id] = (report.end_time, details.client_stats)
-        return sum(targets)
+                    self.producer_stats[client_id] = (report.lines[owner[i]].end_time, details.client_stats)
+        for line, line_sent in zip(counted, by_line[0].tolist(), strict=True):
+            line["sent",] += round(line_sent)
+        return by_line[0], by_line[1], by_line[2]
 
-    def _add_consumers(self, report: IntervalReport, consuming: np.ndarray, covered: float, counted: Counter) -> int:
+    def _add_consumers(
+        self, report: IntervalReport, consuming: np.ndarray, owner: np.ndarray, spans: list, counted: list[Counter]
+    ) -> np.ndarray:
         """The report's consumers' counts, settled ranges and outcomes (its clients where `consuming`);
-        the records they received."""
-        clients, end = report.clients, report.end_time
+        the records they received, summed per line."""
+        clients, end, lines = report.clients, report.end_time, len(report.lines)
         counts, reals = (table[consuming] for table in clients.tables)
+        mine = owner[consuming]
+        took = counts[:, RECEIVED]
+        received_by_line = np.bincount(mine, weights=took, minlength=lines)
         if not len(counts):
-            return 0
+            return received_by_line
         sums = dict(zip(CONSUMER_SUMS, counts[:, CONSUMER_SUM_COLUMNS].sum(axis=0).tolist(), strict=True))
         received = sums.pop("received")
         self.received += received
@@ -157,25 +156,34 @@ class RunAggregate:
         for name, value in sums.items():  # accepted, released, rejected, renewed, ...
             setattr(self, name, getattr(self, name) + value)
         self.crashes += int(np.count_nonzero(reals[:, CRASHED_AT]))
-        took = counts[:, RECEIVED]
         if received:
             receiving = reals[took > 0]
             span, first = self.span, float(receiving[:, FIRST_RECEIVED].min())
             span.received += received
             span.first = min(span.first or first, first)
             span.last = max(span.last, float(receiving[:, LAST_RECEIVED].max()))
+        covered = [s.covered for s in spans]
         for i, got in zip(np.flatnonzero(consuming).tolist(), took.tolist(), strict=True):
-            self.consumer_pace[clients.client_id[i]] = (clients.group[i], end, got / covered if covered else 0.0)
+            span = spans[owner[i]]
+            pace = got / span.covered if span.covered else 0.0
+            self.consumer_pace[clients.client_id[i]] = (clients.group[i], span.end, pace)
+        groups = np.array([clients.group[i] for i in np.flatnonzero(consuming).tolist()], object)
         for group, account in report.groups.items():  # its consumers' ranges, merged (worker/accounts.py)
-            self.outcomes.add(group, account.received, account, end, covered)
+            self.outcomes.add(group, account.received, account, end, max(covered))
             self.duplicates += account.duplicates
+            new_in_group = 0
             for producer_id, ranges in account.settled.items():
                 duplicates = self.settled[(group, producer_id)].add_many(ranges)
                 new = sum(last - first + 1 for first, last in ranges) - duplicates
                 self.duplicates += duplicates
                 self.settled_by_group[group] += new
-                counted["settled", group] += new
-        return received
+                new_in_group += new
+            if new_in_group:  # a plan's probe: each line's share by what the group's consumers on it received
+                weights = np.bincount(mine[groups == group], weights=took[groups == group], minlength=lines)
+                shares = weights / weights.sum() if weights.sum() else np.eye(lines)[0]
+                for line, share in zip(counted, shares.tolist(), strict=True):
+                    line["settled", group] += new_in_group * share
+        return received_by_line
 
     def _merge_latencies(self, histograms: HistogramColumns) -> None:
         """The console's publish and end-to-end latencies (warm-up's too), the run's measured end-to-end."""
@@ -223,29 +231,13 @@ class RunAggregate:
 
     def restart_pacing_window(self) -> None:
         """After a rate change the last reports mix old and new targets: judge pacing afresh."""
-        self._recent.clear()
+        self.workers.recent.clear()
 
     def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
         """Achieved publish and consume rates and the target, msg/s over the last `seconds` (the
         status's or the pacing window) of reports, summed over workers (each worker's counts divided by
         the time its reports covered)."""
-        return self._recent.rates(seconds)
-
-    def producer_batches(self) -> dict[str, float | None]:
-        """Average records and bytes per produced batch over the producers' latest statistics; those
-        of producers gone for two statistics intervals (removed, or rebuilt without batches) drop out."""
-        newest = max((at for at, _ in self.producer_stats.values()), default=0.0)
-        latest = [
-            stats
-            for at, stats in self.producer_stats.values()
-            if at >= newest - 2 * STATS_INTERVAL_S and stats.get("batch_records_avg")
-        ]
-        if not latest:
-            return {"batchRecordsAvg": None, "batchBytesAvg": None}
-        return {
-            "batchRecordsAvg": sum(s["batch_records_avg"] for s in latest) / len(latest),
-            "batchBytesAvg": sum(s["batch_bytes_avg"] for s in latest) / len(latest),
-        }
+        return self.workers.recent.rates(seconds)
 
     @property
     def backlog(self) -> int:
@@ -364,9 +356,11 @@ class RunAggregate:
         `overdue`: each of the `live` workers with no report in the window and none for more than
         `overdue_after` seconds, and for how long: the window's figures lack its clients."""
         now, window, self.window = time.time(), self.window, Window()
-        heard = {w: self._heard[w] for w in live if w in self._heard and w not in window.seconds}
+        known = self.workers.heard
+        heard = {w: known[w] for w in live if w in known and w not in window.seconds}
         overdue = {w: round(now - at, 1) for w, at in heard.items() if now - at > overdue_after}
-        sent, acked, received = self.instant.counts(self.instant.cut(), 3)
+        instant = self.workers.instant
+        sent, acked, received = instant.counts(instant.cut(), 3)
         seconds = max(window.seconds.values(), default=0.0) or 1e-6
         recent = self.recent_rates()
 

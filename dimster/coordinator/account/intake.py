@@ -88,7 +88,7 @@ class ReportIntake:
         # first: a crash after it loses nothing (before load, no metrics file holds a report)
         self.journal.report(report, phase if metrics else None, metrics.parts if metrics else 0, received)
         if loading:
-            self.self_cost.report_handled(report.end_time)
+            self.self_cost.report_handled(report.end_time, len(report.lines))
         self.aggregate.add(report)
         self.judge.take(report, phase, self.aggregate.load_started)
         note_crashes(report, self.ensemble, self.log)

@@ -7,6 +7,8 @@ covered; counts are the run's so far (as the end's totals are); a figure known o
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
+import numpy as np
+
 from dimster.metrics.histogram import Histogram
 from dimster.verdict.expressions import Comparison, parse_threshold
 from dimster.verdict.figures import BYTE_RATE, FIGURES, MSG_RATE, TIME, Figure
@@ -38,17 +40,18 @@ class LiveJudge:
         """A worker's report: counted when it ends in the measured phase."""
         if not self.specs:
             return
-        worker = report.worker_index
-        previous = max(self.last_end.get(worker, 0.0), load_started)
-        self.last_end[worker] = report.end_time
+        ends = [line.end_time for line in report.lines]
+        since = [max(self.last_end.get(line.worker_index, 0.0), load_started) for line in report.lines]
+        self.last_end.update((line.worker_index, line.end_time) for line in report.lines)
         if phase != "measure" or not load_started:
             return
-        self.seconds[worker] += max(0.0, report.end_time - previous)
-        counts = self.counts.setdefault(worker, Counter())
-        clients = report.clients
-        counts.update(
-            {name: int(clients.count(name).sum()) for name in ("sent", "sent_bytes", "received", "received_bytes")}
-        )
+        owner, clients, lines = report.client_line, report.clients, len(report.lines)
+        names = ("sent", "sent_bytes", "received", "received_bytes")
+        by_line = [np.bincount(owner, weights=clients.count(name), minlength=lines).tolist() for name in names]
+        for k, line in enumerate(report.lines):
+            self.seconds[line.worker_index] += max(0.0, ends[k] - since[k])
+            counts = self.counts.setdefault(line.worker_index, Counter())
+            counts.update({name: round(values[k]) for name, values in zip(names, by_line, strict=True)})
         merged = report.histograms.by_metric
         for metric, latency in self.latency.items():
             if metric in merged:

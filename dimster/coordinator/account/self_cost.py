@@ -33,6 +33,7 @@ class SelfCost:
     def __init__(self):
         self.report_lag = Histogram()  # µs from a report's end (coordinator clock) to its handling
         self.console_lag = Histogram()  # µs from a console line's due time to its printing
+        self.report_lines = 0  # the workers' lines of the reports handled (an agent's report has one a worker)
         self._process = psutil.Process()
         self._cpu_start: float | None = None
         self._wall_start = 0.0
@@ -50,8 +51,9 @@ class SelfCost:
             self._wall_seconds = time.monotonic() - self._wall_start
             self._cpu_start = None
 
-    def report_handled(self, report_end: float) -> None:
+    def report_handled(self, report_end: float, lines: int = 1) -> None:
         self.report_lag.record(max(0.0, time.time() - report_end) * 1e6)
+        self.report_lines += lines
 
     def line_printed(self, due: float) -> None:
         self.console_lag.record(max(0.0, time.time() - due) * 1e6)
@@ -61,6 +63,7 @@ class SelfCost:
         return {
             "cpu_seconds": round(self._cpu_seconds, 3),
             "cpu_share_of_one_core": None if share is None else round(share, 4),
-            "report_lag_ms": self.report_lag.summary_ms(),
+            "report_lag_ms": self.report_lag.summary_ms(),  # its count: the reports handled while load ran
+            "report_lines": self.report_lines,
             "console_lag_ms": self.console_lag.summary_ms(),
         }

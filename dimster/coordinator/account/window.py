@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from dimster.diagnosis.generator import WorkerLoad
 from dimster.metrics.histogram import Histogram
-from dimster.worker.protocol import IntervalReport
+from dimster.worker.histogram_columns import HistogramWire
+from dimster.worker.protocol import WorkerLine
 
 
 @dataclass
@@ -33,15 +34,15 @@ class Window:
         self.seconds[worker] = self.seconds.get(worker, 0.0) + seconds
         self.waited[worker] = self.waited.get(worker, 0.0) + waited
 
-    def use(self, report: IntervalReport, share: float) -> None:
-        """A worker's report's use of its host: CPU and steal (the `share` of them that falls in the
-        time it covers: a report that spans load's start covers only what follows), cores, and its
-        producers' publish delay."""
-        w = report.worker_index
-        self.cpu[w] = self.cpu.get(w, 0.0) + report.cpu_seconds * share
-        self.steal[w] = self.steal.get(w, 0.0) + report.steal_seconds * share
-        self.cores[w] = report.cores or self.cores.get(w, 0)
-        if delays := report.histograms.by_metric.get("publish_delay"):
+    def use(self, line: WorkerLine, share: float, delays: HistogramWire | None) -> None:
+        """A worker's line of a report: its use of its host, CPU and steal (the `share` of them that
+        falls in the time it covers: a report that spans load's start covers only what follows), cores,
+        and its producers' publish `delays`."""
+        w = line.worker_index
+        self.cpu[w] = self.cpu.get(w, 0.0) + line.cpu_seconds * share
+        self.steal[w] = self.steal.get(w, 0.0) + line.steal_seconds * share
+        self.cores[w] = line.cores or self.cores.get(w, 0)
+        if delays:
             self.publish_delay.setdefault(w, Histogram()).merge_wire(delays)
 
     def loads(self) -> list[WorkerLoad]:
@@ -110,4 +111,3 @@ class RecentRates:
             "targetRate": sum(s[2] / s[0] for s in live),
             "consRate": sum(s[3] / s[0] for s in live),
         }
-

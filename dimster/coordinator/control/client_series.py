@@ -73,9 +73,11 @@ class ClientSeries:
 
     def add(self, report: IntervalReport) -> None:
         latest: dict[tuple[str, ...], dict[str, int]] = {}  # per series, GAUGES' largest in this report
-        clients, worker = report.clients, str(report.worker_index)
-        names = zip(clients.role, clients.topic, clients.group, clients.library, strict=True)
-        keys: list[tuple[str, ...]] = [(worker, *client) for client in names]
+        clients, workers = report.clients, [str(line.worker_index) for line in report.lines]
+        names = zip(
+            report.client_line.tolist(), clients.role, clients.topic, clients.group, clients.library, strict=True
+        )
+        keys: list[tuple[str, ...]] = [(workers[line], *client) for line, *client in names]
         table = clients.tables[0]
         counters, gauges = table[:, COUNTER_COLUMNS].tolist(), table[:, GAUGE_COLUMNS].tolist()
         with self.lock:

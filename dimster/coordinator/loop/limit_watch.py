@@ -6,6 +6,7 @@ are the bundle's timeline of diagnoses (`dimster explain`)."""
 import math
 from typing import Protocol
 
+from dimster.clients import STATS_INTERVAL_S
 from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.control.run_log import RunLog
@@ -31,6 +32,24 @@ LOAD_PHASES = ("warmup", "measure")
 BUSY_BROKER_IDLE = 0.2  # a broker whose request handlers are idle less than this is noted
 LOCKS = "share.partition.max.record.locks"
 DEFAULT_RECORD_LOCKS = 2000  # Kafka's group.share.partition.max.record.locks
+
+
+def producer_batches(producer_stats: dict[str, tuple[float, dict]]) -> dict[str, float | None]:
+    """Average records and bytes per produced batch over the producers' latest statistics (the
+    aggregate's `producer_stats`); those of producers gone for two statistics intervals (removed, or
+    rebuilt without batches) drop out."""
+    newest = max((at for at, _ in producer_stats.values()), default=0.0)
+    latest = [
+        stats
+        for at, stats in producer_stats.values()
+        if at >= newest - 2 * STATS_INTERVAL_S and stats.get("batch_records_avg")
+    ]
+    if not latest:
+        return {"batchRecordsAvg": None, "batchBytesAvg": None}
+    return {
+        "batchRecordsAvg": sum(s["batch_records_avg"] for s in latest) / len(latest),
+        "batchBytesAvg": sum(s["batch_bytes_avg"] for s in latest) / len(latest),
+    }
 
 
 class LimitSource(Protocol):
@@ -129,7 +148,7 @@ class LimitWatch:
         run, w = self.run, self.run.workload
         at_start = run.bundle.run_info.get("groupConfig", {}).get("start", {})
         locks = record_locks(w, run.cluster.broker_config(), at_start)
-        batch = run.aggregate.producer_batches()["batchRecordsAvg"]
+        batch = producer_batches(run.aggregate.producer_stats)["batchRecordsAvg"]
         groups, topics = len(run.topology.groups), max(1, len(run.topology.topics))
         consumed, offered = span_rates(self.span)
         measured, offered = consumed / groups, offered / topics

@@ -65,8 +65,11 @@ def replay(path: Path) -> Replay:
             report = record[1]
             r.aggregate.add(report)
             r.reports += 1
-            r.last_report[report.worker_index] = max(r.last_report.get(report.worker_index, 0.0), report.end_time)
-            r.clients[report.worker_index] = list(report.clients.client_id)
+            start = 0
+            for line in report.lines:
+                r.last_report[line.worker_index] = max(r.last_report.get(line.worker_index, 0.0), line.end_time)
+                r.clients[line.worker_index] = report.clients.client_id[start : start + line.clients]
+                start += line.clients
         elif kind == "lost":
             r.aggregate.clients_lost(record[1], record[2])
     for worker, clients in r.clients.items():  # the crash took every worker after its last report

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dimster.cluster.backend import ClusterBackend
-from dimster.coordinator.account.aggregate import STATUS_WINDOW, RunAggregate
+from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.intake import ReportIntake
+from dimster.coordinator.account.report_lines import STATUS_WINDOW
 from dimster.coordinator.control.exporter import StatusExporter
 from dimster.coordinator.control.status_schema import NAMES
-from dimster.coordinator.loop.limit_watch import LimitWatch, to_json
+from dimster.coordinator.loop.limit_watch import LimitWatch, producer_batches, to_json
 from dimster.coordinator.observers.brokers import BrokerObservers
 from dimster.coordinator.workers.ensemble import Ensemble
 from dimster.coordinator.workers.topology import Topology
@@ -61,7 +62,7 @@ def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
         "elapsedSeconds": round(time.time() - started, 1) if started else 0.0,
         "producers": facts.producers,
         "consumers": facts.consumers,
-        **a.producer_batches(),
+        **producer_batches(a.producer_stats),
         "recordsPerPoll": facts.window.get("recordsPerPoll"),
         "maxPollRecords": facts.window.get("maxPollRecords"),
         "workerWaitShare": facts.window.get("workerWaitShare"),

@@ -1,0 +1,60 @@
+"""Each worker's line of a report (protocol 20: an agent's report has one for each of its workers)
+against that worker's previous one: the time it covers, and its counts as the console's instant and
+the status's recent rates keep them per worker."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dimster.coordinator.account.window import RecentRates
+from dimster.coordinator.control.console import OneInstant
+from dimster.worker.protocol import IntervalReport
+
+PACING_WINDOW = 10.0  # seconds over which the achieved producer rate is compared with the target
+STATUS_WINDOW = 5.0  # seconds of the status's achieved rates
+
+
+@dataclass
+class LineSpan:
+    """What one worker's line of a report covers."""
+
+    worker: int
+    end: float
+    since: float  # where the time it covers starts: its previous report's end, or load's start
+    covered: float  # seconds of load it covers (0 before load starts)
+    share: float  # the part of its CPU and steal figures that falls within `covered`
+    waited: float  # seconds its wake probe waited to run
+
+
+class WorkerLines:
+    """Per worker: its last report's end, when it was last heard of, its cumulative counts at each
+    report (the console's one instant) and its recent rates (the status's)."""
+
+    def __init__(self) -> None:
+        self.last_report: dict[int, float] = {}  # worker -> end time of its previous report
+        self.heard: dict[int, float] = {}  # worker -> when its last report was taken in (this clock)
+        self.recent = RecentRates((STATUS_WINDOW, PACING_WINDOW))
+        self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
+
+    def spans(self, report: IntervalReport, load_started: float, now: float) -> list[LineSpan]:
+        """Each line's span; its worker's clock moves on to the line's end."""
+        spans = []
+        for line in report.lines:
+            # a worker reports before load starts too (while consumers join): count time from load start
+            last = self.last_report.get(line.worker_index, 0.0)
+            since = max(last, load_started)
+            covered = max(0.0, line.end_time - since) if since else 0.0
+            self.last_report[line.worker_index], self.heard[line.worker_index] = line.end_time, now
+            spanned = line.end_time - last if last else covered  # the time its CPU and steal figures cover
+            share = covered / spanned if spanned > 0 else 0.0
+            waited = line.wake_lag.lag_ms_sum / 1000 if line.wake_lag else 0.0
+            spans.append(LineSpan(line.worker_index, line.end_time, since, covered, share, waited))
+        return spans
+
+    def note(self, spans: list[LineSpan], sent: np.ndarray, acked: np.ndarray, received: np.ndarray, target) -> None:
+        """The lines' counts (each an array, a value a line): the instant's and the recent rates'."""
+        rows = zip(spans, sent.tolist(), acked.tolist(), received.tolist(), target.tolist(), strict=True)
+        for span, sent_, acked_, received_, target_ in rows:
+            counts = (round(sent_), round(acked_), round(received_))
+            self.instant.note(span.worker, span.end, counts, span.since)
+            self.recent.add(span.worker, span.end, span.covered, counts[0], target_, counts[2])

@@ -1,0 +1,64 @@
+"""Several workers' reports of one interval as one report (protocol 20): what an agent sends for the
+workers it runs, so that the coordinator takes in a report an agent, not one a worker.
+
+Nothing is summed that the coordinator or the bundle reads per worker or per client: each worker
+keeps its line (its end, CPU, memory, wake lag), each client its row and its histograms (the clients
+of the second report follow the first's, their histograms' client index moved along). Only the
+groups' accounts merge, as a worker merges its own consumers' (accounts.py): a group's ranges are
+their union, and a record settled in two of the reports is in the union once and counted in
+`duplicates`, so the run's distinct and duplicate settled records come out as from each report alone."""
+
+import numpy as np
+
+from dimster.worker.accounts import GroupAccount, united
+from dimster.worker.client_columns import NAMES, ClientColumns
+from dimster.worker.histogram_columns import HistogramColumns
+from dimster.worker.protocol import IntervalReport
+
+
+def merged(reports: list[IntervalReport]) -> IntervalReport:
+    """The reports as one, their lines and clients in the reports' order."""
+    if len(reports) == 1:
+        return reports[0]
+    lines = [line for report in reports for line in report.lines]
+    clients = concatenated_clients([report.clients for report in reports])
+    offsets = np.cumsum([0, *(len(report.clients) for report in reports)]).tolist()
+    histograms = concatenated_histograms([r.histograms for r in reports], offsets)
+    return IntervalReport(lines, clients, histograms, merged_groups([r.groups for r in reports]))
+
+
+def concatenated_clients(parts: list[ClientColumns]) -> ClientColumns:
+    columns = ClientColumns(
+        counts=np.concatenate([part.counts for part in parts]), reals=np.concatenate([part.reals for part in parts])
+    )
+    for name in NAMES:
+        setattr(columns, name, [value for part in parts for value in getattr(part, name)])
+    offset = 0
+    for part in parts:
+        columns.details.update({offset + i: details for i, details in part.details.items()})
+        offset += len(part)
+    return columns
+
+
+def concatenated_histograms(parts: list[HistogramColumns], offsets: list[int]) -> HistogramColumns:
+    """The parts' histograms; part k's clients are the report's from offsets[k] on."""
+    return HistogramColumns(
+        client=np.concatenate([part.client + offset for part, offset in zip(parts, offsets, strict=False)]),
+        metric=[metric for part in parts for metric in part.metric],
+        **{
+            name: np.concatenate([getattr(part, name) for part in parts])
+            for name in ("partition", "total", "low", "high", "size", "bucket", "count")
+        },
+    )
+
+
+def merged_groups(parts: list[dict[str, GroupAccount]]) -> dict[str, GroupAccount]:
+    """Each group's accounts of the parts as one: received and duplicates added, ranges united (a
+    settled record in two parts counted once more in duplicates)."""
+    groups: dict[str, GroupAccount] = {}
+    for group in dict.fromkeys(group for part in parts for group in part):
+        accounts = [part[group] for part in parts if group in part]
+        received, duplicates = sum(a.received for a in accounts), sum(a.duplicates for a in accounts)
+        one = len(accounts) == 1
+        groups[group] = accounts[0] if one else united(accounts, GroupAccount(received=received, duplicates=duplicates))
+    return groups
