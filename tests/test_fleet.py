@@ -90,6 +90,10 @@ def test_eight_agents_of_two_workers_run_208_clients_through_a_live_change(
     clients = intervals.groupby("role")["client_id"].nunique().to_dict()
     assert clients == {"producer": PRODUCERS, "share_consumer": CONSUMERS}, clients
     assert sorted(intervals["worker"].unique()) == list(range(AGENTS * SLOTS))
+    # each agent sent its two workers' reports of a second as one (protocol 20), when both came within
+    # the agent's hold: the coordinator took in fewer reports than the workers made
+    cost, lines = info["coordinator"], len(table(bundle, "workers"))
+    assert cost["report_lines"] == lines and cost["report_lag_ms"]["count"] < lines, (cost, lines)
     assert [m["key"] for m in modifications(bundle)] == ["producerRate"]
     for index in range(AGENTS * SLOTS):  # every worker's log came back from its agent
         assert (bundle / "logs" / f"worker-{index}.log").is_file(), index

@@ -7,8 +7,9 @@ refused. For
 each run it starts up to `slots` worker processes (`--workers N`; the same `worker_main` a local run
 uses, forked from one server process that imported its code once), one per Assign, and relays
 messages between them and the coordinator: a worker's message travels as two frames, its worker index
-and the message; one frame is the agent's own (Hello, Welcome, clock probes, SetClock, Assign), or,
-from the coordinator, for every worker of the run (Close, Update). It
+and the message; one frame is the agent's own (Hello, Welcome, clock probes, SetClock, Assign, and
+its workers' reports of an interval merged into one, report_hold.py), or, from the coordinator, for
+every worker of the run (Close, Update). It
 answers clock probes itself, with this host's clock. When a worker closes it ships that worker's log
 files back before it says Closed. Client properties of the run that
 load code, run a command or name a file or URL on this host are refused unless the agent's operator
@@ -17,6 +18,7 @@ allows them (remote/allowances.py), in the Assign and in every live Update.
 
 import contextlib
 import logging
+import math
 import os
 import platform
 import re
@@ -35,6 +37,7 @@ from zmq.utils.monitor import recv_monitor_message
 from dimster import __version__
 from dimster.errors import DimsterError
 from dimster.remote.allowances import Allowances
+from dimster.remote.report_hold import ReportHold
 from dimster.remote.security import serve_securely
 from dimster.worker.process import PipeChannel, start_worker, start_worker_server
 from dimster.worker.protocol import (
@@ -49,6 +52,7 @@ from dimster.worker.protocol import (
     ProbeClock,
     ProtocolError,
     Refused,
+    Reported,
     SetClock,
     Update,
     Welcome,
@@ -124,6 +128,7 @@ class Session:
     closed: set[int] = field(default_factory=set)  # workers that said Closed
     clock_offset: float = 0.0
     security: dict[str, str] = field(default_factory=dict)  # the Assign's client security, for live Updates
+    hold: ReportHold = field(default_factory=ReportHold)  # its workers' reports, sent as one (report_hold.py)
 
     def worker_folder(self, index: int) -> Path:
         return self.folder / f"worker-{index}"
@@ -175,7 +180,8 @@ class Agent:
             workers = session.open_workers() if session else {}
             for worker in workers.values():
                 poller.register(worker.channel.fileno(), zmq.POLLIN)
-            ready = dict(poller.poll(200))
+            due = session.hold.wait(time.monotonic()) if session else None
+            ready = dict(poller.poll(200 if due is None else min(200, math.ceil(due * 1000))))
             for worker in workers.values():
                 poller.unregister(worker.channel.fileno())
             self._end_if_disconnected()  # first: a closed connection's number may be reused by the next
@@ -185,6 +191,8 @@ class Agent:
             for index, worker in workers.items():
                 if session is not None and session is self.session and worker.channel.fileno() in ready:
                     self._from_worker(session, index, worker)
+            if session is not None and session is self.session and session.hold.wait(time.monotonic()) == 0:
+                self._send_reports(session, session.hold.release())
             self._check_session()
 
     def _send(self, peer: bytes, message: Message) -> None:
@@ -302,17 +310,26 @@ class Agent:
 
     def _from_worker(self, session: Session, index: int, worker: Worker) -> None:
         """Relays the worker's message as it was encoded (the coordinator decodes it), after a frame
-        with its index; a `Closed` first ships the worker's logs, and the last ends the run here."""
+        with its index; a `Closed` first ships the worker's logs, and the last ends the run here. The
+        reports of a run of several workers are held and go as one (report_hold.py); any other
+        message of a worker goes after the reports held before it."""
         to = worker_frame(index)
         try:
             message = worker.channel.recv_bytes()
+            kind = kind_of(message)
+            if kind == "Reported" and len(session.workers) > 1:
+                open_workers = set(session.open_workers())
+                self._send_reports(session, session.hold.take(index, decode(message), time.monotonic(), open_workers))
+                return
         except (EOFError, OSError):
+            self._send_reports(session, session.hold.release())  # what the others measured goes first
             worker.process.join(5)
             failed = Failed(f"worker {index} on {platform.node()} exited with code {worker.process.exitcode}")
             self.socket.send_multipart([session.peer, to, encode(failed)])
             self._end_session(session, f"worker {index} exited")
             return
-        closed = kind_of(message) == "Closed"
+        self._send_reports(session, session.hold.release())
+        closed = kind == "Closed"
         if closed:
             worker.process.join(30)
             session.closed.add(index)
@@ -325,6 +342,11 @@ class Agent:
         self.socket.send_multipart([session.peer, to, message])
         if closed and session.closed >= set(session.workers):
             self._end_session(session, "run closed")
+
+    def _send_reports(self, session: Session, reports: list[Reported]) -> None:
+        """Reports of the run's workers, each as the agent's own message (its lines name the workers)."""
+        for reported in reports:
+            self.socket.send_multipart([session.peer, reported.received or encode(reported)])
 
     def _check_session(self) -> None:
         session = self.session

@@ -1,0 +1,169 @@
+"""An agent's workers' reports sent as one (protocol 20, dimster/worker/report_merge.py and
+dimster/remote/report_hold.py): a line per worker, the clients after each other, the groups' ranges
+united. Fed the merged reports, the coordinator counts, shows and writes what it does fed each
+worker's report alone."""
+
+import random
+
+import pytest
+
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.live_thresholds import LiveJudge
+from dimster.remote.report_hold import HOLD_SECONDS, ReportHold
+from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.histogram_columns import HistogramColumns
+from dimster.worker.protocol import (
+    ClientInterval,
+    ProtocolError,
+    Reported,
+    WakeLag,
+    decode,
+    encode,
+    worker_report,
+)
+from dimster.worker.report_merge import merged
+from dimster.worker.wire import Ranges
+
+pytestmark = pytest.mark.unit
+
+START = 1_000.0
+WORKERS = 3
+
+
+def _histogram(rng: random.Random, low: int) -> tuple:
+    buckets = {rng.randrange(low, low + 40): rng.randrange(1, 9) for _ in range(5)}
+    return buckets, sum(buckets.values()), float(low), float(low + 400)
+
+
+def _reports(rng: random.Random, second: int, sent: dict[int, int]) -> list:
+    """Each worker's report of one second: two producers, two consumers of group g that settle random
+    records of every producer (overlapping within and across workers), one of h; histograms, statistics
+    and delivery counts on some."""
+    end = START + second
+    reports = []
+    for w in range(WORKERS):
+        clients, latencies = [], []
+        for k in range(2):
+            producer_id = 2 * w + k
+            n = rng.randrange(20, 40)
+            sent[producer_id] += n
+            stats = {"batch_records_avg": 5.0} if rng.random() < 0.3 else None
+            clients.append(
+                ClientInterval(
+                    f"p{producer_id}", "producer", "t", sent=n, acked=n, next_sequence=sent[producer_id],
+                    target_rate=30.0, client_stats=stats,
+                )
+            )  # fmt: skip
+            latencies.append({("publish", -1): _histogram(rng, 100), ("publish_delay", -1): _histogram(rng, 5 + w)})
+        for k in range(3):
+            group = "g" if k < 2 else "h"
+            settled = {}
+            for p in range(2 * WORKERS):
+                values = {rng.randrange(max(1, sent[p])) for _ in range(rng.randrange(6))}
+                if values:
+                    settled[p] = Ranges(sorted((v, v) for v in values))
+            received = sum(len(r) for r in settled.values())
+            rejected = {(p, 1): Ranges(r[:1]) for p, r in settled.items() if rng.random() < 0.2}
+            clients.append(
+                ClientInterval(
+                    f"c{3 * w + k}", "share_consumer", "t", group, received=received, polls=1, accepted=received,
+                    settled=settled, settled_rejected=rejected, delivery_counts={1: received} if received else {},
+                    first_received_at=end - 0.9, last_received_at=end - 0.1,
+                )
+            )  # fmt: skip
+            latencies.append({("e2e", 0): _histogram(rng, 1000)} if received else {})
+        lag = WakeLag(10, rng.random() * 5, 1.0)
+        end_w = end + 0.01 * w  # the workers of an agent report at nearly one instant
+        histograms = HistogramColumns.gather(latencies)
+        reports.append(worker_report(w, end_w, clients, 0.1 * (w + 1), 10**8, 30, lag, 0.0, 2, histograms))
+    return reports
+
+
+def _fed(merge: bool, tmp_path) -> tuple:
+    rng = random.Random(20)
+    aggregate = RunAggregate({"g": "t", "h": "t"})
+    aggregate.load_started = START
+    judge = LiveJudge([("produced.rate >= 1msg/s", False), ("e2e.p99 < 10s", False)])
+    writer = MetricsWriter(tmp_path / ("merged" if merge else "alone"), START)
+    sent = dict.fromkeys(range(2 * WORKERS), 0)
+    windows = []
+    for second in range(1, 13):
+        reports = _reports(rng, second, sent)
+        if merge:
+            reports = [decode(encode(Reported(merged(reports)))).report]
+        for report in reports:
+            aggregate.add(report)
+            judge.take(report, "measure", START)
+            writer.add(report, "measure")
+        if second % 4 == 0:
+            loads = aggregate.window.loads()  # each worker's use of its host (diagnosis/generator.py)
+            windows.append((loads, aggregate.take_window(live=range(WORKERS))))
+    writer.flush()
+    tables = {table: writer.folder / table for table in ("intervals", "workers", "histograms", "client_stats")}
+    return aggregate, judge, windows, tables
+
+
+def _rows(folder) -> list:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(folder).to_pylist()
+    return sorted(table, key=repr)
+
+
+def test_a_merged_report_counts_shows_and_writes_what_its_workers_reports_alone_do(tmp_path):
+    alone, alone_judge, alone_windows, alone_tables = _fed(False, tmp_path)
+    merged_, merged_judge, merged_windows, merged_tables = _fed(True, tmp_path)
+    assert alone.duplicates > 0 and alone.outcomes.count("rejected", "g") > 0  # the draw has both
+    for name in ("sent", "acked", "received", "accepted", "duplicates"):
+        assert getattr(merged_, name) == getattr(alone, name), name
+    assert merged_.settled_by_group == alone.settled_by_group
+    assert {k: v.ranges() for k, v in merged_.settled.items()} == {k: v.ranges() for k, v in alone.settled.items()}
+    assert merged_.account({"g": 0, "h": 0}) == alone.account({"g": 0, "h": 0})
+    assert merged_.recent_rates() == pytest.approx(alone.recent_rates())
+    assert merged_.consumer_pace == alone.consumer_pace
+    for (loads, seen), (expected_loads, expected) in zip(merged_windows, alone_windows, strict=True):
+        assert loads == expected_loads and len(loads) == WORKERS and loads[0].publish_delay_p99_ms
+        assert seen.pop("generator") == expected.pop("generator")
+        assert seen == expected, (seen, expected)
+    assert {name: merged_judge.value(name, {}) for name in ("produced.rate", "e2e.p99")} == {
+        name: alone_judge.value(name, {}) for name in ("produced.rate", "e2e.p99")
+    }
+    for table, folder in alone_tables.items():
+        assert _rows(merged_tables[table]) == _rows(folder), table
+    assert len(_rows(alone_tables["workers"])) == 12 * WORKERS  # a row a worker and second, merged or not
+
+
+def test_lines_that_disagree_with_the_clients_are_protocol_errors():
+    producer = ClientInterval("p0", "producer", "t", sent=1)
+    report = merged([worker_report(0, 1.0, [producer]), worker_report(1, 1.0, [producer, producer])])
+    assert [line.clients for line in report.lines] == [1, 2]
+    assert decode(encode(Reported(report))).report.clients == [producer] * 3
+    report.lines[1].clients = 1
+    with pytest.raises(ProtocolError, match="lines whose clients do not add up"):
+        decode(encode(Reported(report)))
+    report.lines[1].clients, report.lines[1].worker_index = 2, 0
+    with pytest.raises(ProtocolError, match="two lines"):
+        decode(encode(Reported(report)))
+
+
+def _reported(worker: int) -> Reported:
+    return decode(encode(Reported(worker_report(worker, 1.0, [ClientInterval(f"p{worker}", "producer", "t")]))))
+
+
+def test_an_agent_holds_its_workers_reports_until_each_has_one_then_sends_them_as_one():
+    hold = ReportHold()
+    workers = {0, 1, 2}
+    assert hold.take(1, _reported(1), 10.0, workers) == [] and hold.take(0, _reported(0), 10.1, workers) == []
+    assert hold.wait(10.1) == pytest.approx(HOLD_SECONDS - 0.1)
+    [one] = hold.take(2, _reported(2), 10.2, workers)
+    assert [line.worker_index for line in one.report.lines] == [0, 1, 2]  # in the workers' order
+    assert [c.client_id for c in one.report.clients] == ["p0", "p1", "p2"]
+    assert hold.wait(10.2) is None and hold.release() == []
+    # a worker's next report while its last is held: the held ones go first, as they are
+    first = _reported(0)
+    assert hold.take(0, first, 11.0, workers) == []
+    [alone] = hold.take(0, _reported(0), 11.5, workers)
+    assert alone is first and alone.received  # one report goes as it came
+    assert hold.wait(11.5 + HOLD_SECONDS) == 0  # the serve loop sends it then
+    # a worker closed: the open ones are enough
+    assert len(hold.take(1, _reported(1), 12.0, {0, 1})) == 1
