@@ -18,6 +18,7 @@ from dimster.worker.protocol import (
     worker_frame,
     worker_report,
 )
+from dimster.worker.report_merge import merged as merged_report
 
 pytestmark = pytest.mark.unit
 
@@ -108,3 +109,17 @@ def test_a_clock_answer_that_waited_behind_a_full_pass_is_no_sample(agent_links,
     agents[0].send_multipart([worker_frame(0), encode(ClockProbed(now, now))])
     workers.receive(1.0)
     assert clock.count == 1
+
+
+def test_an_agents_merged_report_counts_its_workers_lines_toward_a_pass(agent_links):
+    """An agent's report of 16 workers is 16 reports' work for the loop: a pass takes 4 of them, not 64,
+    so that console lines still come out between passes."""
+    workers, (far,) = agent_links(1)
+    for second in range(10):
+        merged = merged_report([worker_report(w, float(second), []) for w in range(16)])
+        far.send(encode(Reported(merged)))  # the agent's own frame: no worker named
+    passes = []
+    while len(passes) < 10 and sum(map(len, passes)) < 10:
+        passes.append(reports(workers.receive(1.0)))
+    assert [len(p) for p in passes] == [MOST_A_PASS // 16] * 2 + [10 - 2 * (MOST_A_PASS // 16)]
+    assert [end for p in passes for _, end in p] == [float(s) for s in range(10)]

@@ -52,6 +52,14 @@ class RangeSet:
 
     def add(self, first: int, last: int) -> int:
         """Insert [first, last]; returns how many of its values were present before (duplicates)."""
+        ends = self.ends
+        if not ends or first > ends[-1] + 1:  # after every range: the usual case of sequences that grow
+            self.starts.append(first)
+            ends.append(last)
+            return 0
+        if first == ends[-1] + 1:  # just after the last range: it grows
+            ends[-1] = last
+            return 0
         i = bisect.bisect_left(self.ends, first - 1)  # first range that could touch or overlap
         j = i
         duplicates = 0
@@ -77,6 +85,8 @@ class RangeSet:
         (duplicates). Many at once are merged in one pass with the ranges they can touch (those from
         the first that ends at or after the lowest added value less one), not inserted one by one
         (each insert into the middle of the arrays moves their tails)."""
+        if len(ranges) == 1:
+            return self.add(*ranges[0])
         if len(ranges) < FEW:
             return sum(self.add(first, last) for first, last in ranges)
         added = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)

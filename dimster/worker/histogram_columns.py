@@ -107,8 +107,11 @@ class HistogramColumns:
         ends = np.cumsum(self.size)
         starts = ends - self.size
         lengths = self.size[rows]
-        picked = np.repeat(starts[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        bucket, count = self.bucket[picked], self.count[picked]
+        if len(rows) == len(self.size):  # every histogram, in order (by_metric)
+            bucket, count = self.bucket, self.count
+        else:
+            picked = np.repeat(starts[rows] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+            bucket, count = self.bucket[picked], self.count[picked]
         shift = min(int(bucket.min()), 0) if len(bucket) else 0
         width = int(bucket.max()) - shift + 1 if len(bucket) else 1
         flat = np.repeat(ids, lengths) * width + (bucket - shift)

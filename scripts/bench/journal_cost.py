@@ -28,7 +28,7 @@ def main() -> None:
     consumers = [ConsumerSpec(i, "t0", "g0", "SHARE_GROUP") for i in range(15)]
     workers = ScaleWorkers()
     workers.start([Assignment(0, "127.0.0.1:1", {}, producers, consumers, 15, 5, "", "4.3.1")])
-    wire = [workers._report(0, 1000.0 + i) for i in range(args.reports)]
+    wire = [workers._report([0], 1000.0 + i) for i in range(args.reports)]
     decode_s = journal_s = float("inf")
     for _ in range(args.repeat):
         started = time.perf_counter()

@@ -186,12 +186,14 @@ class ScaleWorkers:
         self.outbox.clear()
         self._probe(now)
         later = []  # each worker's next report: in a later pass, however far behind the loop is
-        while self.due and self.due[0][0] <= now and len(received) < MOST_A_PASS:
+        taken = len(received)  # a report counts its workers' lines, as RemoteWorkers counts them
+        while self.due and self.due[0][0] <= now and taken < MOST_A_PASS:
             at, agent = heapq.heappop(self.due)
             workers = [w for w in range(agent, len(self.producers), self.agents) if w not in self.closed]
             if workers:
                 later.append((at + 1.0, agent))
                 received.append((workers[0], decode(self._report(workers, at))))
+                taken += len(workers)
         for due in later:
             heapq.heappush(self.due, due)
         return received

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from dimster.coordinator.account.report_lines import PACING_WINDOW, WorkerLines
+from dimster.coordinator.account.report_lines import PACING_WINDOW, WorkerLines, count_settled
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
 from dimster.coordinator.account.window import Window
 from dimster.diagnosis.generator import saturated
@@ -117,20 +117,23 @@ class RunAggregate:
             np.bincount(mine, weights=values, minlength=lines)
             for values in (counts[producing, SENT], counts[producing, ACKED], reals[producing, TARGET_RATE])
         ]
-        next_sequences, acks = counts[:, NEXT_SEQUENCE].tolist(), counts[:, ACKED].tolist()
-        for i in np.flatnonzero(producing).tolist():
-            client_id, topic, acked, line = clients.client_id[i], clients.topic[i], acks[i], counted[owner[i]]
-            producer_id = int(client_id[1:])
-            self.producer_topic[producer_id] = topic
-            self.next_sequence[producer_id] = next_sequences[i]
+        rows = np.flatnonzero(producing).tolist()
+        client_ids, topics = [clients.client_id[i] for i in rows], [clients.topic[i] for i in rows]
+        producer_ids, acks = [int(c[1:]) for c in client_ids], counts[producing, ACKED].tolist()
+        self.producer_topic.update(zip(producer_ids, topics, strict=True))
+        self.next_sequence.update(zip(producer_ids, counts[producing, NEXT_SEQUENCE].tolist(), strict=True))
+        self.target_rate.update(zip(client_ids, reals[producing, TARGET_RATE].tolist(), strict=True))
+        lines_of = mine.tolist()
+        for producer_id, topic, acked, line in zip(producer_ids, topics, acks, lines_of, strict=True):
             self.acked_by_producer[producer_id] += acked
             self.acked_by_topic[topic] += acked
-            line["acked", topic] += acked
-            self.target_rate[client_id] = float(reals[i, TARGET_RATE])
-            if (details := clients.details.get(i)) is not None:
-                self.failed[producer_id].add_values(details.failed_sequences)
+            counted[line]["acked", topic] += acked
+        for i, details in clients.details.items():
+            if producing[i]:
+                self.failed[int(clients.client_id[i][1:])].add_values(details.failed_sequences)
                 if details.client_stats:
-                    self.producer_stats[client_id] = (report.lines[owner[i]].end_time, details.client_stats)
+                    end = report.lines[int(owner[i])].end_time
+                    self.producer_stats[clients.client_id[i]] = (end, details.client_stats)
         for line, line_sent in zip(counted, by_line[0].tolist(), strict=True):
             line["sent",] += round(line_sent)
         return by_line[0], by_line[1], by_line[2]
@@ -162,14 +165,15 @@ class RunAggregate:
             span.received += received
             span.first = min(span.first or first, first)
             span.last = max(span.last, float(receiving[:, LAST_RECEIVED].max()))
-        covered = [s.covered for s in spans]
-        for i, got in zip(np.flatnonzero(consuming).tolist(), took.tolist(), strict=True):
-            span = spans[owner[i]]
-            pace = got / span.covered if span.covered else 0.0
-            self.consumer_pace[clients.client_id[i]] = (clients.group[i], span.end, pace)
-        groups = np.array([clients.group[i] for i in np.flatnonzero(consuming).tolist()], object)
+        rows, lines_of = np.flatnonzero(consuming).tolist(), mine.tolist()
+        covered = np.array([s.covered for s in spans])[mine]
+        paces = np.divide(took, covered, out=np.zeros(len(took)), where=covered > 0).tolist()
+        groups = [clients.group[i] for i in rows]
+        pace = zip(groups, [spans[line].end for line in lines_of], paces, strict=True)
+        self.consumer_pace.update(zip([clients.client_id[i] for i in rows], pace, strict=True))
+        longest = max(s.covered for s in spans)
         for group, account in report.groups.items():  # its consumers' ranges, merged (worker/accounts.py)
-            self.outcomes.add(group, account.received, account, end, max(covered))
+            self.outcomes.add(group, account.received, account, end, longest)
             self.duplicates += account.duplicates
             new_in_group = 0
             for producer_id, ranges in account.settled.items():
@@ -178,11 +182,8 @@ class RunAggregate:
                 self.duplicates += duplicates
                 self.settled_by_group[group] += new
                 new_in_group += new
-            if new_in_group:  # a plan's probe: each line's share by what the group's consumers on it received
-                weights = np.bincount(mine[groups == group], weights=took[groups == group], minlength=lines)
-                shares = weights / weights.sum() if weights.sum() else np.eye(lines)[0]
-                for line, share in zip(counted, shares.tolist(), strict=True):
-                    line["settled", group] += new_in_group * share
+            if new_in_group and self.probing:
+                count_settled(counted, group, new_in_group, np.array(groups, object) == group, mine, took)
         return received_by_line
 
     def _merge_latencies(self, histograms: HistogramColumns) -> None:

@@ -2,6 +2,7 @@
 against that worker's previous one: the time it covers, and its counts as the console's instant and
 the status's recent rates keep them per worker."""
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,3 +59,12 @@ class WorkerLines:
             counts = (round(sent_), round(acked_), round(received_))
             self.instant.note(span.worker, span.end, counts, span.since)
             self.recent.add(span.worker, span.end, span.covered, counts[0], target_, counts[2])
+
+
+def count_settled(counted: list[Counter], group: str, settled: int, of_group: np.ndarray, lines, took) -> None:
+    """A plan's probe: the group's newly settled records shared among the report's lines by what its
+    consumers on each line received (all to the first when none received)."""
+    weights = np.bincount(lines[of_group], weights=took[of_group], minlength=len(counted))
+    shares = weights / weights.sum() if weights.sum() else np.eye(len(counted))[0]
+    for line, share in zip(counted, shares.tolist(), strict=True):
+        line["settled", group] += settled * share

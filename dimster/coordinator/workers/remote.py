@@ -37,6 +37,7 @@ from dimster.worker.protocol import (
     ProbeClock,
     ProtocolError,
     Refused,
+    Reported,
     SetClock,
     Welcome,
     decode,
@@ -48,9 +49,11 @@ from dimster.worker.protocol import (
 CONNECT_TIMEOUT = 10.0
 PROBE_EVERY = 1.0
 # Messages one receive takes at most, in turn from each agent that has some; the rest wait in their
-# sockets (unbounded on this side: an agent's ROUTER drops what a full queue cannot take). Lost workers
-# come on top. The loop's own work (console lines, status, live changes) runs between receives, so a loop
-# behind a thousand workers' reports still prints on time, and only a pass's reports are decoded at once.
+# sockets (unbounded on this side: an agent's ROUTER drops what a full queue cannot take). A report
+# counts as many as the workers' lines it carries (an agent's merged report: one a worker). Lost
+# workers come on top. The loop's own work (console lines, status, live changes) runs between
+# receives, so a loop behind a thousand workers' reports still prints on time, and only a pass's
+# reports are decoded at once.
 MOST_A_PASS = 64
 FIRST_PROBES = 5  # before the assignment goes out, so workers start on a corrected clock
 RESEND_OFFSET_ABOVE = 0.0002  # seconds an estimate must move before the worker hears of it
@@ -216,8 +219,9 @@ class RemoteWorkers:
                 if link.gone or not link.socket.poll(0):
                     ready.remove(link)
                 elif taken < MOST_A_PASS:
-                    received += self._take(link, link.socket.recv_multipart())
-                    taken += 1
+                    messages = self._take(link, link.socket.recv_multipart())
+                    received += messages
+                    taken += sum(len(m.report.lines) if isinstance(m, Reported) else 1 for _, m in messages)
                     self._served_last = link.index
         self.behind = any(not link.gone and link.socket.poll(0) for link in ready)
         return received
