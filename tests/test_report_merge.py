@@ -167,3 +167,14 @@ def test_an_agent_holds_its_workers_reports_until_each_has_one_then_sends_them_a
     assert hold.wait(11.5 + HOLD_SECONDS) == 0  # the serve loop sends it then
     # a worker closed: the open ones are enough
     assert len(hold.take(1, _reported(1), 12.0, {0, 1})) == 1
+
+
+def test_held_reports_go_at_once_when_they_grow_too_large(monkeypatch):
+    import dimster.remote.report_hold as report_hold
+
+    first, second = _reported(0), _reported(1)
+    monkeypatch.setattr(report_hold, "HELD_BYTES", len(first.received) + len(second.received))
+    hold = ReportHold()
+    assert hold.take(0, first, 1.0, {0, 1, 2}) == []
+    [both] = hold.take(1, second, 1.0, {0, 1, 2})  # worker 2 has not reported: they go anyway
+    assert [line.worker_index for line in both.report.lines] == [0, 1] and hold.bytes == 0

@@ -58,7 +58,7 @@ class RangeSet:
             ends.append(last)
             return 0
         if first == ends[-1] + 1:  # just after the last range: it grows
-            ends[-1] = last
+            ends[-1] = max(ends[-1], last)
             return 0
         i = bisect.bisect_left(self.ends, first - 1)  # first range that could touch or overlap
         j = i
@@ -72,10 +72,7 @@ class RangeSet:
             j += 1
         if j == i + 1:  # one range grew: in place
             self.starts[i], self.ends[i] = new_first, new_last
-        elif i == j == len(self.starts):  # after every range: the usual case of sequences that grow
-            self.starts.append(new_first)
-            self.ends.append(new_last)
-        else:
+        else:  # between two ranges, or joining several
             self.starts[i:j] = array("q", (new_first,))
             self.ends[i:j] = array("q", (new_last,))
         return duplicates
@@ -85,8 +82,6 @@ class RangeSet:
         (duplicates). Many at once are merged in one pass with the ranges they can touch (those from
         the first that ends at or after the lowest added value less one), not inserted one by one
         (each insert into the middle of the arrays moves their tails)."""
-        if len(ranges) == 1:
-            return self.add(*ranges[0])
         if len(ranges) < FEW:
             return sum(self.add(first, last) for first, last in ranges)
         added = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)

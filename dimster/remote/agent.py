@@ -322,11 +322,11 @@ class Agent:
                 self._send_reports(session, session.hold.take(index, decode(message), time.monotonic(), open_workers))
                 return
         except (EOFError, OSError):
-            self._send_reports(session, session.hold.release())  # what the others measured goes first
             worker.process.join(5)
-            failed = Failed(f"worker {index} on {platform.node()} exited with code {worker.process.exitcode}")
-            self.socket.send_multipart([session.peer, to, encode(failed)])
-            self._end_session(session, f"worker {index} exited")
+            self._worker_failed(session, index, f"exited with code {worker.process.exitcode}")
+            return
+        except ProtocolError as e:  # our own worker's bytes: a bug, told to the run, not the agent's end
+            self._worker_failed(session, index, f"sent what the agent cannot read ({e})")
             return
         self._send_reports(session, session.hold.release())
         closed = kind == "Closed"
@@ -342,6 +342,13 @@ class Agent:
         self.socket.send_multipart([session.peer, to, message])
         if closed and session.closed >= set(session.workers):
             self._end_session(session, "run closed")
+
+    def _worker_failed(self, session: Session, index: int, why: str) -> None:
+        """The run fails with the worker (what the others measured goes first) and ends here."""
+        self._send_reports(session, session.hold.release())
+        failed = Failed(f"worker {index} on {platform.node()} {why}")
+        self.socket.send_multipart([session.peer, worker_frame(index), encode(failed)])
+        self._end_session(session, f"worker {index} {why}")
 
     def _send_reports(self, session: Session, reports: list[Reported]) -> None:
         """Reports of the run's workers, each as the agent's own message (its lines name the workers)."""

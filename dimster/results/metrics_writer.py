@@ -50,7 +50,7 @@ class Report(Protocol):
     line's, as columns (a name or a counter per column of CLIENT_COLUMNS and INTERVAL_COLUMNS), and
     their histograms."""
 
-    lines: Any  # WorkerLines (worker_index, end_time, clients, cpu_seconds, ..., cores)
+    lines: Any  # its WorkerLine's (worker_index, end_time, clients, cpu_seconds, ..., cores)
     clients: Any  # a ClientColumns (worker/client_columns.py)
     histograms: Any  # a HistogramColumns (worker/histogram_columns.py): its clients' histograms
 

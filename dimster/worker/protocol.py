@@ -9,6 +9,7 @@ Worker -> coordinator: Welcome or Refused (the handshake's answer), Ready, Repor
 LogFileSent (a remote agent's logs, before Closed), Closed, Failed, ClockProbed.
 """
 
+import functools
 import typing
 from dataclasses import dataclass, field
 
@@ -86,7 +87,7 @@ class WakeLag:
 @dataclass
 class WorkerLine:
     """One worker's part of a report (protocol 20): a worker's report has one line, an agent's report a
-    line for each of its workers it merged (remote/merge.py)."""
+    line for each of its workers it merged (worker/report_merge.py)."""
 
     worker_index: int
     end_time: float  # epoch seconds, in the coordinator's clock
@@ -115,16 +116,12 @@ class IntervalReport:
     # only here, not in each consumer's details
     groups: dict[str, GroupAccount] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.clients, list):  # ClientIntervals: their accounts move into the groups
-            self.clients, self.groups = columns_and_accounts(self.clients)
-
     @property
     def end_time(self) -> float:
         """The latest of its lines' ends."""
         return max(line.end_time for line in self.lines)
 
-    @property
+    @functools.cached_property
     def client_line(self) -> np.ndarray:
         """Each client's line (its index in `lines`), in the clients' order."""
         return np.repeat(np.arange(len(self.lines)), [line.clients for line in self.lines])
@@ -320,7 +317,7 @@ def encode(message: Message) -> bytes:
 
 def kind_of(data: bytes) -> str:
     """The kind of an encoded message, read without decoding its body: an agent relays its worker's
-    reports as they came, and the coordinator decodes them once."""
+    messages as they came (a report of a run of several workers it decodes, to merge them)."""
     unpacker = msgpack.Unpacker(raw=False)
     unpacker.feed(data)
     try:

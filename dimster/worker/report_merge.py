@@ -42,8 +42,9 @@ def concatenated_clients(parts: list[ClientColumns]) -> ClientColumns:
 
 def concatenated_histograms(parts: list[HistogramColumns], offsets: list[int]) -> HistogramColumns:
     """The parts' histograms; part k's clients are the report's from offsets[k] on."""
+    moved = [part.client + offset for part, offset in zip(parts, offsets[: len(parts)], strict=True)]
     return HistogramColumns(
-        client=np.concatenate([part.client + offset for part, offset in zip(parts, offsets, strict=False)]),
+        client=np.concatenate(moved),
         metric=[metric for part in parts for metric in part.metric],
         **{
             name: np.concatenate([getattr(part, name) for part in parts])

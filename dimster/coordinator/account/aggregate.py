@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from dimster.coordinator.account.report_lines import PACING_WINDOW, WorkerLines, count_settled
+from dimster.coordinator.account.report_lines import PACING_WINDOW, LineSpan, WorkerLines, count_settled
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
 from dimster.coordinator.account.window import Window
 from dimster.diagnosis.generator import saturated
@@ -92,7 +92,7 @@ class RunAggregate:
         counted: list[Counter] = [Counter() for _ in report.lines]
         producing = np.array([role == "producer" for role in report.clients.role], bool)
         sent, acked, target = self._add_producers(report, producing, owner, counted)
-        received = self._add_consumers(report, ~producing, owner, spans, counted)
+        received = self._add_consumers(report, ~producing, spans, counted)
         self.outcomes.fold_due(self._kept)
         self._merge_latencies(report.histograms)
         if self.probing:
@@ -139,13 +139,13 @@ class RunAggregate:
         return by_line[0], by_line[1], by_line[2]
 
     def _add_consumers(
-        self, report: IntervalReport, consuming: np.ndarray, owner: np.ndarray, spans: list, counted: list[Counter]
+        self, report: IntervalReport, consuming: np.ndarray, spans: list[LineSpan], counted: list[Counter]
     ) -> np.ndarray:
         """The report's consumers' counts, settled ranges and outcomes (its clients where `consuming`);
         the records they received, summed per line."""
         clients, end, lines = report.clients, report.end_time, len(report.lines)
         counts, reals = (table[consuming] for table in clients.tables)
-        mine = owner[consuming]
+        mine = report.client_line[consuming]
         took = counts[:, RECEIVED]
         received_by_line = np.bincount(mine, weights=took, minlength=lines)
         if not len(counts):

@@ -37,7 +37,8 @@ class LiveJudge:
         return any(abort for _, abort in self.specs)
 
     def take(self, report: IntervalReport, phase: str, load_started: float) -> None:
-        """A worker's report: counted when it ends in the measured phase."""
+        """A report (a line per worker): each worker's counts and time, when the report ends in the
+        measured phase."""
         if not self.specs:
             return
         ends = [line.end_time for line in report.lines]

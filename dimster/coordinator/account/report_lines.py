@@ -52,7 +52,9 @@ class WorkerLines:
             spans.append(LineSpan(line.worker_index, line.end_time, since, covered, share, waited))
         return spans
 
-    def note(self, spans: list[LineSpan], sent: np.ndarray, acked: np.ndarray, received: np.ndarray, target) -> None:
+    def note(
+        self, spans: list[LineSpan], sent: np.ndarray, acked: np.ndarray, received: np.ndarray, target: np.ndarray
+    ) -> None:
         """The lines' counts (each an array, a value a line): the instant's and the recent rates'."""
         rows = zip(spans, sent.tolist(), acked.tolist(), received.tolist(), target.tolist(), strict=True)
         for span, sent_, acked_, received_, target_ in rows:
@@ -61,7 +63,9 @@ class WorkerLines:
             self.recent.add(span.worker, span.end, span.covered, counts[0], target_, counts[2])
 
 
-def count_settled(counted: list[Counter], group: str, settled: int, of_group: np.ndarray, lines, took) -> None:
+def count_settled(
+    counted: list[Counter], group: str, settled: int, of_group: np.ndarray, lines: np.ndarray, took: np.ndarray
+) -> None:
     """A plan's probe: the group's newly settled records shared among the report's lines by what its
     consumers on each line received (all to the first when none received)."""
     weights = np.bincount(lines[of_group], weights=took[of_group], minlength=len(counted))

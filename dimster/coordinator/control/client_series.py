@@ -74,9 +74,8 @@ class ClientSeries:
     def add(self, report: IntervalReport) -> None:
         latest: dict[tuple[str, ...], dict[str, int]] = {}  # per series, GAUGES' largest in this report
         clients, workers = report.clients, [str(line.worker_index) for line in report.lines]
-        names = zip(
-            report.client_line.tolist(), clients.role, clients.topic, clients.group, clients.library, strict=True
-        )
+        lines = report.client_line.tolist()
+        names = zip(lines, clients.role, clients.topic, clients.group, clients.library, strict=True)
         keys: list[tuple[str, ...]] = [(workers[line], *client) for line, *client in names]
         table = clients.tables[0]
         counters, gauges = table[:, COUNTER_COLUMNS].tolist(), table[:, GAUGE_COLUMNS].tolist()
@@ -94,7 +93,8 @@ class ClientSeries:
                         levels[name] = max(levels.get(name, 0), level)
             for i, details in clients.details.items():
                 if details.client_stats:
-                    self.series[keys[i]].new_stats(clients.client_id[i], report.end_time, details.client_stats)
+                    end = report.lines[lines[i]].end_time
+                    self.series[keys[i]].new_stats(clients.client_id[i], end, details.client_stats)
             for key, levels in latest.items():
                 self.series[key].levels.update(levels)
 

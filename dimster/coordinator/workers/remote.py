@@ -221,7 +221,7 @@ class RemoteWorkers:
                 elif taken < MOST_A_PASS:
                     messages = self._take(link, link.socket.recv_multipart())
                     received += messages
-                    taken += sum(len(m.report.lines) if isinstance(m, Reported) else 1 for _, m in messages)
+                    taken += max(1, sum(len(m.report.lines) if isinstance(m, Reported) else 1 for _, m in messages))
                     self._served_last = link.index
         self.behind = any(not link.gone and link.socket.poll(0) for link in ready)
         return received
