@@ -100,10 +100,18 @@ def test_a_row_naming_a_client_table_is_a_column_of_the_reports_table(tmp_path, 
 
 
 @pytest.mark.unit
-def test_every_bucket_and_delivery_count_row_carries_its_own_clients_and_histograms_columns(tmp_path):
-    """The writer makes a row per bucket from a row per histogram and its client's row (by Arrow's
-    take): each row must be the one a dict per bucket would have made."""
+@pytest.mark.parametrize("group_rows", [250_000, 3])
+def test_every_bucket_and_delivery_count_row_carries_its_own_clients_and_histograms_columns(
+    tmp_path, monkeypatch, group_rows
+):
+    """The writer makes a row per bucket from a row per histogram and its client's row (by indexing,
+    its names by their indices in a dictionary), a row group of reports at a time: each row must be
+    the one a dict per bucket would have made, and each column read back as the schema declares."""
     import pyarrow.parquet as pq
+
+    from dimster.results import metrics_writer
+
+    monkeypatch.setattr(metrics_writer, "HISTOGRAM_GROUP_ROWS", group_rows)
 
     producer = ClientInterval("p3", "producer", "t1", sent=5)
     consumer = ClientInterval("c8", "share_consumer", "t2", "g", received=6, delivery_counts={1: 4, 2: 2})
@@ -125,8 +133,12 @@ def test_every_bucket_and_delivery_count_row_carries_its_own_clients_and_histogr
         first = (end, round(end - 100.0, 3), phase, worker, c.client_id, c.role, c.topic, c.group)
         for (metric, partition), (counts, total, low, high) in latencies[c.client_id].items():
             expected += [(*first, metric, partition, b, n, total, low, high) for b, n in counts.items()]
-    rows = pq.read_table(tmp_path / "histograms").to_pylist()
-    assert [tuple(r.values()) for r in rows] == expected
+    histograms = pq.read_table(tmp_path / "histograms")
+    assert [tuple(r.values()) for r in histograms.to_pylist()] == expected
+    (part,) = (tmp_path / "histograms").iterdir()
+    assert pq.ParquetFile(part).metadata.num_row_groups == (1 if group_rows > len(expected) else 2)
+    for table in ("histograms", "intervals", "delivery_counts", "workers"):  # strings, not dictionaries
+        assert pq.read_table(tmp_path / table).schema.equals(metrics_writer.SCHEMAS[table]), table
     deliveries = pq.read_table(tmp_path / "delivery_counts").to_pylist()
     assert [(r["client_id"], r["worker"], r["delivery_count"], r["count"]) for r in deliveries] == [
         ("c8", 0, 1, 4),

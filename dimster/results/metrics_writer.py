@@ -4,7 +4,7 @@ counts follow intervals, clients and histogram buckets, never the message rate."
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import repeat
 from pathlib import Path
@@ -36,9 +36,11 @@ SCHEMAS = {
     for table, columns in FIXED_SCHEMAS.items()
 }
 FIRST = (*REPORT_COLUMNS, *CLIENT_COLUMNS)  # a client's row: the report's columns, then the client's
-# a histogram's own columns; its rows take FIRST from its client's row of intervals, these from it
-PER_HISTOGRAM = ("metric", "partition", "hist_total", "hist_min", "hist_max")
-HISTOGRAM_OWN = pa.schema([("client", pa.int64()), *(SCHEMAS["histograms"].field(c) for c in PER_HISTOGRAM)])
+# a report's histogram columns (worker/histogram_columns.py) of numbers; a bucket's row takes its
+# histogram's own under these names (its metric too, and FIRST from its client's row of intervals)
+NUMBERED = ("client", "partition", "total", "low", "high", "size", "bucket", "count")
+HISTOGRAM_GROUP_ROWS = 250_000
+HISTOGRAM_OWN = {"partition": "partition", "hist_total": "total", "hist_min": "low", "hist_max": "high"}
 REPORTS = pa.schema([SCHEMAS["intervals"].field(name) for name in REPORT_COLUMNS])
 if unknown := set(INTERVAL_COLUMNS) - set(NAMES) - set(COUNT_INDEX) - set(REAL_INDEX):
     raise ValueError(f"interval columns that no client counts: {sorted(unknown)}")  # a mistake in schema.py
@@ -61,10 +63,10 @@ class Report(Protocol):
 
 class Buffers:
     """What a flush writes, kept cheap to add to: a tuple per worker; per report its columns and its
-    clients' counters as it brought them (ClientColumns: a list per name, a row of numbers a client),
-    joined into columns at the flush; a tuple per histogram (its client's row, its own columns) and its
-    buckets' counts in two flat lists, made into a row per bucket at the flush by Arrow's `take` (no
-    Python object per bucket and column); the same for delivery counts; the rarer tables as dicts."""
+    clients' counters as it brought them (ClientColumns: a list per name, a row of numbers a client)
+    and its histograms' columns, joined into columns at the flush; a histogram's row per bucket made
+    there by numpy indexing, its client's names taken by their indices in a dictionary (no Python
+    object per bucket and column); the same for delivery counts; the rarer tables as dicts."""
 
     def __init__(self) -> None:
         self.workers: list[tuple] = []
@@ -74,54 +76,111 @@ class Buffers:
         self.counts: list[np.ndarray] = []  # a report's, a row a client (COUNTS)
         self.reals: list[np.ndarray] = []  # (REALS)
         self.rows = 0  # clients' rows so far: the next one's index in intervals
-        self.histograms: list[tuple] = []  # (client's row in intervals, *PER_HISTOGRAM)
-        self.histogram_sizes: list[int] = []
-        self.buckets: list[int] = []
-        self.bucket_counts: list[int] = []
+        self.histograms: list[tuple[int, Any]] = []  # (its first client's row in intervals, a report's histograms)
         self.delivery_clients: list[int] = []  # client's row in intervals, per delivery count
         self.delivery_counts: list[int] = []
         self.delivery_records: list[int] = []
         self.dicts: dict[str, list[dict]] = defaultdict(list)
 
-    def tables(self) -> dict[str, pa.Table]:
-        """The tables with rows, in TABLES' order, `workers` last: a crashed run's recovery takes a
-        flush as written once its workers part is (write_tail)."""
+    def tables(self) -> dict[str, Iterable[pa.Table]]:
+        """The tables with rows, in TABLES' order, `workers` last (a crashed run's recovery takes a
+        flush as written once its workers part is: write_tail), each as the row groups it is written
+        in: one, but the histograms' a group of at most about HISTOGRAM_GROUP_ROWS rows at a time
+        (a flush of a thousand workers has millions; memory of that size costs more to touch than
+        to fill). Their string columns (but the rarer tables') are dictionary-encoded: written
+        without Arrow's schema, they read back as strings."""
         made = {table: pa.Table.from_pylist(rows, schema=SCHEMAS.get(table)) for table, rows in self.dicts.items()}
         made["workers"] = _from_rows(self.workers, SCHEMAS["workers"])
-        intervals = made["intervals"] = self._intervals()
-        if self.histograms:
-            own = _from_rows(self.histograms, HISTOGRAM_OWN)
-            each = np.repeat(np.arange(len(self.histograms)), self.histogram_sizes)  # a bucket's histogram
-            columns = {name: own.column(name).take(each) for name in PER_HISTOGRAM}
-            columns |= {"bucket": pa.array(self.buckets, pa.int64()), "count": pa.array(self.bucket_counts, pa.int64())}
-            made["histograms"] = _of_clients("histograms", intervals, own.column("client").take(each), columns)
+        intervals = self._interval_columns()
+        made["intervals"] = _table("intervals", intervals)
         if self.delivery_clients:
-            columns = {"delivery_count": pa.array(self.delivery_counts, pa.int64())}
-            columns |= {"count": pa.array(self.delivery_records, pa.int64())}
-            clients = pa.array(self.delivery_clients, pa.int64())
-            made["delivery_counts"] = _of_clients("delivery_counts", intervals, clients, columns)
-        return {table: made[table] for table in TABLES if table in made and made[table].num_rows}
+            own = {"delivery_count": np.array(self.delivery_counts, np.int64)}
+            own["count"] = np.array(self.delivery_records, np.int64)
+            made["delivery_counts"] = _of_clients("delivery_counts", intervals, np.array(self.delivery_clients), own)
+        groups: dict[str, Iterable[pa.Table]] = {table: [rows] for table, rows in made.items() if rows.num_rows}
+        if any(len(h.bucket) for _, h in self.histograms):
+            groups["histograms"] = self._histograms(intervals)
+        return {table: groups[table] for table in TABLES if table in groups}
 
-    def _intervals(self) -> pa.Table:
-        """A row per client interval: its report's columns, its names, its counters."""
-        schema = SCHEMAS["intervals"]
+    def _interval_columns(self) -> dict[str, Any]:
+        """A row per client interval: its report's columns, its names, its counters, by column name."""
         if not self.rows:
-            return schema.empty_table()
+            return {f.name: pa.array([], f.type) for f in SCHEMAS["intervals"]}
         each = np.repeat(np.arange(len(self.reports)), self.report_sizes)  # a client's report
         reports = _from_rows(self.reports, REPORTS)
-        columns = {name: reports.column(name).take(each) for name in REPORT_COLUMNS}
-        columns |= {name: pa.array(values, pa.string()) for name, values in self.names.items()}
+        columns = {name: _taken(_column(reports.column(name)), each) for name in REPORT_COLUMNS}
+        columns |= {name: _strings(values) for name, values in self.names.items()}
         counts, reals = np.concatenate(self.counts), np.concatenate(self.reals)
         columns |= {name: counts[:, COUNT_INDEX[name]] for name in INTERVAL_COLUMNS if name in COUNT_INDEX}
         columns |= {name: reals[:, REAL_INDEX[name]] for name in INTERVAL_COLUMNS if name in REAL_INDEX}
-        return pa.Table.from_arrays([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
+        return columns
+
+    def _histograms(self, intervals: dict[str, Any]) -> Iterator[pa.Table]:
+        """A row per histogram bucket: its client's columns, its histogram's, its bucket's; the
+        reports' histograms a group of at most about HISTOGRAM_GROUP_ROWS buckets at a time."""
+        group: list[tuple[int, Any]] = []
+        buckets = 0
+        for first_row, h in self.histograms:
+            group.append((first_row, h))
+            buckets += len(h.bucket)
+            if buckets >= HISTOGRAM_GROUP_ROWS:
+                yield _histogram_rows(group, intervals)
+                group, buckets = [], 0
+        if buckets:
+            yield _histogram_rows(group, intervals)
 
 
-def _of_clients(table: str, intervals: pa.Table, clients, own: dict[str, Any]) -> pa.Table:
+def _histogram_rows(reports: list[tuple[int, Any]], intervals: dict[str, Any]) -> pa.Table:
+    """The buckets' rows of reports' histograms (each with its first client's row in `intervals`)."""
+    parts = [h for _, h in reports]
+    joined = {name: np.concatenate([getattr(h, name) for h in parts]) for name in NUMBERED}
+    client = np.concatenate([h.client + first for first, h in reports])
+    each = np.repeat(np.arange(len(client)), joined["size"])  # a bucket's histogram
+    own = {column: joined[name][each] for column, name in HISTOGRAM_OWN.items()}
+    own["metric"] = _strings([metric for h in parts for metric in h.metric]).take(each)
+    own |= {"bucket": joined["bucket"], "count": joined["count"]}
+    return _of_clients("histograms", intervals, client[each], own)
+
+
+def _write_parquet(path: Path, row_groups: Iterable[pa.Table]) -> None:
+    """Parquet's own types (strings, not dictionaries); no statistics: the merges' files have them."""
+    out = None
+    try:
+        for rows in row_groups:
+            out = out or pq.ParquetWriter(path, rows.schema, store_schema=False, write_statistics=False)
+            out.write_table(rows)
+    finally:
+        if out:
+            out.close()
+
+
+def _strings(values: list[str]) -> pa.DictionaryArray:
+    """Names as a dictionary of the distinct ones and an index a row: a row per bucket takes an index."""
+    return pa.array(values, pa.string()).dictionary_encode()
+
+
+def _column(values: pa.ChunkedArray) -> Any:
+    """An Arrow column as numpy, or dictionary-encoded where it holds strings."""
+    if values.type == pa.string():
+        return values.combine_chunks().dictionary_encode()
+    return values.to_numpy()
+
+
+def _of_clients(table: str, intervals: dict[str, Any], clients: np.ndarray, own: dict[str, Any]) -> pa.Table:
     """A table whose rows each take FIRST from a client's row of `intervals` (`clients`: the row of
     each), then their `own` columns."""
-    columns = {name: intervals.column(name).take(clients) for name in FIRST} | own
-    return pa.Table.from_arrays([columns[name] for name in SCHEMAS[table].names], schema=SCHEMAS[table])
+    firsts = {name: _taken(intervals[name], clients) for name in FIRST}
+    return _table(table, firsts | own)
+
+
+def _taken(column: Any, rows: np.ndarray) -> Any:
+    return column[rows] if isinstance(column, np.ndarray) else column.take(rows)
+
+
+def _table(table: str, columns: dict[str, Any]) -> pa.Table:
+    """`columns` in the table's schema: numbers as its types, strings as they are (a dictionary)."""
+    arrays = [columns[f.name] if f.type == pa.string() else pa.array(columns[f.name], f.type) for f in SCHEMAS[table]]
+    return pa.Table.from_arrays(arrays, names=SCHEMAS[table].names)
 
 
 def _from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:
@@ -158,14 +217,8 @@ class MetricsWriter:
             firsts.append(first)
         clients = report.clients
         first_row = b.rows
-        h = report.histograms
-        if len(h):  # a histogram's row takes its client's columns from the client's row of intervals
-            rows = (h.client + first_row).tolist()
-            own = (h.metric, h.partition.tolist(), h.total.tolist(), h.low.tolist(), h.high.tolist())
-            b.histograms.extend(zip(rows, *own, strict=True))
-            b.histogram_sizes.extend(h.size.tolist())
-            b.buckets.extend(h.bucket.tolist())
-            b.bucket_counts.extend(h.count.tolist())
+        if len(report.histograms):  # a histogram's row takes its client's columns from the client's row of intervals
+            b.histograms.append((first_row, report.histograms))
         if not len(clients):
             return
         for line, first in zip(report.lines, firsts, strict=True):
@@ -222,12 +275,12 @@ class MetricsWriter:
         self.writes.append(self.writer.submit(self._write, buffers, part, written))
 
     def _write(self, buffers: Buffers, part: int, written: Callable[[int], None] | None) -> None:
-        for table, rows in buffers.tables().items():
+        for table, row_groups in buffers.tables().items():
             path = self.folder / table / f"part-{part:05d}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             # whole or not at all: a reader never sees a part half written (Spark skips names with a dot)
             writing = path.with_name(f".{path.name}.writing")
-            pq.write_table(rows, writing)
+            _write_parquet(writing, row_groups)
             os.replace(writing, path)
         if written:
             written(part)
