@@ -91,14 +91,18 @@ def test_a_record_cut_short_ends_the_journal(tmp_path):
 
 @pytest.mark.parametrize("as_received", [False, True], ids=["encoded again", "as received"])
 def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_report(tmp_path, as_received):
-    """A report that came as bytes goes to the tail as it came: the same records as encoding it again."""
+    """A report that came as bytes goes to the tail as it came: the same records as encoding it again.
+    The account keeps a client's details that count (failed sends, a crash's held records), not the rest."""
     consumer = ClientInterval(
         "c0", "share_consumer", "t", "g", received=5, accepted=4, rejected=1, settled={0: [(0, 4)]},
         settled_rejected={(0, 1): [(4, 4)]}, delivery_counts={1: 5}, client_stats={"x": 1.0},
+        rebalances=[(100.5, "assigned", 3)], crash_held={0: [(2, 3)]}, crashed_at=100.9,
     )  # fmt: skip
+    producer = ClientInterval("p0", "producer", "t", sent=9, failed_sequences=[7, 8], client_stats={"y": 2.0})
+    idle = [ClientInterval(f"p{i}", "producer", "t") for i in range(1, 20)]  # 21 clients: longer arrays
     journal = RunJournal(tmp_path)
     latencies = HistogramColumns.gather([{("e2e", 0): ({10: 5}, 50, 1.0, 2.0)}])
-    report = worker_report(0, 101.0, [consumer], histograms=latencies)
+    report = worker_report(0, 101.0, [consumer, producer, *idle], histograms=latencies)
     message = decode(encode(Reported(report))) if as_received else Reported(report)
     assert isinstance(message, Reported) and (report_bytes(message.received) is not None) == as_received
     journal.report(message.report, "measure", 0, message.received)
@@ -107,6 +111,9 @@ def test_the_account_journal_keeps_counts_and_ranges_and_the_tail_the_whole_repo
     assert account.groups["g"].settled == {0: [(0, 4)]} and account.clients[0].received == 5
     assert account.groups["g"].settled_rejected == {(0, 1): [(4, 4)]}  # a map with tuple keys (protocol 17)
     assert len(account.histograms) == 0 and account.clients[0].client_stats is None
+    assert account.clients[0].delivery_counts == {} and account.clients[0].rebalances == []
+    assert account.clients[0].crash_held == {0: [(2, 3)]} and account.clients[1].failed_sequences == [7, 8]
+    assert account.clients[1].client_stats is None and len(account.clients) == 21
     assert whole.clients == report.clients and whole.groups == report.groups and whole.histograms == latencies
     journal.written(0)  # the Parquet files hold the tail now
     assert tail_files(tmp_path) == [] and journal.path.stat().st_size > 0
@@ -269,3 +276,11 @@ def test_the_fault_handler_never_stands_in_front_of_a_jvm(tmp_path, monkeypatch)
         monkeypatch.setattr(jpype, "startJVM", lambda *a, **k: seen.append(faulthandler.is_enabled()))
         jvm.start_jvm("4.4.0")
         assert seen == [False]
+
+
+@pytest.mark.parametrize("entries", [0, 15, 16, 65535, 65536])
+def test_the_account_s_map_header_is_msgpack_s(entries):
+    from dimster.coordinator.account.journal import _map_header
+
+    pairs = b"".join(msgpack.packb(str(i)) + msgpack.packb(None) for i in range(entries))
+    assert _map_header(entries) + pairs == msgpack.packb(dict.fromkeys(map(str, range(entries))))

@@ -39,10 +39,58 @@ TAIL_PART = re.compile(r"journal-tail-(\d+)\.msgpack")
 # kept by the tail only: a client's, and its report's histograms
 NOT_ACCOUNT = ("delivery_counts", "client_stats", "rebalances")
 TAIL_RECORD = b"\x94" + msgpack.packb("report")  # a tail record: an array of 4, its kind first
+ACCOUNT_RECORD = b"\x92" + msgpack.packb("report")  # journal.msgpack's: an array of 2, its kind first
 
 
 def _append(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+
+def account_bytes(whole: bytes) -> bytes:
+    """A report's msgpack bytes (a map) without its histograms and its clients' details' NOT_ACCOUNT:
+    the other values' bytes as they are, found by msgpack without building them; only the details
+    (the few clients that have any) are read and written again."""
+    report = msgpack.Unpacker(max_buffer_size=len(whole) + 1)
+    report.feed(whole)
+    kept = []
+    for _ in range(report.read_map_header()):
+        start = report.tell()
+        key = report.unpack()
+        if key == "histograms":
+            report.skip()
+        elif key == "clients":
+            kept.append(whole[start : report.tell()] + _clients_account(report, whole))
+        else:
+            report.skip()
+            kept.append(whole[start : report.tell()])
+    return _map_header(len(kept)) + b"".join(kept)
+
+
+def _clients_account(report: msgpack.Unpacker, whole: bytes) -> bytes:
+    """The clients' map at `report`'s position, with its details' NOT_ACCOUNT left out."""
+    entries = report.read_map_header()
+    kept = []
+    for _ in range(entries):
+        start = report.tell()
+        key = report.unpack()
+        value = report.tell()
+        report.skip()
+        if key != "details":
+            kept.append(whole[start : report.tell()])
+            continue
+        details = msgspec.msgpack.decode(whole[value : report.tell()])  # a client's index -> its details
+        for detail in details.values():
+            for name in NOT_ACCOUNT:
+                detail.pop(name, None)
+        kept.append(msgpack.packb(key) + msgpack.packb(details, use_bin_type=True))
+    return _map_header(entries) + b"".join(kept)
+
+
+def _map_header(entries: int) -> bytes:
+    """msgpack's start of a map of `entries` pairs."""
+    if entries < 16:
+        return bytes([0x80 | entries])
+    return b"\xde" + entries.to_bytes(2, "big") if entries < 1 << 16 else b"\xdf" + entries.to_bytes(4, "big")
 
 
 def tail_files(folder: Path) -> list[Path]:
@@ -87,12 +135,7 @@ class RunJournal:
                 self.tail_part = part
                 self._fds[1] = _append(self.tail_path)
             self._write_bytes(1, TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
-        wire = msgspec.msgpack.decode(whole)  # a tuple-keyed map's keys come back as tuples
-        wire.pop("histograms", None)
-        for details in wire["clients"].get("details", {}).values():  # off the wire when none has any
-            for name in NOT_ACCOUNT:
-                details.pop(name, None)
-        self._write(0, ["report", wire])
+        self._write_bytes(0, ACCOUNT_RECORD + account_bytes(whole))
 
     def group_accounts(self) -> Iterator[tuple[str, GroupAccount]]:
         """Every report's group accounts of the run so far, in the order taken in (ShareOutcomes.restore)."""
