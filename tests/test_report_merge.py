@@ -178,3 +178,45 @@ def test_held_reports_go_at_once_when_they_grow_too_large(monkeypatch):
     assert hold.take(0, first, 1.0, {0, 1, 2}) == []
     [both] = hold.take(1, second, 1.0, {0, 1, 2})  # worker 2 has not reported: they go anyway
     assert [line.worker_index for line in both.report.lines] == [0, 1] and hold.bytes == 0
+
+
+def test_the_coordinator_takes_a_pass_s_reports_in_as_few_merged_ones_as_keep_phases_and_workers_apart(
+    tmp_path, monkeypatch
+):
+    """ReportIntake.taken: the reports in a row before another message are taken in before it, each
+    journaled; merged where they are of one phase and of different workers; and counted as alone."""
+    from dimster.coordinator.account import intake
+    from dimster.coordinator.account.journal import RunJournal, read_journal
+    from dimster.worker.protocol import Closed
+
+    rng = random.Random(7)
+    sent = dict.fromkeys(range(2 * WORKERS), 0)
+    seconds = [_reports(rng, second, sent) for second in range(1, 5)]
+    merges: list[list[int]] = []
+
+    def recorded(reports):
+        merges.append([line.worker_index for r in reports for line in r.lines])
+        return merged(reports)
+
+    monkeypatch.setattr(intake, "merged", recorded)
+    alone = RunAggregate({"g": "t", "h": "t"})
+    taking = intake.ReportIntake(RunAggregate({"g": "t", "h": "t"}), None, None, None, RunJournal(tmp_path))  # type: ignore[arg-type]
+    for a in (alone, taking.aggregate):
+        a.load_started = START
+    received = [(r.lines[0].worker_index, Reported(r)) for r in seconds[0]] + [(9, Closed())]
+    received += [(r.lines[0].worker_index, Reported(r)) for r in [*seconds[1][:2], *seconds[2], *seconds[3]]]
+    phase_of = lambda end: "warmup" if end < START + 3.5 else "measure"  # noqa: E731
+    others = []
+    for index, message in taking.taken(received, None, phase_of, loading=True):
+        others.append((index, message, taking.aggregate.sent))
+    for _, message in received:
+        if isinstance(message, Reported):
+            alone.add(message.report)
+    first_sent = sum(int(r.clients.count("sent").sum()) for r in seconds[0])
+    assert [(i, type(m), s) for i, m, s in others] == [(9, Closed, first_sent)]  # after the reports before it
+    # second 3 starts again at worker 0 (two lines of a worker are never one report), second 4 in another phase
+    assert merges == [[0, 1, 2], [0, 1], [0, 1, 2], [0, 1, 2]]
+    for name in ("sent", "acked", "received", "accepted", "duplicates"):
+        assert getattr(taking.aggregate, name) == getattr(alone, name), name
+    assert taking.aggregate.settled_by_group == alone.settled_by_group
+    assert len(list(read_journal(taking.journal.path))) == 3 + 2 + 3 + 3  # each report journaled

@@ -3,7 +3,7 @@ consumers), and what a lost worker's clients became: as counts, events and conso
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from dimster.clients import REBALANCE_KINDS
 from dimster.coordinator.account.aggregate import RunAggregate
@@ -17,7 +17,8 @@ from dimster.coordinator.workers.ensemble import Ensemble, Loss
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.verdict.judge import Spec
-from dimster.worker.protocol import IntervalReport, WatchRedeliveries
+from dimster.worker.protocol import IntervalReport, Message, Reported, WatchRedeliveries
+from dimster.worker.report_merge import merged
 from dimster.workload.model import Workload
 
 FLUSH_EVERY = 5.0  # seconds between writes of the Parquet files
@@ -80,15 +81,45 @@ class ReportIntake:
         if last:
             metrics.close()
 
-    def take(
-        self, report: IntervalReport, metrics: MetricsWriter | None, phase: str, loading: bool, received: bytes = b""
-    ) -> None:
-        """`phase`: the phase the report's end falls in; `loading`: load has started; `received`: the
-        message it came in (Reported.received)."""
-        # first: a crash after it loses nothing (before load, no metrics file holds a report)
-        self.journal.report(report, phase if metrics else None, metrics.parts if metrics else 0, received)
-        if loading:
-            self.self_cost.report_handled(report.end_time, len(report.lines))
+    def taken(
+        self,
+        received: list[tuple[int, Message | WorkerLost]],
+        metrics: MetricsWriter | None,
+        phase_of: Callable[[float], str],
+        loading: bool,
+    ) -> Iterator[tuple[int, Message | WorkerLost]]:
+        """What was received but the reports, in order; each run of reports taken in before what follows
+        it: each journaled first (a crash after it loses nothing), then as few merged reports as keep
+        each one's phase (the phase its end falls in) and each worker's lines apart (report_merge.py,
+        as an agent merges: a merged report counts, shows and writes what its reports do alone), so
+        that the coordinator's cost per report is paid once a run. `loading`: load has started."""
+        run: list[IntervalReport] = []
+        phase, workers = "", set[int]()
+        for index, message in received:
+            if not isinstance(message, Reported):
+                self._take(run, phase, metrics)
+                run, workers = [], set()
+                yield index, message
+                continue
+            report = message.report
+            report_phase, its_workers = phase_of(report.end_time), {line.worker_index for line in report.lines}
+            if run and (report_phase != phase or workers & its_workers):
+                self._take(run, phase, metrics)
+                run, workers = [], set()
+            self.journal.report(
+                report, report_phase if metrics else None, metrics.parts if metrics else 0, message.received
+            )
+            if loading:
+                self.self_cost.report_handled(report.end_time, len(report.lines))
+            run.append(report)
+            phase, workers = report_phase, workers | its_workers
+        self._take(run, phase, metrics)
+
+    def _take(self, reports: list[IntervalReport], phase: str, metrics: MetricsWriter | None) -> None:
+        """Journaled reports of one phase and of different workers, taken in as one."""
+        if not reports:
+            return
+        report = reports[0] if len(reports) == 1 else merged(reports)
         self.aggregate.add(report)
         self.judge.take(report, phase, self.aggregate.load_started)
         note_crashes(report, self.ensemble, self.log)

@@ -37,7 +37,7 @@ from dimster.coordinator.workers.topology import Topology, build_topology
 from dimster.errors import DimsterError
 from dimster.results.bundle import ResultsBundle
 from dimster.results.metrics_writer import MetricsWriter
-from dimster.worker.protocol import REPORT_EVERY, Close, Failed, Message, Reported, StartLoad, StopProducers, Update
+from dimster.worker.protocol import REPORT_EVERY, Close, Failed, Message, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
 from dimster.workload.modes import plan_for
 from dimster.workload.modes.base import RunPlan, SteadyPlan
@@ -122,8 +122,10 @@ class Coordinator:
 
     # ---- messages -----------------------------------------------------------------------------------
     def _receive(self, timeout: float) -> None:
-        """Handle whatever the workers sent within `timeout`, and workers found lost."""
-        for index, message in self.ensemble.workers.receive(timeout):
+        """Handle whatever the workers sent within `timeout`, and workers found lost (reports in a row
+        taken in together before what follows them: ReportIntake.taken)."""
+        received = self.ensemble.workers.receive(timeout)
+        for index, message in self.intake.taken(received, self.metrics, self.phases.of_report, self.load_started > 0):
             self._handle(index, message)
 
     @property
@@ -131,10 +133,7 @@ class Coordinator:
         return self.phases.now
 
     def _handle(self, index: int, message: Message | WorkerLost) -> None:
-        if isinstance(message, Reported):
-            phase, loading = self.phases.of_report(message.report.end_time), self.load_started > 0
-            self.intake.take(message.report, self.metrics, phase, loading, message.received)
-        elif isinstance(message, Failed):
+        if isinstance(message, Failed):
             self._fail(message.reason)
         elif isinstance(message, WorkerLost):
             if not self.ensemble.is_gone(index):
