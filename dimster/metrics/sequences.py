@@ -42,6 +42,11 @@ def gaps(first: int, last: int, covered: list[tuple[int, int]]) -> list[tuple[in
     return [*pieces, (start, last)] if start <= last else pieces
 
 
+def ranges_size(ranges: list[tuple[int, int]]) -> int:
+    """How many values (first, last) ranges hold."""
+    return sum(last - first + 1 for first, last in ranges)
+
+
 class RangeSet:
     """Disjoint closed ranges of integers; `add` reports how many added values were already there.
     Held as packed 64-bit integers (16 bytes a range; Python lists of ints take some 80)."""
@@ -82,6 +87,8 @@ class RangeSet:
         (duplicates). Many at once are merged in one pass with the ranges they can touch (those from
         the first that ends at or after the lowest added value less one), not inserted one by one
         (each insert into the middle of the arrays moves their tails)."""
+        if len(ranges) == 1:  # the usual case: one consumer's records of a producer in an interval
+            return self.add(*ranges[0])
         if len(ranges) < FEW:
             return sum(self.add(first, last) for first, last in ranges)
         added = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)

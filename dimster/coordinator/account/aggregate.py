@@ -14,7 +14,7 @@ from dimster.coordinator.account.window import Window
 from dimster.diagnosis.generator import saturated
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
-from dimster.metrics.sequences import RangeSet
+from dimster.metrics.sequences import RangeSet, ranges_size
 from dimster.worker.client_columns import COUNT_INDEX, REAL_INDEX
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import IntervalReport
@@ -176,12 +176,13 @@ class RunAggregate:
             self.outcomes.add(group, account.received, account, end, longest)
             self.duplicates += account.duplicates
             new_in_group = 0
+            duplicates = 0
             for producer_id, ranges in account.settled.items():
-                duplicates = self.settled[(group, producer_id)].add_many(ranges)
-                new = sum(last - first + 1 for first, last in ranges) - duplicates
-                self.duplicates += duplicates
-                self.settled_by_group[group] += new
-                new_in_group += new
+                duplicates += self.settled[(group, producer_id)].add_many(ranges)
+                new_in_group += ranges[0][1] - ranges[0][0] + 1 if len(ranges) == 1 else ranges_size(ranges)
+            new_in_group -= duplicates
+            self.duplicates += duplicates
+            self.settled_by_group[group] += new_in_group
             if new_in_group and self.probing:
                 count_settled(counted, group, new_in_group, np.array(groups, object) == group, mine, took)
         return received_by_line

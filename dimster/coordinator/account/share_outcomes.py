@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dimster.coordinator.account.outcome_folds import Folding
-from dimster.metrics.sequences import RangeSet, first_absent, gaps
+from dimster.metrics.sequences import RangeSet, first_absent, gaps, ranges_size
 from dimster.worker.accounts import Account, GroupAccount
 
 OUTCOMES = ("rejected", "archived")
@@ -135,7 +135,7 @@ class ShareOutcomes:
 
     def _add(self, outcome: str, group: str, producer_id: int, ranges: Ranges) -> None:
         duplicates = self.sets[(outcome, group, producer_id)].add_many(ranges)
-        self.counts[(outcome, group)] += sum(last - first + 1 for first, last in ranges) - duplicates
+        self.counts[(outcome, group)] += ranges_size(ranges) - duplicates
 
     def _note(self, mine, others, key: tuple[str, int], delivery: int, ranges: Ranges, later: bool) -> None:
         """Add `ranges` to `mine` at `delivery`; records also in `others` at a later delivery (`later`),
