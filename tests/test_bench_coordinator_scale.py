@@ -21,7 +21,7 @@ coordinator_scale = importlib.import_module("coordinator_scale")
 
 
 def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_their_producers():
-    from dimster.coordinator.workers.topology import build_topology, clients_of, place
+    from dimster.coordinator.workers.topology import build_topology, clients_by_worker, place
     from dimster.worker.protocol import Assignment
     from dimster.workload.model import Workload
 
@@ -29,7 +29,12 @@ def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_the
     topology = build_topology(workload, "t")
     placement = place(topology, 2)
     fake = scale_workers.ScaleWorkers(rate=10)
-    fake.start([Assignment(i, "b", {}, *clients_of(topology, placement, i), 4, 5, "", "4.3.1") for i in range(2)])
+    fake.start(
+        [
+            Assignment(i, "b", {}, *clients, 4, 5, "", "4.3.1")
+            for i, clients in enumerate(clients_by_worker(topology, placement, 2))
+        ]
+    )
     assert [type(m) for _, m in fake.receive(0)] == [Ready, Ready]
     for index in (0, 1):
         fake.send(index, StartLoad(0.0))

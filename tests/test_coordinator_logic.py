@@ -10,7 +10,14 @@ from dimster.coordinator.account.window import RecentRates
 from dimster.coordinator.control.conditions import holds, parse_condition
 from dimster.coordinator.live.changes import flatten, live_changes
 from dimster.coordinator.loop.limit_watch import producer_batches
-from dimster.coordinator.workers.topology import build_topology, clients_of, least_loaded, place, resize, split_roles
+from dimster.coordinator.workers.topology import (
+    build_topology,
+    clients_by_worker,
+    least_loaded,
+    place,
+    resize,
+    split_roles,
+)
 from dimster.errors import DimsterError
 from dimster.results.bundle import redact, redact_argv
 from dimster.worker.protocol import ClientInterval, ConsumerSpec, ProducerSpec, worker_report
@@ -35,8 +42,14 @@ def test_topology_names_and_counts():
     }
     assert [p.index_in_topic for p in t.producers if p.topic == "w-abc-1"] == [0, 1, 2]
     placement = place(t, 3)  # 6 producers and 16 consumers: a worker for the producers, two for the consumers
-    assert [tuple(map(len, clients_of(t, placement, w))) for w in range(3)] == [(6, 0), (0, 8), (0, 8)]
-    assert {c.group for c in clients_of(t, placement, 1)[1]} == set(t.groups)  # dealt in turn: every group
+    placed = clients_by_worker(t, placement, 3)
+    assert [tuple(map(len, clients)) for clients in placed] == [(6, 0), (0, 8), (0, 8)]
+    assert {c.group for c in placed[1][1]} == set(t.groups)  # dealt in turn: every group
+    for workers in (3, 5):  # each client on the worker its placement names, in the topology's order
+        spread = place(t, workers)
+        for w, (producers, consumers) in enumerate(clients_by_worker(t, spread, workers)):
+            assert producers == [p for p in t.producers if spread[f"p{p.producer_id}"] == w]
+            assert consumers == [c for c in t.consumers if spread[f"c{c.consumer_id}"] == w]
 
 
 def test_producers_and_consumers_get_workers_of_their_own_in_proportion_at_least_one_each():

@@ -72,9 +72,9 @@ def assignment_for(
 
 def record_workers(described: list[dict], ensemble: Ensemble, bundle: ResultsBundle) -> None:
     """Where each worker runs, with its client counts, as events and in run.json."""
+    counts = ensemble.client_counts()
     for where in described:
         details = {k: v for k, v in where.items() if k not in ("index", "alive")}
-        counts = ensemble.client_counts(where["index"])
-        bundle.event("worker_started", worker=where["index"], **details, **counts)
+        bundle.event("worker_started", worker=where["index"], **details, **counts[where["index"]])
     bundle.run_info["workers"] = [{k: v for k, v in w.items() if k != "alive"} for w in described]
     bundle.save_run_info()

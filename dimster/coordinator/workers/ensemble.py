@@ -8,7 +8,7 @@ from dimster.coordinator.workers.seam import WorkerLost, Workers
 from dimster.coordinator.workers.topology import (
     Topology,
     client_id,
-    clients_of,
+    clients_by_worker,
     least_loaded,
     place,
     pools,
@@ -79,14 +79,16 @@ class Ensemble:
         """Place the clients, start every worker with its `assignment(index, producers, consumers)`;
         returns where each worker runs (`Workers.describe`)."""
         self.placement = place(self.topology, self.worker_count, self.pool_of)
-        assignments = [assignment(i, *clients_of(self.topology, self.placement, i)) for i in range(self.worker_count)]
+        placed = clients_by_worker(self.topology, self.placement, self.worker_count)
+        assignments = [assignment(i, *clients) for i, clients in enumerate(placed)]
         self.states = [WorkerState() for _ in assignments]
         self.workers.start(assignments)
         return self.workers.describe()
 
-    def client_counts(self, index: int) -> dict[str, int]:
-        producers, consumers = clients_of(self.topology, self.placement, index)
-        return {"producers": len(producers), "consumers": len(consumers)}
+    def client_counts(self) -> list[dict[str, int]]:
+        """Each worker's producers and consumers, counted."""
+        placed = clients_by_worker(self.topology, self.placement, self.worker_count)
+        return [{"producers": len(producers), "consumers": len(consumers)} for producers, consumers in placed]
 
     def note(self, index: int, message: Message) -> None:
         """A worker's lifecycle message: ready, producers stopped, closed."""

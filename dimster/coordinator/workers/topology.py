@@ -99,12 +99,16 @@ def split_roles(pool: Sequence[int], producers: int, consumers: int) -> tuple[Se
     return pool[:count], pool[count:]
 
 
-def clients_of(topology: Topology, placement: dict[str, int], worker: int) -> tuple[list, list]:
-    """The producers and consumers placed on one worker."""
-    return (
-        [p for p in topology.producers if placement.get(client_id(p)) == worker],
-        [c for c in topology.consumers if placement.get(client_id(c)) == worker],
-    )
+def clients_by_worker(topology: Topology, placement: dict[str, int], workers: int) -> list[tuple[list, list]]:
+    """The producers and consumers placed on each of the `workers`, in one pass over the clients (a
+    thousand workers asked one by one cost a thousand passes)."""
+    placed: list[tuple[list, list]] = [([], []) for _ in range(workers)]
+    clients: list[ProducerSpec | ConsumerSpec] = [*topology.producers, *topology.consumers]
+    for spec in clients:
+        worker = placement.get(client_id(spec))
+        if worker is not None and 0 <= worker < workers:
+            placed[worker][0 if isinstance(spec, ProducerSpec) else 1].append(spec)
+    return placed
 
 
 def least_loaded(placement: dict[str, int], live: list[int], spec: ProducerSpec | ConsumerSpec) -> int:
