@@ -276,11 +276,3 @@ def test_the_fault_handler_never_stands_in_front_of_a_jvm(tmp_path, monkeypatch)
         monkeypatch.setattr(jpype, "startJVM", lambda *a, **k: seen.append(faulthandler.is_enabled()))
         jvm.start_jvm("4.4.0")
         assert seen == [False]
-
-
-@pytest.mark.parametrize("entries", [0, 15, 16, 65535, 65536])
-def test_the_account_s_map_header_is_msgpack_s(entries):
-    from dimster.coordinator.account.journal import _map_header
-
-    pairs = b"".join(msgpack.packb(str(i)) + msgpack.packb(None) for i in range(entries))
-    assert _map_header(entries) + pairs == msgpack.packb(dict.fromkeys(map(str, range(entries))))

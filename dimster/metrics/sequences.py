@@ -44,6 +44,8 @@ def gaps(first: int, last: int, covered: list[tuple[int, int]]) -> list[tuple[in
 
 def ranges_size(ranges: list[tuple[int, int]]) -> int:
     """How many values (first, last) ranges hold."""
+    if len(ranges) == 1:  # the usual case: one consumer's records of a producer in an interval
+        return ranges[0][1] - ranges[0][0] + 1
     return sum(last - first + 1 for first, last in ranges)
 
 

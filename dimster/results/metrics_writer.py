@@ -39,9 +39,8 @@ FIRST = (*REPORT_COLUMNS, *CLIENT_COLUMNS)  # a client's row: the report's colum
 # a report's histogram columns (worker/histogram_columns.py) of numbers; a bucket's row takes its
 # histogram's own under these names (its metric too, and FIRST from its client's row of intervals)
 NUMBERED = ("client", "partition", "total", "low", "high", "size", "bucket", "count")
-HISTOGRAM_GROUP_ROWS = 250_000
+HISTOGRAM_GROUP_ROWS = 250_000  # the histograms' rows a flush builds and writes at a time (Buffers.tables)
 HISTOGRAM_OWN = {"partition": "partition", "hist_total": "total", "hist_min": "low", "hist_max": "high"}
-REPORTS = pa.schema([SCHEMAS["intervals"].field(name) for name in REPORT_COLUMNS])
 if unknown := set(INTERVAL_COLUMNS) - set(NAMES) - set(COUNT_INDEX) - set(REAL_INDEX):
     raise ValueError(f"interval columns that no client counts: {sorted(unknown)}")  # a mistake in schema.py
 
@@ -107,8 +106,8 @@ class Buffers:
         if not self.rows:
             return {f.name: pa.array([], f.type) for f in SCHEMAS["intervals"]}
         each = np.repeat(np.arange(len(self.reports)), self.report_sizes)  # a client's report
-        reports = _from_rows(self.reports, REPORTS)
-        columns = {name: _taken(_column(reports.column(name)), each) for name in REPORT_COLUMNS}
+        of_reports = zip(REPORT_COLUMNS, zip(*self.reports, strict=True), strict=True)
+        columns = {name: _taken(_strings(list(v)) if _named(name) else np.array(v), each) for name, v in of_reports}
         columns |= {name: _strings(values) for name, values in self.names.items()}
         counts, reals = np.concatenate(self.counts), np.concatenate(self.reals)
         columns |= {name: counts[:, COUNT_INDEX[name]] for name in INTERVAL_COLUMNS if name in COUNT_INDEX}
@@ -147,7 +146,8 @@ def _write_parquet(path: Path, row_groups: Iterable[pa.Table]) -> None:
     out = None
     try:
         for rows in row_groups:
-            out = out or pq.ParquetWriter(path, rows.schema, store_schema=False, write_statistics=False)
+            if out is None:
+                out = pq.ParquetWriter(path, rows.schema, store_schema=False, write_statistics=False)
             out.write_table(rows)
     finally:
         if out:
@@ -159,11 +159,9 @@ def _strings(values: list[str]) -> pa.DictionaryArray:
     return pa.array(values, pa.string()).dictionary_encode()
 
 
-def _column(values: pa.ChunkedArray) -> Any:
-    """An Arrow column as numpy, or dictionary-encoded where it holds strings."""
-    if values.type == pa.string():
-        return values.combine_chunks().dictionary_encode()
-    return values.to_numpy()
+def _named(column: str) -> bool:
+    """Whether a column of intervals holds strings."""
+    return SCHEMAS["intervals"].field(column).type == pa.string()
 
 
 def _of_clients(table: str, intervals: dict[str, Any], clients: np.ndarray, own: dict[str, Any]) -> pa.Table:
@@ -174,6 +172,7 @@ def _of_clients(table: str, intervals: dict[str, Any], clients: np.ndarray, own:
 
 
 def _taken(column: Any, rows: np.ndarray) -> Any:
+    """A column's `rows`, numpy's or a dictionary's."""
     return column[rows] if isinstance(column, np.ndarray) else column.take(rows)
 
 

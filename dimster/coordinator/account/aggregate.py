@@ -179,7 +179,7 @@ class RunAggregate:
             duplicates = 0
             for producer_id, ranges in account.settled.items():
                 duplicates += self.settled[(group, producer_id)].add_many(ranges)
-                new_in_group += ranges[0][1] - ranges[0][0] + 1 if len(ranges) == 1 else ranges_size(ranges)
+                new_in_group += ranges_size(ranges)
             new_in_group -= duplicates
             self.duplicates += duplicates
             self.settled_by_group[group] += new_in_group

@@ -93,27 +93,27 @@ class ReportIntake:
         each one's phase (the phase its end falls in) and each worker's lines apart (report_merge.py,
         as an agent merges: a merged report counts, shows and writes what its reports do alone), so
         that the coordinator's cost per report is paid once a run. `loading`: load has started."""
-        run: list[IntervalReport] = []
+        batch: list[IntervalReport] = []
         phase, workers = "", set[int]()
         for index, message in received:
             if not isinstance(message, Reported):
-                self._take(run, phase, metrics)
-                run, workers = [], set()
+                self._take(batch, phase, metrics)
+                batch, workers = [], set()
                 yield index, message
                 continue
             report = message.report
             report_phase, its_workers = phase_of(report.end_time), {line.worker_index for line in report.lines}
-            if run and (report_phase != phase or workers & its_workers):
-                self._take(run, phase, metrics)
-                run, workers = [], set()
+            if batch and (report_phase != phase or workers & its_workers):
+                self._take(batch, phase, metrics)
+                batch, workers = [], set()
             self.journal.report(
                 report, report_phase if metrics else None, metrics.parts if metrics else 0, message.received
             )
             if loading:
                 self.self_cost.report_handled(report.end_time, len(report.lines))
-            run.append(report)
+            batch.append(report)
             phase, workers = report_phase, workers | its_workers
-        self._take(run, phase, metrics)
+        self._take(batch, phase, metrics)
 
     def _take(self, reports: list[IntervalReport], phase: str, metrics: MetricsWriter | None) -> None:
         """Journaled reports of one phase and of different workers, taken in as one."""

@@ -40,6 +40,7 @@ TAIL_PART = re.compile(r"journal-tail-(\d+)\.msgpack")
 NOT_ACCOUNT = ("delivery_counts", "client_stats", "rebalances")
 TAIL_RECORD = b"\x94" + msgpack.packb("report")  # a tail record: an array of 4, its kind first
 ACCOUNT_RECORD = b"\x92" + msgpack.packb("report")  # journal.msgpack's: an array of 2, its kind first
+MAP = msgpack.Packer()  # its pack_map_header: the start of a map whose pairs are bytes already packed
 
 
 def _append(path: Path) -> int:
@@ -63,7 +64,7 @@ def account_bytes(whole: bytes) -> bytes:
         else:
             report.skip()
             kept.append(whole[start : report.tell()])
-    return _map_header(len(kept)) + b"".join(kept)
+    return MAP.pack_map_header(len(kept)) + b"".join(kept)
 
 
 def _clients_account(report: msgpack.Unpacker, whole: bytes) -> bytes:
@@ -83,14 +84,7 @@ def _clients_account(report: msgpack.Unpacker, whole: bytes) -> bytes:
             for name in NOT_ACCOUNT:
                 detail.pop(name, None)
         kept.append(msgpack.packb(key) + msgpack.packb(details, use_bin_type=True))
-    return _map_header(entries) + b"".join(kept)
-
-
-def _map_header(entries: int) -> bytes:
-    """msgpack's start of a map of `entries` pairs."""
-    if entries < 16:
-        return bytes([0x80 | entries])
-    return b"\xde" + entries.to_bytes(2, "big") if entries < 1 << 16 else b"\xdf" + entries.to_bytes(4, "big")
+    return MAP.pack_map_header(entries) + b"".join(kept)
 
 
 def tail_files(folder: Path) -> list[Path]:
