@@ -12,10 +12,12 @@ the limit begins (seen once: beside other tests its threads waited 12-27 % befor
 made no new event); so the test asks the generator's state within a window of the limit (its last
 event, saturated or keeps up), not for an event after it, and the measured phase's record for the
 limit's effect. How soon: the worker's next report must show the wait, and a window is judged at its
-console line, so a second or two here (1.8-1.9 s quiet, 0.9-1.2 s beside a CPU hog); but that report is
-built and sent by a worker whose threads share 2 ms of CPU every 100 ms, and at a load average of 15
-(the hog, the suite's other worker and two benchmarks) it came 3.06 s after the limit. The test asks
-for it within the first half of the limit, as it asks the phase's record for half the limit's length."""
+console line, so a second or two here (1.8-1.9 s quiet, 0.7-2.0 s beside a CPU hog); but that report is
+built and sent by a worker whose threads share 2 ms of CPU every 100 ms, and the busier the host the
+later it comes: 3.06 s at a load average of 15, 4.0 s on CI beside the whole suite. The test asks
+for it while the limit holds (twice the latest seen). The windows without a report wait for the report
+that covers them (the watch's record), so the phase's saturated time is the limit's, less the window
+or two at its edges, however late the report (8.0-9.1 s of a limit of 8 s, beside a CPU hog)."""
 
 import contextlib
 import json
@@ -83,12 +85,12 @@ def test_a_worker_held_to_2_percent_of_a_core_is_named_while_held_and_its_phase_
     assert measure["saturated"] and set(measure["workers"]) == {str(i) for i in range(len(pids))}, measure
     worst = measure["workers"]["0"]
     assert worst["wait_share"] >= 0.5 and any("waited" in r for r in worst["reasons"]), worst
-    assert LIMITED_SECONDS / 2 <= measure["saturated_seconds"] <= measure["seconds"], measure
-    # within the first half of the limit the generator is saturated: its state is its last event's
+    assert LIMITED_SECONDS - 2 * INTERVAL <= measure["saturated_seconds"] <= measure["seconds"], measure
+    # while the limit holds the generator is saturated: its state is its last event's
     # (saturated, keeps up), which a host busy enough may have set before the limit
     marks = [json.loads(line) for line in (bundle / "events.jsonl").read_text().splitlines()]
     changes = [(m["time"] - limited_at, m["event"]) for m in marks if m["event"].startswith("generator_")]
-    by_then = [event for at, event in changes if at <= LIMITED_SECONDS / 2]
+    by_then = [event for at, event in changes if at <= LIMITED_SECONDS]
     assert by_then and by_then[-1] == "generator_saturated", (changes, said)
     console = console_log("local").read_text()
     assert "the load generator is saturated (worker 0: its threads waited" in console, console[-3000:]

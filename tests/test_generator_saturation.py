@@ -91,7 +91,8 @@ def test_a_plans_probe_names_the_workers_that_could_not_keep_their_schedule_over
 
 def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_phase():
     """Worker 1 waited 1.5 of 5 s and its producers ran 200 ms late; worker 0 kept up. A window no
-    report covered (a worker held from running reports late) leaves the watch's state as it was."""
+    report covered (a worker held from running reports late) leaves the watch's state as it was, and its
+    time takes, in the phase's record, the state of the report that covers it."""
     a = RunAggregate({"g": "t"})
     now = time.time()
     a.load_started = now - 5
@@ -124,6 +125,16 @@ def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_ph
     measured = bundle.run_info["generator"]["measure"]
     assert (measured["seconds"], measured["saturated_seconds"], measured["saturated"]) == (10.0, 5.0, True)
     assert watch.saturated_phases() == ["measure"]
+    # a worker held from running reports late: the windows without its report wait for the report that
+    # covers them, and take its state in the phase's record (the console's state held meanwhile)
+    for _ in range(3):
+        watch.see("measure", {"seconds": 1.0, "generator": [], "workerWaitShare": None})
+    assert [kind for kind, _ in log.events][-1] == "generator_keeps_up"
+    assert bundle.run_info["generator"]["measure"]["saturated_seconds"] == 5.0
+    watch.see("measure", window)
+    assert [kind for kind, _ in log.events][-1] == "generator_saturated"
+    measured = bundle.run_info["generator"]["measure"]
+    assert (measured["seconds"], measured["saturated_seconds"]) == (13.0 + window["seconds"], 8.0 + window["seconds"])
     watch.see("drain", window)  # the drain's windows are load too: recorded under its own name
     assert bundle.run_info["generator"]["drain"]["saturated"] and "draining" not in bundle.run_info["generator"]
 

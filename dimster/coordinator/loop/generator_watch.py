@@ -18,6 +18,7 @@ class PhaseLoad:
 
     seconds: float = 0.0
     saturated_seconds: float = 0.0
+    unjudged_seconds: float = 0.0  # windows no report covered yet: the report that covers them judges them
     workers: dict[str, dict] = field(default_factory=dict)  # worker -> its worst saturated window's figures
 
     def to_json(self) -> dict:
@@ -40,13 +41,18 @@ class GeneratorWatch:
         if phase not in LOAD_PHASES:
             return
         seconds, loads = window.get("seconds") or 0.0, window.get("generator") or []
-        # a window no worker's report covered (a worker held from running reports late) tells nothing
-        # of the generator: its state holds
-        saturated = bool(loads) if window.get("workerWaitShare") is not None else self.saturated
         load = self.phases.setdefault(phase, PhaseLoad())
         load.seconds += seconds
+        if window.get("workerWaitShare") is None:
+            # no worker's report covered it (a worker held from running reports late): the console's
+            # state holds, and the phase's record waits for the late report, which covers this time too
+            load.unjudged_seconds += seconds
+            self._record()
+            return
+        saturated = bool(loads)
+        judged, load.unjudged_seconds = seconds + load.unjudged_seconds, 0.0
         if saturated:
-            load.saturated_seconds += seconds
+            load.saturated_seconds += judged
             for worker in loads:
                 worst = load.workers.get(str(worker["worker"]))
                 if worst is None or worker["wait_share"] >= worst["wait_share"]:
@@ -57,7 +63,10 @@ class GeneratorWatch:
                 self.log.event("generator_saturated", phase=phase, workers=loads)
             else:
                 self.log.event("generator_keeps_up", phase=phase)
-        # run.json: what a verdict on this run's phases must know
+        self._record()
+
+    def _record(self) -> None:
+        """run.json: what a verdict on this run's phases must know."""
         self.bundle.run_info["generator"] = {name: p.to_json() for name, p in self.phases.items()}
 
     def saturated_phases(self) -> list[str]:
