@@ -93,7 +93,8 @@ class ProfileBase(BaseModel):
         if foreign:
             key, takers = next(iter(foreign.items()))
             why = " (an external cluster's brokers are read from it)" if data.get("backend") == "external" else ""
-            raise ValueError(f"{key}: only for backend: {' or '.join(takers)}{why}")
+            named = " or ".join([", ".join(takers[:-1]), takers[-1]] if len(takers) > 1 else takers)
+            raise ValueError(f"{key}: only for backend: {named}{why}")
         return data
 
     @field_validator("workers", mode="before")

@@ -13,6 +13,7 @@ BACKENDS = {
     "local": "dimster.cluster.local",
     "docker": "dimster.cluster.docker",
     "external": "dimster.cluster.external",
+    "strimzi": "dimster.cluster.strimzi",
 }
 
 
