@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, dict | None]] = {
     "worker": ("dimster.cli.worker", "app", None),
     "monitor": ("dimster.cli.monitor", "app", None),
     "image": ("dimster.cli.image", "app", None),
+    "k8s": ("dimster.cli.k8s", "app", None),
     "import": ("dimster.cli.imports", "app", None),
     "validate": ("dimster.cli.run", "validate", EXTRA_ARGS),
     "run": ("dimster.cli.run", "run", EXTRA_ARGS),

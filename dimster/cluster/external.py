@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus, RedeployReport
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import registered_brokers
+from dimster.kubernetes.deployment import KubernetesDeploy
 from dimster.profile import ProfileBase
 
 REACH_TIMEOUT = 10.0
@@ -34,6 +35,7 @@ class ExternalProfile(ProfileBase):
 
     backend: Literal["external"] = "external"
     external_bootstrap: str | None = Field(None, alias="bootstrapServers", min_length=3)
+    kubernetes: KubernetesDeploy | None = None  # the agents and coordinator as pods (`dimster k8s render`)
 
     @model_validator(mode="after")
     def _needs_bootstrap(self):

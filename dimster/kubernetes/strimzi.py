@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dimster.errors import DimsterError
+from dimster.kubernetes.deployment import KubernetesDeploy
 from dimster.profile import ProfileBase
 
 STRIMZI_RELEASE = "1.2.0"
@@ -91,6 +92,7 @@ class StrimziProfile(ProfileBase):
     heap: str | None = Field(None, pattern=r"^[0-9]+[mMgG]?$")  # each broker's -Xms and -Xmx
     kube_context: str | None = Field(None, alias="kubeContext", min_length=1)  # default: kubeconfig's current
     ready_timeout_seconds: int = Field(900, alias="readyTimeoutSeconds", ge=30)
+    kubernetes: KubernetesDeploy | None = None  # the agents and coordinator as pods (`dimster k8s render`)
 
     @field_validator("kafka_version")
     @classmethod
