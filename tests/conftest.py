@@ -71,6 +71,7 @@ SHARED_BY_MODULES = {
     "test_external_cluster.py": "beefy",
     "test_docker_backend.py": "podman",
     "test_images.py": "podman",
+    "test_k8s_pods.py": "podman",
     "test_secure.py": "podman",  # its agent container
 }
 

@@ -141,8 +141,9 @@ def coordinator(
         "broker-config.yaml": broker_config_text,
         "workload.yaml": workload_text,
     }
-    paths = {"environment.yaml": f"run/environments/{env}.yaml", "workload.yaml": "run/workloads/workload.yaml",
-             "broker-config.yaml": "run/broker-configs/broker-config.yaml"}  # fmt: skip
+    # each file in its folder of the project, a volume a folder: a ConfigMap item's path is a file name
+    folders = {"environment.yaml": ("environments", f"{env}.yaml"), "workload.yaml": ("workloads", "workload.yaml"),
+               "broker-config.yaml": ("broker-configs", "broker-config.yaml")}  # fmt: skip
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(name, ns, "coordinator"), "data": files}
     claim_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
@@ -161,14 +162,17 @@ def coordinator(
         "env": [{"name": "DIMSTER_PROJECT_DIR", "value": PROJECT}, {"name": "DIMSTER_STATE_DIR", "value": "/state"}],
         "resources": deploy.coordinator_resources.model_dump(exclude_defaults=True),
         "volumeMounts": [
-            {"name": "project", "mountPath": PROJECT, "readOnly": True},
+            *({"name": f, "mountPath": f"{PROJECT}/run/{f}", "readOnly": True} for f, _ in folders.values()),
             {"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
             {"name": "results", "mountPath": RESULTS},
             {"name": "state", "mountPath": "/state"},
         ],
     }  # fmt: skip
     volumes = [
-        {"name": "project", "configMap": {"name": name, "items": [{"key": k, "path": p} for k, p in paths.items()]}},
+        *(
+            {"name": folder, "configMap": {"name": name, "items": [{"key": key, "path": file}]}}
+            for key, (folder, file) in folders.items()
+        ),
         _token_volume(deploy),
         {"name": "results", "persistentVolumeClaim": {"claimName": "dimster-results"}},
         {"name": "state", "emptyDir": {}},
