@@ -58,13 +58,15 @@ def test_the_broker_config_is_spec_kafka_config_typed_with_the_internal_topics_r
     config = kafka["spec"]["kafka"]["config"]
     assert config["group.share.partition.max.record.locks"] == 2000  # a number, as Strimzi's examples write it
     assert config["group.share.max.size"] == 1000 and config["num.partitions"] == 1
-    assert {k: v for k, v in config.items() if k not in ("offsets.topic.replication.factor",
-            "transaction.state.log.replication.factor", "share.coordinator.state.topic.replication.factor")} == {
-        k: (int(v) if v.isdigit() else v) for k, v in SHIPPED.items()
-    }  # fmt: skip
-    assert config["offsets.topic.replication.factor"] == config["share.coordinator.state.topic.replication.factor"] == 1
+    derived = {"offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
+               "share.coordinator.state.topic.replication.factor": 1, "default.replication.factor": 1,
+               "transaction.state.log.min.isr": 1, "share.coordinator.state.topic.min.isr": 1,
+               "group.initial.rebalance.delay.ms": 0}  # fmt: skip
+    # as dimster's own nodes of one broker have them: a share group's state topic needs its min ISR
+    assert config == derived | {k: (int(v) if v.isdigit() else v) for k, v in SHIPPED.items()}
     *_, five = resources(profile(nodes=5), SHIPPED, SOURCE)
     assert five["spec"]["kafka"]["config"]["transaction.state.log.replication.factor"] == 3
+    assert five["spec"]["kafka"]["config"]["share.coordinator.state.topic.min.isr"] == 2
     # the broker config's own choice stands
     *_, own = resources(profile(nodes=5), {**SHIPPED, "offsets.topic.replication.factor": "5"}, SOURCE)
     assert own["spec"]["kafka"]["config"]["offsets.topic.replication.factor"] == 5

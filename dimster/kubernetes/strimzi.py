@@ -133,12 +133,17 @@ def check_config(properties: dict[str, str], profile: StrimziProfile, source: st
 
 
 def kafka_config(properties: dict[str, str], profile: StrimziProfile) -> dict[str, Any]:
-    """`spec.kafka.config`: the broker config with its values typed as YAML reads them, and the
-    internal topics' replication at most the brokers' number (three at most), as dimster sets it on
-    its own nodes."""
-    replication = str(min(3, profile.nodes))
-    config = {name: replication for name in INTERNAL_REPLICATION} | properties
-    return {name: _typed(value) for name, value in sorted(config.items())}
+    """`spec.kafka.config`: the broker config with its values typed as YAML reads them, over what
+    follows the brokers' number as dimster sets it on its own nodes (cluster/nodes.py): internal topics
+    on min(3, nodes) brokers, their min.insync.replicas min(2, nodes)."""
+    replicas, min_isr = str(min(3, profile.nodes)), str(min(2, profile.nodes))
+    derived = {name: replicas for name in INTERNAL_REPLICATION} | {
+        "default.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    return {name: _typed(value) for name, value in sorted((derived | properties).items())}
 
 
 def _typed(text: str) -> int | float | bool | str:
