@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dimster.cluster.backend import merged_lines
 from dimster.cluster.backends import profile_model
 from dimster.cluster.strimzi import StrimziCluster
 from dimster.errors import ClusterError, DimsterError
@@ -229,3 +230,14 @@ def test_an_environment_of_backend_strimzi_is_read_into_its_model_and_a_forbidde
     with pytest.raises(DimsterError, match="'listeners' is set by the Strimzi operator"):
         backend.up(said.append)
     assert operator.calls == []  # nothing applied
+
+
+def test_several_nodes_logs_merge_each_in_its_order_until_every_one_ended():
+    """merged_lines, which the docker and strimzi backends follow their nodes' logs with: each node's
+    lines in their order, tagged with the node, and the end once every source has ended (one that
+    ends at once included)."""
+    sources = {1: (f"a{i}" for i in range(500)), 2: iter(()), 3: [f"c{i}" for i in range(300)]}
+    merged = list(merged_lines(sources))
+    assert len(merged) == 800
+    for node, prefix, count in ((1, "a", 500), (3, "c", 300)):
+        assert [line for n, line in merged if n == node] == [f"{prefix}{i}" for i in range(count)]

@@ -11,8 +11,6 @@ import yaml
 from dimster.cli.output import console
 from dimster.environment import load_environment
 from dimster.errors import DimsterError
-from dimster.kafka.broker_config import load_broker_config
-from dimster.kafka.properties import property_text
 from dimster.kubernetes.deployment import (
     KubernetesDeploy,
     agents,
@@ -21,7 +19,7 @@ from dimster.kubernetes.deployment import (
     image_of,
     namespace_of,
 )
-from dimster.kubernetes.strimzi import StrimziProfile, resources
+from dimster.kubernetes.strimzi import StrimziProfile, broker_properties, resources
 from dimster.paths import display
 from dimster.workload.model import load_workload
 
@@ -50,9 +48,7 @@ def render_files(env: str, workload_path: Path, out: Path) -> list[str]:
         ),
     }
     if isinstance(profile, StrimziProfile):
-        properties = load_broker_config(profile.broker_config_path)
-        properties |= {k: property_text(v) for k, v in profile.broker_overrides.items()}
-        files["strimzi.yaml"] = resources(profile, properties, config_source)
+        files["strimzi.yaml"] = resources(profile, broker_properties(profile), config_source)
         files["coordinator-role.yaml"] = coordinator_role(profile, deploy)
     ns = namespace_of(profile, deploy)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,9 @@
 """What every cluster backend offers (cluster/backends.py picks the one an environment names), and
 what a backend's module hands the registry: its profile model and its class."""
 
-from collections.abc import Callable, Iterator
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -62,6 +64,29 @@ class ClusterBackend(Protocol):
     def fault(self, node_id: int, action: str, progress) -> str: ...  # kill, pause, isolate... a node
     def client_security(self) -> dict[str, str]: ...  # what clients need beside bootstrap.servers (kafka/security.py)
     def remove_data(self) -> None: ...  # the cluster's data and logs, when nothing runs (`cluster down --purge`)
+
+
+def merged_lines(sources: dict[int, Iterable[str]]) -> Iterator[tuple[int, str]]:
+    """(node id, line) of every node's log lines as they come, each read on a thread of its own, until
+    every source ended (`follow_logs`: a source ends where its node's log stream does)."""
+    lines: queue.Queue[tuple[int, str] | None] = queue.Queue()  # None: a source ended
+
+    def pump(node_id: int, source: Iterable[str]) -> None:
+        try:
+            for line in source:
+                lines.put((node_id, line))
+        finally:
+            lines.put(None)
+
+    for node_id, source in sources.items():
+        threading.Thread(target=pump, args=(node_id, source), daemon=True).start()
+    streaming = len(sources)
+    while streaming:
+        item = lines.get()
+        if item is None:
+            streaming -= 1
+        else:
+            yield item
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,14 @@ publishes the client and metrics ports on the profile's host. Everything it crea
 
 import contextlib
 import functools
-import queue
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from docker.models.containers import Container
 
-from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus
+from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus, merged_lines
 from dimster.cluster.docker_nodes import DockerNodes, DockerProfile, DockerState
 from dimster.containers.daemon import DAEMON_ERRORS, api_reason, daemon_address, removed_or_fail, stop_and_remove
 from dimster.errors import ClusterError, DimsterError
@@ -213,32 +211,20 @@ class DockerCluster(DockerNodes):
         return {node_id: self._tail(c, lines) for node_id, c in sorted(self.containers().items())}
 
     def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]:
-        """New lines of the nodes' containers as they come, until the caller stops."""
-        lines: queue.Queue[tuple[int, str] | None] = queue.Queue()  # None: a container's stream ended
+        """New lines of the nodes' containers as they come, until every container stopped (a recreated
+        container is a new log)."""
         try:
             containers = {n: c for n, c in self.containers().items() if n in node_ids}
         except DAEMON_ERRORS as e:
             raise ClusterError(f"the Docker daemon refused the logs: {api_reason(e)}") from None
+        return merged_lines({node_id: _new_lines(container) for node_id, container in containers.items()})
 
-        def pump(node_id: int, container: Container) -> None:
-            try:
-                for chunk in container.logs(stream=True, follow=True, tail=0):
-                    for line in chunk.decode(errors="replace").splitlines():
-                        lines.put((node_id, line))
-            except DAEMON_ERRORS:
-                pass
-            finally:
-                lines.put(None)
 
-        for node_id, container in containers.items():
-            threading.Thread(target=pump, args=(node_id, container), daemon=True).start()
-        streaming = len(containers)
-        while streaming:  # until every container stopped (a recreated container is a new log)
-            item = lines.get()
-            if item is None:
-                streaming -= 1
-            else:
-                yield item
+def _new_lines(container: Container) -> Iterator[str]:
+    """A container's log lines from now on, until it stops or the daemon goes."""
+    with contextlib.suppress(*DAEMON_ERRORS):
+        for chunk in container.logs(stream=True, follow=True, tail=0):
+            yield from chunk.decode(errors="replace").splitlines()
 
 
 PLUG = BackendPlug(DockerProfile, DockerCluster)

@@ -16,7 +16,13 @@ from pydantic import Field
 from dimster.cluster.backend import RedeployReport
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import AuthenticationFailed, registered_brokers, under_replicated_partitions
-from dimster.kafka.broker_config import check_names, check_values, config_definitions, load_broker_config
+from dimster.kafka.broker_config import (
+    check_names,
+    check_values,
+    config_definitions,
+    derived_broker_config,
+    load_broker_config,
+)
 from dimster.kafka.distribution import KafkaDistribution, kafka_distribution
 from dimster.kafka.helper import run_helper
 from dimster.kafka.properties import property_text
@@ -211,17 +217,7 @@ class NodeCluster(Generic[State]):
         return {**properties, **overrides}
 
     def node_properties(self, index: int, broker_config: dict[str, str]) -> dict[str, str]:
-        n = self.profile.nodes
-        replicas, min_isr = str(min(3, n)), str(min(2, n))
-        derived = {  # follow the node count; the broker-config file may override them
-            "offsets.topic.replication.factor": replicas,
-            "transaction.state.log.replication.factor": replicas,
-            "transaction.state.log.min.isr": min_isr,
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "share.coordinator.state.topic.min.isr": min_isr,
-            "default.replication.factor": replicas,
-            "group.initial.rebalance.delay.ms": "0",
-        }
+        derived = derived_broker_config(self.profile.nodes)  # the broker-config file may override them
         return {**derived, **broker_config, **self.managed_properties(index)}
 
     def node_config_text(self, index: int, broker_config: dict[str, str]) -> str:

@@ -6,20 +6,26 @@ rolling the brokers; which pods it rolled is read from their identities, before 
 
 The brokers' restarts during a run are seen by the run as on any backend (its broker watch)."""
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from queue import Queue
 from typing import Any
 
-from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus, RedeployReport
+from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus, RedeployReport, merged_lines
 from dimster.errors import ClusterError, DimsterError
-from dimster.kafka.broker_config import ConfigDefinition, check_names, config_definitions, load_broker_config
+from dimster.kafka.broker_config import ConfigDefinition, check_names, config_definitions
 from dimster.kafka.distribution import kafka_distribution
 from dimster.kafka.properties import property_text
 from dimster.kubernetes.api import ClusterApi, KubeApi
-from dimster.kubernetes.strimzi import PLAIN_PORT, StrimziProfile, check_config, kafka_config, resources
+from dimster.kubernetes.strimzi import (
+    PLAIN_PORT,
+    StrimziProfile,
+    broker_properties,
+    check_config,
+    kafka_config,
+    node_pools,
+    resources,
+)
 from dimster.paths import display, state_dir
 
 POLL_SECONDS = 2.0
@@ -49,9 +55,13 @@ def not_ready_reason(kafka: dict[str, Any] | None) -> str:
     return "; ".join(said) or "no word from the operator yet (is the Strimzi operator watching the namespace?)"
 
 
-def pod_node(pod: dict[str, Any]) -> int:
+def node_of(pod_name: str) -> int:
     """A Strimzi pod is named CLUSTER-POOL-NODEID."""
-    return int(pod["metadata"]["name"].rsplit("-", 1)[1])
+    return int(pod_name.rsplit("-", 1)[1])
+
+
+def pod_node(pod: dict[str, Any]) -> int:
+    return node_of(pod["metadata"]["name"])
 
 
 class StrimziCluster:
@@ -83,8 +93,7 @@ class StrimziCluster:
 
     def check_broker_config(self) -> dict[str, str]:
         """The profile's broker config, checked by Kafka's names and by what Strimzi allows."""
-        properties = load_broker_config(self.profile.broker_config_path)
-        properties |= {k: property_text(v) for k, v in self.profile.broker_overrides.items()}
+        properties = broker_properties(self.profile)
         check_config(properties, self.profile, self._source())  # first: the operator's own reasons
         check_names(properties, self.definitions(), self._source())
         return properties
@@ -95,14 +104,15 @@ class StrimziCluster:
         config = (kafka or {}).get("spec", {}).get("kafka", {}).get("config") or {}
         return {name: property_text(value) for name, value in config.items()}
 
-    def _wanted(self) -> dict[str, str]:
-        typed = kafka_config(self.check_broker_config(), self.profile)
-        return {name: property_text(value) for name, value in typed.items()}
+    def _changed(self, running: dict[str, str]) -> dict[str, Any]:
+        """What `running` (a spec.kafka.config) must change to be the profile's (None: removed)."""
+        wanted = kafka_config(self.check_broker_config(), self.profile)
+        texts = {name: property_text(value) for name, value in wanted.items()}
+        return {k: wanted.get(k) for k in sorted({*texts, *running}) if texts.get(k) != running.get(k)}
 
     def check_running_config(self, progress=print) -> None:
-        running, wanted = self.broker_config(), self._wanted()
-        if running and running != wanted:
-            changed = sorted(k for k in {*wanted, *running} if wanted.get(k) != running.get(k))
+        running = self.broker_config()
+        if running and (changed := self._changed(running)):
             progress(
                 f"the brokers run another broker config than the profile asks for ({', '.join(changed)}): "
                 f"`dimster cluster redeploy {self.profile.name}` applies it"
@@ -124,13 +134,13 @@ class StrimziCluster:
         progress(f"'{self.profile.name}' is up: {pods} broker pod(s), bootstrap servers {status.bootstrap_servers}")
         return status
 
-    def _wait_ready(self, progress) -> dict[str, Any]:
+    def _wait_ready(self, progress) -> None:
         deadline = self.clock() + self.profile.ready_timeout_seconds
         said = ""
         while True:
             kafka = self.api.get("Kafka", self.profile.cluster_name)
             if ready(kafka):
-                return kafka or {}
+                return
             reason = not_ready_reason(kafka)
             if reason != said:
                 progress(f"waiting for the operator: {reason}")
@@ -145,7 +155,7 @@ class StrimziCluster:
     def ensure(self, progress=print) -> None:
         if self.api.get("Kafka", self.profile.cluster_name) is None:
             self.up(progress)
-        elif self.broker_config() != self._wanted():
+        elif self._changed(self.broker_config()):
             self.redeploy(progress)
         else:
             self._wait_ready(progress)
@@ -165,29 +175,28 @@ class StrimziCluster:
         return stopped
 
     def _pool_names(self, kafka: dict[str, Any] | None) -> list[str]:
+        """The Kafka's node pools as its status lists them, else as the profile has them."""
         recorded = [p["name"] for p in ((kafka or {}).get("status") or {}).get("kafkaNodePools") or []]
-        return recorded or [pool["metadata"]["name"] for pool in resources(self.profile, {}, self._source())[:-1]]
+        return recorded or list(node_pools(self.profile))
 
     def redeploy(self, progress=print) -> RedeployReport:
-        running, wanted = self.broker_config(), self._wanted()
-        changed = {k: wanted.get(k) for k in sorted({*wanted, *running}) if wanted.get(k) != running.get(k)}
+        changed = self._changed(self.broker_config())
         if not changed:
             progress(f"'{self.profile.name}' already runs the profile's broker config")
             return RedeployReport({}, {}, [])
         before = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in self._broker_pods()}
-        typed = kafka_config(self.check_broker_config(), self.profile)
-        self.api.patch("Kafka", self.profile.cluster_name, {"spec": {"kafka": {"config": {
-            name: typed.get(name) for name in changed  # None removes a property (a merge patch)
-        }}}})  # fmt: skip
+        # a merge patch: None removes a property
+        self.api.patch("Kafka", self.profile.cluster_name, {"spec": {"kafka": {"config": changed}}})
         progress(f"patched spec.kafka.config of Kafka '{self.profile.cluster_name}': {', '.join(changed)}")
         self._wait_ready(progress)
         after = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in self._broker_pods()}
-        rolled = sorted(pod_node({"metadata": {"name": n}}) for n, uid in before.items() if after.get(n) != uid)
+        rolled = sorted(node_of(name) for name, uid in before.items() if after.get(name) != uid)
+        applied = {name: None if value is None else property_text(value) for name, value in changed.items()}
         if rolled:
             progress(f"the operator rolled broker pod(s) {', '.join(map(str, rolled))} to apply it")
-            return RedeployReport({}, changed, rolled)
+            return RedeployReport({}, applied, rolled)
         progress("the operator applied it without a restart (dynamic properties)")
-        return RedeployReport(changed, {}, [])
+        return RedeployReport(applied, {}, [])
 
     # -- state ------------------------------------------------------------------------------------
     def _broker_pods(self) -> list[dict[str, Any]]:
@@ -228,24 +237,7 @@ class StrimziCluster:
 
     def follow_logs(self, node_ids: list[int]) -> Iterator[tuple[int, str]]:
         pods = {pod_node(p): p["metadata"]["name"] for p in self._broker_pods() if pod_node(p) in node_ids}
-        lines: Queue[tuple[int, str] | None] = Queue()
-
-        def pump(node: int, pod: str) -> None:
-            try:
-                for line in self.api.follow_log(pod):
-                    lines.put((node, line))
-            finally:
-                lines.put(None)
-
-        for node, pod in pods.items():
-            threading.Thread(target=pump, args=(node, pod), daemon=True).start()
-        streaming = len(pods)
-        while streaming:
-            item = lines.get()
-            if item is None:
-                streaming -= 1
-            else:
-                yield item
+        return merged_lines({node: self.api.follow_log(pod) for node, pod in pods.items()})
 
     # -- faults and data --------------------------------------------------------------------------
     def fault(self, node_id: int, action: str, progress) -> str:

@@ -61,6 +61,22 @@ def config_definitions(distribution: KafkaDistribution) -> dict[str, ConfigDefin
     return {name: ConfigDefinition(d["type"], d["default"], d["valid"], d["updateMode"]) for name, d in raw.items()}
 
 
+def derived_broker_config(nodes: int) -> dict[str, str]:
+    """What follows a cluster's broker count (its broker config may override each): internal topics
+    and new topics on min(3, nodes) brokers, their min.insync.replicas min(2, nodes), the first
+    rebalance without delay."""
+    replicas, min_isr = str(min(3, nodes)), str(min(2, nodes))
+    return {
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        "default.replication.factor": replicas,
+        "group.initial.rebalance.delay.ms": "0",
+    }
+
+
 def load_broker_config(path: Path) -> dict[str, str]:
     """The broker-config YAML as flat Kafka properties (name -> text)."""
     data = load_mapping(path, "broker config")

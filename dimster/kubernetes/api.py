@@ -90,8 +90,14 @@ class ClusterApi:
         return self.core.read_namespaced_pod_log(name, self.namespace, tail_lines=lines)
 
     def follow_log(self, name: str) -> Iterator[str]:
-        stream: Any = self.core.read_namespaced_pod_log(  # a streamed response, not text
-            name, self.namespace, follow=True, tail_lines=0, _preload_content=False
-        )
-        for line in stream:  # urllib3's response, line by line
-            yield line.decode(errors="replace").rstrip("\n")
+        """The pod's log lines from now on, until the pod or the connection ends."""
+        from urllib3.exceptions import HTTPError
+
+        try:
+            stream: Any = self.core.read_namespaced_pod_log(  # a streamed response, not text
+                name, self.namespace, follow=True, tail_lines=0, _preload_content=False
+            )
+            for line in stream:  # urllib3's response, line by line
+                yield line.decode(errors="replace").rstrip("\n")
+        except (self.ApiException, HTTPError):
+            return  # the pod went (a roll replaces it): its log ends here

@@ -8,10 +8,11 @@ holds that claim for `kubectl cp`, and for `strimzi` the brokers' resources and 
 coordinator needs to bring them up and redeploy them. The worker token is never rendered: the
 agents and the coordinator read the Secret the user made (`tokenSecret`)."""
 
+import re
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dimster import __version__
 from dimster.profile import ProfileBase
@@ -20,20 +21,36 @@ AGENT_PORT = 7700
 PROJECT = "/etc/dimster/project"  # the ConfigMap's files, as dimster's project folder in the pod
 TOKEN_DIR = "/run/secrets/dimster"
 RESULTS = "/results"
+AGENTS = "dimster-agent"  # the StatefulSet; its pods dimster-agent-0, -1, ...
+AGENTS_SERVICE = "dimster-agents"  # the headless Service that names each agent pod
+RESULTS_CLAIM = "dimster-results"  # the bundle's volume claim, and the pod that holds it
 APP = "app.kubernetes.io/name"
+MANAGED = {"app.kubernetes.io/managed-by": "dimster"}
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a namespace's or an object's name
+QUANTITY = r"^([0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"  # a Kubernetes quantity (100Gi, 500m)
 
 
 class PodResources(BaseModel):
+    """A container's (or a Strimzi node pool's) resources: quantities by resource name."""
+
     model_config = ConfigDict(extra="forbid")
     requests: dict[str, str] = Field(default_factory=dict)
     limits: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, values: dict[str, str]) -> dict[str, str]:
+        for name, value in values.items():
+            if not re.match(QUANTITY, str(value)):
+                raise ValueError(f"{name}: '{value}' is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)")
+        return values
 
 
 class KubernetesDeploy(BaseModel):
     """A profile's `kubernetes:` section: where and how its agents and coordinator run as pods."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    namespace: str | None = Field(None, pattern=DNS_LABEL, max_length=63)
     image: str | None = Field(None, min_length=1)  # default: `dimster image build`'s worker image
     agents: int = Field(4, ge=1, le=1000)
     workers_per_agent: int = Field(1, alias="workersPerAgent", ge=1, le=64)
@@ -46,14 +63,13 @@ class KubernetesDeploy(BaseModel):
         alias="coordinatorResources",
     )
     token_secret: str = Field("dimster-worker-token", alias="tokenSecret", min_length=1)  # its key: `token`
-    results_size: str = Field("10Gi", alias="resultsSize")
+    results_size: str = Field("10Gi", alias="resultsSize", pattern=QUANTITY)
     results_class: str | None = Field(None, alias="resultsClass", min_length=1)
     spark_master: str | None = Field(None, alias="sparkMaster")  # None: no summary in the cluster
 
 
 def _meta(name: str, namespace: str, component: str) -> dict[str, Any]:
-    labels = {APP: "dimster", "app.kubernetes.io/component": component, "app.kubernetes.io/managed-by": "dimster"}
-    return {"name": name, "namespace": namespace, "labels": labels}
+    return {"name": name, "namespace": namespace, "labels": {**_selector(component), **MANAGED}}
 
 
 def _selector(component: str) -> dict[str, str]:
@@ -76,7 +92,7 @@ def agents(profile: ProfileBase, deploy: KubernetesDeploy) -> list[dict[str, Any
     """The headless Service (a stable name per agent), the StatefulSet and its PodDisruptionBudget."""
     ns, selector = namespace_of(profile, deploy), _selector("agent")
     service = {
-        "apiVersion": "v1", "kind": "Service", "metadata": _meta("dimster-agents", ns, "agent"),
+        "apiVersion": "v1", "kind": "Service", "metadata": _meta(AGENTS_SERVICE, ns, "agent"),
         "spec": {"clusterIP": "None", "selector": selector, "publishNotReadyAddresses": True,
                  "ports": [{"name": "agent", "port": AGENT_PORT, "targetPort": AGENT_PORT}]},
     }  # fmt: skip
@@ -94,12 +110,12 @@ def agents(profile: ProfileBase, deploy: KubernetesDeploy) -> list[dict[str, Any
     spread = {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
                                                  "labelSelector": {"matchLabels": selector}}}  # fmt: skip
     stateful = {
-        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": _meta("dimster-agent", ns, "agent"),
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": _meta(AGENTS, ns, "agent"),
         "spec": {
-            "serviceName": "dimster-agents", "replicas": deploy.agents, "podManagementPolicy": "Parallel",
+            "serviceName": AGENTS_SERVICE, "replicas": deploy.agents, "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": {**selector, "app.kubernetes.io/managed-by": "dimster"}},
+                "metadata": {"labels": {**selector, **MANAGED}},
                 "spec": {
                     # agents compete for cores: one to a node where the cluster has the nodes
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [spread]}},
@@ -111,7 +127,7 @@ def agents(profile: ProfileBase, deploy: KubernetesDeploy) -> list[dict[str, Any
         },
     }  # fmt: skip
     budget = {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta("dimster-agents", ns, "agent"),
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(AGENTS_SERVICE, ns, "agent"),
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},  # a drain waits for the run's end
     }  # fmt: skip
     return [service, stateful, budget]
@@ -124,7 +140,7 @@ def in_cluster_profile(profile: ProfileBase, deploy: KubernetesDeploy) -> dict[s
     data = profile.model_dump(by_alias=True, exclude_unset=True, exclude={"name", "kube_context", "kubernetes"})
     data |= {"backend": profile.backend, "kafkaVersion": profile.kafka_version}
     data["workers"] = [
-        {"address": f"dimster-agent-{i}.dimster-agents.{ns}.svc:{AGENT_PORT}"} for i in range(deploy.agents)
+        {"address": f"{AGENTS}-{i}.{AGENTS_SERVICE}.{ns}.svc:{AGENT_PORT}"} for i in range(deploy.agents)
     ]
     data["workerTokenFile"] = f"{TOKEN_DIR}/token"
     data["brokerConfig"] = "run/broker-configs/broker-config.yaml"
@@ -151,7 +167,7 @@ def coordinator(
     }
     if deploy.results_class:
         claim_spec["storageClassName"] = deploy.results_class
-    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta("dimster-results", ns, "results"),
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(RESULTS_CLAIM, ns, "results"),
              "spec": claim_spec}  # fmt: skip
     summary = ["--spark-master", deploy.spark_master] if deploy.spark_master else ["--no-summary"]
     container = {
@@ -174,7 +190,7 @@ def coordinator(
             for key, (folder, file) in folders.items()
         ),
         _token_volume(deploy),
-        {"name": "results", "persistentVolumeClaim": {"claimName": "dimster-results"}},
+        {"name": "results", "persistentVolumeClaim": {"claimName": RESULTS_CLAIM}},
         {"name": "state", "emptyDir": {}},
     ]
     pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container], "volumes": volumes}
@@ -187,9 +203,9 @@ def coordinator(
     reader = {"name": "results", "image": image_of(profile, deploy), "command": ["sleep", "infinity"],
               "volumeMounts": [{"name": "results", "mountPath": RESULTS, "readOnly": True}]}  # fmt: skip
     holder = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": _meta("dimster-results", ns, "results"),
+        "apiVersion": "v1", "kind": "Pod", "metadata": _meta(RESULTS_CLAIM, ns, "results"),
         "spec": {"containers": [reader],
-                 "volumes": [{"name": "results", "persistentVolumeClaim": {"claimName": "dimster-results"}}]},
+                 "volumes": [{"name": "results", "persistentVolumeClaim": {"claimName": RESULTS_CLAIM}}]},
     }  # fmt: skip
     return [config_map, claim, job, holder]
 

@@ -5,15 +5,16 @@ each, before anything is applied: a Kafka version it does not run, a property it
 forbidden prefixes), a replication its nodes cannot hold.
 
 The figures of the operator are those of Strimzi STRIMZI_RELEASE (its kafka-versions.yaml and
-KafkaClusterSpec's forbidden prefixes); docs/kubernetes.md says how to use another release."""
+KafkaClusterSpec's forbidden prefixes)."""
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dimster.errors import DimsterError
-from dimster.kubernetes.deployment import KubernetesDeploy
+from dimster.kafka.broker_config import derived_broker_config, load_broker_config
+from dimster.kafka.properties import property_text
+from dimster.kubernetes.deployment import DNS_LABEL, MANAGED, QUANTITY, KubernetesDeploy, PodResources
 from dimster.profile import ProfileBase
 
 STRIMZI_RELEASE = "1.2.0"
@@ -47,11 +48,6 @@ REPLICATION_KEYS = (
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
 )  # fmt: skip
-INTERNAL_REPLICATION = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-                        "share.coordinator.state.topic.replication.factor")  # fmt: skip
-MANAGED = {"app.kubernetes.io/managed-by": "dimster"}
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-QUANTITY = r"^([0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"  # a Kubernetes quantity (100Gi, 500m)
 
 
 class Storage(BaseModel):
@@ -64,20 +60,6 @@ class Storage(BaseModel):
     delete_claim: bool = Field(True, alias="deleteClaim")  # a test cluster's data goes with it
 
 
-class Resources(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    requests: dict[Literal["cpu", "memory"], str] = Field(default_factory=dict)
-    limits: dict[Literal["cpu", "memory"], str] = Field(default_factory=dict)
-
-    @field_validator("requests", "limits")
-    @classmethod
-    def _quantities(cls, values: dict[str, str]) -> dict[str, str]:
-        for name, value in values.items():
-            if not re.match(QUANTITY, str(value)):
-                raise ValueError(f"{name}: '{value}' is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)")
-        return values
-
-
 class StrimziProfile(ProfileBase):
     """The `strimzi` backend: brokers that the Strimzi operator runs in a Kubernetes namespace."""
 
@@ -88,7 +70,7 @@ class StrimziProfile(ProfileBase):
     nodes: int = Field(3, ge=1, le=100)  # brokers
     controllers: int = Field(0, ge=0, le=9)  # a pool of controllers of their own; 0: the brokers are controllers too
     storage: Storage = Field(default_factory=Storage)
-    resources: Resources = Field(default_factory=Resources)
+    resources: PodResources = Field(default_factory=PodResources)
     heap: str | None = Field(None, pattern=r"^[0-9]+[mMgG]?$")  # each broker's -Xms and -Xmx
     kube_context: str | None = Field(None, alias="kubeContext", min_length=1)  # default: kubeconfig's current
     ready_timeout_seconds: int = Field(900, alias="readyTimeoutSeconds", ge=30)
@@ -132,18 +114,17 @@ def check_config(properties: dict[str, str], profile: StrimziProfile, source: st
             )
 
 
+def broker_properties(profile: StrimziProfile) -> dict[str, str]:
+    """The profile's broker-config file with its `brokerOverrides` over it, as properties' text."""
+    properties = load_broker_config(profile.broker_config_path)
+    return properties | {name: property_text(value) for name, value in profile.broker_overrides.items()}
+
+
 def kafka_config(properties: dict[str, str], profile: StrimziProfile) -> dict[str, Any]:
     """`spec.kafka.config`: the broker config with its values typed as YAML reads them, over what
-    follows the brokers' number as dimster sets it on its own nodes (cluster/nodes.py): internal topics
-    on min(3, nodes) brokers, their min.insync.replicas min(2, nodes)."""
-    replicas, min_isr = str(min(3, profile.nodes)), str(min(2, profile.nodes))
-    derived = {name: replicas for name in INTERNAL_REPLICATION} | {
-        "default.replication.factor": replicas,
-        "transaction.state.log.min.isr": min_isr,
-        "share.coordinator.state.topic.min.isr": min_isr,
-        "group.initial.rebalance.delay.ms": "0",
-    }
-    return {name: _typed(value) for name, value in sorted((derived | properties).items())}
+    follows the brokers' number as on dimster's own nodes (derived_broker_config)."""
+    config = derived_broker_config(profile.nodes) | properties
+    return {name: _typed(value) for name, value in sorted(config.items())}
 
 
 def _typed(text: str) -> int | float | bool | str:
@@ -182,17 +163,18 @@ def _labels(profile: StrimziProfile) -> dict[str, str]:
     return {"strimzi.io/cluster": profile.cluster_name, **MANAGED}
 
 
+def node_pools(profile: StrimziProfile) -> dict[str, tuple[int, list[str]]]:
+    """Each node pool's name, replicas and roles: controllers of their own, or brokers that are both."""
+    if profile.controllers:
+        return {"controller": (profile.controllers, ["controller"]), "broker": (profile.nodes, ["broker"])}
+    return {"dual-role": (profile.nodes, ["controller", "broker"])}
+
+
 def resources(profile: StrimziProfile, properties: dict[str, str], source: str) -> list[dict[str, Any]]:
     """The node pools, then the `Kafka`, as `kubectl apply` takes them (`properties`: the broker
     config from `source`, checked here)."""
     check_config(properties, profile, source)
-    if profile.controllers:
-        pools = [
-            _pool(profile, "controller", profile.controllers, ["controller"]),
-            _pool(profile, "broker", profile.nodes, ["broker"]),
-        ]
-    else:
-        pools = [_pool(profile, "dual-role", profile.nodes, ["controller", "broker"])]
+    pools = [_pool(profile, name, replicas, roles) for name, (replicas, roles) in node_pools(profile).items()]
     kafka = {
         "apiVersion": API_VERSION,
         "kind": "Kafka",
