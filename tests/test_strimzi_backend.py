@@ -115,7 +115,8 @@ class Operator:
 def cluster(operator: Operator, **keys) -> tuple[StrimziCluster, list[str]]:
     profile = StrimziProfile.model_validate({"name": "k8s", "backend": "strimzi", **keys})
     ticks = itertools.count()
-    names = {name: NAME for name in [*load_broker_config(profile.broker_config_path), "num.io.threads"]}
+    extra = ["num.io.threads", "log.cleaner.min.cleanable.ratio"]
+    names = {name: NAME for name in [*load_broker_config(profile.broker_config_path), *extra]}
     backend = StrimziCluster(profile, operator, sleep=lambda _: None, clock=lambda: 2.0 * next(ticks),
                              definitions=lambda: names)  # fmt: skip
     return backend, []
@@ -241,3 +242,20 @@ def test_several_nodes_logs_merge_each_in_its_order_until_every_one_ended():
     assert len(merged) == 800
     for node, prefix, count in ((1, "a", 500), (3, "c", 300)):
         assert [line for n, line in merged if n == node] == [f"{prefix}{i}" for i in range(count)]
+
+
+def test_a_property_of_any_number_form_reads_back_as_written_and_makes_no_change():
+    """spec.kafka.config holds integers as numbers and other forms as their text: what the profile
+    wrote reads back the same, so `ensure` (each run's start) finds nothing to redeploy."""
+    operator = Operator()
+    operator.plan = [ready_status(1)]
+    backend, said = cluster(
+        operator, brokerOverrides={"num.io.threads": "1e1", "log.cleaner.min.cleanable.ratio": "0.50"}
+    )
+    backend.up(said.append)
+    config = operator.objects[("Kafka", "dimster")]["spec"]["kafka"]["config"]
+    assert (config["num.io.threads"], config["log.cleaner.min.cleanable.ratio"]) == ("1e1", "0.50")
+    assert config["group.share.max.size"] == 1000 and config["num.partitions"] == 1
+    operator.calls.clear()
+    backend.ensure(said.append)
+    assert operator.calls == [] and backend.redeploy(said.append).dynamic == {}

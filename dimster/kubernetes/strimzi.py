@@ -7,6 +7,7 @@ forbidden prefixes), a replication its nodes cannot hold.
 The figures of the operator are those of Strimzi STRIMZI_RELEASE (its kafka-versions.yaml and
 KafkaClusterSpec's forbidden prefixes)."""
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -127,15 +128,13 @@ def kafka_config(properties: dict[str, str], profile: StrimziProfile) -> dict[st
     return {name: _typed(value) for name, value in sorted(config.items())}
 
 
-def _typed(text: str) -> int | float | bool | str:
+def _typed(text: str) -> int | bool | str:
+    """A property's text as Strimzi's examples write it: an integer as a number, `true` and `false`
+    as booleans, anything else as the text itself (a number of another form, `1e3` or `0.50`, stays as
+    written: Kafka parses it, and it reads back as the same text)."""
     if text in ("true", "false"):
         return text == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+    return int(text) if re.fullmatch(r"-?[0-9]+", text) else text
 
 
 def _pool(profile: StrimziProfile, name: str, replicas: int, roles: list[str]) -> dict[str, Any]:
