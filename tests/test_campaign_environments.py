@@ -119,10 +119,10 @@ def test_a_replication_factor_above_a_points_node_count_is_refused(tmp_path):
 
 def refusal(path, env: str = "local") -> str:
     """What `dimster campaign ENV -c PATH` refuses the campaign with, before anything runs (in process)."""
-    from dimster.cli.campaign import _check_points
+    from dimster.campaign.checks import check_points
 
     with pytest.raises(DimsterError) as refused:
-        _check_points(load_campaign(path), load_environment(env))
+        check_points(load_campaign(path), load_environment(env))
     assert "\n" not in str(refused.value)
     return str(refused.value)
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dimster.cluster.external import ExternalProfile
-from dimster.kubernetes.deployment import KubernetesDeploy, agents, coordinator
+from dimster.kubernetes.deployment import JobInput, KubernetesDeploy, agents, coordinator
 from tests.conftest import REPO, dimster
 
 pytestmark = pytest.mark.unit
@@ -50,7 +50,7 @@ def test_the_kubernetes_service_selects_the_agents_on_their_port():
     token = container["args"][container["args"].index("--token-file") + 1]
     assert token.startswith(mount["mountPath"] + "/")  # the Secret's file, where serve reads it
     # the coordinator's profile names each agent by the Service's DNS name, on the agents' port
-    [config_map, *_] = coordinator(PROFILE, KubernetesDeploy(agents=3), "ext", "name: w\n", "")
+    [config_map, *_] = coordinator(PROFILE, KubernetesDeploy(agents=3), "ext", JobInput("workload", "name: w\n"), "")
     workers = yaml.safe_load(config_map["data"]["environment.yaml"])["workers"]
     name, ns = service["metadata"]["name"], service["metadata"]["namespace"]
     port = container["ports"][0]["containerPort"]

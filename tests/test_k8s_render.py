@@ -115,3 +115,66 @@ def test_a_local_environment_or_a_forbidden_broker_property_is_one_line_and_noth
     (project / "run/environments/k8s.yaml").write_text(K8S.replace("agents: 3", "agents: 0"))
     one_error_line(dimster("k8s", "render", "k8s", "-w", str(WORKLOAD), "-o", str(out)), "kubernetes.agents")
     assert not out.exists()
+
+
+def test_a_campaign_renders_as_one_file_the_job_runs_with_the_same_points(project, tmp_path):
+    """The campaign's base is taken into its file (the pod has no other), with its mode and thresholds
+    once; read back, the file gives the points the user's file gives, broker-config dimension included."""
+    from dimster.campaign.model import load_campaign
+
+    source = project / "run/campaigns/share-lock-budget.yaml"
+    out = tmp_path / "out"
+    result = dimster("k8s", "render", "k8s", "-c", str(source), "-o", str(out))
+    assert result.code == 0, result.stderr
+    assert "campaign 'share-lock-budget' on 'k8s'" in result.stdout
+    [config_map, _, job, _] = documents(out / "coordinator.yaml")
+    for obj in (config_map, job):
+        kubernetes_validate.validate(obj, "1.34.0", strict=True)
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    campaign = "/etc/dimster/project/run/campaigns/campaign.yaml"
+    assert container["args"][:4] == ["campaign", "k8s", "-c", campaign] and "workload.yaml" not in config_map["data"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/etc/dimster/project/run/campaigns" in mounts
+    rendered = tmp_path / "campaign.yaml"
+    rendered.write_text(config_map["data"]["campaign.yaml"])
+    mine, theirs = load_campaign(source), load_campaign(rendered)
+    assert [(p.label, p.workload) for p in theirs.points] == [(p.label, p.workload) for p in mine.points]
+    assert len(theirs.points) == 4 and isinstance(yaml.safe_load(rendered.read_text())["base"], dict)
+
+
+def test_what_a_run_on_the_environment_would_refuse_is_one_line_at_render_and_at_validate(project, tmp_path):
+    """Refused before anything is written or applied: a broker property Strimzi sets itself, in the
+    workload's brokerConfig; more replicas than brokers; a secret the ConfigMap would keep on disk;
+    an OMB campaign, whose files the pod does not have. `validate --env` refuses the same."""
+    out = tmp_path / "out"
+    bad = {
+        "strimzi": ({"brokerConfig": {"advertised.listeners": "PLAINTEXT://x:9092"}},
+                    "'advertised.listeners' is set by the Strimzi operator"),
+        "replicas": ({"replicationFactor": 5}, "replicationFactor 5 needs 5 brokers; 'k8s' has 3"),
+    }  # fmt: skip
+    base = {"name": "refused", "consumerType": "SHARE_GROUP", "clientLibrary": "librdkafka"}  # no JVM to check
+    for name, (keys, fragment) in bad.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({**base, **keys}))
+        one_error_line(dimster("k8s", "render", "k8s", "-w", str(path), "-o", str(out)), path.name, fragment)
+        one_error_line(dimster("validate", str(path), "--env", "k8s"), path.name, fragment)
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(
+        yaml.safe_dump({**base, "kafkaConfig": {"commonConfig": {"sasl.password": "dimster-secret-5f1c9a2e"}}})
+    )
+    result = dimster("k8s", "render", "ext", "-w", str(secret), "-o", str(out))
+    line = one_error_line(result, "kafkaConfig.commonConfig.sasl.password holds a secret")
+    assert "dimster-secret-5f1c9a2e" not in result.stdout + result.stderr and "5f1c9a2e" not in line
+    omb = tmp_path / "omb.yaml"
+    omb.write_text(yaml.safe_dump({"name": "omb", "omb": {"workloads": [str(WORKLOAD)]}}))
+    one_error_line(dimster("k8s", "render", "ext", "-c", str(omb), "-o", str(out)), "an omb campaign")
+    one_error_line(
+        dimster("k8s", "render", "ext", "-o", str(out)), "needs one of -w WORKLOAD.yaml and -c CAMPAIGN.yaml"
+    )
+    assert not out.exists()
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(base))
+    ok = dimster("validate", str(good), "--env", "k8s")
+    assert ok.code == 0 and "ok on 'k8s' (strimzi, Kafka 4.3.1)" in ok.stdout, ok.stderr
+    (project / "run/environments/k8s.yaml").write_text(K8S.replace("kafkaVersion: 4.3.1", "kafkaVersion: 4.4.0"))
+    one_error_line(dimster("validate", str(good), "--env", "k8s"), "'4.4.0' is not a Kafka version Strimzi 1.2.0 runs")

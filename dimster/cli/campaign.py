@@ -18,16 +18,14 @@ from dimster.cli.summary import (
     summarize_campaign_folder,
     write_campaign_page_line,
 )
-from dimster.cluster.backends import backend_for
 from dimster.environment import load_environment, with_worker_count
 from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, project_dir
 from dimster.pipeline.spark import spark_master
 
 if TYPE_CHECKING:
-    from dimster.campaign.model import Campaign, Point
+    from dimster.campaign.model import Campaign
     from dimster.campaign.runner import CampaignFolder
-    from dimster.environment import EnvironmentProfile
 
 
 def campaign(
@@ -45,6 +43,7 @@ def campaign(
     """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one.
     `--omb WORKLOAD... [--driver DRIVER...] [--set k=v...]` runs OpenMessaging Benchmark workload files
     with driver files as OMB's benchmark command does, one point each (docs/omb.md)."""
+    from dimster.campaign.checks import check_points
     from dimster.campaign.model import load_campaign
     from dimster.campaign.runner import INTERRUPTED_EXIT, CampaignFolder, run_campaign
 
@@ -68,7 +67,7 @@ def campaign(
         folder.check_matches(loaded, env)
         workers = folder.resumed_workers(workers)
     profile = with_worker_count(load_environment(env), workers)
-    _check_points(loaded, profile)
+    check_points(loaded, profile)
     if dry_run:
         return _list_points(loaded, folder)
     if folder is None:
@@ -96,46 +95,6 @@ def campaign(
 
 def _recorded_file(folder: CampaignFolder) -> Path:
     return Path(folder.state["campaign_file"])
-
-
-def _check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
-    """Before anything runs: the environments the points vary (`cluster.` keys), every point's client
-    properties (by their libraries) and, on a local cluster, every broker config a point asks for (by
-    Kafka's own parser), each on the point's own environment."""
-    from dimster.campaign.environments import check_varied, point_profile
-    from dimster.clients.properties import check_client_configs
-    from dimster.coordinator.loop.one_run import with_workload_broker_config
-
-    check_varied(profile, {key for p in loaded.points for key in p.environment}, loaded.source)
-    seen_clients, seen_brokers = set(), set()
-    for point in loaded.points:
-        w = point.workload
-        on = point_profile(profile, point.environment, loaded.source)
-        _check_replication(loaded, point, on)
-        clients = repr((w.client_library, w.client_version, w.kafka_config, w.consumer_type, w.acknowledgement))
-        if (clients, on.kafka_version) not in seen_clients:
-            seen_clients.add((clients, on.kafka_version))
-            check_client_configs(w, f"{loaded.source}: {_where(point)}", on.kafka_version)
-        brokers = repr((sorted(w.broker_config.items()), on.kafka_version))
-        if w.broker_config and brokers not in seen_brokers:
-            seen_brokers.add(brokers)
-            try:  # an external cluster's is refused before any point runs
-                backend_for(with_workload_broker_config(w, on)).check_broker_config()
-            except DimsterError as e:
-                raise DimsterError(f"{loaded.source}: {_where(point)}: {e}") from None
-
-
-def _check_replication(loaded: Campaign, point: Point, on: EnvironmentProfile) -> None:
-    """A point's replicationFactor fits the node count of its environment (`cluster.nodes`)."""
-    nodes, replication = getattr(on, "nodes", None), point.workload.replication_factor
-    if "nodes" in point.environment and replication and nodes and replication > nodes:
-        raise DimsterError(
-            f"{loaded.source}: {_where(point)}: replicationFactor {replication} needs {replication} nodes or more"
-        )
-
-
-def _where(point: Point) -> str:
-    return f"point {point.index} ({point.label})"
 
 
 def _list_points(loaded: Campaign, folder: CampaignFolder | None) -> None:

@@ -50,19 +50,32 @@ def validate(
     workload: Path = typer.Argument(..., help="Workload YAML file.", show_default=False),
     set_: list[str] = SetOpt,
     driver: Path = DriverOpt,
+    env: str = typer.Option(
+        None, "--env", "-e", help="Also check it against ENV: its Kafka version, broker config and brokers."
+    ),
 ) -> None:
-    """Check a workload file (dimster's or OpenMessaging Benchmark's, and --set overrides) without running it."""
+    """Check a workload file (dimster's or OpenMessaging Benchmark's, and --set overrides) without running
+    it; with --env, also what a run on that environment would refuse (nothing is started or applied)."""
     from dimster.clients.properties import check_client_configs
-    from dimster.environment import DEFAULT_KAFKA_VERSION
+    from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
     from dimster.workload.model import load_workload
 
     notes: list[str] = []
     loaded = load_workload(workload, set_items(ctx, set_), driver, notes=notes)
-    check_client_configs(loaded, display(workload), DEFAULT_KAFKA_VERSION)
+    on = ""
+    if env is None:
+        check_client_configs(loaded, display(workload), DEFAULT_KAFKA_VERSION)
+    else:
+        from dimster.coordinator.loop.one_run import check_on_environment
+
+        check_environment_name(env)
+        profile = load_environment(env)
+        check_on_environment(loaded, profile, display(workload))
+        on = f" on '{env}' ({profile.backend}, Kafka {profile.kafka_version})"
     for note in notes:
         console.print(f"note: {note}", markup=False)
     console.print(
-        f"{workload}: ok: '{loaded.name}', {loaded.topics} topic(s) x {loaded.partitions_per_topic} partition(s), "
+        f"{workload}: ok{on}: '{loaded.name}', {loaded.topics} topic(s) x {loaded.partitions_per_topic} partition(s), "
         f"{loaded.total_producers} producer(s) at {loaded.producer_rate:g} msg/s, "
         f"{loaded.total_consumers} {loaded.consumer_type.lower().replace('_', ' ')} consumer(s)"
     )

@@ -3,18 +3,20 @@
 `kubectl apply -k DIR`), not a chart: dimster itself fills in what a template would, from the profile
 and the workload it already checks. In the namespace: the agents (a headless Service, a StatefulSet
 spread over the nodes, a PodDisruptionBudget that keeps a run's agents from eviction), the coordinator
-as a Job that runs the workload from a ConfigMap and writes its bundle to a volume claim, a pod that
+as a Job that runs the workload or campaign from a ConfigMap and writes its bundle to a volume claim, a pod that
 holds that claim for `kubectl cp`, and for `strimzi` the brokers' resources and the Role the
 coordinator needs to bring them up and redeploy them. The worker token is never rendered: the
 agents and the coordinator read the Secret the user made (`tokenSecret`)."""
 
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dimster import __version__
+from dimster.errors import DimsterError
 from dimster.profile import ProfileBase
 
 AGENT_PORT = 7700
@@ -27,6 +29,7 @@ RESULTS_CLAIM = "dimster-results"  # the bundle's volume claim, and the pod that
 APP = "app.kubernetes.io/name"
 MANAGED = {"app.kubernetes.io/managed-by": "dimster"}
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a namespace's or an object's name
+CONFIG_MAP_BYTES = 1024 * 1024 - 4096  # Kubernetes' limit of a ConfigMap (1 MiB), less room for its metadata
 QUANTITY = r"^([0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"  # a Kubernetes quantity (100Gi, 500m)
 
 
@@ -147,18 +150,45 @@ def in_cluster_profile(profile: ProfileBase, deploy: KubernetesDeploy) -> dict[s
     return data
 
 
+@dataclass(frozen=True)
+class JobInput:
+    """What the coordinator Job runs: a workload (`dimster run`) or a campaign (`dimster campaign`),
+    as the text of its file, which needs no other file."""
+
+    kind: Literal["workload", "campaign"]
+    text: str
+
+    @property
+    def file(self) -> str:
+        return f"{self.kind}.yaml"
+
+    @property
+    def folder(self) -> str:  # of the project's run/
+        return f"{self.kind}s"
+
+    def args(self, env: str) -> list[str]:
+        path = f"{PROJECT}/run/{self.folder}/{self.file}"
+        return ["run", env, "-w", path] if self.kind == "workload" else ["campaign", env, "-c", path]
+
+
 def coordinator(
-    profile: ProfileBase, deploy: KubernetesDeploy, env: str, workload_text: str, broker_config_text: str
+    profile: ProfileBase, deploy: KubernetesDeploy, env: str, to_run: JobInput, broker_config_text: str
 ) -> list[dict[str, Any]]:
     """The ConfigMap of the run's files, the results' claim, the Job, and the pod that holds the claim."""
     ns, name = namespace_of(profile, deploy), "dimster-run"
     files = {
         "environment.yaml": yaml.safe_dump(in_cluster_profile(profile, deploy), sort_keys=False),
         "broker-config.yaml": broker_config_text,
-        "workload.yaml": workload_text,
+        to_run.file: to_run.text,
     }
+    size = sum(len(text.encode()) for text in files.values())
+    if size > CONFIG_MAP_BYTES:
+        raise DimsterError(
+            f"the coordinator's files take {size:,} bytes (its {to_run.kind} {len(to_run.text.encode()):,}), "
+            f"more than a ConfigMap holds ({CONFIG_MAP_BYTES:,}): a payload.file that large belongs in the image"
+        )
     # each file in its folder of the project, a volume a folder: a ConfigMap item's path is a file name
-    folders = {"environment.yaml": ("environments", f"{env}.yaml"), "workload.yaml": ("workloads", "workload.yaml"),
+    folders = {"environment.yaml": ("environments", f"{env}.yaml"), to_run.file: (to_run.folder, to_run.file),
                "broker-config.yaml": ("broker-configs", "broker-config.yaml")}  # fmt: skip
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(name, ns, "coordinator"), "data": files}
     claim_spec: dict[str, Any] = {
@@ -174,7 +204,7 @@ def coordinator(
         "name": "coordinator",
         "image": image_of(profile, deploy),
         "command": ["python3", "-m", "dimster"],
-        "args": ["run", env, "-w", f"{PROJECT}/run/workloads/workload.yaml", "--results", RESULTS, *summary],
+        "args": [*to_run.args(env), "--results", RESULTS, *summary],
         "env": [{"name": "DIMSTER_PROJECT_DIR", "value": PROJECT}, {"name": "DIMSTER_STATE_DIR", "value": "/state"}],
         "resources": deploy.coordinator_resources.model_dump(exclude_defaults=True),
         "volumeMounts": [

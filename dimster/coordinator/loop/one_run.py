@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dimster.clients.properties import java_versions
+from dimster.clients.properties import check_client_configs, java_versions
 from dimster.cluster.backends import backend_for
 from dimster.coordinator.control.api import ControlServer
 from dimster.coordinator.control.exporter import StatusExporter
@@ -19,6 +19,7 @@ from dimster.coordinator.workers.topology import worker_versions
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.monitor import announce_run
+from dimster.paths import display
 from dimster.results.bundle import ResultsBundle
 from dimster.workload.model import Workload
 
@@ -78,6 +79,38 @@ def with_workload_broker_config(workload: Workload, profile: EnvironmentProfile)
             "cluster: change its broker config where it runs and drop brokerConfig from the workload"
         )
     return profile.with_broker_config(workload.broker_config)
+
+
+def check_on_environment(workload: Workload, profile: EnvironmentProfile, source: str) -> None:
+    """What a run of `workload` on `profile` would refuse, found before anything starts or is applied
+    (`dimster validate --env`, `dimster k8s render`): its client properties by the cluster's Kafka
+    version, the broker config it would run with (the profile's and the workload's `brokerConfig`, by
+    Kafka's names and the backend's own rules) and a replicationFactor above the brokers' count."""
+    check_client_configs(workload, source, profile.kafka_version)
+    on = with_workload_broker_config(workload, profile)
+    if on.backend != "external":  # dimster knows no broker config of an external cluster
+        backend_for(profile).check_broker_config()
+        if on is not profile:
+            _check_overlaid(on, profile, source)
+    nodes, replication = getattr(on, "nodes", None), workload.replication_factor
+    if replication and isinstance(nodes, int) and replication > nodes:
+        raise DimsterError(
+            f"{source}: replicationFactor {replication} needs {replication} brokers; "
+            f"'{profile.name}' has {nodes} (run/environments/{profile.name}.yaml: nodes)"
+        )
+
+
+def _check_overlaid(on: EnvironmentProfile, profile: EnvironmentProfile, source: str) -> None:
+    """The profile's broker config with the workload's `brokerConfig` over it, the profile's own being
+    good: what is refused now is the workload's, and its line names the workload's file."""
+    try:
+        backend_for(on).check_broker_config()
+    except DimsterError as e:
+        profile_files = (display(profile.broker_config_path), f"run/environments/{profile.name}.yaml")
+        message = str(e)
+        for name in profile_files:
+            message = message.removeprefix(f"{name}: ")
+        raise DimsterError(f"{source}: brokerConfig: {message}") from None
 
 
 def check_client_versions(workload: Workload, profile: EnvironmentProfile) -> None:

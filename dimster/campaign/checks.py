@@ -1,0 +1,46 @@
+"""A campaign's points checked against the environment they would run on, before anything runs or is
+applied: `dimster campaign` (and its `--dry-run`) and `dimster k8s render -c` refuse the same points."""
+
+from dimster.campaign.environments import check_varied, point_profile
+from dimster.campaign.model import Campaign, Point
+from dimster.clients.properties import check_client_configs
+from dimster.cluster.backends import backend_for
+from dimster.coordinator.loop.one_run import with_workload_broker_config
+from dimster.environment import EnvironmentProfile
+from dimster.errors import DimsterError
+
+
+def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
+    """The environments the points vary (`cluster.` keys), every point's client properties (by their
+    libraries) and, where dimster runs the brokers, every broker config a point asks for (by Kafka's
+    own parser and the backend's rules), each on the point's own environment."""
+    check_varied(profile, {key for p in loaded.points for key in p.environment}, loaded.source)
+    seen_clients, seen_brokers = set(), set()
+    for point in loaded.points:
+        w = point.workload
+        on = point_profile(profile, point.environment, loaded.source)
+        _check_replication(loaded, point, on)
+        clients = repr((w.client_library, w.client_version, w.kafka_config, w.consumer_type, w.acknowledgement))
+        if (clients, on.kafka_version) not in seen_clients:
+            seen_clients.add((clients, on.kafka_version))
+            check_client_configs(w, f"{loaded.source}: {where(point)}", on.kafka_version)
+        brokers = repr((sorted(w.broker_config.items()), on.kafka_version))
+        if w.broker_config and brokers not in seen_brokers:
+            seen_brokers.add(brokers)
+            try:  # an external cluster's is refused before any point runs
+                backend_for(with_workload_broker_config(w, on)).check_broker_config()
+            except DimsterError as e:
+                raise DimsterError(f"{loaded.source}: {where(point)}: {e}") from None
+
+
+def _check_replication(loaded: Campaign, point: Point, on: EnvironmentProfile) -> None:
+    """A point's replicationFactor fits the node count of its environment (`cluster.nodes`)."""
+    nodes, replication = getattr(on, "nodes", None), point.workload.replication_factor
+    if "nodes" in point.environment and replication and nodes and replication > nodes:
+        raise DimsterError(
+            f"{loaded.source}: {where(point)}: replicationFactor {replication} needs {replication} nodes or more"
+        )
+
+
+def where(point: Point) -> str:
+    return f"point {point.index} ({point.label})"
