@@ -9,7 +9,7 @@ import pytest
 
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.control.console import warnings
-from dimster.coordinator.loop.generator_watch import GeneratorWatch
+from dimster.coordinator.loop.generator_watch import GeneratorWatch, window_phase
 from dimster.diagnosis.generator import PUBLISH_DELAY_MS, WorkerLoad, console_line, saturated
 from dimster.diagnosis.limits import GENERATOR, GroupInputs, diagnose
 from dimster.metrics.histogram import Histogram
@@ -137,6 +137,32 @@ def test_a_window_names_the_workers_behind_schedule_and_the_watch_records_the_ph
     assert (measured["seconds"], measured["saturated_seconds"]) == (13.0 + window["seconds"], 8.0 + window["seconds"])
     watch.see("drain", window)  # the drain's windows are load too: recorded under its own name
     assert bundle.run_info["generator"]["drain"]["saturated"] and "draining" not in bundle.run_info["generator"]
+
+
+def test_a_window_across_warm_ups_end_gives_each_phase_its_own_seconds_and_takes_the_larger_ones_label():
+    """A console window of ten 1-s reports, nine of warm-up and one of the measured phase (the line due
+    as measure begins, as with a warm-up of whole windows): its label is warm-up's, and its time goes
+    9 s to warm-up and 1 s to measure, where it once went whole to measure (10 s of warm-up counted as
+    measured, and a measured phase longer than durationSeconds)."""
+    a = RunAggregate({"g": "t"})
+    start = time.time() - 10
+    a.load_started = start
+    for second in range(1, 11):
+        a.add(report(0, start + second, 300.0, 0.5), "warmup" if second < 10 else "measure")  # waited 30 %
+    window = a.take_window()
+    assert window["phases"] == {"warmup": pytest.approx(9.0), "measure": pytest.approx(1.0)}
+    assert window_phase("measure", window) == "warmup"
+    assert window_phase("measure", {"seconds": 1.0, "phases": {}}) == "measure"  # no report: the loop's clock
+
+    class Log:
+        def event(self, kind, **details):
+            pass
+
+    bundle = type("Bundle", (), {"run_info": {}})()
+    GeneratorWatch(Log(), bundle).see("measure", window)  # type: ignore[arg-type]
+    recorded = bundle.run_info["generator"]
+    assert recorded["warmup"]["seconds"] == recorded["warmup"]["saturated_seconds"] == pytest.approx(9.0)
+    assert recorded["measure"]["seconds"] == recorded["measure"]["saturated_seconds"] == pytest.approx(1.0)
 
 
 def test_a_window_names_each_live_worker_not_heard_from_and_its_line_says_its_clients_are_missing():

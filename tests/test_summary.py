@@ -279,6 +279,13 @@ def test_a_worker_whose_threads_waited_to_run_in_the_measured_phase_gets_a_note(
     assert workers["0"]["publish_delay_p99_ms_max"] is None  # no producer
     [told] = [n for n in summary["notes"] if "load generator" in n]
     assert told.startswith("the load generator was saturated for 100% of the measured phase")
+    # the run's own judgement, window by window (run.json's `generator`), is the phase's: one verdict
+    live = {"measure": {"seconds": 8.0, "saturated_seconds": 0.5, "saturated": False, "workers": {}}}
+    info = {"run_id": "r", "status": "completed", "load_started": START, "generator": live}
+    (tmp_path / "run.json").write_text(json.dumps(info))
+    measured = summarize(tmp_path, spark)["generator"]["measure"]
+    assert (measured["seconds"], measured["saturated_seconds"], measured["saturated"]) == (8.0, 0.5, False)
+    assert measured["workers"]["0"]["saturated_seconds"] == 8.0  # each worker's reports, judged one by one
 
 
 @pytest.mark.spark

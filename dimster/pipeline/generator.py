@@ -2,7 +2,7 @@
 a report is saturated by the rules of diagnosis/generator.py (threads waiting to run, CPU at the cores
 it may use, steal time), and a phase is saturated when its generator was for
 SATURATED_PHASE_SHARE of its time. The coordinator judges the same live, window by window (run.json's
-`generator`); this is summary.json's, from the bundle alone."""
+`generator`), and a phase it judged keeps that judgement here; each worker's figures are its reports'."""
 
 import pandas as pd
 
@@ -71,12 +71,18 @@ def generator_by_phase(reports, histograms) -> pd.DataFrame:
     return table.assign(publish_delay_p99_ms_max=float("nan"))
 
 
-def generator_summary(table: pd.DataFrame) -> dict:
+def generator_summary(table: pd.DataFrame, live: dict | None = None) -> dict:
     """summary.json's `generator`: per phase its seconds, saturated seconds (of the worker saturated
-    longest), whether it is a saturated phase, and each worker's figures."""
+    longest), whether it is a saturated phase, and each worker's figures (its own reports judged one by
+    one). `live`: run.json's `generator`, the run's own judgement window by window: where it has a
+    phase, the phase's three figures are its, so that the console, run.json, the summary and the
+    verdicts say one thing (reports of a second judged alone flip on noise the windows average out)."""
     phases: dict[str, dict] = {}
     for phase, rows in table.groupby("phase"):
         seconds, saturated = float(rows["seconds"].max()), float(rows["saturated_seconds"].max())
+        judged = (live or {}).get(str(phase))
+        if isinstance(judged, dict) and judged.get("seconds"):
+            seconds, saturated = float(judged["seconds"]), float(judged.get("saturated_seconds") or 0.0)
         workers = {
             str(int(r["worker"])): {k: number(v) for k, v in r.items() if k not in ("phase", "worker")}
             for r in rows.to_dict("records")

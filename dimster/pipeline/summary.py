@@ -89,7 +89,9 @@ def summarize(run_dir: Path, master: str, progress: Callable[[str], None] = lamb
             histogram_rows = sum(footer.num_rows for footer in parts["histograms"].values())
             use_generated_code(spark, histogram_rows >= GENERATED_CODE_ROWS)
             groups, topics = list(run_info.get("groups") or {}), list(run_info.get("topics") or [])
-            tables = _spark_tables(spark, {t: parts[t] for t in present}, summary, groups, topics, progress)
+            tables = _spark_tables(
+                spark, {t: parts[t] for t in present}, summary, groups, topics, progress, run_info.get("generator")
+            )
         except Exception as e:  # a Spark failure: one line, the run folder stays as it was
             # read while Spark's JVM still runs: a Java exception's text comes from there
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
@@ -120,6 +122,7 @@ def _spark_tables(
     groups: list[str],
     topics: list[str],
     progress: Callable[[str], None],
+    live_generator: dict | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the Spark side: fills `summary` with overall numbers, returns the tables to write. The
     sections run concurrently; their results are merged in a fixed order, as if one after another."""
@@ -130,7 +133,7 @@ def _spark_tables(
         "latency": (("histograms",), lambda: _latency(frames)),
         "delivery counts": (("delivery_counts",), lambda: _delivery_counts(frames)),
         "client statistics": (("client_stats", "intervals"), lambda: _client_stats(frames)),
-        "load generator": (("workers",), lambda: _generator(frames)),
+        "load generator": (("workers",), lambda: _generator(frames, live_generator)),
         "worker CPU": (("workers", "intervals"), lambda: _worker_cpu(frames)),
         "compression": (("intervals",), lambda: _compression(frames, topics)),
         "group lag": (("group_lag",), lambda: _group_lag(frames)),
@@ -205,11 +208,11 @@ def _client_stats(frames: dict) -> Section:
     return {"client_stats": overall_client_ratios(table)}, {"client_stats": table}, []
 
 
-def _generator(frames: dict) -> Section:
-    """Whether dimster's load generator kept its schedule, per phase and worker."""
+def _generator(frames: dict, live: dict | None) -> Section:
+    """Whether dimster's load generator kept its schedule, per phase and worker (`live`: run.json's)."""
     reports = generator_reports(frames["workers"])
     table = generator_by_phase(reports, frames.get("histograms"))
-    phases = generator_summary(table)
+    phases = generator_summary(table, live)
     return {"generator": phases}, {"generator": table}, generator_note(phases)
 
 

@@ -79,7 +79,8 @@ class RunAggregate:
         self.load_started = 0.0  # set when load starts: the first report of a worker covers from then
         self.workers = WorkerLines()  # each worker's clock, its instant's counts, its recent rates
 
-    def add(self, report: IntervalReport) -> None:
+    def add(self, report: IntervalReport, phase: str | None = None) -> None:
+        """A report (of `phase`, where the run loop knows it: the console's windows split by it)."""
         spans = self.workers.spans(report, self.load_started, time.time())
         windows = (self.window, self.probe) if self.probing else (self.window,)  # a plan's: diagnosis/generator.py
         owner = report.client_line  # each client's line
@@ -87,7 +88,7 @@ class RunAggregate:
         for k, (line, span) in enumerate(zip(report.lines, spans, strict=True)):
             for window in windows:
                 window.use(line, span.share, delays.get(k))
-                window.cover(line.worker_index, span.covered, span.waited)
+                window.cover(line.worker_index, span.covered, span.waited, phase)
         # this report's counts for a plan's probe, a Counter a line: ("sent",), ("acked", topic), ("settled", group)
         counted: list[Counter] = [Counter() for _ in report.lines]
         producing = np.array([role == "producer" for role in report.clients.role], bool)
@@ -386,6 +387,7 @@ class RunAggregate:
             "maxPollRecords": window.max_poll_records if window.polls else None,
             "workerWaitShare": window.wait_share(),
             "seconds": seconds,
+            "phases": window.phase_seconds(),  # phase -> the seconds of the window its reports went under
             "generator": [load.to_json() for load in saturated(window.loads())],  # workers behind schedule
             "overdue": overdue,
             "duplicates": self.duplicates,

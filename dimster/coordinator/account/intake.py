@@ -120,7 +120,7 @@ class ReportIntake:
         if not reports:
             return
         report = reports[0] if len(reports) == 1 else merged(reports)
-        self.aggregate.add(report)
+        self.aggregate.add(report, phase)
         self.judge.take(report, phase, self.aggregate.load_started)
         note_crashes(report, self.ensemble, self.log)
         note_rebalances(report, self.rebalances, self.log)

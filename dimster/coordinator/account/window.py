@@ -15,6 +15,7 @@ class Window:
     """Sums over the reports received since the last console line."""
 
     seconds: dict[int, float] = field(default_factory=dict)  # worker -> time its reports covered
+    by_phase: dict[str, dict[int, float]] = field(default_factory=dict)  # phase -> worker -> time covered in it
     waited: dict[int, float] = field(default_factory=dict)  # worker -> seconds its wake probe waited to run
     cpu: dict[int, float] = field(default_factory=dict)  # worker -> CPU seconds of its process
     steal: dict[int, float] = field(default_factory=dict)  # worker -> its host's steal seconds
@@ -29,10 +30,19 @@ class Window:
     # a plan's probe: worker -> counts by ("sent",), ("acked", topic), ("settled", group)
     by_worker: dict[int, Counter] = field(default_factory=dict)
 
-    def cover(self, worker: int, seconds: float, waited: float) -> None:
-        """A worker's report covered `seconds`, of which its wake probe waited `waited` to run."""
+    def cover(self, worker: int, seconds: float, waited: float, phase: str | None = None) -> None:
+        """A worker's report (of `phase`, where known) covered `seconds`, of which its wake probe waited
+        `waited` to run."""
         self.seconds[worker] = self.seconds.get(worker, 0.0) + seconds
         self.waited[worker] = self.waited.get(worker, 0.0) + waited
+        if phase is not None:
+            covered = self.by_phase.setdefault(phase, {})
+            covered[worker] = covered.get(worker, 0.0) + seconds
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Per phase its reports went under, the longest time a worker's reports covered in it: a window
+        that spans warm-up's end holds seconds of both."""
+        return {phase: max(covered.values()) for phase, covered in self.by_phase.items() if covered}
 
     def use(self, line: WorkerLine, share: float, delays: HistogramWire | None) -> None:
         """A worker's line of a report: its use of its host, CPU and steal (the `share` of them that

@@ -37,10 +37,15 @@ class GeneratorWatch:
         self.saturated = False  # the last window's
 
     def see(self, phase: str, window: dict) -> None:
-        """One console window (RunAggregate.take_window) of `phase` has ended."""
-        if phase not in LOAD_PHASES:
-            return
-        seconds, loads = window.get("seconds") or 0.0, window.get("generator") or []
+        """One console window (RunAggregate.take_window) has ended, in `phase` by the loop's clock: its
+        time goes to the phases its reports went under (a window across warm-up's end, to both)."""
+        seconds = window.get("seconds") or 0.0
+        for name, share in window_phases(phase, window).items():
+            if name in LOAD_PHASES:
+                self._see(name, seconds * share, window)
+
+    def _see(self, phase: str, seconds: float, window: dict) -> None:
+        loads = window.get("generator") or []
         load = self.phases.setdefault(phase, PhaseLoad())
         load.seconds += seconds
         if window.get("workerWaitShare") is None:
@@ -71,3 +76,17 @@ class GeneratorWatch:
 
     def saturated_phases(self) -> list[str]:
         return [name for name, p in self.phases.items() if phase_saturated(p.saturated_seconds, p.seconds)]
+
+
+def window_phases(phase: str, window: dict) -> dict[str, float]:
+    """The share of a console window's time in each phase its reports went under (RunAggregate's
+    `phases`); all of it in `phase` when no report told."""
+    phases = window.get("phases") or {}
+    total = sum(phases.values())
+    return {name: seconds / total for name, seconds in phases.items()} if total > 0 else {phase: 1.0}
+
+
+def window_phase(phase: str, window: dict) -> str:
+    """The phase that holds most of a console window's time: its line's label."""
+    shares = window_phases(phase, window)
+    return max(shares, key=lambda name: shares[name])

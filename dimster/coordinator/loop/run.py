@@ -24,7 +24,7 @@ from dimster.coordinator.live.apply import LiveChanges
 from dimster.coordinator.loop.barrier import ASSIGNMENT_TIMEOUT, AssignmentBarrier, group_specs
 from dimster.coordinator.loop.drain import DrainWatch
 from dimster.coordinator.loop.failures import CorrectnessFailed, RunFailed, fatal_errors_logged
-from dimster.coordinator.loop.generator_watch import GeneratorWatch
+from dimster.coordinator.loop.generator_watch import GeneratorWatch, window_phase
 from dimster.coordinator.loop.limit_watch import LimitWatch
 from dimster.coordinator.loop.phases import RunPhases
 from dimster.coordinator.loop.start import assignment_for, prepare_topics, record_workers
@@ -196,7 +196,8 @@ class Coordinator:
     def _print_line(self) -> None:
         due = self.workload.report_interval_seconds + REPORT_EVERY / 2  # a report just after its window: jitter
         self.last_window = self.aggregate.take_window(self.ensemble.live_workers(), due)
-        self.log.say(status_line(time.time() - self.load_started, self.phase, self.last_window))
+        label = window_phase(self.phase, self.last_window)  # a window across warm-up's end: its larger part
+        self.log.say(status_line(time.time() - self.load_started, label, self.last_window))
         self.generator.see(self.phase, self.last_window)
         self.limits.see(self.last_window)
 
