@@ -1,0 +1,163 @@
+"""How well dimster keeps its producers' schedule: the produced rate's error against the intended one
+and the publish delay (intended send time to the record handed to the client), by rate, client
+library and producers a worker, and across a live `--modify` of the rate.
+
+Each case is a `dimster run` of producers only (no consumer group: nothing else in the worker) on
+ENV, one worker, read back from its own bundle: per 1-s worker report of the measured phase, the records sent
+against the target rate over the time the report covered (the worst second and the 99th percentile of
+the seconds' errors), the same over the whole measured phase, and the publish delay's p50, p99 and
+max from the producers' histograms. With `--modify`, the rate moves from the case's rate to
+`--modify-to` times it half-way through; the report that spans the change is left out (its target is
+neither), and the seconds after it are judged against the new rate.
+
+    .venv/bin/python scripts/bench/pacing.py --rates 1000,10000,50000 --libraries librdkafka,java \\
+        --producers 1,4 --seconds 20 --repeat 3 [--modify] [--json-out pacing.json]
+
+The host's load average is recorded before each run. Cases alternate within each round."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import yaml
+
+from dimster.metrics.histogram import Histogram
+
+ROOT = Path(__file__).resolve().parents[2]
+WARMUP_SECONDS = 3
+
+
+def workload(name: str, rate: float, producers: int, library: str, seconds: int, size: int) -> dict:
+    return {
+        "name": name,
+        "topics": 1,
+        "partitionsPerTopic": max(producers, 2),
+        "messageSize": size,
+        "producersPerTopic": producers,
+        "producerRate": rate,
+        "groupsPerTopic": 0,  # producers only: nothing else in the worker takes the GIL or a core
+        "warmupSeconds": WARMUP_SECONDS,
+        "durationSeconds": seconds,
+        "reportIntervalSeconds": 5,
+        "drainTimeoutSeconds": 10,
+        "clientLibrary": {"producer": library},
+    }
+
+
+def dimster(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "dimster", *args], cwd=ROOT, capture_output=True, text=True)
+    if check and done.returncode:
+        sys.exit(f"dimster {' '.join(args[:2])} failed:\n{done.stderr[-2000:]}")
+    return done
+
+
+def run_case(env: str, case: dict, args: argparse.Namespace, folder: Path) -> dict:
+    name = f"pacing-{case['library']}-{case['producers']}p-{int(case['rate'])}"
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(workload(name, case["rate"], case["producers"], case["library"], args.seconds,
+                                            args.message_size)))  # fmt: skip
+    results = folder / "results"
+    before = os.getloadavg()
+    modified_at = None
+    if args.modify:
+        dimster("run", env, "-w", str(path), "--results", str(results), "--no-summary", "--detach")
+        dimster("wait", env, "--until", f"elapsedSeconds>={WARMUP_SECONDS + args.seconds / 2}", "--timeout", "300")
+        new_rate = case["rate"] * args.modify_to
+        dimster("run", env, "--modify", "--set", f"producerRate={new_rate:g}")
+        modified_at = time.time()
+        deadline = time.monotonic() + args.seconds + 300
+        while dimster("status", env, check=False).returncode == 0:  # until the run has ended
+            if time.monotonic() > deadline:
+                sys.exit(f"{name}: the run did not end within {args.seconds + 300} s")
+            time.sleep(1)
+    else:
+        dimster("run", env, "-w", str(path), "--results", str(results), "--no-summary")
+    bundle = max(results.iterdir(), key=lambda p: p.stat().st_mtime)
+    return {**case, "load_average_before": [round(x, 2) for x in before], **judged(bundle, modified_at)}
+
+
+def judged(bundle: Path, modified_at: float | None) -> dict:
+    """The bundle's producers: rate errors per report and over the measured phase, publish delays."""
+    intervals = pq.read_table(bundle / "metrics" / "intervals").to_pandas()
+    producers = intervals[intervals.role == "producer"]
+    by_report = producers.groupby(["worker", "end_time", "phase"], as_index=False).agg(
+        sent=("sent", "sum"), target=("target_rate", "sum")
+    )
+    by_report = by_report.sort_values("end_time")
+    by_report["span"] = by_report.groupby("worker").end_time.diff()  # from the worker's report before
+    by_report = by_report[by_report.phase == "measure"].dropna()
+    producers = producers[producers.phase == "measure"]
+    if modified_at is not None:  # the report whose span holds the change has no one target
+        spans_change = (by_report.end_time - by_report.span <= modified_at) & (by_report.end_time >= modified_at)
+        by_report = by_report[~spans_change]
+    intended = by_report.target * by_report.span
+    errors = ((by_report.sent - intended).abs() / intended).to_numpy()
+    total_error = abs(by_report.sent.sum() - intended.sum()) / intended.sum()
+    histograms = pq.read_table(bundle / "metrics" / "histograms").to_pandas()
+    delays = histograms[(histograms.metric == "publish_delay") & (histograms.phase == "measure")]
+    counts = delays.groupby("bucket")["count"].sum()
+    merged = Histogram.from_wire(
+        ({int(b): int(c) for b, c in counts.items()}, int(counts.sum()), delays.hist_min.min(), delays.hist_max.max())
+    )
+
+    def ms(q: float) -> float | None:
+        value = merged.percentile(q)
+        return None if value is None else round(value / 1000, 3)
+
+    return {
+        "seconds_judged": len(errors),
+        "rate_error_worst_second": round(float(errors.max()), 5) if len(errors) else None,
+        "rate_error_p99_second": round(float(np.percentile(errors, 99)), 5) if len(errors) else None,
+        "rate_error_run": round(float(total_error), 6),
+        "publish_delay_ms": {"p50": ms(50), "p99": ms(99), "max": ms(100)},
+        "sent": int(producers.sent.sum()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="local")
+    parser.add_argument("--rates", default="1000,10000")
+    parser.add_argument("--libraries", default="librdkafka,java")
+    parser.add_argument("--producers", default="1", help="producers a worker (one worker), comma-separated")
+    parser.add_argument("--seconds", type=int, default=20, help="of the measured phase")
+    parser.add_argument("--message-size", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--modify", action="store_true", help="change the rate live half-way through")
+    parser.add_argument("--modify-to", type=float, default=0.5, help="the new rate, as a share of the case's")
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    cases = [
+        {"rate": float(rate), "library": library, "producers": int(producers)}
+        for rate in args.rates.split(",")
+        for library in args.libraries.split(",")
+        for producers in args.producers.split(",")
+    ]
+    folder = Path(tempfile.mkdtemp(prefix="dimster-pacing-"))
+    rows = []
+    for round_number in range(1, args.repeat + 1):
+        for case in cases:
+            row = {"round": round_number, **run_case(args.env, case, args, folder)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    for case in cases:
+        mine = [r for r in rows if all(r[k] == v for k, v in case.items())]
+        worst = statistics.median(r["rate_error_worst_second"] for r in mine)
+        run = statistics.median(r["rate_error_run"] for r in mine)
+        p99 = statistics.median(r["publish_delay_ms"]["p99"] for r in mine)
+        print(f"{case['library']:10} {case['producers']} producer(s) at {case['rate']:>9,.0f} msg/s: worst second "
+              f"{worst:.2%}, run {run:.3%}, publish delay p99 {p99} ms (medians of {len(mine)})")  # fmt: skip
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
