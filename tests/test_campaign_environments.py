@@ -114,7 +114,7 @@ def test_a_cluster_key_or_value_that_cannot_vary_is_refused_before_anything_runs
 @pytest.mark.unit
 def test_a_replication_factor_above_a_points_node_count_is_refused(tmp_path):
     path = write_campaign(tmp_path, [{"key": "cluster.nodes", "values": [3, 1]}], base={**BASE, "replicationFactor": 3})
-    assert refusal(path) == f"{path}: point 2 (cluster.nodes=1): replicationFactor 3 needs 3 nodes or more"
+    assert refusal(path) == f"{path}: point 2 (cluster.nodes=1): replicationFactor 3 needs 3 brokers; 'local' has 1"
 
 
 def refusal(path, env: str = "local") -> str:

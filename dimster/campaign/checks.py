@@ -5,7 +5,7 @@ from dimster.campaign.environments import check_varied, point_profile
 from dimster.campaign.model import Campaign, Point
 from dimster.clients.properties import check_client_configs
 from dimster.cluster.backends import backend_for
-from dimster.coordinator.loop.one_run import with_workload_broker_config
+from dimster.coordinator.loop.one_run import check_replication, with_workload_broker_config
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 
@@ -19,7 +19,8 @@ def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
     for point in loaded.points:
         w = point.workload
         on = point_profile(profile, point.environment, loaded.source)
-        _check_replication(loaded, point, on)
+        if "nodes" in point.environment:  # else the run's own start says it, as for any run
+            check_replication(w, on, f"{loaded.source}: {where(point)}")
         clients = repr((w.client_library, w.client_version, w.kafka_config, w.consumer_type, w.acknowledgement))
         if (clients, on.kafka_version) not in seen_clients:
             seen_clients.add((clients, on.kafka_version))
@@ -31,15 +32,6 @@ def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
                 backend_for(with_workload_broker_config(w, on)).check_broker_config()
             except DimsterError as e:
                 raise DimsterError(f"{loaded.source}: {where(point)}: {e}") from None
-
-
-def _check_replication(loaded: Campaign, point: Point, on: EnvironmentProfile) -> None:
-    """A point's replicationFactor fits the node count of its environment (`cluster.nodes`)."""
-    nodes, replication = getattr(on, "nodes", None), point.workload.replication_factor
-    if "nodes" in point.environment and replication and nodes and replication > nodes:
-        raise DimsterError(
-            f"{loaded.source}: {where(point)}: replicationFactor {replication} needs {replication} nodes or more"
-        )
 
 
 def where(point: Point) -> str:

@@ -1,9 +1,13 @@
-"""What more than one benchmark script needs: the dimster CLI as a subprocess, a block of free ports."""
+"""What more than one benchmark script needs: the dimster CLI as a subprocess, a block of free ports,
+rounds of alternating cases."""
 
+import json
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 DIMSTER = [sys.executable, "-m", "dimster"]
@@ -24,3 +28,15 @@ def free_block(size: int) -> int:
 
 def dimster(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*DIMSTER, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def alternating(cases: list, repeat: int, run_one: Callable[[Any], dict]) -> list[dict]:
+    """`repeat` rounds, each running every case once in order (so that a slow stretch of the host falls
+    on all cases alike): each run's row, with its round, printed as JSON as it comes."""
+    rows = []
+    for round_number in range(1, repeat + 1):
+        for case in cases:
+            row = {"round": round_number, **run_one(case)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows

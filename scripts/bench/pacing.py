@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import yaml
+from common import ROOT, alternating  # beside this script
 
 from dimster.metrics.histogram import Histogram
 
-ROOT = Path(__file__).resolve().parents[2]
 WARMUP_SECONDS = 3
 
 
@@ -142,12 +142,7 @@ def main() -> None:
         for producers in args.producers.split(",")
     ]
     folder = Path(tempfile.mkdtemp(prefix="dimster-pacing-"))
-    rows = []
-    for round_number in range(1, args.repeat + 1):
-        for case in cases:
-            row = {"round": round_number, **run_case(args.env, case, args, folder)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    rows = alternating(cases, args.repeat, lambda case: run_case(args.env, case, args, folder))
     for case in cases:
         mine = [r for r in rows if all(r[k] == v for k, v in case.items())]
         worst = statistics.median(r["rate_error_worst_second"] for r in mine)

@@ -21,8 +21,7 @@ import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
-ROOT = Path(__file__).resolve().parents[2]
+from common import ROOT, alternating  # beside this script
 
 
 def one_run(env: str, workload: Path, size: str, seconds: int, results: Path) -> dict:
@@ -70,12 +69,8 @@ def main() -> None:
     args = parser.parse_args()
     sizes = args.size or [""]
     results = Path(tempfile.mkdtemp(prefix="dimster-workload-fit-"))
-    rows = []
-    for round_number in range(1, args.repeat + 1):
-        for size in sizes:
-            row = {"round": round_number, **one_run(args.env, args.workload.resolve(), size, args.seconds, results)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    workload = args.workload.resolve()
+    rows = alternating(sizes, args.repeat, lambda size: one_run(args.env, workload, size, args.seconds, results))
     for size in sizes:
         mine = [r for r in rows if r["size"] == (size or "(as written)")]
         medians = {k: statistics.median(r[k] for r in mine) for k in ("saturated_seconds", "wait_share_mean")}

@@ -92,11 +92,15 @@ def check_on_environment(workload: Workload, profile: EnvironmentProfile, source
         backend_for(profile).check_broker_config()
         if on is not profile:
             _check_overlaid(on, profile, source)
-    nodes, replication = getattr(on, "nodes", None), workload.replication_factor
+    check_replication(workload, on, source)
+
+
+def check_replication(workload: Workload, profile: EnvironmentProfile, source: str) -> None:
+    """The workload's replicationFactor fits the brokers of `profile` (where dimster knows them)."""
+    nodes, replication = getattr(profile, "nodes", None), workload.replication_factor
     if replication and isinstance(nodes, int) and replication > nodes:
         raise DimsterError(
-            f"{source}: replicationFactor {replication} needs {replication} brokers; "
-            f"'{profile.name}' has {nodes} (run/environments/{profile.name}.yaml: nodes)"
+            f"{source}: replicationFactor {replication} needs {replication} brokers; '{profile.name}' has {nodes}"
         )
 
 
