@@ -94,7 +94,7 @@ class FakeWorkers:
             self.outbox.append((index, Reported(worker_report(index, time.time(), []))))
             self.outbox.append((index, Closed()))
 
-    def receive(self, timeout: float):
+    def receive(self, timeout: float, doorbell: int | None = None):
         time.sleep(min(timeout, 0.02))
         received = list(self.outbox)
         self.outbox.clear()

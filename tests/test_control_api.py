@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dimster.coordinator.control.api import ROUTES, ControlServer
+from dimster.coordinator.control.desk import ControlDesk
 from dimster.coordinator.control.run_state import TOKEN_HEADER, read_run_state
+from dimster.coordinator.workers.local import LocalWorkers
 from tests.conftest import REPO, dimster
 from tests.runs import only_bundle, run_info, write_workload
 
@@ -200,6 +202,34 @@ def test_a_burst_of_status_calls_is_answered_from_the_snapshot_while_it_changes(
         assert_in_order(answers)
     finally:
         ended.set()
+        server.close()
+
+
+@pytest.mark.unit
+def test_a_request_wakes_the_loops_wait_for_its_workers_at_once(tmp_path):
+    """The run loop waits on its workers' pipes and the control API's doorbell: a --modify is taken as
+    it arrives, not when the wait ends (LOOP_TICK). Here the wait is 60 s; the request must not need it."""
+    server = ControlServer("control-doorbell-test")
+    server.start({"run_id": "r", "results": None, "workload": "w", "phase": "running"})
+    desk = ControlDesk(server, lambda: STATUS, None)  # type: ignore[arg-type]  # no log: nothing fails here
+    workers = LocalWorkers(tmp_path)  # none: what wakes the wait is the point
+    answers: list = []
+    try:
+        asking = threading.Thread(
+            target=lambda: answers.append(call(server, "POST", "/modify", b'{"sets": [["producerRate", "9"]]}'))
+        )
+        asking.start()
+        begun = time.monotonic()
+        assert workers.receive(60, desk.doorbell) == []
+        woke_after = time.monotonic() - begun
+        desk.serve(lambda sets: {"applied": sets}, dict)
+        asking.join(30)
+        assert answers == [(200, {"applied": [["producerRate", "9"]]})]
+        assert woke_after < 30  # a wait of 60 s ended by the request (it rang within a second of starting)
+        begun = time.monotonic()
+        assert workers.receive(0.3, desk.doorbell) == []  # answered: the bell is silent again
+        assert time.monotonic() - begun >= 0.29
+    finally:
         server.close()
 
 

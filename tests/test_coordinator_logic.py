@@ -139,7 +139,7 @@ def test_pacing_window_uses_the_time_reports_cover():
     rates = aggregate.recent_rates()
     assert rates["pubRate"] == pytest.approx(990) and rates["targetRate"] == pytest.approx(1000)
     assert rates["consRate"] == pytest.approx(900)
-    aggregate.restart_pacing_window()
+    aggregate.restart_rates()
     assert aggregate.recent_rates()["pubRate"] == 0
 
 
@@ -156,7 +156,7 @@ def test_recent_rates_summed_as_reports_come_agree_with_a_sum_over_every_report(
         ends[worker] += covered
         row = (worker, ends[worker], covered, rng.randrange(2000), rng.choice([500.0, 1000.0]), rng.randrange(2000))
         rows.append(row)
-        recent.add(*row)
+        recent.add(*row, since=row[1] - covered)
         newest = max(end for _, end, *_ in rows)
         for seconds in (5.0, 10.0):
             sums: dict[int, list[float]] = {}
@@ -177,7 +177,7 @@ def test_recent_rates_summed_as_reports_come_agree_with_a_sum_over_every_report(
     for _ in range(12):  # every worker's producers stop: the rates read 0, nothing left over
         for worker in range(4):
             ends[worker] += 1.0
-            recent.add(worker, ends[worker], 1.0, 0, 0.0, 0)
+            recent.add(worker, ends[worker], 1.0, 0, 0.0, 0, since=ends[worker] - 1.0)
     assert recent.rates(5.0) == recent.rates(10.0) == {"pubRate": 0.0, "targetRate": 0.0, "consRate": 0.0}
 
 

@@ -40,7 +40,7 @@ class KilledWorkers(FakeWorkers):
         super().__init__()
         self.at_step = at_step
 
-    def receive(self, timeout: float):
+    def receive(self, timeout: float, doorbell: int | None = None):
         received = super().receive(timeout)
         if self.steps == self.at_step:
             raise Killed

@@ -2,6 +2,7 @@
 modifications, waits, faults and broker redeploys under load, stop. Every run ends on counts."""
 
 import json
+import math
 import os
 import subprocess
 import time
@@ -109,6 +110,15 @@ def test_live_changes_apply_each_in_turn_and_lose_nothing(tmp_path):
         ("partitionsPerTopic", 4), ("kafkaConfig.topicConfig.retention.ms", 600000),
     ])  # fmt: skip
     assert "unacknowledged" not in (bundle / "logs" / "worker-0.log").read_text()  # the recreated producers
+    # each --modify told its rates since the change once, from the workers' Progress samples, after it was
+    # applied and before the next was; the rate change's target is the new rate, and the rate produced
+    # over its half second is nearer 900 than 300 msg/s (a paced producer would have to fall a sixth of a
+    # second behind its schedule in that half second to miss)
+    applied = sorted({m["applied"] for m in modifications(bundle)})
+    told = events(bundle, "rates_since_change")
+    assert len(told) == len(applied) == 5, told
+    assert all(at < t["time"] < end for at, end, t in zip(applied, [*applied[1:], math.inf], told, strict=True))
+    assert told[0]["targetRate"] == 900 and told[0]["pubRate"] > 600 and 0.5 <= told[0]["rateSeconds"] < 3
 
     intervals = pq.read_table(bundle / "metrics" / "intervals").to_pandas()
     producers = intervals[intervals.role == "producer"]

@@ -112,7 +112,7 @@ def test_reports_from_before_load_start_do_not_dilute_the_first_rates():
     for second in range(1, 6):  # five idle seconds while the group forms
         aggregate.add(worker_report(0, 100.0 + second, [producer_report(0, 0)]))
     aggregate.load_started = 105.5
-    aggregate.restart_pacing_window()
+    aggregate.restart_rates()
     aggregate.take_window()
     loaded = ClientInterval("p0", "producer", "t", target_rate=1000, sent=500, acked=500, next_sequence=500)
     aggregate.add(worker_report(0, 106.0, [loaded]))

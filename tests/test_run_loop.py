@@ -71,7 +71,7 @@ def test_the_run_collects_cycles_less_often_and_gives_the_collectors_setting_bac
     seen = []
 
     class Watching(FakeWorkers):
-        def receive(self, timeout: float):
+        def receive(self, timeout: float, doorbell: int | None = None):
             seen.append(gc.get_threshold()[0])
             return super().receive(timeout)
 
@@ -79,7 +79,7 @@ def test_the_run_collects_cycles_less_often_and_gives_the_collectors_setting_bac
     assert coordinator(tmp_path / "a", Watching()).run() == 0
     assert set(seen) == {COLLECT_EVERY} and gc.get_threshold() == before
     failing = Watching()
-    failing.receive = lambda timeout: 1 / 0  # type: ignore[method-assign]
+    failing.receive = lambda timeout, doorbell=None: 1 / 0  # type: ignore[method-assign]
     with pytest.raises(ZeroDivisionError):
         coordinator(tmp_path / "b", failing).run()
     assert gc.get_threshold() == before
@@ -599,7 +599,7 @@ def test_the_broker_scraper_warms_each_exporter_up_once_keeps_nothing_of_it_and_
 class BrokenWorkers(FakeWorkers):
     """In-memory workers whose channel breaks with an error that is not dimster's, mid-load."""
 
-    def receive(self, timeout: float):
+    def receive(self, timeout: float, doorbell: int | None = None):
         received = super().receive(timeout)
         if self.steps == 6:
             raise RuntimeError("the channel broke")

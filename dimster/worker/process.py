@@ -5,6 +5,7 @@ how a run stops and tells its workers.
 """
 
 import logging
+import math
 import multiprocessing
 import multiprocessing.forkserver
 import multiprocessing.util
@@ -28,6 +29,8 @@ from dimster.worker.clients import ConsumerClient, ProducerClient
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.lifeline import SERVER_FOLDER, SERVER_STARTER, die_with_parent
 from dimster.worker.protocol import (
+    PROGRESS_EVERY,
+    PROGRESS_SECONDS,
     REPORT_EVERY,
     AddClients,
     Assignment,
@@ -37,6 +40,7 @@ from dimster.worker.protocol import (
     Failed,
     Message,
     ProducersStopped,
+    Progress,
     Ready,
     RemoveClients,
     Reported,
@@ -178,7 +182,7 @@ class Worker:
         self.consumers = [self._consumer(spec) for spec in assignment.consumers]
         self.handlers: dict[type, Callable[[Any], None]] = {  # message type -> what it does here
             StartLoad: self._start_load,
-            Update: lambda m: self._update(Workload.model_validate(m.workload), m.total_producers),
+            Update: self._updated,
             AddClients: lambda m: self._add(m.producers, m.consumers),
             RemoveClients: lambda m: self._remove(set(m.client_ids)),
             SetClock: lambda m: clock.set_offset(m.offset),
@@ -189,6 +193,8 @@ class Worker:
             Close: self._close,
         }
         self.closed = False
+        self.counted = [0, 0]  # records sent and received in the intervals it has reported
+        self.progress_until = self.next_progress = math.inf  # monotonic: Progress samples after a change
 
     def _prepare_libraries(self, workload: Workload) -> None:
         """Ready this process for the libraries of the run's clients before any client needs one (the
@@ -227,6 +233,8 @@ class Worker:
         cores = len(os.sched_getaffinity(0))
         wake_lag = self.wake_probe.take()
         index = self.assignment.worker_index
+        self.counted[0] += sum(interval.sent for interval in intervals)
+        self.counted[1] += sum(interval.received for interval in intervals)
         columns, groups = columns_and_accounts(intervals)  # its consumers' ranges merged per group
         usage = (cpu, rss, threads, wake_lag, steal, cores)
         report = worker_report(index, clock.now(), columns, *usage, histograms, groups)
@@ -248,9 +256,11 @@ class Worker:
         self.channel.send(Ready())
         next_report = report_tick(time.monotonic())
         while not self.closed:
-            if self.channel.poll(max(0.0, next_report - time.monotonic())):
+            if self.channel.poll(max(0.0, min(next_report, self.next_progress) - time.monotonic())):
                 message = self.channel.recv()
                 self.handlers[type(message)](message)
+            if time.monotonic() >= self.next_progress and not self.closed:
+                self._progress()
             if time.monotonic() >= next_report and not self.closed:
                 self.report()
                 next_report += REPORT_EVERY
@@ -294,6 +304,21 @@ class Worker:
         if self.load_started is not None:
             for client in clients:
                 client.measure_from = self.load_started + self.workload.warmup_seconds
+
+    def _updated(self, message: Update) -> None:
+        self._update(Workload.model_validate(message.workload), message.total_producers)
+        self.progress_until = time.monotonic() + PROGRESS_SECONDS
+        self._progress(first=True)
+
+    def _progress(self, first: bool = False) -> None:
+        """A Progress sample: its counts so far; the next PROGRESS_EVERY later, while the change's
+        PROGRESS_SECONDS last."""
+        sent = self.counted[0] + sum(producer.interval.sent for producer in self.producers)
+        received = self.counted[1] + sum(consumer.interval.received for consumer in self.consumers)
+        target = sum(producer.interval.target_rate for producer in self.producers)
+        self.channel.send(Progress(clock.now(), sent, received, target, first))
+        following = time.monotonic() + PROGRESS_EVERY
+        self.next_progress = following if following <= self.progress_until else math.inf
 
     def _update(self, workload: Workload, total_producers: int) -> None:
         """A live modification: clients read the new workload at once; a changed client config

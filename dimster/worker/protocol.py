@@ -25,13 +25,14 @@ from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.wire import LOCAL, Ranges, from_bytes, to_wire
 from dimster.workload.model import DEFAULT_LOCK_MS
 
-PROTOCOL_VERSION = 20  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+PROTOCOL_VERSION = 21  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
 # 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index.
 # 16: a report's histograms as columns (HistogramColumns), not a map in each client's interval.
 # 17: a map keyed by tuples as a msgpack map with array keys (was a list of pairs); decoded by msgspec.
 # 18: a report's clients as columns (ClientColumns), their counters packed, details only where there are.
 # 19: a report's settled ranges and outcomes merged per group (GroupAccount), not per consumer.
 # 20: a report's workers as lines (WorkerLine): an agent sends one report for the workers it runs.
+# 21: Progress: a worker's counts so far, several a second for a few seconds after a live change.
 
 
 class ProtocolError(ValueError):
@@ -289,6 +290,19 @@ class Failed:
 
 
 @dataclass
+class Progress:
+    """A worker's counts so far, sent as a live change reaches it (`first`) and every PROGRESS_EVERY
+    for PROGRESS_SECONDS after: the status's rates since the change show within a second. Its reports
+    (once a second) stay the run's record; this is not written anywhere."""
+
+    at: float  # epoch seconds, the worker's clock (the coordinator's, corrected)
+    sent: int  # records its producers handed over since the worker started
+    received: int  # records its consumers received since the worker started
+    target_rate: float  # its producers' target now, msg/s
+    first: bool  # taken as the change reached it: the change's rates are counted from here
+
+
+@dataclass
 class ClockProbed:
     sent: float  # the probe's, coordinator's clock
     received: float  # the worker's clock when it answered
@@ -299,13 +313,15 @@ MESSAGES: dict[str, type] = {
     for cls in (
         Hello, Assign, StartLoad, Update, AddClients, RemoveClients, StopProducers, Close, ProbeClock, SetClock,
         CrashConsumers, RestartConsumers, WatchRedeliveries,
-        Welcome, Refused, Ready, Reported, ProducersStopped, LogFileSent, Closed, Failed, ClockProbed,
+        Welcome, Refused, Ready, Reported, ProducersStopped, LogFileSent, Closed, Failed, ClockProbed, Progress,
     )
 }  # fmt: skip
 Message = typing.Any  # one of MESSAGES' types
 
 
 REPORT_EVERY = 1.0  # seconds: a worker's report cadence, whatever the console's window
+PROGRESS_EVERY = 0.2  # seconds between a worker's Progress samples after a live change ...
+PROGRESS_SECONDS = 3.0  # ... for this long: by then each worker has reported a whole second after it
 
 
 def encode(message: Message) -> bytes:

@@ -5,8 +5,6 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-import yaml
-
 from dimster.errors import DimsterError
 
 # Below these prefixes the rest of the path is one Kafka property name.
@@ -30,6 +28,8 @@ def split_path(key: str) -> list[str]:
 
 def parse_value(text: str) -> Any:
     """A value as YAML reads it: `60000` is a number, `true` a boolean, `{type: ONCE, ...}` a mapping."""
+    import yaml  # here: `run --modify` only passes the text on, and starts faster without it
+
     try:
         return yaml.safe_load(text) if text != "" else ""
     except yaml.YAMLError:

@@ -1,15 +1,19 @@
-"""How long a live `--modify --set producerRate=...` takes to show in the measured rates.
+"""How long a live `--modify --set producerRate=...` takes to show in the status and on the console.
 
-Starts a detached run on ENV, alternates the producer rate between two values a few times, stops,
-and reads the run's own records: for each modification, the time from its `applied` timestamp
-(modifications.jsonl) to the end of the first one-second interval whose sent count is within 10% of
-the new rate (metrics/intervals). Also reports the CLI round trip of `--modify` itself.
+Starts a detached run on ENV and alternates the producer rate between two values (`--changes` times,
+`--gap` seconds apart). For each change: the CLI round trip of `dimster run ENV --modify` (Python
+start-up included); the time from the command's return until the run's status (`GET /status`, polled
+every 20 ms in this process, as `dimster status` reads it) shows a `pubRate` within 10% of the new rate;
+and until the console's `rates_since_change` line (its event's time in events.jsonl). The load
+average is printed before the run. Medians and p99 (nearest rank) of each.
 
-    .venv/bin/python scripts/bench/modify_latency.py [--env local] [--changes 6]
+    .venv/bin/python scripts/bench/modify_latency.py [--env local] [--changes 20] [--gap 5]
 """
 
 import argparse
 import json
+import math
+import os
 import statistics
 import subprocess
 import sys
@@ -17,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import yaml
+
+from dimster.coordinator.control.run_state import control_request
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,10 +32,25 @@ def dimster(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dimster", *args], cwd=ROOT, capture_output=True, text=True)
 
 
+def p99(values: list[float]) -> float:
+    return sorted(values)[max(0, math.ceil(0.99 * len(values)) - 1)]
+
+
+def until_status_shows(env: str, rate: float, timeout: float = 10.0) -> float:
+    """Seconds from now until the status's pubRate is within 10% of `rate` (inf if not within `timeout`)."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if abs(control_request(env, "GET", "/status", timeout=10)["pubRate"] - rate) <= 0.1 * rate:
+            return time.perf_counter() - start
+        time.sleep(0.02)
+    return math.inf
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="local")
-    parser.add_argument("--changes", type=int, default=6)
+    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--gap", type=float, default=5.0, help="seconds from one change to the next")
     parser.add_argument("--low", type=int, default=500)
     parser.add_argument("--high", type=int, default=2000)
     args = parser.parse_args()
@@ -51,11 +71,12 @@ def main() -> None:
             }
         )
     )
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     started = dimster("run", args.env, "-w", str(workload), "--detach", "--json", "--results", str(folder))
     if started.returncode:
         sys.exit(started.stderr)
     bundle = Path(json.loads(started.stdout)["results"])
-    round_trips = []
+    round_trips, to_status, returned_at = [], [], []
     try:
         time.sleep(8)
         for i in range(args.changes):
@@ -63,29 +84,27 @@ def main() -> None:
             t0 = time.perf_counter()
             result = dimster("run", args.env, "--modify", "--set", f"producerRate={rate}")
             round_trips.append(time.perf_counter() - t0)
+            returned_at.append(time.time())
             if result.returncode:
                 sys.exit(result.stderr)
-            time.sleep(6)
+            to_status.append(until_status_shows(args.env, rate))
+            time.sleep(max(0.0, args.gap - (time.perf_counter() - t0)))
     finally:
         dimster("stop", args.env)
 
-    modifications = [json.loads(line) for line in (bundle / "modifications.jsonl").read_text().splitlines()]
-    intervals = pq.read_table(bundle / "metrics" / "intervals").to_pandas()
-    sent = intervals[intervals.role == "producer"].groupby("end_time").sent.sum().sort_index()
-    delays = []
-    for change in modifications:
-        after = sent[sent.index > change["applied"]]
-        hit = after[(after - change["new"]).abs() <= 0.1 * change["new"]]
-        if len(hit):
-            delays.append(hit.index[0] - change["applied"])
-    print(
-        f"modifications: {len(modifications)}; visible in a 1 s interval after (s): "
-        f"median {statistics.median(delays):.2f}, max {max(delays):.2f}"
-    )
-    print(
-        f"`dimster run --modify` round trip (s): median {statistics.median(round_trips):.2f}, "
-        f"max {max(round_trips):.2f}"
-    )
+    told = [e["time"] for e in map(json.loads, (bundle / "events.jsonl").read_text().splitlines())
+            if e.get("event") == "rates_since_change"]  # fmt: skip
+    applied = [json.loads(line)["applied"] for line in (bundle / "modifications.jsonl").read_text().splitlines()]
+    # each change's line: the first told after it was applied (before the next was)
+    ends = [*applied[1:], math.inf]
+    lines = [min((t for t in told if at <= t < end), default=math.inf) for at, end in zip(applied, ends, strict=True)]
+    to_console = [line - back for line, back in zip(lines, returned_at, strict=True)]
+    for name, values in (
+        ("`dimster run --modify` round trip", round_trips),
+        ("--modify returned -> status pubRate within 10% of the new rate", to_status),
+        ("--modify returned -> console line `since the change`", to_console),
+    ):
+        print(f"{name} (s): median {statistics.median(values):.2f}, p99 {p99(values):.2f}, of {len(values)}")
     print(f"bundle: {bundle}")
 
 

@@ -169,8 +169,9 @@ class ScaleWorkers:
             self.outbox.append((index, Closed()))
             self.closed.add(index)
 
-    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
-        """What is waiting, and the reports due by now once the first is due or `timeout` passes: at most
+    def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
+        """What is waiting, and the reports due by now once the first is due or `timeout` passes (the bench
+        sends no control request: the `doorbell` is not waited on): at most
         MOST_A_PASS of them, as RemoteWorkers takes, and one per worker, so that a loop that falls behind
         sees its report lag grow and still ends its run (its workers' later reports, which real agents
         would queue, are not made)."""

@@ -232,14 +232,15 @@ class RunAggregate:
     def receiving(self) -> ReceiveSpan:
         return self.span
 
-    def restart_pacing_window(self) -> None:
-        """After a rate change the last reports mix old and new targets: judge pacing afresh."""
-        self.workers.recent.clear()
+    def restart_rates(self, at: float = 0.0, workers: Iterable[int] = ()) -> None:
+        """Recent rates (the status's, and pacing's) afresh: at load start, or after a live change
+        applied at `at` and sent to `workers` (report_lines.py: WorkerLines.restart)."""
+        self.workers.restart(at, set(workers))
 
     def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
-        """Achieved publish and consume rates and the target, msg/s over the last `seconds` (the
-        status's or the pacing window) of reports, summed over workers (each worker's counts divided by
-        the time its reports covered)."""
+        """Achieved publish and consume rates and the target, msg/s over the last `seconds` (the pacing
+        window) of reports, summed over workers (each worker's counts divided by the time its reports
+        covered)."""
         return self.workers.recent.rates(seconds)
 
     @property

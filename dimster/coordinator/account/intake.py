@@ -3,7 +3,7 @@ consumers), and what a lost worker's clients became: as counts, events and conso
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from dimster.clients import REBALANCE_KINDS
 from dimster.coordinator.account.aggregate import RunAggregate
@@ -17,7 +17,7 @@ from dimster.coordinator.workers.ensemble import Ensemble, Loss
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.verdict.judge import Spec
-from dimster.worker.protocol import IntervalReport, Message, Reported, WatchRedeliveries
+from dimster.worker.protocol import IntervalReport, Message, Progress, Reported, WatchRedeliveries
 from dimster.worker.report_merge import merged
 from dimster.workload.model import Workload
 
@@ -60,14 +60,24 @@ class ReportIntake:
         kept for an end that needs them all."""
         self.aggregate.outcomes.fold_beyond(horizon_for(lock_ms), self.journal.group_accounts)
 
-    def follow(self, workload: Workload, rate_changed: bool) -> None:
-        """A live change as the account sees it: pacing judged afresh after a rate change, and the fold
-        horizon widened to a longer lock duration (never narrowed: records locked before may still
-        come back as late as the longer lock allowed)."""
-        if rate_changed:
-            self.aggregate.restart_pacing_window()
+    def follow(self, workload: Workload, applied_at: float, workers: Iterable[int]) -> None:
+        """A live change applied at `applied_at` and sent to `workers`, as the account sees it: recent
+        rates (the status's, pacing's) from after it, and the fold horizon widened to a longer lock
+        duration (never narrowed: records locked before may still come back as late as the longer lock
+        allowed)."""
+        self.aggregate.restart_rates(applied_at, workers)
         if lock_ms := workload.record_lock_ms:
             self.aggregate.outcomes.widen_horizon(horizon_for(lock_ms))
+
+    def _progress(self, index: int, sample: Progress) -> None:
+        """A worker's counts after a live change: the change's rates, told once they cover half a second."""
+        since_change = self.aggregate.workers.since_change
+        since_change.note(index, sample)
+        if rates := since_change.to_tell(sample.at):
+            pub, target, cons, seconds = (rates[k] for k in ("pubRate", "targetRate", "consRate", "rateSeconds"))
+            line = f"-- since the change ({seconds:.1f} s): pub {pub:,.0f} msg/s (target {target:,.0f}), "
+            line += f"cons {cons:,.0f} msg/s"
+            self.log.tell("rates_since_change", line, **{k: round(v, 3) for k, v in rates.items()})
 
     def start_load(self, load_started: float) -> None:
         self.flushed = time.time()
@@ -96,6 +106,9 @@ class ReportIntake:
         batch: list[IntervalReport] = []
         phase, workers = "", set[int]()
         for index, message in received:
+            if isinstance(message, Progress):  # the status's alone: it changes nothing of the account
+                self._progress(index, message)
+                continue
             if not isinstance(message, Reported):
                 self._take(batch, phase, metrics)
                 batch, workers = [], set()
@@ -170,6 +183,7 @@ def note_worker_lost(
     """Its producers' sequences end where it was last heard of; its consumers' unreported tail is in doubt."""
     journal.lost(loss.clients, lost.last_heard)
     a.clients_lost(loss.clients, lost.last_heard)
+    a.workers.since_change.lose(index)
     log.event("worker_lost", worker=index, reason=lost.reason, clients=loss.clients)
 
 

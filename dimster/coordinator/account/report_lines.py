@@ -1,12 +1,13 @@
 """Each worker's line of a report (protocol 20: an agent's report has one for each of its workers)
 against that worker's previous one: the time it covers, and its counts as the console's instant and
-the status's recent rates keep them per worker."""
+the status's recent rates keep them per worker; and the status's rates since a live change."""
 
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
+from dimster.coordinator.account.since_change import RatesSinceChange
 from dimster.coordinator.account.window import RecentRates
 from dimster.coordinator.control.console import OneInstant
 from dimster.worker.protocol import IntervalReport
@@ -36,6 +37,7 @@ class WorkerLines:
         self.heard: dict[int, float] = {}  # worker -> when its last report was taken in (this clock)
         self.recent = RecentRates((STATUS_WINDOW, PACING_WINDOW))
         self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
+        self.since_change = RatesSinceChange()  # the workers' Progress samples after a live change
 
     def spans(self, report: IntervalReport, load_started: float, now: float) -> list[LineSpan]:
         """Each line's span; its worker's clock moves on to the line's end."""
@@ -60,7 +62,22 @@ class WorkerLines:
         for span, sent_, acked_, received_, target_ in rows:
             counts = (round(sent_), round(acked_), round(received_))
             self.instant.note(span.worker, span.end, counts, span.since)
-            self.recent.add(span.worker, span.end, span.covered, counts[0], target_, counts[2])
+            self.recent.add(span.worker, span.end, span.covered, counts[0], target_, counts[2], span.since)
+
+    def restart(self, at: float, workers: set[int]) -> None:
+        """After a live change applied at `at` (epoch seconds) and sent to `workers`: the recent rates
+        count reports from after it, the status's rates in between come from their Progress samples."""
+        self.recent.clear(at)
+        self.since_change.restart(at, workers)
+
+    def status_rates(self, now: float) -> dict[str, float]:
+        """The status's pubRate, targetRate and consRate, and the seconds they cover: since the last
+        live change while it is recent (RatesSinceChange), else over the last STATUS_WINDOW of reports."""
+        since_change = self.since_change.rates(now)
+        if since_change is not None:
+            return since_change
+        covered = self.recent.covered(STATUS_WINDOW)
+        return {**self.recent.rates(STATUS_WINDOW), "rateSeconds": covered}
 
 
 def count_settled(

@@ -84,13 +84,15 @@ class RecentRates:
     """Each worker's sent, target and received records over its reports of the last few seconds
     (each of `windows`, counted back from its own latest report), summed again at each of its reports, so
     that the status's rates cost a sum over the workers, not over every report of the window. A worker
-    whose latest report is more than the longest window older than the newest one drops out."""
+    whose latest report is more than the longest window older than the newest one drops out. After a
+    live change (`clear(at)`), a report that began before it (it mixes the two settings) is not counted."""
 
     def __init__(self, windows: tuple[float, ...]):
         self.windows = windows
         self.clear()
 
-    def clear(self) -> None:
+    def clear(self, at: float = 0.0) -> None:
+        self.counted_from = at  # epoch seconds: a report whose time begins before it is not counted
         # worker -> its reports' (end, covered, sent, target x covered, received) of the longest window
         self._rows: dict[int, deque[tuple[float, float, int, float, int]]] = defaultdict(deque)
         # window -> worker -> [covered, sent, target x covered, received] of its rows in that window
@@ -98,7 +100,11 @@ class RecentRates:
         self._latest: dict[int, float] = {}
         self._newest = 0.0
 
-    def add(self, worker: int, end: float, covered: float, sent: int, target: float, received: int) -> None:
+    def add(
+        self, worker: int, end: float, covered: float, sent: int, target: float, received: int, since: float
+    ) -> None:
+        if since < self.counted_from:
+            return
         latest = self._latest[worker] = max(self._latest.get(worker, end), end)
         self._newest = max(self._newest, end)
         rows = self._rows[worker]
@@ -111,11 +117,18 @@ class RecentRates:
             within = [row for row in rows if row[0] >= latest - seconds]
             self._sums[seconds][worker] = [sum(row[i] for row in within) for i in range(1, 5)]
 
+    def _live(self, seconds: float) -> list[list[float]]:
+        oldest = self._newest - max(self.windows)
+        return [s for w, s in self._sums[seconds].items() if s[0] > 0 and self._latest[w] >= oldest]
+
+    def covered(self, seconds: float) -> float:
+        """The longest time a worker's reports of the `seconds` window cover (0 when none)."""
+        return max((s[0] for s in self._live(seconds)), default=0.0)
+
     def rates(self, seconds: float) -> dict[str, float]:
         """pubRate, targetRate and consRate in msg/s: each worker's counts over the time its reports
         covered, summed over workers. `seconds`: one of the windows."""
-        oldest = self._newest - max(self.windows)
-        live = [s for w, s in self._sums[seconds].items() if s[0] > 0 and self._latest[w] >= oldest]
+        live = self._live(seconds)
         return {
             "pubRate": sum(s[1] / s[0] for s in live),
             "targetRate": sum(s[2] / s[0] for s in live),

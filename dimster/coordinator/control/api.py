@@ -8,6 +8,7 @@ answers a change), so that any number of status calls costs the run's loop nothi
 first snapshot (the run still starting) does a status call wait for the loop, as the others do.
 """
 
+import contextlib
 import json
 import os
 import queue
@@ -80,6 +81,30 @@ class ControlRequest:
         self.done.set()
 
 
+class Doorbell:
+    """A pipe the run loop waits on beside its workers' (`fd`): a request rings it, so that the loop
+    takes the request at once, not when its wait for the workers ends (up to LOOP_TICK later)."""
+
+    def __init__(self) -> None:
+        self.fd, self._bell = os.pipe()
+        os.set_blocking(self.fd, False)
+        os.set_blocking(self._bell, False)
+
+    def ring(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # the pipe is full: the loop has rings enough to wake
+            os.write(self._bell, b"\0")
+
+    def answer(self) -> None:
+        """Silence it (before the loop takes the requests: a ring after this wakes its next wait)."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.fd, 4096):
+                pass
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.close(self._bell)
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     # connections waiting to be accepted: socketserver's 5 drops a burst of callers' handshakes, and
@@ -101,6 +126,7 @@ class ControlServer:
         self.thread = serving_thread(self.http, "control-api")
         self.closed = False
         self.status_answer: bytes | None = None  # the latest status, encoded; replaced whole, never changed
+        self.doorbell = Doorbell()  # rung with each request the run loop takes
 
     def publish_status(self, status: dict) -> None:
         """The run's status as `GET /status` answers it from now on (called by the main loop)."""
@@ -140,6 +166,7 @@ class ControlServer:
         if self.thread.is_alive():
             self.http.shutdown()
         self.http.server_close()
+        self.doorbell.close()
 
 
 def serving_thread(server: socketserver.BaseServer, name: str) -> threading.Thread:
@@ -181,6 +208,7 @@ def _handler_for(server: ControlServer):
                 return self._send_encoded(200, snapshot)
             request = ControlRequest(action, body)
             server.requests.put(request)
+            server.doorbell.ring()
             if not request.done.wait(600):
                 return self._send(504, {"error": "the coordinator did not answer"})
             self._send(request.status, request.answer)

@@ -19,6 +19,11 @@ class ControlDesk:
         self.log = log
         self.published = 0.0  # when the last snapshot was
 
+    @property
+    def doorbell(self) -> int | None:
+        """What the run loop waits on beside its workers: readable when a request waits (api.Doorbell)."""
+        return self.control.doorbell.fd if self.control else None
+
     def publish(self) -> None:
         """A fresh status for `GET /status`: a status asked for from now on shows what the run did."""
         if self.control:
@@ -31,6 +36,7 @@ class ControlDesk:
         when one is due. `modify` and `stop` are the run loop's."""
         if not self.control:
             return
+        self.control.doorbell.answer()
         while True:
             try:
                 request = self.control.requests.get_nowait()

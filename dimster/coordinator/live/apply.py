@@ -43,8 +43,8 @@ class Applied:
     """A change set applied: the control API's answer, and what the run loop has left to do."""
 
     answer: dict
+    applied_at: float  # epoch seconds
     placed: Placed = field(default_factory=Placed)  # clients a resize added
-    restart_pacing: bool = False
     watch_consumers: bool = False  # paused consumers resumed: time their joining
     regroup_lag: bool = False  # partitions grew: read the lag over all of them
 
@@ -102,10 +102,9 @@ class LiveChanges:
         new, effects = change.new, change.effects
         applied_at = time.time()
         notes = change.config_changes.apply() if change.config_changes else []
-        done = Applied({})
+        done = Applied({}, applied_at)
         if "client-count" in effects:
             done.placed = self.ensemble.resize(new.producers_per_topic, new.consumers_per_group, new.consumer_type)
-        done.restart_pacing = bool(effects & {"rate", "client-count"})
         self.ensemble.send_all(Update(new.model_dump(by_alias=True), max(1, len(self.ensemble.topology.producers))))
         done.watch_consumers = "pause" in effects and not new.consumers_paused
         done.regroup_lag = "partitions" in effects

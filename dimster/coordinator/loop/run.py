@@ -124,7 +124,7 @@ class Coordinator:
     def _receive(self, timeout: float) -> None:
         """Handle whatever the workers sent within `timeout`, and workers found lost (reports in a row
         taken in together before what follows them: ReportIntake.taken)."""
-        received = self.ensemble.workers.receive(timeout)
+        received = self.ensemble.workers.receive(timeout, self.desk.doorbell)
         for index, message in self.intake.taken(received, self.metrics, self.phases.of_report, self.load_started > 0):
             self._handle(index, message)
 
@@ -246,7 +246,7 @@ class Coordinator:
                 self.ensemble.send(index, Update(w.model_dump(by_alias=True), max(1, len(self.topology.producers))))
         self.aggregate.load_started = self.load_started
         self.aggregate.probing = getattr(self.plan, "probes", False)
-        self.aggregate.restart_pacing_window()  # reports from before load start say nothing of pacing
+        self.aggregate.restart_rates()  # reports from before load start say nothing of rates
         self.aggregate.take_window()  # the first status line covers load only
         self.observers.start_with_load()
         self.live.schedule_faults(w, self.load_started)
@@ -390,7 +390,7 @@ class Coordinator:
         self.workload = change.new
         done = self.live.apply(change, by, self.load_started)
         self._placed(done.placed)
-        self.intake.follow(change.new, done.restart_pacing)
+        self.intake.follow(change.new, done.applied_at, self.ensemble.live_workers())
         if done.watch_consumers:  # the consumers rejoin their groups: the timeline shows when they hold assignments
             self.barrier.watch(self._groups())
         if done.regroup_lag and self.observers.lag_watch:

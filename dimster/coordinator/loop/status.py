@@ -9,7 +9,6 @@ from typing import Protocol
 from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.intake import ReportIntake
-from dimster.coordinator.account.report_lines import STATUS_WINDOW
 from dimster.coordinator.control.exporter import StatusExporter
 from dimster.coordinator.control.status_schema import NAMES
 from dimster.coordinator.loop.limit_watch import LimitWatch, producer_batches, to_json
@@ -40,7 +39,7 @@ def numeric_status(a: RunAggregate, facts: RunFacts) -> dict:
     started = facts.load_started
     unconsumed = facts.unconsumed_by_group
     values = {
-        **a.recent_rates(STATUS_WINDOW),
+        **a.workers.status_rates(time.time()),
         "sent": a.sent,
         "acked": a.acked,
         "received": a.received,

@@ -38,10 +38,13 @@ class LocalWorkers:
             with contextlib.suppress(OSError):  # the process died: receive() reports it
                 self.channels[index].send(message)
 
-    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
+    def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
         live = {self.channels[i].connection: i for i in range(len(self.channels)) if i not in self.gone}
         received: list[tuple[int, Message | WorkerLost]] = []
-        for connection in wait_for_connections(list(live), timeout=timeout):
+        bell = [] if doorbell is None else [doorbell]
+        for connection in wait_for_connections([*live, *bell], timeout=timeout):
+            if connection == doorbell:
+                continue
             assert isinstance(connection, Connection)  # wait() returns some of the objects it was given
             received += self._read(live[connection], until_empty=False)
         for index, process in enumerate(self.processes):

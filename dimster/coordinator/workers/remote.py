@@ -181,7 +181,7 @@ class RemoteWorkers:
         if not link.gone and index not in self.gone:
             link.socket.send_multipart([worker_frame(index), encode(message)])
 
-    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
+    def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
         now = time.time()
         if now >= self._next_probe:
             self._next_probe = now + PROBE_EVERY
@@ -192,12 +192,14 @@ class RemoteWorkers:
         live = {link.socket: link for link in self.links if not link.gone}
         for socket in live:
             poller.register(socket, zmq.POLLIN)
+        if doorbell is not None:
+            poller.register(doorbell, zmq.POLLIN)
         received: list[tuple[int, Message | WorkerLost]] = []
         deadline = time.time() + timeout
         while True:
-            ready = [live[socket] for socket in dict(poller.poll(max(0, int((deadline - time.time()) * 1000))))]
-            received += self._take_turns(ready)
-            if received or time.time() >= deadline:
+            polled = dict(poller.poll(max(0, int((deadline - time.time()) * 1000))))
+            received += self._take_turns([live[socket] for socket in polled if socket != doorbell])
+            if received or doorbell in polled or time.time() >= deadline:
                 break
         for link in self.links:
             if not link.gone and time.time() - link.last_heard > self.timeout:

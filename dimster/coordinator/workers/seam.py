@@ -22,8 +22,9 @@ class Workers(Protocol):
     def send(self, index: int, message: Message) -> None:
         """Deliver a message to worker `index`; a lost or closed worker drops it."""
 
-    def receive(self, timeout: float) -> list[tuple[int, Message | WorkerLost]]:
-        """What the workers sent within `timeout`, and workers found lost (each reported once)."""
+    def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
+        """What the workers sent within `timeout`, and workers found lost (each reported once); the
+        wait ends early when the `doorbell` file descriptor is readable (a control request waits)."""
 
     def close(self) -> list[str]:
         """End whatever is left once the run closed its workers; returns what had to be killed."""

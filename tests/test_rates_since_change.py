@@ -1,0 +1,169 @@
+"""A live change shows in the status within a second (issue 51): a worker sends Progress samples as the
+change reaches it and five times a second for three seconds; the status's rates come from them until
+the reports' window holds only reports from after the change, and the console tells the change's
+rates once, half a second in. The reports (the run's record) are not changed by any of it."""
+
+import itertools
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+from dimster.coordinator.account.aggregate import RunAggregate
+from dimster.coordinator.account.intake import ReportIntake
+from dimster.coordinator.account.journal import RunJournal
+from dimster.coordinator.account.since_change import SKEW, RatesSinceChange
+from dimster.coordinator.account.window import RecentRates
+from dimster.worker.client_columns import ClientInterval
+from dimster.worker.process import PipeChannel, Worker
+from dimster.worker.protocol import (
+    PROGRESS_EVERY,
+    PROGRESS_SECONDS,
+    Assignment,
+    Close,
+    Closed,
+    Progress,
+    Ready,
+    Reported,
+    Update,
+    worker_report,
+)
+
+pytestmark = pytest.mark.unit
+
+T = 1_790_000_000.0  # the change's time, epoch seconds
+
+
+def sample(at: float, sent: int, received: int = 0, target: float = 2000.0, first: bool = False) -> Progress:
+    return Progress(T + at, sent, received, target, first)
+
+
+def test_the_rates_since_a_change_sum_each_workers_counts_over_its_own_samples():
+    since = RatesSinceChange()
+    since.restart(T, {0, 1})
+    since.note(0, sample(-1.2, 100, first=True))  # a first sample of an earlier change, still on its way
+    since.note(0, sample(0.01, 5_000, 4_000, first=True))
+    since.note(1, sample(0.02, 7_000, 6_900, first=True))
+    since.note(0, sample(0.21, 5_400, 4_390))
+    assert since.rates(T + 0.3) is None  # worker 1 has no sample after its first yet: not half a picture
+    since.note(1, sample(0.42, 7_800, 7_700, target=1000.0))
+    rates = since.rates(T + 0.5)
+    assert rates == pytest.approx(
+        {"pubRate": 400 / 0.2 + 800 / 0.4, "consRate": 390 / 0.2 + 800 / 0.4, "targetRate": 3000.0, "rateSeconds": 0.2}
+    )
+    assert since.rates(T + PROGRESS_SECONDS + 0.01) is None  # over: the reports' window takes over
+    since.lose(1)  # a worker gone: the change's rates go on without it
+    assert since.rates(T + 0.5)["pubRate"] == pytest.approx(2000)  # type: ignore[index]
+
+
+def test_a_first_sample_from_before_the_change_is_not_its_start_and_a_worker_not_sent_it_is_not_counted():
+    since = RatesSinceChange()
+    since.restart(T, {0})
+    since.note(0, sample(-SKEW - 0.01, 10, first=True))  # taken before the change was sent
+    since.note(0, sample(0.2, 500))
+    assert since.rates(T + 0.3) is None
+    since.note(3, sample(0.01, 10, first=True))  # worker 3 was not sent this change
+    since.note(0, sample(-SKEW / 2, 100, first=True))  # within the clocks' skew: the change's
+    since.note(0, sample(0.5, 1_100))
+    assert since.rates(T + 0.6) == pytest.approx({"pubRate": 1000 / 0.525, "consRate": 0, "targetRate": 2000.0,
+                                                  "rateSeconds": 0.525})  # fmt: skip
+
+
+def test_the_console_is_told_a_changes_rates_once_half_a_second_in():
+    since = RatesSinceChange()
+    assert since.to_tell(T) is None  # no change yet
+    since.restart(T, {0})
+    since.note(0, sample(0.0, 0, first=True))
+    told = []
+    for step in range(1, 15):
+        since.note(0, sample(step * 0.2, step * 400))
+        told.append(since.to_tell(T + step * 0.2))
+    assert [t is not None for t in told] == [False, False, True] + [False] * 11
+    assert told[2] == pytest.approx({"pubRate": 2000, "consRate": 0, "targetRate": 2000.0, "rateSeconds": 0.6})
+
+
+def test_recent_rates_after_a_change_count_only_reports_begun_after_it():
+    """A report that spans the change mixes the two rates (here 500 and 2,000 msg/s): not counted."""
+    recent = RecentRates((5.0, 10.0))
+    for second in range(1, 6):
+        recent.add(0, T - 5 + second, 1.0, 500, 500.0, 0, since=T - 6 + second)
+    recent.clear(T - 0.4)  # the change, 0.4 s before the report that ends at T
+    recent.add(0, T + 0.0, 1.0, 500 * 0.6 + 2000 * 0.4, 2000.0, 0, since=T - 1.0)
+    assert recent.rates(5.0)["pubRate"] == 0 and recent.covered(5.0) == 0
+    recent.add(0, T + 1.0, 1.0, 2000, 2000.0, 0, since=T)
+    assert recent.rates(5.0) == pytest.approx({"pubRate": 2000, "targetRate": 2000, "consRate": 0})
+    assert recent.covered(5.0) == 1.0
+
+
+class Said:
+    def __init__(self) -> None:
+        self.told: list[tuple[str, str, dict]] = []
+
+    def tell(self, kind: str, line: str, **details) -> None:
+        self.told.append((kind, line, details))
+
+
+def test_the_status_reads_progress_after_a_change_and_the_reports_window_before_and_after(tmp_path):
+    """Through the intake as the run loop hands it the workers' messages: Progress changes no count."""
+    aggregate = RunAggregate({"g": "t"})
+    aggregate.load_started = T - 6
+    said = Said()
+    intake = ReportIntake(aggregate, None, said, None, RunJournal(tmp_path))  # type: ignore[arg-type]
+
+    def reported(end: float, sent: int) -> Reported:
+        producer = ClientInterval("p0", "producer", "t", target_rate=sent, sent=sent, acked=sent, next_sequence=0)
+        return Reported(worker_report(0, end, [producer]))
+
+    def take(*messages) -> list:
+        return list(intake.taken([(0, m) for m in messages], None, lambda _: "measure", True))
+
+    take(*(reported(T - 5 + s, 500) for s in range(6)))
+    assert aggregate.workers.status_rates(T)["pubRate"] == pytest.approx(500)
+    intake.follow(aggregate_workload(), T + 0.1, [0])
+    assert take(sample(0.12, 3_000, first=True), sample(0.32, 3_400), sample(0.72, 4_200)) == []
+    assert aggregate.workers.status_rates(T + 0.8) == pytest.approx(
+        {"pubRate": 2000, "consRate": 0, "targetRate": 2000, "rateSeconds": 0.6}
+    )
+    assert aggregate.sent == 3000  # Progress is not counted: the reports are the record
+    assert [kind for kind, _, _ in said.told] == ["rates_since_change"]
+    assert "since the change (0.6 s): pub 2,000 msg/s (target 2,000)" in said.told[0][1]
+    take(reported(T + 1, 500 * 0.1 + 2000 * 0.9), reported(T + 2, 2000), reported(T + 3, 2000))
+    status = aggregate.workers.status_rates(T + PROGRESS_SECONDS + 0.2)  # from the reports again
+    assert status == pytest.approx({"pubRate": 2000, "consRate": 0, "targetRate": 2000, "rateSeconds": 2.0})
+
+
+def aggregate_workload():
+    from dimster.workload.model import Workload
+
+    return Workload.model_validate({"name": "w"})
+
+
+def test_a_worker_sends_progress_as_a_change_reaches_it_and_for_a_few_seconds_after(tmp_path):
+    """A worker (no clients: what it sends is the point) takes an Update: a first sample at once, then one
+    every PROGRESS_EVERY until PROGRESS_SECONDS have passed, none after; its reports go on."""
+    ours, theirs = multiprocessing.Pipe()
+    workload = {"name": "w", "producerRate": 100}
+    assignment = Assignment(0, "127.0.0.1:1", workload, [], [], 1, 5, str(tmp_path / "worker.log"), "4.4.0")
+    worker = Worker(PipeChannel(theirs), assignment)
+    serving = threading.Thread(target=worker.serve, daemon=True)
+    serving.start()
+    coordinator = PipeChannel(ours)
+    assert coordinator.poll(30) and coordinator.recv() == Ready()
+    coordinator.send(Update(workload, 1))
+    received = []
+    quiet_from = time.monotonic() + PROGRESS_SECONDS + 2.0  # by then the samples are over, with a margin
+    while time.monotonic() < quiet_from + 1.5:  # and 1.5 s more: no sample comes in them
+        if coordinator.poll(0.1):
+            received.append((time.monotonic(), coordinator.recv()))
+    coordinator.send(Close())
+    while coordinator.poll(10) and coordinator.recv() != Closed():
+        pass
+    serving.join(10)
+    samples = [(when, m) for when, m in received if isinstance(m, Progress)]
+    assert [m.first for _, m in samples[:2]] == [True, False] and not any(m.first for _, m in samples[1:])
+    assert 2 <= len(samples) <= 1 + round(PROGRESS_SECONDS / PROGRESS_EVERY)  # never a burst: one a step
+    stamps = [m.at for _, m in samples]
+    assert all(b - a >= PROGRESS_EVERY - 0.01 for a, b in itertools.pairwise(stamps))
+    assert all(when < quiet_from for when, _ in samples)
+    assert sum(isinstance(m, Reported) for _, m in received) >= 4  # a report a second, as before
