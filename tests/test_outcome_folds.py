@@ -155,7 +155,7 @@ def test_a_live_change_to_a_longer_lock_widens_the_horizon_before_records_fold(c
     lock changed live to 5 minutes (not late, nothing replayed), past the start's 60 s otherwise."""
     run = Run()
     intake = ReportIntake(run.a, None, None, None, None)  # type: ignore[arg-type]  # follow() needs none of them
-    intake.follow(Workload.model_validate({"name": "w", **change}), 0.0, ())
+    intake.follow(Workload.model_validate({"name": "w", **change}), (0.0, 0), ())
     run.report(consumer(settled=list(range(PER_SECOND)), settled_rejected=by_delivery({1: [5]})))
     for second in range(1, 130):
         first = second * PER_SECOND

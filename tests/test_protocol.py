@@ -111,7 +111,7 @@ EXAMPLES = [
     Closed(),
     Failed("worker 2: boom"),
     ClockProbed(1_790_000_000.5, 1_790_000_000.81),
-    Progress(1_790_000_000.25, 12_000, 11_990, 2000.0, True),
+    Progress(1_790_000_000.25, 12_000, 11_990, 2000.0, 3, True),
 ]
 
 

@@ -13,8 +13,9 @@ import pytest
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.intake import ReportIntake
 from dimster.coordinator.account.journal import RunJournal
-from dimster.coordinator.account.since_change import SKEW, RatesSinceChange
+from dimster.coordinator.account.since_change import RatesSinceChange
 from dimster.coordinator.account.window import RecentRates
+from dimster.coordinator.control.api import Doorbell
 from dimster.worker.client_columns import ClientInterval
 from dimster.worker.process import PipeChannel, Worker
 from dimster.worker.protocol import (
@@ -35,14 +36,16 @@ pytestmark = pytest.mark.unit
 T = 1_790_000_000.0  # the change's time, epoch seconds
 
 
-def sample(at: float, sent: int, received: int = 0, target: float = 2000.0, first: bool = False) -> Progress:
-    return Progress(T + at, sent, received, target, first)
+def sample(
+    at: float, sent: int, received: int = 0, target: float = 2000.0, first: bool = False, change: int = 1
+) -> Progress:
+    return Progress(T + at, sent, received, target, change, first)
 
 
 def test_the_rates_since_a_change_sum_each_workers_counts_over_its_own_samples():
     since = RatesSinceChange()
-    since.restart(T, {0, 1})
-    since.note(0, sample(-1.2, 100, first=True))  # a first sample of an earlier change, still on its way
+    since.restart(T, 1, {0, 1})
+    since.note(0, sample(-1.2, 100, first=True, change=0))  # a first sample of a worker's start
     since.note(0, sample(0.01, 5_000, 4_000, first=True))
     since.note(1, sample(0.02, 7_000, 6_900, first=True))
     since.note(0, sample(0.21, 5_400, 4_390))
@@ -52,28 +55,47 @@ def test_the_rates_since_a_change_sum_each_workers_counts_over_its_own_samples()
     assert rates == pytest.approx(
         {"pubRate": 400 / 0.2 + 800 / 0.4, "consRate": 390 / 0.2 + 800 / 0.4, "targetRate": 3000.0, "rateSeconds": 0.2}
     )
-    assert since.rates(T + PROGRESS_SECONDS + 0.01) is None  # over: the reports' window takes over
+    assert since.rates(T + 0.02 + PROGRESS_SECONDS + 0.01) is None  # over: the reports' window takes over
     since.lose(1)  # a worker gone: the change's rates go on without it
     assert since.rates(T + 0.5)["pubRate"] == pytest.approx(2000)  # type: ignore[index]
 
 
-def test_a_first_sample_from_before_the_change_is_not_its_start_and_a_worker_not_sent_it_is_not_counted():
+def test_a_sample_of_another_change_is_not_counted_nor_one_of_a_worker_not_sent_it():
+    """The change's number tells its samples, whatever the workers' clocks say (an agent's clock may be
+    behind the coordinator's by more than its error)."""
     since = RatesSinceChange()
-    since.restart(T, {0})
-    since.note(0, sample(-SKEW - 0.01, 10, first=True))  # taken before the change was sent
-    since.note(0, sample(0.2, 500))
-    assert since.rates(T + 0.3) is None
-    since.note(3, sample(0.01, 10, first=True))  # worker 3 was not sent this change
-    since.note(0, sample(-SKEW / 2, 100, first=True))  # within the clocks' skew: the change's
-    since.note(0, sample(0.5, 1_100))
-    assert since.rates(T + 0.6) == pytest.approx({"pubRate": 1000 / 0.525, "consRate": 0, "targetRate": 2000.0,
-                                                  "rateSeconds": 0.525})  # fmt: skip
+    since.restart(T, 2, {0})
+    since.note(0, sample(0.1, 10, first=True, change=1))  # the previous change's, still on its way
+    since.note(0, sample(0.3, 500, change=1))
+    assert since.rates(T + 0.4) is None
+    since.note(3, sample(0.01, 10, first=True, change=2))  # worker 3 was not sent this change
+    since.note(0, sample(-0.2, 100, first=True, change=2))  # its clock 0.2 s behind: still the change's
+    since.note(0, sample(0.3, 1_100, change=2))
+    assert since.rates(T + 0.6) == pytest.approx({"pubRate": 2000, "consRate": 0, "targetRate": 2000.0,
+                                                  "rateSeconds": 0.5})  # fmt: skip
+
+
+def test_a_worker_that_takes_the_change_late_delays_its_rates_and_their_end_alike():
+    """A worker busy stopping removed clients takes the change 2.5 s late: the change's rates wait for
+    it, and last PROGRESS_SECONDS from then."""
+    since = RatesSinceChange()
+    since.restart(T, 1, {0, 1})
+    since.note(0, sample(0.0, 0, first=True))
+    since.note(0, sample(2.8, 5_600))
+    assert since.rates(T + 2.8) is None and since.to_tell(T + 2.8) is None
+    since.note(1, sample(2.5, 100, first=True))
+    since.note(1, sample(3.1, 1_300))
+    assert since.to_tell(T + 3.1) == pytest.approx(
+        {"pubRate": 2000 + 2000, "consRate": 0, "targetRate": 4000.0, "rateSeconds": 0.6}
+    )
+    assert since.rates(T + 2.5 + PROGRESS_SECONDS - 0.01) is not None
+    assert since.rates(T + 2.5 + PROGRESS_SECONDS + 0.01) is None
 
 
 def test_the_console_is_told_a_changes_rates_once_half_a_second_in():
     since = RatesSinceChange()
     assert since.to_tell(T) is None  # no change yet
-    since.restart(T, {0})
+    since.restart(T, 1, {0})
     since.note(0, sample(0.0, 0, first=True))
     told = []
     for step in range(1, 15):
@@ -120,8 +142,12 @@ def test_the_status_reads_progress_after_a_change_and_the_reports_window_before_
 
     take(*(reported(T - 5 + s, 500) for s in range(6)))
     assert aggregate.workers.status_rates(T)["pubRate"] == pytest.approx(500)
-    intake.follow(aggregate_workload(), T + 0.1, [0])
-    assert take(sample(0.12, 3_000, first=True), sample(0.32, 3_400), sample(0.72, 4_200)) == []
+    intake.follow(aggregate_workload(), (T + 0.1, 1), [0])
+    before = {"pubRate": 500, "consRate": 0, "targetRate": 500, "rateSeconds": 6.0}
+    assert aggregate.workers.status_rates(T + 0.15) == pytest.approx(before)  # nothing known of after: as it was
+    assert take(sample(0.12, 3_000, first=True)) == []
+    assert aggregate.workers.status_rates(T + 0.2) == pytest.approx(before)  # one sample is no rate yet
+    assert take(sample(0.32, 3_400), sample(0.72, 4_200)) == []
     assert aggregate.workers.status_rates(T + 0.8) == pytest.approx(
         {"pubRate": 2000, "consRate": 0, "targetRate": 2000, "rateSeconds": 0.6}
     )
@@ -150,7 +176,7 @@ def test_a_worker_sends_progress_as_a_change_reaches_it_and_for_a_few_seconds_af
     serving.start()
     coordinator = PipeChannel(ours)
     assert coordinator.poll(30) and coordinator.recv() == Ready()
-    coordinator.send(Update(workload, 1))
+    coordinator.send(Update(workload, 1, change=7))
     received = []
     quiet_from = time.monotonic() + PROGRESS_SECONDS + 2.0  # by then the samples are over, with a margin
     while time.monotonic() < quiet_from + 1.5:  # and 1.5 s more: no sample comes in them
@@ -162,8 +188,19 @@ def test_a_worker_sends_progress_as_a_change_reaches_it_and_for_a_few_seconds_af
     serving.join(10)
     samples = [(when, m) for when, m in received if isinstance(m, Progress)]
     assert [m.first for _, m in samples[:2]] == [True, False] and not any(m.first for _, m in samples[1:])
+    assert {m.change for _, m in samples} == {7}
     assert 2 <= len(samples) <= 1 + round(PROGRESS_SECONDS / PROGRESS_EVERY)  # never a burst: one a step
     stamps = [m.at for _, m in samples]
     assert all(b - a >= PROGRESS_EVERY - 0.01 for a, b in itertools.pairwise(stamps))
     assert all(when < quiet_from for when, _ in samples)
     assert sum(isinstance(m, Reported) for _, m in received) >= 4  # a report a second, as before
+
+
+def test_a_ring_after_the_doorbell_is_closed_writes_nowhere():
+    """A request's HTTP thread may ring after the run closed its control server: no error, and no byte
+    into whatever file took the pipe's descriptor since."""
+    bell = Doorbell()
+    bell.ring()
+    bell.close()
+    bell.ring()
+    bell.close()

@@ -312,7 +312,7 @@ class Agent:
         """Relays the worker's message as it was encoded (the coordinator decodes it), after a frame
         with its index; a `Closed` first ships the worker's logs, and the last ends the run here. The
         reports of a run of several workers are held and go as one (report_hold.py); any other
-        message of a worker goes after the reports held before it."""
+        message of a worker but a Progress sample goes after the reports held before it."""
         to = worker_frame(index)
         try:
             message = worker.channel.recv_bytes()
@@ -328,7 +328,8 @@ class Agent:
         except ProtocolError as e:  # our own worker's bytes: a bug, told to the run, not the agent's end
             self._worker_failed(session, index, f"sent what the agent cannot read ({e})")
             return
-        self._send_reports(session, session.hold.release())
+        if kind != "Progress":  # a Progress sample has no order to keep with the reports: they stay held
+            self._send_reports(session, session.hold.release())
         closed = kind == "Closed"
         if closed:
             worker.process.join(30)

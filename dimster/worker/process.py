@@ -195,6 +195,7 @@ class Worker:
         self.closed = False
         self.counted = [0, 0]  # records sent and received in the intervals it has reported
         self.progress_until = self.next_progress = math.inf  # monotonic: Progress samples after a change
+        self.change = 0  # the live change its samples follow (Update.change)
 
     def _prepare_libraries(self, workload: Workload) -> None:
         """Ready this process for the libraries of the run's clients before any client needs one (the
@@ -307,6 +308,7 @@ class Worker:
 
     def _updated(self, message: Update) -> None:
         self._update(Workload.model_validate(message.workload), message.total_producers)
+        self.change = message.change
         self.progress_until = time.monotonic() + PROGRESS_SECONDS
         self._progress(first=True)
 
@@ -316,7 +318,7 @@ class Worker:
         sent = self.counted[0] + sum(producer.interval.sent for producer in self.producers)
         received = self.counted[1] + sum(consumer.interval.received for consumer in self.consumers)
         target = sum(producer.interval.target_rate for producer in self.producers)
-        self.channel.send(Progress(clock.now(), sent, received, target, first))
+        self.channel.send(Progress(clock.now(), sent, received, target, self.change, first))
         following = time.monotonic() + PROGRESS_EVERY
         self.next_progress = following if following <= self.progress_until else math.inf
 
@@ -349,10 +351,12 @@ class Worker:
             client.start()
 
     def _remove(self, client_ids: set[str]) -> None:
-        """Stop these clients and report their last interval before they go."""
+        """Stop these clients and report their last interval before they go, with every other
+        client's so far: a report's time is that of each of its clients' intervals (the next report
+        covers from here for all of them)."""
         leaving = [c for c in self.clients if c.client_id in client_ids]
         self._stop(leaving)
-        self.report(leaving)
+        self.report()
         self.producers = [c for c in self.producers if c.client_id not in client_ids]
         self.consumers = [c for c in self.consumers if c.client_id not in client_ids]
 

@@ -185,6 +185,7 @@ class StartLoad:
 class Update:
     workload: dict
     total_producers: int
+    change: int = 0  # the run's live changes so far: its Progress samples carry it (0: not a live change)
 
 
 @dataclass
@@ -299,6 +300,7 @@ class Progress:
     sent: int  # records its producers handed over since the worker started
     received: int  # records its consumers received since the worker started
     target_rate: float  # its producers' target now, msg/s
+    change: int  # the Update's: which live change it follows
     first: bool  # taken as the change reached it: the change's rates are counted from here
 
 

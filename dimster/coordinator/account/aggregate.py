@@ -232,10 +232,10 @@ class RunAggregate:
     def receiving(self) -> ReceiveSpan:
         return self.span
 
-    def restart_rates(self, at: float = 0.0, workers: Iterable[int] = ()) -> None:
-        """Recent rates (the status's, and pacing's) afresh: at load start, or after a live change
-        applied at `at` and sent to `workers` (report_lines.py: WorkerLines.restart)."""
-        self.workers.restart(at, set(workers))
+    def restart_rates(self, at: float = 0.0, change: int = 0, workers: Iterable[int] = ()) -> None:
+        """Recent rates (the status's, and pacing's) afresh: at load start, or after live change number
+        `change`, sent to `workers` at `at` (report_lines.py: WorkerLines.restart)."""
+        self.workers.restart(at, change, set(workers))
 
     def recent_rates(self, seconds: float = PACING_WINDOW) -> dict[str, float]:
         """Achieved publish and consume rates and the target, msg/s over the last `seconds` (the pacing

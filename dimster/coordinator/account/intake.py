@@ -60,12 +60,12 @@ class ReportIntake:
         kept for an end that needs them all."""
         self.aggregate.outcomes.fold_beyond(horizon_for(lock_ms), self.journal.group_accounts)
 
-    def follow(self, workload: Workload, applied_at: float, workers: Iterable[int]) -> None:
-        """A live change applied at `applied_at` and sent to `workers`, as the account sees it: recent
+    def follow(self, workload: Workload, told: tuple[float, int], workers: Iterable[int]) -> None:
+        """A live change as the account sees it, `told` (when, and its number) to `workers`: recent
         rates (the status's, pacing's) from after it, and the fold horizon widened to a longer lock
         duration (never narrowed: records locked before may still come back as late as the longer lock
         allowed)."""
-        self.aggregate.restart_rates(applied_at, workers)
+        self.aggregate.restart_rates(*told, workers)
         if lock_ms := workload.record_lock_ms:
             self.aggregate.outcomes.widen_horizon(horizon_for(lock_ms))
 

@@ -38,6 +38,7 @@ class WorkerLines:
         self.recent = RecentRates((STATUS_WINDOW, PACING_WINDOW))
         self.instant = OneInstant()  # sent, acked, received as of one instant, for the console line
         self.since_change = RatesSinceChange()  # the workers' Progress samples after a live change
+        self.before = {"pubRate": 0.0, "targetRate": 0.0, "consRate": 0.0, "rateSeconds": 0.0}  # see restart
 
     def spans(self, report: IntervalReport, load_started: float, now: float) -> list[LineSpan]:
         """Each line's span; its worker's clock moves on to the line's end."""
@@ -64,19 +65,24 @@ class WorkerLines:
             self.instant.note(span.worker, span.end, counts, span.since)
             self.recent.add(span.worker, span.end, span.covered, counts[0], target_, counts[2], span.since)
 
-    def restart(self, at: float, workers: set[int]) -> None:
-        """After a live change applied at `at` (epoch seconds) and sent to `workers`: the recent rates
-        count reports from after it, the status's rates in between come from their Progress samples."""
+    def restart(self, at: float, change: int, workers: set[int]) -> None:
+        """After live change number `change`, sent to `workers` at `at` (epoch seconds): the recent
+        rates count reports from after it, the status's rates in between come from their Progress
+        samples, and until either knows anything, the status keeps the rates it had."""
+        self.before = self.status_rates(at)
         self.recent.clear(at)
-        self.since_change.restart(at, workers)
+        self.since_change.restart(at, change, workers)
 
     def status_rates(self, now: float) -> dict[str, float]:
         """The status's pubRate, targetRate and consRate, and the seconds they cover: since the last
-        live change while it is recent (RatesSinceChange), else over the last STATUS_WINDOW of reports."""
+        live change while it is recent (RatesSinceChange), else over the last STATUS_WINDOW of reports
+        (those from after the change), else what they were before it (nothing after it known yet)."""
         since_change = self.since_change.rates(now)
         if since_change is not None:
             return since_change
         covered = self.recent.covered(STATUS_WINDOW)
+        if covered == 0:
+            return self.before
         return {**self.recent.rates(STATUS_WINDOW), "rateSeconds": covered}
 
 

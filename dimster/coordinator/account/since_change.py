@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from dimster.worker.protocol import PROGRESS_SECONDS, Progress
 
-SKEW = 0.05  # seconds a worker's clock may be behind the coordinator's once corrected (worker/clock.py)
 TELL_AFTER = 0.5  # seconds of samples after a change before its rates go to the console, once
 
 
@@ -22,18 +21,22 @@ class RatesSinceChange:
     """Since the latest live change: each worker's first sample and its latest."""
 
     def __init__(self) -> None:
-        self.changed_at = 0.0  # epoch seconds the change was applied (the coordinator's clock); 0: none
+        self.changed_at = 0.0  # epoch seconds the change was sent (the coordinator's clock); 0: none
+        self.change = 0  # its number (Update.change); 0: none
         self.workers: set[int] = set()  # the workers the change went to
         self.counted: dict[int, _Counted] = {}
         self.told = True  # its rates went to the console (none to tell before a change)
 
-    def restart(self, changed_at: float, workers: set[int]) -> None:
-        """A change applied at `changed_at` and sent to `workers`: its rates are counted from their
-        first samples after it (a sample of an earlier change, still on its way, is not one)."""
-        self.changed_at, self.workers, self.counted, self.told = changed_at, set(workers), {}, False
+    def restart(self, changed_at: float, change: int, workers: set[int]) -> None:
+        """Change number `change`, sent to `workers` at `changed_at`: its rates are counted from their
+        first samples of it (a sample of an earlier change, still on its way, is not one)."""
+        self.changed_at, self.change, self.workers = changed_at, change, set(workers)
+        self.counted, self.told = {}, False
 
     def note(self, worker: int, sample: Progress) -> None:
-        if sample.first and sample.at >= self.changed_at - SKEW and worker in self.workers:
+        if sample.change != self.change or not self.change or worker not in self.workers:
+            return  # of another change (or of a worker's start: paused consumers)
+        if sample.first:
             self.counted[worker] = _Counted(sample)
         elif worker in self.counted and sample.at > self.counted[worker].first.at:
             self.counted[worker].latest = sample
@@ -41,13 +44,14 @@ class RatesSinceChange:
     def rates(self, now: float) -> dict[str, float] | None:
         """pubRate, targetRate and consRate (msg/s) since the change, summed over the workers it went to,
         and `rateSeconds`, the shortest time a worker's samples cover; None until each of them has a
-        sample after its first, and from PROGRESS_SECONDS after the change (`now`: epoch seconds): by
-        then the reports' window holds only whole reports from after it."""
+        sample after its first, and from PROGRESS_SECONDS after the last of them took the change (`now`:
+        epoch seconds; a worker busy stopping clients may take it seconds late): by then the reports'
+        window holds only whole reports from after it."""
         counted = [self.counted.get(worker) for worker in self.workers]
-        if now > self.changed_at + PROGRESS_SECONDS or not counted:
-            return None
         pairs = [(c.first, c.latest) for c in counted if c is not None and c.latest is not None]
-        if len(pairs) < len(counted):
+        if not counted or len(pairs) < len(counted):
+            return None
+        if now > max(first.at for first, _ in pairs) + PROGRESS_SECONDS:
             return None
         seconds = [latest.at - first.at for first, latest in pairs]
         return {

@@ -89,10 +89,13 @@ class Doorbell:
         self.fd, self._bell = os.pipe()
         os.set_blocking(self.fd, False)
         os.set_blocking(self._bell, False)
+        self._lock = threading.Lock()  # a late request's ring never writes to a closed (or reused) fd
+        self._closed = False
 
     def ring(self) -> None:
-        with contextlib.suppress(BlockingIOError):  # the pipe is full: the loop has rings enough to wake
-            os.write(self._bell, b"\0")
+        with self._lock, contextlib.suppress(BlockingIOError):  # full: the loop has rings enough to wake
+            if not self._closed:
+                os.write(self._bell, b"\0")
 
     def answer(self) -> None:
         """Silence it (before the loop takes the requests: a ring after this wakes its next wait)."""
@@ -101,8 +104,11 @@ class Doorbell:
                 pass
 
     def close(self) -> None:
-        os.close(self.fd)
-        os.close(self._bell)
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                os.close(self.fd)
+                os.close(self._bell)
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -43,7 +43,8 @@ class Applied:
     """A change set applied: the control API's answer, and what the run loop has left to do."""
 
     answer: dict
-    applied_at: float  # epoch seconds
+    change: int  # the run's live changes so far, this one included (Update.change)
+    told_at: float = 0.0  # epoch seconds the workers were sent the change
     placed: Placed = field(default_factory=Placed)  # clients a resize added
     watch_consumers: bool = False  # paused consumers resumed: time their joining
     regroup_lag: bool = False  # partitions grew: read the lag over all of them
@@ -56,6 +57,7 @@ class LiveChanges:
         self.ensemble = ensemble
         self.log = log
         self.java_versions = java  # role -> kafka-clients version of the run's Java clients at start
+        self.changes = 0  # live changes applied so far (each one's Update carries its number)
         self.crashed = 0  # consumers crashed so far (crashConsumers, consumerCrashes)
         self.restarted = 0  # consumers restarted so far (restartConsumers)
         self.scheduled_crashes_fired = 0  # of consumerCrashes
@@ -102,10 +104,13 @@ class LiveChanges:
         new, effects = change.new, change.effects
         applied_at = time.time()
         notes = change.config_changes.apply() if change.config_changes else []
-        done = Applied({}, applied_at)
+        self.changes += 1
+        done = Applied({}, self.changes)
         if "client-count" in effects:
             done.placed = self.ensemble.resize(new.producers_per_topic, new.consumers_per_group, new.consumer_type)
-        self.ensemble.send_all(Update(new.model_dump(by_alias=True), max(1, len(self.ensemble.topology.producers))))
+        done.told_at = time.time()
+        producers = max(1, len(self.ensemble.topology.producers))
+        self.ensemble.send_all(Update(new.model_dump(by_alias=True), producers, self.changes))
         done.watch_consumers = "pause" in effects and not new.consumers_paused
         done.regroup_lag = "partitions" in effects
         if "faults" in effects:

@@ -390,7 +390,7 @@ class Coordinator:
         self.workload = change.new
         done = self.live.apply(change, by, self.load_started)
         self._placed(done.placed)
-        self.intake.follow(change.new, done.applied_at, self.ensemble.live_workers())
+        self.intake.follow(change.new, (done.told_at, done.change), self.ensemble.live_workers())
         if done.watch_consumers:  # the consumers rejoin their groups: the timeline shows when they hold assignments
             self.barrier.watch(self._groups())
         if done.regroup_lag and self.observers.lag_watch:
