@@ -36,18 +36,16 @@ pytestmark = pytest.mark.unit
 T = 1_790_000_000.0  # the change's time, epoch seconds
 
 
-def sample(
-    at: float, sent: int, received: int = 0, target: float = 2000.0, first: bool = False, change: int = 1
-) -> Progress:
-    return Progress(T + at, sent, received, target, change, first)
+def sample(at: float, sent: int, received: int = 0, target: float = 2000.0, change: int = 1) -> Progress:
+    return Progress(T + at, sent, received, target, change)
 
 
 def test_the_rates_since_a_change_sum_each_workers_counts_over_its_own_samples():
     since = RatesSinceChange()
-    since.restart(T, 1, {0, 1})
-    since.note(0, sample(-1.2, 100, first=True, change=0))  # a first sample of a worker's start
-    since.note(0, sample(0.01, 5_000, 4_000, first=True))
-    since.note(1, sample(0.02, 7_000, 6_900, first=True))
+    since.restart(1, {0, 1})
+    since.note(0, sample(-1.2, 100, change=0))  # a first sample of a worker's start
+    since.note(0, sample(0.01, 5_000, 4_000))
+    since.note(1, sample(0.02, 7_000, 6_900))
     since.note(0, sample(0.21, 5_400, 4_390))
     assert since.rates(T + 0.3) is None  # worker 1 has no sample after its first yet: not half a picture
     since.note(1, sample(0.42, 7_800, 7_700, target=1000.0))
@@ -64,12 +62,12 @@ def test_a_sample_of_another_change_is_not_counted_nor_one_of_a_worker_not_sent_
     """The change's number tells its samples, whatever the workers' clocks say (an agent's clock may be
     behind the coordinator's by more than its error)."""
     since = RatesSinceChange()
-    since.restart(T, 2, {0})
-    since.note(0, sample(0.1, 10, first=True, change=1))  # the previous change's, still on its way
+    since.restart(2, {0})
+    since.note(0, sample(0.1, 10, change=1))  # the previous change's, still on its way
     since.note(0, sample(0.3, 500, change=1))
     assert since.rates(T + 0.4) is None
-    since.note(3, sample(0.01, 10, first=True, change=2))  # worker 3 was not sent this change
-    since.note(0, sample(-0.2, 100, first=True, change=2))  # its clock 0.2 s behind: still the change's
+    since.note(3, sample(0.01, 10, change=2))  # worker 3 was not sent this change
+    since.note(0, sample(-0.2, 100, change=2))  # its clock 0.2 s behind: still the change's
     since.note(0, sample(0.3, 1_100, change=2))
     assert since.rates(T + 0.6) == pytest.approx({"pubRate": 2000, "consRate": 0, "targetRate": 2000.0,
                                                   "rateSeconds": 0.5})  # fmt: skip
@@ -79,11 +77,11 @@ def test_a_worker_that_takes_the_change_late_delays_its_rates_and_their_end_alik
     """A worker busy stopping removed clients takes the change 2.5 s late: the change's rates wait for
     it, and last PROGRESS_SECONDS from then."""
     since = RatesSinceChange()
-    since.restart(T, 1, {0, 1})
-    since.note(0, sample(0.0, 0, first=True))
+    since.restart(1, {0, 1})
+    since.note(0, sample(0.0, 0))
     since.note(0, sample(2.8, 5_600))
     assert since.rates(T + 2.8) is None and since.to_tell(T + 2.8) is None
-    since.note(1, sample(2.5, 100, first=True))
+    since.note(1, sample(2.5, 100))
     since.note(1, sample(3.1, 1_300))
     assert since.to_tell(T + 3.1) == pytest.approx(
         {"pubRate": 2000 + 2000, "consRate": 0, "targetRate": 4000.0, "rateSeconds": 0.6}
@@ -95,8 +93,8 @@ def test_a_worker_that_takes_the_change_late_delays_its_rates_and_their_end_alik
 def test_the_console_is_told_a_changes_rates_once_half_a_second_in():
     since = RatesSinceChange()
     assert since.to_tell(T) is None  # no change yet
-    since.restart(T, 1, {0})
-    since.note(0, sample(0.0, 0, first=True))
+    since.restart(1, {0})
+    since.note(0, sample(0.0, 0))
     told = []
     for step in range(1, 15):
         since.note(0, sample(step * 0.2, step * 400))
@@ -145,7 +143,7 @@ def test_the_status_reads_progress_after_a_change_and_the_reports_window_before_
     intake.follow(aggregate_workload(), (T + 0.1, 1), [0])
     before = {"pubRate": 500, "consRate": 0, "targetRate": 500, "rateSeconds": 6.0}
     assert aggregate.workers.status_rates(T + 0.15) == pytest.approx(before)  # nothing known of after: as it was
-    assert take(sample(0.12, 3_000, first=True)) == []
+    assert take(sample(0.12, 3_000)) == []
     assert aggregate.workers.status_rates(T + 0.2) == pytest.approx(before)  # one sample is no rate yet
     assert take(sample(0.32, 3_400), sample(0.72, 4_200)) == []
     assert aggregate.workers.status_rates(T + 0.8) == pytest.approx(
@@ -187,7 +185,6 @@ def test_a_worker_sends_progress_as_a_change_reaches_it_and_for_a_few_seconds_af
         pass
     serving.join(10)
     samples = [(when, m) for when, m in received if isinstance(m, Progress)]
-    assert [m.first for _, m in samples[:2]] == [True, False] and not any(m.first for _, m in samples[1:])
     assert {m.change for _, m in samples} == {7}
     assert 2 <= len(samples) <= 1 + round(PROGRESS_SECONDS / PROGRESS_EVERY)  # never a burst: one a step
     stamps = [m.at for _, m in samples]

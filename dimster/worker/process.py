@@ -310,15 +310,15 @@ class Worker:
         self._update(Workload.model_validate(message.workload), message.total_producers)
         self.change = message.change
         self.progress_until = time.monotonic() + PROGRESS_SECONDS
-        self._progress(first=True)
+        self._progress()
 
-    def _progress(self, first: bool = False) -> None:
+    def _progress(self) -> None:
         """A Progress sample: its counts so far; the next PROGRESS_EVERY later, while the change's
         PROGRESS_SECONDS last."""
         sent = self.counted[0] + sum(producer.interval.sent for producer in self.producers)
         received = self.counted[1] + sum(consumer.interval.received for consumer in self.consumers)
         target = sum(producer.interval.target_rate for producer in self.producers)
-        self.channel.send(Progress(clock.now(), sent, received, target, self.change, first))
+        self.channel.send(Progress(clock.now(), sent, received, target, self.change))
         following = time.monotonic() + PROGRESS_EVERY
         self.next_progress = following if following <= self.progress_until else math.inf
 

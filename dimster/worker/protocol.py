@@ -292,16 +292,16 @@ class Failed:
 
 @dataclass
 class Progress:
-    """A worker's counts so far, sent as a live change reaches it (`first`) and every PROGRESS_EVERY
-    for PROGRESS_SECONDS after: the status's rates since the change show within a second. Its reports
-    (once a second) stay the run's record; this is not written anywhere."""
+    """A worker's counts so far, sent as a live change reaches it and every PROGRESS_EVERY for
+    PROGRESS_SECONDS after: the status's rates since the change show within a second, counted from a
+    worker's first sample of it. Its reports (once a second) stay the run's record; this is not
+    written anywhere."""
 
     at: float  # epoch seconds, the worker's clock (the coordinator's, corrected)
     sent: int  # records its producers handed over since the worker started
     received: int  # records its consumers received since the worker started
     target_rate: float  # its producers' target now, msg/s
     change: int  # the Update's: which live change it follows
-    first: bool  # taken as the change reached it: the change's rates are counted from here
 
 
 @dataclass

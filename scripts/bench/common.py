@@ -1,5 +1,5 @@
 """What more than one benchmark script needs: the dimster CLI as a subprocess, a block of free ports,
-rounds of alternating cases."""
+rounds of alternating cases, a percentile of a few measurements."""
 
 import json
 import socket
@@ -28,6 +28,12 @@ def free_block(size: int) -> int:
 
 def dimster(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*DIMSTER, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The value at `share` (0.99: p99) of `values`, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def alternating(cases: list, repeat: int, run_one: Callable[[Any], dict]) -> list[dict]:

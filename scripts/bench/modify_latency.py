@@ -15,25 +15,15 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import yaml
+from common import dimster, percentile  # beside this script
 
 from dimster.coordinator.control.run_state import control_request
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def dimster(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dimster", *args], cwd=ROOT, capture_output=True, text=True)
-
-
-def p99(values: list[float]) -> float:
-    return sorted(values)[max(0, math.ceil(0.99 * len(values)) - 1)]
 
 
 def until_status_shows(env: str, rate: float, timeout: float = 10.0) -> float:
@@ -71,8 +61,9 @@ def main() -> None:
             }
         )
     )
+    env = dict(os.environ)  # the CLI's, as this script's
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    started = dimster("run", args.env, "-w", str(workload), "--detach", "--json", "--results", str(folder))
+    started = dimster(env, "run", args.env, "-w", str(workload), "--detach", "--json", "--results", str(folder))
     if started.returncode:
         sys.exit(started.stderr)
     bundle = Path(json.loads(started.stdout)["results"])
@@ -82,7 +73,7 @@ def main() -> None:
         for i in range(args.changes):
             rate = args.high if i % 2 == 0 else args.low
             t0 = time.perf_counter()
-            result = dimster("run", args.env, "--modify", "--set", f"producerRate={rate}")
+            result = dimster(env, "run", args.env, "--modify", "--set", f"producerRate={rate}")
             round_trips.append(time.perf_counter() - t0)
             returned_at.append(time.time())
             if result.returncode:
@@ -90,7 +81,7 @@ def main() -> None:
             to_status.append(until_status_shows(args.env, rate))
             time.sleep(max(0.0, args.gap - (time.perf_counter() - t0)))
     finally:
-        dimster("stop", args.env)
+        dimster(env, "stop", args.env)
 
     told = [e["time"] for e in map(json.loads, (bundle / "events.jsonl").read_text().splitlines())
             if e.get("event") == "rates_since_change"]  # fmt: skip
@@ -104,7 +95,8 @@ def main() -> None:
         ("--modify returned -> status pubRate within 10% of the new rate", to_status),
         ("--modify returned -> console line `since the change`", to_console),
     ):
-        print(f"{name} (s): median {statistics.median(values):.2f}, p99 {p99(values):.2f}, of {len(values)}")
+        median, p99 = statistics.median(values), percentile(values, 0.99)
+        print(f"{name} (s): median {median:.2f}, p99 {p99:.2f}, of {len(values)}")
     print(f"bundle: {bundle}")
 
 

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import yaml
-from common import DIMSTER, ROOT, dimster, free_block
+from common import DIMSTER, ROOT, dimster, free_block, percentile
 
 ENV_NAME = "benchstatus"
 CALL_TIMEOUT = 30  # seconds, as `dimster status` waits
@@ -74,11 +74,6 @@ def fire_burst(index: int, moment: float, address: tuple, calls: int, out: multi
     for thread in threads:
         thread.join()
     out.put((index, results))
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def analyse(lines: list[tuple[float, str]], bursts: list[dict], interval: float) -> dict:

@@ -71,7 +71,7 @@ class WorkerLines:
         samples, and until either knows anything, the status keeps the rates it had."""
         self.before = self.status_rates(at)
         self.recent.clear(at)
-        self.since_change.restart(at, change, workers)
+        self.since_change.restart(change, workers)
 
     def status_rates(self, now: float) -> dict[str, float]:
         """The status's pubRate, targetRate and consRate, and the seconds they cover: since the last

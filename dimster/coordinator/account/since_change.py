@@ -13,7 +13,7 @@ TELL_AFTER = 0.5  # seconds of samples after a change before its rates go to the
 
 @dataclass
 class _Counted:
-    first: Progress  # taken as the change reached the worker
+    first: Progress  # its first sample of the change: taken as the change reached the worker
     latest: Progress | None = None
 
 
@@ -21,24 +21,22 @@ class RatesSinceChange:
     """Since the latest live change: each worker's first sample and its latest."""
 
     def __init__(self) -> None:
-        self.changed_at = 0.0  # epoch seconds the change was sent (the coordinator's clock); 0: none
-        self.change = 0  # its number (Update.change); 0: none
+        self.change = 0  # the change's number (Update.change); 0: none
         self.workers: set[int] = set()  # the workers the change went to
         self.counted: dict[int, _Counted] = {}
         self.told = True  # its rates went to the console (none to tell before a change)
 
-    def restart(self, changed_at: float, change: int, workers: set[int]) -> None:
-        """Change number `change`, sent to `workers` at `changed_at`: its rates are counted from their
-        first samples of it (a sample of an earlier change, still on its way, is not one)."""
-        self.changed_at, self.change, self.workers = changed_at, change, set(workers)
-        self.counted, self.told = {}, False
+    def restart(self, change: int, workers: set[int]) -> None:
+        """Change number `change`, sent to `workers`: its rates are counted from their first samples of
+        it (a sample of an earlier change, still on its way, is not one)."""
+        self.change, self.workers, self.counted, self.told = change, set(workers), {}, False
 
     def note(self, worker: int, sample: Progress) -> None:
         if sample.change != self.change or not self.change or worker not in self.workers:
             return  # of another change (or of a worker's start: paused consumers)
-        if sample.first:
-            self.counted[worker] = _Counted(sample)
-        elif worker in self.counted and sample.at > self.counted[worker].first.at:
+        if worker not in self.counted:
+            self.counted[worker] = _Counted(sample)  # a worker's samples come in the order it took them
+        else:
             self.counted[worker].latest = sample
 
     def rates(self, now: float) -> dict[str, float] | None:
@@ -47,21 +45,18 @@ class RatesSinceChange:
         sample after its first, and from PROGRESS_SECONDS after the last of them took the change (`now`:
         epoch seconds; a worker busy stopping clients may take it seconds late): by then the reports'
         window holds only whole reports from after it."""
-        counted = [self.counted.get(worker) for worker in self.workers]
-        pairs = [(c.first, c.latest) for c in counted if c is not None and c.latest is not None]
-        if not counted or len(pairs) < len(counted):
+        pairs = [(c.first, c.latest) for c in self.counted.values() if c.latest is not None]
+        if not self.workers or len(pairs) < len(self.workers):
             return None
         if now > max(first.at for first, _ in pairs) + PROGRESS_SECONDS:
             return None
-        seconds = [latest.at - first.at for first, latest in pairs]
-        return {
-            "pubRate": sum((latest.sent - first.sent) / s for (first, latest), s in zip(pairs, seconds, strict=True)),
-            "targetRate": sum(latest.target_rate for _, latest in pairs),
-            "consRate": sum(
-                (latest.received - first.received) / s for (first, latest), s in zip(pairs, seconds, strict=True)
-            ),
-            "rateSeconds": min(seconds),
-        }
+        rates = {"pubRate": 0.0, "targetRate": 0.0, "consRate": 0.0}
+        for first, latest in pairs:
+            seconds = latest.at - first.at
+            rates["pubRate"] += (latest.sent - first.sent) / seconds
+            rates["consRate"] += (latest.received - first.received) / seconds
+            rates["targetRate"] += latest.target_rate
+        return {**rates, "rateSeconds": min(latest.at - first.at for first, latest in pairs)}
 
     def to_tell(self, now: float) -> dict[str, float] | None:
         """The change's rates, once, as soon as they cover TELL_AFTER seconds: for the console and events."""

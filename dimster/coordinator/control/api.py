@@ -82,33 +82,29 @@ class ControlRequest:
 
 
 class Doorbell:
-    """A pipe the run loop waits on beside its workers' (`fd`): a request rings it, so that the loop
+    """An eventfd the run loop waits on beside its workers' (`fd`): a request rings it, so that the loop
     takes the request at once, not when its wait for the workers ends (up to LOOP_TICK later)."""
 
     def __init__(self) -> None:
-        self.fd, self._bell = os.pipe()
-        os.set_blocking(self.fd, False)
-        os.set_blocking(self._bell, False)
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._lock = threading.Lock()  # a late request's ring never writes to a closed (or reused) fd
         self._closed = False
 
     def ring(self) -> None:
-        with self._lock, contextlib.suppress(BlockingIOError):  # full: the loop has rings enough to wake
+        with self._lock:
             if not self._closed:
-                os.write(self._bell, b"\0")
+                os.eventfd_write(self.fd, 1)
 
     def answer(self) -> None:
         """Silence it (before the loop takes the requests: a ring after this wakes its next wait)."""
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self.fd, 4096):
-                pass
+        with contextlib.suppress(BlockingIOError):  # not rung
+            os.eventfd_read(self.fd)
 
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
                 os.close(self.fd)
-                os.close(self._bell)
 
 
 class _HTTPServer(ThreadingHTTPServer):
