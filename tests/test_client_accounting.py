@@ -336,3 +336,27 @@ def test_a_consumer_remembers_its_last_redeliveries_in_a_ring_oldest_overwritten
     recent.add(12.0, np.arange(6), np.arange(100, 106))  # more than it holds: the last 4
     assert sorted(recent.since(0.0)) == [(12.0, p, 100 + p) for p in range(2, 6)]
     assert recent.rows.nbytes == 4 * 20
+
+
+@pytest.mark.parametrize("together", [False, True])
+def test_a_late_answer_for_the_delivery_before_does_not_decide_the_record_that_came_back(together):
+    """A record back (its state lost with a leader that stalled) before the answer to its last
+    acknowledgement: that answer, coming late, is the earlier delivery's; the record settles by the
+    answer to its new one. Taken for the new delivery's, a refusal of the old lock counted the record
+    as a lock time-out that never came back, and the answer that settled it was dropped: lost."""
+    client = consumer()
+    poll = polled([(1, 0, 0, 0), (1, 1, 0, 0)], first_offset=7)
+    client._record(poll, None)
+    client._record(polled([(1, 0, 0, 0)], first_offset=7), None)  # offset 7 again, still unanswered
+    stale, fresh = answered(poll, LOCK_LAPSED), answered(poll)
+    if together:  # in one batch, the old answer first
+        both = (np.concatenate((stale.keys, fresh.keys)), np.concatenate((stale.status, fresh.status)))
+        client._answered(Answers(*both))
+    else:
+        client._answered(stale)
+        client._answered(fresh)
+    interval, _ = client.take_interval()
+    assert interval.ack_errors == 1  # the record that came back unanswered
+    # offset 8's first answer was its own: a lapse (it comes back); offset 7 settles by its second
+    assert interval.lock_timeouts == 1 and interval.settled == {1: [(0, 0)]}
+    assert not client.unsettled.stale and len(client.unsettled) == 0

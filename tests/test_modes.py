@@ -210,7 +210,9 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
     if mode["verdict"].startswith("stopped: the load generator was saturated at "):
         last, before = steps[-1], steps[-2]
         assert last["passed"] is None and before["passed"] is None and last["rate"] == before["rate"], mode
-        assert limit is None or (limit < last["rate"] and limit <= 222)
+        # it may stop above the limit so far or while confirming it (the limit then passed once)
+        assert limit is None or (limit <= last["rate"] and limit <= 222)
+        assert limit != last["rate"] or mode["verdict"].endswith("(passed once, not confirmed)"), mode
         assert "explore-limits: stopped: the load generator" in result.stdout
     else:
         assert 0 < limit < failed <= limit * (1 + precision) and limit <= 222, mode

@@ -186,22 +186,24 @@ def test_a_midpoint_that_rounds_onto_a_bound_ends_the_search():
     assert search.next_rate() is None and search.limit == 1000
 
 
-def explore_to_the_end(waited_at: dict[float, float] | None = None, saturated_at=None) -> dict:
+def explore_to_the_end(waited_at: dict[float, float] | None = None, saturated_at=None, confirm=False) -> dict:
     """An explore-limits search against a system that holds 1000 msg/s (10 ms p99 up to it, 900 ms
     above), a worker's threads waiting `waited_at[rate]` of each step (0.02 otherwise); a step at a
-    rate of `saturated_at` takes the next of its wait shares as a saturated generator's; its result."""
-    workload = explore_workload(startRate=800, precision=0.3, confirm=False)
+    rate of `saturated_at` takes the next of its wait shares as a saturated generator's (None: not
+    saturated), its p99 then 900 ms whatever the rate; its result."""
+    workload = explore_workload(startRate=800, precision=0.3, confirm=confirm)
     plan, run = plan_for(workload), ScriptedRun()
     t, step = 0.0, plan.step(0, workload, run)
     while not step.done:
         t += 1
         if plan.stage == "judge" and run.probe.seconds == 0:
             rate = plan.rate
-            e2e_ms, waited = (10 if rate <= 1000 else 900), (waited_at or {}).get(rate, 0.02)
-            run.probe = judged(10, int(rate * 10), int(min(rate, 1000) * 10), e2e_ms=e2e_ms, waited=waited)
             shares = (saturated_at or {}).get(rate) or []
-            if shares:
-                run.probe.generator = [WorkerLoad(0, 10.0, waited=10.0 * shares.pop(0))]
+            share = shares.pop(0) if shares else None
+            e2e_ms, waited = (10 if rate <= 1000 and share is None else 900), (waited_at or {}).get(rate, 0.02)
+            run.probe = judged(10, int(rate * 10), int(min(rate, 1000) * 10), e2e_ms=e2e_ms, waited=waited)
+            if share is not None:
+                run.probe.generator = [WorkerLoad(0, 10.0, waited=10.0 * share)]
         step = plan.step(t, workload, run)
     return plan.result()
 
@@ -244,6 +246,17 @@ def test_a_step_failed_while_the_generator_was_saturated_is_undecided_and_tried_
     beyond = explore_to_the_end(saturated_at={1600: [0.1]})  # 10 % of 1600 cannot hide 600 msg/s
     assert [(s["rate"], s["passed"]) for s in beyond["steps"]][:2] == [(800, True), (1600, False)]
     assert beyond["steps"][1]["generator"] and beyond["limit_msgs_per_s"] == 1000
+
+
+def test_a_search_stopped_while_confirming_its_limit_says_the_limit_is_not_confirmed():
+    """1000 msg/s passes, and its confirmation is undecided twice (the generator saturated): the search
+    stops with 1000 as the limit so far, saying it passed once and was never confirmed."""
+    result = explore_to_the_end(saturated_at={1000: [None, 0.4, 0.4]}, confirm=True)
+    assert [(s["rate"], s["passed"]) for s in result["steps"]] == [
+        (800, True), (1600, False), (1200, False), (1000, True), (1000, None), (1000, None),
+    ]  # fmt: skip
+    assert result["limit_msgs_per_s"] == 1000
+    assert result["verdict"].endswith("; the limit so far 1000 msg/s (passed once, not confirmed)")
 
 
 def drain_workload(**mode):

@@ -62,6 +62,9 @@ class Unsettled:
 
     def __init__(self) -> None:
         self.rows = np.empty(0, ROW)
+        # keys of records that came back before their previous delivery's acknowledgement was answered:
+        # that answer is still to come and is not the new delivery's (it comes first, by key alone)
+        self.stale: Counter[int] = Counter()
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -76,11 +79,15 @@ class Unsettled:
         again, _ = _matches(self.rows["key"], rows["key"])
         replaced = self.rows[again]
         self.rows = np.concatenate((self.rows[~again], rows))
+        self.stale.update(replaced["key"].tolist())
         return replaced
 
     def answered(self, keys: np.ndarray, status: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Take the rows the broker answered for: (those rows, the status of each). Answers for
-        records no longer kept (taken already) are left out."""
+        records no longer kept (taken already) are left out, and so is the first answer for a record
+        that came back unanswered (add): it answers the delivery before."""
+        if self.stale:
+            keys, status = self._without_stale(keys, status)
         rows = self.rows
         if not len(rows) or not len(keys):
             return rows[:0], status[:0]
@@ -93,6 +100,18 @@ class Unsettled:
             return rows, status[at]
         rows, self.rows = self.rows[found], self.rows[~found]
         return rows, status[at[found]]
+
+    def _without_stale(self, keys: np.ndarray, status: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The answers less the first one for each key still owed an answer for an earlier delivery
+        (a broker that stalled or lost its leadership answers late, after the record came back)."""
+        keep = np.ones(len(keys), bool)
+        for at in np.flatnonzero(np.isin(keys, list(self.stale))).tolist():
+            key = int(keys[at])
+            if self.stale[key]:
+                keep[at] = False
+                self.stale[key] -= 1
+        self.stale = +self.stale  # drops the keys whose answers all came
+        return keys[keep], status[keep]
 
     def take(self, keys: np.ndarray) -> np.ndarray:
         """Take the rows of these records, answered or not (the consumer knows their fate itself)."""

@@ -135,9 +135,12 @@ class RateSearch:
             return middle
         return self._confirmed(limit)
 
+    def unconfirmed(self, limit: float) -> bool:
+        """Whether `limit` still needs the second pass `confirm` asks for."""
+        return self.confirm and sum(1 for r, ok in self.verdicts if ok and r == limit) < 2
+
     def _confirmed(self, limit: float) -> float | None:
-        passes = sum(1 for r, ok in self.verdicts if ok and r == limit)
-        return limit if self.confirm and passes < 2 else None
+        return limit if self.unconfirmed(limit) else None
 
 
 def _round_rate(rate: float) -> float:
@@ -284,6 +287,8 @@ class ExploreLimitsPlan:
         limit = self.search.limit
         if stopped:
             self.verdict = f"stopped: {stopped}" + (f"; the limit so far {limit:g} msg/s" if limit else "")
+            if limit and self.search.unconfirmed(limit):
+                self.verdict += " (passed once, not confirmed)"
         elif len(self.steps) >= self.s.max_steps and self.search.next_rate() is not None:
             self.verdict = f"maxSteps ({self.s.max_steps}) reached before the search converged"
         elif limit is None:
