@@ -12,7 +12,8 @@
 # (tests/conftest.py). Every tier runs, and the exit code is the first failure's in tier order.
 # Tests run in a random order (pytest-randomly); each tier prints its seed at the top, and
 # `--randomly-seed=N` replays that order. The last lines name each tier's ten slowest tests with their
-# share of the tier's test time (scripts/suite_times.py), then the time of each tier and the total.
+# share of the tier's test time and their CPU, and its ten that used the most CPU (scripts/suite_times.py,
+# tests/times.py), then the time of each tier and the total.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -6,7 +6,6 @@ when the suite starts, in a block no shipped profile uses: a user's clusters of 
 profiles (local, localBeefy) may run beside the suite and are never touched."""
 
 import contextlib
-import json
 import os
 import random
 import re
@@ -27,6 +26,14 @@ from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the
 from tests.clusters import RUNNING, beefy, beefy_down, beefy_project, local_cluster  # noqa: F401  (fixtures)
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
 from tests.netns import forwarded_ports, unused_subnet
+from tests.times import (  # noqa: F401  (each test's wall and CPU seconds: hooks)
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+    pytest_sessionfinish,
+    pytest_testnodedown,
+)
 
 # hypothesis keeps its caches in a scratch folder, not in the repository
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "dimster-tests-hypothesis"))
@@ -124,23 +131,6 @@ def pytest_xdist_make_scheduler(config, log):
             return _scope(nodeid)
 
     return ModuleScheduling(config, log)
-
-
-TEST_SECONDS: dict[str, float] = {}  # test id -> its setup, call and teardown time, in this session
-
-
-def pytest_runtest_logreport(report):
-    """Each test's whole time (with its fixtures' set-up and tear-down), for DIMSTER_TEST_TIMES. With
-    pytest-xdist the reports of every worker reach the controlling process, which writes the file."""
-    TEST_SECONDS[report.nodeid] = TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
-
-
-def pytest_sessionfinish(session):
-    """With DIMSTER_TEST_TIMES set (scripts/test.sh sets it for each tier): every test's time as JSON,
-    from which the suite's last lines name the slowest tests and their share of the tier."""
-    path = os.environ.get("DIMSTER_TEST_TIMES")
-    if path and not hasattr(session.config, "workerinput"):  # the controlling process, not a worker
-        Path(path).write_text(json.dumps(TEST_SECONDS))
 
 
 def pytest_collection_finish(session):

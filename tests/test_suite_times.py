@@ -1,11 +1,16 @@
-"""scripts/suite_times.py: the suite's last lines name each tier's slowest tests and their share."""
+"""scripts/suite_times.py: the suite's last lines name each tier's slowest tests and their share, and
+the tests that used the most CPU; tests/times.py measures the CPU of a test's processes."""
 
 import json
+import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from tests.cli import REPO
+from tests.times import BETWEEN, CpuTimes
 
 sys.path.insert(0, str(REPO / "scripts"))
 import suite_times
@@ -13,12 +18,47 @@ import suite_times
 pytestmark = pytest.mark.unit
 
 
-def test_the_ten_slowest_come_first_with_their_share_of_the_tiers_test_time(tmp_path, capsys):
+def test_the_ten_slowest_come_first_with_their_share_of_the_tiers_test_time_and_cpu(tmp_path, capsys):
     seconds = {f"tests/test_{i}.py::t": float(i) for i in range(1, 13)}  # 78 s in all
-    (tmp_path / "kafka.json").write_text(json.dumps(seconds))
+    cpu = {f"tests/test_{i}.py::t": 13.0 - i for i in range(1, 13)} | {BETWEEN: 22.0}  # 100 s
+    (tmp_path / "kafka.json").write_text(json.dumps({"seconds": seconds, "cpu": cpu}))
     suite_times.main(str(tmp_path), "unit", "kafka")  # a tier that wrote nothing is left out
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "== slowest of tier kafka: 12 tests, 78 s of test time (on all its workers)"
-    assert len(lines) == 11
-    assert lines[1].split() == ["12.0", "s", "15.4%", "tests/test_12.py::t"]
-    assert lines[-1].split()[-1] == "tests/test_3.py::t"
+    assert lines[0] == "== slowest of tier kafka: 12 tests, 78 s of test time (on all its workers), 100 s of CPU"
+    assert lines[1].split() == ["12.0", "s", "15.4%", "1.0", "CPU", "tests/test_12.py::t"]
+    assert lines[10].split()[-1] == "tests/test_3.py::t"
+    assert lines[11] == "== most CPU of tier kafka: 100 s of CPU in all"
+    assert lines[12].split()[:5] == ["22.0", "s", "22.0%", "of", "CPU,"] and lines[12].endswith(BETWEEN)
+    assert lines[13].split()[-1] == "tests/test_1.py::t" and len(lines) == 22
+
+
+def test_the_cpu_of_a_process_the_test_left_running_is_the_tests():
+    """Two children that outlive their parents (as a broker or a detached run does), each burning 0.6 s
+    of CPU: no pytest process reaps them, and the one that carries the session's environment is
+    charged to the test running while it used it; the other is not the session's."""
+    marker = ("DIMSTER_TIMES_PROBE", str(time.monotonic_ns()))
+    burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+    quiet = "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL"  # else the caller waits for it to end
+    orphaning = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {burn!r}], {quiet}).pid)"
+    times = CpuTimes((marker,))
+    times._sample()  # what runs already is counted from here
+    times.begin("the test")
+    pids = [
+        int(subprocess.run([sys.executable, "-c", orphaning], env=env, capture_output=True, check=True).stdout)
+        for env in ({marker[0]: marker[1]}, {})
+    ]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(running(pid) for pid in pids):
+        times._charge(times.current, times._sample())
+        time.sleep(0.05)
+    assert not any(running(pid) for pid in pids)
+    # sampled (this process's own CPU is added only by end()): the marked orphan's 0.6 s but what it
+    # used after the last sample before it ended, and none of the other's
+    assert 0.4 <= times.seconds["the test"] < 0.9, times.seconds
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
