@@ -25,6 +25,7 @@ from tests import locks
 from tests.cli import REPO, CliResult, copy_project, dimster  # noqa: F401  (the tests import them from here)
 from tests.clusters import RUNNING, beefy, beefy_down, beefy_project, local_cluster  # noqa: F401  (fixtures)
 from tests.containers import dimster_images, podman_service  # noqa: F401  (session fixtures)
+from tests.kinds import pytest_collection_finish, pytest_deselected  # noqa: F401  (hooks)
 from tests.netns import forwarded_ports, unused_subnet
 from tests.times import (  # noqa: F401  (each test's wall and CPU seconds: hooks)
     pytest_configure,
@@ -38,7 +39,6 @@ from tests.times import (  # noqa: F401  (each test's wall and CPU seconds: hook
 # hypothesis keeps its caches in a scratch folder, not in the repository
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "dimster-tests-hypothesis"))
 SHIPPED_ENVIRONMENTS = REPO / "run" / "environments"
-MARKERS = ("unit", "kafka", "spark", "browser")
 
 # Test ports come in slots of SLOT ports: brokers on the slot's first ten, controllers on the next ten,
 # the brokers' metrics (JMX exporter) on the last ten (a profile has at most 9 nodes). The scratch
@@ -131,15 +131,6 @@ def pytest_xdist_make_scheduler(config, log):
             return _scope(nodeid)
 
     return ModuleScheduling(config, log)
-
-
-def pytest_collection_finish(session):
-    """With DIMSTER_LIST_KINDS set, list every collected test with its kind markers (test_markers)."""
-    if os.environ.get("DIMSTER_LIST_KINDS"):
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        for item in session.items:
-            kinds = [m for m in MARKERS if item.get_closest_marker(m)]
-            reporter.write_line(f"KINDS {item.nodeid} {','.join(kinds) or '-'}")
 
 
 def one_error_line(result, *fragments: str, code: int | None = 2) -> str:

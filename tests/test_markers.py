@@ -4,17 +4,23 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import MARKERS, REPO
+from tests.cli import REPO
+from tests.kinds import KINDS, MARKERS
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.fixture(scope="module")
-def kinds() -> dict[str, list[str]]:
-    """Each test of the whole suite (node id) and its kind markers, from one collection."""
+def kinds(request) -> dict[str, list[str]]:
+    """Each test of the whole suite (node id) and its kind markers: this session's collection when it
+    collected the whole suite (scripts/test.sh's tiers do, and deselect by marker), else one of its own."""
+    paths = {Path(arg.split("::")[0]).resolve() for arg in request.config.args}
+    if paths <= {REPO.resolve(), (REPO / "tests").resolve()} and not request.config.getoption("keyword"):
+        return dict(KINDS)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=REPO,
