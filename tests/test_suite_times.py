@@ -33,20 +33,29 @@ def test_the_ten_slowest_come_first_with_their_share_of_the_tiers_test_time_and_
 
 
 def test_the_cpu_of_a_process_the_test_left_running_is_the_tests():
-    """Two children that outlive their parents (as a broker or a detached run does), each burning 0.6 s
-    of CPU: no pytest process reaps them, and the one that carries the session's environment is
-    charged to the test running while it used it; the other is not the session's."""
+    """Two children that outlive their parents (as a broker or a detached run outlives the CLI call
+    that started it), each burning 0.6 s of CPU: no pytest process reaps them. While its parent lives,
+    neither counts (the parent's reaping will); once orphaned, the one that carries the session's
+    environment is charged to the test running, with all its CPU so far, and the other is not."""
     marker = ("DIMSTER_TIMES_PROBE", str(time.monotonic_ns()))
     burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
     quiet = "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL"  # else the caller waits for it to end
-    orphaning = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {burn!r}], {quiet}).pid)"
+    orphaning = (  # starts the burner, then ends when told (its stdin closed)
+        f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {burn!r}], {quiet}).pid, "
+        "flush=True); sys.stdin.read()"
+    )
     times = CpuTimes((marker,))
     times._sample()  # what runs already is counted from here
     times.begin("the test")
-    pids = [
-        int(subprocess.run([sys.executable, "-c", orphaning], env=env, capture_output=True, check=True).stdout)
+    parents = [
+        subprocess.Popen([sys.executable, "-c", orphaning], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         for env in ({marker[0]: marker[1]}, {})
     ]
+    pids = [int(parent.stdout.readline()) for parent in parents]
+    times._charge(times.current, times._sample())
+    assert "the test" not in times.seconds or times.seconds["the test"] < 0.05  # their parents live
+    for parent in parents:
+        parent.communicate()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(running(pid) for pid in pids):
         times._charge(times.current, times._sample())

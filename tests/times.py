@@ -40,7 +40,7 @@ class CpuTimes:
         self.seconds: dict[str, float] = {}
         self.started_at = 0.0  # _own_cpu() when the current test began
         self._last: dict[tuple[int, float], float] = {}  # (pid, its start) -> its CPU at the last sample
-        self._ours: dict[tuple[int, float], bool] = {}  # whether a process is the session's, unreaped
+        self._marked: dict[tuple[int, float], bool] = {}  # whether a process carries the markers
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_until_stopped, name="cpu-times", daemon=True)
@@ -74,15 +74,16 @@ class CpuTimes:
                 self._charge(self.current, used)
 
     def _sample(self) -> float:
-        """CPU seconds the session's unreaped processes used since the last sample."""
+        """CPU seconds the session's unreaped processes used since the last sample. Whether a process
+        is reaped by a pytest process is asked at each sample: one started by a CLI call the test
+        runs (a broker, a detached run) is that call's child until the call ends, and counts from then
+        with all its CPU so far (no pytest process will reap it, so getrusage never sees it)."""
         me, used, now, seen = os.getpid(), 0.0, {}, set()
         for process in psutil.process_iter(["create_time"]):
             key = (process.pid, process.info["create_time"])
             seen.add(key)
             try:
-                if key not in self._ours:
-                    self._ours[key] = self._is_ours(process, me)
-                if not self._ours[key]:
+                if not self._is_marked(process, key) or self._reaped_by_pytest(process, me):
                     continue
                 times = process.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -90,30 +91,32 @@ class CpuTimes:
             now[key] = times.user + times.system
             used += now[key] - self._last.get(key, 0.0)
         self._last = now
-        self._ours = {key: ours for key, ours in self._ours.items() if key in seen}
+        self._marked = {key: marked for key, marked in self._marked.items() if key in seen}
         return used
 
-    def _is_ours(self, process: psutil.Process, me: int) -> bool:
-        """Whether the process carries the session's markers and no pytest process of it will reap
-        it: its line of parents reaches none of this session's pytest processes (with xdist, its
-        controller among them) before it reaches one outside the session."""
-        if process.pid == me or not self._carries_markers(process):
-            return False
+    def _reaped_by_pytest(self, process: psutil.Process, me: int) -> bool:
+        """Whether the process's line of parents reaches one of this session's pytest processes (this
+        one, or with xdist its controller) before it reaches one outside the session."""
+        if process.pid == me:
+            return True
         for parent in process.parents():
             if parent.pid == me:
-                return False
-            if not self._carries_markers(parent):
                 return True
-            if "pytest" in " ".join(parent.cmdline()):
+            if not self._is_marked(parent, (parent.pid, parent.create_time())):
                 return False
-        return True
+            if "pytest" in " ".join(parent.cmdline()):
+                return True
+        return False
 
-    def _carries_markers(self, process: psutil.Process) -> bool:
-        try:
-            environment = process.environ()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            return False
-        return all(environment.get(name) == value for name, value in self.markers)
+    def _is_marked(self, process: psutil.Process, key: tuple[int, float]) -> bool:
+        """Whether the process carries the session's markers (its environment, read once)."""
+        if key not in self._marked:
+            try:
+                environment = process.environ()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                return False
+            self._marked[key] = all(environment.get(name) == value for name, value in self.markers)
+        return self._marked[key]
 
 
 CPU_TIMES: CpuTimes | None = None
