@@ -4,12 +4,15 @@ validate need none."""
 
 import json
 import signal
+import subprocess
+import sys
 
 import pytest
 
 from dimster.environment import DEFAULT_KAFKA_VERSION
 from dimster.kafka.distribution import kafka_distribution
 from dimster.kafka.helper import KafkaHelper, end_idle_helper, run_helper
+from dimster.processes import TrackedProcess
 
 pytestmark = pytest.mark.kafka
 
@@ -62,3 +65,36 @@ def test_a_helper_of_other_classes_is_replaced(helper):
     assert helper.process() is None  # not today's classes: not used
     assert run_helper(helper.distribution, "configdefs").returncode == 0
     assert old is not None and not old.alive() and helper.process() not in (None, old)
+
+
+DROPPING = """
+import socket, sys
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(sys.argv[1])
+server.listen()
+print("listening", flush=True)
+while True:
+    server.accept()[0].close()
+"""
+
+
+def test_a_helper_that_takes_a_task_and_drops_it_is_ended_and_the_task_runs_on_a_fresh_one(helper, tmp_path):
+    """What a SIGKILLed JVM does while its threads end (its socket still takes connections, then drops
+    them), played by a process of the test's own on the helper's socket under the helper's record: the
+    task is dropped once, that process is ended by PID, and a fresh helper answers."""
+    helper.folder.mkdir(parents=True)
+    dropping = subprocess.Popen([sys.executable, "-c", DROPPING, str(helper.socket_path)], stdout=subprocess.PIPE)
+    try:
+        assert dropping.stdout is not None and dropping.stdout.readline() == b"listening\n"
+        played = TrackedProcess.of(dropping.pid)
+        record = {"pid": played.pid, "started": played.started, "classes": helper.classes}
+        (helper.folder / "helper.json").write_text(json.dumps(record))
+        assert helper.process() == played  # dimster takes it for its helper
+        answer = run_helper(helper.distribution, "configdefs")
+        assert answer.returncode == 0 and "log.retention.ms" in answer.stdout, answer
+        assert dropping.poll() is not None  # ended by PID
+        assert helper.process() not in (None, played)
+    finally:
+        if dropping.poll() is None:
+            dropping.kill()
+        dropping.wait()

@@ -51,8 +51,9 @@ class HelperTask:
     """One task on its own connection: `lines()` yields the task's output until it ends (then
     `returncode` is set), `ask()` asks a watch for a reading at once, `close()` ends it."""
 
-    def __init__(self, connection: socket.socket):
+    def __init__(self, connection: socket.socket, helper: TrackedProcess | None = None):
         self._connection = connection
+        self.helper = helper  # the helper process that took the task
         self._reader = connection.makefile("r", encoding="utf-8", newline="\n")
         self.returncode: int | None = None
         self.errors: list[str] = []
@@ -115,9 +116,7 @@ class KafkaHelper:
             return None
         return recorded[0] if recorded[0].alive() else None
 
-    def task(
-        self, name: str, *args: str, security: ClientSecurity = None, timeout: float | None = None
-    ) -> HelperTask:
+    def task(self, name: str, *args: str, security: ClientSecurity = None, timeout: float | None = None) -> HelperTask:
         """Start task `name` on the helper, started first when none runs; `timeout`: the longest wait
         for each of its lines (None: no limit, as a watch waits)."""
         request = {"task": name, "args": list(args), "config": java_security(security)}
@@ -128,19 +127,23 @@ class KafkaHelper:
         except OSError as e:
             connection.close()
             raise ClusterError(f"the Kafka helper did not take task '{name}': {e}") from None
-        return HelperTask(connection)
+        return HelperTask(connection, self.process(current=False))
 
     def run_task(self, name: str, *args: str, timeout: float = 120, security: ClientSecurity = None) -> HelperAnswer:
         """Task `name` to its end: its exit code and output. A helper that ended before it answered
-        (another process's `cluster down` ended it just then) is started again, once."""
-        answer, unanswered = self._run_once(name, args, timeout, security)
-        if unanswered:
+        (another process's `cluster down` ended it just then, or a SIGKILL: a dying JVM's socket still
+        takes connections while its threads end) is waited out and started again, once."""
+        answer, dropped_by = self._run_once(name, args, timeout, security)
+        if dropped_by is not None:
+            with contextlib.suppress(ClusterError):  # gone, or a zombie: either way no longer answering
+                dropped_by.stop(5)
             answer, _ = self._run_once(name, args, timeout, security)
         return answer
 
     def _run_once(
         self, name: str, args: tuple[str, ...], timeout: float, security: ClientSecurity
-    ) -> tuple[HelperAnswer, bool]:
+    ) -> tuple[HelperAnswer, TrackedProcess | None]:
+        """The task's answer, and the helper that took it if it ended the task without an answer."""
         task = self.task(name, *args, security=security, timeout=timeout)
         try:
             lines = list(task.lines())
@@ -148,7 +151,8 @@ class KafkaHelper:
             task.close()
         if task.timed_out:
             raise ClusterError(f"Kafka helper '{name}' did not finish within {timeout:g} s")
-        return HelperAnswer(task.returncode or 0, "\n".join(lines), "\n".join(task.errors)), task.unanswered
+        answer = HelperAnswer(task.returncode or 0, "\n".join(lines), "\n".join(task.errors))
+        return answer, task.helper if task.unanswered else None
 
     def _connect(self) -> socket.socket:
         connection = self._try_connect()

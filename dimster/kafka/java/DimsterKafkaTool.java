@@ -220,7 +220,7 @@ public class DimsterKafkaTool {
             };
         } catch (UncheckedIOException e) {
             return;  // the client is gone
-        } catch (Exception e) {
+        } catch (Exception | Error e) {  // an Error too: a task this helper cannot do is answered, not dropped
             Throwable cause = e.getCause() == null ? e : e.getCause();
             c.line("#stderr " + e.getClass().getName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
             if (cause != e) c.line("#stderr caused by " + cause.getClass().getName() + ": " + cause.getMessage());
