@@ -85,3 +85,53 @@ def test_the_runs_settled_records_and_duplicates_are_those_of_each_consumers_ran
     assert duplicates > 0 and distinct > 0  # the draw has both, else the test could not fail
     assert (aggregate.duplicates, aggregate.settled_by_group["g"]) == (duplicates, distinct)
     assert {p: aggregate.settled[("g", p)].ranges() for p in (0, 1)} == {p: s.ranges() for p, s in settled.items()}
+
+
+def _second(aggregate: RunAggregate, at: float, acked_to: int, settled: dict[str, tuple[int, int]]) -> None:
+    """One second's reports: worker 0's producer p0 has acknowledged sequences 0..acked_to-1 (100 more each
+    second); consumers (c0 on worker 1, c2 on worker 0) settled the given ranges of them."""
+    producer = ClientInterval("p0", "producer", "t", sent=100, acked=100, next_sequence=acked_to)
+    on_0 = [producer] + [
+        ClientInterval(c, "share_consumer", "t", "g", received=last - first + 1, settled={0: Ranges([(first, last)])})
+        for c, (first, last) in settled.items() if c == "c2"
+    ]  # fmt: skip
+    aggregate.add(worker_report(0, at, on_0))
+    if "c0" in settled:
+        first, last = settled["c0"]
+        consumer = ClientInterval("c0", "share_consumer", "t", "g", received=last - first + 1)
+        consumer.settled = {0: Ranges([(first, last)])}
+        aggregate.add(worker_report(1, at, [consumer]))
+
+
+def test_a_lost_consumers_unreported_burst_is_in_doubt_however_slow_its_last_report_was():
+    """c0 settles every record for 3 s, then a slow second (10 records), then 290 in a burst, and its
+    worker dies before reporting them. A bound of its last receive rate (10/s) times the time since its
+    last report held 35 of them and called 255 lost that it had acknowledged; the bound by counting
+    holds them all."""
+    a = RunAggregate({"g": "t"})
+    for second in range(3):
+        _second(a, 1000.0 + second, 100 * (second + 1), {"c0": (100 * second, 100 * second + 99)})
+    _second(a, 1003.0, 400, {"c0": (300, 309)})
+    _second(a, 1004.0, 500, {})
+    _second(a, 1005.0, 600, {})
+    a.clients_lost(["c0"], stopped_by=1005.5, worker=1)  # it had settled 310..599, unreported
+    for second in range(6, 9):  # c2 on worker 0 goes on with what comes after
+        _second(a, 1000.0 + second, 100 * (second + 1), {"c2": (100 * second, 100 * second + 99)})
+    terms = a.account({"g": 0})["g"]
+    assert (terms["accepted"], terms["in_doubt"], terms["lost"], terms["closes"]) == (310 + 300, 290, 0, True)
+    # the tail ended once worker 0's reports passed its end: what came after cannot be c0's
+    assert not a.tails.open and [(t.most, t.below) for t in a.tails.ended] == [(700 - 310, {0: 700})]
+
+
+def test_records_sent_after_a_lost_worker_had_stopped_are_not_in_its_doubt():
+    """The bound is not a blank cheque: 5 records sent after c0's worker had surely stopped, and settled
+    by no one, are lost, though c0's tail could have held 150 records by count."""
+    a = RunAggregate({"g": "t"})
+    _second(a, 1000.0, 100, {"c0": (0, 49)})
+    a.clients_lost(["c0"], stopped_by=1001.5, worker=1)
+    _second(a, 1002.0, 200, {"c2": (50, 199)})  # c0 settled nothing unreported: c2 settles the rest
+    _second(a, 1003.0, 300, {"c2": (200, 294)})  # 295..299 never settled
+    _second(a, 1004.0, 400, {"c2": (300, 399)})
+    assert [(t.most, t.below) for t in a.tails.ended] == [(200 - 50, {0: 200})]
+    terms = a.account({"g": 0})["g"]
+    assert (terms["in_doubt"], terms["lost"], terms["closes"]) == (0, 5, True)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from dimster.coordinator.account.lost_tails import LostTails
 from dimster.coordinator.account.report_lines import PACING_WINDOW, LineSpan, WorkerLines, count_settled
 from dimster.coordinator.account.share_outcomes import ShareOutcomes
 from dimster.coordinator.account.window import Window
@@ -48,10 +49,7 @@ class RunAggregate:
         self.failed: dict[int, RangeSet] = defaultdict(RangeSet)  # producer id -> sequences whose send failed
         self.acked_by_producer: dict[int, int] = defaultdict(int)
         self.lost_producers: set[int] = set()  # on a lost worker: their last sends' fate is unknown
-        # consumer client id -> (group, end of its last report, its receive rate then)
-        self.consumer_pace: dict[str, tuple[str, float, float]] = {}
-        # per group: records consumers of a lost worker may have settled after their last report
-        self.in_doubt_by_group: dict[str, int] = defaultdict(int)
+        self.tails = LostTails()  # what consumers of a lost worker may have settled after their last report
         self.producer_topic: dict[int, str] = {}
         self.settled: dict[tuple[str, int], RangeSet] = defaultdict(RangeSet)  # (group, producer id)
         self.settled_by_group: dict[str, int] = defaultdict(int)
@@ -95,6 +93,8 @@ class RunAggregate:
         sent, acked, target = self._add_producers(report, producing, owner, counted)
         received = self._add_consumers(report, ~producing, spans, counted)
         self.outcomes.fold_due(self._kept)
+        if self.tails.open:
+            self.tails.end_due(self.workers.last_report, self._acked_of, self._sent_of)
         self._merge_latencies(report.histograms)
         if self.probing:
             for line, counts in zip(report.lines, counted, strict=True):
@@ -166,12 +166,8 @@ class RunAggregate:
             span.received += received
             span.first = min(span.first or first, first)
             span.last = max(span.last, float(receiving[:, LAST_RECEIVED].max()))
-        rows, lines_of = np.flatnonzero(consuming).tolist(), mine.tolist()
-        covered = np.array([s.covered for s in spans])[mine]
-        paces = np.divide(took, covered, out=np.zeros(len(took)), where=covered > 0).tolist()
+        rows = np.flatnonzero(consuming).tolist()
         groups = [clients.group[i] for i in rows]
-        pace = zip(groups, [spans[line].end for line in lines_of], paces, strict=True)
-        self.consumer_pace.update(zip([clients.client_id[i] for i in rows], pace, strict=True))
         longest = max(s.covered for s in spans)
         for group, account in report.groups.items():  # its consumers' ranges, merged (worker/accounts.py)
             self.outcomes.add(group, account.received, account, end, longest)
@@ -186,6 +182,7 @@ class RunAggregate:
             self.settled_by_group[group] += new_in_group
             if new_in_group and self.probing:
                 count_settled(counted, group, new_in_group, np.array(groups, object) == group, mine, took)
+        self.tails.reported([clients.client_id[i] for i in rows], groups, self.settled_by_group)
         return received_by_line
 
     def _merge_latencies(self, histograms: HistogramColumns) -> None:
@@ -254,20 +251,11 @@ class RunAggregate:
             for group, topic in self.groups.items()
         }
 
-    def clients_lost(self, client_ids: list[str], last_heard: float) -> None:
-        """A worker's clients, gone with it (last heard of at `last_heard`): its producers' sequences end
-        where they were reported; its consumers' unreported tail is in doubt."""
+    def clients_lost(self, client_ids: list[str], stopped_by: float, worker: int | None = None) -> None:
+        """Worker `worker`'s clients, gone with it (surely stopped by `stopped_by`): its producers'
+        sequences end where they were reported; its consumers' unreported tail is in doubt."""
         self.lost_producers.update(int(c[1:]) for c in client_ids if c.startswith("p"))
-        self.consumers_lost([c for c in client_ids if c.startswith("c")], last_heard)
-
-    def consumers_lost(self, client_ids: list[str], last_heard: float) -> None:
-        """Consumers whose worker was lost: what they settled between their last report and the last
-        sign of life of their worker never reached us. Bound it by their receive rate over that time
-        (plus a second: the worker was heard at most that often)."""
-        for client_id in client_ids:
-            if client_id in self.consumer_pace:
-                group, last_report, rate = self.consumer_pace.pop(client_id)
-                self.in_doubt_by_group[group] += math.ceil(rate * max(0.0, last_heard + 1.0 - last_report))
+        self.tails.lose(worker, [c for c in client_ids if c.startswith("c")], stopped_by)
 
     def lost(self, unconsumed: dict[str, int] | None = None) -> int:
         """Acknowledged records a group never settled and can no longer consume: those still within
@@ -285,7 +273,21 @@ class RunAggregate:
         """The group's records whose fate only the broker knew: a lost worker's consumers' unreported
         tail, acknowledgements answered with an error or never answered, and records the dead-letter
         topic did not confirm (share_outcomes.py)."""
-        return self.in_doubt_by_group.get(group, 0) + self.outcomes.doubtful_count(group)
+        tails = self.tails.bound(group, self._acked_of(group), lambda below: self._missing_below(group, below))
+        return tails + self.outcomes.doubtful_count(group)
+
+    def _acked_of(self, group: str) -> int:
+        return self.acked_by_topic[self.groups[group]]
+
+    def _sent_of(self, group: str) -> dict[int, int]:
+        """The next sequence of each producer of the group's topic."""
+        topic = self.groups[group]
+        return {p: n for p, n in self.next_sequence.items() if self.producer_topic[p] == topic}
+
+    def _missing_below(self, group: str, below: dict[int, int]) -> int:
+        """The group's records not settled, of those below each producer's sequence in `below` (those
+        whose send failed among them: the bound errs on the side of doubt)."""
+        return sum(self.settled.get((group, p), RangeSet()).missing_below(n) for p, n in below.items())
 
     def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
         """Of the records missing at the end, those in doubt (doubt()): whose fate only the broker knew."""

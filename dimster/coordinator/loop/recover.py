@@ -71,9 +71,9 @@ def replay(path: Path) -> Replay:
                 r.clients[line.worker_index] = report.clients.client_id[start : start + line.clients]
                 start += line.clients
         elif kind == "lost":
-            r.aggregate.clients_lost(record[1], record[2])
+            r.aggregate.clients_lost(record[1], record[2], record[3] if len(record) > 3 else None)
     for worker, clients in r.clients.items():  # the crash took every worker after its last report
-        r.aggregate.clients_lost(clients, r.last_report[worker])
+        r.aggregate.clients_lost(clients, r.last_report[worker], worker)
     return r
 
 

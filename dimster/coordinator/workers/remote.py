@@ -21,7 +21,7 @@ from dimster.coordinator.workers.clocks import ClockEstimate, clock_sample
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.errors import DimsterError
 from dimster.profile import ProfileBase
-from dimster.remote.agent import endpoint
+from dimster.remote.agent import COORDINATOR_TIMEOUT, endpoint
 from dimster.remote.security import connect_securely, read_token
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import (
@@ -48,6 +48,9 @@ from dimster.worker.protocol import (
 
 CONNECT_TIMEOUT = 10.0
 PROBE_EVERY = 1.0
+# An agent we no longer hear may not hear us either (a partition, a stall), and its workers go on until
+# it ends the run on its own: COORDINATOR_TIMEOUT after the last probe it heard.
+ALONE_AT_MOST = COORDINATOR_TIMEOUT + PROBE_EVERY
 # Messages one receive takes at most, in turn from each agent that has some; the rest wait in their
 # sockets (unbounded on this side: an agent's ROUTER drops what a full queue cannot take). A report
 # counts as many as the workers' lines it carries (an agent's merged report: one a worker). Lost
@@ -250,7 +253,8 @@ class RemoteWorkers:
             if index not in self.gone:
                 self.gone.add(index)
                 self._note_missing_logs(link, index)
-                lost.append((index, WorkerLost(f"worker {index} (agent {link.address}) {why}", link.last_heard)))
+                stopped_by = link.last_heard + ALONE_AT_MOST
+                lost.append((index, WorkerLost(f"worker {index} (agent {link.address}) {why}", stopped_by)))
         return lost
 
     def _handle(self, link: AgentLink, index: int | None, message: Message) -> Message | None:

@@ -12,7 +12,9 @@ class WorkerLost:
     """Not a message of the wire: a worker gone (process exited, agent silent or unreachable)."""
 
     reason: str
-    last_heard: float  # epoch seconds of its last message or other sign of life
+    # epoch seconds by which its clients had surely stopped: what they did after their last report
+    # (coordinator/account/lost_tails.py) is in doubt up to then
+    stopped_by: float
 
 
 class Workers(Protocol):
