@@ -14,8 +14,18 @@ from pathlib import Path
 import zmq
 
 from dimster import __version__
-from dimster.coordinator.workers.remote import WorkersError, handshake
-from dimster.worker.protocol import PROTOCOL_VERSION, Assignment, Close, Closed, Hello, Message, decode, encode
+from dimster.coordinator.workers.remote import AgentLink, RemoteWorkers, WorkersError, handshake
+from dimster.worker.protocol import (
+    PROTOCOL_VERSION,
+    Assignment,
+    Close,
+    Closed,
+    Hello,
+    Message,
+    Welcome,
+    decode,
+    encode,
+)
 
 DIMSTER = str(Path(sys.executable).parent / "dimster")
 TOKEN = "a-test-token-of-this-suite-0123456789"
@@ -131,3 +141,22 @@ def release(context: zmq.Context, address: str, socket: zmq.Socket) -> list[Mess
 
 def assignment(version: str = "4.3.1", index: int = 0, workload: dict | None = None) -> Assignment:
     return Assignment(index, "127.0.0.1:9", {"name": "w"} if workload is None else workload, [], [], 1, 5, "", version)
+
+
+@contextlib.contextmanager
+def inproc_agent_link(log_dir: Path, timeout: float):
+    """RemoteWorkers with one link whose far end (the 'agent') the test holds, over inproc PAIR sockets;
+    yields (workers, the agent's end)."""
+    workers = RemoteWorkers(["agent-a:1"], "token", log_dir=log_dir, timeout=timeout)
+    near, far = workers.context.socket(zmq.PAIR), workers.context.socket(zmq.PAIR)
+    near.bind("inproc://agent")
+    far.connect("inproc://agent")
+    welcome = Welcome(__version__, PROTOCOL_VERSION, "host-a", 2, 1 << 30)
+    link = AgentLink(0, "agent-a:1", near, welcome, last_heard=time.time(), workers=[0])
+    workers.links.append(link)
+    workers.owner = [link]
+    try:
+        yield workers, far
+    finally:
+        far.close(linger=0)
+        workers.close()

@@ -2,19 +2,16 @@
 campaign value YAML reads as a date, infinite numbers, absurd client counts, `wait --every 0`, a
 brokerConfig for an external cluster, an unreadable agent message and a log file named like a path."""
 
-import time
-
 import pytest
-import zmq
 
-from dimster import __version__
 from dimster.coordinator.loop.one_run import with_workload_broker_config
-from dimster.coordinator.workers.remote import AgentLink, RemoteWorkers
+from dimster.coordinator.workers.remote import RemoteWorkers
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.environment import parse_profile
 from dimster.errors import DimsterError
-from dimster.worker.protocol import PROTOCOL_VERSION, Closed, LogFileSent, Welcome, encode
+from dimster.worker.protocol import Closed, LogFileSent, encode
 from dimster.workload.model import parse_workload
+from tests.agents import inproc_agent_link
 from tests.conftest import dimster, one_error_line, write_environment
 
 pytestmark = pytest.mark.unit
@@ -87,18 +84,8 @@ def test_broker_config_for_an_external_cluster_is_refused():
 # ---- agents --------------------------------------------------------------------------------------
 @pytest.fixture
 def agent_link(tmp_path):
-    """RemoteWorkers with one link whose far end (the 'agent') the test holds, over inproc PAIR sockets."""
-    workers = RemoteWorkers(["agent-a:1"], "token", log_dir=tmp_path, timeout=60)
-    near, far = workers.context.socket(zmq.PAIR), workers.context.socket(zmq.PAIR)
-    near.bind("inproc://agent")
-    far.connect("inproc://agent")
-    welcome = Welcome(__version__, PROTOCOL_VERSION, "host-a", 2, 1 << 30)
-    link = AgentLink(0, "agent-a:1", near, welcome, last_heard=time.time(), workers=[0])
-    workers.links.append(link)
-    workers.owner = [link]
-    yield workers, far
-    far.close(linger=0)
-    workers.close()
+    with inproc_agent_link(tmp_path, timeout=60) as held:
+        yield held
 
 
 def receive_all(workers: RemoteWorkers) -> list:

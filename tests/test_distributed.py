@@ -145,7 +145,8 @@ def run_and_kill_agent_1(setting, profile: str, tmp_path, name: str):
                 if waited.code != 5 or process.poll() is not None:
                     break
                 time.sleep(0.5)
-            assert waited.code == 0, waited.stderr
+            ended = process.poll() is not None  # the run's own output says why it ended before 4 s of load
+            assert waited.code == 0, (waited.stderr, ended and process.communicate()[0])
             doomed.send_signal(signal.SIGKILL)
             output, _ = process.communicate(timeout=240)
         finally:

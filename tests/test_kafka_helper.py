@@ -67,34 +67,35 @@ def test_a_helper_of_other_classes_is_replaced(helper):
     assert old is not None and not old.alive() and helper.process() not in (None, old)
 
 
-DROPPING = """
-import socket, sys
+DYING = """
+import socket, sys, time
 server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind(sys.argv[1])
 server.listen()
 print("listening", flush=True)
-while True:
-    server.accept()[0].close()
+server.accept()[0].close()
+time.sleep(1)  # what a SIGKILLed JVM does while its threads end: its socket takes connections, unanswered
 """
 
 
-def test_a_helper_that_takes_a_task_and_drops_it_is_ended_and_the_task_runs_on_a_fresh_one(helper, tmp_path):
-    """What a SIGKILLed JVM does while its threads end (its socket still takes connections, then drops
-    them), played by a process of the test's own on the helper's socket under the helper's record: the
-    task is dropped once, that process is ended by PID, and a fresh helper answers."""
+def test_a_helper_that_drops_a_task_while_it_ends_is_waited_out_and_the_task_runs_on_a_fresh_one(helper):
+    """A process of the test's own plays a helper that is ending (a SIGKILLed JVM while its threads
+    end): on the helper's socket, under the helper's record, it drops the task it took and ends a second
+    later, taking connections until then. The task is asked again once it has ended, of a fresh helper,
+    and the process is waited for, not killed."""
     helper.folder.mkdir(parents=True)
-    dropping = subprocess.Popen([sys.executable, "-c", DROPPING, str(helper.socket_path)], stdout=subprocess.PIPE)
+    dying = subprocess.Popen([sys.executable, "-c", DYING, str(helper.socket_path)], stdout=subprocess.PIPE)
     try:
-        assert dropping.stdout is not None and dropping.stdout.readline() == b"listening\n"
-        played = TrackedProcess.of(dropping.pid)
+        assert dying.stdout is not None and dying.stdout.readline() == b"listening\n"
+        played = TrackedProcess.of(dying.pid)
         record = {"pid": played.pid, "started": played.started, "classes": helper.classes}
         (helper.folder / "helper.json").write_text(json.dumps(record))
         assert helper.process() == played  # dimster takes it for its helper
         answer = run_helper(helper.distribution, "configdefs")
         assert answer.returncode == 0 and "log.retention.ms" in answer.stdout, answer
-        assert dropping.poll() is not None  # ended by PID
+        assert dying.wait(5) == 0  # it ended by itself
         assert helper.process() not in (None, played)
     finally:
-        if dropping.poll() is None:
-            dropping.kill()
-        dropping.wait()
+        if dying.poll() is None:
+            dying.kill()
+        dying.wait()

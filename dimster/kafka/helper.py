@@ -15,11 +15,14 @@ import hashlib
 import json
 import os
 import socket
+import struct
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, kafka_distribution
@@ -36,6 +39,7 @@ JVM_OPTIONS = (
     "-Dlog4j2.level=ERROR",
 )
 SOCKET_PATH_MAX = 100  # a Unix socket's path must fit in sun_path (108 bytes)
+DYING_SECONDS = 10  # a helper that dropped a task ends within this (a SIGKILLed JVM's threads ending)
 
 
 @dataclass
@@ -51,9 +55,9 @@ class HelperTask:
     """One task on its own connection: `lines()` yields the task's output until it ends (then
     `returncode` is set), `ask()` asks a watch for a reading at once, `close()` ends it."""
 
-    def __init__(self, connection: socket.socket, helper: TrackedProcess | None = None):
+    def __init__(self, connection: socket.socket):
         self._connection = connection
-        self.helper = helper  # the helper process that took the task
+        self.peer = peer_process(connection)  # the process that took the task (None: not known)
         self._reader = connection.makefile("r", encoding="utf-8", newline="\n")
         self.returncode: int | None = None
         self.errors: list[str] = []
@@ -127,23 +131,24 @@ class KafkaHelper:
         except OSError as e:
             connection.close()
             raise ClusterError(f"the Kafka helper did not take task '{name}': {e}") from None
-        return HelperTask(connection, self.process(current=False))
+        return HelperTask(connection)
 
     def run_task(self, name: str, *args: str, timeout: float = 120, security: ClientSecurity = None) -> HelperAnswer:
         """Task `name` to its end: its exit code and output. A helper that ended before it answered
         (another process's `cluster down` ended it just then, or a SIGKILL: a dying JVM's socket still
-        takes connections while its threads end) is waited out and started again, once."""
+        takes connections while its threads end) is given DYING_SECONDS to end, and the task is asked
+        again, once: of a fresh helper if it ended."""
         answer, dropped_by = self._run_once(name, args, timeout, security)
-        if dropped_by is not None:
-            with contextlib.suppress(ClusterError):  # gone, or a zombie: either way no longer answering
-                dropped_by.stop(5)
+        if answer is None:
+            if dropped_by is not None:
+                wait_ended(dropped_by, DYING_SECONDS)
             answer, _ = self._run_once(name, args, timeout, security)
-        return answer
+        return answer or HelperAnswer(1, "", "the Kafka helper ended the task without an answer, twice")
 
     def _run_once(
         self, name: str, args: tuple[str, ...], timeout: float, security: ClientSecurity
-    ) -> tuple[HelperAnswer, TrackedProcess | None]:
-        """The task's answer, and the helper that took it if it ended the task without an answer."""
+    ) -> tuple[HelperAnswer | None, psutil.Process | None]:
+        """The task's answer; or None and the process that took it, when it ended without an answer."""
         task = self.task(name, *args, security=security, timeout=timeout)
         try:
             lines = list(task.lines())
@@ -151,8 +156,9 @@ class KafkaHelper:
             task.close()
         if task.timed_out:
             raise ClusterError(f"Kafka helper '{name}' did not finish within {timeout:g} s")
-        answer = HelperAnswer(task.returncode or 0, "\n".join(lines), "\n".join(task.errors))
-        return answer, task.helper if task.unanswered else None
+        if task.unanswered:
+            return None, task.peer
+        return HelperAnswer(task.returncode or 0, "\n".join(lines), "\n".join(task.errors)), None
 
     def _connect(self) -> socket.socket:
         connection = self._try_connect()
@@ -218,6 +224,27 @@ class KafkaHelper:
             deadline = time.monotonic() + 10
             while process.alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
+
+
+def peer_process(connection: socket.socket) -> psutil.Process | None:
+    """The process that listens on the other end of a Unix socket (SO_PEERCRED), None where unknown."""
+    try:
+        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return psutil.Process(struct.unpack("3i", credentials)[0])
+    except (OSError, psutil.Error):
+        return None
+
+
+def wait_ended(process: psutil.Process, seconds: float) -> None:
+    """Until `process` has ended (gone, or a zombie), at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.Error:
+            return
+        time.sleep(0.05)
 
 
 def classes_stamp(distribution: KafkaDistribution) -> str:

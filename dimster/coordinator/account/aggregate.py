@@ -94,7 +94,7 @@ class RunAggregate:
         received = self._add_consumers(report, ~producing, spans, counted)
         self.outcomes.fold_due(self._kept)
         if self.tails.open:
-            self.tails.end_due(self.workers.last_report, self._acked_of, self._sent_of)
+            self.tails.end_due(self.workers.last_report, self._sent_of)
         self._merge_latencies(report.histograms)
         if self.probing:
             for line, counts in zip(report.lines, counted, strict=True):
@@ -251,11 +251,15 @@ class RunAggregate:
             for group, topic in self.groups.items()
         }
 
-    def clients_lost(self, client_ids: list[str], stopped_by: float, worker: int | None = None) -> None:
+    def clients_lost(
+        self, client_ids: list[str], stopped_by: float, worker: int | None = None, groups: dict[str, str] | None = None
+    ) -> None:
         """Worker `worker`'s clients, gone with it (surely stopped by `stopped_by`): its producers'
-        sequences end where they were reported; its consumers' unreported tail is in doubt."""
+        sequences end where they were reported; its consumers' (client id -> group: `groups`, else as
+        they reported) unreported tail is in doubt."""
         self.lost_producers.update(int(c[1:]) for c in client_ids if c.startswith("p"))
-        self.tails.lose(worker, [c for c in client_ids if c.startswith("c")], stopped_by)
+        known = {c: group for c, (group, _) in self.tails.seen.items()} | (groups or {})
+        self.tails.lose(worker, {c: known[c] for c in client_ids if c in known}, stopped_by)
 
     def lost(self, unconsumed: dict[str, int] | None = None) -> int:
         """Acknowledged records a group never settled and can no longer consume: those still within
@@ -273,21 +277,14 @@ class RunAggregate:
         """The group's records whose fate only the broker knew: a lost worker's consumers' unreported
         tail, acknowledgements answered with an error or never answered, and records the dead-letter
         topic did not confirm (share_outcomes.py)."""
-        tails = self.tails.bound(group, self._acked_of(group), lambda below: self._missing_below(group, below))
+        acked, sent = self.acked_by_topic[self.groups[group]], self._sent_of(group)
+        tails = self.tails.bound(group, acked, sent, lambda producer: self.settled.get((group, producer), RangeSet()))
         return tails + self.outcomes.doubtful_count(group)
-
-    def _acked_of(self, group: str) -> int:
-        return self.acked_by_topic[self.groups[group]]
 
     def _sent_of(self, group: str) -> dict[int, int]:
         """The next sequence of each producer of the group's topic."""
         topic = self.groups[group]
         return {p: n for p, n in self.next_sequence.items() if self.producer_topic[p] == topic}
-
-    def _missing_below(self, group: str, below: dict[int, int]) -> int:
-        """The group's records not settled, of those below each producer's sequence in `below` (those
-        whose send failed among them: the bound errs on the side of doubt)."""
-        return sum(self.settled.get((group, p), RangeSet()).missing_below(n) for p, n in below.items())
 
     def in_doubt(self, unconsumed: dict[str, int] | None = None) -> int:
         """Of the records missing at the end, those in doubt (doubt()): whose fate only the broker knew."""

@@ -181,8 +181,8 @@ def note_worker_lost(
     index: int, lost: WorkerLost, loss: Loss, a: RunAggregate, log: RunLog, journal: RunJournal
 ) -> None:
     """Its producers' sequences end where it was last heard of; its consumers' unreported tail is in doubt."""
-    journal.lost(loss.clients, lost.stopped_by, index)
-    a.clients_lost(loss.clients, lost.stopped_by, index)
+    journal.lost(loss.clients, lost.stopped_by, index, loss.groups)
+    a.clients_lost(loss.clients, lost.stopped_by, index, loss.groups)
     a.workers.since_change.lose(index)
     log.event("worker_lost", worker=index, reason=lost.reason, clients=loss.clients)
 

@@ -10,7 +10,7 @@ for appending (in the operating system's hands at once, no buffer of ours):
     "protocol": N}]`: its reports are in the wire's form of protocol N (worker/protocol.py);
   - `["load", load_started]`: load starts (epoch s);
   - `["report", report]`;
-  - `["lost", client ids, stopped by, worker]`: a worker was lost, with these clients;
+  - `["lost", client ids, stopped by, worker, its consumers' groups]`: a worker was lost, with these clients;
 - `journal-tail-NNNNN.msgpack`, the whole reports that Parquet part NNNNN is to hold, each in the
   bytes it came in, removed once that part is written (behind the run's loop: results/metrics_writer.py):
   `["report", phase, part, report]` (a part that the crash cut before its tail was removed left it
@@ -144,8 +144,8 @@ class RunJournal:
             if (numbered := TAIL_PART.fullmatch(path.name)) and int(numbered[1]) <= part:
                 path.unlink(missing_ok=True)
 
-    def lost(self, clients: list[str], stopped_by: float, worker: int) -> None:
-        self._write(0, ["lost", clients, stopped_by, worker])
+    def lost(self, clients: list[str], stopped_by: float, worker: int, groups: dict[str, str]) -> None:
+        self._write(0, ["lost", clients, stopped_by, worker, groups])
 
     def remove(self) -> None:
         """The run recorded its end: the journal has nothing left to tell."""

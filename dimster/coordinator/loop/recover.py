@@ -71,7 +71,8 @@ def replay(path: Path) -> Replay:
                 r.clients[line.worker_index] = report.clients.client_id[start : start + line.clients]
                 start += line.clients
         elif kind == "lost":
-            r.aggregate.clients_lost(record[1], record[2], record[3] if len(record) > 3 else None)
+            worker, groups = (record[3], record[4]) if len(record) > 4 else (None, None)
+            r.aggregate.clients_lost(record[1], record[2], worker, groups)
     for worker, clients in r.clients.items():  # the crash took every worker after its last report
         r.aggregate.clients_lost(clients, r.last_report[worker], worker)
     return r

@@ -58,6 +58,7 @@ class Loss:
     in the drain, only consumers) and where."""
 
     clients: list[str]
+    groups: dict[str, str] = field(default_factory=dict)  # its consumers' groups, by client id
     failure: str | None = None
     replaced: list[str] = field(default_factory=list)
     placed: Placed = field(default_factory=Placed)
@@ -142,7 +143,8 @@ class Ensemble:
         go on under fresh ids on the live workers."""
         self.states[index].lost = True
         clients = sorted(c for c, w in self.placement.items() if w == index)
-        loss = Loss(clients)
+        groups = {client_id(c): c.group for c in self.topology.consumers if client_id(c) in clients}
+        loss = Loss(clients, groups)
         if on_worker_loss != "continue" or not self.live_workers() or phase in ("closing", "done"):
             loss.failure = f"{lost.reason} (onWorkerLoss: {on_worker_loss})"
             return loss

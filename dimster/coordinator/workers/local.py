@@ -76,6 +76,9 @@ class LocalWorkers:
         self.gone.add(index)
         process = self.processes[index]
         process.join(1)
+        if process.is_alive():  # its channel broke first: it is lost all the same, and stopped now
+            process.kill()
+            process.join(5)
         return WorkerLost(f"worker {index} (pid {process.pid}) exited with code {process.exitcode}", time.time())
 
     def close(self) -> list[str]:

@@ -48,9 +48,11 @@ from dimster.worker.protocol import (
 
 CONNECT_TIMEOUT = 10.0
 PROBE_EVERY = 1.0
-# An agent we no longer hear may not hear us either (a partition, a stall), and its workers go on until
-# it ends the run on its own: COORDINATOR_TIMEOUT after the last probe it heard.
-ALONE_AT_MOST = COORDINATOR_TIMEOUT + PROBE_EVERY
+# An agent the coordinator gave up on may not hear it either (a partition, a stall): its workers go on
+# until it ends the run on its own, COORDINATOR_TIMEOUT after the last probe it heard, and their
+# consumers may settle records until then that the coordinator never hears of. STOP_SLACK: for the
+# agent to see the silence (it looks 5 times a second) and its workers the Close.
+STOP_SLACK = 2.0
 # Messages one receive takes at most, in turn from each agent that has some; the rest wait in their
 # sockets (unbounded on this side: an agent's ROUTER drops what a full queue cannot take). A report
 # counts as many as the workers' lines it carries (an agent's merged report: one a worker). Lost
@@ -136,6 +138,7 @@ class RemoteWorkers:
         self.owner: list[AgentLink] = []  # worker index -> the agent that runs it
         self.gone: set[int] = set()  # workers closed or lost
         self._next_probe = 0.0
+        self._listened = time.time()  # when receive() last ended: agents are heard only while it runs
         self._served_last = -1  # the index of the agent whose message was taken last
         self.behind = False  # the last receive left messages waiting (MOST_A_PASS)
 
@@ -163,6 +166,7 @@ class RemoteWorkers:
         except DimsterError:
             self.close()
             raise
+        self._listened = time.time()
         return [link.welcome for link in self.links]
 
     def start(self, assignments: list[Assignment]) -> None:
@@ -186,6 +190,9 @@ class RemoteWorkers:
 
     def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
         now = time.time()
+        if (away := now - self._listened - PROBE_EVERY) > 0:  # the run loop was busy elsewhere (starting
+            for link in self.links:  # the workers, a long step): no probe went out, and that is no silence
+                link.last_heard += away
         if now >= self._next_probe:
             self._next_probe = now + PROBE_EVERY
             for link in self.links:
@@ -207,6 +214,7 @@ class RemoteWorkers:
         for link in self.links:
             if not link.gone and time.time() - link.last_heard > self.timeout:
                 received += self._lose(link, f"silent for {self.timeout:.0f}s")
+        self._listened = time.time()
         return received
 
     def _take_turns(self, ready: list[AgentLink]) -> list[tuple[int, Message | WorkerLost]]:
@@ -253,7 +261,8 @@ class RemoteWorkers:
             if index not in self.gone:
                 self.gone.add(index)
                 self._note_missing_logs(link, index)
-                stopped_by = link.last_heard + ALONE_AT_MOST
+                # it heard us last no later than now (and we probe no more)
+                stopped_by = time.time() + COORDINATOR_TIMEOUT + PROBE_EVERY + STOP_SLACK
                 lost.append((index, WorkerLost(f"worker {index} (agent {link.address}) {why}", stopped_by)))
         return lost
 

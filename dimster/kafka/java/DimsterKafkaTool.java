@@ -206,6 +206,7 @@ public class DimsterKafkaTool {
         List<String> args = (List<String>) parsed.getOrDefault("args", List.of());
         Map<String, String> config = (Map<String, String>) parsed.getOrDefault("config", Map.of());
         int code;
+        boolean broken = false;  // an OutOfMemoryError or the like: answered, then a fresh JVM for the next task
         try {
             code = switch (task) {
                 case "configdefs" -> configDefs(c);
@@ -221,13 +222,14 @@ public class DimsterKafkaTool {
         } catch (UncheckedIOException e) {
             return;  // the client is gone
         } catch (Exception | Error e) {  // an Error too: a task this helper cannot do is answered, not dropped
+            broken = e instanceof VirtualMachineError;
             Throwable cause = e.getCause() == null ? e : e.getCause();
             c.line("#stderr " + e.getClass().getName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
             if (cause != e) c.line("#stderr caused by " + cause.getClass().getName() + ": " + cause.getMessage());
             code = 1;
         }
         c.line("#exit " + Math.max(code, 0));
-        if (code < 0) exit(socket);
+        if (code < 0 || broken) exit(socket);
     }
 
     /** -1 (exit) once no other connection is open; a client that closed just before asking (a run's
