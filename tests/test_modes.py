@@ -205,8 +205,10 @@ def test_explore_limits_finds_the_capacity_the_processing_time_sets(tmp_path):
     assert all(s["reasons"] for s in steps if not s["passed"])  # each failure says why
     assert all(s["generator"] for s in steps if s["passed"] is None)  # each undecided one names its workers
     assert all(s["drain"]["outcome"] in ("drained", "stalled", "timed out") for s in steps)
-    # the ramp: 240 msg/s is above what the processing allows, so it fails (or is undecided), never passes
-    assert [s["rate"] for s in steps][:2] == [120, 240] and steps[1]["passed"] is not True, steps
+    # the ramp: 120 msg/s, then 240, which is above what the processing allows, so it fails (or is
+    # undecided), never passes; an undecided step is tried again at its rate first (a busy host)
+    rates = [rate for k, rate in enumerate(s["rate"] for s in steps) if k == 0 or steps[k - 1]["rate"] != rate]
+    assert rates[:2] == [120, 240] and not any(s["passed"] for s in steps if s["rate"] == 240), steps
     if mode["verdict"].startswith("stopped: the load generator was saturated at "):
         last, before = steps[-1], steps[-2]
         assert last["passed"] is None and before["passed"] is None and last["rate"] == before["rate"], mode
