@@ -8,6 +8,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from dimster import yamlcore
 from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.secret_keys import MASK, is_secret_key
@@ -18,7 +19,7 @@ def load_mapping(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise DimsterError(f"{what} file {display(path)} does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlcore.load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         bad = f"byte {e.object[e.start]:#04x} at offset {e.start}"
         raise DimsterError(f"{display(path)}: not UTF-8 text ({bad})") from None

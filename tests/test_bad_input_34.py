@@ -1,9 +1,11 @@
 """Bad input found in issue 34, each one clear line (or, from an agent, a clear worker loss): a
-campaign value YAML reads as a date, infinite numbers, absurd client counts, `wait --every 0`, a
-brokerConfig for an external cluster, an unreadable agent message and a log file named like a path."""
+campaign value YAML 1.1 read as a date (now the text written), infinite numbers, absurd client
+counts, `wait --every 0`, a brokerConfig for an external cluster, an unreadable agent message and a
+log file named like a path."""
 
 import pytest
 
+from dimster.campaign.model import load_campaign
 from dimster.coordinator.loop.one_run import with_workload_broker_config
 from dimster.coordinator.workers.remote import RemoteWorkers
 from dimster.coordinator.workers.seam import WorkerLost
@@ -18,19 +20,14 @@ pytestmark = pytest.mark.unit
 
 
 # ---- workload and campaign files -----------------------------------------------------------------
-def test_a_campaign_value_that_yaml_reads_as_a_date(tmp_path):
+def test_a_campaign_value_that_yaml_1_1_read_as_a_date_is_the_text_written(tmp_path):
     path = tmp_path / "dates.yaml"
     path.write_text(
         "name: dates\nbase: {name: b, durationSeconds: 1}\n"
         "dimensions:\n  - key: kafkaConfig.producerConfig.client.id\n    values: [2026-01-01]\n"
     )
-    one_error_line(
-        dimster("campaign", "local", "-c", str(path), "--dry-run"),
-        "dates.yaml",
-        "kafkaConfig.producerConfig.client.id",
-        "2026-01-01",
-        "quote it",
-    )
+    [point] = load_campaign(path).points
+    assert point.workload.kafka_config.producer_config["client.id"] == "2026-01-01"
 
 
 @pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])

@@ -7,7 +7,6 @@ A secret's values (a dimension over `kafkaConfig.commonConfig.sasl.password`) li
 workloads only: wherever a point shows (its label, campaign.yaml and .json, the page, the console)
 each shows as `***N`, N its place among the dimension's values, so the points stay apart."""
 
-import datetime
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -45,14 +44,6 @@ class Dimension(Strict):
                 if not isinstance(value, list) or len(value) != len(self.keys):
                     got = secret_tag(position) if any(map(is_secret_key, self.keys)) else repr(value)
                     raise ValueError(f"each value of keys {self.keys} is a list of {len(self.keys)} values, got {got}")
-        for position, value in enumerate(self.values, start=1):
-            if date := _first_date(value):
-                names = ", ".join(self.names)
-                if any(map(is_secret_key, self.names)):
-                    date = secret_tag(position)
-                raise ValueError(
-                    f"value {date} of dimension '{names}' is a date to YAML: quote it ('{date}') to mean the text"
-                )
         return self
 
     @model_validator(mode="before")
@@ -94,17 +85,6 @@ def shown_value(key: str, value: Any, position: int) -> Any:
     if isinstance(value, dict):
         return {k: shown_value(k, v, position) for k, v in value.items()}
     return value
-
-
-def _first_date(value: Any) -> str | None:
-    """A date or time YAML made of an unquoted value (2026-01-01), as written; a point's values are JSON."""
-    if isinstance(value, datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, list | tuple):
-        return next((d for v in value if (d := _first_date(v))), None)
-    if isinstance(value, dict):
-        return next((d for v in value.values() if (d := _first_date(v))), None)
-    return None
 
 
 class OmbCampaign(Strict):

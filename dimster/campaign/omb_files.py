@@ -6,7 +6,7 @@ import shutil
 import time
 from pathlib import Path
 
-import yaml
+from dimster import yamlcore
 
 
 def write_omb_campaign(workloads: list[str], drivers: list[str], sets: list[str], root: Path) -> Path:
@@ -18,7 +18,7 @@ def write_omb_campaign(workloads: list[str], drivers: list[str], sets: list[str]
     }
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"omb-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.yaml"
-    path.write_text(yaml.safe_dump({"name": "omb", "omb": spec}, sort_keys=False))
+    path.write_text(yamlcore.dump({"name": "omb", "omb": spec}))
     return path
 
 

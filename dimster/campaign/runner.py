@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
-
+from dimster import yamlcore
 from dimster.campaign.environments import Environments, fetch_versions, point_profile
 from dimster.campaign.model import Campaign, Point, read_campaign_json
 from dimster.coordinator.control.api import ControlServer
@@ -47,7 +46,7 @@ class CampaignFolder:
         path.mkdir(parents=True)
         folder = cls(path)
         # for the record only (secrets masked): a resume reads the campaign file again
-        (path / "campaign.yaml").write_text(yaml.safe_dump(redact(campaign.recorded()), sort_keys=False))
+        (path / "campaign.yaml").write_text(yamlcore.dump(redact(campaign.recorded())))
         state: CampaignJson = {
             "name": campaign.file.name,
             "campaign_file": str(campaign.path),

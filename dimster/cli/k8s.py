@@ -9,6 +9,7 @@ from typing import Any
 import typer
 import yaml
 
+from dimster import yamlcore
 from dimster.cli.output import console
 from dimster.environment import EnvironmentProfile, load_environment
 from dimster.errors import DimsterError
@@ -70,7 +71,7 @@ def job_input(profile: EnvironmentProfile, workload: Path | None, campaign: Path
         raw = load_mapping(workload, "workload")
         document = with_file_data(raw, [workload.parent, Path.cwd()], display(workload))
         _no_secret(document, display(workload))
-        text = workload.read_text() if document is raw else yaml.safe_dump(document, sort_keys=False)
+        text = workload.read_text() if document is raw else yamlcore.dump(document)
         return JobInput("workload", text), f"workload '{loaded.name}'"
     assert campaign is not None
     run = load_campaign(campaign)
@@ -84,7 +85,7 @@ def job_input(profile: EnvironmentProfile, workload: Path | None, campaign: Path
     document = {**run.file.model_dump(by_alias=True, exclude_none=True, exclude={"base", "mode", "thresholds"}),
                 "base": run.base}  # fmt: skip
     _no_secret(document, display(campaign))
-    return JobInput("campaign", yaml.safe_dump(document, sort_keys=False)), f"campaign '{run.file.name}'"
+    return JobInput("campaign", yamlcore.dump(document)), f"campaign '{run.file.name}'"
 
 
 def _no_secret(document: dict, source: str) -> None:

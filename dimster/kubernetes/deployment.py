@@ -12,10 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dimster import __version__
+from dimster import __version__, yamlcore
 from dimster.errors import DimsterError
 from dimster.profile import ProfileBase
 
@@ -177,7 +176,7 @@ def coordinator(
     """The ConfigMap of the run's files, the results' claim, the Job, and the pod that holds the claim."""
     ns, name = namespace_of(profile, deploy), "dimster-run"
     files = {
-        "environment.yaml": yaml.safe_dump(in_cluster_profile(profile, deploy), sort_keys=False),
+        "environment.yaml": yamlcore.dump(in_cluster_profile(profile, deploy)),
         "broker-config.yaml": broker_config_text,
         to_run.file: to_run.text,
     }

@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
+from dimster import yamlcore
 from dimster.diagnosis.timeline import diagnoses
 from dimster.errors import DimsterError
 from dimster.metrics.schema import OPTIONAL_TABLES, TABLES, WARMUP_PREFIX
@@ -270,7 +271,7 @@ def final_workload(run_dir: Path, run_info: dict) -> dict:
     if isinstance(final, dict):
         return final
     try:
-        workload = yaml.safe_load((run_dir / "workload.yaml").read_text())
+        workload = yamlcore.load((run_dir / "workload.yaml").read_text())
     except (OSError, yaml.YAMLError):
         return {}
     return workload if isinstance(workload, dict) else {}

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from dimster import yamlcore
 from dimster.errors import DimsterError
 from dimster.results.bundle import is_run_folder, load_timeline
 
@@ -170,7 +171,7 @@ def _is_share_group(run_info: dict[str, Any], run_dir: Path) -> bool:
 def parse_yaml(content: str | None) -> dict[str, Any]:
     """A YAML mapping, or {} when there is none or it does not parse."""
     try:
-        loaded = yaml.safe_load(content or "")
+        loaded = yamlcore.load(content or "")
     except yaml.YAMLError:
         return {}
     return loaded if isinstance(loaded, dict) else {}

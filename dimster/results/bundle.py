@@ -17,9 +17,8 @@ from typing import Any
 
 import confluent_kafka
 import psutil
-import yaml
 
-from dimster import __version__
+from dimster import __version__, yamlcore
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import java_executable, java_version_line
 from dimster.processes import TrackedProcess
@@ -92,7 +91,7 @@ class ResultsBundle:
         self.redactor = Redactor()  # every write goes through it: secrets never reach the bundle
 
     def write_yaml(self, name: str, data: dict) -> None:
-        (self.path / name).write_text(yaml.safe_dump(self.redactor.redact(data), sort_keys=False))
+        (self.path / name).write_text(yamlcore.dump(self.redactor.redact(data)))
 
     def start(
         self,

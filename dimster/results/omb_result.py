@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
+from dimster import yamlcore
 from dimster.errors import DimsterError
 from dimster.metrics.histogram import Histogram, bucket_value
 from dimster.metrics.schema import WARMUP_PREFIX
@@ -100,7 +101,7 @@ def workload_shape(run_dir: Path) -> dict[str, int]:
     if workload is None:
         source, prefix = run_dir / "workload.yaml", ""
         try:
-            workload = yaml.safe_load(source.read_text())
+            workload = yamlcore.load(source.read_text())
         except (OSError, yaml.YAMLError) as e:
             raise DimsterError(f"{source}: unreadable and run.json has no final_workload: {e}") from None
     shape = {}

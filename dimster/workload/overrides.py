@@ -30,8 +30,10 @@ def parse_value(text: str) -> Any:
     """A value as YAML reads it: `60000` is a number, `true` a boolean, `{type: ONCE, ...}` a mapping."""
     import yaml  # here: `run --modify` only passes the text on, and starts faster without it
 
+    from dimster import yamlcore
+
     try:
-        return yaml.safe_load(text) if text != "" else ""
+        return yamlcore.load(text) if text != "" else ""
     except yaml.YAMLError:
         return text
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from dimster import yamlcore
 from dimster.cluster.backends import backend_for
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.end import run_totals
@@ -149,7 +150,7 @@ def received_past_commit(a: RunAggregate, group: str, identities: Iterable[tuple
 
 def keeps_topics(run_dir: Path) -> bool:
     try:
-        workload = yaml.safe_load((run_dir / "workload.yaml").read_text())
+        workload = yamlcore.load((run_dir / "workload.yaml").read_text())
     except (OSError, yaml.YAMLError):
         return True  # unknown: nothing is deleted
     return not isinstance(workload, dict) or bool(workload.get("keepTopics", False))
