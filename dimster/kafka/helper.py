@@ -42,6 +42,14 @@ SOCKET_PATH_MAX = 100  # a Unix socket's path must fit in sun_path (108 bytes)
 DYING_SECONDS = 10  # a helper that dropped a task ends within this (a SIGKILLed JVM's threads ending)
 
 
+class HelperDropped(ClusterError):
+    """The helper closed a task's connection before it took the request."""
+
+    def __init__(self, message: str, peer: psutil.Process | None):
+        super().__init__(message)
+        self.peer = peer
+
+
 @dataclass
 class HelperAnswer:
     """A finished task: its exit code and output lines, as a process's would be."""
@@ -55,9 +63,9 @@ class HelperTask:
     """One task on its own connection: `lines()` yields the task's output until it ends (then
     `returncode` is set), `ask()` asks a watch for a reading at once, `close()` ends it."""
 
-    def __init__(self, connection: socket.socket):
+    def __init__(self, connection: socket.socket, peer: psutil.Process | None):
         self._connection = connection
-        self.peer = peer_process(connection)  # the process that took the task (None: not known)
+        self.peer = peer  # the process that took the task (None: not known)
         self._reader = connection.makefile("r", encoding="utf-8", newline="\n")
         self.returncode: int | None = None
         self.errors: list[str] = []
@@ -126,12 +134,13 @@ class KafkaHelper:
         request = {"task": name, "args": list(args), "config": java_security(security)}
         connection = self._connect()
         connection.settimeout(timeout)
+        peer = peer_process(connection)
         try:
             connection.sendall(json.dumps(request).encode() + b"\n")
-        except OSError as e:
+        except OSError as e:  # it closed the connection first: a helper that is ending
             connection.close()
-            raise ClusterError(f"the Kafka helper did not take task '{name}': {e}") from None
-        return HelperTask(connection)
+            raise HelperDropped(f"the Kafka helper did not take task '{name}': {e}", peer) from None
+        return HelperTask(connection, peer)
 
     def run_task(self, name: str, *args: str, timeout: float = 120, security: ClientSecurity = None) -> HelperAnswer:
         """Task `name` to its end: its exit code and output. A helper that ended before it answered
@@ -149,7 +158,10 @@ class KafkaHelper:
         self, name: str, args: tuple[str, ...], timeout: float, security: ClientSecurity
     ) -> tuple[HelperAnswer | None, psutil.Process | None]:
         """The task's answer; or None and the process that took it, when it ended without an answer."""
-        task = self.task(name, *args, security=security, timeout=timeout)
+        try:
+            task = self.task(name, *args, security=security, timeout=timeout)
+        except HelperDropped as dropped:
+            return None, dropped.peer
         try:
             lines = list(task.lines())
         finally:
@@ -212,7 +224,7 @@ class KafkaHelper:
         process, connection = self.process(current=False), self._try_connect(current=False)
         if process is None or connection is None:
             return
-        task = HelperTask(connection)
+        task = HelperTask(connection, peer_process(connection))
         try:
             connection.sendall(b'{"task": "stop-if-idle"}\n')
             list(task.lines())
