@@ -93,7 +93,7 @@ class TrackedProcess:
         self.send(signal.SIGKILL)
         process = self._process()
         if process is not None:
-            _wait_exited(process, timeout)
+            wait_exited(process, timeout)
 
     def _terminate(self) -> psutil.Process | None:
         """SIGTERM to the process, and SIGCONT, as a paused one acts on SIGTERM only then; the process,
@@ -115,11 +115,11 @@ class TrackedProcess:
         process = self._terminate()
         if process is None:
             return
-        if _wait_exited(process, timeout):
+        if wait_exited(process, timeout):
             return
         with contextlib.suppress(psutil.Error):
             process.kill()
-        if not _wait_exited(process, 10.0):
+        if not wait_exited(process, 10.0):
             raise ClusterError(f"process {self.pid} did not exit within {timeout + 10:.0f}s of SIGTERM and SIGKILL")
 
 
@@ -132,7 +132,7 @@ def _since_boot(pid: int) -> float | None:
     return int(stat[stat.rindex(b")") + 2 :].split()[19]) / _TICKS  # field 22, counted after the name's ")"
 
 
-def _wait_exited(process: psutil.Process, timeout: float) -> bool:
+def wait_exited(process: psutil.Process, timeout: float) -> bool:
     """Whether `process` exited (gone, or a zombie) within `timeout` seconds; reaps it if it is our child."""
     deadline = time.monotonic() + timeout
     while True:

@@ -77,5 +77,5 @@ def load(text: str) -> Any:
     return yaml.load(text, Loader=Loader)
 
 
-def dump(data: Any, **options: Any) -> str:
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, **options)
+def dump(data: Any) -> str:
+    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True)

@@ -28,7 +28,7 @@ from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, kafka_distribution
 from dimster.kafka.security import ClientSecurity, java_security
 from dimster.paths import state_dir
-from dimster.processes import TrackedProcess, spawn, tail
+from dimster.processes import TrackedProcess, spawn, tail, wait_exited
 
 IDLE_SECONDS = 600  # the helper exits once no connection has been open this long
 START_SECONDS = 90  # a JVM on a busy 2-core host may take this long to load Kafka's classes and listen
@@ -63,7 +63,7 @@ class HelperTask:
     """One task on its own connection: `lines()` yields the task's output until it ends (then
     `returncode` is set), `ask()` asks a watch for a reading at once, `close()` ends it."""
 
-    def __init__(self, connection: socket.socket, peer: psutil.Process | None):
+    def __init__(self, connection: socket.socket, peer: psutil.Process | None = None):
         self._connection = connection
         self.peer = peer  # the process that took the task (None: not known)
         self._reader = connection.makefile("r", encoding="utf-8", newline="\n")
@@ -150,7 +150,7 @@ class KafkaHelper:
         answer, dropped_by = self._run_once(name, args, timeout, security)
         if answer is None:
             if dropped_by is not None:
-                wait_ended(dropped_by, DYING_SECONDS)
+                wait_exited(dropped_by, DYING_SECONDS)
             answer, _ = self._run_once(name, args, timeout, security)
         return answer or HelperAnswer(1, "", "the Kafka helper ended the task without an answer, twice")
 
@@ -224,7 +224,7 @@ class KafkaHelper:
         process, connection = self.process(current=False), self._try_connect(current=False)
         if process is None or connection is None:
             return
-        task = HelperTask(connection, peer_process(connection))
+        task = HelperTask(connection)
         try:
             connection.sendall(b'{"task": "stop-if-idle"}\n')
             list(task.lines())
@@ -245,18 +245,6 @@ def peer_process(connection: socket.socket) -> psutil.Process | None:
         return psutil.Process(struct.unpack("3i", credentials)[0])
     except (OSError, psutil.Error):
         return None
-
-
-def wait_ended(process: psutil.Process, seconds: float) -> None:
-    """Until `process` has ended (gone, or a zombie), at most `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.Error:
-            return
-        time.sleep(0.05)
 
 
 def classes_stamp(distribution: KafkaDistribution) -> str:

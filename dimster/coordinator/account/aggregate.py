@@ -258,8 +258,7 @@ class RunAggregate:
         sequences end where they were reported; its consumers' (client id -> group: `groups`, else as
         they reported) unreported tail is in doubt."""
         self.lost_producers.update(int(c[1:]) for c in client_ids if c.startswith("p"))
-        known = {c: group for c, (group, _) in self.tails.seen.items()} | (groups or {})
-        self.tails.lose(worker, {c: known[c] for c in client_ids if c in known}, stopped_by)
+        self.tails.lose(worker, [c for c in client_ids if c.startswith("c")], stopped_by, groups or {})
 
     def lost(self, unconsumed: dict[str, int] | None = None) -> int:
         """Acknowledged records a group never settled and can no longer consume: those still within
@@ -277,8 +276,10 @@ class RunAggregate:
         """The group's records whose fate only the broker knew: a lost worker's consumers' unreported
         tail, acknowledgements answered with an error or never answered, and records the dead-letter
         topic did not confirm (share_outcomes.py)."""
-        acked, sent = self.acked_by_topic[self.groups[group]], self._sent_of(group)
-        tails = self.tails.bound(group, acked, sent, lambda producer: self.settled.get((group, producer), RangeSet()))
+        tails = 0
+        if self.tails.tails:
+            acked, sent = self.acked_by_topic[self.groups[group]], self._sent_of(group)
+            tails = self.tails.bound(group, acked, sent, lambda p: self.settled.get((group, p), RangeSet()))
         return tails + self.outcomes.doubtful_count(group)
 
     def _sent_of(self, group: str) -> dict[int, int]:

@@ -33,14 +33,19 @@ class LostTails:
         """Consumers whose report was just taken in, with its settled records counted."""
         self.seen.update((c, (g, settled_by_group[g])) for c, g in zip(client_ids, groups, strict=True))
 
-    def lose(self, worker: int | None, consumers: dict[str, str], stopped_by: float) -> None:
-        """Worker `worker`'s consumers (client id -> group) are gone, stopped by `stopped_by` at the
-        latest. One that never reported may have settled any record of its group."""
+    def lose(self, worker: int | None, consumers: list[str], stopped_by: float, groups: dict[str, str]) -> None:
+        """Worker `worker`'s consumers are gone, stopped by `stopped_by` at the latest. One that never
+        reported (its group from `groups`) may have settled any record of its group."""
         if worker is not None:
             self.lost_workers.add(worker)
         earliest: dict[str, int] = {}
-        for client_id, group in consumers.items():
-            group, settled = self.seen.pop(client_id, (group, 0))
+        for client_id in consumers:
+            if client_id in self.seen:
+                group, settled = self.seen.pop(client_id)
+            elif client_id in groups:
+                group, settled = groups[client_id], 0
+            else:
+                continue
             earliest[group] = min(settled, earliest.get(group, settled))
         self.tails += [Tail(group, settled, stopped_by) for group, settled in earliest.items()]
 
