@@ -27,6 +27,7 @@ from dimster.worker.protocol import (
     Progress,
     Ready,
     Reported,
+    StartLoad,
     Update,
     worker_report,
 )
@@ -201,3 +202,22 @@ def test_a_ring_after_the_doorbell_is_closed_writes_nowhere():
     bell.close()
     bell.ring()
     bell.close()
+
+
+def test_a_worker_starts_load_only_once_its_consumers_paused_from_the_start_have_left_their_poll(tmp_path):
+    """The Update that pauses consumers comes before StartLoad: the worker lets producers start only
+    once no consumer is inside its poll loop (a poll under way would take the load's first records)."""
+    from types import SimpleNamespace
+
+    from dimster.workload.model import Workload
+
+    _ours, theirs = multiprocessing.Pipe()
+    assignment = Assignment(0, "127.0.0.1:1", {"name": "w"}, [], [], 1, 5, str(tmp_path / "worker.log"), "4.4.0")
+    worker = Worker(PipeChannel(theirs), assignment)
+    worker.workload = Workload.model_validate({"name": "w", "consumersPaused": True})
+    polling = threading.Event()
+    polling.set()
+    worker.consumers.append(SimpleNamespace(polling=polling))  # a consumer still inside a poll
+    threading.Timer(0.3, polling.clear).start()  # its poll returns, it sees the pause and leaves
+    worker._start_load(StartLoad(1000.0))
+    assert not polling.is_set() and worker.load_started == 1000.0

@@ -60,6 +60,7 @@ from dimster.workload.model import Workload
 # What the worker server imports, once, in order: the tie to its starter's life, the command line's
 # code (a worker forked from a console script's coordinator runs that script again, which then imports
 # nothing new) and the worker's own. Every worker forks from the server with all of it imported.
+PAUSE_SECONDS = 5.0  # the longest a worker waits for its paused consumers' last poll before load starts
 WORKER_PRELOAD = ["dimster.worker.server_tie", "dimster.cli.app", "dimster.worker.process"]
 
 
@@ -269,6 +270,12 @@ class Worker:
                     next_report = report_tick(time.monotonic())
 
     def _start_load(self, message: StartLoad) -> None:
+        """Producers start at `message.at`; consumers paused from the start (the Update before this
+        told them) have left their poll loop by then, so that none takes a record of the load."""
+        if self.workload.consumers_paused:
+            deadline = time.monotonic() + PAUSE_SECONDS
+            while any(c.polling.is_set() for c in self.consumers) and time.monotonic() < deadline:
+                time.sleep(0.01)
         self.load_started = message.at
         self._set_measure_from(self.clients)  # first: a producer starts pacing once it knows load_started
         for producer in self.producers:

@@ -240,10 +240,10 @@ class Coordinator:
         self.load_started = time.time() + LOOP_TICK
         self.metrics = MetricsWriter(self.bundle.path / "metrics", self.load_started, behind=True)
         self.intake.start_load(self.load_started)
-        for index in self.ensemble.live_workers():
-            self.ensemble.send(index, StartLoad(self.load_started))
+        for index in self.ensemble.live_workers():  # consumers paused from the start leave before any load
             if w.consumers_paused:
                 self.ensemble.send(index, Update(w.model_dump(by_alias=True), max(1, len(self.topology.producers))))
+            self.ensemble.send(index, StartLoad(self.load_started))
         self.aggregate.load_started = self.load_started
         self.aggregate.probing = getattr(self.plan, "probes", False)
         self.aggregate.restart_rates()  # reports from before load start say nothing of rates

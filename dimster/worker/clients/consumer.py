@@ -70,6 +70,7 @@ class ConsumerClient(LoadClient):
         self.flow_polls = 0  # polls under flowControl, for its rotating pattern
         self.draws = np.random.default_rng()
         self.subscribed = threading.Event()
+        self.polling = threading.Event()  # in its poll loop: a poll may take records
         self.crashing = threading.Event()  # set by crash(): stop dead at the next chance
         self.burials: list[tuple[threading.Thread, float]] = []  # (closes a crashed client, its lock s)
         self.unsettled = Unsettled()  # share groups: records whose acknowledgement is unanswered
@@ -94,16 +95,12 @@ class ConsumerClient(LoadClient):
         limit = self.workload.group_config.get("share.delivery.count.limit")
         return self.broker_delivery_count_limit if limit is None else int(limit)
 
-    @property
-    def paused(self) -> bool:
-        return self.workload.consumers_paused
-
     def run(self) -> None:
         try:
             while not self.stopping.is_set():  # each pass is one client; `recreate` starts the next
                 self.recreate.clear()
                 self.wake.clear()
-                if self.paused:  # a paused consumer holds no Kafka client: it has left its group
+                if self.workload.consumers_paused:  # a paused consumer holds no Kafka client: it has left its group
                     self.subscribed.set()
                     self.wake.wait(0.2)
                     continue
@@ -161,7 +158,8 @@ class ConsumerClient(LoadClient):
         try:
             driver.subscribe(self.topic)
             self.subscribed.set()
-            while not self.stopping.is_set() and not self.recreate.is_set() and not self.paused:
+            self.polling.set()
+            while not self.stopping.is_set() and not self.recreate.is_set() and not self.workload.consumers_paused:
                 if self.crashing.is_set():
                     break
                 if self.role == "consumer" and self.workload.flow_control.paused_fraction:
@@ -189,6 +187,7 @@ class ConsumerClient(LoadClient):
                 if outcomes is not None:
                     driver.acknowledge(outcomes)  # sent with the next poll
         finally:
+            self.polling.clear()  # no poll of it takes records from here on
             if self.crashing.is_set() and self.role == "share_consumer":
                 self._crashed(driver, last)
             else:
