@@ -32,6 +32,10 @@ def standalone_master(tmp_path):
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_WORKER_DIR": str(tmp_path / "spark-work"),
         "SPARK_LOG_DIR": str(tmp_path),
+        # the master and its workers only hand out executors: the client compiler and a serial
+        # collector are all they need (as dimster's own Spark server, pipeline/spark_service.py)
+        "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "SPARK_DAEMON_MEMORY": "256m",
     }
     port = unused_port()
     url = f"spark://127.0.0.1:{port}"
@@ -104,6 +108,10 @@ def test_summary_on_a_standalone_master_with_two_workers_is_the_embedded_and_con
     assert summary["throughput"]["seconds"] == 6
     executors = sorted(path.name for path in (tmp_path / "spark-work").glob("app-*/*"))
     assert len(executors) >= WORKERS, executors  # an executor on each worker
+    # each ran with the client compiler only, as the driver (an executor lives one summary too)
+    commands = [line for path in (tmp_path / "spark-work").glob("app-*/*/stderr") for line in path.open()]
+    launched = [line for line in commands if line.startswith("Spark Executor Command:")]
+    assert len(launched) >= WORKERS and all("-XX:TieredStopAtLevel=1" in line for line in launched), launched
 
     def summarized_on(name: str, master: str) -> dict:
         copy = unsummarized_copy(run, tmp_path / name)

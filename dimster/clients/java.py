@@ -15,7 +15,7 @@ from pathlib import Path
 import jpype
 import numpy as np
 
-from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Answers, Polled, Rebalance, jvm
+from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Answers, Polled, Rebalance, check_cache, jvm
 from dimster.clients.properties import ROLE_SECTIONS, java_versions
 from dimster.errors import DimsterError
 from dimster.kafka.properties import property_text
@@ -179,11 +179,7 @@ def check(workload: Workload, roles: list[str], kafka_version: str) -> Iterator[
         roles_of.setdefault(versions.get(role, kafka_version), []).append(role)
     unknown_common = []  # a commonConfig name needs one of the run's Java clients to know it
     for version, version_roles in roles_of.items():
-        if version == kafka_version and jvm.holds(version):
-            jvm.start_jvm(kafka_version)
-            common_problem, problem = check_roles(version_roles, common, sections)
-        else:  # this process's JVM holds another version's clients (a campaign's other points): judged aside
-            common_problem, problem = _check_roles_aside(kafka_version, version, version_roles, common, sections)
+        common_problem, problem = _judged(kafka_version, version, version_roles, common, sections)
         unknown_common.append(common_problem)
         if problem:
             yield problem
@@ -192,7 +188,24 @@ def check(workload: Workload, roles: list[str], kafka_version: str) -> Iterator[
         yield first
 
 
-def check_roles(roles: list[str], common: dict, sections: dict) -> tuple[str | None, str | None]:
+def _judged(kafka_version: str, version: str, roles: list[str], common: dict, sections: dict) -> check_cache.Verdict:
+    """check_roles by kafka-clients `version`: kept from an earlier check of the same properties, else
+    in this process's JVM, or aside where it holds another version's clients (a campaign's points)."""
+    own = {ROLE_SECTIONS[role]: sections[ROLE_SECTIONS[role]] for role in roles}
+    name = check_cache.key(version, roles, common, own) if check_cache.cacheable(common, own) else None
+    if name and (kept := check_cache.read(name)):
+        return kept
+    if version == kafka_version and jvm.holds(version):
+        jvm.start_jvm(kafka_version)
+        verdict = check_roles(roles, common, sections)
+    else:
+        verdict = _check_roles_aside(kafka_version, version, roles, common, sections)
+    if name:
+        check_cache.write(name, verdict)
+    return verdict
+
+
+def check_roles(roles: list[str], common: dict, sections: dict) -> check_cache.Verdict:
     """What this process's Java clients (the JVM must run) find wrong: (a commonConfig name none of
     the roles knows, the first problem of a role's properties)."""
     roles_problem = None
@@ -202,7 +215,9 @@ def check_roles(roles: list[str], common: dict, sections: dict) -> tuple[str | N
     return check_common_names(roles, common), roles_problem
 
 
-def _check_roles_aside(kafka_version: str, version: str, roles: list[str], common: dict, sections: dict):
+def _check_roles_aside(
+    kafka_version: str, version: str, roles: list[str], common: dict, sections: dict
+) -> check_cache.Verdict:
     """check_roles in a process of its own that runs kafka-clients `version` (fetched if missing;
     its progress shows on stderr)."""
     command = [sys.executable, "-m", "dimster.clients.java_check", kafka_version, version]

@@ -27,7 +27,8 @@ SESSION_CONFS: dict[str, bool | float | int | str | None] = {
 # costs more than it returns there, the client compiler alone is a fifth faster (docs/benchmarks.md,
 # "Spark summary cost"). Alone it shrinks the code cache to 48 MB, which a JVM that lives through many
 # summaries (a campaign's) fills and then dies of: the cache keeps the default 240 MB.
-# DIMSTER_SPARK_DRIVER_JAVA_OPTS replaces these options of the driver's JVM.
+# A standalone or YARN master's executors live one summary too, and get the same options.
+# DIMSTER_SPARK_DRIVER_JAVA_OPTS and DIMSTER_SPARK_EXECUTOR_JAVA_OPTS replace them.
 DRIVER_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # Spark's generated code (whole-stage, compiled anew for each query) costs a short run's summary about
 # a second more than it saves; from about this many histogram rows (a two-minute run of 3 producers and
@@ -128,6 +129,7 @@ def _own_driver_session(master: str, log: Path, app_name: str) -> Iterator:
     log4j = resources.files("dimster.pipeline") / "log4j2-spark.properties"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     driver_java_opts = os.environ.get("DIMSTER_SPARK_DRIVER_JAVA_OPTS", DRIVER_JAVA_OPTS)
+    executor_java_opts = os.environ.get("DIMSTER_SPARK_EXECUTOR_JAVA_OPTS", DRIVER_JAVA_OPTS)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -135,7 +137,7 @@ def _own_driver_session(master: str, log: Path, app_name: str) -> Iterator:
         .config(map=SESSION_CONFS)
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j} {driver_java_opts}")
-        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j} {executor_java_opts}")
         .config("spark.driver.memory", os.environ.get("DIMSTER_SPARK_DRIVER_MEMORY", "1g"))
     )
     if master.startswith("local"):
