@@ -193,3 +193,22 @@ def test_a_status_published_again_masks_a_secret_learned_after_its_texts_were_fi
     assert again["rates"] == [1.5, 2, None, True]
     assert redactor.redact([("nested", {"ssl.key.password": "x" * 8})]) == [["nested", {"ssl.key.password": MASK}]]
     assert redactor.text(f"x {'x' * 8} y") == f"x {MASK} y"  # learned under its key while walking
+
+
+@pytest.mark.parametrize("debug", ["", "1"])
+def test_an_internal_errors_line_and_its_traceback_are_masked(monkeypatch, capsys, debug):
+    """A bug whose exception carries a secret (here planted in its message) says so in one line, or
+    with DIMSTER_DEBUG in a traceback, with the secret masked either way."""
+    from dimster.cli import app as cli
+
+    def broken(**_):
+        raise RuntimeError(f"could not build the client from sasl.jaas.config={JAAS} ssl.key.password=pw-77c1")
+
+    monkeypatch.setattr(cli, "app", broken)
+    monkeypatch.setenv("DIMSTER_DEBUG", debug)
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 1 and "RuntimeError: could not build the client" in err
+    assert "pw-9f3a" not in err and "pw-77c1" not in err and err.count(MASK) >= 2, err
+    assert ("Traceback (most recent call last)" in err) == bool(debug)

@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 
 import typer
 from typer.core import TyperGroup
@@ -136,12 +137,10 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("dimster: interrupted")
         sys.exit(130)
-    except Exception as e:  # a bug: say what, keep the traceback for those who ask
+    except Exception as e:  # a bug: say what, keep the traceback for those who ask; masked as any line
         if os.environ.get("DIMSTER_DEBUG"):
-            raise
-        err_console.print(
-            f"dimster: internal error: {type(e).__name__}: {e} (DIMSTER_DEBUG=1 shows the traceback)",
-            markup=False,
-            soft_wrap=True,
-        )
+            err_console.print(redact_text("".join(traceback.format_exception(e))), markup=False, soft_wrap=True)
+        else:
+            line = f"dimster: internal error: {type(e).__name__}: {e} (DIMSTER_DEBUG=1 shows the traceback)"
+            err_console.print(redact_text(line), markup=False, soft_wrap=True)
         sys.exit(1)
