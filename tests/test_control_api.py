@@ -239,7 +239,8 @@ def no_run_afterwards():
     dimster("stop", "local")
 
 
-STATUS_LINE = re.compile(r"^\[\s*(\d+)s (\w+)\s*\]")  # console.status_line: "[    12s measure] pub ..."
+# console.status_line: "[    12s/60s measure] pub ..." (of 60 planned)
+STATUS_LINE = re.compile(r"^\[\s*(\d+)s(?:/\d+s)? (\w+)\s*\]")
 
 
 @pytest.mark.kafka

@@ -468,6 +468,23 @@ def test_the_console_line_reads_the_status_schema():
         "[    12s measure] pub     1,000 msg/s | cons       998 msg/s | sent      12,345 | recv      12,300 | "
         "backlog        45 | e2e p50 5.1 ms p99 - | pub p99 20.0 ms | poll avg 6.2 max 40  !! 2 duplicates"
     )
+    assert status_line(12.0, "measure", window, planned=60.0).startswith("[    12s/60s measure] pub     1,000 msg/s")
+
+
+@pytest.mark.unit
+def test_the_console_gives_the_planned_seconds_of_a_run_whose_length_is_known():
+    from dimster.workload.model import parse_workload
+    from dimster.workload.modes import plan_for
+    from dimster.workload.modes.base import planned_seconds
+
+    def planned(**keys) -> float | None:
+        workload = parse_workload({"name": "w", "warmupSeconds": 10, "durationSeconds": 50, **keys}, "w.yaml")
+        return planned_seconds(plan_for(workload), workload)
+
+    assert planned() == 60 and planned(mode="correctness") == 60 and planned(mode="max-rate") == 60
+    assert planned(durationSeconds=0) is None  # runs until stopped
+    assert planned(mode={"type": "explore-limits", "targetE2eP99Ms": 100}) is None  # ends when it has found
+    assert planned(mode={"type": "drain-backlog", "backlogRecords": 1000}) is None
 
 
 @pytest.mark.unit

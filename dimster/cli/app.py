@@ -55,14 +55,15 @@ class LazyCommands(TyperGroup):
     def get_command(self, ctx, cmd_name: str):
         if cmd_name not in COMMANDS:
             return super().get_command(ctx, cmd_name)
-        module, attribute, settings = COMMANDS[cmd_name]
-        target = getattr(importlib.import_module(module), attribute)
+        module_name, attribute, settings = COMMANDS[cmd_name]
+        module = importlib.import_module(module_name)
+        target = getattr(module, attribute)
         holder = _typer()
         holder.callback()(lambda: None)  # a group, so that the one command keeps its name
         if isinstance(target, typer.Typer):
             holder.add_typer(target, name=cmd_name)
-        else:
-            holder.command(name=cmd_name, context_settings=settings)(target)
+        else:  # a module's EPILOG: what its --help lists after the options (options typer cannot declare)
+            holder.command(name=cmd_name, context_settings=settings, epilog=getattr(module, "EPILOG", None))(target)
         return typer.main.get_group(holder).commands[cmd_name]
 
 

@@ -22,10 +22,18 @@ from dimster.environment import load_environment, with_worker_count
 from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, project_dir
 from dimster.pipeline.spark import spark_master
+from dimster.yamlfile import closest
 
 if TYPE_CHECKING:
     from dimster.campaign.model import Campaign
     from dimster.campaign.runner import CampaignFolder
+
+OMB_OPTIONS = ("--omb", "--driver", "--set")  # read from the command's extra arguments, several values each
+EPILOG = """\b
+OpenMessaging Benchmark files, instead of -c (docs/omb.md):
+  --omb <path>...     OMB workload files, each a point of the campaign
+  --driver <path>...  OMB driver files: each workload runs with each driver
+  --set <k=v>...      workload keys set at every point"""
 
 
 def campaign(
@@ -51,6 +59,7 @@ def campaign(
     folder = CampaignFolder.open(resume) if resume else None
     root = (results or project_dir() / "results" / "campaigns").resolve()
     if ctx.args:
+        _check_extra_options(ctx)
         if campaign_file is not None or folder is not None:
             raise DimsterError("--omb makes its own campaign: not with -c or --resume")
         campaign_file = omb_campaign_file(ctx.args, root)
@@ -146,6 +155,15 @@ def _counts(records: list[dict]) -> str:
     for r in records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def _check_extra_options(ctx: typer.Context) -> None:
+    """An option the command does not have is one line naming it and the closest it has, before the
+    extra arguments are read as OMB files (`--dryrun` is not an OMB campaign)."""
+    for arg in ctx.args:
+        if arg.startswith("-") and arg not in OMB_OPTIONS:
+            known = [*(name for param in ctx.command.params for name in param.opts), *OMB_OPTIONS]
+            raise DimsterError(f"dimster campaign has no option {arg}{closest(arg, known)} (see `dimster campaign -h`)")
 
 
 def omb_campaign_file(args: list[str], root: Path) -> Path:

@@ -144,8 +144,8 @@ def _upgrade_line(report: UpgradeReport) -> str:
 @app.command()
 def logs(
     env: str = EnvArg,
-    node: int | None = typer.Option(None, "--node", "-n", help="Only the node with this id; default all."),
-    lines: int = typer.Option(40, "--lines", "-l", min=1, help="How many last lines."),
+    node: int | None = typer.Option(None, "--node", help="Only the node with this id; default all."),
+    lines: int = typer.Option(40, "--lines", "-n", "-l", min=1, help="How many last lines (-n as tail's)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines (Ctrl-C stops)."),
 ) -> None:
     """The brokers' server logs (a docker cluster's through the daemon)."""

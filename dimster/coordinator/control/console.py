@@ -70,12 +70,15 @@ def field_names(template: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(template) if name]
 
 
-def status_line(elapsed: float, phase: str, s: dict) -> str:
+def status_line(elapsed: float, phase: str, s: dict, planned: float | None = None) -> str:
+    """The console's line: seconds of load, of `planned` where the run's length is known, the phase,
+    then the window's figures and warnings."""
     values = {k: (ms_text(v) if k in MILLISECONDS else v) for k, v in s.items()}
     segments = [*SEGMENTS, POLLS] if s.get("recordsPerPoll") is not None else [*SEGMENTS]
     if s.get("dead_lettered") is not None:
         segments.append(DEAD_LETTERS)
-    line = f"[{elapsed:6.0f}s {phase:7}] " + " | ".join(segment.format_map(values) for segment in segments)
+    seconds = f"{elapsed:6.0f}s" + (f"/{planned:.0f}s" if planned else "")
+    line = f"[{seconds} {phase:7}] " + " | ".join(segment.format_map(values) for segment in segments)
     return line + "".join(f"  !! {w}" for w in warnings(phase, s))
 
 

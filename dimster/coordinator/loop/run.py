@@ -40,7 +40,7 @@ from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.protocol import REPORT_EVERY, Close, Failed, Message, StartLoad, StopProducers, Update
 from dimster.workload.model import Workload
 from dimster.workload.modes import plan_for
-from dimster.workload.modes.base import RunPlan, SteadyPlan
+from dimster.workload.modes.base import RunPlan, SteadyPlan, planned_seconds
 
 LOOP_TICK = 0.2
 READY_TIMEOUT = 120.0  # for every worker to build its clients
@@ -197,7 +197,8 @@ class Coordinator:
         due = self.workload.report_interval_seconds + REPORT_EVERY / 2  # a report just after its window: jitter
         self.last_window = self.aggregate.take_window(self.ensemble.live_workers(), due)
         label = window_phase(self.phase, self.last_window)  # a window across warm-up's end: its larger part
-        self.log.say(status_line(time.time() - self.load_started, label, self.last_window))
+        planned = planned_seconds(self.plan, self.workload)
+        self.log.say(status_line(time.time() - self.load_started, label, self.last_window, planned))
         self.generator.see(self.phase, self.last_window)
         self.limits.see(self.last_window)
 

@@ -116,6 +116,7 @@ class SteadyPlan:
     """A plain run: load for warmupSeconds + durationSeconds."""
 
     name = "steady"
+    runs_its_duration = True  # ends at warm-up + duration (planned_seconds)
 
     def step(self, elapsed: float, workload: Workload, run: RunView) -> PlanStep:
         # read every pass: durationSeconds and warmupSeconds can change live; 0 runs until stopped
@@ -124,6 +125,14 @@ class SteadyPlan:
 
     def result(self, totals: dict | None = None, run: RunView | None = None) -> dict | None:
         return None
+
+
+def planned_seconds(plan: object, workload: Workload) -> float | None:
+    """How long `plan` loads for, where that is known in advance: warm-up and duration for a plan that
+    runs its duration; None for one that searches, or a run until stopped (durationSeconds 0)."""
+    if not getattr(plan, "runs_its_duration", False) or not workload.duration_seconds:
+        return None
+    return workload.warmup_seconds + workload.duration_seconds
 
 
 @dataclass

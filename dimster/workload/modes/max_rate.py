@@ -93,6 +93,7 @@ class MaxRatePlan:
     """start -> a control step every controlSeconds -> done at warmupSeconds + durationSeconds."""
 
     name = "max-rate"
+    runs_its_duration = True  # ends like a plain run (planned_seconds)
     probes = True  # steers from the aggregate's probe (see RunView.take_probe)
 
     def __init__(self, settings: MaxRate):
