@@ -37,7 +37,7 @@ from common import DIMSTER, ROOT, dimster, free_block, percentile
 ENV_NAME = "benchstatus"
 CALL_TIMEOUT = 30  # seconds, as `dimster status` waits
 LEAD = 0.1  # seconds between a burst and the next line's due time
-STATUS_LINE = re.compile(r"^\[\s*(\d+)s (\w+)\s*\]")  # console.status_line: "[    12s measure] pub ..."
+STATUS_LINE = re.compile(r"^\[\s*(\d+)s(?:/\d+s)? (\w+)\s*\]")  # console.status_line: "[    12s/60s measure] pub ..."
 
 
 def one_call(port: int, token: str, header: str) -> dict:
