@@ -91,3 +91,6 @@ fi
 .venv/bin/python -m compileall -q dimster
 
 .venv/bin/dimster kafka fetch
+# The reports' plotly.js: its cartesian bundle, a third of the full one, fetched once with npm into the
+# cache (dimster/report/plotly_js.py); without npm a report embeds the full bundle.
+.venv/bin/python -c 'from dimster.report.plotly_js import plotly_js; plotly_js()'

@@ -1,5 +1,6 @@
 """HTML building blocks shared by the reports: the page with its stylesheet, tables, number formats
-and plotly figures embedded so that plotly.js is in the page exactly once."""
+and plotly figures embedded so that plotly.js (its cartesian bundle where it can be had) is in the page
+exactly once."""
 
 import math
 import subprocess
@@ -13,6 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from dimster import __version__
+from dimster.report.plotly_js import script_tags
 
 MISSING = "—"
 
@@ -102,15 +104,13 @@ class Page:
         self.parts.extend(html)
 
     def figure(self, fig: go.Figure) -> str:
-        """A figure as a `<div>`; the first one carries plotly.js itself."""
+        """A figure as a `<div>`; the first one carries plotly.js itself (report/plotly_js.py's bundle)."""
         self._figures += 1
         body = fig.to_html(
-            full_html=False,
-            include_plotlyjs=self._figures == 1,
-            config=PLOTLY_CONFIG,
-            div_id=f"figure-{self._figures}",
+            full_html=False, include_plotlyjs=False, config=PLOTLY_CONFIG, div_id=f"figure-{self._figures}"
         )
-        return f'<div class="chart">{body}</div>'
+        scripts = script_tags() if self._figures == 1 else ""
+        return f'<div class="chart">{scripts}{body}</div>'
 
     def render(self) -> str:
         generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
