@@ -94,11 +94,11 @@ def test_a_run_through_a_kill_a_pause_a_restart_and_a_partition_loses_nothing_an
         "faults",
         replicationFactor=3,
         kafkaConfig={  # with acks=all (the default): two copies of every acknowledged record
-            "producerConfig": {"linger.ms": 5},
+            "producerConfig": {"linger.ms": 50},
             "topicConfig": {"min.insync.replicas": 2},
         },
         producersPerTopic=1,
-        producerRate=200,
+        producerRate=100,
         warmupSeconds=0,
         durationSeconds=0,
         reportIntervalSeconds=2,

@@ -43,8 +43,8 @@ def test_a_rolling_upgrade_under_an_acks_all_share_group_load_loses_nothing_and_
         assert before["share.version"] == "1"
         bundle = start_detached(
             tmp_path, "upgrade", env=ENV, cli_env=cli,
-            replicationFactor=3, producersPerTopic=1, producerRate=200, warmupSeconds=0, reportIntervalSeconds=2,
-            kafkaConfig={"producerConfig": {"acks": "all", "linger.ms": 5}, "topicConfig": {"min.insync.replicas": 2}},
+            replicationFactor=3, producersPerTopic=1, producerRate=100, warmupSeconds=0, reportIntervalSeconds=2,
+            kafkaConfig={"producerConfig": {"acks": "all", "linger.ms": 50}, "topicConfig": {"min.insync.replicas": 2}},
         )  # fmt: skip
         wait("received>100", env=ENV, cli_env=cli)
 
