@@ -212,3 +212,27 @@ def test_a_killed_coordinator_s_worker_on_an_agent_ends_within_seconds(tmp_path)
     assert not welcome.busy_with
     assert ended_after < 5
     assert "the coordinator's connection closed" in (tmp_path / "agent.log").read_text()
+
+
+def test_a_message_that_meets_a_bug_is_refused_and_its_traceback_logged(caplog):
+    """The agent's error boundary answers every message; a refusal it means (a ProtocolError) is logged
+    as its line, a bug of its own (a planted KeyError) with the traceback, so that it can be found."""
+    from dimster.remote import agent as agent_module
+    from dimster.worker.protocol import ProtocolError
+
+    agent = agent_module.Agent.__new__(agent_module.Agent)  # the boundary alone: no socket, no work
+    agent.session, sent = None, []
+    agent._send = lambda peer, message: sent.append(message)  # type: ignore[method-assign]
+    for planted in (ProtocolError("a message of 3 parts"), KeyError("run_id")):
+
+        def serve(*_args, error=planted):
+            raise error
+
+        agent._from_coordinator = serve  # type: ignore[method-assign]
+        with caplog.at_level("WARNING", logger=agent_module.log.name):
+            caplog.clear()
+            agent._guarded([b"peer", b"{}"], 0)
+        [record] = caplog.records
+        assert bool(record.exc_info) == isinstance(planted, KeyError), record.getMessage()
+    assert [type(m).__name__ for m in sent] == ["Refused", "Refused"]
+    assert sent[1].reason == "KeyError: 'run_id'"

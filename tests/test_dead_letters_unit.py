@@ -150,3 +150,38 @@ def test_the_console_window_carries_the_live_dead_letter_count():
     assert "dlq" not in status_line(1.0, "measure", a.take_window())  # a run without a queue
     a.dead_lettered = 42
     assert status_line(2.0, "measure", a.take_window()).endswith(" | dlq 42")
+
+
+@pytest.mark.parametrize("broken", ["cluster", "bug"])
+def test_a_topic_that_cannot_be_read_leaves_the_count_unknown_but_a_bug_fails_loudly(monkeypatch, broken):
+    """The cluster's refusal (a KafkaException) is a note and `dead_lettered` unknown, the run's other
+    numbers standing; a bug while reading it (a KeyError) is raised, never a silently weaker check."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from dimster.coordinator.observers import dead_letters
+
+    told: list[str] = []
+    log = SimpleNamespace(tell=lambda kind, line, **details: told.append(kind))
+    kafka = SimpleNamespace(
+        dead_letter_topic="dlq.g", dead_letter_states={False}, bootstrap="127.0.0.1:9", security=None,
+        dead_letter_partitions=lambda: 0,  # no topic yet: nothing to wait for
+    )  # fmt: skip
+    a = RunAggregate({GROUP: TOPIC})
+
+    def read(*_args):
+        if broken == "cluster":
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        raise KeyError("__dlq.errors.offset")
+
+    monkeypatch.setattr(dead_letters, "read_sources", read)
+    watch = dead_letters.DeadLetterWatch(kafka, a, log)  # type: ignore[arg-type]
+    a.dead_lettered = 3  # the count while the run went
+    if broken == "cluster":
+        watch.finish()
+        assert told == ["dead_letters_unread"] and a.dead_lettered is None
+    else:
+        with pytest.raises(KeyError):
+            watch.finish()
+        assert told == [] and a.dead_lettered == 3

@@ -310,3 +310,36 @@ def test_isolation_is_blackhole_routes_in_the_namespaces_and_remove_leaves_nothi
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(network.namespace(i) in listed for i in range(3))
     assert subprocess.run(["ip", "link", "show", network.bridge], capture_output=True).returncode != 0
+
+
+def test_a_fault_that_fails_on_a_bug_is_an_event_with_its_traceback_kept(tmp_path):
+    """A fault the cluster refuses (DimsterError) is said as it is; one that fails on a bug of dimster's
+    (a planted AttributeError) is an event too, never the run's end, and its traceback is in the
+    bundle's logs/coordinator-errors.log, where the event's line points."""
+    from dimster.errors import DimsterError
+    from dimster.results.bundle import ResultsBundle
+
+    class Failing(RecordingCluster):
+        def fault(self, node_id: int, action: str, progress) -> str:
+            if node_id == 1:
+                raise DimsterError("node 1 is not running")
+            raise AttributeError("'NoneType' object has no attribute 'pid'")
+
+    bundle = ResultsBundle(tmp_path, "w")
+    bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.4.0", run_id="r")
+    events: queue.Queue = queue.Queue()
+    steps = [FaultStep(0.01, "kill", 1), FaultStep(0.02, "pause", 2)]
+    runner = FaultRunner(Failing(), steps, time.time(), events, internal_error=bundle.internal_error)
+    runner.start()
+    assert until(lambda: events.qsize() == 2)
+    runner.finish()
+    runner.thread.join(10)
+    messages = []
+    while not events.empty():
+        kind, details = events.get()
+        messages.append((kind, details["message"]))
+    assert messages[0] == ("fault_failed", "fault kill of node 1 failed: node 1 is not running")
+    bug = "fault pause of node 2 failed: internal error: AttributeError: 'NoneType' object has no attribute 'pid'"
+    assert messages[1] == ("fault_failed", bug + " (traceback in logs/coordinator-errors.log)")
+    trace = (bundle.path / "logs" / "coordinator-errors.log").read_text()
+    assert "fault\nTraceback (most recent call last)" in trace and "in fault\n" in trace

@@ -569,6 +569,43 @@ def test_the_broker_scraper_lines_brokers_up_and_notes_one_that_does_not_answer_
 
 
 @pytest.mark.unit
+def test_the_broker_scraper_tells_an_answer_that_is_not_an_exporters_and_raises_its_own_bug(monkeypatch):
+    """An endpoint answering what is not Prometheus's text is said so (not "does not answer"); a bug
+    in reading the samples (a TypeError planted in parse_samples) is raised, not noted as the broker's."""
+    import http.server
+
+    from dimster.coordinator.observers import broker_scrape
+
+    class Garbage(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"kafka_x{broker=1 2\n")  # a label set never closed
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Garbage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        notes: list[str] = []
+        urls = {1: f"http://127.0.0.1:{server.server_port}/metrics"}
+        scraper = broker_scrape.BrokerScraper(urls, lambda *_: None, notes.append)
+        scraper.scrape_once()
+        assert len(notes) == 1 and "answer what is not Prometheus's text format" in notes[0], notes
+
+        def broken(text):
+            raise TypeError("planted")
+
+        monkeypatch.setattr(broker_scrape, "parse_samples", broken)
+        with pytest.raises(TypeError, match="planted"):
+            broker_scrape.BrokerScraper(urls, lambda *_: None, notes.append).scrape_once()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.unit
 def test_the_broker_scraper_warms_each_exporter_up_once_keeps_nothing_of_it_and_never_asks_twice_at_once():
     import http.server
 
@@ -633,7 +670,10 @@ def test_an_internal_error_mid_run_keeps_what_was_measured_and_says_failed(tmp_p
     with pytest.raises(RuntimeError):
         c.run()
     info = json.loads((c.bundle.path / "run.json").read_text())
-    assert info["status"] == "failed" and info["failure"] == "internal error: RuntimeError: the channel broke"
+    reason = "internal error: RuntimeError: the channel broke (traceback in logs/coordinator-errors.log)"
+    assert info["status"] == "failed" and info["failure"] == reason
+    trace = (c.bundle.path / "logs" / "coordinator-errors.log").read_text()
+    assert "the run\nTraceback (most recent call last)" in trace and "in receive\n" in trace  # where it broke
     assert info["totals"]["sent"] > 0 and info["totals"]["acked"] == c.aggregate.acked
     assert info["totals"]["unconsumed"] is None  # the groups' positions were never read
     parts = list((c.bundle.path / "metrics" / "intervals").glob("*.parquet"))
@@ -658,3 +698,51 @@ def test_a_part_cut_short_is_left_out_with_a_note_and_parts_appear_whole(tmp_pat
     assert [p.name for p in parts] == ["part-00000.parquet", "part-00001.parquet"]
     [note] = notes
     assert note.startswith("intervals/part-00002.parquet is unreadable and left out")
+
+
+@pytest.mark.parametrize("broken", ["cluster", "bug"])
+def test_group_configs_the_cluster_cannot_tell_are_a_note_but_a_bug_reading_them_fails_the_run(tmp_path, broken):
+    """The groups' effective configs at start: a cluster that does not answer is a console note and the
+    default lock time; a bug in reading them (a KeyError) fails the run with its traceback, never
+    passing for Kafka's default."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    c = coordinator(tmp_path, FakeWorkers())
+
+    def group_config(group, prefix):
+        if broken == "cluster":
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        raise KeyError("share.record.lock.duration.ms")
+
+    c.kafka.group_config = group_config  # type: ignore[method-assign]
+    if broken == "cluster":
+        assert c.run() == 0
+        console = (c.bundle.path / "console.log").read_text()
+        assert "-- the groups' config could not be read at start" in console
+    else:
+        with pytest.raises(KeyError):
+            c.run()
+        info = json.loads((c.bundle.path / "run.json").read_text())
+        assert info["status"] == "failed" and info["failure"].startswith("internal error: KeyError")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the planted one, as planted
+def test_a_helper_threads_bug_leaves_its_traceback_in_the_bundle(tmp_path):
+    """A thread of the run that dies of an exception it did not expect (here a planted KeyError) is
+    no silent loss of a figure: its traceback, secrets masked, is in logs/coordinator-errors.log."""
+    from dimster.coordinator.loop.failures import thread_errors_logged
+
+    c = coordinator(tmp_path, FakeWorkers())
+    before = threading.excepthook  # pytest's own (it reports a thread's exception too)
+
+    def scrape() -> None:
+        raise KeyError("kafka_server_x sasl.jaas.config=planted-secret-value")
+
+    with thread_errors_logged(c.bundle):
+        thread = threading.Thread(target=scrape, name="broker-scrape")
+        thread.start()
+        thread.join()
+    trace = (c.bundle.path / "logs" / "coordinator-errors.log").read_text()
+    assert "thread broker-scrape\nTraceback (most recent call last)" in trace and "in scrape\n" in trace
+    assert "KeyError" in trace and "planted-secret-value" not in trace
+    assert threading.excepthook is before  # as it was, once the run ends

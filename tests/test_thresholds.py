@@ -71,6 +71,22 @@ def test_a_bad_threshold_is_one_line_saying_what_would_be_valid(text, line):
     assert line in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_a_bug_while_reading_a_threshold_is_raised_as_itself_not_told_as_a_bad_threshold(monkeypatch):
+    """Only the reader's own refusals (ValueError) become "invalid threshold" lines; a bug in it (here
+    a KeyError planted in the figure step) reaches the CLI's internal-error path with its traceback."""
+    from dimster.verdict import expressions
+
+    def broken(self, items):
+        raise KeyError("planted")
+
+    monkeypatch.setattr(expressions._Build, "figure", broken)
+    with pytest.raises(KeyError, match="planted"):
+        parse_threshold("e2e.p99 < 4321ms")  # a text no other test reads: parses are cached
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"no figure 'e2e\.p98'"):
+        parse_threshold("e2e.p98 < 50ms")
+
+
 def test_quantities_come_in_canonical_units():
     assert parse_quantity("50ms") == (50.0, TIME) and parse_quantity("2 s") == (2000.0, TIME)
     assert parse_quantity("50msg/s") == (50.0, MSG_RATE) and parse_quantity("10%") == (pytest.approx(0.1), PERCENT)

@@ -138,7 +138,7 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("dimster: interrupted")
         sys.exit(130)
-    except Exception as e:  # a bug: say what, keep the traceback for those who ask; masked as any line
+    except Exception as e:  # a bug: say what, keep the traceback for those who ask; masked as any line  # noqa: BLE001
         if os.environ.get("DIMSTER_DEBUG"):
             err_console.print(redact_text("".join(traceback.format_exception(e))), markup=False, soft_wrap=True)
         else:

@@ -73,7 +73,7 @@ def redeploy(env: str = EnvArg, json: bool = JsonOpt) -> None:
     except DimsterError as e:
         notify_run(env, "cluster_redeploy_failed", f"cluster redeploy failed: {e}")
         raise
-    except Exception as e:  # boundary: whatever went wrong half-way, one line with the cluster's exit code
+    except Exception as e:  # boundary: whatever went wrong half-way, one line with the cluster's exit code  # noqa: BLE001
         error = ClusterError(f"cluster redeploy of '{env}' failed: {type(e).__name__}: {e}")
         notify_run(env, "cluster_redeploy_failed", str(error))
         raise error from None
@@ -114,7 +114,7 @@ def upgrade(
         report = rolling_upgrade(cluster, to, finalize, tell, progress)
     except DimsterError:
         raise
-    except Exception as e:  # boundary: whatever went wrong half-way, one line with the cluster's exit code
+    except Exception as e:  # boundary: whatever went wrong half-way, one line with the cluster's exit code  # noqa: BLE001
         raise ClusterError(f"cluster upgrade of '{env}' failed: {type(e).__name__}: {e}") from None
     if json:
         print_json(asdict(report))

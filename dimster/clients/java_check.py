@@ -19,7 +19,7 @@ def main(kafka_version: str, clients_version: str) -> int:
     except DimsterError as e:
         print(e)
         return 1
-    except Exception as e:  # the Java clients of this version could not judge: one line, not a traceback
+    except Exception as e:  # the Java clients of this version could not judge: one line, not a traceback  # noqa: BLE001
         print(f"kafka-clients {clients_version} could not check the properties: {type(e).__name__}: {e}")
         return 1
     return 0

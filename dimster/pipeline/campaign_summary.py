@@ -62,7 +62,7 @@ def summarize_campaign(campaign_dir: Path, master: str) -> dict:
         with spark_session(master, log, app_name="dimster-campaign") as spark:
             try:
                 metrics = run_metrics(spark, runs)
-            except Exception as e:  # a Spark failure: one line, the campaign folder stays as it was
+            except Exception as e:  # a Spark failure: one line, the campaign folder stays as it was  # noqa: BLE001
                 # read while Spark's JVM still runs: a Java exception's text comes from there
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise DimsterError(f"Spark could not summarize the campaign {campaign_dir}: {first}") from None

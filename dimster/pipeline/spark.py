@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import socket
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -145,7 +146,7 @@ def _own_driver_session(master: str, log: Path, app_name: str) -> Iterator:
     try:
         with _output_to(log):
             session = builder.getOrCreate()
-    except Exception as e:  # Spark's own start-up errors are long; one line says what failed
+    except Exception as e:  # Spark's own start-up errors are long; one line says what failed  # noqa: BLE001
         raise DimsterError(
             f"could not start Spark (master {master}): {str(e).splitlines()[0]}", detail=log_tail(log)
         ) from None
@@ -162,7 +163,7 @@ def _own_driver_session(master: str, log: Path, app_name: str) -> Iterator:
             process.terminate()
             try:
                 process.wait(15)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 process.kill()
         # That JVM is gone: the next session in this process must start its own.
         SparkContext._gateway = None
@@ -208,7 +209,7 @@ def _connected(url: str, log: Path):
         # results come whole on one stream (no reattaching, whose late releases the server logs as errors)
         session.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=2000)])
         session.client.disable_reattachable_execute()
-    except Exception as e:
+    except Exception as e:  # Spark Connect's client raises kinds of its own: one line  # noqa: BLE001
         line = str(e).strip().splitlines()[0]
         raise DimsterError(f"could not reach Spark at {shown(url)}: {line}", detail=log_tail(log)) from None
     return session

@@ -93,7 +93,7 @@ def summarize(run_dir: Path, master: str, progress: Callable[[str], None] = lamb
             tables = _spark_tables(
                 spark, {t: parts[t] for t in present}, summary, groups, topics, progress, run_info.get("generator")
             )
-        except Exception as e:  # a Spark failure: one line, the run folder stays as it was
+        except Exception as e:  # a Spark failure: one line, the run folder stays as it was  # noqa: BLE001
             # read while Spark's JVM still runs: a Java exception's text comes from there
             raise DimsterError(f"Spark could not summarize {run_dir}: {str(e).strip().splitlines()[0]}") from None
     if "throughput_per_second" in tables:

@@ -109,7 +109,7 @@ def main(argv: list[str]) -> int:
         write_made_up_run(folder)
         try:
             summarize(folder, argv[0])
-        except Exception as e:  # said in the warm-up's log, never to the run
+        except Exception as e:  # said in the warm-up's log, never to the run  # noqa: BLE001
             print(f"warm-up summary failed: {e}", file=sys.stderr)
             return 0
     print(f"warm-up summary done in {time.monotonic() - started:.1f} s")

@@ -216,8 +216,9 @@ class Agent:
                 raise ProtocolError(f"a message of {len(frames) - 1} parts (the protocol sends one or two)")
             self._from_coordinator(peer, frames[-1], connection, frames[1] if len(frames) == 3 else None)
         except Exception as e:
-            reason = str(e) if isinstance(e, (DimsterError, ProtocolError)) else f"{type(e).__name__}: {e}"
-            log.warning("a message from a coordinator was not served: %s", reason)
+            expected = isinstance(e, (DimsterError, ProtocolError))
+            reason = str(e) if expected else f"{type(e).__name__}: {e}"
+            log.warning("a message from a coordinator was not served: %s", reason, exc_info=not expected)
             mine = self.session is not None and peer == self.session.peer
             self._send(peer, Failed(f"agent on {platform.node()}: {reason}") if mine else Refused(reason))
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -28,6 +29,7 @@ from dimster.results.redaction import Redactor, redact, redact_argv
 __all__ = ["ResultsBundle", "load_timeline", "redact", "redact_argv"]
 
 CRASHED_OUTPUT = "coordinator-output.log"  # a crashed detached run's console, in the bundle's logs/
+ERRORS_LOG = "coordinator-errors.log"  # the tracebacks of dimster's own bugs that a run met (internal_error)
 
 
 def java_version() -> str:
@@ -168,6 +170,16 @@ class ResultsBundle:
         with open(self.path / name, "a") as f:
             f.write(json.dumps(record, default=str) + "\n")
         return record
+
+    def internal_error(self, where: str, error: BaseException) -> str:
+        """A bug of dimster's met by a thread that must go on (a control request, a fault, a redeploy) or
+        by the run's end: its traceback, masked, appended to logs/coordinator-errors.log; returns the
+        one line that names it there."""
+        trace = "".join(traceback.format_exception(error))
+        (self.path / "logs").mkdir(exist_ok=True)
+        with open(self.path / "logs" / ERRORS_LOG, "a") as f:
+            f.write(f"== {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC, {where}\n{self.redactor.text(trace)}\n")
+        return self.redactor.text(f"internal error: {type(error).__name__}: {error} (traceback in logs/{ERRORS_LOG})")
 
     @property
     def fatal_log(self) -> Path:

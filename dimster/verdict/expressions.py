@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import VisitError
 
 from dimster.verdict.figures import BYTE_RATE, FIGURES, MSG_RATE, NUMBER, TIME, UNITS
 from dimster.yamlfile import closest
@@ -148,8 +149,10 @@ def parse_threshold(text: str) -> Comparison:
     tree = _parse(text, "comparison")
     try:
         left, comp, right = _Build().transform(tree).children
-    except Exception as e:  # lark wraps a transformer's error
-        raise ValueError(str(getattr(e, "orig_exc", e))) from None
+    except VisitError as e:  # lark wraps a transformer's error: ours are ValueErrors, anything else a bug
+        if isinstance(e.orig_exc, ValueError):
+            raise ValueError(str(e.orig_exc)) from None
+        raise e.orig_exc from e
     comparison = Comparison(text, left, str(comp), right)
     if left.dim != right.dim:
         raise ValueError(_unit_mismatch(left, right))

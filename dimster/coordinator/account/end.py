@@ -67,13 +67,13 @@ def record_failure(
     info = log.bundle.run_info
     if info.get("status") != "running":  # its end is recorded already
         return
-    reason = str(error) if isinstance(error, DimsterError) else f"internal error: {type(error).__name__}: {error}"
+    reason = str(error) if isinstance(error, DimsterError) else log.bundle.internal_error("the run", error)
     flushed = True
     if metrics:
         try:
             metrics.flush()
             metrics.close()
-        except Exception as e:  # already failing: keep the first error, note this one
+        except Exception as e:  # already failing: keep the first error, note this one  # noqa: BLE001
             flushed = False
             log.event("metrics_not_flushed", reason=f"{type(e).__name__}: {e}")
     account = a.account(None)

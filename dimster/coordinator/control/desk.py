@@ -46,8 +46,8 @@ class ControlDesk:
                 reply, code = self._answer(request, modify, stop), 200
             except DimsterError as e:
                 reply, code = {"error": str(e)}, 400
-            except Exception as e:  # never leave a caller hanging; the run goes on
-                reply, code = {"error": f"internal error: {type(e).__name__}: {e}"}, 500
+            except Exception as e:  # a bug: never leave a caller hanging; the run goes on, the traceback kept  # noqa: BLE001
+                reply, code = {"error": self.log.bundle.internal_error(f"control request {request.action}", e)}, 500
             try:
                 if request.action != "status":
                     self.publish()

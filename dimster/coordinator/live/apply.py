@@ -203,7 +203,9 @@ class LiveChanges:
             return self.fault_runner.reschedule(steps)
         if not steps:
             return 0
-        self.fault_runner = FaultRunner(self.cluster, steps, load_started, self.log.background, self.node_changes)
+        self.fault_runner = FaultRunner(
+            self.cluster, steps, load_started, self.log.background, self.node_changes, self.log.bundle.internal_error
+        )
         self.fault_runner.start()
         return len(self.fault_runner.pending)
 
@@ -243,5 +245,6 @@ class LiveChanges:
             events.put(("broker_redeploy_done", {"message": message}))
         except DimsterError as e:
             events.put(("broker_redeploy_failed", {"message": f"broker redeploy failed: {e}"}))
-        except Exception as e:  # a thread's failure must reach the run's events, not a thread traceback
-            events.put(("broker_redeploy_failed", {"message": f"broker redeploy failed: {type(e).__name__}: {e}"}))
+        except Exception as e:  # a bug: an event of the run, its traceback in the bundle's errors log  # noqa: BLE001
+            reason = self.log.bundle.internal_error("broker redeploy", e)
+            events.put(("broker_redeploy_failed", {"message": f"broker redeploy failed: {reason}"}))

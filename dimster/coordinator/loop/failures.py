@@ -1,13 +1,17 @@
 """How a run that ends badly ends: the exit codes of a failed run and of a failed correctness verdict,
-and the stacks of a coordinator that dies of a fatal signal."""
+the stacks of a coordinator that dies of a fatal signal, and the tracebacks of its threads' bugs."""
 
 import contextlib
 import faulthandler
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dimster.clients import jvm
+from dimster.coordinator.account.self_cost import fewer_collections
+from dimster.coordinator.control.run_log import stop_signals
 from dimster.errors import DimsterError
+from dimster.results.bundle import ResultsBundle
 
 
 class RunFailed(DimsterError):
@@ -39,3 +43,37 @@ def fatal_errors_logged(path: Path) -> Iterator[None]:
             faulthandler.disable()
     if not path.stat().st_size:
         path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def thread_errors_logged(bundle: ResultsBundle) -> Iterator[None]:
+    """While the run goes, a helper thread that dies of an exception (a bug: the threads catch what
+    they expect) leaves its traceback in the bundle's logs/coordinator-errors.log, then Python's own
+    hook prints it as before."""
+    before = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None and not isinstance(args.exc_value, SystemExit):
+            name = args.thread.name if args.thread else "a thread"
+            with contextlib.suppress(OSError):
+                bundle.internal_error(f"thread {name}", args.exc_value)
+        before(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = before
+
+
+@contextlib.contextmanager
+def run_guards(bundle: ResultsBundle, on_signal: Callable) -> Iterator[None]:
+    """What a run's length holds: its signal handler, fewer garbage collections, and its fatal errors'
+    and threads' errors' logs."""
+    with (
+        stop_signals(on_signal),
+        fewer_collections(),
+        fatal_errors_logged(bundle.fatal_log),
+        thread_errors_logged(bundle),
+    ):
+        yield

@@ -14,16 +14,15 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.end import clock_offsets, close_account, record_end, record_failure
 from dimster.coordinator.account.intake import ReportIntake, note_replaced, note_worker_lost
 from dimster.coordinator.account.journal import RunJournal
-from dimster.coordinator.account.self_cost import fewer_collections
 from dimster.coordinator.control.api import ControlServer
 from dimster.coordinator.control.console import status_line
 from dimster.coordinator.control.desk import ControlDesk
 from dimster.coordinator.control.exporter import StatusExporter
-from dimster.coordinator.control.run_log import RunLog, stop_signals
+from dimster.coordinator.control.run_log import RunLog
 from dimster.coordinator.live.apply import LiveChanges
 from dimster.coordinator.loop.barrier import ASSIGNMENT_TIMEOUT, AssignmentBarrier, group_specs
 from dimster.coordinator.loop.drain import DrainWatch
-from dimster.coordinator.loop.failures import CorrectnessFailed, RunFailed, fatal_errors_logged
+from dimster.coordinator.loop.failures import CorrectnessFailed, RunFailed, run_guards
 from dimster.coordinator.loop.generator_watch import GeneratorWatch, window_phase
 from dimster.coordinator.loop.limit_watch import LimitWatch
 from dimster.coordinator.loop.phases import RunPhases
@@ -204,7 +203,7 @@ class Coordinator:
 
     def run(self) -> int:
         """The whole run. Returns the process exit code (0; RunFailed when a worker failed)."""
-        with stop_signals(self._on_signal), fewer_collections(), fatal_errors_logged(self.bundle.fatal_log):
+        with run_guards(self.bundle, self._on_signal):
             try:
                 return self._run()
             except Exception as e:  # before its end account: keep what was measured, and say so
@@ -224,7 +223,7 @@ class Coordinator:
         try:
             for killed in self.ensemble.workers.close():
                 self.log.event("worker_killed", worker=killed)
-        except Exception as e:  # already failing: keep the first error, note this one
+        except Exception as e:  # already failing: keep the first error, note this one  # noqa: BLE001
             self.log.event("workers_not_closed", reason=f"{type(e).__name__}: {e}")
 
     def _run(self) -> int:

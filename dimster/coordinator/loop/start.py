@@ -3,10 +3,13 @@ told to run."""
 
 from collections.abc import Callable
 
+from confluent_kafka import KafkaException
+
 from dimster.coordinator.control.run_log import RunLog
 from dimster.coordinator.observers.run_kafka import RunKafka
 from dimster.coordinator.workers.ensemble import Ensemble
 from dimster.coordinator.workers.topology import Topology
+from dimster.errors import DimsterError
 from dimster.kafka.security import ClientSecurity
 from dimster.results.bundle import ResultsBundle
 from dimster.worker.protocol import Assignment
@@ -30,7 +33,7 @@ def prepare_topics(kafka: RunKafka, workload: Workload, topology: Topology, bund
     prefix = "share." if workload.consumer_type == "SHARE_GROUP" else "consumer."
     try:
         effective = kafka.group_config(next(iter(topology.groups)), prefix)
-    except Exception as e:  # a note, not a failure: the run's numbers do not depend on it
+    except (DimsterError, KafkaException, TimeoutError) as e:  # the cluster's: a note, the numbers stand
         log.say(f"-- the groups' config could not be read at start: {e}")
         return limit, DEFAULT_LOCK_MS
     bundle.run_info["groupConfig"] = {"start": effective}

@@ -8,6 +8,7 @@ import math
 import threading
 import time
 import urllib.request
+from http.client import HTTPException
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,6 +28,12 @@ def parse_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
         for s in family.samples
         if s.name.startswith("kafka_") or s.name in KEPT_JVM
     ]
+
+
+def _failure(error: Exception) -> str:
+    if isinstance(error, (OSError, HTTPException)):
+        return f"do not answer ({getattr(error, 'reason', error)})"
+    return f"answer what is not Prometheus's text format ({error})"  # ValueError, UnicodeDecodeError too
 
 
 class BrokerScraper:
@@ -62,11 +69,12 @@ class BrokerScraper:
         for broker, url in self.urls.items():
             try:
                 with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
-                    samples = parse_samples(response.read().decode())
-            except Exception as e:  # down, restarting, cut off mid-answer, or not a JMX exporter
+                    text = response.read()
+                samples = parse_samples(text.decode())
+            except (OSError, HTTPException, ValueError) as e:  # down, restarting, cut off, not an exporter
                 if broker not in self.failing:
                     self.failing.add(broker)
-                    self.note(f"broker {broker}'s metrics at {url} do not answer ({getattr(e, 'reason', e)})")
+                    self.note(f"broker {broker}'s metrics at {url} {_failure(e)}")
                 continue
             if broker in self.failing:
                 self.failing.discard(broker)

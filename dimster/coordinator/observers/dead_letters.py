@@ -8,6 +8,8 @@ import time
 from collections import Counter
 from collections.abc import Set
 
+from confluent_kafka import KafkaException
+
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.control.run_log import RunLog
 from dimster.coordinator.observers.run_kafka import RunKafka
@@ -136,7 +138,7 @@ class DeadLetterWatch:
             letters = read_sources(self.kafka.bootstrap, self.kafka.security, self.topic, set(a.groups))
             unread = set(letters.found) - set(letters.copied)
             known = {**letters.copied, **identities(self.kafka.bootstrap, self.kafka.security, unread)}
-        except Exception as e:  # the run's other numbers stand
+        except (DimsterError, KafkaException) as e:  # the cluster's answer: the run's other numbers stand
             self.log.tell("dead_letters_unread", f"-- the dead-letter topic could not be read: {e}", reason=str(e))
             a.dead_lettered = None
             return

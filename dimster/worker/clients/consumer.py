@@ -140,8 +140,8 @@ class ConsumerClient(LoadClient):
                 driver.close()
                 self._answered(driver.take_answers(), unsettled)
                 self._unanswered(unsettled.take_all(), "when its crashed client closed")
-            except Exception as e:  # a crashed client's close is best effort: the run goes on
-                log.warning("%s: closing a crashed client: %s", self.client_id, e)
+            except Exception as e:  # a crashed client's close is best effort: the run goes on, the traceback logged
+                log.warning("%s: closing a crashed client: %s", self.client_id, e, exc_info=True)
             finally:
                 detach_thread()
 
