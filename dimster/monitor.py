@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from dimster.clock import Deadline
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
@@ -126,9 +127,9 @@ class Monitor:
         return state
 
     def _wait_ready(self, process: TrackedProcess, url: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while not _ready(url):
-            if not process.alive() or time.monotonic() > deadline:
+            if not process.alive() or deadline.passed():
                 last = " | ".join(tail(self.log, 3)) or "no output"
                 raise DimsterError(f"Prometheus did not get ready on {url}: {last} (log: {self.log})")
             time.sleep(0.3)

@@ -6,12 +6,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from dimster.clock import Deadline
 from dimster.errors import ClusterError
 
 _DETACH = Path(__file__).with_name("detach.py")
@@ -134,7 +134,7 @@ def _since_boot(pid: int) -> float | None:
 
 def wait_exited(process: psutil.Process, timeout: float) -> bool:
     """Whether `process` exited (gone, or a zombie) within `timeout` seconds; reaps it if it is our child."""
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     while True:
         try:
             process.wait(0.1)  # reaps our own child; for any other process only polls
@@ -148,7 +148,7 @@ def wait_exited(process: psutil.Process, timeout: float) -> bool:
                 return True
         except psutil.Error:
             return True
-        if time.monotonic() > deadline:
+        if deadline.passed():
             return False
 
 

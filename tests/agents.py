@@ -152,7 +152,7 @@ def inproc_agent_link(log_dir: Path, timeout: float):
     near.bind("inproc://agent")
     far.connect("inproc://agent")
     welcome = Welcome(__version__, PROTOCOL_VERSION, "host-a", 2, 1 << 30)
-    link = AgentLink(0, "agent-a:1", near, welcome, last_heard=time.time(), workers=[0])
+    link = AgentLink(0, "agent-a:1", near, welcome, last_heard=time.monotonic(), workers=[0])
     workers.links.append(link)
     workers.owner = [link]
     try:

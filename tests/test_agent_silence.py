@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 def test_an_agent_is_not_silent_while_the_coordinator_was_not_listening(tmp_path):
     with inproc_agent_link(tmp_path, timeout=3) as (workers, _agent):
         # the loop was away for 5 s since its last receive, and heard the agent last just before
-        workers._listened = workers.links[0].last_heard = time.time() - 5
+        workers._listened = workers.links[0].last_heard = time.monotonic() - 5
         assert workers.receive(0.2) == [] and not workers.links[0].gone
 
 
@@ -31,3 +31,15 @@ def test_an_agent_silent_while_the_coordinator_listened_is_lost_and_stopped_only
         assert "silent for 3s" in gone.reason
         # the agent may not hear us either: it goes on until its own time-out after our last probe
         assert gone.stopped_by >= time.time() + COORDINATOR_TIMEOUT
+
+
+def test_a_wall_clock_stepped_an_hour_forward_loses_no_agent(tmp_path, monkeypatch):
+    """Silence is measured on the monotonic clock: the wall clock stepped an hour (NTP, a resumed VM)
+    mid-run makes no agent silent, and a receive with a deadline still ends at its time."""
+    with inproc_agent_link(tmp_path, timeout=3) as (workers, _agent):
+        assert workers.receive(0.2) == []
+        stepped = time.time
+        monkeypatch.setattr(time, "time", lambda: stepped() + 3600)
+        began = time.monotonic()
+        assert workers.receive(0.5) == [] and not workers.links[0].gone
+        assert time.monotonic() - began < 3  # not the hour the wall clock moved

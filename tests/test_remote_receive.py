@@ -32,7 +32,7 @@ def agents(tmp_path, count: int):
         near.bind(f"inproc://agent-{index}")
         far.connect(f"inproc://agent-{index}")
         welcome = Welcome(__version__, PROTOCOL_VERSION, f"host-{index}", 2, 1 << 30)
-        link = AgentLink(index, f"agent-{index}:1", near, welcome, last_heard=time.time(), workers=[index])
+        link = AgentLink(index, f"agent-{index}:1", near, welcome, last_heard=time.monotonic(), workers=[index])
         workers.links.append(link)
         workers.owner.append(link)
         far_ends.append(far)

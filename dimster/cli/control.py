@@ -7,6 +7,7 @@ import time
 import typer
 
 from dimster.cli.output import console, print_json
+from dimster.clock import Deadline
 from dimster.coordinator.control.console import dead_letter_counts, ms_text
 from dimster.coordinator.control.run_state import control_request, read_run_state, wait_until
 from dimster.errors import DimsterError
@@ -85,10 +86,10 @@ def stop(
     and wait until its process has ended."""
     state = read_run_state(env)
     answer = control_request(env, "POST", "/stop", {}, timeout=30)
-    deadline = time.time() + timeout
+    deadline = Deadline(timeout)
     run = TrackedProcess(state["pid"], state["started"]) if state is not None else None
     while run is not None and run.alive():
-        if time.time() >= deadline:
+        if deadline.passed():
             raise WaitTimedOut(f"the run of '{env}' was still stopping after {timeout:g}s")
         time.sleep(0.2)
     console.print(f"run of '{env}' stopped; results in {answer['results']}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from dimster.cli.output import SparkMasterOpt, console, print_json, progress
+from dimster.clock import Deadline
 from dimster.coordinator.control.run_state import console_log, control_request, read_run_state
 from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, display, project_dir
@@ -240,8 +241,8 @@ def _detach(
             child.stdin.write(handoff)  # type: ignore[union-attr]
     except BrokenPipeError:  # the child ended at once: its log says why, below
         pass
-    deadline = time.time() + 600
-    while time.time() < deadline:
+    deadline = Deadline(600)
+    while not deadline.passed():
         state = read_run_state(env)
         if state and state.get("pid") == child.pid and state.get("phase") == "running":
             answer = {"runId": state["run_id"], "results": state["results"], "pid": child.pid, "console": str(log)}

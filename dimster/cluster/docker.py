@@ -7,12 +7,12 @@ publishes the client and metrics ports on the profile's host. Everything it crea
 import contextlib
 import functools
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from docker.models.containers import Container
 
+from dimster.clock import Deadline
 from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus, merged_lines
 from dimster.cluster.docker_nodes import DockerNodes, DockerProfile, DockerState
 from dimster.containers.daemon import DAEMON_ERRORS, api_reason, daemon_address, removed_or_fail, stop_and_remove
@@ -70,7 +70,7 @@ class DockerCluster(DockerNodes):
         state = self._running(progress)  # first: no daemon, no cluster
         distribution = kafka_distribution(self.profile.kafka_version)
         if state is not None:
-            self.wait_registered(set(self.profile.node_ids), time.monotonic() + self.profile.start_timeout_seconds)
+            self.wait_registered(set(self.profile.node_ids), Deadline(self.profile.start_timeout_seconds))
             progress(f"'{self.profile.name}' is already running (Kafka {state.kafka_version}): reusing it")
             return self.status()
         broker_config = self.prepare_configs(distribution)
@@ -84,7 +84,7 @@ class DockerCluster(DockerNodes):
             for index in range(self.profile.nodes):
                 started.append(self._start_node(index, image, cluster_id))
             DockerState(distribution.version, image, broker_config).save(self.state_file)
-            self.wait_registered(set(self.profile.node_ids), time.monotonic() + self.profile.start_timeout_seconds)
+            self.wait_registered(set(self.profile.node_ids), Deadline(self.profile.start_timeout_seconds))
             self.wait_share_groups(distribution)
         except BaseException:
             stop_and_remove(started, DOWN_STOP_SECONDS)

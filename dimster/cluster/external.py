@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from dimster.clock import Deadline
 from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus, RedeployReport
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import registered_brokers
@@ -53,18 +54,18 @@ class ExternalCluster:
         self.profile = profile
 
     def _brokers(self, patience: float = 0.0) -> set[int]:
-        deadline = time.monotonic() + patience
+        deadline = Deadline(patience)
         while True:
             brokers = registered_brokers(self.profile.bootstrap_servers, timeout=3.0)
-            if brokers or time.monotonic() > deadline:
+            if brokers or deadline.passed():
                 return brokers
 
     def _refused_throughout(self) -> bool:
         """Every bootstrap address refused the connection for REFUSED_PATIENCE: no need to wait longer."""
         addresses = self.profile.bootstrap_servers.split(",")
-        deadline = time.monotonic() + REFUSED_PATIENCE
+        deadline = Deadline(REFUSED_PATIENCE)
         while all(_refuses(address) for address in addresses):
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 return True
             time.sleep(0.2)
         return False

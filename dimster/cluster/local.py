@@ -4,6 +4,7 @@ import shutil
 import signal
 import time
 
+from dimster.clock import Deadline
 from dimster.cluster.backend import BackendPlug, ClusterStatus, NodeStatus
 from dimster.cluster.local_nodes import ClusterState, LocalNodes, LocalProfile
 from dimster.errors import ClusterError, DimsterError
@@ -54,7 +55,7 @@ class LocalCluster(LocalNodes):
             for index in range(self.profile.nodes):
                 state.nodes.append(self._start_node(distribution, index))
                 state.save(self.state_file)
-            deadline = time.monotonic() + self.profile.start_timeout_seconds
+            deadline = Deadline(self.profile.start_timeout_seconds)
             self.wait_registered({n.node_id for n in state.nodes}, deadline)
             self.wait_share_groups(distribution)
         except BaseException:
@@ -90,7 +91,7 @@ class LocalCluster(LocalNodes):
                 f"node {self.node_id(index)} was not running: started it again with its data "
                 f"(pid {state.nodes[index].pid})"
             )
-        deadline = time.monotonic() + self.profile.start_timeout_seconds
+        deadline = Deadline(self.profile.start_timeout_seconds)
         for index in missing:
             self.wait_serving(index, deadline)
         self.wait_registered({n.node_id for n in state.nodes}, deadline)
@@ -218,7 +219,7 @@ class LocalCluster(LocalNodes):
             self.check_password()
             self._start_again(state, index, kafka_distribution(state.node_version(index)))
         if action in ("restart", "start"):
-            self.wait_serving(index, time.monotonic() + self.profile.start_timeout_seconds)
+            self.wait_serving(index, Deadline(self.profile.start_timeout_seconds))
             started = self.recorded_state()
             assert started is not None  # the restart or start recorded the node's new process
             return f"node {node_id} {action}ed (pid {started.nodes[index].pid})"
@@ -262,7 +263,7 @@ class LocalCluster(LocalNodes):
         whom = "the other nodes and this host's clients" if action == "isolate-all" else "the other nodes"
         return f"node {node_id} isolated from {whom}"
 
-    def wait_serving(self, index: int, deadline: float) -> None:
+    def wait_serving(self, index: int, deadline: Deadline) -> None:
         """Until node `index` answers on its own listener and counts itself registered. Unlike
         wait_registered, a killed node's old registration (kept until the controller's session
         time-out) does not count: a broker answers requests only once the controller unfenced it."""
@@ -270,7 +271,7 @@ class LocalCluster(LocalNodes):
         address = f"{self.profile.node_host(index)}:{self.profile.broker_port(index)}"
         while node_id not in self.registered(address, timeout=1.5):
             self.check_nodes_alive({node_id})
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise ClusterError(
                     f"node {node_id} of '{self.profile.name}' did not serve within "
                     f"{self.profile.start_timeout_seconds}s (startTimeoutSeconds)",

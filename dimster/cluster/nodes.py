@@ -13,6 +13,7 @@ from typing import Annotated, Generic, Protocol, Self, TypeVar
 
 from pydantic import Field
 
+from dimster.clock import Deadline
 from dimster.cluster.backend import RedeployReport
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.admin import AuthenticationFailed, registered_brokers, under_replicated_partitions
@@ -261,13 +262,13 @@ class NodeCluster(Generic[State]):
         return broker_config
 
     # ---- waits --------------------------------------------------------------------------------
-    def wait_registered(self, node_ids: set[int], deadline: float) -> None:
+    def wait_registered(self, node_ids: set[int], deadline: Deadline) -> None:
         """Until every node in `node_ids` is registered; any node that stops ends the wait."""
         while True:
             self.check_nodes_alive(node_ids)
             if node_ids <= self.registered():
                 return
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise ClusterError(
                     f"'{self.profile.name}' brokers {sorted(node_ids)} did not register within "
                     f"{self.profile.start_timeout_seconds}s (startTimeoutSeconds)",
@@ -290,13 +291,13 @@ class NodeCluster(Generic[State]):
                 f"describe: {health['shareGroupDescribe']}"
             )
 
-    def wait_replicas_in_sync(self, deadline: float, progress) -> None:
+    def wait_replicas_in_sync(self, deadline: Deadline, progress) -> None:
         said: int | None = -1  # the count last said: a line when it changes
         while True:
             urp = under_replicated_partitions(self.profile.bootstrap_servers, security=self.client_security())
             if urp == 0:
                 return
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise ClusterError(f"{urp} partitions of '{self.profile.name}' stayed under-replicated")
             if urp != said:
                 progress(f"  waiting for {urp if urp is not None else '?'} under-replicated partitions to recover")
@@ -379,7 +380,7 @@ class NodeCluster(Generic[State]):
         restarted = []
         for index, node_id in enumerate(self.profile.node_ids):
             self.restart_node(index, distribution, progress)
-            deadline = time.monotonic() + self.profile.start_timeout_seconds
+            deadline = Deadline(self.profile.start_timeout_seconds)
             self.wait_registered({node_id}, deadline)
             progress(f"node {node_id}: up again")
             if self.profile.nodes > 1:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dimster.clock import Deadline
 from dimster.cluster.backend import ClusterBackend
 from dimster.cluster.local import LocalCluster
 from dimster.errors import ClusterError, DimsterError
@@ -61,7 +62,7 @@ def rolling_upgrade(cluster: ClusterBackend, to: str, finalize: bool, tell: Tell
     target = version_mapping(tools, release(to)) if finalize else {}
     old = ", ".join(f"{n} on {v}" for n, v in versions.items())
     if pending and local.profile.nodes > 1:  # no node goes down while a partition lacks a replica
-        local.wait_replicas_in_sync(time.monotonic() + local.profile.start_timeout_seconds, progress)
+        local.wait_replicas_in_sync(Deadline(local.profile.start_timeout_seconds), progress)
     tell("upgrade_started", f"upgrade to Kafka {to} started (nodes {old})", None)
     try:
         for index in pending:
@@ -139,7 +140,7 @@ def _upgrade_node(local: LocalCluster, index: int, tools: KafkaDistribution, tel
     state = local.recorded_state()
     assert state is not None
     tell("upgrade_node_started", f"node {node_id} on Kafka {tools.version} (pid {state.nodes[index].pid})", node_id)
-    deadline = time.monotonic() + local.profile.start_timeout_seconds
+    deadline = Deadline(local.profile.start_timeout_seconds)
     local.wait_serving(index, deadline)
     local.wait_registered(set(local.profile.node_ids), deadline)
     if local.profile.nodes > 1:
@@ -156,11 +157,7 @@ def release(version: str) -> str:
 def finalize_flags(current: dict[str, int], target: dict[str, int]) -> dict[str, int]:
     """The `--feature name=level` flags that bring `current` levels to `target`: each feature below its
     target, never kraft.version (KAFKA-21426), never one already above (that would be a downgrade)."""
-    return {
-        name: level
-        for name, level in target.items()
-        if name != NOT_FINALIZED and current.get(name, 0) < level
-    }
+    return {name: level for name, level in target.items() if name != NOT_FINALIZED and current.get(name, 0) < level}
 
 
 def finalize_features(

@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from dimster.clock import Deadline
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.security import ClientSecurity
 
@@ -58,13 +59,13 @@ def _raise_if_refused(admin: AdminClient) -> None:
 def wait_for(admin: AdminClient, future, timeout: float):
     """`future.result(timeout)`, but ended by an authentication failure as soon as librdkafka reports
     it (AuthenticationFailed); raises KafkaException and TimeoutError as the future does."""
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     while True:
         _raise_if_refused(admin)
         try:
-            return future.result(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            return future.result(timeout=min(0.2, deadline.left()))
         except TimeoutError:
-            if time.monotonic() >= deadline:
+            if deadline.passed():
                 raise
 
 
@@ -79,10 +80,10 @@ def _broker_ids(bootstrap_servers: str, timeout: float, security: ClientSecurity
     parser did not make (`rd_kafka_admin_response_parse: Assertion 'rko_result' failed`). Metadata's
     own path retries such an answer."""
     admin = admin_client(bootstrap_servers, security, **{"socket.connection.setup.timeout.ms": int(timeout * 1000)})
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     while True:
         _raise_if_refused(admin)
-        left = deadline - time.monotonic()
+        left = deadline.left()
         try:
             return set(admin.list_topics(timeout=max(0.05, min(0.5, left))).brokers)
         except KafkaException:
@@ -123,14 +124,14 @@ def wait_until_partitions_serve(
     is refused then can have its later batches accepted and stay stuck retrying the first one
     (OutOfOrderSequenceException). Returns whether all answered within `timeout` seconds."""
     pending = [TopicPartition(topic, p) for topic, numbers in partitions.items() for p in numbers]
-    deadline = time.monotonic() + timeout
-    while pending and time.monotonic() < deadline:
+    deadline = Deadline(timeout)
+    while pending and not deadline.passed():
         admin = admin_client(bootstrap_servers, security)  # fresh metadata each round
         futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in pending}, request_timeout=5)
         waiting = []
         for tp, future in futures.items():
             try:
-                wait_for(admin, future, max(0.1, deadline - time.monotonic()))
+                wait_for(admin, future, max(0.1, deadline.left()))
             except (KafkaException, TimeoutError):
                 waiting.append(tp)
         pending = waiting

@@ -8,6 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from dimster.clock import Deadline
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import KafkaDistribution
 from dimster.kafka.helper import HelperTask, KafkaHelper
@@ -169,14 +170,14 @@ class LagWatch:
         """A reading the helper starts after this call (it is asked for one at once; `take()` returns it
         too). Raises DimsterError when the cluster does not answer it or none comes within `timeout` s."""
         asked_ms = int(time.time() * 1000)  # the helper runs on this host: one clock
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         try:
             self._task.ask()
         except OSError:
             raise DimsterError("the groups' positions could not be read: the lag watch has ended") from None
         with self._answered:
             while self._last is None or self._last[0] < asked_ms:
-                left = deadline - time.monotonic()
+                left = deadline.left()
                 if left <= 0:
                     raise DimsterError(f"the groups' positions were not read within {timeout:.0f} s")
                 if self._ended:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from dimster.clock import Deadline
 from dimster.errors import ClusterError, DimsterError
 from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, kafka_distribution
 from dimster.kafka.security import ClientSecurity, java_security
@@ -207,8 +208,8 @@ class KafkaHelper:
         process = spawn(command, log)
         recorded = {"pid": process.pid, "started": process.started, "classes": self.classes}
         self._record().write_text(json.dumps(recorded))
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
+        deadline = Deadline(START_SECONDS)
+        while not deadline.passed():
             if not process.alive():
                 said = " ".join(line.strip() for line in tail(log, 3)) or "no output"
                 raise DimsterError(f"dimster's Kafka helper (Kafka {self.distribution.version}) exited: {said}")
@@ -233,8 +234,8 @@ class KafkaHelper:
         finally:
             task.close()
         if task.returncode == 0:
-            deadline = time.monotonic() + 10
-            while process.alive() and time.monotonic() < deadline:
+            deadline = Deadline(10)
+            while process.alive() and not deadline.passed():
                 time.sleep(0.05)
 
 

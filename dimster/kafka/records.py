@@ -1,11 +1,11 @@
 """Reading a topic's records by assignment, outside any run's groups: what a dead-letter topic holds,
 and which of dimster's records lie between two offsets of a partition."""
 
-import time
 from collections.abc import Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from dimster.clock import Deadline
 from dimster.errors import DimsterError
 from dimster.kafka.admin import _quiet
 from dimster.kafka.security import ClientSecurity
@@ -49,8 +49,8 @@ def records_between(consumer: Consumer, topic: str, spans: dict[int, tuple[int, 
     partition is done when the consumer's position reaches its end: transaction markers are skipped)."""
     open_partitions = {p for p, (first, end) in spans.items() if first < end}
     consumer.assign([TopicPartition(topic, p, spans[p][0]) for p in open_partitions])
-    deadline = time.monotonic() + READ_SECONDS
-    while open_partitions and time.monotonic() < deadline:
+    deadline = Deadline(READ_SECONDS)
+    while open_partitions and not deadline.passed():
         for message in fetched(consumer):
             partition, offset = message.partition() or 0, message.offset() or 0
             if message.topic() == topic and partition in open_partitions and offset < spans[partition][1]:
@@ -63,8 +63,8 @@ def records_between(consumer: Consumer, topic: str, spans: dict[int, tuple[int, 
 
 def records_until(consumer: Consumer, last: int) -> Iterator[Message]:
     """The assigned partition's records up to offset `last`."""
-    deadline = time.monotonic() + READ_SECONDS
-    while time.monotonic() < deadline:
+    deadline = Deadline(READ_SECONDS)
+    while not deadline.passed():
         for message in fetched(consumer):
             yield message
             if (message.offset() or 0) >= last:

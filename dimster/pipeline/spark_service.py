@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dimster.clock import Deadline
 from dimster.errors import DimsterError
 from dimster.paths import state_dir
 from dimster.processes import TrackedProcess, spawn, tail
@@ -177,8 +178,8 @@ class SparkService:
             server = RunningServer(process, port, pyspark_version())
             record = {"pid": process.pid, "started": process.started, "port": port, "version": server.version}
             self._record.write_text(json.dumps(record))
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
+        deadline = Deadline(START_SECONDS)
+        while not deadline.passed():
             if not process.alive():
                 if "java.net.BindException" in self.log.read_text(errors="replace"):
                     return None

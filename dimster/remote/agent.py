@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from zmq.utils.monitor import recv_monitor_message
 
 from dimster import __version__
+from dimster.clock import Deadline
 from dimster.errors import DimsterError
 from dimster.remote.allowances import Allowances
 from dimster.remote.report_hold import ReportHold
@@ -370,9 +371,9 @@ class Agent:
         for worker in running:
             with contextlib.suppress(OSError):  # it may be gone already
                 worker.channel.send(Close())
-        deadline = time.monotonic() + 30
+        deadline = Deadline(30)
         for worker in running:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
+            worker.process.join(deadline.left())
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join(5)

@@ -23,6 +23,7 @@ import psutil
 
 from dimster.clients import library
 from dimster.clients.properties import consumer_role, role_properties, run_libraries
+from dimster.clock import Deadline
 from dimster.worker import clock
 from dimster.worker.client_columns import columns_and_accounts
 from dimster.worker.clients import ConsumerClient, ProducerClient
@@ -273,8 +274,8 @@ class Worker:
         """Producers start at `message.at`; consumers paused from the start (the Update before this
         told them) have left their poll loop by then, so that none takes a record of the load."""
         if self.workload.consumers_paused:
-            deadline = time.monotonic() + PAUSE_SECONDS
-            while any(c.polling.is_set() for c in self.consumers) and time.monotonic() < deadline:
+            deadline = Deadline(PAUSE_SECONDS)
+            while any(c.polling.is_set() for c in self.consumers) and not deadline.passed():
                 time.sleep(0.01)
         self.load_started = message.at
         self._set_measure_from(self.clients)  # first: a producer starts pacing once it knows load_started

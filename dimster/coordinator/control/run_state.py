@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from dimster.clock import Deadline
 from dimster.coordinator.control.conditions import holds, parse_condition
 from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, state_dir
@@ -108,11 +109,11 @@ def wait_until(env: str, until: str, timeout: float, every: float) -> tuple[bool
     """Ask the run of `env` for its status every `every` seconds until condition `until` holds (True)
     or `timeout` seconds have passed (False); with the last status. `dimster wait` is this."""
     condition = parse_condition(until)
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     while True:
         status = control_request(env, "GET", "/status", timeout=30)
         if holds(condition, status):
             return True, status
-        if time.monotonic() >= deadline:
+        if deadline.passed():
             return False, status
         time.sleep(every)

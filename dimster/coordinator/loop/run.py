@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 
 from dimster.clients.properties import java_versions
+from dimster.clock import Deadline
 from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.end import clock_offsets, close_account, record_end, record_failure
@@ -180,10 +181,10 @@ class Coordinator:
     def _wait(self, condition: Callable[[], bool], timeout: float, report_every: float, stoppable: bool = True) -> bool:
         """Go round the loop until `condition` holds or `timeout` passes; a status line every
         `report_every` seconds. A `stoppable` wait ends early on a forced stop or a failure."""
-        deadline, next_line = time.time() + timeout, time.time() + report_every
+        deadline, next_line = Deadline(timeout), time.time() + report_every
         while not condition():
             stopped = self.stop_requested > 1 or (self.failure and self.phase != "closing")
-            if time.time() > deadline or (stoppable and stopped):
+            if deadline.passed() or (stoppable and stopped):
                 return condition()
             self._receive(LOOP_TICK)
             self._tick()

@@ -6,6 +6,7 @@ import queue
 import time
 from collections.abc import Callable
 
+from dimster.clock import Deadline
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.control.run_log import RunLog
 from dimster.coordinator.observers.broker_scrape import BrokerScraper
@@ -157,8 +158,8 @@ class BrokerObservers:
             by_group = self._unconsumed_now(groups)
             # a share partition's state reaches the share coordinator moments, at times seconds, after
             # the last acknowledgements: look again each second for a while before calling the account open
-            deadline = time.monotonic() + POSITIONS_SETTLE_SECONDS
-            while not closes(by_group) and time.monotonic() < deadline:
+            deadline = Deadline(POSITIONS_SETTLE_SECONDS)
+            while not closes(by_group) and not deadline.passed():
                 time.sleep(POSITIONS_LOOK_AGAIN_SECONDS)
                 by_group = self._unconsumed_now(groups)
         except DimsterError as e:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import docker
 from docker.models.containers import Container
 
+from dimster.clock import Deadline
 from dimster.cluster.backend import ClusterBackend
 from dimster.cluster.docker import DockerCluster
 from dimster.containers.daemon import (
@@ -126,9 +127,9 @@ class WorkerContainers:
         try:
             raw.sendall(self.token.encode() + b"\n")
             raw.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + 10
+            deadline = Deadline(10)
             done = self.client.api.exec_inspect(execution["Id"])
-            while done.get("Running") and time.monotonic() < deadline:
+            while done.get("Running") and not deadline.passed():
                 time.sleep(0.1)
                 done = self.client.api.exec_inspect(execution["Id"])
         finally:
@@ -140,8 +141,8 @@ class WorkerContainers:
             )
 
     def _wait_listening(self, container: Container) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
+        deadline = Deadline(READY_TIMEOUT)
+        while not deadline.passed():
             container.reload()
             text = container.logs().decode(errors="replace")
             if " agent on " in text:

@@ -16,6 +16,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from dimster import __version__
+from dimster.clock import Deadline
 from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.workers.clocks import ClockEstimate, clock_sample
 from dimster.coordinator.workers.seam import WorkerLost
@@ -77,7 +78,7 @@ class AgentLink:
     socket: zmq.Socket
     welcome: Welcome
     clock: ClockEstimate = field(default_factory=ClockEstimate)
-    last_heard: float = 0.0
+    last_heard: float = 0.0  # time.monotonic() of its last message
     offset_sent: float = 0.0
     gone: bool = False  # lost: none of its workers is heard of again
     workers: list[int] = field(default_factory=list)  # the run's workers it runs
@@ -98,10 +99,10 @@ def handshake(
     socket.connect(endpoint(address))
     socket.send(encode(hello))
     seen = set()
-    deadline = time.time() + timeout
+    deadline = Deadline(timeout)
     answer = None
     try:
-        while time.time() < deadline and answer is None:
+        while not deadline.passed() and answer is None:
             if socket.poll(100):
                 answer = decode(socket.recv())
             while monitor.poll(0):
@@ -138,7 +139,7 @@ class RemoteWorkers:
         self.owner: list[AgentLink] = []  # worker index -> the agent that runs it
         self.gone: set[int] = set()  # workers closed or lost
         self._next_probe = 0.0
-        self._listened = time.time()  # when receive() last ended: agents are heard only while it runs
+        self._listened = time.monotonic()  # when receive() last ended: agents are heard only while it runs
         self._served_last = -1  # the index of the agent whose message was taken last
         self.behind = False  # the last receive left messages waiting (MOST_A_PASS)
 
@@ -154,7 +155,7 @@ class RemoteWorkers:
         try:
             for index, address in enumerate(self.addresses):
                 socket, welcome = handshake(self.context, address, self.token, hello)
-                self.links.append(AgentLink(index, address, socket, welcome, last_heard=time.time()))
+                self.links.append(AgentLink(index, address, socket, welcome, last_heard=time.monotonic()))
             for link in self.links:
                 for _ in range(FIRST_PROBES):
                     link.socket.send(encode(ProbeClock(time.time())))
@@ -166,7 +167,7 @@ class RemoteWorkers:
         except DimsterError:
             self.close()
             raise
-        self._listened = time.time()
+        self._listened = time.monotonic()
         return [link.welcome for link in self.links]
 
     def start(self, assignments: list[Assignment]) -> None:
@@ -189,7 +190,7 @@ class RemoteWorkers:
             link.socket.send_multipart([worker_frame(index), encode(message)])
 
     def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
-        now = time.time()
+        now = time.monotonic()  # silences and probe turns; a probe carries the wall clock
         if (away := now - self._listened - PROBE_EVERY) > 0:  # the run loop was busy elsewhere (starting
             for link in self.links:  # the workers, a long step): no probe went out, and that is no silence
                 link.last_heard += away
@@ -197,7 +198,7 @@ class RemoteWorkers:
             self._next_probe = now + PROBE_EVERY
             for link in self.links:
                 if not link.gone:
-                    link.socket.send(encode(ProbeClock(now)))
+                    link.socket.send(encode(ProbeClock(time.time())))
         poller = zmq.Poller()
         live = {link.socket: link for link in self.links if not link.gone}
         for socket in live:
@@ -205,23 +206,23 @@ class RemoteWorkers:
         if doorbell is not None:
             poller.register(doorbell, zmq.POLLIN)
         received: list[tuple[int, Message | WorkerLost]] = []
-        deadline = time.time() + timeout
+        deadline = Deadline(timeout)
         while True:
-            polled = dict(poller.poll(max(0, int((deadline - time.time()) * 1000))))
+            polled = dict(poller.poll(int(deadline.left() * 1000)))
             received += self._take_turns([live[socket] for socket in polled if socket != doorbell])
-            if received or doorbell in polled or time.time() >= deadline:
+            if received or doorbell in polled or deadline.passed():
                 break
         for link in self.links:
-            if not link.gone and time.time() - link.last_heard > self.timeout:
+            if not link.gone and time.monotonic() - link.last_heard > self.timeout:
                 received += self._lose(link, f"silent for {self.timeout:.0f}s")
-        self._listened = time.time()
+        self._listened = time.monotonic()
         return received
 
     def _take_turns(self, ready: list[AgentLink]) -> list[tuple[int, Message | WorkerLost]]:
         """At most MOST_A_PASS messages of the `ready` agents, one from each in turn, starting after the
         agent served last (so that none waits behind the others pass after pass). An agent with
         messages waiting has been heard, whether or not its turn comes."""
-        now, count = time.time(), len(self.links)
+        now, count = time.monotonic(), len(self.links)
         for link in ready:
             link.last_heard = now
         ready.sort(key=lambda link: (link.index - self._served_last - 1) % count)
@@ -268,8 +269,8 @@ class RemoteWorkers:
 
     def _handle(self, link: AgentLink, index: int | None, message: Message) -> Message | None:
         """Take what the link itself consumes (clock answers, log files); return the rest."""
-        now = time.time()
-        link.last_heard = now
+        now = time.time()  # a clock sample's: the wall clock
+        link.last_heard = time.monotonic()
         if isinstance(message, ClockProbed):
             if self.behind:  # the answer may have waited behind the messages the last pass left: no sample
                 return None
