@@ -10,6 +10,8 @@ from plotly.offline import get_plotlyjs_version
 from dimster.report import plotly_js
 from dimster.report.page import Page
 
+pytestmark = pytest.mark.unit
+
 CARTESIAN_HEADER = "plotly.js (cartesian - minified) v"
 FULL_HEADER = "* plotly.js v"
 
