@@ -113,10 +113,34 @@ def test_live_changes_classify_and_refuse():
         ("consRate>=0.95*pubRate and e2eP99Ms<50", {"consRate": 95, "pubRate": 100, "e2eP99Ms": None}, False),
         ("not backlog>5 or sent==0", {"backlog": 9, "sent": 0}, True),
         ("1<backlog<=3", {"backlog": 3}, True),
+        # the thresholds' grammar and figure names, each figure read from the status as it is now
+        ("consumed.rate >= 0.95 * produced.rate", {"consRate": 95, "pubRate": 100}, True),
+        ("consumed.rate >= 0.95 * produced.rate", {"consRate": 94, "pubRate": 100}, False),
+        ("e2e.p99 < 0.05s and received >= 2500", {"e2eP99Ms": 49.0, "received": 2500}, True),
+        ("e2e.p99 < 50ms and received >= 2500", {"e2eP99Ms": 50.0, "received": 2500}, False),
+        ("e2e.p99 < 50ms", {"e2eP99Ms": None}, False),  # no latency measured yet
+        ("lock_timeouts == 0 and dead_lettered >= 40", {"lockTimeouts": 0, "dead_lettered": 40}, True),
+        ("backlog.end < 1000", {"backlog": 999}, True),
+        ("produced.rate > 1000 msg/s", {"pubRate": 1200.0}, True),
     ],
 )
 def test_conditions(text, status, expected):
     assert holds(parse_condition(text), status) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("e2e.p99 < 50", "e2e.p99"),  # a latency against a plain number: the thresholds' unit rule
+        ("e2e.p98 < 50ms", "no figure 'e2e.p98'"),
+        ("brokerLag.max < 10", "'brokerLag.max' has no value while a run goes; figures a wait can read:"),
+        ("measured.seconds > 10s", "'measured.seconds' has no value while a run goes"),
+    ],
+)
+def test_a_condition_in_the_thresholds_grammar_is_refused_as_a_threshold_would_be(text, line):
+    with pytest.raises(DimsterError) as refused:
+        parse_condition(text)
+    assert str(refused.value).startswith(f"--until '{text}': ") and line in str(refused.value)
 
 
 @pytest.mark.parametrize("text", ["__import__('os')", "backlog.real<1", "lag<1", "backlog<'a'", "backlog<"])

@@ -1,11 +1,29 @@
-"""Conditions for `dimster wait --until`: small arithmetic comparisons over the run's status,
-such as `backlog<1000` or `consRate>=0.95*pubRate and e2eP99Ms<50`. Parsed with `ast`, never eval."""
+"""Conditions for `dimster wait --until`. In the thresholds' grammar and figure names, comparisons
+joined by `and` (`consumed.rate >= 0.95 * produced.rate and e2e.p99 < 50ms`), each figure read from
+the run's status as it is now (LIVE_FIGURES); or, as before, small arithmetic over the status's own
+fields (`backlog<1000`, `consRate>=0.95*pubRate or elapsedSeconds>60`), parsed with `ast`, never eval."""
 
 import ast
 import operator
+import re
+from dataclasses import dataclass
 
 from dimster.coordinator.control.status_schema import NAMES
 from dimster.errors import DimsterError
+from dimster.verdict.expressions import Comparison, parse_threshold
+from dimster.verdict.figures import FIGURES
+
+# A figure's value in a status snapshot: rates and latencies of the last seconds (the console's), counts
+# so far, lag and backlog now. A `.max` figure is the run's own (LiveJudge); a snapshot has no maximum.
+LIVE_FIGURES = {
+    "produced.rate": "pubRate",
+    "consumed.rate": "consRate",
+    "e2e.p50": "e2eP50Ms",
+    "e2e.p99": "e2eP99Ms",
+    "publish.p99": "publishP99Ms",
+    **{name: f.live for name, f in FIGURES.items() if f.live and not name.endswith(".max")},
+}
+DOTTED = re.compile(r"[A-Za-z_]\.[A-Za-z0-9]")  # a figure name of the thresholds' grammar
 
 FIELDS = NAMES  # the status schema's numeric fields
 _COMPARE = {
@@ -23,7 +41,32 @@ class Unknown(Exception):
     """A field has no value yet (e.g. no latency measured): the condition is not met."""
 
 
-def parse_condition(text: str) -> ast.Expression:
+@dataclass(frozen=True)
+class Condition:
+    text: str
+    comparisons: tuple[Comparison, ...] = ()  # the thresholds' grammar, all of which must hold
+    fields: ast.Expression | None = None  # else the status fields' arithmetic
+
+
+def parse_condition(text: str) -> Condition:
+    """A condition in the thresholds' grammar, else in the status fields' (one error line naming what
+    would be valid, in the grammar the text looks written in)."""
+    try:
+        comparisons = tuple(parse_threshold(part) for part in re.split(r"\s+and\s+", text.strip()))
+    except ValueError as e:
+        if DOTTED.search(text):
+            raise DimsterError(f"--until '{text}': {e}") from None
+        return Condition(text, fields=_parse_fields(text))
+    for name in (name for comparison in comparisons for name in comparison.figures()):
+        if name not in LIVE_FIGURES:
+            raise DimsterError(
+                f"--until '{text}': '{name}' has no value while a run goes; figures a wait can read: "
+                f"{', '.join(sorted(LIVE_FIGURES))}"
+            )
+    return Condition(text, comparisons)
+
+
+def _parse_fields(text: str) -> ast.Expression:
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
@@ -56,11 +99,19 @@ def parse_condition(text: str) -> ast.Expression:
     return tree
 
 
-def holds(tree: ast.Expression, status: dict) -> bool:
+def holds(condition: Condition, status: dict) -> bool:
+    """Whether the condition holds on `status`; a figure or field without a value yet makes it false."""
+    if condition.fields is None:
+        return all(c.judge({n: _live(n, status) for n in c.figures()})[2] is True for c in condition.comparisons)
     try:
-        return bool(_value(tree.body, status))
+        return bool(_value(condition.fields.body, status))
     except (Unknown, ZeroDivisionError):
         return False
+
+
+def _live(name: str, status: dict) -> float | None:
+    value = status.get(LIVE_FIGURES[name])
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _value(node, status: dict):
