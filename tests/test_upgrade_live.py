@@ -46,7 +46,7 @@ def test_a_rolling_upgrade_under_an_acks_all_share_group_load_loses_nothing_and_
             replicationFactor=3, producersPerTopic=1, producerRate=100, warmupSeconds=0, reportIntervalSeconds=2,
             kafkaConfig={"producerConfig": {"acks": "all", "linger.ms": 50}, "topicConfig": {"min.insync.replicas": 2}},
         )  # fmt: skip
-        wait("received>100", env=ENV, cli_env=cli)
+        wait("received > 100 and consumed.rate > 0 msg/s", env=ENV, cli_env=cli)  # the thresholds' grammar
 
         upgrade = dimster("cluster", "upgrade", ENV, "--to", NEW, "--finalize", "--json", env=cli, timeout=900)
         assert upgrade.code == 0, upgrade.stderr
