@@ -5,11 +5,13 @@ backend's module holds its model): `local` (KRaft nodes as JVM processes on this
 nodes as containers) and `external` (a cluster someone else runs). What they all have is
 profile.ProfileBase."""
 
+from pathlib import Path
+
 from pydantic import ValidationError
 
 from dimster.cluster.backends import profile_model, profile_models
 from dimster.errors import DimsterError
-from dimster.paths import check_environment_name, environments_dir
+from dimster.paths import check_environment_name, display, environments_dir
 from dimster.profile import DEFAULT_KAFKA_VERSION, AgentAddress, DockerWorkers, ProfileBase
 from dimster.yamlfile import load_mapping, validation_error_line
 
@@ -33,8 +35,14 @@ def load_environment(name: str) -> EnvironmentProfile:
     if not path.is_file():
         known = ", ".join(known_environments()) or "none"
         raise DimsterError(f"unknown environment '{name}': no {path.name} in run/environments (known: {known})")
+    return load_environment_file(path, name, f"run/environments/{path.name}")
+
+
+def load_environment_file(path: Path, name: str | None = None, source: str | None = None) -> EnvironmentProfile:
+    """The profile in `path` (named after the file unless `name` says), validated; one error line."""
+    name = name or path.stem
+    source = source or display(path)
     data = {**load_mapping(path, "environment"), "name": name}
-    source = f"run/environments/{path.name}"
     try:
         model = profile_model(data)
     except DimsterError as e:

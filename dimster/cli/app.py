@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str, dict | None]] = {
     "image": ("dimster.cli.image", "app", None),
     "k8s": ("dimster.cli.k8s", "app", None),
     "import": ("dimster.cli.imports", "app", None),
-    "validate": ("dimster.cli.run", "validate", EXTRA_ARGS),
+    "validate": ("dimster.cli.validate", "validate", EXTRA_ARGS),
     "run": ("dimster.cli.run", "run", EXTRA_ARGS),
     "campaign": ("dimster.cli.campaign", "campaign", EXTRA_ARGS),
     "status": ("dimster.cli.control", "status", None),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from dimster.campaign.omb_files import copy_omb_results, write_omb_campaign
-from dimster.cli.output import console, err_console, progress
+from dimster.cli.output import console, err_console, print_json, progress
 from dimster.cli.run import WorkersOpt
 from dimster.cli.summary import (
     SparkMasterOpt,
@@ -47,6 +47,7 @@ def campaign(
     workers: int | None = WorkersOpt,
     spark_master_: str = SparkMasterOpt,
     junit: Path = typer.Option(None, "--junit", help="Write each point's thresholds as JUnit XML to this file."),
+    json: bool = typer.Option(False, "--json", help="With --dry-run: the points and each one's workload, as JSON."),
 ) -> None:
     """Run a workload at every point of a campaign's dimensions (each point a full run), or resume one.
     `--omb WORKLOAD... [--driver DRIVER...] [--set k=v...]` runs OpenMessaging Benchmark workload files
@@ -77,6 +78,11 @@ def campaign(
         workers = folder.resumed_workers(workers)
     profile = with_worker_count(load_environment(env), workers)
     check_points(loaded, profile)
+    if dry_run and json:
+        from dimster.cli.validate import campaign_document
+        from dimster.results.redaction import redact
+
+        return print_json(redact(campaign_document(loaded)))
     if dry_run:
         return _list_points(loaded, folder)
     if folder is None:

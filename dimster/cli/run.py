@@ -1,4 +1,4 @@
-"""`dimster validate` and `dimster run`: workloads from YAML."""
+"""`dimster run`: workloads from YAML (their options `dimster validate` shares)."""
 
 import json
 import subprocess
@@ -44,42 +44,6 @@ DriverOpt = typer.Option(
 )
 OmbResultOpt = typer.Option(False, "--omb-result", help="Also write omb-result.json (OMB's TestResult format).")
 HANDOFF = "--sets-on-stdin"  # `--detach` hands its child the --set pairs over a pipe, never its command line
-
-
-def validate(
-    ctx: typer.Context,
-    workload: Path = typer.Argument(..., help="Workload YAML file.", show_default=False),
-    set_: list[str] = SetOpt,
-    driver: Path = DriverOpt,
-    env: str = typer.Option(
-        None, "--env", "-e", help="Also check it against ENV: its Kafka version, broker config and brokers."
-    ),
-) -> None:
-    """Check a workload file (dimster's or OpenMessaging Benchmark's, and --set overrides) without running
-    it; with --env, also what a run on that environment would refuse (nothing is started or applied)."""
-    from dimster.clients.properties import check_client_configs
-    from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
-    from dimster.workload.model import load_workload
-
-    notes: list[str] = []
-    loaded = load_workload(workload, set_items(ctx, set_), driver, notes=notes)
-    on = ""
-    if env is None:
-        check_client_configs(loaded, display(workload), DEFAULT_KAFKA_VERSION)
-    else:
-        from dimster.coordinator.loop.one_run import check_on_environment
-
-        check_environment_name(env)
-        profile = load_environment(env)
-        check_on_environment(loaded, profile, display(workload))
-        on = f" on '{env}' ({profile.backend}, Kafka {profile.kafka_version})"
-    for note in notes:
-        console.print(f"note: {note}", markup=False)
-    console.print(
-        f"{workload}: ok{on}: '{loaded.name}', {loaded.topics} topic(s) x {loaded.partitions_per_topic} partition(s), "
-        f"{loaded.total_producers} producer(s) at {loaded.producer_rate:g} msg/s, "
-        f"{loaded.total_consumers} {loaded.consumer_type.lower().replace('_', ' ')} consumer(s)"
-    )
 
 
 def run(

@@ -1,0 +1,137 @@
+"""`dimster validate`: a workload file (dimster's or OpenMessaging Benchmark's, with --set overrides),
+a campaign file or an environment profile, checked without running anything; `--json` prints what
+it resolved to (secrets masked)."""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from dimster.cli.output import console, err_console, print_json
+from dimster.cli.run import DriverOpt, SetOpt, set_items
+from dimster.errors import DimsterError
+from dimster.paths import check_environment_name, display
+from dimster.results.redaction import redact
+from dimster.yamlfile import load_mapping
+
+CAMPAIGN_KEYS = frozenset({"base", "dimensions", "omb"})  # a campaign file has one of these, a workload none
+
+
+def validate(
+    ctx: typer.Context,
+    workload: Path = typer.Argument(..., help="Workload, campaign or environment YAML file.", show_default=False),
+    set_: list[str] = SetOpt,
+    driver: Path = DriverOpt,
+    env: str = typer.Option(
+        None, "--env", "-e", help="Also check it against ENV: its Kafka version, broker config and brokers."
+    ),
+    json: bool = typer.Option(False, "--json", help="Print what the file resolved to as JSON (secrets masked)."),
+) -> None:
+    """Check a workload file (dimster's or OpenMessaging Benchmark's, and --set overrides), a campaign
+    file (every point's workload) or an environment profile without running it; with --env, also what
+    a run on that environment would refuse (nothing is started or applied)."""
+    kind = file_kind(workload) if driver is None else "workload"
+    if kind != "workload" and (set_ or ctx.args or (env and kind == "environment")):
+        article = "an" if kind == "environment" else "a"
+        raise DimsterError(
+            f"{display(workload)} is {article} {kind} file: --set is for a workload, --env for a workload or a campaign"
+        )
+    check = {"workload": _workload, "campaign": _campaign, "environment": _environment}[kind]
+    say = (err_console if json else console).print  # with --json, stdout holds the JSON alone
+    resolved = check(ctx, workload, set_, driver, env, say)
+    if json:
+        print_json(redact(resolved))
+
+
+def file_kind(path: Path) -> str:
+    """workload, campaign or environment, by the file's top-level keys (a missing file is a workload's
+    error line)."""
+    if not path.is_file() or path.suffix.lower() == ".json":
+        return "workload"
+    keys = set(load_mapping(path, "workload"))
+    if keys & CAMPAIGN_KEYS:
+        return "campaign"
+    return "environment" if "backend" in keys else "workload"
+
+
+def _workload(
+    ctx: typer.Context, path: Path, set_: list[str], driver: Path | None, env: str | None, say: Callable[..., None]
+) -> dict:
+    from dimster.clients.properties import check_client_configs
+    from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
+    from dimster.workload.model import load_workload
+
+    notes: list[str] = []
+    loaded = load_workload(path, set_items(ctx, set_), driver, notes=notes)
+    on = ""
+    if env is None:
+        check_client_configs(loaded, display(path), DEFAULT_KAFKA_VERSION)
+    else:
+        from dimster.coordinator.loop.one_run import check_on_environment
+
+        check_environment_name(env)
+        profile = load_environment(env)
+        check_on_environment(loaded, profile, display(path))
+        on = f" on '{env}' ({profile.backend}, Kafka {profile.kafka_version})"
+    for note in notes:
+        say(f"note: {note}", markup=False)
+    say(
+        f"{path}: ok{on}: '{loaded.name}', {loaded.topics} topic(s) x {loaded.partitions_per_topic} partition(s), "
+        f"{loaded.total_producers} producer(s) at {loaded.producer_rate:g} msg/s, "
+        f"{loaded.total_consumers} {loaded.consumer_type.lower().replace('_', ' ')} consumer(s)",
+        markup=False,
+    )
+    return loaded.to_yaml_dict()
+
+
+def _campaign(
+    ctx: typer.Context, path: Path, set_: list[str], driver: Path | None, env: str | None, say: Callable[..., None]
+) -> dict:
+    from dimster.campaign.model import load_campaign
+    from dimster.clients.properties import check_client_configs
+    from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
+
+    loaded = load_campaign(path)
+    for note in dict.fromkeys(loaded.notes):
+        say(f"note: {note}", markup=False)
+    on = ""
+    if env is None:
+        for point in loaded.points:
+            check_client_configs(point.workload, f"{display(path)} {point.tag}", DEFAULT_KAFKA_VERSION)
+    else:
+        from dimster.campaign.checks import check_points
+
+        check_environment_name(env)
+        profile = load_environment(env)
+        check_points(loaded, profile)
+        on = f" on '{env}' ({profile.backend}, Kafka {profile.kafka_version})"
+    say(f"{path}: ok{on}: campaign '{loaded.file.name}', {len(loaded.points)} run(s)", markup=False)
+    return campaign_document(loaded)
+
+
+def campaign_document(loaded: Any) -> dict:
+    """A campaign's points with the workload each runs, resolved (`validate --json`, `campaign --dry-run --json`)."""
+    points = [
+        {
+            "point": p.index, "repeat": p.repeat, "label": p.label, "values": p.values,
+            "environment": p.environment, "workload": p.workload.to_yaml_dict(),
+        }
+        for p in loaded.points
+    ]  # fmt: skip
+    return {"campaign": loaded.file.name, "points": points}
+
+
+def _environment(
+    ctx: typer.Context, path: Path, set_: list[str], driver: Path | None, env: str | None, say: Callable[..., None]
+) -> dict:
+    from dimster.environment import load_environment_file
+
+    profile = load_environment_file(path)
+    nodes = getattr(profile, "nodes", None)
+    shape = f", {nodes} node(s)" if nodes else ""
+    say(
+        f"{path}: ok: environment '{profile.name}', backend {profile.backend}{shape}, Kafka {profile.kafka_version}",
+        markup=False,
+    )
+    return profile.model_dump(mode="json", by_alias=True, exclude_none=True)
