@@ -1,6 +1,8 @@
 """Reading YAML files and turning validation failures into one line that names file and key."""
 
 import difflib
+import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, get_args
@@ -51,7 +53,7 @@ def validation_error_line(source: str, error: ValidationError, model: type[BaseM
     """The first pydantic error as `source: key 'a.b': message (got X)`, suggesting close keys."""
     first = error.errors()[0]
     loc = list(first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
+    message = re.sub(r" or instance of \w+", "", first["msg"].removeprefix("Value error, "))  # a Python class
     if loc and loc[-1] in UNION_TAGS:  # a Kafka property: any scalar will do
         loc = [part for part in loc if part not in UNION_TAGS]
         message = "needs a single value (a number, word or boolean)"
@@ -60,11 +62,19 @@ def validation_error_line(source: str, error: ValidationError, model: type[BaseM
         known = _field_names(model, tuple(loc[:-1]))
         return f"{source}: unknown key '{key}'{closest(str(loc[-1]), known)}"
     got = first.get("input")
-    got_text = "" if isinstance(got, dict) or first["type"] == "missing" else f" (got {got!r})"
+    got_text = "" if isinstance(got, dict) or first["type"] == "missing" else f" (got {_as_written(got)})"
     if got_text and is_secret_key(key):  # the key and what is valid say enough; a secret is never echoed
         got_text = f" (got {MASK})"
     where = f"key '{key}': " if key else ""
     return f"{source}: {where}{message}{got_text}"
+
+
+def _as_written(value: object) -> str:
+    """A value as YAML or JSON would write it (null, true, ["a"]), not as Python's repr."""
+    if isinstance(value, str):
+        return repr(value)
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _nested_model(annotation) -> type[BaseModel] | None:

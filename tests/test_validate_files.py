@@ -82,3 +82,28 @@ def test_a_campaigns_dry_run_prints_its_points_as_json(tmp_path):
     assert len(points) == 10 and {
         p["workload"]["kafkaConfig"]["producerConfig"]["compression.type"] for p in points
     } == {"none", "gzip", "snappy", "lz4", "zstd"}
+
+
+@pytest.mark.parametrize(
+    ("keys", "line"),
+    [
+        ({"producerRate": None}, "key 'producerRate': Input should be a valid number (got null)"),
+        ({"kafkaConfig": 5}, "key 'kafkaConfig': Input should be a valid dictionary (got 5)"),
+        (
+            {"clientLibrary": {"producer": ["java"]}},
+            "key 'clientLibrary.producer': Input should be 'librdkafka' or 'java' (got [\"java\"])",
+        ),
+        (
+            {"deadLetterQueue": {"enabled": True, "copyRecord": [True]}},
+            "key 'deadLetterQueue.copyRecord': Input should be a valid boolean (got [true])",
+        ),
+    ],
+)
+def test_a_bad_value_is_told_as_yaml_writes_it_never_as_python_does(keys, line):
+    from dimster.errors import DimsterError
+    from dimster.workload.model import parse_workload
+
+    with pytest.raises(DimsterError) as refused:
+        parse_workload({"name": "w", **keys}, "w.yaml")
+    assert str(refused.value) == f"w.yaml: {line}"
+    assert not any(python in str(refused.value) for python in ("None", "True", "instance of", "['"))
