@@ -5,7 +5,7 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -57,9 +57,11 @@ def validation_error_line(source: str, error: ValidationError, model: type[BaseM
     if loc and loc[-1] in UNION_TAGS:  # a Kafka property: any scalar will do
         loc = [part for part in loc if part not in UNION_TAGS]
         message = "needs a single value (a number, word or boolean)"
-    key = ".".join(str(part) for part in loc)
+    shown, _ = _walk(model, loc)
+    key = ".".join(str(part) for part in shown)
     if first["type"] == "extra_forbidden":
-        known = _field_names(model, tuple(loc[:-1]))
+        _, parent = _walk(model, loc[:-1])
+        known = [f.alias or n for n, f in parent.model_fields.items()] if parent else []
         return f"{source}: unknown key '{key}'{closest(str(loc[-1]), known)}"
     got = first.get("input")
     got_text = "" if isinstance(got, dict) or first["type"] == "missing" else f" (got {_as_written(got)})"
@@ -77,27 +79,34 @@ def _as_written(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _nested_model(annotation) -> type[BaseModel] | None:
-    """The model inside `Model`, `Model | None` or `list[Model]`."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _nested_model(arg)
-        if found:
-            return found
-    return None
-
-
-def _field_names(model: type[BaseModel], path: tuple) -> list[str]:
-    """Aliases of the fields of the (nested) model at `path`, for 'did you mean'."""
-    for part in path:
+def _walk(model: type[BaseModel], loc: list) -> tuple[list, type[BaseModel] | None]:
+    """An error's location as the file writes it (without the tag pydantic adds for the member of a
+    `type`-tagged union, `mode.steady.x` is `mode.x`), and the model at its end (None where unknown)."""
+    shown: list = []
+    members: list[type[BaseModel]] = [model]
+    for part in loc:
         if isinstance(part, int):  # an index into a list of models
+            shown.append(part)
             continue
-        field = model.model_fields.get(str(part)) or next(
-            (f for f in model.model_fields.values() if f.alias == part), None
-        )
-        nested = _nested_model(getattr(field, "annotation", None))
-        if nested is None:
-            return []
-        model = nested
-    return [f.alias or n for n, f in model.model_fields.items()]
+        tagged = [m for m in members if _tag(m) == part]
+        if len(members) > 1 and tagged:
+            members = tagged
+            continue
+        shown.append(part)
+        field = next((f for m in members for n, f in m.model_fields.items() if part in (n, f.alias)), None)
+        members = _models_in(field.annotation) if field is not None else []
+    return shown, members[0] if len(members) == 1 else None
+
+
+def _tag(model: type[BaseModel]) -> str | None:
+    """The value of a union member's `type: Literal[...]` field."""
+    field = model.model_fields.get("type")
+    args = get_args(field.annotation) if field is not None and get_origin(field.annotation) is Literal else ()
+    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
+
+
+def _models_in(annotation) -> list[type[BaseModel]]:
+    """The models inside `Model`, `Model | None`, `list[Model]` or a union of models."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]

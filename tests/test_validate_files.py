@@ -97,6 +97,11 @@ def test_a_campaigns_dry_run_prints_its_points_as_json(tmp_path):
             {"deadLetterQueue": {"enabled": True, "copyRecord": [True]}},
             "key 'deadLetterQueue.copyRecord': Input should be a valid boolean (got [true])",
         ),
+        # the member of a tagged union is the file's `type`, not a level of keys: `mode.x`, not `mode.correctness.x`
+        (
+            {"mode": {"type": "correctness", "allowDuplicate": True}},
+            "unknown key 'mode.allowDuplicate' (did you mean 'allowDuplicates'?)",
+        ),
     ],
 )
 def test_a_bad_value_is_told_as_yaml_writes_it_never_as_python_does(keys, line):
