@@ -5,13 +5,11 @@ backend's module holds its model): `local` (KRaft nodes as JVM processes on this
 nodes as containers) and `external` (a cluster someone else runs). What they all have is
 profile.ProfileBase."""
 
-from pathlib import Path
-
 from pydantic import ValidationError
 
 from dimster.cluster.backends import profile_model, profile_models
 from dimster.errors import DimsterError
-from dimster.paths import check_environment_name, display, environments_dir
+from dimster.paths import check_environment_name, environments_dir
 from dimster.profile import DEFAULT_KAFKA_VERSION, AgentAddress, DockerWorkers, ProfileBase
 from dimster.yamlfile import load_mapping, validation_error_line
 
@@ -35,14 +33,12 @@ def load_environment(name: str) -> EnvironmentProfile:
     if not path.is_file():
         known = ", ".join(known_environments()) or "none"
         raise DimsterError(f"unknown environment '{name}': no {path.name} in run/environments (known: {known})")
-    return load_environment_file(path, name, f"run/environments/{path.name}")
+    return environment_from(load_mapping(path, "environment"), name, f"run/environments/{path.name}")
 
 
-def load_environment_file(path: Path, name: str | None = None, source: str | None = None) -> EnvironmentProfile:
-    """The profile in `path` (named after the file unless `name` says), validated; one error line."""
-    name = name or path.stem
-    source = source or display(path)
-    data = {**load_mapping(path, "environment"), "name": name}
+def environment_from(data: dict, name: str, source: str) -> EnvironmentProfile:
+    """The profile `data` (read from `source`) as its backend's model, named `name`; one error line."""
+    data = {**data, "name": name}
     try:
         model = profile_model(data)
     except DimsterError as e:

@@ -726,10 +726,10 @@ def test_group_configs_the_cluster_cannot_tell_are_a_note_but_a_bug_reading_them
         assert info["status"] == "failed" and info["failure"].startswith("internal error: KeyError")
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the planted one, as planted
-def test_a_helper_threads_bug_leaves_its_traceback_in_the_bundle(tmp_path):
+def test_a_helper_threads_bug_leaves_its_traceback_in_the_bundle_and_one_line_on_stderr(tmp_path, capfd):
     """A thread of the run that dies of an exception it did not expect (here a planted KeyError) is
-    no silent loss of a figure: its traceback, secrets masked, is in logs/coordinator-errors.log."""
+    no silent loss of a figure: its traceback, secrets masked, is in logs/coordinator-errors.log, and
+    stderr has one line saying so, no traceback."""
     from dimster.coordinator.loop.failures import thread_errors_logged
 
     c = coordinator(tmp_path, FakeWorkers())
@@ -745,4 +745,7 @@ def test_a_helper_threads_bug_leaves_its_traceback_in_the_bundle(tmp_path):
     trace = (c.bundle.path / "logs" / "coordinator-errors.log").read_text()
     assert "thread broker-scrape\nTraceback (most recent call last)" in trace and "in scrape\n" in trace
     assert "KeyError" in trace and "planted-secret-value" not in trace
+    said = capfd.readouterr().err
+    assert said.startswith("dimster: thread broker-scrape ended: internal error: KeyError") and said.count("\n") == 1
+    assert "Traceback" not in said and "planted-secret-value" not in said
     assert threading.excepthook is before  # as it was, once the run ends

@@ -4,7 +4,7 @@ it resolved to (secrets masked)."""
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,7 +15,11 @@ from dimster.paths import check_environment_name, display
 from dimster.results.redaction import redact
 from dimster.yamlfile import load_mapping
 
+if TYPE_CHECKING:
+    from dimster.campaign.model import Campaign
+
 CAMPAIGN_KEYS = frozenset({"base", "dimensions", "omb"})  # a campaign file has one of these, a workload none
+Say = Callable[..., None]
 
 
 def validate(
@@ -31,33 +35,34 @@ def validate(
     """Check a workload file (dimster's or OpenMessaging Benchmark's, and --set overrides), a campaign
     file (every point's workload) or an environment profile without running it; with --env, also what
     a run on that environment would refuse (nothing is started or applied)."""
-    kind = file_kind(workload) if driver is None else "workload"
-    if kind != "workload" and (set_ or ctx.args or (env and kind == "environment")):
-        article = "an" if kind == "environment" else "a"
-        raise DimsterError(
-            f"{display(workload)} is {article} {kind} file: --set is for a workload, --env for a workload or a campaign"
-        )
-    check = {"workload": _workload, "campaign": _campaign, "environment": _environment}[kind]
     say = (err_console if json else console).print  # with --json, stdout holds the JSON alone
-    resolved = check(ctx, workload, set_, driver, env, say)
+    data = _other_file(workload) if driver is None else None
+    profile = data is not None and not CAMPAIGN_KEYS & set(data)  # else a campaign file
+    if data is None:
+        resolved = _workload(ctx, workload, set_, driver, env, say)
+    elif set_ or ctx.args or (env and profile):
+        what = "an environment profile" if profile else "a campaign file"
+        raise DimsterError(
+            f"{display(workload)} is {what}: --set is for a workload, --env for a workload or a campaign"
+        )
+    elif profile:
+        resolved = _environment(data, workload, say)
+    else:
+        resolved = _campaign(data, workload, env, say)
     if json:
         print_json(redact(resolved))
 
 
-def file_kind(path: Path) -> str:
-    """workload, campaign or environment, by the file's top-level keys (a missing file is a workload's
-    error line)."""
+def _other_file(path: Path) -> dict | None:
+    """A campaign file's or an environment profile's mapping, by its top-level keys; None for a workload
+    (whose own loader reads OMB files, JSON and a missing file's error line)."""
     if not path.is_file() or path.suffix.lower() == ".json":
-        return "workload"
-    keys = set(load_mapping(path, "workload"))
-    if keys & CAMPAIGN_KEYS:
-        return "campaign"
-    return "environment" if "backend" in keys else "workload"
+        return None
+    data = load_mapping(path, "workload")
+    return data if CAMPAIGN_KEYS & set(data) or "backend" in data else None
 
 
-def _workload(
-    ctx: typer.Context, path: Path, set_: list[str], driver: Path | None, env: str | None, say: Callable[..., None]
-) -> dict:
+def _workload(ctx: typer.Context, path: Path, set_: list[str], driver: Path | None, env: str | None, say: Say) -> dict:
     from dimster.clients.properties import check_client_configs
     from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
     from dimster.workload.model import load_workload
@@ -85,14 +90,12 @@ def _workload(
     return loaded.to_yaml_dict()
 
 
-def _campaign(
-    ctx: typer.Context, path: Path, set_: list[str], driver: Path | None, env: str | None, say: Callable[..., None]
-) -> dict:
-    from dimster.campaign.model import load_campaign
+def _campaign(data: dict, path: Path, env: str | None, say: Say) -> dict:
+    from dimster.campaign.model import parse_campaign
     from dimster.clients.properties import check_client_configs
     from dimster.environment import DEFAULT_KAFKA_VERSION, load_environment
 
-    loaded = load_campaign(path)
+    loaded = parse_campaign(data, display(path), path.resolve())
     for note in dict.fromkeys(loaded.notes):
         say(f"note: {note}", markup=False)
     on = ""
@@ -110,7 +113,7 @@ def _campaign(
     return campaign_document(loaded)
 
 
-def campaign_document(loaded: Any) -> dict:
+def campaign_document(loaded: "Campaign") -> dict:
     """A campaign's points with the workload each runs, resolved (`validate --json`, `campaign --dry-run --json`)."""
     points = [
         {
@@ -122,12 +125,10 @@ def campaign_document(loaded: Any) -> dict:
     return {"campaign": loaded.file.name, "points": points}
 
 
-def _environment(
-    ctx: typer.Context, path: Path, set_: list[str], driver: Path | None, env: str | None, say: Callable[..., None]
-) -> dict:
-    from dimster.environment import load_environment_file
+def _environment(data: dict, path: Path, say: Say) -> dict:
+    from dimster.environment import environment_from
 
-    profile = load_environment_file(path)
+    profile = environment_from(data, path.stem, display(path))
     nodes = getattr(profile, "nodes", None)
     shape = f", {nodes} node(s)" if nodes else ""
     say(

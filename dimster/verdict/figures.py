@@ -42,6 +42,16 @@ CAMPAIGN_LATENCIES = {
 LATENCY_NEEDS = {"e2e": CONSUMERS, "publish": None, "publish_delay": None, "redelivery": SHARE}
 
 
+# the status --json keys of the rates and latencies the console shows as load runs (the last seconds')
+STATUS_KEYS = {
+    "produced.rate": "pubRate",
+    "consumed.rate": "consRate",
+    "e2e.p50": "e2eP50Ms",
+    "e2e.p99": "e2eP99Ms",
+    "publish.p99": "publishP99Ms",
+}
+
+
 def _latencies() -> list[Figure]:
     figures = []
     for metric, needs in LATENCY_NEEDS.items():
@@ -49,7 +59,7 @@ def _latencies() -> list[Figure]:
             name = f"{metric}.{stat}"
             source = f"latency_ms.{metric}.{stat.replace('.', '_')}"
             grows, column = stat == "max", CAMPAIGN_LATENCIES.get(name)
-            figures.append(Figure(name, TIME, "higher", source, grows, column, needs))
+            figures.append(Figure(name, TIME, "higher", source, grows, column, needs, STATUS_KEYS.get(name)))
     return figures
 
 
@@ -63,7 +73,10 @@ RATES = (
 
 
 def _rates() -> list[Figure]:
-    rates = [Figure(name, dim, "lower", f"throughput.{key}", False, key, needs) for name, dim, key, needs in RATES]
+    rates = [
+        Figure(name, dim, "lower", f"throughput.{key}", False, key, needs, STATUS_KEYS.get(name))
+        for name, dim, key, needs in RATES
+    ]
     seconds = Figure("measured.seconds", TIME, "lower", "throughput.seconds", False, "measured_seconds", scale=1000.0)
     return [*rates, seconds]
 
@@ -121,3 +134,9 @@ def summary_value(figure: Figure, summary: dict) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) * figure.scale
+
+
+def status_value(figure: Figure, status: dict) -> float | None:
+    """The figure's value in a status snapshot (status --json) as load runs; None where it has none."""
+    value = status.get(figure.live) if figure.live else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -11,7 +11,7 @@ import numpy as np
 
 from dimster.metrics.histogram import Histogram
 from dimster.verdict.expressions import Comparison, parse_threshold
-from dimster.verdict.figures import BYTE_RATE, FIGURES, MSG_RATE, TIME, Figure
+from dimster.verdict.figures import BYTE_RATE, FIGURES, MSG_RATE, TIME, status_value
 from dimster.verdict.judge import Spec
 from dimster.worker.protocol import IntervalReport
 
@@ -92,7 +92,7 @@ class LiveJudge:
             return max(self.seconds.values(), default=0.0) * 1000
         if name in MAXIMA:
             return self.maxima.get(name)
-        return _status_value(figure, status)
+        return status_value(figure, status)
 
     def status(self, status: dict) -> list[dict]:
         """Each threshold now: its value, its bound, and whether it holds so far (None: no value yet)."""
@@ -111,7 +111,3 @@ class LiveJudge:
             )
         return answers
 
-
-def _status_value(figure: Figure, status: dict) -> float | None:
-    value = status.get(figure.live) if figure.live else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

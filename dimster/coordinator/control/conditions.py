@@ -11,18 +11,11 @@ from dataclasses import dataclass
 from dimster.coordinator.control.status_schema import NAMES
 from dimster.errors import DimsterError
 from dimster.verdict.expressions import Comparison, parse_threshold
-from dimster.verdict.figures import FIGURES
+from dimster.verdict.figures import FIGURES, status_value
 
-# A figure's value in a status snapshot: rates and latencies of the last seconds (the console's), counts
-# so far, lag and backlog now. A `.max` figure is the run's own (LiveJudge); a snapshot has no maximum.
-LIVE_FIGURES = {
-    "produced.rate": "pubRate",
-    "consumed.rate": "consRate",
-    "e2e.p50": "e2eP50Ms",
-    "e2e.p99": "e2eP99Ms",
-    "publish.p99": "publishP99Ms",
-    **{name: f.live for name, f in FIGURES.items() if f.live and not name.endswith(".max")},
-}
+# The figures a status snapshot holds (Figure.live): rates and latencies of the last seconds (the
+# console's), counts so far, lag and backlog now. A `.max` figure is the run's own (LiveJudge).
+LIVE_FIGURES = tuple(sorted(name for name, f in FIGURES.items() if f.live and not name.endswith(".max")))
 DOTTED = re.compile(r"[A-Za-z_]\.[A-Za-z0-9]")  # a figure name of the thresholds' grammar
 
 FIELDS = NAMES  # the status schema's numeric fields
@@ -61,7 +54,7 @@ def parse_condition(text: str) -> Condition:
         if name not in LIVE_FIGURES:
             raise DimsterError(
                 f"--until '{text}': '{name}' has no value while a run goes; figures a wait can read: "
-                f"{', '.join(sorted(LIVE_FIGURES))}"
+                f"{', '.join(LIVE_FIGURES)}"
             )
     return Condition(text, comparisons)
 
@@ -102,16 +95,12 @@ def _parse_fields(text: str) -> ast.Expression:
 def holds(condition: Condition, status: dict) -> bool:
     """Whether the condition holds on `status`; a figure or field without a value yet makes it false."""
     if condition.fields is None:
-        return all(c.judge({n: _live(n, status) for n in c.figures()})[2] is True for c in condition.comparisons)
+        values = {n: status_value(FIGURES[n], status) for c in condition.comparisons for n in c.figures()}
+        return all(c.judge(values)[2] is True for c in condition.comparisons)
     try:
         return bool(_value(condition.fields.body, status))
     except (Unknown, ZeroDivisionError):
         return False
-
-
-def _live(name: str, status: dict) -> float | None:
-    value = status.get(LIVE_FIGURES[name])
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _value(node, status: dict):

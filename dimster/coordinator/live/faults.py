@@ -66,7 +66,7 @@ class FaultRunner:
         load_started: float,
         events: queue.Queue,
         node_changes: "threading.Lock | None" = None,
-        internal_error: Callable[[str, BaseException], str] | None = None,
+        internal_error: Callable[[str, BaseException], str] = lambda _where, e: f"{type(e).__name__}: {e}",
     ):
         self.cluster = cluster
         self.internal_error = internal_error  # a bug's line, its traceback kept (ResultsBundle.internal_error)
@@ -123,18 +123,13 @@ class FaultRunner:
             for action, node in owed:
                 self._do(FaultStep(0, action, node), "at the end of the load")
 
-    def _bug(self, error: Exception) -> str:
-        if self.internal_error is None:
-            return f"{type(error).__name__}: {error}"
-        return self.internal_error("fault", error)
-
     def _do(self, step: FaultStep, why: str) -> None:
         try:
             with self.node_changes:
                 began = time.time()
                 done = self.cluster.fault(step.node, step.action, progress=lambda _line: None)
         except Exception as e:  # a fault that cannot happen is an event of the run, never its end  # noqa: BLE001
-            reason = str(e) if isinstance(e, DimsterError) else self._bug(e)
+            reason = str(e) if isinstance(e, DimsterError) else self.internal_error("fault", e)
             message = f"fault {step.action} of node {step.node} failed: {reason}"
             self.events.put(("fault_failed", {"action": step.action, "node": step.node, "message": message}))
             return

@@ -3,6 +3,7 @@ the stacks of a coordinator that dies of a fatal signal, and the tracebacks of i
 
 import contextlib
 import faulthandler
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,16 +49,20 @@ def fatal_errors_logged(path: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def thread_errors_logged(bundle: ResultsBundle) -> Iterator[None]:
     """While the run goes, a helper thread that dies of an exception (a bug: the threads catch what
-    they expect) leaves its traceback in the bundle's logs/coordinator-errors.log, then Python's own
-    hook prints it as before."""
+    they expect) leaves its traceback in the bundle's logs/coordinator-errors.log and one line on
+    stderr; Python's own hook (a traceback) only where the bundle cannot keep it."""
     before = threading.excepthook
 
     def hook(args: threading.ExceptHookArgs) -> None:
+        line = None
         if args.exc_value is not None and not isinstance(args.exc_value, SystemExit):
             name = args.thread.name if args.thread else "a thread"
-            with contextlib.suppress(OSError):
-                bundle.internal_error(f"thread {name}", args.exc_value)
-        before(args)
+            with contextlib.suppress(OSError):  # the bundle cannot keep it: Python's own hook prints it
+                line = f"dimster: thread {name} ended: {bundle.internal_error(f'thread {name}', args.exc_value)}"
+        if line is None:
+            before(args)
+        else:
+            sys.stderr.write(line + "\n")
 
     threading.excepthook = hook
     try:
