@@ -51,7 +51,11 @@ UNION_TAGS = {"str", "int", "float", "bool"}  # pydantic names the union member 
 
 def validation_error_line(source: str, error: ValidationError, model: type[BaseModel]) -> str:
     """The first pydantic error as `source: key 'a.b': message (got X)`, suggesting close keys."""
-    first = error.errors()[0]
+    errors = error.errors()
+    first = errors[0]
+    if first["type"] == "missing":  # a misspelt required key: name the misspelling, which suggests the key
+        beside = [e for e in errors if e["type"] == "extra_forbidden" and e["loc"][:-1] == first["loc"][:-1]]
+        first = beside[0] if beside else first
     loc = list(first["loc"])
     message = re.sub(r" or instance of \w+", "", first["msg"].removeprefix("Value error, "))  # a Python class
     if loc and loc[-1] in UNION_TAGS:  # a Kafka property: any scalar will do

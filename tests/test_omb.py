@@ -196,8 +196,9 @@ def test_an_omb_campaign_runs_every_workload_with_every_driver_in_omb_s_order(tm
     b = write(tmp_path, {**SIMPLE, "name": "b"}, "b-run.yaml")
     a = write(tmp_path, {**SIMPLE, "name": "a"}, "a-run.yaml")
     latency, throughput = tmp_path / "kafka-latency.yaml", tmp_path / "kafka-throughput.yaml"
-    latency.write_text(DRIVER.replace("linger.ms=1", "linger.ms=0"))
-    throughput.write_text(DRIVER)
+    one_node = DRIVER.replace("replicationFactor: 3", "replicationFactor: 1")  # `local` has one broker
+    latency.write_text(one_node.replace("linger.ms=1", "linger.ms=0"))
+    throughput.write_text(one_node)
     drivers = [str(latency), str(throughput)]
     spec = {"workloads": [str(b), str(a)], "drivers": drivers, "sets": ["testDurationMinutes=1"]}
     campaign = load_campaign(write(tmp_path, {"name": "omb", "omb": spec, "thresholds": ["lost == 0"]}, "c.yaml"))

@@ -679,6 +679,12 @@ def test_an_internal_error_mid_run_keeps_what_was_measured_and_says_failed(tmp_p
     parts = list((c.bundle.path / "metrics" / "intervals").glob("*.parquet"))
     assert parts and not list((c.bundle.path / "metrics").rglob(".*.writing"))  # flushed, whole
     assert not any(isinstance(m, StopProducers) for _, m in workers.sent)  # it never reached its stop
+    events = [json.loads(line) for line in (c.bundle.path / "events.jsonl").read_text().splitlines()]
+    assert [e["reason"] for e in events if e["event"] == "run_failed"] == [reason]
+    assert (c.bundle.path / "console.log").read_text().splitlines()[-1] == f"error: {reason}"
+    from dimster.results.history import run_row
+
+    assert run_row(c.bundle.path)["failure"] == reason  # `dimster history` says why
 
 
 def test_a_part_cut_short_is_left_out_with_a_note_and_parts_appear_whole(tmp_path):

@@ -5,9 +5,10 @@ from dimster.campaign.environments import check_varied, point_profile
 from dimster.campaign.model import Campaign, Point
 from dimster.clients.properties import check_client_configs
 from dimster.cluster.backends import backend_for
-from dimster.coordinator.loop.one_run import check_replication, with_workload_broker_config
+from dimster.coordinator.loop.one_run import check_overlaid, check_replication, with_workload_broker_config
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
+from dimster.kafka.entity_configs import check_entity_configs
 
 
 def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
@@ -15,12 +16,11 @@ def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
     libraries) and, where dimster runs the brokers, every broker config a point asks for (by Kafka's
     own parser and the backend's rules), each on the point's own environment."""
     check_varied(profile, {key for p in loaded.points for key in p.environment}, loaded.source)
-    seen_clients, seen_brokers = set(), set()
+    seen_clients, seen_brokers, seen_entities = set(), set(), set()
     for point in loaded.points:
         w = point.workload
         on = point_profile(profile, point.environment, loaded.source)
-        if "nodes" in point.environment:  # else the run's own start says it, as for any run
-            check_replication(w, on, f"{loaded.source}: {where(point)}")
+        check_replication(w, on, f"{loaded.source}: {where(point)}")
         clients = repr((w.client_library, w.client_version, w.kafka_config, w.consumer_type, w.acknowledgement))
         if (clients, on.kafka_version) not in seen_clients:
             seen_clients.add((clients, on.kafka_version))
@@ -29,9 +29,16 @@ def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
         if w.broker_config and brokers not in seen_brokers:
             seen_brokers.add(brokers)
             try:  # an external cluster's is refused before any point runs
-                backend_for(with_workload_broker_config(w, on)).check_broker_config()
+                with_brokers = with_workload_broker_config(w, on)
             except DimsterError as e:
                 raise DimsterError(f"{loaded.source}: {where(point)}: {e}") from None
+            backend_for(on).check_broker_config()  # the environment's own, blamed on its files
+            check_overlaid(with_brokers, on, f"{loaded.source}: {where(point)}")  # the point's, on the campaign
+        entities = repr((w.group_config, w.kafka_config.topic_config, on.kafka_version))
+        if entities not in seen_entities:
+            seen_entities.add(entities)
+            topic = w.kafka_config.topic_config
+            check_entity_configs(w.group_config, topic, f"{loaded.source}: {where(point)}", on.kafka_version)
 
 
 def where(point: Point) -> str:

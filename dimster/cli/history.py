@@ -76,11 +76,17 @@ def _table(found: History, where: str) -> Table:
         verdict = SHOWN_VERDICTS.get(row["verdict"], row["verdict"])
         if row["aborted_by"]:
             verdict += ", stopped early"
+        if row["failure"]:
+            verdict += f" ({_shortened(str(row['failure']))})"
         started = row["started"] and datetime.fromisoformat(row["started"]).astimezone().strftime("%Y-%m-%d %H:%M")
         cells = [row["id"], row["workload"], started, row["environment"], row["kafka"], row["status"]]
         figures = [_shown(name, row[name]) for name in KEY_FIGURES]
         table.add_row(*("—" if c is None else str(c) for c in cells), *figures, verdict)
     return table
+
+
+def _shortened(text: str, most: int = 100) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _shown(name: str, value: float | None) -> str:

@@ -71,7 +71,10 @@ def _workload(ctx: typer.Context, path: Path, set_: list[str], driver: Path | No
     loaded = load_workload(path, set_items(ctx, set_), driver, notes=notes)
     on = ""
     if env is None:
+        from dimster.coordinator.loop.one_run import check_workload_configs
+
         check_client_configs(loaded, display(path), DEFAULT_KAFKA_VERSION)
+        check_workload_configs(loaded, display(path), DEFAULT_KAFKA_VERSION)
     else:
         from dimster.coordinator.loop.one_run import check_on_environment
 
@@ -100,8 +103,11 @@ def _campaign(data: dict, path: Path, env: str | None, say: Say) -> dict:
         say(f"note: {note}", markup=False)
     on = ""
     if env is None:
+        from dimster.coordinator.loop.one_run import check_workload_configs
+
         for point in loaded.points:
             check_client_configs(point.workload, f"{display(path)} {point.tag}", DEFAULT_KAFKA_VERSION)
+            check_workload_configs(point.workload, f"{display(path)} {point.tag}", DEFAULT_KAFKA_VERSION)
     else:
         from dimster.campaign.checks import check_points
 

@@ -5,6 +5,7 @@ names): the plug dimster/client_libraries.py registers."""
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -276,21 +277,43 @@ def check_properties(role: str, section: str, common: dict, properties: dict) ->
     config = {
         **{k: property_text(v) for k, v in common.items()},
         **{k: property_text(v) for k, v in properties.items() if (role, k) != BATCH},
-        "logger": _quiet,
     }
-    if role != "producer":
-        config["group.id"] = "dimster-check"
     try:
-        client = CLIENT_CLASSES[role](config)
+        _built(role, config)
     except KafkaException as e:
         text = e.args[0].str()
         where = "commonConfig" if any(f'"{key}"' in text for key in common) else section
         return f"kafkaConfig.{where}: {text}"
+    for key, value in config.items():  # librdkafka reads `5ms` as 5; Kafka's Java clients refuse it
+        if (number := NUMBER_WITH_WORD.match(value)) and not _takes_a_word(role, key):
+            where = "commonConfig" if key in common and key not in properties else section
+            return (
+                f"kafkaConfig.{where}.{key}: '{value}' is not a number (librdkafka reads it as {number[1]}, "
+                f"Kafka's Java clients refuse it): write {number[1]}"
+            )
+    return None
+
+
+NUMBER_WITH_WORD = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*[A-Za-z]+\s*$")  # 5ms, 64KB, 1s
+
+
+def _built(role: str, config: dict[str, str]) -> None:
+    """The role's client built from `config` and closed; KafkaException where librdkafka refuses it."""
+    group = {} if role == "producer" else {"group.id": "dimster-check"}
+    client = CLIENT_CLASSES[role]({**config, **group, "logger": _quiet})
     if role == "producer":
         client.flush(0)
     else:
         client.close()
-    return None
+
+
+def _takes_a_word(role: str, key: str) -> bool:
+    """Whether librdkafka takes a word for `key` (a number-only property refuses one)."""
+    try:
+        _built(role, {key: "word"})
+    except KafkaException:
+        return False
+    return True
 
 
 def client_stats(stats: dict[str, Any]) -> dict[str, float]:

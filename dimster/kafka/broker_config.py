@@ -1,6 +1,7 @@
 """Broker properties: the YAML file users edit, checked against Kafka's own config definitions."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def load_broker_config(path: Path) -> dict[str, str]:
     return properties
 
 
-def check_names(properties: dict[str, str], definitions: dict[str, ConfigDefinition], source: str) -> None:
+def check_names(properties: Iterable[str], definitions: dict[str, ConfigDefinition], source: str) -> None:
     """Unknown or dimster-managed keys: one line naming the key, with the closest known name."""
     for name in properties:
         if name in MANAGED_KEYS:

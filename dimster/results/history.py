@@ -69,6 +69,7 @@ def run_row(run_dir: Path) -> dict:
         "environment": info.get("environment"),
         "kafka": versions.get("kafka") if isinstance(versions, dict) else None,
         "status": info.get("status"),
+        "failure": info.get("failure"),  # why a failed run failed
         "points": None,
         **{name: _figure(name, summary, info) for name in KEY_FIGURES},
         "verdict": run_verdict(info, summary),
@@ -116,6 +117,7 @@ def campaign_row(folder: Path) -> dict:
         "environment": state.get("environment"),
         "kafka": None,
         "status": f"{done}/{len(points)} points",
+        "failure": None,
         "points": {"done": done, "total": len(points)},
         **dict.fromkeys(KEY_FIGURES),
         "verdict": NOT_SUMMARIZED if summary is None else _verdict(_passed(summary)),

@@ -59,3 +59,29 @@ class ClientVersion(Strict):
 def role_key(role: str) -> str:
     """A role's key in clientLibrary and clientVersion: producer, consumer, shareConsumer."""
     return ClientLibrary.model_fields[role].alias or role
+
+
+def client_version_problem(
+    roles: list[str], versions: ClientVersion, libraries: ClientLibrary, static_membership: bool
+) -> str | None:
+    """What is wrong with the clientVersion of the run's `roles`: a version without Java clients, or
+    one older than dimster's drivers need."""
+    for role in roles:
+        version = versions.of(role)
+        if version is None:
+            continue
+        key = role_key(role)
+        where = f"clientVersion.{key} {version}"
+        if libraries.of(role) != "java":
+            return f"{where} needs clientLibrary.{key}: java (librdkafka's version is the installed confluent-kafka's)"
+        oldest = OLDEST_SHARE_CLIENT if role == "share_consumer" else OLDEST_CLIENT
+        why = (
+            "dimster's Java share consumer renews locks (KIP-1222)"
+            if role == "share_consumer"
+            else "dimster's Java drivers use KafkaProducer.close(Duration) of kafka-clients 2.2 (KIP-367)"
+        )
+        if role == "consumer" and static_membership and oldest < OLDEST_STATIC_CLIENT:
+            oldest, why = OLDEST_STATIC_CLIENT, "staticMembership needs group.instance.id (KIP-345)"
+        if version_tuple(version) < oldest:
+            return f"{where} is too old: {why}, so {'.'.join(map(str, oldest))}.0 or newer"
+    return None

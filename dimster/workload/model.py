@@ -15,17 +15,9 @@ from dimster.paths import display
 from dimster.secret_keys import MASK, is_secret_key
 from dimster.workload import omb
 from dimster.workload.acknowledgement import Acknowledgement
-from dimster.workload.clients import (
-    OLDEST_CLIENT,
-    OLDEST_SHARE_CLIENT,
-    OLDEST_STATIC_CLIENT,
-    ClientLibrary,
-    ClientVersion,
-    role_key,
-    same_for_every_role,
-    version_tuple,
-)
+from dimster.workload.clients import ClientLibrary, ClientVersion, client_version_problem, same_for_every_role
 from dimster.workload.dead_letter import DeadLetterQueue
+from dimster.workload.kafka_sections import acknowledgement_mode_problem, unused_section_notes
 from dimster.workload.modes import MODES, Mode, mode_mapping
 from dimster.workload.modes import problem as mode_problem
 from dimster.workload.modes.steady import Steady
@@ -115,6 +107,8 @@ class ConsumerCrash(Strict):
 
 
 WEEK_SECONDS = 7 * 24 * 3600
+MAX_RUN_SECONDS = 31 * 24 * 3600  # a month's soak; beyond, a typo rather than a test
+MAX_RATE = 1e9  # msg/s of a run's producers: a thousand times the largest clusters' rates
 MAX_CLIENTS = 100_000  # producers and consumers of one run: beyond, a typo rather than a test
 # the share groups' acquisition lock: the group config that sets it (the brokers' default is group.<this>),
 # and Kafka's default
@@ -161,7 +155,7 @@ class Workload(Strict):
     zipf_alpha: float = Field(1.0, alias="zipfAlpha", gt=0)
     key_count: int = Field(1000, alias="keyCount", ge=1)
     producers_per_topic: int = Field(1, alias="producersPerTopic", ge=0, le=1000)
-    producer_rate: float = Field(1000, alias="producerRate", ge=0)
+    producer_rate: float = Field(1000, alias="producerRate", ge=0, le=MAX_RATE)
     producer_rate_schedule: RateSchedule | None = Field(None, alias="producerRateSchedule")
     consumer_type: Literal["SHARE_GROUP", "CONSUMER_GROUP"] = Field("SHARE_GROUP", alias="consumerType")
     groups_per_topic: int = Field(1, alias="groupsPerTopic", ge=0, le=100)
@@ -176,10 +170,10 @@ class Workload(Strict):
     flow_control: FlowControl = Field(default_factory=FlowControl, alias="flowControl")
     consumer_crashes: list[ConsumerCrash] = Field(default_factory=list, alias="consumerCrashes")
     faults: list[BrokerFault] = Field(default_factory=list)
-    warmup_seconds: float = Field(0, alias="warmupSeconds", ge=0)
-    duration_seconds: float = Field(60, alias="durationSeconds", ge=0)
-    report_interval_seconds: float = Field(10, alias="reportIntervalSeconds", gt=0)
-    drain_timeout_seconds: float = Field(30, alias="drainTimeoutSeconds", ge=0)
+    warmup_seconds: float = Field(0, alias="warmupSeconds", ge=0, le=WEEK_SECONDS)
+    duration_seconds: float = Field(60, alias="durationSeconds", ge=0, le=MAX_RUN_SECONDS)
+    report_interval_seconds: float = Field(10, alias="reportIntervalSeconds", gt=0, le=3600)
+    drain_timeout_seconds: float = Field(30, alias="drainTimeoutSeconds", ge=0, le=WEEK_SECONDS)
     keep_topics: bool = Field(False, alias="keepTopics")
     client_library: ClientLibrary = Field(default_factory=ClientLibrary, alias="clientLibrary")
     client_version: ClientVersion = Field(default_factory=ClientVersion, alias="clientVersion")
@@ -260,7 +254,11 @@ class Workload(Strict):
             )
         if problem := self._payload_problem():
             raise ValueError(problem)
-        if problem := self._client_version_problem():
+        if problem := client_version_problem(
+            self.run_roles(), self.client_version, self.client_library, self.static_membership
+        ):
+            raise ValueError(problem)
+        if problem := acknowledgement_mode_problem(self.kafka_config, self.acknowledgement.mode, self.run_roles()):
             raise ValueError(problem)
         if problem := mode_problem(self):
             raise ValueError(problem)
@@ -291,29 +289,6 @@ class Workload(Strict):
             return "payload.type FILE cannot run in mode correctness (it writes its own checksummed bodies)"
         return None
 
-    def _client_version_problem(self) -> str | None:
-        for role in self.run_roles():
-            version = self.client_version.of(role)
-            if version is None:
-                continue
-            key = role_key(role)
-            where = f"clientVersion.{key} {version}"
-            if self.client_library.of(role) != "java":
-                return (
-                    f"{where} needs clientLibrary.{key}: java (librdkafka's version is the installed confluent-kafka's)"
-                )
-            oldest = OLDEST_SHARE_CLIENT if role == "share_consumer" else OLDEST_CLIENT
-            why = (
-                "dimster's Java share consumer renews locks (KIP-1222)"
-                if role == "share_consumer"
-                else ("dimster's Java drivers use KafkaProducer.close(Duration) of kafka-clients 2.2 (KIP-367)")
-            )
-            if role == "consumer" and self.static_membership and oldest < OLDEST_STATIC_CLIENT:
-                oldest, why = OLDEST_STATIC_CLIENT, "staticMembership needs group.instance.id (KIP-345)"
-            if version_tuple(version) < oldest:
-                return f"{where} is too old: {why}, so {'.'.join(map(str, oldest))}.0 or newer"
-        return None
-
     @property
     def total_producers(self) -> int:
         return self.topics * self.producers_per_topic
@@ -331,6 +306,9 @@ class Workload(Strict):
 
     def to_yaml_dict(self) -> dict:
         return self.model_dump(by_alias=True, exclude_none=True)
+
+
+WORKLOAD_KEYS = frozenset(field.alias or name for name, field in Workload.model_fields.items())
 
 
 def non_finite(data: object, path: str = "") -> tuple[str, float] | None:
@@ -378,7 +356,7 @@ def load_workload(
 
     notes = [] if notes is None else notes
     data, sets = load_mapping(path, "workload"), list(sets)
-    if omb.is_omb(data, display(path)):
+    if omb.is_omb(data, display(path), WORKLOAD_KEYS):
         data, sets = omb.native_document(path, data, sets, driver, notes)
     elif driver is not None:
         data = omb.apply_driver(data, driver, notes)
@@ -388,4 +366,6 @@ def load_workload(
         if isinstance(data.get("payload"), dict) and any(key == "payload.file" for key, _ in sets):
             data["payload"] = {k: v for k, v in data["payload"].items() if k != "data"}  # a new file: read it
         data = apply_overrides(long_forms(data), sets)
-    return parse_workload(with_file_data(data, [path.parent, Path.cwd()], display(path)), display(path))
+    workload = parse_workload(with_file_data(data, [path.parent, Path.cwd()], display(path)), display(path))
+    notes += unused_section_notes(workload.kafka_config, workload.run_roles())
+    return workload

@@ -8,6 +8,7 @@ import base64
 import math
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
@@ -17,7 +18,7 @@ from pydantic import Field, ValidationError
 from dimster.errors import DimsterError
 from dimster.workload.payload import HEADER_SIZE
 from dimster.workload.strict import Strict
-from dimster.yamlfile import load_mapping, validation_error_line
+from dimster.yamlfile import closest, load_mapping, validation_error_line
 
 GIB = 1024**3
 KEYS = 10_000  # OMB's KeyDistributor.UNIQUE_COUNT
@@ -68,8 +69,9 @@ OMB_KEYS = aliases(OmbWorkload)
 OMB_ONLY = OMB_KEYS - SHARED
 
 
-def is_omb(data: dict, source: str) -> bool:
-    """Whether a workload document is OMB's: one of OMB's own keys and none of dimster's."""
+def is_omb(data: dict, source: str, dimster_keys: Collection[str] = ()) -> bool:
+    """Whether a workload document is OMB's: one of OMB's own keys and none of dimster's. A key of
+    neither, close to one of OMB's, is told as a misspelt OMB key."""
     if "nameFormat" in data or any(isinstance(v, list) for k, v in data.items() if k in OMB_KEYS):
         raise DimsterError(
             f"{source}: an OMB workload-set template (nameFormat, lists of values): generate its workloads "
@@ -79,6 +81,9 @@ def is_omb(data: dict, source: str) -> bool:
     if not omb:
         return False
     native = sorted(k for k in data if k not in OMB_ONLY and k not in SHARED)
+    misspelt = [(key, hint) for key in native if key not in dimster_keys and (hint := closest(key, OMB_KEYS))]
+    if misspelt:
+        raise DimsterError(f"{source}: unknown OpenMessaging Benchmark key '{misspelt[0][0]}'{misspelt[0][1]}")
     if native:
         raise DimsterError(
             f"{source}: mixes OpenMessaging Benchmark keys ({', '.join(omb[:3])}) with keys that are not "

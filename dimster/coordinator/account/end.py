@@ -80,6 +80,8 @@ def record_failure(
     totals = run_totals(a, None, account)
     info.update({"status": "failed", "failure": reason, "ended": time.time(), "totals": totals, "account": account})
     log.bundle.save_run_info()
+    log.event("run_failed", reason=reason)
+    log.bundle.console(f"error: {reason}")  # the line the command ends with, kept in console.log too
     if flushed:
         journal.remove()
 

@@ -18,6 +18,9 @@ from dimster.coordinator.workers.launchers import workers_for
 from dimster.coordinator.workers.topology import worker_versions
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
+from dimster.kafka.broker_config import check_names, config_definitions
+from dimster.kafka.distribution import kafka_distribution
+from dimster.kafka.entity_configs import check_entity_configs
 from dimster.monitor import announce_run
 from dimster.paths import display
 from dimster.results.bundle import ResultsBundle
@@ -91,8 +94,18 @@ def check_on_environment(workload: Workload, profile: EnvironmentProfile, source
     if on.backend != "external":  # dimster knows no broker config of an external cluster
         backend_for(profile).check_broker_config()
         if on is not profile:
-            _check_overlaid(on, profile, source)
+            check_overlaid(on, profile, source)
     check_replication(workload, on, source)
+    check_entity_configs(workload.group_config, workload.kafka_config.topic_config, source, profile.kafka_version)
+
+
+def check_workload_configs(workload: Workload, source: str, kafka_version: str) -> None:
+    """Without an environment (`dimster validate`): the workload's brokerConfig names, groupConfig and
+    topicConfig by the definitions of Kafka `kafka_version`."""
+    if workload.broker_config:
+        definitions = config_definitions(kafka_distribution(kafka_version))
+        check_names(workload.broker_config, definitions, f"{source}: brokerConfig")
+    check_entity_configs(workload.group_config, workload.kafka_config.topic_config, source, kafka_version)
 
 
 def check_replication(workload: Workload, profile: EnvironmentProfile, source: str) -> None:
@@ -104,7 +117,7 @@ def check_replication(workload: Workload, profile: EnvironmentProfile, source: s
         )
 
 
-def _check_overlaid(on: EnvironmentProfile, profile: EnvironmentProfile, source: str) -> None:
+def check_overlaid(on: EnvironmentProfile, profile: EnvironmentProfile, source: str) -> None:
     """The profile's broker config with the workload's `brokerConfig` over it, the profile's own being
     good: what is refused now is the workload's, and its line names the workload's file."""
     try:

@@ -7,6 +7,9 @@
 // sends after the request ask a watch for a reading at once; closing its side ends the watch.
 //   configdefs                       -> JSON of every broker config key: type, default, update mode
 //   validate FILE                    -> checks a server.properties with Kafka's own KafkaConfig
+//   entity-configs J                 -> JSON per kind (group, topic): its config names and the first
+//                                       problem Kafka's ConfigDef finds in J's values for it (or null);
+//                                       J is JSON {"group": {key: value}, "topic": {key: value}}
 //   share-health BOOTSTRAP           -> JSON: finalized share.version and a share group describe
 //   alter-broker-configs BOOTSTRAP J -> incremental alter of broker configs; J is JSON
 //                                       {"<broker id, or empty for the cluster default>": {key: value|null}}
@@ -211,6 +214,7 @@ public class DimsterKafkaTool {
             code = switch (task) {
                 case "configdefs" -> configDefs(c);
                 case "validate" -> validate(c, args.get(0));
+                case "entity-configs" -> entityConfigs(c, args.get(0));
                 case "share-health" -> shareHealth(c, admin(args.get(0), config));
                 case "alter-broker-configs" -> alterBrokerConfigs(c, admin(args.get(0), config), args.get(1));
                 case "await-assignment" ->
@@ -268,6 +272,45 @@ public class DimsterKafkaTool {
             c.line(String.valueOf(e.getMessage()));
             return 1;
         }
+    }
+
+    static int entityConfigs(Connection c, String json) throws Exception {
+        Map<String, Map<String, Object>> asked = JSON.readValue(json, Map.class);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("group", entityVerdict("org.apache.kafka.coordinator.group.GroupConfig", asked.get("group")));
+        out.put("topic", entityVerdict("org.apache.kafka.storage.internals.log.LogConfig", asked.get("topic")));
+        c.json(out);
+        return 0;
+    }
+
+    /** A kind's config names and its ConfigDef's parse of `values` (types, ranges, valid words), read
+     *  by reflection: a Kafka version without the class answers names null. */
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> entityVerdict(String className, Map<String, Object> values) throws Exception {
+        Map<String, Object> verdict = new LinkedHashMap<>();
+        verdict.put("names", null);
+        verdict.put("problem", null);
+        Class<?> kind;
+        try {
+            kind = Class.forName(className);
+        } catch (ClassNotFoundException e) {
+            return verdict;
+        }
+        Set<String> names = (Set<String>) kind.getMethod("configNames").invoke(null);
+        verdict.put("names", new java.util.TreeSet<>(names));
+        if (values == null || !names.containsAll(values.keySet())) return verdict;  // unknown names: told by name
+        ConfigDef def;
+        try {
+            def = (ConfigDef) kind.getField("CONFIG_DEF").get(null);
+        } catch (NoSuchFieldException e) {
+            def = (ConfigDef) kind.getMethod("configDefCopy").invoke(null);
+        }
+        try {
+            def.parse(values);
+        } catch (org.apache.kafka.common.config.ConfigException e) {
+            verdict.put("problem", e.getMessage());
+        }
+        return verdict;
     }
 
     static Admin admin(String bootstrap, Map<String, String> config) {
