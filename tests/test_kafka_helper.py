@@ -67,6 +67,39 @@ def test_a_helper_of_other_classes_is_replaced(helper):
     assert old is not None and not old.alive() and helper.process() not in (None, old)
 
 
+def test_classes_of_other_sources_are_compiled_beside_never_over_those_a_running_helper_uses(helper):
+    """Two dimster versions on one host (a user's and a checkout's): each has its classes' folder, so
+    neither replaces the classes under the other's running JVM; the entity-configs task (new with
+    these sources) works on the helper started from them."""
+    import dataclasses
+
+    from dimster.kafka.distribution import _compile_helper, helper_key
+
+    ours = helper.distribution
+    assert ours.helper_key == helper_key() and ours.helper == ours.home / "helper" / ours.helper_key
+    assert run_helper(ours, "configdefs").returncode == 0
+    running, stamp = helper.process(), (ours.helper / "sources.java").stat()
+    others = dataclasses.replace(ours, helper_key="0" * 16)  # another dimster's sources
+    try:
+        _compile_helper(others)
+        assert (others.helper / "DimsterKafkaTool.class").exists() and others.helper != ours.helper
+        assert (ours.helper / "sources.java").stat() == stamp and (ours.helper / "DimsterKafkaTool.class").exists()
+        answer = run_helper(ours, "entity-configs", json.dumps({"group": {"share.record.lock.duration.ms": "x"}}))
+        assert helper.process() == running  # the same JVM, its classes where they were
+        verdict = json.loads(answer.stdout.splitlines()[-1])
+        assert (
+            "share.record.lock.duration.ms" in verdict["group"]["names"] and "retention.ms" in verdict["topic"]["names"]
+        )
+        assert (
+            verdict["group"]["problem"]
+            == "Invalid value x for configuration share.record.lock.duration.ms: Not a number of type INT"
+        )
+    finally:
+        import shutil
+
+        shutil.rmtree(others.helper, ignore_errors=True)
+
+
 DYING = """
 import socket, sys, time
 server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -72,7 +72,7 @@ def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version:
             config = resources.files("dimster.clients") / "log4j2-clients.properties"
             logging = [f"-Dlog4j2.configurationFile={config}", f"-Ddimster.client.log={log_file}"]
         options = [*JVM_OPTIONS, *logging, *shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))]
-        classpath = [str(distribution.home / "helper"), str(distribution.libs / "*")]
+        classpath = [str(distribution.helper), str(distribution.libs / "*")]
         # The JVM takes SIGSEGV for its own use (implicit null checks, safepoints): Python's fault
         # handler in front of it (coordinator/loop/failures.py) took one, logged the Python stacks and
         # raised it again, which the JVM then reported as a fatal error and aborted the process. Off

@@ -187,7 +187,7 @@ CMD ["--help"]
     context.tree("site", site, stamp=site_key)  # the folder of a key never changes: its key stands for it
     context.symlink(f"{home}/libs", "/opt/kafka/libs")  # what kafka_distribution() looks for
     with tempfile.TemporaryDirectory(prefix="dimster-helper.") as scratch:
-        context.tree(f"{home}/helper", helper_classes(distribution, Path(scratch)))
+        context.tree(f"{home}/helper/{distribution.helper_key}", helper_classes(distribution, Path(scratch)))
         context.tree("python/dimster", PACKAGE_DIR, exclude=frozenset({"__pycache__"}))
         kind = {"image": "worker", "kafka": version, "version": __version__}
         return build_if_changed(client, reference, parent, context, kind, progress)
@@ -267,7 +267,7 @@ def helper_classes(distribution: KafkaDistribution, scratch: Path) -> Path:
     """dimster's Java classes of `distribution` as the worker image needs them: compiled here (the
     image's JRE has no javac), for Java 17, with the `sources.java` stamp kafka_distribution() checks.
     The cached ones when they run on Java 17, else a compilation for it in `scratch`."""
-    helper = distribution.home / "helper"
+    helper = distribution.helper
     if max((_class_major(path) for path in helper.glob("*.class")), default=0) <= 44 + JAVA_RELEASE:
         return helper
     javac = Path(java_executable()).with_name("javac")

@@ -4,6 +4,7 @@ or an official binary distribution named by $KAFKA_HOME."""
 import contextlib
 import fcntl
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -31,10 +32,17 @@ class KafkaDistribution:
     version: str
     libs: Path  # folder of jars: broker, clients, log4j2 runtime and (if published) the perf tools
     home: Path  # cache folder of this version: helper classes, config defs
+    helper_key: str = ""  # names the version of dimster's Java sources its classes are compiled from
+
+    @property
+    def helper(self) -> Path:
+        """dimster's Java classes compiled against this version: a folder per version of their sources,
+        so that two dimster versions on one host never replace the classes under each other's JVMs."""
+        return self.home / "helper" / self.helper_key if self.helper_key else self.home / "helper"
 
     @property
     def classpath(self) -> str:
-        return f"{self.home / 'helper'}{os.pathsep}{self.libs / '*'}"
+        return f"{self.helper}{os.pathsep}{self.libs / '*'}"
 
     @property
     def has_perf_tools(self) -> bool:
@@ -95,7 +103,7 @@ def kafka_distribution(version: str, *, fetch: bool = True) -> KafkaDistribution
         with _fetching(home):
             if not jar.exists():
                 _fetch_with_maven(version, libs)
-    distribution = KafkaDistribution(version, libs, home)
+    distribution = KafkaDistribution(version, libs, home, helper_key())
     _compile_helper(distribution)
     return distribution
 
@@ -117,7 +125,7 @@ def _from_kafka_home(kafka_home: Path) -> KafkaDistribution:
         raise DimsterError(f"KAFKA_HOME={kafka_home} is not a Kafka binary distribution (no libs/kafka_2.13-*.jar)")
     version = jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar")
     version = re.sub(r"-(sources|javadoc|test)$", "", version)
-    distribution = KafkaDistribution(version, libs, version_home(f"kafka-home-{version}"))
+    distribution = KafkaDistribution(version, libs, version_home(f"kafka-home-{version}"), helper_key())
     _compile_helper(distribution)
     return distribution
 
@@ -246,30 +254,40 @@ def java_clients(version: str) -> KafkaDistribution:
         with _fetching(home):
             if not jar.exists():
                 _maven_fetch(f"kafka-clients {version}", version, libs, "clients-pom.xml")
-    distribution = KafkaDistribution(version, libs, home)
     drivers = {"DimsterProducer", "DimsterConsumer", "DimsterGroupConsumer", "DimsterClientSupport"}
     if version_tuple(version) >= OLDEST_SHARE_CLIENT:
         drivers.add("DimsterShareConsumer")
+    distribution = KafkaDistribution(version, libs, home, helper_key(drivers))
     _compile_helper(distribution, drivers)
     return distribution
 
 
+def _helper_sources(classes: set[str] | None = None) -> list[Path]:
+    """dimster's Java sources (or those of `classes`), in name order."""
+    found = sorted(resources.files("dimster.kafka").joinpath("java").iterdir(), key=lambda f: f.name)
+    return [Path(str(f)) for f in found if f.name.endswith(".java") and (classes is None or f.name[:-5] in classes)]
+
+
+def helper_key(classes: set[str] | None = None) -> str:
+    """The key of the sources' text: their classes' folder under a distribution's `helper/`."""
+    text = "".join(path.read_text() for path in _helper_sources(classes))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
 def _compile_helper(distribution: KafkaDistribution, classes: set[str] | None = None) -> None:
     """Compile dimster's Java classes (the tool, the client drivers; or only `classes`) against this
-    version's jars, once."""
-    helper_dir = distribution.home / "helper"
-    sources = sorted(resources.files("dimster.kafka").joinpath("java").iterdir(), key=lambda f: f.name)
-    sources = [f for f in sources if f.name.endswith(".java") and (classes is None or f.name[:-5] in classes)]
-    source_text = "".join(f.read_text() for f in sources)
-    stamp = helper_dir / "sources.java"
-    if stamp.exists() and stamp.read_text() == source_text:
+    version's jars, once for each version of the sources (their folder, distribution.helper, is never
+    replaced: a JVM may be running from it)."""
+    helper_dir = distribution.helper
+    if (helper_dir / "sources.java").exists():
         return
+    sources = _helper_sources(classes)
     javac = Path(java_executable()).with_name("javac")
     if not javac.exists():
         raise DimsterError(f"javac not found beside {java_executable()}: {JAVA_HINT}")
     # Compiled aside and moved in whole: several processes may compile at once.
     helper_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix="helper.", dir=helper_dir.parent))
+    partial = Path(tempfile.mkdtemp(prefix="partial.", dir=helper_dir.parent))
     result = subprocess.run(
         [str(javac), "-nowarn", "-d", str(partial), "-cp", str(distribution.libs / "*"), *map(str, sources)],
         capture_output=True,
@@ -281,12 +299,8 @@ def _compile_helper(distribution: KafkaDistribution, classes: set[str] | None = 
             f"could not compile dimster's Java classes against Kafka {distribution.version}: "
             f"{last_error_line(result.stderr) or result.stderr.strip()}"
         )
-    (partial / "sources.java").write_text(source_text)
-    old = helper_dir.with_name(f"{partial.name}.old")
-    with contextlib.suppress(FileNotFoundError):
-        helper_dir.rename(old)
+    (partial / "sources.java").write_text("".join(path.read_text() for path in sources))  # written last: the stamp
     try:
         partial.rename(helper_dir)
     except OSError:  # another process moved its build of the same sources in first
         shutil.rmtree(partial, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)

@@ -250,8 +250,7 @@ def peer_process(connection: socket.socket) -> psutil.Process | None:
 
 def classes_stamp(distribution: KafkaDistribution) -> str:
     """The helper classes' stamp: a helper started from other sources is replaced."""
-    stamp = distribution.home / "helper" / "sources.java"
-    return hashlib.sha1(stamp.read_bytes()).hexdigest() if stamp.exists() else ""
+    return distribution.helper_key
 
 
 def read_record(path: Path) -> tuple[TrackedProcess, str] | None:
