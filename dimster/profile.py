@@ -29,7 +29,7 @@ class AgentAddress(BaseModel):
 class DockerWorkers(BaseModel):
     """`workers: {docker: N}`: N agents as containers of dimster's worker image, for the run only."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_by_name=False, validate_by_alias=True)
     docker: int = Field(..., ge=1, le=64)
     image: str | None = Field(None, min_length=1)  # default: `dimster image build`'s, built when missing
     docker_host: str | None = Field(None, alias="dockerHost", min_length=3)  # default: the profile's, $DOCKER_HOST
@@ -38,7 +38,7 @@ class DockerWorkers(BaseModel):
 class ProfileBase(BaseModel):
     """What every backend's profile has: the Kafka version, the broker config, the workers."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_by_name=False, validate_by_alias=True)
 
     name: str = ""
     backend: str

@@ -168,3 +168,18 @@ def test_a_misspelt_omb_key_is_told_with_omb_s_name_and_a_dimster_key_as_a_mix(t
     )  # dimster's, close to OMB's consumerPerSubscription
     with pytest.raises(DimsterError, match=r"mixes OpenMessaging Benchmark keys .* \(consumersPerGroup\)"):
         load_workload(path)
+
+
+def test_a_key_has_one_spelling_in_files_as_in_set():
+    """The Python name of a key is refused in a workload and a profile, as `--set` refuses it."""
+    from dimster.environment import environment_from
+    from dimster.workload.model import parse_workload
+
+    with pytest.raises(
+        DimsterError,
+        match=r"^w.yaml: unknown key 'acknowledgement.release_fraction' \(did you mean 'releaseFraction'\?\)$",
+    ):
+        parse_workload({"name": "w", "acknowledgement": {"mode": "EXPLICIT", "release_fraction": 0.1}}, "w.yaml")
+    with pytest.raises(DimsterError, match=r"unknown key 'broker_port_base' \(did you mean 'brokerPortBase'\?\)"):
+        environment_from({"backend": "local", "broker_port_base": 19092}, "mine", "mine.yaml")
+    assert parse_workload({"name": "w", "producerRate": 5}, "w.yaml").producer_rate == 5

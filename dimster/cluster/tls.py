@@ -43,7 +43,7 @@ class Security(BaseModel):
     """`security:` of a local profile: SASL_SSL listeners with one SCRAM user. The password is named,
     never written: an environment variable (`passwordEnv`) or a file (`passwordFile`)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_by_name=False, validate_by_alias=True)
     protocol: Annotated[Literal["SASL_SSL"], EitherCase()] = "SASL_SSL"  # Kafka reads it in any case
     mechanism: Literal["SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
     user: str = Field("dimster", pattern=r"^[A-Za-z0-9._@-]+$")

@@ -51,7 +51,7 @@ class PodResources(BaseModel):
 class KubernetesDeploy(BaseModel):
     """A profile's `kubernetes:` section: where and how its agents and coordinator run as pods."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_by_name=False, validate_by_alias=True)
     namespace: str | None = Field(None, pattern=DNS_LABEL, max_length=63)
     image: str | None = Field(None, min_length=1)  # default: `dimster image build`'s worker image
     agents: int = Field(4, ge=1, le=1000)

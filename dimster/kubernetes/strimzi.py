@@ -54,7 +54,7 @@ REPLICATION_KEYS = (
 class Storage(BaseModel):
     """Each node's volume: a claim of `size` (of `class`), or the pod's own ephemeral disk."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_by_name=False, validate_by_alias=True)
     type: Literal["persistent-claim", "ephemeral"] = "persistent-claim"
     size: str = Field("100Gi", pattern=QUANTITY)
     storage_class: str | None = Field(None, alias="class", min_length=1)

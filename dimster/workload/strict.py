@@ -1,6 +1,7 @@
 """The base of every model of a YAML file dimster reads: unknown keys are refused, values are not
-coerced, and a key may be given by its YAML name (alias) or its Python name; a value that mirrors a
-Kafka property Kafka reads in any case takes any case (EitherCase)."""
+coerced, and a key has one spelling, its YAML name (camelCase: `producerRate`, never the Python
+name `producer_rate`, in a file as in `--set`); a value that mirrors a Kafka property Kafka reads in
+any case takes any case (EitherCase)."""
 
 from typing import Any, get_args
 
@@ -8,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+    model_config = ConfigDict(extra="forbid", validate_by_name=False, validate_by_alias=True, strict=True)
 
 
 class EitherCase:

@@ -17,6 +17,7 @@ from dimster.coordinator.workers.ensemble import Ensemble
 from dimster.coordinator.workers.topology import Topology
 from dimster.diagnosis.limits import Diagnosis
 from dimster.results.bundle import ResultsBundle
+from dimster.verdict.figures import FIGURES, status_value
 from dimster.workload.model import Workload
 
 
@@ -97,6 +98,12 @@ class StatusSource(Protocol):
     def phase(self) -> str: ...
 
 
+def live_figures(numbers: dict) -> dict[str, float | None]:
+    """The numbers under the names thresholds and `wait --until` give them (`e2e.p99`, `consumed.rate`),
+    each figure that has a value while load runs."""
+    return {name: status_value(figure, numbers) for name, figure in FIGURES.items() if figure.live}
+
+
 def limit_status(d: Diagnosis | None) -> dict:
     """`limit` (the binding limit's name, `unexplained`, or None while the groups keep up) and
     `limitInputs` (its numbers; `limitRate` is a numeric field)."""
@@ -121,6 +128,7 @@ def run_status(run: StatusSource) -> dict:
         "metricsUrl": run.exporter.url if run.exporter else None,
         "phase": run.phase,
         **numbers,
+        "figures": live_figures(numbers),
         **limit_status(run.limits.current),
         "generator": (run.last_window or {}).get("generator") or [],  # the workers behind schedule, and why
         "thresholds": run.intake.judge.status(numbers),  # each one's value over the measured phase so far
