@@ -271,7 +271,7 @@ def test_the_fault_handler_never_stands_in_front_of_a_jvm(tmp_path, monkeypatch)
         assert faulthandler.is_enabled()
         seen = []
         monkeypatch.setattr(jpype, "isJVMStarted", lambda: False)
-        distribution = SimpleNamespace(home=tmp_path, libs=tmp_path)
+        distribution = SimpleNamespace(home=tmp_path, libs=tmp_path, helper=tmp_path)
         monkeypatch.setattr(jvm, "kafka_distribution", lambda version: distribution)
         monkeypatch.setattr(jvm, "libjvm_path", lambda: "libjvm.so")
         monkeypatch.setattr(jpype, "startJVM", lambda *a, **k: seen.append(faulthandler.is_enabled()))

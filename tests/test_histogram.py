@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dimster.coordinator.account.self_cost import latency_brief
 from dimster.metrics.histogram import ALPHA, BUFFER, FEW, Histogram, bucket_of, bucket_value
 from dimster.pipeline.latency import bucket_percentiles
 
@@ -198,10 +199,10 @@ def test_summary_ms_counts_buffered_values_and_converts_to_ms():
     histogram = Histogram()
     for value_us in (1000.0, 2000.0, 3000.0):
         histogram.record(value_us)  # still in the buffer
-    summary = histogram.summary_ms()
+    summary = latency_brief(histogram)
     assert summary["count"] == 3 and summary["max"] == pytest.approx(3.0, rel=0.01)
     assert summary["p50"] == pytest.approx(2.0, rel=0.01)
-    assert Histogram().summary_ms() == {"p50": None, "p99": None, "max": None, "count": 0}
+    assert latency_brief(Histogram()) == {"p50": None, "p99": None, "max": None, "count": 0}
 
 
 def test_arrays_recorded_in_pieces_of_every_size_equal_one_array_recorded_at_once():

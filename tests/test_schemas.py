@@ -229,6 +229,22 @@ def test_the_run_json_of_a_run_validates_and_declares_every_key(tmp_path):
     assert set(info) <= set(RunJson.__annotations__)
     assert set(info["totals"]) <= set(Totals.__annotations__)
     assert problems("run", {**info, "status": "finished"}) and problems("run", {**info, "totals": {"sent": 1}})
+    assert (info["status"], info["e2e_ms"]["count"]) == ("completed", c.aggregate.e2e_measured.total)  # the end's
+
+
+def test_run_json_has_one_writer():
+    """run.json is written by records.write_run_json alone (the run's record, typed as RunJson,
+    through ResultsBundle.save_run_info; a crash's mark, its recovery from the journal, Spark's warm-up)."""
+    import re
+
+    from tests.cli import REPO
+
+    writers = sorted(
+        str(path.relative_to(REPO))
+        for path in (REPO / "dimster").rglob("*.py")
+        if re.search(r"run\.json(\.tmp)?\"\)?\.(write_text|write_bytes|open)|run\.json\.tmp", path.read_text())
+    )
+    assert writers == ["dimster/results/records.py"]
 
 
 THRESHOLD = {"threshold": "consumed.rate >= 0.95 * produced.rate", "figures": {"consumed.rate": 333.1,
@@ -270,4 +286,3 @@ def test_a_campaigns_campaign_json_and_summary_validate(tmp_path):
     not_run = {**point, "status": "failed", "passed": None, "thresholds": []}
     assert problems("campaign-summary", {**summary, "verdict": {"passed": False, "points": [not_run]}}) == []
     assert problems("campaign-summary", {**summary, "verdict": {"passed": False, "points": [{"point": 1}]}})
-

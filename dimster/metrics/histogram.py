@@ -116,15 +116,6 @@ class Histogram:
                 return min(max(bucket_value(index), self.min), self.max)
         return self.max
 
-    def summary_ms(self) -> dict:
-        """Count, p50, p99 and max of microsecond values, in milliseconds (None when empty)."""
-
-        def ms(q: float) -> float | None:
-            value = self.percentile(q)
-            return None if value is None else round(value / 1000, 3)
-
-        return {"p50": ms(50), "p99": ms(99), "max": ms(100), "count": self.total}
-
     def to_wire(self) -> tuple[dict[int, int], int, float, float]:
         self._flush()
         return dict(self.counts), self.total, self.min, self.max

@@ -8,17 +8,18 @@ server's low priority (its Python never competes with the run's for a core or th
 end ends it if it is still going: `python -m dimster.pipeline.warm_up sc://127.0.0.1:PORT`. It uses
 that server only, never starts one, and leaves nothing behind (its bundle is a temporary folder)."""
 
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from dimster.kafka.groups import LagSample
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import from_source
 from dimster.pipeline.share_meters import ACKS
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.results.records import RunJson, write_run_json
 from dimster.worker.client_columns import ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, worker_report
@@ -49,7 +50,9 @@ def write_made_up_run(folder: Path) -> None:
         )
     writer.flush()
     run = {"run_id": "warm-up", "status": "completed", "load_started": START, "topics": [TOPIC], "groups": {GROUP: {}}}
-    (folder / "run.json").write_text(json.dumps({**run, "totals": {"sent": SECONDS * RATE, "lost": 0}}))
+    write_run_json(
+        folder, cast(RunJson, {**run, "totals": {"sent": SECONDS * RATE, "lost": 0}})
+    )  # what a summary reads
 
 
 def _histogram(values: range) -> tuple:

@@ -14,7 +14,7 @@ import traceback
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import confluent_kafka
 import psutil
@@ -23,7 +23,7 @@ from dimster import __version__, yamlcore
 from dimster.errors import DimsterError
 from dimster.kafka.distribution import java_executable, java_version_line
 from dimster.processes import TrackedProcess
-from dimster.results.records import Hardware, RunJson
+from dimster.results.records import Hardware, RunJson, write_run_json
 from dimster.results.redaction import Redactor, redact, redact_argv
 
 __all__ = ["ResultsBundle", "load_timeline", "redact", "redact_argv"]
@@ -72,9 +72,7 @@ def mark_crashed(run_dir: Path, pid: int, console: Path | None = None) -> bool:
     if status != "running":
         return False
     info.update(status="crashed", failure=f"the coordinator (pid {pid}) ended without recording the run's end")
-    tmp = path.with_name("run.json.tmp")
-    tmp.write_text(json.dumps(info, indent=2, default=str))
-    tmp.replace(path)
+    write_run_json(run_dir, info)
     return True
 
 
@@ -89,7 +87,7 @@ class ResultsBundle:
             self.path = root / f"{started.strftime('%Y%m%dT%H%M%SZ')}-{workload_name}-{suffix}"
         (self.path / "logs").mkdir(parents=True)
         (self.path / "metrics").mkdir()
-        self.run_info: dict[str, Any] = {}
+        self.run_info: RunJson = cast(RunJson, {})  # run.json, typed: start() gives its first keys
         self.redactor = Redactor()  # every write goes through it: secrets never reach the bundle
 
     def write_yaml(self, name: str, data: dict) -> None:
@@ -137,14 +135,12 @@ class ResultsBundle:
             # who records the run's end: a run whose coordinator is gone without doing so crashed
             "coordinator_process": {"pid": os.getpid(), "started": TrackedProcess.of(os.getpid()).started},
         }
-        self.run_info = dict(record)
+        self.run_info = record
         self.save_run_info()
 
     def save_run_info(self) -> None:
         """Write run.json (redacted as a whole: `final_workload` and whatever else the run adds)."""
-        tmp = self.path / "run.json.tmp"
-        tmp.write_text(json.dumps(self.redactor.redact(self.run_info), indent=2, default=str))
-        tmp.replace(self.path / "run.json")
+        write_run_json(self.path, self.redactor.redact(self.run_info))
 
     def event(self, kind: str, **details: Any) -> dict:
         """Append to events.jsonl: cluster changes, phases, worker failures. Returns the redacted record."""

@@ -1,11 +1,14 @@
 """The files a run writes, as types: run.json (`RunJson`) and summary/summary.json (`SummaryJson`);
 campaign_records.py has a campaign's. The writers are annotated with them, so that mypy checks
-every key they write, and dimster/schemas.py publishes them as JSON Schemas (schemas/*.schema.json).
+every key they write (run.json has one writer, write_run_json), and dimster/schemas.py publishes
+them as JSON Schemas (schemas/*.schema.json).
 
 A key written from the start is required; one a run adds as it goes (or that later versions added)
 is NotRequired. The schemas leave every object open to keys added later. Maps keyed by a group, a
 broker or a metric are `dict[str, X]`. Figures are named in dimster/verdict/figures.py."""
 
+import json
+from pathlib import Path
 from typing import Any, Literal, NotRequired
 
 # pydantic reads TypedDicts of typing_extensions only, below Python 3.12
@@ -324,3 +327,11 @@ class SummaryJson(TypedDict):
     backlog: NotRequired[Backlog | None]
     verdict: NotRequired[Verdict | None]  # null when the workload has no thresholds
     generator: NotRequired[dict[str, PhaseLoad]]  # per phase, from the workers' reports (pipeline/generator.py)
+
+
+def write_run_json(run_dir: Path, info: RunJson) -> None:
+    """run.json written whole (beside, then renamed): the one place that writes it. A run's own
+    record goes through ResultsBundle.save_run_info, which masks its secrets first."""
+    tmp = run_dir / "run.json.tmp"
+    tmp.write_text(json.dumps(info, indent=2, default=str))
+    tmp.replace(run_dir / "run.json")

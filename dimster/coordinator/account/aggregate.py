@@ -16,6 +16,7 @@ from dimster.diagnosis.generator import saturated
 from dimster.metrics.histogram import Histogram
 from dimster.metrics.schema import WARMUP_PREFIX
 from dimster.metrics.sequences import RangeSet, ranges_size
+from dimster.results.records import GroupAccount
 from dimster.worker.client_columns import COUNT_INDEX, REAL_INDEX
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import IntervalReport
@@ -297,7 +298,7 @@ class RunAggregate:
             for group, n in self.missing_by_group().items()
         }
 
-    def account(self, unconsumed: dict[str, int] | None) -> dict[str, dict]:
+    def account(self, unconsumed: dict[str, int] | None) -> dict[str, GroupAccount]:
         """Per group, where every acknowledged record went: acked = accepted + rejected + archived +
         unconsumed + in_doubt + lost. Each term but `lost` is counted on its own (each record once);
         `lost` is what the others leave, never negative, so an account whose terms add up to more
@@ -307,27 +308,25 @@ class RunAggregate:
         known = unconsumed is not None
         unconsumed = unconsumed or {}
         lost, in_doubt = self._lost_by_group(unconsumed), self._in_doubt_by_group(unconsumed)
-        accounts = {}
+        accounts: dict[str, GroupAccount] = {}
         for group, topic in self.groups.items():
             rejected, archived = self.outcomes.count("rejected", group), self.outcomes.count("archived", group)
             settled = self.settled_by_group[group] + self.outcomes.settled_correction(group)
-            terms = {
-                "accepted": settled - rejected - archived,
-                "rejected": rejected,
-                "archived": archived,
-                "unconsumed": unconsumed.get(group) if known else None,
-                "in_doubt": in_doubt.get(group, 0),
-                "lost": lost.get(group, 0) if known else None,
-            }
-            unaccounted = self.acked_by_topic[topic] - sum(v or 0 for v in terms.values())
+            group_unconsumed, group_lost = (unconsumed.get(group), lost.get(group, 0)) if known else (None, None)
+            accepted, group_in_doubt = settled - rejected - archived, in_doubt.get(group, 0)
+            terms = (accepted, rejected, archived, group_unconsumed or 0, group_in_doubt, group_lost or 0)
+            unaccounted = self.acked_by_topic[topic] - sum(terms)
             dead_letters = self.dead_letter_by_group.get(group, {})
             accounts[group] = {
                 "acked": self.acked_by_topic[topic],
-                **terms,
+                "accepted": accepted, "rejected": rejected, "archived": archived, "unconsumed": group_unconsumed,
+                "in_doubt": group_in_doubt, "lost": group_lost,
                 "closes": known and unaccounted == 0,
                 "unaccounted": unaccounted,
-                **{k: dead_letters.get(k) for k in ("dead_lettered", "dead_letter_missing", "dead_letter_duplicates")},
-            }
+                "dead_lettered": dead_letters.get("dead_lettered"),
+                "dead_letter_missing": dead_letters.get("dead_letter_missing"),
+                "dead_letter_duplicates": dead_letters.get("dead_letter_duplicates"),
+            }  # fmt: skip
         return accounts
 
     def closes(self, unconsumed: dict[str, int]) -> bool:

@@ -3,17 +3,21 @@ plan's verdict, why a group's account does not close, the hosts' clock offsets, 
 console line."""
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from dimster.clients.properties import role_properties, run_libraries
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.journal import RunJournal
+from dimster.coordinator.account.self_cost import latency_brief
 from dimster.coordinator.control.console import dead_letter_counts
 from dimster.coordinator.control.run_log import RunLog
 from dimster.errors import DimsterError
 from dimster.results.metrics_parts import compact_parts
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.results.records import ClockOffset, GroupAccount, RunMode, RunStatus, Totals
 from dimster.workload.model import Workload
 from dimster.workload.modes.base import RunPlan
 from dimster.workload.modes.correctness import verdict_line
@@ -23,9 +27,9 @@ CLOCK_WARNING_SHARE = 0.1  # of the e2e p50 that clock uncertainty may reach bef
 
 @dataclass
 class EndAccount:
-    account: dict[str, dict]  # per group: its terms, and whether they close
-    totals: dict
-    mode: dict  # run.json's `mode`: the plan's result and verdict
+    account: dict[str, GroupAccount]  # per group: its terms, and whether they close
+    totals: Totals
+    mode: dict  # run.json's `mode`: the plan's result and verdict (and the mode's own figures)
     notes: list[str]  # what the end's console line needs beside it
 
 
@@ -38,7 +42,8 @@ def close_account(
     account = a.account(unconsumed_by_group)
     totals = run_totals(a, unconsumed_by_group, account)
     notes = [note] if (note := duplicates_note(totals.get("duplicates") or 0, workload)) else []
-    return EndAccount(account, totals, plan.result(totals, a) or {"type": workload.mode.type}, notes)
+    mode = plan.result(cast(dict, totals), a) or {"type": workload.mode.type}  # a plan may add to the totals
+    return EndAccount(account, totals, mode, notes)
 
 
 def duplicates_note(duplicates: int, workload: Workload) -> str | None:
@@ -86,13 +91,18 @@ def record_failure(
         journal.remove()
 
 
-def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: RunLog, plan: str) -> str | None:
-    """run.json's end (status, totals, account, the plan's `mode`, and the run's other `facts`), the
+def record_end(end: EndAccount, forced: bool, a: RunAggregate, log: RunLog, plan: str) -> str | None:
+    """run.json's end (status, totals, account, the e2e latency in brief, the plan's `mode`; the run
+    wrote its other facts, `failure` among them), the
     run_ended event, the metrics' parts merged (a summary reads one file a table), groups whose
     account does not close, the last console lines. Returns why the plan's verdict fails the run
     (None when it does not)."""
-    info = {"status": status, "totals": end.totals, "account": end.account, "ended": time.time()}
-    log.bundle.run_info.update({**info, **facts, "mode": end.mode})
+    info = log.bundle.run_info
+    status: RunStatus = "failed" if info.get("failure") else ("forced" if forced else "completed")
+    mode = cast(RunMode, end.mode)  # with the mode's own figures beside RunMode's keys
+    e2e = latency_brief(a.e2e_measured)  # the summary has more
+    info.update({"status": status, "totals": end.totals, "account": end.account, "ended": time.time(), "mode": mode})
+    info["e2e_ms"] = e2e
     log.bundle.save_run_info()
     log.event("run_ended", status=status, **end.totals)
     for note in compact_parts(log.bundle.path / "metrics"):  # the run's last flush is done: nothing writes there now
@@ -114,7 +124,7 @@ def record_end(end: EndAccount, status: str, facts: dict, a: RunAggregate, log: 
     return None
 
 
-def clock_offsets(by_worker: dict[int, dict], e2e_p50_us: float | None, log: RunLog) -> dict[str, dict]:
+def clock_offsets(by_worker: dict[int, ClockOffset], e2e_p50_us: float | None, log: RunLog) -> dict[str, ClockOffset]:
     """Each remote worker's clock offset (the e2e latencies are corrected by it) and its uncertainty;
     warns when that uncertainty is a large share of the measured e2e p50."""
     offsets = {str(i): record for i, record in by_worker.items()}
@@ -129,10 +139,10 @@ def clock_offsets(by_worker: dict[int, dict], e2e_p50_us: float | None, log: Run
     return offsets
 
 
-def run_totals(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, account: dict[str, dict]) -> dict:
+def run_totals(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, account: dict[str, GroupAccount]) -> Totals:
     """run.json's `totals`: `lost`, `unconsumed` and `in_doubt` from the groups' positions at the end
     (None when they could not be read), `archived` from the groups' accounts."""
-    return {
+    totals: Totals = {
         "sent": a.sent,
         "acked": a.acked,
         "send_errors": a.send_errors,
@@ -156,9 +166,10 @@ def run_totals(a: RunAggregate, unconsumed_by_group: dict[str, int] | None, acco
         "dead_letter_missing": a.dead_letter_missing,
         "dead_letter_duplicates": a.dead_letter_duplicates,
     }
+    return totals
 
 
-def why_open(terms: dict, lock_timeouts: int, crashes: int) -> str:
+def why_open(terms: Mapping[str, Any], lock_timeouts: int, crashes: int) -> str:
     """Why a group's account (RunAggregate.account) does not close, in words."""
     if terms["unconsumed"] is None:
         return "the group's position is unknown"
@@ -173,7 +184,7 @@ def why_open(terms: dict, lock_timeouts: int, crashes: int) -> str:
     return why
 
 
-def ended_line(status: str, totals: dict, results: Path) -> str:
+def ended_line(status: str, totals: Mapping[str, Any], results: Path) -> str:
     """The run's last console line: where its records went (with a dead-letter queue: how many of the
     run's records it holds, and those missing or duplicated there when there are any) and where its
     results are."""

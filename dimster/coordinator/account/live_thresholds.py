@@ -110,4 +110,3 @@ class LiveJudge:
                 }
             )
         return answers
-

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import psutil
 
 from dimster.metrics.histogram import Histogram
+from dimster.results.records import CoordinatorCost, LatencyBrief
 
 # Python's cyclic collector passes over its youngest objects every 700 allocations by default; the
 # loop makes and drops a few hundred small containers per report (its clients' intervals), and those
@@ -58,12 +59,22 @@ class SelfCost:
     def line_printed(self, due: float) -> None:
         self.console_lag.record(max(0.0, time.time() - due) * 1e6)
 
-    def as_record(self) -> dict:
+    def as_record(self) -> CoordinatorCost:
         share = self._cpu_seconds / self._wall_seconds if self._wall_seconds else None
         return {
             "cpu_seconds": round(self._cpu_seconds, 3),
             "cpu_share_of_one_core": None if share is None else round(share, 4),
-            "report_lag_ms": self.report_lag.summary_ms(),  # its count: the reports handled while load ran
+            "report_lag_ms": latency_brief(self.report_lag),  # its count: the reports handled while load ran
             "report_lines": self.report_lines,
-            "console_lag_ms": self.console_lag.summary_ms(),
+            "console_lag_ms": latency_brief(self.console_lag),
         }
+
+
+def latency_brief(histogram: Histogram) -> LatencyBrief:
+    """Count, p50, p99 and max of a histogram of microseconds, in milliseconds (None when empty)."""
+
+    def ms(q: float) -> float | None:
+        value = histogram.percentile(q)
+        return None if value is None else round(value / 1000, 3)
+
+    return {"p50": ms(50), "p99": ms(99), "max": ms(100), "count": histogram.total}

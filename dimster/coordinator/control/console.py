@@ -3,6 +3,8 @@ segments name status fields of the one status schema (status_schema.py)."""
 
 import string
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 from dimster.coordinator.control.status_schema import FIELDS
 from dimster.diagnosis.generator import console_line
@@ -82,7 +84,7 @@ def status_line(elapsed: float, phase: str, s: dict, planned: float | None = Non
     return line + "".join(f"  !! {w}" for w in warnings(phase, s))
 
 
-def dead_letter_counts(s: dict) -> list[str]:
+def dead_letter_counts(s: Mapping[str, Any]) -> list[str]:
     """`dead_lettered N`, then `dead_letter_missing N` and `dead_letter_duplicates N` where not 0 (they
     are known at the end); none for a run without a dead-letter queue. Of a status or run.json's totals."""
     if s.get("dead_lettered") is None:

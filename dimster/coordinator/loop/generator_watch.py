@@ -10,6 +10,7 @@ from dimster.coordinator.control.console import LOAD_PHASES
 from dimster.coordinator.control.run_log import RunLog
 from dimster.diagnosis.generator import phase_saturated
 from dimster.results.bundle import ResultsBundle
+from dimster.results.records import PhaseLoad as PhaseRecord
 
 
 @dataclass
@@ -21,7 +22,7 @@ class PhaseLoad:
     unjudged_seconds: float = 0.0  # windows no report covered yet: the report that covers them judges them
     workers: dict[str, dict] = field(default_factory=dict)  # worker -> its worst saturated window's figures
 
-    def to_json(self) -> dict:
+    def to_json(self) -> PhaseRecord:
         return {
             "seconds": round(self.seconds, 2),
             "saturated_seconds": round(self.saturated_seconds, 2),

@@ -22,6 +22,7 @@ from dimster.diagnosis.limits import (
     diagnose,
 )
 from dimster.results.bundle import ResultsBundle
+from dimster.results.records import BindingLimit
 from dimster.workload.model import Workload
 
 BEHIND_SHARE = 0.95  # a window whose consumption is below this share of the offered rate is behind
@@ -159,7 +160,11 @@ class LimitWatch:
             told = to_json(now)
             run.log.tell("limit", f"-- {now.line()}", **told)
             # run.json: what limited the groups as the run ended (a campaign's page shows it per point)
-            run.bundle.run_info["limit"] = {k: told[k] for k in ("limit", "limitRate", "measured", "offered")}
+            limit: BindingLimit = {
+                "limit": told["limit"], "limitRate": told["limitRate"],
+                "measured": told["measured"], "offered": told["offered"],
+            }  # fmt: skip
+            run.bundle.run_info["limit"] = limit
 
 
 def span_rates(span: list[tuple[float, float, float]]) -> tuple[float, float]:

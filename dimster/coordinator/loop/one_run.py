@@ -3,9 +3,10 @@ so will anything that runs many (campaigns). It brings the cluster up or reuses 
 workers, runs the coordinator and closes everything; it returns what happened instead of exiting, and
 leaves printing and the summary to its caller."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dimster.clients.properties import check_client_configs, java_versions
 from dimster.cluster.backends import backend_for
@@ -33,9 +34,9 @@ class RunOutcome:
     status: str  # completed | forced | failed
     exit_code: int  # what `dimster run` exits with: 0, or RunFailed's code
     failure: str | None = None
-    totals: dict = field(default_factory=dict)
+    totals: Mapping[str, Any] = field(default_factory=dict)  # run.json's (records.Totals)
     stopped_early: bool = False  # Ctrl-C or `dimster stop` ended it before its plan did
-    mode: dict = field(default_factory=dict)  # run.json's: what the test mode found
+    mode: Mapping[str, Any] = field(default_factory=dict)  # run.json's: what the test mode found
     aborted_by: str | None = None  # the abortOnFail threshold that stopped it early
 
 

@@ -35,6 +35,7 @@ from dimster.processes import TrackedProcess
 from dimster.results.bundle import mark_crashed
 from dimster.results.metrics_parts import compact_parts, written_flushes
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.results.records import write_run_json
 
 POSITIONS_TIMEOUT_SECONDS = 60.0
 
@@ -199,9 +200,7 @@ def recover_crashed(run_dir: Path) -> list[str]:
     groups = {group: spec["topic"] for group, spec in r.groups.items()}
     info.update(totals=totals, account=account, recovered_from="journal")
     info.update(load_started=r.load_started, topics=list(r.topics), groups=groups)
-    tmp = path.with_name("run.json.tmp")
-    tmp.write_text(json.dumps(info, indent=2, default=str))
-    tmp.replace(path)
+    write_run_json(run_dir, info)
     journal.unlink()
     for tail in tail_files(run_dir):
         tail.unlink()

@@ -343,10 +343,9 @@ class Coordinator:
 
     def _finish(self, forced: bool) -> int:
         end = close_account(self.aggregate, self.unconsumed_by_group, self.plan, self.workload, self.log)
-        status = "failed" if self.failure else ("forced" if forced else "completed")
         p50 = self.aggregate.e2e_measured.percentile(50)
         offsets = clock_offsets(self.ensemble.workers.clock_offsets(), p50, self.log)
-        facts = {
+        self.bundle.run_info.update({
             "failure": self.failure,
             "load_started": self.load_started,
             "topics": self.topology.topics,
@@ -354,14 +353,13 @@ class Coordinator:
             "consumer_assignment_seconds": self.barrier.seconds,
             "rebalances": {group: dict(counts) for group, counts in self.intake.rebalances.items()},
             "clock_offsets": offsets,
-            "e2e_ms": self.aggregate.e2e_measured.summary_ms(),  # the summary has more
             "coordinator": self.intake.self_cost.as_record(),
             "final_workload": self.workload.to_yaml_dict(),
             "aborted_by": self.aborted_by,
-        }
+        })  # fmt: skip
         if self.exporter:  # the final numbers (lost and unconsumed are known now)
             self.exporter.update(self.status())
-        verdict_failure = record_end(end, status, facts, self.aggregate, self.log, self.plan.name)
+        verdict_failure = record_end(end, forced, self.aggregate, self.log, self.plan.name)
         self.journal.remove()
         if self.failure:
             raise RunFailed(f"run failed: {self.failure} (results kept in {self.bundle.path})")

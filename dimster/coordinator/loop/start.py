@@ -12,6 +12,7 @@ from dimster.coordinator.workers.topology import Topology
 from dimster.errors import DimsterError
 from dimster.kafka.security import ClientSecurity
 from dimster.results.bundle import ResultsBundle
+from dimster.results.records import WorkerPlace
 from dimster.worker.protocol import Assignment
 from dimster.workload.model import DEFAULT_LOCK_MS, LOCK_DURATION, Workload
 
@@ -21,7 +22,7 @@ def prepare_topics(kafka: RunKafka, workload: Workload, topology: Topology, bund
     gets the same) in run.json. Returns the broker's delivery-count limit for share groups and the
     groups' record lock duration (ms)."""
     limit = kafka.prepare(workload, topology.topics, list(topology.groups))
-    bundle.run_info.update(topics=topology.topics, groups=topology.groups)
+    bundle.run_info.update({"topics": topology.topics, "groups": topology.groups})
     if queue := workload.dead_letter_queue:
         created = "dimster" if kafka.dead_letter_created else ("broker" if not queue.create_topic else "before the run")
         bundle.run_info["deadLetterQueue"] = {
@@ -79,5 +80,15 @@ def record_workers(described: list[dict], ensemble: Ensemble, bundle: ResultsBun
     for where in described:
         details = {k: v for k, v in where.items() if k not in ("index", "alive")}
         bundle.event("worker_started", worker=where["index"], **details, **counts[where["index"]])
-    bundle.run_info["workers"] = [{k: v for k, v in w.items() if k != "alive"} for w in described]
+    bundle.run_info["workers"] = [worker_place(w) for w in described]
     bundle.save_run_info()
+
+
+def worker_place(described: dict) -> WorkerPlace:
+    """run.json's record of where a worker ran (a local process's pid, an agent's address and cores)."""
+    place: WorkerPlace = {"index": described["index"], "host": described["host"]}
+    if "pid" in described:
+        place["pid"] = described["pid"]
+    if "address" in described:
+        place["address"], place["cores"] = described["address"], described["cores"]
+    return place

@@ -9,6 +9,8 @@ wins: it was least delayed by queues on the way, so its bound is the tightest.
 from collections import deque
 from dataclasses import dataclass
 
+from dimster.results.records import ClockOffset
+
 
 @dataclass(frozen=True)
 class ClockSample:
@@ -43,7 +45,7 @@ class ClockEstimate:
         best = self.best
         return best.round_trip / 2 if best else float("inf")
 
-    def as_record(self) -> dict:
+    def as_record(self) -> ClockOffset:
         return {
             "offset_ms": round(self.offset * 1000, 3),
             "uncertainty_ms": round(self.uncertainty * 1000, 3) if self.best else None,

@@ -13,6 +13,7 @@ from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.workers.seam import WorkerLost, Workers
 from dimster.profile import ProfileBase
 from dimster.results.bundle import ResultsBundle
+from dimster.results.records import ClockOffset
 from dimster.worker.process import PipeChannel, start_worker, start_worker_server
 from dimster.worker.protocol import Assignment, Closed, Message
 
@@ -97,7 +98,7 @@ class LocalWorkers:
             for i, p in enumerate(self.processes)
         ]
 
-    def clock_offsets(self) -> dict[int, dict]:
+    def clock_offsets(self) -> dict[int, ClockOffset]:
         return {}
 
 

@@ -25,6 +25,7 @@ from dimster.profile import ProfileBase
 from dimster.remote.agent import COORDINATOR_TIMEOUT, endpoint
 from dimster.remote.security import connect_securely, read_token
 from dimster.results.bundle import ResultsBundle
+from dimster.results.records import ClockOffset
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     Assign,
@@ -321,7 +322,7 @@ class RemoteWorkers:
             for index, link in enumerate(self.owner)
         ]
 
-    def clock_offsets(self) -> dict[int, dict]:
+    def clock_offsets(self) -> dict[int, ClockOffset]:
         return {index: link.clock.as_record() for index, link in enumerate(self.owner)}
 
 

@@ -4,6 +4,7 @@ and `WorkerLost`, through `Workers`; tests drive the loop with an in-memory fake
 from dataclasses import dataclass
 from typing import Protocol
 
+from dimster.results.records import ClockOffset
 from dimster.worker.protocol import Assignment, Message
 
 
@@ -34,5 +35,5 @@ class Workers(Protocol):
     def describe(self) -> list[dict]:
         """Per worker: index, where it runs (host, pid) and whether it is alive; for status and run.json."""
 
-    def clock_offsets(self) -> dict[int, dict]:
+    def clock_offsets(self) -> dict[int, ClockOffset]:
         """Per worker: its clock's estimated offset to the coordinator's and that estimate's uncertainty."""
