@@ -296,8 +296,9 @@ public class DimsterKafkaTool {
         } catch (ClassNotFoundException e) {
             return verdict;
         }
-        Set<String> names = (Set<String>) kind.getMethod("configNames").invoke(null);
-        verdict.put("names", new java.util.TreeSet<>(names));
+        // a Set in some versions, a List in others (LogConfig of 4.3)
+        Set<String> names = new java.util.TreeSet<>((Collection<String>) kind.getMethod("configNames").invoke(null));
+        verdict.put("names", names);
         if (values == null || !names.containsAll(values.keySet())) return verdict;  // unknown names: told by name
         ConfigDef def;
         try {
