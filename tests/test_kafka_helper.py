@@ -73,17 +73,23 @@ def test_classes_of_other_sources_are_compiled_beside_never_over_those_a_running
     these sources) works on the helper started from them."""
     import dataclasses
 
+    from dimster.errors import DimsterError
     from dimster.kafka.distribution import _compile_helper, helper_key
 
     ours = helper.distribution
     assert ours.helper_key == helper_key() and ours.helper == ours.home / "helper" / ours.helper_key
     assert run_helper(ours, "configdefs").returncode == 0
-    running, stamp = helper.process(), (ours.helper / "sources.java").stat()
-    others = dataclasses.replace(ours, helper_key="0" * 16)  # another dimster's sources
+    running, stamp = helper.process(), (ours.helper / "sources.java").read_text()
+    drivers = {"DimsterProducer", "DimsterClientSupport"}  # other sources: a part of ours
+    others = dataclasses.replace(ours, helper_key=helper_key(drivers))
     try:
-        _compile_helper(others)
-        assert (others.helper / "DimsterKafkaTool.class").exists() and others.helper != ours.helper
-        assert (ours.helper / "sources.java").stat() == stamp and (ours.helper / "DimsterKafkaTool.class").exists()
+        _compile_helper(others, drivers)
+        assert (others.helper / "DimsterProducer.class").exists() and others.helper != ours.helper
+        assert not (others.helper / "DimsterKafkaTool.class").exists()  # compiled from the other sources only
+        assert (ours.helper / "sources.java").read_text() == stamp and (ours.helper / "DimsterKafkaTool.class").exists()
+        with pytest.raises(DimsterError, match="sources changed while this command started"):
+            _compile_helper(dataclasses.replace(ours, helper_key="0" * 16))  # a key that is not these sources'
+        assert not (ours.home / "helper" / ("0" * 16)).exists()
         answer = run_helper(ours, "entity-configs", json.dumps({"group": {"share.record.lock.duration.ms": "x"}}))
         assert helper.process() == running  # the same JVM, its classes where they were
         verdict = json.loads(answer.stdout.splitlines()[-1])

@@ -354,7 +354,8 @@ def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_p
         figures = status["figures"]  # the same numbers under the thresholds' names
         assert (figures["e2e.p99"], figures["sent"], figures["lost"]) == (status["e2eP99Ms"], totals["sent"], 0)
         assert (figures["consumed.rate"], figures["lock_timeouts"]) == (status["consRate"], status["lockTimeouts"])
-        assert "in_doubt" not in figures  # no value while load runs: not a live figure
+        assert "in_doubt" not in figures and "backlog.max" not in figures  # no value now; the run's maximum
+        assert figures["backlog.end"] == status["backlog"]
     finally:
         exporter.close()
     exporter.thread.join(10)  # closed: its serving thread ends and its port answers no more

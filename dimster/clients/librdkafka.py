@@ -28,6 +28,7 @@ from dimster.clients.properties import ROLE_SECTIONS
 from dimster.kafka.properties import property_text
 from dimster.kafka.security import ClientSecurity
 from dimster.metrics.client_stats import COLUMNS, REQUEST_KINDS
+from dimster.secret_keys import is_secret_key
 from dimster.workload.distributor import Choice
 from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, body_intact, pack_header, unpack_header
@@ -285,7 +286,7 @@ def check_properties(role: str, section: str, common: dict, properties: dict) ->
         where = "commonConfig" if any(f'"{key}"' in text for key in common) else section
         return f"kafkaConfig.{where}: {text}"
     for key, value in config.items():  # librdkafka reads `5ms` as 5; Kafka's Java clients refuse it
-        if (number := NUMBER_WITH_WORD.match(value)) and not _takes_a_word(role, key):
+        if (number := NUMBER_WITH_WORD.match(value)) and not is_secret_key(key) and not _takes_a_word(role, key):
             where = "commonConfig" if key in common and key not in properties else section
             return (
                 f"kafkaConfig.{where}.{key}: '{value}' is not a number (librdkafka reads it as {number[1]}, "

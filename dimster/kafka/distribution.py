@@ -262,44 +262,58 @@ def java_clients(version: str) -> KafkaDistribution:
     return distribution
 
 
-def _helper_sources(classes: set[str] | None = None) -> list[Path]:
-    """dimster's Java sources (or those of `classes`), in name order."""
+def _helper_sources(classes: set[str] | None = None) -> dict[str, str]:
+    """dimster's Java sources (or those of `classes`): file name -> text, in name order."""
     found = sorted(resources.files("dimster.kafka").joinpath("java").iterdir(), key=lambda f: f.name)
-    return [Path(str(f)) for f in found if f.name.endswith(".java") and (classes is None or f.name[:-5] in classes)]
+    return {
+        f.name: f.read_text() for f in found if f.name.endswith(".java") and (classes is None or f.name[:-5] in classes)
+    }
+
+
+def _key(sources: dict[str, str]) -> str:
+    return hashlib.sha1("".join(sources.values()).encode()).hexdigest()[:16]
 
 
 def helper_key(classes: set[str] | None = None) -> str:
     """The key of the sources' text: their classes' folder under a distribution's `helper/`."""
-    text = "".join(path.read_text() for path in _helper_sources(classes))
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+    return _key(_helper_sources(classes))
 
 
 def _compile_helper(distribution: KafkaDistribution, classes: set[str] | None = None) -> None:
     """Compile dimster's Java classes (the tool, the client drivers; or only `classes`) against this
     version's jars, once for each version of the sources (their folder, distribution.helper, is never
-    replaced: a JVM may be running from it)."""
+    replaced: a JVM may be running from it). The sources are read once and compiled as read, so the
+    folder of a key holds the classes of that key's text."""
     helper_dir = distribution.helper
     if (helper_dir / "sources.java").exists():
         return
     sources = _helper_sources(classes)
+    if _key(sources) != distribution.helper_key:
+        raise DimsterError(
+            "dimster's Java sources changed while this command started (a checkout being updated?): run it again"
+        )
     javac = Path(java_executable()).with_name("javac")
     if not javac.exists():
         raise DimsterError(f"javac not found beside {java_executable()}: {JAVA_HINT}")
     # Compiled aside and moved in whole: several processes may compile at once.
     helper_dir.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix="partial.", dir=helper_dir.parent))
-    result = subprocess.run(
-        [str(javac), "-nowarn", "-d", str(partial), "-cp", str(distribution.libs / "*"), *map(str, sources)],
-        capture_output=True,
-        text=True,
-    )
+    with tempfile.TemporaryDirectory(prefix="dimster-java.") as folder:
+        for name, text in sources.items():
+            (Path(folder) / name).write_text(text)
+        files = [str(Path(folder) / name) for name in sources]
+        result = subprocess.run(
+            [str(javac), "-nowarn", "-d", str(partial), "-cp", str(distribution.libs / "*"), *files],
+            capture_output=True,
+            text=True,
+        )
     if result.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         raise DimsterError(
             f"could not compile dimster's Java classes against Kafka {distribution.version}: "
             f"{last_error_line(result.stderr) or result.stderr.strip()}"
         )
-    (partial / "sources.java").write_text("".join(path.read_text() for path in sources))  # written last: the stamp
+    (partial / "sources.java").write_text("".join(sources.values()))  # written last: the stamp
     try:
         partial.rename(helper_dir)
     except OSError:  # another process moved its build of the same sources in first
