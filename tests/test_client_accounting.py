@@ -202,7 +202,8 @@ def test_librdkafka_producer_closing_with_records_unacknowledged_reports_each_as
     bodies = make_bodies(100, "RANDOM", 0)
     driver = librdkafka.LibrdkafkaProducer(properties, "p0", "nowhere", 3, bodies, lambda _: None)
     driver.send(40, [time.time()] * 5, [(None, -1)] * 5)
-    assert driver.close(0.2) == 5
+    time.sleep(1)  # as on a busy host: the client's failed connections wait in its queue as log events
+    assert driver.close(0) == 5  # the records purged, by their reports: not librdkafka's queue length
     latencies, failed = driver.take_acks()
     assert len(latencies) == 0 and sorted(failed) == [40, 41, 42, 43, 44]
 
