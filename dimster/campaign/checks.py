@@ -5,10 +5,14 @@ from dimster.campaign.environments import check_varied, point_profile
 from dimster.campaign.model import Campaign, Point
 from dimster.clients.properties import check_client_configs
 from dimster.cluster.backends import backend_for
-from dimster.coordinator.loop.one_run import check_overlaid, check_replication, with_workload_broker_config
+from dimster.coordinator.loop.one_run import (
+    check_group_and_topic_configs,
+    check_overlaid,
+    check_replication,
+    with_workload_broker_config,
+)
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
-from dimster.kafka.entity_configs import check_entity_configs
 
 
 def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
@@ -16,7 +20,7 @@ def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
     libraries) and, where dimster runs the brokers, every broker config a point asks for (by Kafka's
     own parser and the backend's rules), each on the point's own environment."""
     check_varied(profile, {key for p in loaded.points for key in p.environment}, loaded.source)
-    seen_clients, seen_brokers, seen_entities = set(), set(), set()
+    seen_clients, seen_brokers, seen_entities, seen_environments = set(), set(), set(), set()
     for point in loaded.points:
         w = point.workload
         on = point_profile(profile, point.environment, loaded.source)
@@ -32,13 +36,14 @@ def check_points(loaded: Campaign, profile: EnvironmentProfile) -> None:
                 with_brokers = with_workload_broker_config(w, on)
             except DimsterError as e:
                 raise DimsterError(f"{loaded.source}: {where(point)}: {e}") from None
-            backend_for(on).check_broker_config()  # the environment's own, blamed on its files
+            if (environment := repr(on)) not in seen_environments:  # the environment's own, blamed on its files
+                seen_environments.add(environment)
+                backend_for(on).check_broker_config()
             check_overlaid(with_brokers, on, f"{loaded.source}: {where(point)}")  # the point's, on the campaign
         entities = repr((w.group_config, w.kafka_config.topic_config, on.kafka_version))
         if entities not in seen_entities:
             seen_entities.add(entities)
-            topic = w.kafka_config.topic_config
-            check_entity_configs(w.group_config, topic, f"{loaded.source}: {where(point)}", on.kafka_version)
+            check_group_and_topic_configs(w, f"{loaded.source}: {where(point)}", on.kafka_version)
 
 
 def where(point: Point) -> str:

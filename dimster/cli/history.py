@@ -1,5 +1,6 @@
 """`dimster history [RESULTS_DIR]`: past runs and campaigns, one row each, newest last."""
 
+import textwrap
 from datetime import datetime
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def _table(found: History, where: str) -> Table:
         if row["aborted_by"]:
             verdict += ", stopped early"
         if row["failure"]:
-            verdict += f" ({_shortened(str(row['failure']))})"
+            verdict += f" ({textwrap.shorten(str(row['failure']), 100, placeholder='…')})"
         started = row["started"] and datetime.fromisoformat(row["started"]).astimezone().strftime("%Y-%m-%d %H:%M")
         cells = [row["id"], row["workload"], started, row["environment"], row["kafka"], row["status"]]
         figures = [_shown(name, row[name]) for name in KEY_FIGURES]
@@ -85,12 +86,7 @@ def _table(found: History, where: str) -> Table:
     return table
 
 
-def _shortened(text: str, most: int = 100) -> str:
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
 def _shown(name: str, value: float | None) -> str:
     if value is None:
         return "—"
     return f"{value:,.0f}" if FIGURES[name].dim in (MSG_RATE, NUMBER) else f"{value:,.1f}"
-

@@ -73,9 +73,12 @@ def run(
         return _modify(env, workload, sets, json)
     from dimster.clients.properties import check_client_configs
     from dimster.coordinator.control.api import ControlServer
-    from dimster.coordinator.loop.one_run import check_client_versions, check_replication
+    from dimster.coordinator.loop.one_run import (
+        check_client_versions,
+        check_group_and_topic_configs,
+        check_replication,
+    )
     from dimster.environment import load_environment, with_worker_count
-    from dimster.kafka.entity_configs import check_entity_configs
     from dimster.pipeline.spark import spark_master
     from dimster.workload.model import load_workload
 
@@ -90,8 +93,7 @@ def run(
     check_replication(loaded, profile, display(workload))
     if not handed:  # a --detach parent judged them before it started this process (a Java check: 2 s)
         check_client_configs(loaded, display(workload), profile.kafka_version)
-        topic = loaded.kafka_config.topic_config
-        check_entity_configs(loaded.group_config, topic, display(workload), profile.kafka_version)
+        check_group_and_topic_configs(loaded, display(workload), profile.kafka_version)
     results_root = (results or project_dir() / "results").resolve()
     child_options = [] if not no_summary else ["--no-summary"]
     if spark_master_:

@@ -275,8 +275,14 @@ def _key(sources: dict[str, str]) -> str:
 
 
 def helper_key(classes: set[str] | None = None) -> str:
-    """The key of the sources' text: their classes' folder under a distribution's `helper/`."""
-    return _key(_helper_sources(classes))
+    """The key of the sources' text: their classes' folder under a distribution's `helper/` (read once
+    a process: every kafka_distribution() asks)."""
+    return _sources_key(None if classes is None else frozenset(classes))
+
+
+@functools.cache
+def _sources_key(classes: frozenset[str] | None) -> str:
+    return _key(_helper_sources(set(classes) if classes is not None else None))
 
 
 def _compile_helper(distribution: KafkaDistribution, classes: set[str] | None = None) -> None:

@@ -14,12 +14,10 @@ KEYS = {"group": "groupConfig", "topic": "kafkaConfig.topicConfig"}  # a kind ->
 
 def check_entity_configs(group: dict, topic: dict, source: str, kafka_version: str) -> None:
     """One error line for the first unknown name (with the closest known one) or refused value."""
-    asked = {
-        "group": {name: property_text(value) for name, value in group.items()},
-        "topic": {name: property_text(value) for name, value in topic.items()},
-    }
     if not group and not topic:
         return
+    asked = {kind: {name: property_text(value) for name, value in configs.items()}
+             for kind, configs in (("group", group), ("topic", topic))}  # fmt: skip
     distribution = kafka_distribution(kafka_version)
     answer = run_helper(distribution, "entity-configs", json.dumps(asked))
     lines = answer.stdout.strip().splitlines()

@@ -97,7 +97,7 @@ def check_on_environment(workload: Workload, profile: EnvironmentProfile, source
         if on is not profile:
             check_overlaid(on, profile, source)
     check_replication(workload, on, source)
-    check_entity_configs(workload.group_config, workload.kafka_config.topic_config, source, profile.kafka_version)
+    check_group_and_topic_configs(workload, source, profile.kafka_version)
 
 
 def check_workload_configs(workload: Workload, source: str, kafka_version: str) -> None:
@@ -106,6 +106,11 @@ def check_workload_configs(workload: Workload, source: str, kafka_version: str) 
     if workload.broker_config:
         definitions = config_definitions(kafka_distribution(kafka_version))
         check_names(workload.broker_config, definitions, f"{source}: brokerConfig")
+    check_group_and_topic_configs(workload, source, kafka_version)
+
+
+def check_group_and_topic_configs(workload: Workload, source: str, kafka_version: str) -> None:
+    """The workload's groupConfig and topicConfig by Kafka `kafka_version`'s own definitions."""
     check_entity_configs(workload.group_config, workload.kafka_config.topic_config, source, kafka_version)
 
 

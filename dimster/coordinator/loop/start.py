@@ -2,6 +2,7 @@
 told to run."""
 
 from collections.abc import Callable
+from typing import cast
 
 from confluent_kafka import KafkaException
 
@@ -80,15 +81,5 @@ def record_workers(described: list[dict], ensemble: Ensemble, bundle: ResultsBun
     for where in described:
         details = {k: v for k, v in where.items() if k not in ("index", "alive")}
         bundle.event("worker_started", worker=where["index"], **details, **counts[where["index"]])
-    bundle.run_info["workers"] = [worker_place(w) for w in described]
+    bundle.run_info["workers"] = [cast(WorkerPlace, {k: v for k, v in w.items() if k != "alive"}) for w in described]
     bundle.save_run_info()
-
-
-def worker_place(described: dict) -> WorkerPlace:
-    """run.json's record of where a worker ran (a local process's pid, an agent's address and cores)."""
-    place: WorkerPlace = {"index": described["index"], "host": described["host"]}
-    if "pid" in described:
-        place["pid"] = described["pid"]
-    if "address" in described:
-        place["address"], place["cores"] = described["address"], described["cores"]
-    return place
