@@ -71,3 +71,40 @@ def running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_process_unreadable_at_one_sample_is_not_charged_its_whole_cpu_again(monkeypatch):
+    """A process whose line of parents cannot be read at one sample (psutil's ZombieProcess when a
+    parent ends as it is asked) is charged at the next sample for what it used since the last one read
+    it, not once more for all its CPU so far (a broker of an hour charged to the test that happened to
+    run then)."""
+    marker = ("DIMSTER_TIMES_PROBE", str(time.monotonic_ns()))
+    burn = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\ntime.sleep(60)"
+    orphaning = (
+        f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {burn!r}], "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid, flush=True)"
+    )
+    times = CpuTimes((marker,))
+    times._sample()
+    times.begin("the test")
+    parent = subprocess.run(
+        [sys.executable, "-c", orphaning], env={marker[0]: marker[1]}, capture_output=True, text=True, check=True
+    )
+    burner = psutil.Process(int(parent.stdout))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(burner.cpu_times()[:2]) < 0.6:
+            time.sleep(0.05)
+        times._charge(times.current, times._sample())
+        assert 0.5 <= times.seconds["the test"] < 0.9, times.seconds
+
+        def unreadable(process, me):
+            raise psutil.ZombieProcess(process.pid)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(times, "_reaped_by_pytest", unreadable)
+            times._charge(times.current, times._sample())
+        times._charge(times.current, times._sample())
+        assert 0.5 <= times.seconds["the test"] < 0.9, times.seconds  # 1.2 and more when charged again
+    finally:
+        burner.kill()

@@ -87,6 +87,10 @@ class CpuTimes:
                     continue
                 times = process.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                # unreadable this once (a parent of its line ending as it was asked): what it uses
+                # meanwhile is charged at the next sample that reads it, not all its CPU once more
+                if key in self._last:
+                    now[key] = self._last[key]
                 continue
             now[key] = times.user + times.system
             used += now[key] - self._last.get(key, 0.0)
