@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
@@ -177,6 +178,7 @@ def test_a_node_killed_behind_dimsters_back_is_stale_state_and_down_stops_every_
         assert "stale state" in result.stderr
         status = status_json(env, cli_env)
         assert status["healthy"] and status["nodes"][0]["pid"] != node["pid"]
+        assert_maps_its_class_archive(status["nodes"][0]["pid"])
 
         pids = [n["pid"] for n in status["nodes"]]
         bootstrap = load_environment_of(project, env).bootstrap_servers
@@ -195,6 +197,18 @@ def test_a_node_killed_behind_dimsters_back_is_stale_state_and_down_stops_every_
         assert dimster("cluster", "down", env, env=cli_env).stdout.strip() == f"'{env}': nothing was running"
     finally:
         dimster("cluster", "down", env, env=cli_env)
+
+
+def assert_maps_its_class_archive(pid: int) -> None:
+    """A broker is given the class-data archive of its distribution (class_sharing.py) and maps it, or,
+    before there is one, writes the class list it is made from (the first start of a fresh cache)."""
+    options = [arg for arg in psutil.Process(pid).cmdline() if arg.startswith("-XX:Shared") or "ClassList" in arg]
+    assert len(options) == 1, options
+    if options[0].startswith("-XX:SharedArchiveFile="):
+        archive = options[0].split("=", 1)[1]
+        assert archive in Path(f"/proc/{pid}/maps").read_text()
+    else:
+        assert options[0].startswith("-XX:DumpLoadedClassList="), options
 
 
 def load_environment_of(project, env: str):

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from dimster.errors import DimsterError
+from dimster.kafka.class_sharing import shared_classes
 from dimster.kafka.distribution import java_clients, java_executable, kafka_distribution
 
 # What kafka-run-class.sh gives Kafka's own clients and perf tools, and a heap for many clients.
@@ -71,8 +72,9 @@ def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version:
         else:
             config = resources.files("dimster.clients") / "log4j2-clients.properties"
             logging = [f"-Dlog4j2.configurationFile={config}", f"-Ddimster.client.log={log_file}"]
-        options = [*JVM_OPTIONS, *logging, *shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))]
-        classpath = [str(distribution.helper), str(distribution.libs / "*")]
+        extra = shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))
+        options = [*shared_classes(distribution), *JVM_OPTIONS, *logging, *extra]
+        classpath = [str(distribution.libs / "*"), str(distribution.helper)]  # as distribution.classpath
         # The JVM takes SIGSEGV for its own use (implicit null checks, safepoints): Python's fault
         # handler in front of it (coordinator/loop/failures.py) took one, logged the Python stacks and
         # raised it again, which the JVM then reported as a fatal error and aborted the process. Off

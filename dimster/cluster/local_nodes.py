@@ -27,6 +27,7 @@ from dimster.cluster.tls import (
     tls_material,
 )
 from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.class_sharing import broker_shared_classes, shared_classes
 from dimster.kafka.distribution import KafkaDistribution
 from dimster.kafka.jmx_exporter import agent_jar, agent_option
 from dimster.paths import display, project_dir
@@ -323,6 +324,7 @@ class LocalNodes(NodeCluster[ClusterState]):
             *self._scram_users(),
         ]
         jvm_options = (
+            *shared_classes(distribution),
             "-Xmx256m",
             f"-Dlog4j2.configurationFile={resources.files('dimster.kafka') / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={self.node_dir(index) / 'logs'}",
@@ -346,7 +348,8 @@ class LocalNodes(NodeCluster[ClusterState]):
 
     def _start_node(self, distribution: KafkaDistribution, index: int) -> NodeProcess:
         properties = self.node_dir(index) / "server.properties"
-        command = distribution.java("kafka.Kafka", str(properties), jvm_options=self._jvm_options(index))
+        jvm_options = (*broker_shared_classes(distribution), *self._jvm_options(index))
+        command = distribution.java("kafka.Kafka", str(properties), jvm_options=jvm_options)
         if self.network:
             command = self.network.command(index, command)
         process = spawn(command, self._stdout_file(index), env=self._broker_environment())

@@ -42,7 +42,9 @@ class KafkaDistribution:
 
     @property
     def classpath(self) -> str:
-        return f"{self.helper}{os.pathsep}{self.libs / '*'}"
+        """The jars first: a JVM maps the classes of class_sharing.py's archive only on the class path
+        it was made for, or one that starts with it."""
+        return f"{self.libs / '*'}{os.pathsep}{self.helper}"
 
     @property
     def has_perf_tools(self) -> bool:

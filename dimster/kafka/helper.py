@@ -26,6 +26,7 @@ import psutil
 
 from dimster.clock import Deadline
 from dimster.errors import ClusterError, DimsterError
+from dimster.kafka.class_sharing import shared_classes
 from dimster.kafka.distribution import HELPER_CLASS, KafkaDistribution, kafka_distribution
 from dimster.kafka.security import ClientSecurity, java_security
 from dimster.paths import state_dir
@@ -201,7 +202,8 @@ class KafkaHelper:
             stale.stop(5)
         self.socket_path.unlink(missing_ok=True)
         log = self.folder / "helper.log"
-        options = (*JVM_OPTIONS, f"-Ddimster.helper={self.folder}")  # its folder: whose helper it is
+        # its folder in a property: whose helper it is
+        options = (*shared_classes(self.distribution), *JVM_OPTIONS, f"-Ddimster.helper={self.folder}")
         command = self.distribution.java(
             HELPER_CLASS, "serve", str(self.socket_path), str(IDLE_SECONDS * 1000), jvm_options=options
         )
