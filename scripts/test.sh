@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs the whole test suite (lint and type check first); exits with the suite's code.
+# Sets everything up, then runs the whole test suite (lint first, the type check beside the kafka tier, or
+# first for a selection); exits with the suite's code.
 # Arguments go to pytest: `scripts/test.sh -m unit` is the fast loop (no broker, no Spark, no browser).
 #
 # The whole suite runs in tiers, each a pytest session of its own: kafka on two workers and, beside it,
-# unit, spark and browser one test after another (their output is printed once the kafka tier ends;
-# lint and the type check have run before any). A Kafka test spends much of its time waiting on Kafka
+# the type check, unit, spark and browser one after another (their output is printed once the kafka
+# tier ends; lint has run before any). A Kafka test spends much of its time waiting on Kafka
 # (heartbeats, lock time-outs, drains): alone, the kafka tier leaves a third of a quiet host's cores
 # idle, and the other tiers, which use no Kafka, take that time; run first on every core, the unit
 # tier added its three minutes to the suite's. Each session and worker has its own warm clusters and
@@ -20,7 +21,7 @@ cd "$root"
 started=$SECONDS
 scripts/setup.sh
 .venv/bin/ruff check dimster tests scripts
-.venv/bin/mypy dimster  # settings in pyproject.toml's [tool.mypy]
+typecheck() { .venv/bin/mypy dimster; }  # settings in pyproject.toml's [tool.mypy]
 # Debian packages the tests use: Chromium opens the HTML reports, libfaketime skews an agent's clock,
 # iproute2 makes the network namespaces agents run in, Prometheus scrapes a run (`dimster monitor`),
 # podman (with runc) is the Docker-compatible daemon of the container tests, mmdebstrap builds dimster's base image.
@@ -42,6 +43,7 @@ for arg in "$@"; do
   case "$arg" in -v | -vv | -q | -x | -rA | --durations=*) ;; *) whole=0 ;; esac
 done
 if [ "$whole" = 0 ]; then
+  typecheck
   exec .venv/bin/python -m pytest "$@"
 fi
 
@@ -59,7 +61,9 @@ tier() {  # tier NAME PYTEST-ARGUMENTS...: one pytest session; its exit code and
   return "$code"
 }
 summary() {  # each tier's slowest tests, then the suite's line; the exit code is the first failure's
-  local times=("setup $setup_seconds s") status=0 name code
+  local times=("setup $setup_seconds s") status name code
+  status=$(cat "$test_times/types.code" 2>/dev/null || echo 1)
+  [ "$status" -eq 0 ] || times+=("type check failed")
   for name in unit kafka spark browser; do
     [ -f "$test_times/$name.code" ] || continue
     code=$(cat "$test_times/$name.code")
@@ -72,7 +76,13 @@ summary() {  # each tier's slowest tests, then the suite's line; the exit code i
   return "$status"
 }
 
-(tier unit -m unit "$@" || true; tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) \
+types() {  # the type check, first of the chain beside the kafka tier: 15 s of a fresh clone's critical path
+  local code=0
+  echo "== type check"
+  typecheck || code=$?
+  echo "$code" >"$test_times/types.code"
+}
+(types; tier unit -m unit "$@" || true; tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) \
   >"$test_times/beside.log" 2>&1 &
 beside=$!
 tier kafka -m kafka -n 2 "$@" || true
