@@ -45,20 +45,21 @@ def test_the_cpu_of_a_process_the_test_left_running_is_the_tests():
         "flush=True); sys.stdin.read()"
     )
     times = CpuTimes((marker,))
-    times._sample()  # what runs already is counted from here
+    times.sample_once()  # what runs already is counted from here
     times.begin("the test")
     parents = [
         subprocess.Popen([sys.executable, "-c", orphaning], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         for env in ({marker[0]: marker[1]}, {})
     ]
     pids = [int(parent.stdout.readline()) for parent in parents]
-    times._charge(times.current, times._sample())
-    assert "the test" not in times.seconds or times.seconds["the test"] < 0.05  # their parents live
+    times.sample_once()
+    # their parents live: only the parents' own start-up is charged (they are this process's children)
+    assert times.seconds.get("the test", 0.0) < 0.3, times.seconds
     for parent in parents:
         parent.communicate()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(running(pid) for pid in pids):
-        times._charge(times.current, times._sample())
+        times.sample_once()
         time.sleep(0.05)
     assert not any(running(pid) for pid in pids)
     # sampled (this process's own CPU is added only by end()): the marked orphan's 0.6 s but what it
@@ -85,7 +86,7 @@ def test_a_process_unreadable_at_one_sample_is_not_charged_its_whole_cpu_again(m
         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid, flush=True)"
     )
     times = CpuTimes((marker,))
-    times._sample()
+    times.sample_once()
     times.begin("the test")
     parent = subprocess.run(
         [sys.executable, "-c", orphaning], env={marker[0]: marker[1]}, capture_output=True, text=True, check=True
@@ -95,7 +96,7 @@ def test_a_process_unreadable_at_one_sample_is_not_charged_its_whole_cpu_again(m
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and sum(burner.cpu_times()[:2]) < 0.6:
             time.sleep(0.05)
-        times._charge(times.current, times._sample())
+        times.sample_once()
         assert 0.5 <= times.seconds["the test"] < 0.9, times.seconds
 
         def unreadable(process, me):
@@ -103,8 +104,32 @@ def test_a_process_unreadable_at_one_sample_is_not_charged_its_whole_cpu_again(m
 
         with monkeypatch.context() as patch:
             patch.setattr(times, "_reaped_by_pytest", unreadable)
-            times._charge(times.current, times._sample())
-        times._charge(times.current, times._sample())
+            times.sample_once()
+        times.sample_once()
         assert 0.5 <= times.seconds["the test"] < 0.9, times.seconds  # 1.2 and more when charged again
     finally:
         burner.kill()
+
+
+def test_a_child_of_the_test_process_is_charged_to_the_tests_it_ran_in_not_whole_to_the_one_that_reaps_it():
+    """A process the test process itself started and reaps later (a Spark server a summary started
+    there, ended by a later test): its CPU is charged to the test it burned it in as it runs, and the
+    test that reaps it is not charged it again from getrusage."""
+    marker = ("DIMSTER_TIMES_PROBE", str(time.monotonic_ns()))
+    burn = "import sys, time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\nsys.stdin.read()"
+    times = CpuTimes((marker,))
+    times.sample_once()
+    times.begin("the first test")
+    child = subprocess.Popen([sys.executable, "-c", burn], env={marker[0]: marker[1]}, stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(psutil.Process(child.pid).cpu_times()[:2]) < 0.6:
+            time.sleep(0.05)
+        times.sample_once()
+        first = times.end()
+        times.begin("the second test")
+    finally:
+        child.communicate()  # ends, reaped by this process in the second test
+    second = times.end()
+    assert 0.6 <= first < 1.0, times.seconds  # this process's own CPU meanwhile added
+    assert second < 0.3, times.seconds  # 0.6 and more when getrusage's figure of the child counts again

@@ -41,6 +41,11 @@ class CpuTimes:
         self.started_at = 0.0  # _own_cpu() when the current test began
         self._last: dict[tuple[int, float], float] = {}  # (pid, its start) -> its CPU at the last sample
         self._marked: dict[tuple[int, float], bool] = {}  # whether a process carries the markers
+        # this process's own children (a Spark server or helper a summary started in the test process,
+        # a run started with Popen): sampled as they run, and their CPU at the last sample, which the
+        # test that reaps one must not count again from getrusage (_reaped: this test's so far)
+        self._children: dict[tuple[int, float], float] = {}
+        self._reaped = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_until_stopped, name="cpu-times", daemon=True)
@@ -54,13 +59,17 @@ class CpuTimes:
 
     def begin(self, nodeid: str) -> None:
         with self._lock:
-            self.current, self.started_at = nodeid, _own_cpu()
+            self.current, self.started_at, self._reaped = nodeid, _own_cpu(), 0.0
 
     def end(self) -> float:
         """The test's CPU seconds so far, its own process's added; what follows is between tests."""
         with self._lock:
             test = self.current
-            self._charge(test, _own_cpu() - self.started_at)
+            for key, cpu in list(self._children.items()):
+                if not _exists(key[0]):  # reaped since the last sample: getrusage has it whole now
+                    self._reaped += cpu
+                    del self._children[key]
+            self._charge(test, _own_cpu() - self.started_at - self._reaped)
             self.current = BETWEEN
             return self.seconds[test]
 
@@ -69,21 +78,32 @@ class CpuTimes:
 
     def _sample_until_stopped(self) -> None:
         while not self._stop.wait(SAMPLE_SECONDS):
-            used = self._sample()
-            with self._lock:
-                self._charge(self.current, used)
+            self.sample_once()
 
-    def _sample(self) -> float:
-        """CPU seconds the session's unreaped processes used since the last sample. Whether a process
-        is reaped by a pytest process is asked at each sample: one started by a CLI call the test
-        runs (a broker, a detached run) is that call's child until the call ends, and counts from then
-        with all its CPU so far (no pytest process will reap it, so getrusage never sees it)."""
-        me, used, now, seen = os.getpid(), 0.0, {}, set()
-        for process in psutil.process_iter(["create_time"]):
+    def sample_once(self) -> None:
+        """Charge the test running with what the session's unreaped processes used since the last sample."""
+        used, children = self._sample()
+        with self._lock:
+            self._charge(self.current, used)
+            if self.current != BETWEEN:  # between tests getrusage's figure is no one's
+                self._reaped += sum(cpu for key, cpu in self._children.items() if key not in children)
+            self._children = children
+
+    def _sample(self) -> tuple[float, dict[tuple[int, float], float]]:
+        """CPU seconds the session's unreaped processes used since the last sample, and this
+        process's children with their CPU now. Whether a process is reaped by a pytest process is
+        asked at each sample: one started by a CLI call the test runs (a broker, a detached run) is
+        that call's child until the call ends, and counts from then with all its CPU so far (no pytest
+        process will reap it, so getrusage never sees it). This process's own children are sampled
+        too: one that runs for many tests (a Spark server) is charged to each as it runs, not whole to
+        the one that happens to reap it."""
+        me, used, now, seen, children = os.getpid(), 0.0, {}, set(), {}
+        for process in psutil.process_iter(["create_time", "ppid"]):
             key = (process.pid, process.info["create_time"])
             seen.add(key)
+            child = process.info["ppid"] == me
             try:
-                if not self._is_marked(process, key) or self._reaped_by_pytest(process, me):
+                if not self._is_marked(process, key) or (not child and self._reaped_by_pytest(process, me)):
                     continue
                 times = process.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -91,12 +111,16 @@ class CpuTimes:
                 # meanwhile is charged at the next sample that reads it, not all its CPU once more
                 if key in self._last:
                     now[key] = self._last[key]
+                    if child:
+                        children[key] = self._last[key]
                 continue
             now[key] = times.user + times.system
             used += now[key] - self._last.get(key, 0.0)
+            if child:
+                children[key] = now[key]
         self._last = now
         self._marked = {key: marked for key, marked in self._marked.items() if key in seen}
-        return used
+        return used, children
 
     def _reaped_by_pytest(self, process: psutil.Process, me: int) -> bool:
         """Whether the process's line of parents reaches one of this session's pytest processes (this
@@ -121,6 +145,17 @@ class CpuTimes:
                 return False
             self._marked[key] = all(environment.get(name) == value for name, value in self.markers)
         return self._marked[key]
+
+
+def _exists(pid: int) -> bool:
+    """Whether the process is there, a zombie not yet reaped included."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 CPU_TIMES: CpuTimes | None = None
