@@ -81,9 +81,11 @@ class CpuTimes:
             self.sample_once()
 
     def sample_once(self) -> None:
-        """Charge the test running with what the session's unreaped processes used since the last sample."""
-        used, children = self._sample()
+        """Charge the test running with what the session's unreaped processes used since the last
+        sample. Under the lock throughout: a child that end() finds reaped must not come back from a
+        sample taken before."""
         with self._lock:
+            used, children = self._sample()
             self._charge(self.current, used)
             if self.current != BETWEEN:  # between tests getrusage's figure is no one's
                 self._reaped += sum(cpu for key, cpu in self._children.items() if key not in children)

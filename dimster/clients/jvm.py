@@ -73,7 +73,8 @@ def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version:
             config = resources.files("dimster.clients") / "log4j2-clients.properties"
             logging = [f"-Dlog4j2.configurationFile={config}", f"-Ddimster.client.log={log_file}"]
         extra = shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))
-        options = [*shared_classes(distribution), *JVM_OPTIONS, *logging, *extra]
+        own = (*JVM_OPTIONS, *logging, *extra)
+        options = [*shared_classes(distribution, own), *own]
         classpath = [str(distribution.libs / "*"), str(distribution.helper)]  # as distribution.classpath
         # The JVM takes SIGSEGV for its own use (implicit null checks, safepoints): Python's fault
         # handler in front of it (coordinator/loop/failures.py) took one, logged the Python stacks and

@@ -348,7 +348,8 @@ class LocalNodes(NodeCluster[ClusterState]):
 
     def _start_node(self, distribution: KafkaDistribution, index: int) -> NodeProcess:
         properties = self.node_dir(index) / "server.properties"
-        jvm_options = (*broker_shared_classes(distribution), *self._jvm_options(index))
+        own = self._jvm_options(index)
+        jvm_options = (*broker_shared_classes(distribution, own), *own)
         command = distribution.java("kafka.Kafka", str(properties), jvm_options=jvm_options)
         if self.network:
             command = self.network.command(index, command)
