@@ -66,7 +66,7 @@ class CpuTimes:
         with self._lock:
             test = self.current
             for key, cpu in list(self._children.items()):
-                if not _exists(key[0]):  # reaped since the last sample: getrusage has it whole now
+                if not psutil.pid_exists(key[0]):  # reaped since the last sample: getrusage has it whole now
                     self._reaped += cpu
                     del self._children[key]
             self._charge(test, _own_cpu() - self.started_at - self._reaped)
@@ -147,17 +147,6 @@ class CpuTimes:
                 return False
             self._marked[key] = all(environment.get(name) == value for name, value in self.markers)
         return self._marked[key]
-
-
-def _exists(pid: int) -> bool:
-    """Whether the process is there, a zombie not yet reaped included."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 CPU_TIMES: CpuTimes | None = None

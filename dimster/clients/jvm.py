@@ -75,7 +75,7 @@ def start_jvm(kafka_version: str, log_file: Path | None = None, clients_version:
         extra = shlex.split(os.environ.get("DIMSTER_CLIENT_JVM_OPTS", ""))
         own = (*JVM_OPTIONS, *logging, *extra)
         options = [*shared_classes(distribution, own), *own]
-        classpath = [str(distribution.libs / "*"), str(distribution.helper)]  # as distribution.classpath
+        classpath = distribution.class_path_entries
         # The JVM takes SIGSEGV for its own use (implicit null checks, safepoints): Python's fault
         # handler in front of it (coordinator/loop/failures.py) took one, logged the Python stacks and
         # raised it again, which the JVM then reported as a fatal error and aborted the process. Off

@@ -43,7 +43,8 @@ def sharing_folder(distribution: KafkaDistribution) -> Path:
     key = hashlib.sha256(f"{java}\n{os.path.realpath(distribution.libs)}\n".encode())
     libjvm = java.parents[1] / "lib" / "server" / "libjvm.so"  # the JVM's build: an archive is its own
     if libjvm.exists():
-        key.update(f"{libjvm.stat().st_size} {libjvm.stat().st_mtime_ns}\n".encode())
+        built = libjvm.stat()
+        key.update(f"{built.st_size} {built.st_mtime_ns}\n".encode())
     for jar in sorted(os.scandir(distribution.libs), key=lambda entry: entry.name):
         stat = jar.stat()
         key.update(f"{jar.name} {stat.st_size} {stat.st_mtime_ns}\n".encode())
@@ -55,7 +56,7 @@ def shared_classes(distribution: KafkaDistribution, jvm_options: tuple[str, ...]
     `jvm_options` could not map it)."""
     try:
         archive = sharing_folder(distribution) / ARCHIVE
-        return (f"-XX:SharedArchiveFile={archive}",) if archive.exists() and _can_map(jvm_options) else ()
+        return _mapping(archive) if archive.exists() and _can_map(jvm_options) else ()
     except OSError:
         return ()
 
@@ -70,24 +71,28 @@ def broker_shared_classes(distribution: KafkaDistribution, jvm_options: tuple[st
         folder = sharing_folder(distribution)
         archive, class_list = folder / ARCHIVE, folder / CLASS_LIST
         if archive.exists():
-            return (f"-XX:SharedArchiveFile={archive}",)
+            return _mapping(archive)
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / LOCK, "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:  # another start claims the list or makes the archive: not waited for
                 return ()
-            if archive.exists() or (folder / FAILED).exists():
-                return shared_classes(distribution)
+            if archive.exists() or (folder / FAILED).exists():  # made meanwhile, or never to be
+                return _mapping(archive) if archive.exists() else ()
             lines, quiet = _lines(class_list), _quiet(class_list)
             if lines >= COMPLETE_LIST_LINES and quiet:
-                return (f"-XX:SharedArchiveFile={archive}",) if _dump(distribution, class_list, archive) else ()
+                return _mapping(archive) if _dump(distribution, class_list, archive) else ()
             if not class_list.exists() or (lines < COMPLETE_LIST_LINES and quiet):
                 class_list.write_bytes(b"")  # this start writes it (anew, after a start that failed)
                 return (f"-XX:DumpLoadedClassList={class_list}",)
             return ()  # a broker that runs still writes it
     except OSError:
         return ()
+
+
+def _mapping(archive: Path) -> tuple[str, ...]:
+    return (f"-XX:SharedArchiveFile={archive}",)
 
 
 def _can_map(jvm_options: tuple[str, ...]) -> bool:
@@ -127,18 +132,12 @@ def _dump(distribution: KafkaDistribution, class_list: Path, archive: Path) -> b
     partial = archive.with_suffix(f".{os.getpid()}.partial")
     # the classes of the distribution's jars: a JVM whose class path starts with the same jars
     # (distribution.classpath) maps them
-    classpath = str(distribution.libs / "*")
-    dump = [java_executable(), "-Xshare:dump", f"-XX:SharedClassListFile={class_list}"]
-    check = [java_executable(), "-Xshare:on", "-cp", classpath, "-version"]
+    java, on_jars = java_executable(), ("-cp", str(distribution.libs / "*"))
+    dump = [java, "-Xshare:dump", f"-XX:SharedClassListFile={class_list}", f"-XX:SharedArchiveFile={partial}", *on_jars]
+    check = [java, "-Xshare:on", f"-XX:SharedArchiveFile={partial}", *on_jars, "-version"]  # fails unless mapped
     try:
-        subprocess.run(
-            [*dump, f"-XX:SharedArchiveFile={partial}", "-cp", classpath],
-            capture_output=True, text=True, timeout=DUMP_SECONDS, check=True,
-        )  # fmt: skip
-        subprocess.run(
-            [check[0], f"-XX:SharedArchiveFile={partial}", *check[1:]],
-            capture_output=True, text=True, timeout=60, check=True,
-        )  # fmt: skip
+        for command, seconds in ((dump, DUMP_SECONDS), (check, 60)):
+            subprocess.run(command, capture_output=True, text=True, timeout=seconds, check=True)
         os.replace(partial, archive)
     except subprocess.CalledProcessError as failed:
         said = (failed.stdout + failed.stderr).strip().splitlines()[-1:] or [f"exit code {failed.returncode}"]

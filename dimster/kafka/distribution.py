@@ -41,10 +41,14 @@ class KafkaDistribution:
         return self.home / "helper" / self.helper_key if self.helper_key else self.home / "helper"
 
     @property
-    def classpath(self) -> str:
+    def class_path_entries(self) -> list[str]:
         """The jars first: a JVM maps the classes of class_sharing.py's archive only on the class path
         it was made for, or one that starts with it."""
-        return f"{self.libs / '*'}{os.pathsep}{self.helper}"
+        return [str(self.libs / "*"), str(self.helper)]
+
+    @property
+    def classpath(self) -> str:
+        return os.pathsep.join(self.class_path_entries)
 
     @property
     def has_perf_tools(self) -> bool:

@@ -16,8 +16,10 @@ def check_entity_configs(group: dict, topic: dict, source: str, kafka_version: s
     """One error line for the first unknown name (with the closest known one) or refused value."""
     if not group and not topic:
         return
-    asked = {kind: {name: property_text(value) for name, value in configs.items()}
-             for kind, configs in (("group", group), ("topic", topic))}  # fmt: skip
+    asked = {
+        kind: {name: property_text(value) for name, value in configs.items()}
+        for kind, configs in (("group", group), ("topic", topic))
+    }
     distribution = kafka_distribution(kafka_version)
     answer = run_helper(distribution, "entity-configs", json.dumps(asked))
     lines = answer.stdout.strip().splitlines()
