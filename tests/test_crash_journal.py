@@ -6,7 +6,6 @@ import io
 import json
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import msgpack
 import pyarrow.parquet as pq
@@ -16,6 +15,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.journal import JOURNAL, RunJournal, read_journal, tail_files
 from dimster.coordinator.loop.recover import crashed_account, received_past_commit, recover_crashed, replay
 from dimster.errors import DimsterError
+from dimster.kafka.distribution import KafkaDistribution
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
@@ -271,7 +271,7 @@ def test_the_fault_handler_never_stands_in_front_of_a_jvm(tmp_path, monkeypatch)
         assert faulthandler.is_enabled()
         seen = []
         monkeypatch.setattr(jpype, "isJVMStarted", lambda: False)
-        distribution = SimpleNamespace(home=tmp_path, libs=tmp_path, helper=tmp_path)
+        distribution = KafkaDistribution("4.4.0", tmp_path, tmp_path)
         monkeypatch.setattr(jvm, "kafka_distribution", lambda version: distribution)
         monkeypatch.setattr(jvm, "libjvm_path", lambda: "libjvm.so")
         monkeypatch.setattr(jpype, "startJVM", lambda *a, **k: seen.append(faulthandler.is_enabled()))
