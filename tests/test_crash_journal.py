@@ -4,6 +4,7 @@ real run is in test_crash_recovery.py."""
 
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -20,6 +21,7 @@ from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     ClientInterval,
+    IntervalReport,
     Reported,
     decode,
     encode,
@@ -133,6 +135,23 @@ def test_each_parquet_part_has_a_tail_of_its_own_removed_once_the_part_is_writte
     assert [r[3].clients[0].sent for r in read_journal(left)] == [2, 9]
     journal.remove()
     assert tail_files(tmp_path) == [] and not journal.path.exists()
+
+
+def test_a_pass_of_reports_is_journaled_in_order_each_tail_to_its_parts_file(tmp_path, monkeypatch):
+    """A pass's reports go by one writev a file (a part's tail switched within it: one more), in order."""
+    writes: list[int] = []
+    writev = os.writev
+    monkeypatch.setattr(os, "writev", lambda fd, pieces: writes.append(fd) or writev(fd, pieces))
+    journal = RunJournal(tmp_path)
+    sent = [("measure", 0, 1), ("measure", 0, 2), ("measure", 1, 3), ("measure", 1, 4), (None, 0, 5)]
+
+    def report(n: int) -> IntervalReport:  # n records sent, at 101 + n s
+        return worker_report(0, 101.0 + n, [ClientInterval("p0", "producer", "t", sent=n)])
+
+    journal.reports([(report(n), phase, part, b"") for phase, part, n in sent])
+    assert len(writes) == 3  # part 0's tail, part 1's tail, the account
+    assert [r[-1].clients[0].sent for r in read_journal(journal.path)] == [1, 2, 3, 4, 5]
+    assert [[r[3].clients[0].sent for r in read_journal(path)] for path in tail_files(tmp_path)] == [[1, 2], [3, 4]]
 
 
 def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):

@@ -157,10 +157,22 @@ def test_bundle_keeps_secrets_out_of_every_file(tmp_path, monkeypatch):
 def test_names_dimster_made_are_not_secret_keys():
     """A workload called "secrets" names its groups and topics so: run.json keeps them readable."""
     redactor = Redactor()
-    redactor.names.update(["secrets-1a2b-t0-g0", "secrets-1a2b-0"])
+    redactor.add_names(["secrets-1a2b-t0-g0", "secrets-1a2b-0"])
     info = {"groups": {"secrets-1a2b-t0-g0": "secrets-1a2b-0"}, "account": {"secrets-1a2b-t0-g0": {"lost": 0}}}
     assert redactor.redact(info) == info
     assert redactor.redact({"secret.key": "hunter22"}) == {"secret.key": "***"}
+
+
+def test_rows_of_one_shape_are_masked_by_what_each_holds_and_by_the_names_known_now():
+    """A status's rows share their keys: a change record of a secret key masks its values, one of a
+    plain key does not, whichever came first; a name made known later is no secret key from then on."""
+    redactor = Redactor()
+    changes = [{"key": "acks", "old": "1", "new": "all"}, {"key": "sasl.password", "old": "abcd1", "new": "efgh2"}]
+    assert redactor.redact(changes) == [changes[0], {"key": "sasl.password", "old": MASK, "new": MASK}]
+    assert redactor.redact([{"lag": 3, "w-token-g0": 5}] * 2) == [{"lag": 3, "w-token-g0": MASK}] * 2
+    redactor.add_names(["w-token-g0"])
+    assert redactor.redact([{"lag": 3, "w-token-g0": 5}]) == [{"lag": 3, "w-token-g0": 5}]
+    assert redactor.text("old abcd1 new efgh2") == f"old {MASK} new {MASK}"
 
 
 def test_a_tag_dimster_made_stays_and_is_no_secret_to_look_for():

@@ -12,6 +12,7 @@ values as `***1`, `***2` by their place in the campaign file), is a tag, and sta
 """
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ SECRET_TAG = re.compile(r"\*\*\*\d+")  # `***2`: the second value of a secret, m
 TAG_VALUE = re.compile(rf"{SECRET_TAG.pattern}[,;)]?")  # a tag as the value of `key=***2, ...`
 CHANGE_VALUES = ("old", "new", "value")  # the fields of a change record whose `key` may name a secret
 CONTAINERS = (dict, list, tuple)
+PLAIN = (int, float, bool, type(None))  # values that hold no secret (their exact types: a str subclass is none)
+SHAPES_KEPT = 10_000  # mappings' shapes remembered with the keys they hide
 TEXTS_KEPT = 100_000  # masked texts remembered (a bound on the memory they take)
 MIN_SECRET_LENGTH = 4  # shorter values are masked under their key, but not searched for in free text
 KEY_AT_END = re.compile(r"[\w.\-]+$")  # the property name just before a `=`
@@ -54,21 +57,39 @@ class Redactor:
         # every worker and client) and the secrets longest first; both start again with a new secret
         self._texts: dict[str, str] = {}
         self._by_length: list[str] = []
+        # a mapping's keys (and whether it is a change record of a secret key) -> those it hides: a
+        # status holds a row of the same keys for each of a thousand workers
+        self._hidden: dict[tuple[tuple, bool], frozenset] = {}
+
+    def add_names(self, names: Iterable[str]) -> None:
+        """Names dimster made, never secret keys (see `names`)."""
+        self.names.update(names)
+        self._hidden.clear()
 
     def _secret_key(self, key: Any) -> bool:
         return key not in self.names and is_secret_key(key)
 
+    def _hides(self, value: dict) -> frozenset:
+        """The keys of `value` whose values are secret: secret keys, and a secret key's change's values."""
+        change = "key" in value and is_secret_key(value["key"])
+        shape = (tuple(value), change)
+        hidden = self._hidden.get(shape)
+        if hidden is None:
+            if len(self._hidden) >= SHAPES_KEPT:
+                self._hidden.clear()
+            hidden = frozenset(k for k in value if self._secret_key(k) or (change and k in CHANGE_VALUES))
+            self._hidden[shape] = hidden
+        return hidden
+
     def learn(self, value: Any) -> None:
         """Remember the values under secret keys in `value` (mappings, change records, lists)."""
         if isinstance(value, dict):
+            hidden = self._hides(value)
             for key, item in value.items():
-                if self._secret_key(key):
+                if key in hidden:
                     self._remember(item)
                 elif isinstance(item, CONTAINERS):  # a plain value under a plain key holds no secret
                     self.learn(item)
-            if is_secret_key(value.get("key")):
-                for name in CHANGE_VALUES:
-                    self._remember(value.get(name))
         elif isinstance(value, list | tuple):
             for item in value:
                 if isinstance(item, CONTAINERS):
@@ -92,11 +113,13 @@ class Redactor:
 
     def _masked(self, value: Any) -> Any:
         if isinstance(value, dict):
-            secret_change = is_secret_key(value.get("key"))
-            hidden = {key for key in value if self._secret_key(key) or (secret_change and key in CHANGE_VALUES)}
-            return {key: _mask(item) if key in hidden else self._masked(item) for key, item in value.items()}
+            hidden = self._hides(value)
+            return {
+                key: _mask(item) if key in hidden else item if type(item) in PLAIN else self._masked(item)
+                for key, item in value.items()
+            }
         if isinstance(value, list | tuple):
-            return [self._masked(item) for item in value]
+            return [item if type(item) in PLAIN else self._masked(item) for item in value]
         if isinstance(value, str):
             text = self._texts.get(value)
             if text is None:

@@ -99,11 +99,11 @@ class ReportIntake:
         loading: bool,
     ) -> Iterator[tuple[int, Message | WorkerLost]]:
         """What was received but the reports, in order; each run of reports taken in before what follows
-        it: each journaled first (a crash after it loses nothing), then as few merged reports as keep
+        it: journaled first (one write a file; a crash after it loses nothing), then as few merged reports as keep
         each one's phase (the phase its end falls in) and each worker's lines apart (report_merge.py,
         as an agent merges: a merged report counts, shows and writes what its reports do alone), so
         that the coordinator's cost per report is paid once a run. `loading`: load has started."""
-        batch: list[IntervalReport] = []
+        batch: list[Reported] = []
         phase, workers = "", set[int]()
         for index, message in received:
             if isinstance(message, Progress):  # the status's alone: it changes nothing of the account
@@ -119,19 +119,19 @@ class ReportIntake:
             if batch and (report_phase != phase or workers & its_workers):
                 self._take(batch, phase, metrics)
                 batch, workers = [], set()
-            self.journal.report(
-                report, report_phase if metrics else None, metrics.parts if metrics else 0, message.received
-            )
             if loading:
                 self.self_cost.report_handled(report.end_time, len(report.lines))
-            batch.append(report)
+            batch.append(message)
             phase, workers = report_phase, workers | its_workers
         self._take(batch, phase, metrics)
 
-    def _take(self, reports: list[IntervalReport], phase: str, metrics: MetricsWriter | None) -> None:
-        """Journaled reports of one phase and of different workers, taken in as one."""
-        if not reports:
+    def _take(self, taken: list[Reported], phase: str, metrics: MetricsWriter | None) -> None:
+        """Reports of one phase and of different workers: journaled (at once), then taken in as one."""
+        if not taken:
             return
+        journaled, part = (phase, metrics.parts) if metrics else (None, 0)
+        self.journal.reports([(message.report, journaled, part, message.received) for message in taken])
+        reports = [message.report for message in taken]
         report = reports[0] if len(reports) == 1 else merged(reports)
         self.aggregate.add(report, phase)
         self.judge.take(report, phase, self.aggregate.load_started)

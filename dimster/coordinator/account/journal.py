@@ -2,8 +2,9 @@
 out of memory) loses nothing measured. `dimster summarize` replays it (recover.py) to close the
 account and to write the metrics not yet in the Parquet files.
 
-Two files of msgpack records in the bundle, each record written by one `write` call to a file opened
-for appending (in the operating system's hands at once, no buffer of ours):
+Two files of msgpack records in the bundle, written to files opened for appending (in the operating
+system's hands at once, no buffer of ours), the reports a pass of the run's loop takes in by one
+`writev` a file before any of them is taken in:
 - `journal.msgpack`, the whole run's account, small: each report without its histograms, delivery
   counts, client statistics and rebalances (counts and sequence ranges stay);
   - `["start", {"topics": {topic: partitions}, "groups": {group: {kind, topic, partitions}},
@@ -40,6 +41,7 @@ TAIL_PART = re.compile(r"journal-tail-(\d+)\.msgpack")
 NOT_ACCOUNT = ("delivery_counts", "client_stats", "rebalances")
 TAIL_RECORD = b"\x94" + msgpack.packb("report")  # a tail record: an array of 4, its kind first
 ACCOUNT_RECORD = b"\x92" + msgpack.packb("report")  # journal.msgpack's: an array of 2, its kind first
+IOV_MAX = 1024  # pieces a writev takes (Linux's limit)
 MAP = msgpack.Packer()  # its pack_map_header: the start of a map whose pairs are bytes already packed
 
 
@@ -120,16 +122,33 @@ class RunJournal:
     def report(self, report: IntervalReport, phase: str | None, part: int, received: bytes = b"") -> None:
         """`phase` None: a report from before load, in no metrics file. `received`: the Reported message
         it came in, whose report's bytes the tail keeps as they are (no second encoding)."""
-        whole = report_bytes(received)
-        if whole is None:  # not from the wire (an in-memory fake's): encoded here
-            whole = msgpack.packb(to_wire(IntervalReport, report), use_bin_type=True)
-        if phase is not None:
-            if part != self.tail_part and self._fds is not None:
-                os.close(self._fds[1])
-                self.tail_part = part
-                self._fds[1] = _append(self.tail_path)
-            self._write_bytes(1, TAIL_RECORD + msgpack.packb(phase) + msgpack.packb(part) + whole)
-        self._write_bytes(0, ACCOUNT_RECORD + account_bytes(whole))
+        self.reports([(report, phase, part, received)])
+
+    def reports(self, taken: list[tuple[IntervalReport, str | None, int, bytes]]) -> None:
+        """Several reports (report's arguments each), in order: one write a file (a vector of their
+        records' pieces, none copied into one), as many as a pass of the run's loop takes in."""
+        tail: list[bytes] = []
+        account: list[bytes] = []
+        for report, phase, part, received in taken:
+            whole = report_bytes(received)
+            if whole is None:  # not from the wire (an in-memory fake's): encoded here
+                whole = msgpack.packb(to_wire(IntervalReport, report), use_bin_type=True)
+            if phase is not None:
+                if part != self.tail_part and self._fds is not None:
+                    self._write_vector(1, tail)  # the part's own reports to its own file
+                    tail = []
+                    os.close(self._fds[1])
+                    self.tail_part = part
+                    self._fds[1] = _append(self.tail_path)
+                tail += (TAIL_RECORD, msgpack.packb(phase), msgpack.packb(part), whole)
+            account += (ACCOUNT_RECORD, account_bytes(whole))
+        self._write_vector(1, tail)
+        self._write_vector(0, account)
+
+    def _write_vector(self, which: int, pieces: list[bytes]) -> None:
+        for start in range(0, len(pieces), IOV_MAX):
+            if self._fds is not None:
+                os.writev(self._fds[which], pieces[start : start + IOV_MAX])
 
     def group_accounts(self) -> Iterator[tuple[str, GroupAccount]]:
         """Every report's group accounts of the run so far, in the order taken in (ShareOutcomes.restore)."""

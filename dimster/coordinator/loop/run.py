@@ -73,7 +73,7 @@ class Coordinator:
         self.run_id = bundle.path.name  # the run's id everywhere: its results folder's name
         self.run_tag = uuid.uuid4().hex[:8]  # in its topics' and groups' names, so no two runs share one
         self.topology: Topology = build_topology(workload, self.run_tag)
-        bundle.redactor.names.update(self.topology.topics, self.topology.groups)
+        bundle.redactor.add_names([*self.topology.topics, *self.topology.groups])
         self.log = RunLog(bundle, say)
         self.desk = ControlDesk(control, self.status, self.log)
         profile = cluster.profile
