@@ -79,18 +79,22 @@ def _reports(rng: random.Random, second: int, sent: dict[int, int]) -> list:
     return reports
 
 
-def _fed(merge: bool, tmp_path) -> tuple:
+def _fed(merge: str, tmp_path) -> tuple:
+    """merge: "" (each report alone), "united" (as an agent sends them), "side by side" (as the loop takes
+    a pass's reports in: each group's ranges not united)."""
     rng = random.Random(20)
     aggregate = RunAggregate({"g": "t", "h": "t"})
     aggregate.load_started = START
     judge = LiveJudge([("produced.rate >= 1msg/s", False), ("e2e.p99 < 10s", False)])
-    writer = MetricsWriter(tmp_path / ("merged" if merge else "alone"), START)
+    writer = MetricsWriter(tmp_path / (merge or "alone"), START)
     sent = dict.fromkeys(range(2 * WORKERS), 0)
     windows = []
     for second in range(1, 13):
         reports = _reports(rng, second, sent)
-        if merge:
+        if merge == "united":
             reports = [decode(encode(Reported(merged(reports)))).report]
+        elif merge:
+            reports = [merged(reports, unite=False)]
         for report in reports:
             aggregate.add(report)
             judge.take(report, "measure", START)
@@ -110,9 +114,10 @@ def _rows(folder) -> list:
     return sorted(table, key=repr)
 
 
-def test_a_merged_report_counts_shows_and_writes_what_its_workers_reports_alone_do(tmp_path):
-    alone, alone_judge, alone_windows, alone_tables = _fed(False, tmp_path)
-    merged_, merged_judge, merged_windows, merged_tables = _fed(True, tmp_path)
+@pytest.mark.parametrize("merge", ["united", "side by side"])
+def test_a_merged_report_counts_shows_and_writes_what_its_workers_reports_alone_do(tmp_path, merge):
+    alone, alone_judge, alone_windows, alone_tables = _fed("", tmp_path)
+    merged_, merged_judge, merged_windows, merged_tables = _fed(merge, tmp_path)
     assert alone.duplicates > 0 and alone.outcomes.count("rejected", "g") > 0  # the draw has both
     for name in ("sent", "acked", "received", "accepted", "duplicates"):
         assert getattr(merged_, name) == getattr(alone, name), name
@@ -197,9 +202,9 @@ def test_the_coordinator_takes_a_pass_s_reports_in_as_few_merged_ones_as_keep_ph
     seconds = [_reports(rng, second, sent) for second in range(1, 5)]
     merges: list[list[int]] = []
 
-    def recorded(reports):
+    def recorded(reports, unite=True):
         merges.append([line.worker_index for r in reports for line in r.lines])
-        return merged(reports)
+        return merged(reports, unite)
 
     monkeypatch.setattr(intake, "merged", recorded)
     alone = RunAggregate({"g": "t", "h": "t"})

@@ -8,23 +8,28 @@ groups' accounts merge, as a worker merges its own consumers' (accounts.py): a g
 their union, and a record settled in two of the reports is in the union once and counted in
 `duplicates`, so the run's distinct and duplicate settled records come out as from each report alone."""
 
+from itertools import chain
+
 import numpy as np
 
-from dimster.worker.accounts import GroupAccount, united
+from dimster.worker.accounts import ACCOUNT, GroupAccount, united
 from dimster.worker.client_columns import NAMES, ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import IntervalReport
+from dimster.worker.wire import Ranges
 
 
-def merged(reports: list[IntervalReport]) -> IntervalReport:
-    """The reports as one, their lines and clients in the reports' order."""
+def merged(reports: list[IntervalReport], unite: bool = True) -> IntervalReport:
+    """The reports as one, their lines and clients in the reports' order. `unite` False: a group's
+    ranges of each key side by side, not united, for a report only the coordinator's aggregate reads
+    (it counts a record in two of them itself, as it counts one settled again in a later report)."""
     if len(reports) == 1:
         return reports[0]
     lines = [line for report in reports for line in report.lines]
     clients = concatenated_clients([report.clients for report in reports])
     offsets = np.cumsum([0, *(len(report.clients) for report in reports)]).tolist()
     histograms = concatenated_histograms([r.histograms for r in reports], offsets)
-    return IntervalReport(lines, clients, histograms, merged_groups([r.groups for r in reports]))
+    return IntervalReport(lines, clients, histograms, merged_groups([r.groups for r in reports], unite))
 
 
 def concatenated_clients(parts: list[ClientColumns]) -> ClientColumns:
@@ -53,13 +58,28 @@ def concatenated_histograms(parts: list[HistogramColumns], offsets: list[int]) -
     )
 
 
-def merged_groups(parts: list[dict[str, GroupAccount]]) -> dict[str, GroupAccount]:
+def merged_groups(parts: list[dict[str, GroupAccount]], unite: bool = True) -> dict[str, GroupAccount]:
     """Each group's accounts of the parts as one: received and duplicates added, ranges united (a
-    settled record in two parts counted once more in duplicates)."""
+    settled record in two parts counted once more in duplicates), or (`unite` False) side by side."""
     groups: dict[str, GroupAccount] = {}
     for group in dict.fromkeys(group for part in parts for group in part):
         accounts = [part[group] for part in parts if group in part]
         received, duplicates = sum(a.received for a in accounts), sum(a.duplicates for a in accounts)
         one = len(accounts) == 1
-        groups[group] = accounts[0] if one else united(accounts, GroupAccount(received=received, duplicates=duplicates))
+        into = GroupAccount(received=received, duplicates=duplicates)
+        groups[group] = accounts[0] if one else united(accounts, into) if unite else side_by_side(accounts, into)
     return groups
+
+
+def side_by_side(accounts: list[GroupAccount], into: GroupAccount) -> GroupAccount:
+    """`into` with each of the accounts' ranges of a key, one list after another."""
+    for name in ACCOUNT:
+        gathered: dict = {}
+        for account in accounts:
+            for key, ranges in getattr(account, name).items():
+                gathered.setdefault(key, []).append(ranges)
+        joined = {
+            key: parts[0] if len(parts) == 1 else Ranges(chain.from_iterable(parts)) for key, parts in gathered.items()
+        }
+        setattr(into, name, joined)
+    return into

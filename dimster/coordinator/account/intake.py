@@ -132,7 +132,7 @@ class ReportIntake:
         journaled, part = (phase, metrics.parts) if metrics else (None, 0)
         self.journal.reports([(message.report, journaled, part, message.received) for message in taken])
         reports = [message.report for message in taken]
-        report = reports[0] if len(reports) == 1 else merged(reports)
+        report = reports[0] if len(reports) == 1 else merged(reports, unite=False)
         self.aggregate.add(report, phase)
         self.judge.take(report, phase, self.aggregate.load_started)
         note_crashes(report, self.ensemble, self.log)
