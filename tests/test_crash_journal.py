@@ -154,6 +154,26 @@ def test_a_pass_of_reports_is_journaled_in_order_each_tail_to_its_parts_file(tmp
     assert [[r[3].clients[0].sent for r in read_journal(path)] for path in tail_files(tmp_path)] == [[1, 2], [3, 4]]
 
 
+def test_a_write_cut_short_goes_on_and_a_crash_between_the_files_leaves_the_account_whole(tmp_path, monkeypatch):
+    """A writev that writes part of its pieces (a full disk) is finished by the journal itself; the
+    account is written before the tail, so a crash between them loses metrics rows, never counts."""
+    writev, calls = os.writev, []
+
+    def short_then_crash(fd, pieces):
+        calls.append(fd)
+        if len(calls) == 2:  # the tail's: the coordinator is killed before it
+            raise Killed
+        return writev(fd, [bytes(pieces[0])[:5]])  # 5 bytes of the first piece
+
+    monkeypatch.setattr(os, "writev", short_then_crash)
+    journal = RunJournal(tmp_path)
+    reports = [worker_report(0, 101.0 + n, [ClientInterval("p0", "producer", "t", sent=n)]) for n in (1, 2)]
+    with pytest.raises(Killed):
+        journal.reports([(report, "measure", 0, b"") for report in reports])
+    assert [r[-1].clients[0].sent for r in read_journal(journal.path)] == [1, 2]
+    assert list(read_journal(journal.tail_path)) == []
+
+
 def test_summarize_records_a_crashed_run_from_its_journal(tmp_path):
     c = killed_run(tmp_path)
     run_dir = c.bundle.path

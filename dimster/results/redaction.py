@@ -25,7 +25,8 @@ TAG_VALUE = re.compile(rf"{SECRET_TAG.pattern}[,;)]?")  # a tag as the value of 
 CHANGE_VALUES = ("old", "new", "value")  # the fields of a change record whose `key` may name a secret
 CONTAINERS = (dict, list, tuple)
 PLAIN = (int, float, bool, type(None))  # values that hold no secret (their exact types: a str subclass is none)
-SHAPES_KEPT = 10_000  # mappings' shapes remembered with the keys they hide
+SHAPES_KEPT = 10_000  # mappings' shapes remembered with the keys they hide ...
+SHAPE_KEYS = 64  # ... of at most this many keys (a bound on the memory they take)
 TEXTS_KEPT = 100_000  # masked texts remembered (a bound on the memory they take)
 MIN_SECRET_LENGTH = 4  # shorter values are masked under their key, but not searched for in free text
 KEY_AT_END = re.compile(r"[\w.\-]+$")  # the property name just before a `=`
@@ -72,13 +73,15 @@ class Redactor:
     def _hides(self, value: dict) -> frozenset:
         """The keys of `value` whose values are secret: secret keys, and a secret key's change's values."""
         change = "key" in value and is_secret_key(value["key"])
-        shape = (tuple(value), change)
-        hidden = self._hidden.get(shape)
+        # a mapping by names (clients, groups) would not come again in the same shape: not kept
+        shape = (tuple(value), change) if len(value) <= SHAPE_KEYS else None
+        hidden = self._hidden.get(shape) if shape else None
         if hidden is None:
-            if len(self._hidden) >= SHAPES_KEPT:
-                self._hidden.clear()
             hidden = frozenset(k for k in value if self._secret_key(k) or (change and k in CHANGE_VALUES))
-            self._hidden[shape] = hidden
+            if shape:
+                if len(self._hidden) >= SHAPES_KEPT:
+                    self._hidden.clear()
+                self._hidden[shape] = hidden
         return hidden
 
     def learn(self, value: Any) -> None:

@@ -89,6 +89,11 @@ def _clients_account(report: msgpack.Unpacker, whole: bytes) -> bytes:
     return MAP.pack_map_header(entries) + b"".join(kept)
 
 
+def _encoded(report: IntervalReport) -> bytes:
+    """A report not from the wire (an in-memory fake's), in the wire's bytes."""
+    return msgpack.packb(to_wire(IntervalReport, report), use_bin_type=True)
+
+
 def tail_files(folder: Path) -> list[Path]:
     """The journal's tail files, in the order of their parts."""
     return sorted(folder.glob(TAILS))
@@ -126,29 +131,35 @@ class RunJournal:
 
     def reports(self, taken: list[tuple[IntervalReport, str | None, int, bytes]]) -> None:
         """Several reports (report's arguments each), in order: one write a file (a vector of their
-        records' pieces, none copied into one), as many as a pass of the run's loop takes in."""
+        records' pieces, none copied into one), as many as a pass of the run's loop takes in. The
+        account first: a crash between the two writes leaves the pass's counts whole, its metrics
+        rows short (never rows the account does not count)."""
+        wholes = [report_bytes(received) or _encoded(report) for report, _, _, received in taken]
+        self._write_vector(0, [piece for whole in wholes for piece in (ACCOUNT_RECORD, account_bytes(whole))])
         tail: list[bytes] = []
-        account: list[bytes] = []
-        for report, phase, part, received in taken:
-            whole = report_bytes(received)
-            if whole is None:  # not from the wire (an in-memory fake's): encoded here
-                whole = msgpack.packb(to_wire(IntervalReport, report), use_bin_type=True)
-            if phase is not None:
-                if part != self.tail_part and self._fds is not None:
-                    self._write_vector(1, tail)  # the part's own reports to its own file
-                    tail = []
-                    os.close(self._fds[1])
-                    self.tail_part = part
-                    self._fds[1] = _append(self.tail_path)
-                tail += (TAIL_RECORD, msgpack.packb(phase), msgpack.packb(part), whole)
-            account += (ACCOUNT_RECORD, account_bytes(whole))
+        for (_, phase, part, _), whole in zip(taken, wholes, strict=True):
+            if phase is None:  # a report from before load: in no metrics file
+                continue
+            if part != self.tail_part and self._fds is not None:
+                self._write_vector(1, tail)  # the part's own reports to its own file
+                tail = []
+                os.close(self._fds[1])
+                self.tail_part = part
+                self._fds[1] = _append(self.tail_path)
+            tail += (TAIL_RECORD, msgpack.packb(phase), msgpack.packb(part), whole)
         self._write_vector(1, tail)
-        self._write_vector(0, account)
 
     def _write_vector(self, which: int, pieces: list[bytes]) -> None:
+        """The pieces, whole: a write cut short (a full disk) goes on from where it stopped or raises."""
         for start in range(0, len(pieces), IOV_MAX):
-            if self._fds is not None:
-                os.writev(self._fds[which], pieces[start : start + IOV_MAX])
+            if self._fds is None:
+                return
+            chunk = pieces[start : start + IOV_MAX]
+            done = os.writev(self._fds[which], chunk)
+            if done < sum(map(len, chunk)):
+                rest = memoryview(b"".join(chunk))[done:]
+                while rest:
+                    rest = rest[os.write(self._fds[which], rest) :]
 
     def group_accounts(self) -> Iterator[tuple[str, GroupAccount]]:
         """Every report's group accounts of the run so far, in the order taken in (ShareOutcomes.restore)."""
