@@ -5,10 +5,21 @@ import importlib
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
-from dimster.worker.protocol import Close, Closed, Ready, Reported, StartLoad, StopProducers, decode, encode
+from dimster.worker.protocol import (
+    Close,
+    Closed,
+    ProducersStopped,
+    Ready,
+    Reported,
+    StartLoad,
+    StopProducers,
+    decode,
+    encode,
+)
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit
@@ -20,25 +31,23 @@ scale_workers = importlib.import_module("scale_workers")
 coordinator_scale = importlib.import_module("coordinator_scale")
 
 
-def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_their_producers():
+def _assignments(workers: int, clients_per_worker: int) -> tuple:
     from dimster.coordinator.workers.topology import build_topology, clients_by_worker, place
     from dimster.worker.protocol import Assignment
     from dimster.workload.model import Workload
 
-    workload = Workload.model_validate(coordinator_scale.workload_of(2, 4, 1))
+    workload = Workload.model_validate(coordinator_scale.workload_of(workers, clients_per_worker, 1))
     topology = build_topology(workload, "t")
-    placement = place(topology, 2)
-    fake = scale_workers.ScaleWorkers(rate=10)
-    fake.start(
-        [
-            Assignment(i, "b", {}, *clients, 4, 5, "", "4.3.1")
-            for i, clients in enumerate(clients_by_worker(topology, placement, 2))
-        ]
-    )
-    assert [type(m) for _, m in fake.receive(0)] == [Ready, Ready]
-    for index in (0, 1):
-        fake.send(index, StartLoad(0.0))
-    bytes_by_second = [[fake._report([i], 1.0 + k) for i in (0, 1)] for k in range(3)]
+    placement = place(topology, workers)
+    clients = clients_by_worker(topology, placement, workers)
+    return topology, [Assignment(i, "b", {}, *mine, 4, 5, "", "4.3.1") for i, mine in enumerate(clients)]
+
+
+def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_their_producers():
+    _, assignments = _assignments(2, 4)
+    fleet = scale_workers.FakeFleet(rate=10, per_agent=1)
+    fleet.place(assignments)
+    bytes_by_second = [[fleet.report([i], 1.0 + k) for i in (0, 1)] for k in range(3)]
     for second in bytes_by_second:
         for data in second:
             assert encode(decode(data)) == data  # the wire as to_wire makes it: defaults left out, same order
@@ -50,14 +59,53 @@ def test_a_report_under_load_is_what_encode_makes_of_it_and_consumers_settle_the
     assert account.settled == {j: [(10, 19)] for j in range(4)}  # producer j's previous second
     assert account.received == 40
     assert account.duplicates == 0 and group == consumers[0].group
-    for index in (0, 1):
-        fake.send(index, StopProducers())
-        fake.send(index, Close())
-    last = [m for _, m in fake.receive(0)]
-    assert [type(m).__name__ for m in last].count("Closed") == 2 and isinstance(last[-1], Closed)
-    [final] = [m.report for m in last if isinstance(m, Reported) and m.report.lines[0].worker_index == 1]
-    assert {g: a.settled for g, a in final.groups.items()} == {group: {j: [(20, 29)] for j in range(4)}}
-    assert fake.pending == {g: range(0) for g in topology.groups}
+    assert fleet.pending() == {group: 40}  # each producer's last second, settled at the next report
+    fleet.stop_producers(0)
+    last = decode(fleet.report([1], 4.0)).report
+    assert {g: a.settled for g, a in last.groups.items()} == {group: {j: [(20, 29)] for j in range(4)}}
+    assert fleet.pending() == {group: 0}
+
+
+def test_the_agents_process_reports_each_second_and_its_last_at_close_and_ends():
+    """ScaleWorkers: Ready once the agents' process has placed the workers; the reports come from it
+    through its pipe, each agent's every second from StartLoad on; stopped producers, a worker's last
+    report and Closed in order; the groups' pending records told; the process ends at close()."""
+    topology, assignments = _assignments(2, 4)
+    fake = scale_workers.ScaleWorkers(rate=10)
+    fake.start(assignments)
+    try:
+        ready: list = []
+        started = time.time()
+        while len(ready) < 2 and time.time() - started < 60:  # a fresh interpreter's start, on a busy host
+            ready += fake.receive(1.0)
+        assert [(i, type(m)) for i, m in ready] == [(0, Ready), (1, Ready)]
+        began = time.time()
+        for index in (0, 1):
+            fake.send(index, StartLoad(began - 0.5))  # worker 0's first report due at once, worker 1's 0.5 s on
+        reports: list = []
+        while len(reports) < 4 and time.time() - began < 30:
+            reports += [(i, m.report) for i, m in fake.receive(1.0) if isinstance(m, Reported)]
+        assert [i for i, _ in reports] == [0, 1, 0, 1]
+        ends = [r.lines[0].end_time - began for _, r in reports]
+        assert ends == pytest.approx([0.5, 1.0, 1.5, 2.0], abs=1e-6)
+        for index in (0, 1):
+            fake.send(index, StopProducers())
+        for index in (0, 1):
+            fake.send(index, Close())
+        after: list = []
+        while len([m for _, m in after if isinstance(m, Closed)]) < 2 and time.time() - began < 60:
+            after += fake.receive(1.0)
+        kinds = [type(m).__name__ for _, m in after]
+        assert kinds.count("ProducersStopped") == 2 and kinds[-1] == "Closed"
+        for index in (0, 1):
+            mine = [type(m).__name__ for i, m in after if i == index and not isinstance(m, ProducersStopped)]
+            assert mine[-2:] == ["Reported", "Closed"]  # its last report, then Closed
+        assert fake.pending == {g: range(0) for g in topology.groups}
+        process = fake.agents_process
+        assert process is not None and process.is_alive()
+    finally:
+        fake.close()
+    assert process.exitcode == 0 and fake.receive(0) == []
 
 
 @pytest.mark.parametrize("per_agent", [1, 16])

@@ -2,6 +2,8 @@
 pass, in turn from each agent, so that its loop's own work runs between passes however many reports
 wait. The agents' far ends are the test's own inproc ZeroMQ sockets."""
 
+import os
+import threading
 import time
 
 import pytest
@@ -123,3 +125,42 @@ def test_an_agents_merged_report_counts_its_workers_lines_toward_a_pass(agent_li
         passes.append(reports(workers.receive(1.0)))
     assert [len(p) for p in passes] == [MOST_A_PASS // 16] * 2 + [10 - 2 * (MOST_A_PASS // 16)]
     assert [end for p in passes for _, end in p] == [float(s) for s in range(10)]
+
+
+def test_what_comes_within_the_gathering_after_a_message_is_taken_in_the_same_pass(agent_links, monkeypatch):
+    """A pass that has taken a message waits GATHER_SECONDS for more (a report of a single worker each
+    at moments spread over the second: each pass's own cost paid for many); what comes later waits
+    for the next pass, and a control request's doorbell ends the gathering at once. (Gathering for 1 s
+    here, not 50 ms: the margins hold on a busy host.)"""
+    gather = 1.0
+    monkeypatch.setattr("dimster.coordinator.workers.remote.GATHER_SECONDS", gather)
+    workers, agents = agent_links(2)
+
+    def later(far, index: int, second: int, after: float) -> threading.Thread:
+        def send() -> None:
+            time.sleep(after)
+            send_reports_from(far, index, second)
+
+        thread = threading.Thread(target=send)
+        thread.start()
+        return thread
+
+    send_reports_from(agents[0], 0, 0)
+    sending = [later(agents[1], 1, 0, gather / 5), later(agents[0], 0, 1, 2.5 * gather)]
+    assert reports(workers.receive(10.0)) == [(0, 0.0), (1, 0.0)]  # the second came while gathering
+    assert reports(workers.receive(10.0)) == [(0, 1.0)]  # after it: the next pass's
+    for thread in sending:
+        thread.join()
+    bell = os.eventfd(0, os.EFD_NONBLOCK)
+    try:
+        send_reports_from(agents[1], 1, 1)
+        os.eventfd_write(bell, 1)
+        began = time.monotonic()
+        assert reports(workers.receive(10.0, bell)) == [(1, 1.0)]
+        assert time.monotonic() - began < gather / 2  # the request is not kept waiting
+    finally:
+        os.close(bell)
+
+
+def send_reports_from(far, index: int, second: int) -> None:
+    far.send_multipart([worker_frame(index), encode(Reported(worker_report(index, float(second), [])))])

@@ -1,4 +1,4 @@
-"""The coordinator's own cost at 16, 256 and 1,024 workers: the real run loop, in-memory workers.
+"""The coordinator's own cost at 16, 256 and 1,024 workers: the real run loop, fake workers in a process of their own.
 
 Per size, a fresh child process runs dimster's `Coordinator` (dimster/coordinator/loop/run.py) with a control
 API as `dimster run` has, on the in-memory cluster of the run-loop tests (tests/fake_run.py) and with
@@ -7,17 +7,20 @@ consumers), each reporting every second, spread over the second (`--aligned`: al
 workload has max(1, N/16, N x clients/480) topics, so that 64 reports of 480 clients (what 64 agents
 of 16 workers would send as one report each) spread over as many topics as 1,024 reports of 30; half
 the clients are producers, spread evenly over the topics, with as many consumers in one group each.
-The figures come from the run's own `coordinator` record in run.json (dimster/coordinator/account/self_cost.py):
-its process's CPU over the load as a share of one core, less the fake workers' own CPU building the
-reports (their decoding stays in: `RemoteWorkers` decodes on the loop's thread too), the report lag
-(a report's end to its handling) and the console lag (a line's due time to its printing).
+The reports are made in a process of their own, as agents make them on their hosts, and reach the
+loop through a pipe as bytes (since 2026-12-04: before, the loop's own thread made them, and their
+CPU was subtracted). The figures come from the run's own `coordinator` record in run.json
+(dimster/coordinator/account/self_cost.py): its process's CPU over the load as a share of one core
+(the reports' decoding is in it: `RemoteWorkers` decodes on the loop's thread too; the agents' side
+of the clock probes, made on the loop's thread, is not), the report lag (a report's end to its
+handling) and the console lag (a line's due time to its printing).
 
     .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 60]
         [--clients-per-worker 30] [--aligned] [--workers-per-agent K] [--profile PREFIX] [--json-out F]
 
 `--workers-per-agent K`: the workers run on N/K agents (worker i on agent i mod N/K, as `RemoteWorkers`
 places them), each sending one report a second for its K workers (protocol 20, remote/report_hold.py);
-building and merging them is the agents' work, counted with the fake's own CPU.
+building and merging them is the agents' work, in the agents' process.
 
 A run may have 100,000 clients: 4,096 workers take `--clients-per-worker 24`.
 
@@ -112,6 +115,7 @@ def run_child(args: argparse.Namespace) -> dict:
         if profiler:
             profiler.dump_stats(f"{args.profile}-{n}.prof")
         control.close()
+        fake.close()
     info = json.loads((bundle.path / "run.json").read_text())
     shutil.rmtree(folder, ignore_errors=True)  # the figures are read; the bundle of a fake run is no result
     cost = info["coordinator"]
@@ -141,7 +145,7 @@ def run_child(args: argparse.Namespace) -> dict:
             "max": round(1e3 * max(publishing), 2) if publishing else None,
         },
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "as_measured": cost,  # run.json's record: the process's CPU, the fake's included
+        "as_measured": cost,  # run.json's record: the process's CPU, the agents' side of the clock probes included
         "totals": {k: info["totals"].get(k) for k in ("sent", "acked", "received", "lost", "unconsumed")},
         "status": info["status"],
     }
@@ -176,7 +180,7 @@ def main() -> None:
         command += ["--workers-per-agent", str(args.workers_per_agent)]
         command += ["--profile", args.profile] if args.profile else []
         before = load_average()
-        child = subprocess.run(command, capture_output=True, text=True)
+        child = subprocess.run(command, capture_output=True, text=True, timeout=10 * args.seconds + 600)
         if child.returncode:
             if args.json_out:  # the sizes measured so far are kept
                 args.json_out.write_text(json.dumps(rows, indent=2))

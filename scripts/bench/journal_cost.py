@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scale_workers import ScaleWorkers
+from scale_workers import FakeFleet
 
 from dimster.coordinator.account.journal import RunJournal
 from dimster.worker.protocol import Assignment, ConsumerSpec, ProducerSpec, decode
@@ -26,9 +26,9 @@ def main() -> None:
     args = parser.parse_args()
     producers = [ProducerSpec(i, "t0", i) for i in range(15)]
     consumers = [ConsumerSpec(i, "t0", "g0", "SHARE_GROUP") for i in range(15)]
-    workers = ScaleWorkers()
-    workers.start([Assignment(0, "127.0.0.1:1", {}, producers, consumers, 15, 5, "", "4.3.1")])
-    wire = [workers._report([0], 1000.0 + i) for i in range(args.reports)]
+    fleet = FakeFleet(rate=10, per_agent=1)
+    fleet.place([Assignment(0, "127.0.0.1:1", {}, producers, consumers, 15, 5, "", "4.3.1")])
+    wire = [fleet.report([0], 1000.0 + i) for i in range(args.reports)]
     decode_s = journal_s = float("inf")
     for _ in range(args.repeat):
         started = time.perf_counter()

@@ -1,26 +1,33 @@
-"""In-memory workers for `coordinator_scale.py`: the `Workers` interface of dimster/coordinator/workers/local.py
+"""Fake workers for `coordinator_scale.py`: the `Workers` interface of dimster/coordinator/workers/local.py
 for hundreds of simulated workers, each reporting every second (`per_agent` K > 1: agents of K
 workers each, an agent's workers' reports of a second merged into one, as remote/report_hold.py
-sends them). Every report goes to the coordinator as msgpack bytes decoded on the loop's thread, as
-`RemoteWorkers.receive` decodes them; with it the clock probes `RemoteWorkers` sends each agent every
-second (encoded, and their replies decoded).
+sends them). The reports are made in a process of their own (`run_agents`), as real agents make
+them on their hosts, and reach the coordinator as msgpack bytes through a pipe, decoded on the
+loop's thread as `RemoteWorkers.receive` decodes them; the loop's thread also makes the clock probes
+`RemoteWorkers` sends each agent every second (encoded, and their replies decoded).
 
 The numbers keep the account closing: producer j of a topic sends `rate` records a second, all of
 them acknowledged; consumer j of the topic's group settles what producer j had sent by its previous
 report, and everything once producers stop, so a drain ends with nothing lost. A report's wire form
 is built from each client's interval, made once (only the counts change), gathered into the
-report's columns (worker/client_columns.py) as a worker does; the fake's own CPU is measured
-(`own_cpu_seconds`) and left out of the figures."""
+report's columns (worker/client_columns.py) as a worker does (`FakeFleet`)."""
 
+import contextlib
 import cProfile
 import heapq
+import math
+import multiprocessing
+import queue
+import threading
 import time
-from collections import deque
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 
 import numpy as np
 
-from dimster.coordinator.workers.remote import MOST_A_PASS
+from dimster.clock import Deadline
+from dimster.coordinator.workers.remote import GATHER_SECONDS, MOST_A_PASS
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.coordinator.workers.topology import client_id
 from dimster.metrics.histogram import Histogram
@@ -51,6 +58,7 @@ from dimster.worker.wire import Ranges
 MESSAGE_SIZE = 1024
 E2E_PARTITIONS = (0, 1)  # a consumer's records of a second come from two partitions
 WAKE_LAG = {"wakes": 10, "lag_ms_sum": 2.0, "lag_ms_max": 0.5}
+PENDING_EVERY = 0.25  # seconds between the agents' word of the groups' pending records
 
 
 def _histogram(seed: int, count: int, median_us: float) -> tuple:
@@ -78,43 +86,24 @@ class Consumer:
     settled: int = 0  # sequences 0..settled-1 of its producer are settled
 
 
-class ScaleWorkers:
-    def __init__(
-        self,
-        rate: int = 10,
-        aligned: bool = False,
-        profiler: cProfile.Profile | None = None,
-        per_agent: int = 1,
-    ):
+class FakeFleet:
+    """The fake workers' clients, their numbers and their reports: what the agents' process runs."""
+
+    def __init__(self, rate: int, per_agent: int):
         self.rate = rate  # records per producer per second
-        # an agent's workers' reports of a second go as one (remote/report_hold.py): worker i on agent i mod A
         self.workers_per_agent = per_agent
-        self.agents = 1
-        self.aligned = aligned  # every worker reports at the same moment, not spread over the second
-        self.profiler = profiler  # on while measuring: the loop's thread from StartLoad to StopProducers
+        self.agents = 1  # worker i on agent i mod agents
         self.producers: dict[int, list[Producer]] = {}  # worker -> its producers
         self.consumers: dict[int, list[Consumer]] = {}
         self.groups: list[str] = []
-        self.outbox: deque[tuple[int, Message | bytes]] = deque()  # bytes: a report, decoded when received
-        self.due: list[tuple[float, int]] = []  # heap of (epoch s, agent): each agent's next report
-        self.closed: set[int] = set()  # sent Close: no report after its last
         self.stopped: set[int] = set()  # sent StopProducers
-        self.measuring = False  # between StartLoad and StopProducers: the coordinator's own cost is measured
-        self.measured_seconds = 0.0  # how long that was
-        self.own_cpu_seconds = 0.0  # the fake's CPU building reports while measuring (this thread's)
-        self.reports = 0  # reports handed over while measuring (an agent's one for its workers)
-        self.lines = 0  # the workers' reports in them
-        self.next_probe = 0.0
-        self.wire_bytes = 0  # of the reports handed over while measuring
-
-    # -- the Workers interface --------------------------------------------------------------------
-    def start(self, assignments: list[Assignment]) -> None:
         self.publish = {
-            ("publish", -1): _histogram(1, self.rate, 2_000.0),
-            ("publish_delay", -1): _histogram(2, self.rate, 50.0),
+            ("publish", -1): _histogram(1, rate, 2_000.0),
+            ("publish_delay", -1): _histogram(2, rate, 50.0),
         }
-        e2e = {("e2e", p): _histogram(3 + p, max(1, self.rate // len(E2E_PARTITIONS)), 5_000.0) for p in E2E_PARTITIONS}
-        self.e2e = e2e
+        self.e2e = {("e2e", p): _histogram(3 + p, max(1, rate // len(E2E_PARTITIONS)), 5_000.0) for p in E2E_PARTITIONS}
+
+    def place(self, assignments: list[Assignment]) -> None:
         self.agents = max(1, -(-len(assignments) // self.workers_per_agent))
         by_place: dict[tuple[str, int], Producer] = {}  # (topic, index in topic) -> producer
         for a in assignments:
@@ -141,110 +130,24 @@ class ScaleWorkers:
                 producer = by_place[(c.topic, rank[c.consumer_id])]
                 consumer = Consumer(interval, idle, producer, int(producer.client_id[1:]))
                 self.consumers[a.worker_index].append(consumer)
-            self.outbox.append((a.worker_index, Ready()))
 
-    def send(self, index: int, message: Message) -> None:
-        if index in self.closed:
-            return
-        if isinstance(message, StartLoad):
-            agent = index % self.agents
-            if agent == index:  # its agent's first worker: the agent's reports start
-                offset = 0.0 if self.aligned else agent / self.agents
-                heapq.heappush(self.due, (message.at + offset + 1.0, agent))
-            if not self.measuring and not self.measured_seconds:
-                self.measuring, self.measured_seconds = True, time.monotonic()
-                if self.profiler:
-                    self.profiler.enable()
-        elif isinstance(message, StopProducers):
-            if self.measuring:
-                self.measuring, self.measured_seconds = False, time.monotonic() - self.measured_seconds
-                if self.profiler:
-                    self.profiler.disable()
-            self.stopped.add(index)
-            for producer in self.producers[index]:
-                producer.settle_limit = producer.next_sequence
-            self.outbox.append((index, ProducersStopped()))
-        elif isinstance(message, Close):
-            self.outbox.append((index, self._report([index], time.time())))  # its last, decoded in receive()
-            self.outbox.append((index, Closed()))
-            self.closed.add(index)
+    def stop_producers(self, index: int) -> None:
+        self.stopped.add(index)
+        for producer in self.producers[index]:
+            producer.settle_limit = producer.next_sequence
 
-    def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
-        """What is waiting, and the reports due by now once the first is due or `timeout` passes (the bench
-        sends no control request: the `doorbell` is not waited on): at most
-        MOST_A_PASS of them, as RemoteWorkers takes, and one per worker, so that a loop that falls behind
-        sees its report lag grow and still ends its run (its workers' later reports, which real agents
-        would queue, are not made)."""
-        now = time.time()
-        if not self.outbox:
-            wake = min(now + timeout, self.due[0][0] if self.due else now + timeout)
-            if wake > now:
-                time.sleep(wake - now)
-            now = time.time()
-        received: list[tuple[int, Message | WorkerLost]] = [
-            (index, decode(m) if isinstance(m, bytes) else m) for index, m in self.outbox
-        ]
-        self.outbox.clear()
-        self._probe(now)
-        later = []  # each worker's next report: in a later pass, however far behind the loop is
-        taken = len(received)  # a report counts its workers' lines, as RemoteWorkers counts them
-        while self.due and self.due[0][0] <= now and taken < MOST_A_PASS:
-            at, agent = heapq.heappop(self.due)
-            workers = [w for w in range(agent, len(self.producers), self.agents) if w not in self.closed]
-            if workers:
-                later.append((at + 1.0, agent))
-                received.append((workers[0], decode(self._report(workers, at))))
-                taken += len(workers)
-        for due in later:
-            heapq.heappush(self.due, due)
-        return received
-
-    def _probe(self, now: float) -> None:
-        """RemoteWorkers' work on the loop's thread each second: a ProbeClock encoded per agent, its reply decoded."""
-        if now < self.next_probe:
-            return
-        self.next_probe = now + 1.0
-        for agent in range(self.agents):  # the agent's, not its workers'
-            if any(w not in self.closed for w in range(agent, len(self.producers), self.agents)):
-                encode(ProbeClock(now))
-                started = time.thread_time()
-                reply = encode(ClockProbed(now, now + 0.0001))  # the agent's work
-                self.own_cpu_seconds += (time.thread_time() - started) if self.measuring else 0.0
-                decode(reply)
-
-    def close(self) -> list[str]:
-        return []
-
-    def describe(self) -> list[dict]:
-        return [
-            {"index": i, "host": "memory", "address": f"memory:{i}", "cores": 2, "alive": i not in self.closed}
-            for i in self.producers
-        ]
-
-    def clock_offsets(self) -> dict[int, dict]:
-        return {}
-
-    @property
-    def pending(self) -> dict[str, range]:
+    def pending(self) -> dict[str, int]:
         """Per group, records acknowledged and not yet settled: what FakeKafka reports as its lag."""
-        left = {group: 0 for group in self.groups}
+        left = dict.fromkeys(self.groups, 0)
         for consumers in self.consumers.values():
             for consumer in consumers:
-                group = consumer.interval.group
-                left[group] += consumer.producer.next_sequence - consumer.settled
-        return {group: range(n) for group, n in left.items()}
+                left[consumer.interval.group] += consumer.producer.next_sequence - consumer.settled
+        return left
 
     # -- one report -----------------------------------------------------------------------------------
-    def _report(self, workers: list[int], end_time: float) -> bytes:
+    def report(self, workers: list[int], end_time: float) -> bytes:
         """The `workers`' reports ending at `end_time`, as their agent sends them: merged, encoded."""
-        started = time.thread_time()
-        data = encode(Reported(merged([self._worker_report(index, end_time) for index in workers])))
-        if self.measuring:
-            self.own_cpu_seconds += time.thread_time() - started
-            self.reports += 1
-            self.lines += len(workers)
-            self.wire_bytes += len(data)
-        return data
+        return encode(Reported(merged([self._worker_report(index, end_time) for index in workers])))
 
     def _worker_report(self, index: int, end_time: float) -> IntervalReport:
         """Worker `index`'s report ending at `end_time`, as the worker makes it."""
@@ -280,3 +183,197 @@ class ScaleWorkers:
         c.settled = {consumer.producer_id: Ranges([(first, last - 1)])}
         c.first_received_at, c.last_received_at = end_time - 0.9, end_time - 0.1
         return c
+
+
+def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assignments: list[Assignment]) -> None:
+    """The agents' process: Ready once its workers are placed, then each agent's report every second
+    from StartLoad on (spread over the second unless `aligned`), a worker's last at its Close; the
+    groups' pending records every 0.25 s. What the coordinator sends is read at once, on a thread of
+    its own (so that neither side waits on the other's sends); a report waits while the pipe is full
+    (the loop behind), and is made late with the end it was due at. Ends with the coordinator's
+    "end" or once its end of the pipe is closed."""
+    fleet = FakeFleet(rate, per_agent)
+    fleet.place(assignments)
+    commands: queue.SimpleQueue[tuple[str, int, float]] = queue.SimpleQueue()
+
+    def read() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while True:
+                commands.put(pipe.recv())
+        commands.put(("end", -1, 0.0))
+
+    threading.Thread(target=read, daemon=True).start()
+    pipe.send(("ready", -1, 0, None))
+    workers = len(assignments)
+    due: list[tuple[float, int]] = []  # heap of (epoch s, agent): each agent's next report
+    closed: set[int] = set()
+    told = 0.0
+    while True:
+        wait = max(0.0, min(due[0][0] if due else math.inf, told + PENDING_EVERY) - time.time())
+        with contextlib.suppress(queue.Empty):
+            kind, index, at = commands.get(timeout=wait)
+            if kind == "start" and index == index % fleet.agents:  # its agent's first worker: its reports start
+                offset = 0.0 if aligned else index / fleet.agents
+                heapq.heappush(due, (at + offset + 1.0, index))
+            elif kind == "stop":
+                fleet.stop_producers(index)
+                pipe.send(("stopped", index, 1, None))
+            elif kind == "close":
+                pipe.send(("report", index, 1, fleet.report([index], time.time())))  # its last
+                pipe.send(("pending", -1, 0, fleet.pending()))
+                pipe.send(("closed", index, 1, None))
+                closed.add(index)
+            elif kind == "end":
+                return
+        now = time.time()
+        while due and due[0][0] <= now:
+            at, agent = heapq.heappop(due)
+            mine = [w for w in range(agent, workers, fleet.agents) if w not in closed]
+            if mine:
+                heapq.heappush(due, (at + 1.0, agent))
+                pipe.send(("report", mine[0], len(mine), fleet.report(mine, at)))
+        if now - told >= PENDING_EVERY:
+            pipe.send(("pending", -1, 0, fleet.pending()))
+            told = now
+
+
+class ScaleWorkers:
+    def __init__(
+        self,
+        rate: int = 10,
+        aligned: bool = False,
+        profiler: cProfile.Profile | None = None,
+        per_agent: int = 1,
+    ):
+        self.rate = rate
+        self.aligned = aligned  # every worker reports at the same moment, not spread over the second
+        self.profiler = profiler  # on while measuring: the loop's thread from StartLoad to StopProducers
+        self.fleet = FakeFleet(rate, per_agent)  # the placement, as the agents' process has it
+        self.agents_process: BaseProcess | None = None
+        self.pipe: Connection | None = None
+        self.workers: list[int] = []
+        self.left: dict[str, int] = {}  # per group, records not yet settled (the agents' word, 4 times a second)
+        self.closed: set[int] = set()
+        self.measuring = False  # between StartLoad and StopProducers: the coordinator's own cost is measured
+        self.measured_seconds = 0.0  # how long that was
+        self.own_cpu_seconds = 0.0  # the agents' side of the clock probes, made on this thread
+        self.reports = 0  # reports taken while measuring (an agent's one for its workers)
+        self.lines = 0  # the workers' reports in them
+        self.next_probe = 0.0
+        self.wire_bytes = 0  # of the reports taken while measuring
+
+    @property
+    def producers(self) -> dict[int, list[Producer]]:
+        return self.fleet.producers
+
+    @property
+    def consumers(self) -> dict[int, list[Consumer]]:
+        return self.fleet.consumers
+
+    # -- the Workers interface --------------------------------------------------------------------
+    def start(self, assignments: list[Assignment]) -> None:
+        self.fleet.place(assignments)
+        self.left = self.fleet.pending()
+        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing of the loop's threads
+        self.pipe, theirs = spawn.Pipe()
+        per_agent = self.fleet.workers_per_agent
+        self.agents_process = spawn.Process(
+            target=run_agents, args=(theirs, self.rate, per_agent, self.aligned, assignments), daemon=True
+        )
+        self.agents_process.start()
+        theirs.close()
+        self.workers = [a.worker_index for a in assignments]  # Ready once the agents' process has placed them
+
+    def send(self, index: int, message: Message) -> None:
+        if index in self.closed or self.pipe is None:
+            return
+        if isinstance(message, StartLoad):
+            if not self.measuring and not self.measured_seconds:
+                self.measuring, self.measured_seconds = True, time.monotonic()
+                if self.profiler:
+                    self.profiler.enable()
+            self.pipe.send(("start", index, message.at))
+        elif isinstance(message, StopProducers):
+            if self.measuring:
+                self.measuring, self.measured_seconds = False, time.monotonic() - self.measured_seconds
+                if self.profiler:
+                    self.profiler.disable()
+            self.pipe.send(("stop", index, 0.0))
+        elif isinstance(message, Close):
+            self.pipe.send(("close", index, 0.0))
+
+    def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
+        """What comes within `timeout`, as RemoteWorkers takes it (the bench sends no control request:
+        the `doorbell` is not waited on): once something has come, what else comes within
+        GATHER_SECONDS, at most MOST_A_PASS workers' lines."""
+        received: list[tuple[int, Message | WorkerLost]] = []
+        self._probe(time.time())
+        deadline, room = Deadline(timeout), MOST_A_PASS
+        while self.pipe is not None and room > 0 and self.pipe.poll(deadline.left()):
+            try:
+                kind, index, lines, data = self.pipe.recv()
+            except EOFError:  # the agents' process has ended, which it does only when told to
+                self.pipe = None
+                raise RuntimeError("the fake workers' agents' process ended on its own") from None
+            if kind == "report":
+                received.append((index, decode(data)))
+                room -= lines
+                if self.measuring:
+                    self.reports += 1
+                    self.lines += lines
+                    self.wire_bytes += len(data)
+            elif kind == "ready":
+                received += [(worker, Ready()) for worker in self.workers]
+            elif kind == "pending":
+                self.left = data
+            elif kind == "stopped":
+                received.append((index, ProducersStopped()))
+            elif kind == "closed":
+                received.append((index, Closed()))
+                self.closed.add(index)
+            if received and deadline.left() > GATHER_SECONDS:
+                deadline = Deadline(GATHER_SECONDS)
+        return received
+
+    def _probe(self, now: float) -> None:
+        """RemoteWorkers' work on the loop's thread each second: a ProbeClock encoded per agent, its reply decoded."""
+        if now < self.next_probe:
+            return
+        self.next_probe = now + 1.0
+        agents, workers = self.fleet.agents, len(self.fleet.producers)
+        for agent in range(agents):  # the agent's, not its workers'
+            if any(w not in self.closed for w in range(agent, workers, agents)):
+                encode(ProbeClock(now))
+                started = time.thread_time()
+                reply = encode(ClockProbed(now, now + 0.0001))  # the agent's work
+                self.own_cpu_seconds += (time.thread_time() - started) if self.measuring else 0.0
+                decode(reply)
+
+    def close(self) -> list[str]:
+        """The agents' process ended (it ends by itself once every worker is closed)."""
+        if self.agents_process is not None:
+            if self.pipe is not None:
+                with contextlib.suppress(OSError):
+                    self.pipe.send(("end", -1, 0.0))
+                self.pipe.close()  # a send of theirs that waits on it ends
+                self.pipe = None
+            self.agents_process.join(10)
+            if self.agents_process.is_alive():
+                self.agents_process.kill()
+                self.agents_process.join()
+            self.agents_process = None
+        return []
+
+    def describe(self) -> list[dict]:
+        return [
+            {"index": i, "host": "memory", "address": f"memory:{i}", "cores": 2, "alive": i not in self.closed}
+            for i in self.fleet.producers
+        ]
+
+    def clock_offsets(self) -> dict[int, dict]:
+        return {}
+
+    @property
+    def pending(self) -> dict[str, range]:
+        """Per group, records acknowledged and not yet settled: what FakeKafka reports as its lag."""
+        return {group: range(n) for group, n in self.left.items()}
