@@ -145,10 +145,14 @@ def test_control_api_answers_a_bad_content_length_and_keeps_serving():
 # ---- helpers and fetching Kafka ---------------------------------------------------------------------
 @pytest.mark.unit
 def test_helper_time_out_is_a_cluster_error():
+    """The timeout is the task's whole time, checked before each line is read: none ends in 0 s, and
+    nothing of the helper's speed or state decides it. (A 1 ms limit on each line was a race: the fresh
+    clone of 231fd36 saw no error, on a host busy with the kafka tier.)"""
     distribution = kafka_distribution(DEFAULT_KAFKA_VERSION, fetch=False)
-    # 1 ms: no JVM starts that fast (configdefs itself takes about 0.5 s here, so 0.5 s was a race)
-    with pytest.raises(ClusterError, match=r"Kafka helper 'configdefs' did not finish within 0\.001 s"):
-        run_helper(distribution, "configdefs", timeout=0.001)
+    with pytest.raises(ClusterError, match=r"Kafka helper 'configdefs' did not finish within 0 s"):
+        run_helper(distribution, "configdefs", timeout=0)
+    answer = run_helper(distribution, "configdefs", timeout=120)  # the helper still serves
+    assert answer.returncode == 0 and "log.retention.ms" in answer.stdout
 
 
 def fake_mvn(folder: Path, body: str) -> dict[str, str]:

@@ -65,9 +65,10 @@ class HelperTask:
     """One task on its own connection: `lines()` yields the task's output until it ends (then
     `returncode` is set), `ask()` asks a watch for a reading at once, `close()` ends it."""
 
-    def __init__(self, connection: socket.socket, peer: psutil.Process | None = None):
+    def __init__(self, connection: socket.socket, peer: psutil.Process | None = None, deadline: Deadline | None = None):
         self._connection = connection
         self.peer = peer  # the process that took the task (None: not known)
+        self.deadline = deadline  # by when the task must have ended (None: no limit, as a watch waits)
         self._reader = connection.makefile("r", encoding="utf-8", newline="\n")
         self.returncode: int | None = None
         self.errors: list[str] = []
@@ -76,7 +77,7 @@ class HelperTask:
 
     def lines(self) -> Iterator[str]:
         try:
-            for line in self._reader:
+            for line in self._lines():
                 line = line.rstrip("\n")
                 if line.startswith("#exit "):
                     self.returncode = int(line[6:])
@@ -93,6 +94,18 @@ class HelperTask:
             self.unanswered = True
             self.errors.append("the Kafka helper ended the task without an answer")
             self.returncode = 1
+
+    def _lines(self) -> Iterator[str]:
+        """The connection's lines, each within what is left of the deadline (a TimeoutError once none is)."""
+        while True:
+            if self.deadline is not None:
+                if self.deadline.passed():
+                    raise TimeoutError
+                self._connection.settimeout(self.deadline.left())
+            line = self._reader.readline()
+            if not line:
+                return
+            yield line
 
     def ask(self) -> None:
         self._connection.sendall(b"\n")
@@ -131,18 +144,19 @@ class KafkaHelper:
         return recorded[0] if recorded[0].alive() else None
 
     def task(self, name: str, *args: str, security: ClientSecurity = None, timeout: float | None = None) -> HelperTask:
-        """Start task `name` on the helper, started first when none runs; `timeout`: the longest wait
-        for each of its lines (None: no limit, as a watch waits)."""
+        """Start task `name` on the helper, started first when none runs; `timeout`: how long the task
+        may take from then on, to its last line (None: no limit, as a watch waits)."""
         request = {"task": name, "args": list(args), "config": java_security(security)}
         connection = self._connect()
-        connection.settimeout(timeout)
+        deadline = None if timeout is None else Deadline(timeout)
+        connection.settimeout(None if timeout is None else max(timeout, 1.0))  # the send's; each read its own
         peer = peer_process(connection)
         try:
             connection.sendall(json.dumps(request).encode() + b"\n")
         except OSError as e:  # it closed the connection first: a helper that is ending
             connection.close()
             raise HelperDropped(f"the Kafka helper did not take task '{name}': {e}", peer) from None
-        return HelperTask(connection, peer)
+        return HelperTask(connection, peer, deadline)
 
     def run_task(self, name: str, *args: str, timeout: float = 120, security: ClientSecurity = None) -> HelperAnswer:
         """Task `name` to its end: its exit code and output. A helper that ended before it answered
