@@ -11,6 +11,7 @@ run's duplicates and its distinct settled records come out as they would from ea
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from itertools import chain
 
 from dimster.metrics.sequences import RangeSet
 from dimster.worker.wire import Ranges
@@ -62,14 +63,31 @@ def united(accounts: Sequence[Account], into: GroupAccount) -> GroupAccount:
     """`into` with the accounts' ranges, united (union), in place of its own; the settled records in
     more than one of them added to its duplicates."""
     for name in ACCOUNT:
-        gathered: dict = {}
-        for account in accounts:
-            for key, ranges in getattr(account, name).items():
-                gathered.setdefault(key, []).append(ranges)
         joined = {}
-        for key, parts in gathered.items():
+        for key, parts in _gathered(accounts, name).items():
             joined[key], twice = union(parts)
             if name == "settled":
                 into.duplicates += twice
         setattr(into, name, joined)
     return into
+
+
+def side_by_side(accounts: Sequence[Account], into: GroupAccount) -> GroupAccount:
+    """`into` with each of the accounts' ranges of a key, one list after another (not united: for a
+    reader that counts a record in two of them itself, as the coordinator's aggregate does)."""
+    for name in ACCOUNT:
+        gathered = _gathered(accounts, name)
+        joined = {
+            key: parts[0] if len(parts) == 1 else Ranges(chain.from_iterable(parts)) for key, parts in gathered.items()
+        }
+        setattr(into, name, joined)
+    return into
+
+
+def _gathered(accounts: Sequence[Account], name: str) -> dict:
+    """Each key's ranges of the accounts' field `name`, a list a key, in the accounts' order."""
+    gathered: dict = {}
+    for account in accounts:
+        for key, ranges in getattr(account, name).items():
+            gathered.setdefault(key, []).append(ranges)
+    return gathered

@@ -8,15 +8,12 @@ groups' accounts merge, as a worker merges its own consumers' (accounts.py): a g
 their union, and a record settled in two of the reports is in the union once and counted in
 `duplicates`, so the run's distinct and duplicate settled records come out as from each report alone."""
 
-from itertools import chain
-
 import numpy as np
 
-from dimster.worker.accounts import ACCOUNT, GroupAccount, united
+from dimster.worker.accounts import GroupAccount, side_by_side, united
 from dimster.worker.client_columns import NAMES, ClientColumns
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import IntervalReport
-from dimster.worker.wire import Ranges
 
 
 def merged(reports: list[IntervalReport], unite: bool = True) -> IntervalReport:
@@ -70,16 +67,3 @@ def merged_groups(parts: list[dict[str, GroupAccount]], unite: bool = True) -> d
         groups[group] = accounts[0] if one else united(accounts, into) if unite else side_by_side(accounts, into)
     return groups
 
-
-def side_by_side(accounts: list[GroupAccount], into: GroupAccount) -> GroupAccount:
-    """`into` with each of the accounts' ranges of a key, one list after another."""
-    for name in ACCOUNT:
-        gathered: dict = {}
-        for account in accounts:
-            for key, ranges in getattr(account, name).items():
-                gathered.setdefault(key, []).append(ranges)
-        joined = {
-            key: parts[0] if len(parts) == 1 else Ranges(chain.from_iterable(parts)) for key, parts in gathered.items()
-        }
-        setattr(into, name, joined)
-    return into

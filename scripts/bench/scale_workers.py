@@ -251,7 +251,6 @@ class ScaleWorkers:
         self.fleet = FakeFleet(rate, per_agent)  # the placement, as the agents' process has it
         self.agents_process: BaseProcess | None = None
         self.pipe: Connection | None = None
-        self.workers: list[int] = []
         self.left: dict[str, int] = {}  # per group, records not yet settled (the agents' word, 4 times a second)
         self.closed: set[int] = set()
         self.measuring = False  # between StartLoad and StopProducers: the coordinator's own cost is measured
@@ -282,7 +281,6 @@ class ScaleWorkers:
         )
         self.agents_process.start()
         theirs.close()
-        self.workers = [a.worker_index for a in assignments]  # Ready once the agents' process has placed them
 
     def send(self, index: int, message: Message) -> None:
         if index in self.closed or self.pipe is None:
@@ -323,7 +321,7 @@ class ScaleWorkers:
                     self.lines += lines
                     self.wire_bytes += len(data)
             elif kind == "ready":
-                received += [(worker, Ready()) for worker in self.workers]
+                received += [(worker, Ready()) for worker in self.fleet.producers]  # each placed worker
             elif kind == "pending":
                 self.left = data
             elif kind == "stopped":

@@ -15,8 +15,8 @@ from dimster.results.records import CoordinatorCost, LatencyBrief
 # Python's cyclic collector passes over its youngest objects every 700 allocations by default; the
 # loop makes and drops a few hundred small containers per report (its clients' intervals), and those
 # passes cost it some 15 % of its CPU at 256 workers (scripts/bench/coordinator_scale.py). Garbage in
-# cycles then waits for 200,000 allocations: some MB, tens were every one of them such garbage (at 1,024
-# workers the collector took 7 % of the coordinator's CPU at 50,000, 3 % at this: docs/benchmarks.md).
+# cycles then waits for 200,000 allocations: some MB, tens at most (at 1,024 workers the collector took
+# 7 % of the coordinator's CPU at 50,000 allocations, 3 % at 200,000: docs/benchmarks.md).
 COLLECT_EVERY = 200_000
 
 
