@@ -10,6 +10,7 @@ skipped."""
 import contextlib
 import os
 import re
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -134,11 +135,13 @@ def _merge(files: list[tuple[Path, range]], merged: Path) -> None:
     try:
         with pq.ParquetWriter(writing, schema) as out:
             pending: list[pa.Table] = []
-            for path, _ in files:
-                pending.append(_conformed(pq.ParquetFile(path).read(), schema))
-                if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS or path == files[-1][0]:
+            for rows in _row_groups(files):
+                pending.append(_conformed(rows, schema))
+                if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
                     out.write_table(pa.concat_tables(pending))
                     pending = []
+            if pending:
+                out.write_table(pa.concat_tables(pending))
         with writing.open("rb+") as written:
             os.fsync(written.fileno())
         os.replace(writing, merged)
@@ -149,6 +152,15 @@ def _merge(files: list[tuple[Path, range]], merged: Path) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def _row_groups(files: list[tuple[Path, range]]) -> Iterator[pa.Table]:
+    """The files' rows in order, a row group at a time: a merged file is read a row group at a time,
+    never whole (one of a long run holds millions of rows)."""
+    for path, _ in files:
+        with pq.ParquetFile(path) as file:
+            for group in range(file.num_row_groups):
+                yield file.read_row_group(group)
 
 
 def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
