@@ -18,6 +18,8 @@ from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     AddClients,
+    Closed,
+    Reported,
     RemoveClients,
     RestartConsumers,
     StartLoad,
@@ -163,6 +165,31 @@ def test_a_lost_worker_fails_the_run_and_keeps_what_was_measured(tmp_path):
     assert info["totals"]["sent"] > 0
     [lost] = [e for e in events(c) if e["event"] == "worker_lost"]
     assert lost["worker"] == 1 and lost["clients"] == ["c0", "c1"]  # worker 0 has the producers
+
+
+class BehindWorkers(FakeWorkers):
+    """From the third step of load on, worker 1's reports fall behind for good: its consumers go on
+    settling what the producers send, unheard, and its Closed never comes."""
+
+    def receive(self, timeout: float, doorbell: int | None = None):
+        received = super().receive(timeout, doorbell)
+        unheard = (Reported, Closed)
+        return [(i, m) for i, m in received if self.steps < 3 or not (i == 1 and isinstance(m, unheard))]
+
+
+def test_a_worker_not_heard_to_its_end_leaves_its_records_in_doubt_not_lost_and_fails_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr("dimster.coordinator.loop.run.CLOSE_TIMEOUT", 0.5)
+    workers = BehindWorkers()
+    c = coordinator(tmp_path, workers, drainTimeoutSeconds=1)
+    with pytest.raises(RunFailed):
+        c.run()
+    info = json.loads((c.bundle.path / "run.json").read_text())
+    assert info["failure"] == "worker(s) 1 did not close in time"
+    totals = info["totals"]
+    assert totals["lost"] == 0 and totals["unconsumed"] == 0
+    assert totals["in_doubt"] > 0 and totals["received"] + totals["in_doubt"] == totals["acked"]
+    [lost] = [e for e in events(c) if e["event"] == "worker_lost"]
+    assert lost["worker"] == 1 and lost["clients"] == ["c0", "c1"]
 
 
 def test_with_continue_the_lost_clients_go_on_elsewhere_under_fresh_ids(tmp_path):

@@ -187,6 +187,20 @@ def note_worker_lost(
     log.event("worker_lost", worker=index, reason=lost.reason, clients=loss.clients)
 
 
+def note_unclosed(
+    unclosed: list[int], ensemble: Ensemble, a: RunAggregate, log: RunLog, journal: RunJournal
+) -> str | None:
+    """Workers that did not close in time were not heard to their end: each is lost at its last report,
+    its consumers' unreported tail in doubt, not lost. What to fail the run with (None: all closed)."""
+    at = time.time()
+    for index, loss in ensemble.lose_all(unclosed).items():
+        note_worker_lost(index, WorkerLost(f"worker {index} did not close in time", at), loss, a, log, journal)
+    if not unclosed:
+        return None
+    more = f" and {len(unclosed) - 10:,} more" if len(unclosed) > 10 else ""
+    return f"worker(s) {', '.join(map(str, unclosed[:10]))}{more} did not close in time"
+
+
 def note_replaced(index: int, lost: WorkerLost, loss: Loss, log: RunLog) -> None:
     moved = loss.placed.moved
     log.tell(

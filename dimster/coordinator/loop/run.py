@@ -13,7 +13,7 @@ from dimster.clock import Deadline
 from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.end import clock_offsets, close_account, record_end, record_failure
-from dimster.coordinator.account.intake import ReportIntake, note_replaced, note_worker_lost
+from dimster.coordinator.account.intake import ReportIntake, note_replaced, note_unclosed, note_worker_lost
 from dimster.coordinator.account.journal import RunJournal
 from dimster.coordinator.control.api import ControlServer
 from dimster.coordinator.control.console import status_line
@@ -44,6 +44,7 @@ from dimster.workload.modes.base import RunPlan, SteadyPlan, planned_seconds
 
 LOOP_TICK = 0.2
 READY_TIMEOUT = 120.0  # for every worker to build its clients
+CLOSE_TIMEOUT = 90.0  # for every worker to send its last report and close
 
 
 class Coordinator:
@@ -95,8 +96,7 @@ class Coordinator:
         self.load_started = 0.0
         self.metrics: MetricsWriter | None = None
         self.last_window: dict = {}
-        # per group: records still there for it to consume, read once its consumers have closed
-        self.unconsumed_by_group: dict[str, int] | None = None
+        self.unconsumed_by_group: dict[str, int] | None = None  # per group, read once its consumers closed
         self.journal = RunJournal(bundle.path)  # every report as it arrives: a killed run loses nothing
         thresholds = [(t.threshold, t.abort_on_fail) for t in workload.thresholds]
         self.intake = ReportIntake(self.aggregate, self.ensemble, self.log, exporter, self.journal, thresholds)
@@ -122,8 +122,7 @@ class Coordinator:
 
     # ---- messages -----------------------------------------------------------------------------------
     def _receive(self, timeout: float) -> None:
-        """Handle whatever the workers sent within `timeout`, and workers found lost (reports in a row
-        taken in together before what follows them: ReportIntake.taken)."""
+        """Handle what the workers sent within `timeout` and workers found lost (ReportIntake.taken)."""
         received = self.ensemble.workers.receive(timeout, self.desk.doorbell)
         for index, message in self.intake.taken(received, self.metrics, self.phases.of_report, self.load_started > 0):
             self._handle(index, message)
@@ -219,13 +218,15 @@ class Coordinator:
                 if self.phase != "done":  # ended by an exception: no worker may outlive the run
                     self._close_workers()
 
-    def _close_workers(self) -> None:
-        """Every worker closed (one that does not close in time killed); a failure to is noted."""
+    def _close_workers(self) -> list[int]:
+        """Every worker closed, one not closed in time killed (a failure to is noted): those not closed."""
+        unclosed = self.ensemble.live_workers()
         try:
             for killed in self.ensemble.workers.close():
                 self.log.event("worker_killed", worker=killed)
         except Exception as e:  # already failing: keep the first error, note this one  # noqa: BLE001
             self.log.event("workers_not_closed", reason=f"{type(e).__name__}: {e}")
+        return unclosed
 
     def _run(self) -> int:
         w = self.workload
@@ -328,8 +329,10 @@ class Coordinator:
         self.log.write_background()
         self.phases.enter("closing")
         self.ensemble.send_all(Close())
-        self._wait(self.ensemble.all_gone, 5 if forced else 90, 1e9)
-        self._close_workers()
+        self._wait(self.ensemble.all_gone, 5 if forced else CLOSE_TIMEOUT, 1e9)
+        unclosed = self._close_workers()
+        if (failure := note_unclosed(unclosed, self.ensemble, self.aggregate, self.log, self.journal)) and not forced:
+            self._fail(failure)
         self.phases.enter("done")
         a, groups, at = self.aggregate, list(self.topology.groups), self.phases.at
         self.unconsumed_by_group = self.observers.finish(self.metrics, at, groups, a.closes, a.backlog_by_group)
@@ -377,8 +380,7 @@ class Coordinator:
         return run_status(self)
 
     def modify(self, pairs: list[tuple[str, str]], by: str = "control") -> dict:
-        """Validate the whole set, then apply it. Nothing changes when any part is invalid. `by`:
-        who asked (the control API, or the run's plan), recorded with each change."""
+        """Validate the whole set, then apply it (nothing changes when a part is invalid); `by`: who asked."""
         if self.phase not in ("warmup", "measure"):
             raise DimsterError(f"the run is {self.phase}: modifications apply only while load runs")
         change = self.live.check(self.workload, pairs)

@@ -141,10 +141,8 @@ class Ensemble:
     def lose(self, index: int, lost: WorkerLost, phase: str, on_worker_loss: str) -> Loss:
         """A worker is gone. By onWorkerLoss: the run fails (keeping what was measured), or its clients
         go on under fresh ids on the live workers."""
-        self.states[index].lost = True
-        clients = sorted(c for c, w in self.placement.items() if w == index)
-        groups = {client_id(c): c.group for c in self.topology.consumers if client_id(c) in clients}
-        loss = Loss(clients, groups)
+        loss = self.lose_all([index])[index]
+        clients = loss.clients
         if on_worker_loss != "continue" or not self.live_workers() or phase in ("closing", "done"):
             loss.failure = f"{lost.reason} (onWorkerLoss: {on_worker_loss})"
             return loss
@@ -157,6 +155,18 @@ class Ensemble:
         loss.replaced = clients
         loss.placed = self.add(*replace_clients(self.topology, clients))
         return loss
+
+    def lose_all(self, indices: list[int]) -> dict[int, Loss]:
+        """Workers gone, each with its clients (and its consumers' groups): one pass over the clients
+        for them all (a run's end may give up thousands of workers at once)."""
+        held: dict[int, list[str]] = {index: [] for index in indices}
+        for client, worker in self.placement.items():
+            if worker in held:
+                held[worker].append(client)
+        group_of = {client_id(c): c.group for c in self.topology.consumers}
+        for index in indices:
+            self.states[index].lost = True
+        return {i: Loss(sorted(held[i]), {c: group_of[c] for c in held[i] if c in group_of}) for i in indices}
 
     def add(self, producers: list[ProducerSpec], consumers: list[ConsumerSpec]) -> Placed:
         """Place new clients on the least loaded live workers and start them there."""
