@@ -77,6 +77,7 @@ def run_child(args: argparse.Namespace) -> dict:
     from scale_workers import ScaleWorkers
 
     from dimster.coordinator.control.api import ControlServer
+    from dimster.coordinator.loop.failures import RunFailed
     from dimster.coordinator.loop.run import Coordinator
     from dimster.results.bundle import ResultsBundle
     from dimster.workload.model import Workload
@@ -109,8 +110,11 @@ def run_child(args: argparse.Namespace) -> dict:
         workload, fake_cluster(), bundle, fake, n, control=control, say=say, kafka=FakeKafka(fake)
     )
     started = time.monotonic()
+    failure = None
     try:
         coordinator.run()
+    except RunFailed as e:  # its figures are measured all the same (a fake fleet fallen behind, 4,096 workers)
+        failure = str(e)
     finally:
         if profiler:
             profiler.dump_stats(f"{args.profile}-{n}.prof")
@@ -146,8 +150,9 @@ def run_child(args: argparse.Namespace) -> dict:
         },
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "as_measured": cost,  # run.json's record: the process's CPU, the agents' side of the clock probes included
-        "totals": {k: info["totals"].get(k) for k in ("sent", "acked", "received", "lost", "unconsumed")},
+        "totals": {k: info["totals"].get(k) for k in ("sent", "acked", "received", "lost", "unconsumed", "in_doubt")},
         "status": info["status"],
+        "failure": failure,
     }
 
 
@@ -194,7 +199,8 @@ def main() -> None:
             f"{row['worker_lines'] / max(1, row['reports']):.0f} worker(s)); "
             f"report lag p50/p99/max {lag['p50']}/{lag['p99']}/{lag['max']} ms; console lag p50/max "
             f"{line['p50']}/{line['max']} ms; a status published in {row['status_publish_ms']['p50']} ms "
-            f"(median of {row['status_publish_ms']['count']}); lost {row['totals']['lost']}; "
+            f"(median of {row['status_publish_ms']['count']}); lost {row['totals']['lost']}, in doubt "
+            f"{row['totals']['in_doubt']}; {row['failure'] or row['status']}; "
             f"load average before {before}",
             flush=True,
         )
