@@ -9,6 +9,7 @@ dataclasses in C from the type hints, checking every value's type, and hands the
 
 import dataclasses
 import functools
+import struct
 import sys
 import types
 import typing
@@ -38,6 +39,7 @@ else:
 
 DTYPES: dict[type, np.dtype] = {Int64s: np.dtype("<i8"), Float64s: np.dtype("<f8")}
 REQUIRED = object()  # a field without a default: always on the wire
+ONE_PAIR = struct.Struct("<qq")
 
 
 def _pack(pairs) -> bytes:
@@ -52,11 +54,9 @@ def _unpacked(kind: type, data: Any) -> Any:
     if kind is Ranges:
         if not isinstance(data, bytes) or len(data) % 16:
             raise TypeError("expected packed int64 pairs (a bin of a multiple of 16 bytes)")
-        values = array("q")
-        values.frombytes(data)
-        if sys.byteorder == "big":
-            values.byteswap()
-        pairs = iter(values.tolist())
+        if len(data) == 16:  # the usual case: a consumer's records of a producer in an interval, one run
+            return Ranges((ONE_PAIR.unpack(data),))
+        pairs = iter(struct.unpack(f"<{len(data) // 8}q", data))
         return Ranges(zip(pairs, pairs, strict=True))
     if (dtype := DTYPES.get(kind)) is not None:
         if not isinstance(data, bytes) or len(data) % dtype.itemsize:

@@ -125,19 +125,20 @@ class RunAggregate:
         self.producer_topic.update(zip(producer_ids, topics, strict=True))
         self.next_sequence.update(zip(producer_ids, counts[producing, NEXT_SEQUENCE].tolist(), strict=True))
         self.target_rate.update(zip(client_ids, reals[producing, TARGET_RATE].tolist(), strict=True))
-        lines_of = mine.tolist()
-        for producer_id, topic, acked, line in zip(producer_ids, topics, acks, lines_of, strict=True):
+        for producer_id, topic, acked in zip(producer_ids, topics, acks, strict=True):
             self.acked_by_producer[producer_id] += acked
             self.acked_by_topic[topic] += acked
-            counted[line]["acked", topic] += acked
         for i, details in clients.details.items():
             if producing[i]:
                 self.failed[int(clients.client_id[i][1:])].add_values(details.failed_sequences)
                 if details.client_stats:
                     end = report.lines[int(owner[i])].end_time
                     self.producer_stats[clients.client_id[i]] = (end, details.client_stats)
-        for line, line_sent in zip(counted, by_line[0].tolist(), strict=True):
-            line["sent",] += round(line_sent)
+        if self.probing:  # a plan's probe's counts a line
+            for topic, acked, line in zip(topics, acks, mine.tolist(), strict=True):
+                counted[line]["acked", topic] += acked
+            for counts, line_sent in zip(counted, by_line[0].tolist(), strict=True):
+                counts["sent",] += round(line_sent)
         return by_line[0], by_line[1], by_line[2]
 
     def _add_consumers(

@@ -114,8 +114,8 @@ class RecentRates:
         # summed again from its rows (a few a worker), not kept up by adding and taking away: a rate
         # that fell to 0 reads 0, not what float rounding left over
         for seconds in self.windows:
-            within = [row for row in rows if row[0] >= latest - seconds]
-            self._sums[seconds][worker] = [sum(row[i] for row in within) for i in range(1, 5)]
+            within = [row for row in rows if row[0] >= latest - seconds]  # never empty: the latest row is in
+            self._sums[seconds][worker] = [sum(column) for column in list(zip(*within, strict=True))[1:]]
 
     def _live(self, seconds: float) -> list[list[float]]:
         oldest = self._newest - max(self.windows)
