@@ -19,8 +19,8 @@ from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     AddClients,
     Closed,
-    Reported,
     RemoveClients,
+    Reported,
     RestartConsumers,
     StartLoad,
     StopProducers,

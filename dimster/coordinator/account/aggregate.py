@@ -137,8 +137,8 @@ class RunAggregate:
         if self.probing:  # a plan's probe's counts a line
             for topic, acked, line in zip(topics, acks, mine.tolist(), strict=True):
                 counted[line]["acked", topic] += acked
-            for counts, line_sent in zip(counted, by_line[0].tolist(), strict=True):
-                counts["sent",] += round(line_sent)
+            for line_counts, line_sent in zip(counted, by_line[0].tolist(), strict=True):
+                line_counts["sent",] += round(line_sent)
         return by_line[0], by_line[1], by_line[2]
 
     def _add_consumers(
