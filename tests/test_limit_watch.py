@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import pytest
 
 from dimster.coordinator.control.run_log import RunLog
-from dimster.coordinator.loop.limit_watch import LimitWatch, is_behind, notes, record_locks
+from dimster.coordinator.loop.limit_watch import LimitWatch, is_behind, notes
 from dimster.coordinator.loop.status import limit_status
 from dimster.results.bundle import ResultsBundle
+from dimster.workload.group_inputs import record_locks
 from dimster.workload.model import Workload
 from tests.cli import dimster
 

@@ -12,17 +12,10 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.control.run_log import RunLog
 from dimster.coordinator.observers.brokers import BrokerObservers
 from dimster.coordinator.workers.topology import Topology
-from dimster.diagnosis.limits import (
-    DEFAULT_FETCH_MAX_WAIT_MS,
-    DEFAULT_MAX_POLL_RECORDS,
-    GENERATOR,
-    TOLERANCE,
-    Diagnosis,
-    GroupInputs,
-    diagnose,
-)
+from dimster.diagnosis.limits import GENERATOR, TOLERANCE, Diagnosis, diagnose
 from dimster.results.bundle import ResultsBundle
 from dimster.results.records import BindingLimit
+from dimster.workload.group_inputs import group_inputs, record_locks
 from dimster.workload.model import Workload
 
 BEHIND_SHARE = 0.95  # a window whose consumption is below this share of the offered rate is behind
@@ -31,8 +24,6 @@ WINDOWS = 2  # windows behind in a row before a diagnosis
 SPAN_WINDOWS = 5  # the measured rate: over this many of the last windows of one setting
 LOAD_PHASES = ("warmup", "measure")
 BUSY_BROKER_IDLE = 0.2  # a broker whose request handlers are idle less than this is noted
-LOCKS = "share.partition.max.record.locks"
-DEFAULT_RECORD_LOCKS = 2000  # Kafka's group.share.partition.max.record.locks
 
 
 def producer_batches(producer_stats: dict[str, tuple[float, dict]]) -> dict[str, float | None]:
@@ -66,30 +57,6 @@ class LimitSource(Protocol):
 
     @property
     def phase(self) -> str: ...
-
-
-def record_locks(w: Workload, broker_config: dict[str, str], at_start: dict) -> int:
-    """The group's lock budget now: its group config (live), else the brokers' default as they run,
-    else as the group had it at start."""
-    value = w.group_config.get(LOCKS) or broker_config.get(f"group.{LOCKS}") or at_start.get(LOCKS)
-    return int(value or DEFAULT_RECORD_LOCKS)
-
-
-def group_inputs(w: Workload, locks: int, window: dict, records_per_batch: float | None) -> GroupInputs:
-    share = {**w.kafka_config.common_config, **w.kafka_config.share_consumer_config}
-    return GroupInputs(
-        partitions=w.partitions_per_topic,
-        consumers=w.consumers_per_group,
-        proc_ms=(w.consumer_proc_ms_min + w.consumer_proc_ms_max) / 2,
-        parallelism=w.consumer_proc_parallelism,
-        max_poll_records=int(share.get("max.poll.records", DEFAULT_MAX_POLL_RECORDS)),
-        acquire_mode=str(share.get("share.acquire.mode", "batch_optimized")),
-        record_locks=locks,
-        records_per_batch=records_per_batch,
-        records_per_poll=window.get("recordsPerPoll"),
-        fetch_max_wait_ms=float(share.get("fetch.max.wait.ms", DEFAULT_FETCH_MAX_WAIT_MS)),
-        proc_ms_max=w.consumer_proc_ms_max,
-    )
 
 
 def is_behind(window: dict, backlog_before: int | None, seconds: float, groups: int, topics: int) -> bool:
