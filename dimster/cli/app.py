@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str, dict | None]] = {
     "compare": ("dimster.cli.report", "compare", None),
     "history": ("dimster.cli.history", "history", None),
     "explain": ("dimster.cli.explain", "explain", None),
+    "tune": ("dimster.cli.tune", "tune", EXTRA_ARGS),
     "spark": ("dimster.cli.spark", "app", None),
 }
 

@@ -1,0 +1,73 @@
+"""`dimster tune ENV -w WORKLOAD --goal EXPR --lever KEY[=RANGE][@COST] --dry-run`: the tuner's plan from
+the share-group model alone (tuning/plan.py), step by step: the limit that binds, the lever pulled,
+the rate predicted before and after, and why."""
+
+from pathlib import Path
+
+import typer
+
+from dimster.cli.output import console, print_json
+from dimster.cli.run import SetOpt, set_items
+from dimster.errors import DimsterError
+
+UNREACHABLE = 10  # the goals cannot be met within the allowed ranges (docs/cli.md)
+
+
+def tune(
+    ctx: typer.Context,
+    env: str = typer.Argument(..., help="Environment name: run/environments/ENV.yaml.", show_default=False),
+    workload: Path = typer.Option(..., "--workload", "-w", help="Workload YAML file.", show_default=False),
+    goal: list[str] = typer.Option(
+        ..., "--goal", help="A goal in the thresholds' grammar, as 'consumed.rate >= 20000msg/s'."
+    ),
+    lever: list[str] = typer.Option(
+        None,
+        "--lever",
+        help="KEY[=LOW..HIGH or =A,B][@COST]: a lever the tuner may pull (default: every one it knows).",
+    ),
+    set_: list[str] = SetOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan from the model alone; start nothing."),
+    json_: bool = typer.Option(False, "--json", help="The plan as JSON."),
+) -> None:
+    """Plan the lever changes that make a share-group workload meet its goals, cheapest first, from
+    the model of what limits a share group; exit 0 when the plan meets them, 10 when it cannot."""
+    from dimster.environment import load_environment
+    from dimster.tuning.levers import KNOWN, parse_lever
+    from dimster.tuning.plan import lever_values, parse_goals, plan
+    from dimster.workload.model import load_workload
+    from dimster.yamlfile import load_mapping
+
+    profile = load_environment(env)
+    w = load_workload(workload, set_items(ctx, set_))
+    goals = parse_goals(goal)
+    if not dry_run:
+        raise DimsterError("dimster tune plans from the model only, for now: add --dry-run (the live tuner is to come)")
+    broker: dict[str, str] = {}
+    if profile.backend != "external" and profile.broker_config_path.is_file():
+        broker = {k: str(v) for k, v in load_mapping(profile.broker_config_path, "broker config").items()}
+    broker |= {k: str(v) for k, v in {**profile.broker_overrides, **w.broker_config}.items()}
+    now = lever_values(w, broker)
+    levers = [parse_lever(text, now) for text in lever or KNOWN]
+    result = plan(w, goals, levers, broker)
+    if json_:
+        print_json({
+            "workload": w.name, "goals": result.goals, "offered": result.offered,
+            "predictedStart": round(result.predicted_start, 1), "met": result.met, "reason": result.reason,
+            "limit": result.limit, "changes": result.changes, "notes": result.notes,
+            "steps": [{"limit": s.limit, "lever": s.lever, "before": s.before, "after": s.after,
+                       "predictedBefore": round(s.predicted_before, 1), "predicted": round(s.predicted, 1),
+                       "cost": s.cost, "why": s.why} for s in result.steps],
+        })  # fmt: skip
+    else:
+        say = lambda line: console.print(line, markup=False)  # noqa: E731
+        say(f"{w.name}: {result.offered:,.0f} msg/s offered; predicted {result.predicted_start:,.0f} msg/s consumed")
+        say(f"  limit: {result.limit if not result.steps else result.steps[0].limit}")
+        for n, step in enumerate(result.steps, 1):
+            say(f"step {n}: {step.lever} {step.before} -> {step.after} (cost {step.cost:g}): {step.why}")
+        if result.changes:
+            say("plan: " + " ".join(f"--set {k}={v}" for k, v in result.changes.items()))
+        say(f"{'met' if result.met else 'not met'}: {result.reason}; binding now: {result.limit}")
+        for note in result.notes:
+            say(f"note: {note}")
+    if not result.met:
+        raise typer.Exit(UNREACHABLE)

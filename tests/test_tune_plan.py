@@ -1,0 +1,139 @@
+"""`dimster tune --dry-run`: the plan from the share-group model alone, for the three limits of
+docs/share-groups.md (a lock budget, processing, a record_limit fetch-wait stall): the lever pulled,
+the cheapest by the levers' costs, the rates predicted, a goal that cannot be met, and bad input."""
+
+import json
+
+import pytest
+import yaml
+
+from dimster.errors import DimsterError
+from dimster.tuning.levers import KNOWN, parse_lever
+from dimster.tuning.plan import lever_values, parse_goals, plan
+from dimster.workload.model import Workload
+from tests.cli import dimster
+from tests.conftest import one_error_line
+
+pytestmark = pytest.mark.unit
+LOCKS = "groupConfig.share.partition.max.record.locks"
+MODE = "kafkaConfig.shareConsumerConfig.share.acquire.mode"
+# docs/share-groups.md's measured case: 1 partition, 700 msg/s of 100-byte records in batches of about
+# 100, max.poll.records 100, 4 consumers at 5 ms a record, a budget of 100 locks
+LOCK_BUDGET = {
+    "name": "locks", "partitionsPerTopic": 1, "producerRate": 700, "messageSize": 100, "consumersPerGroup": 4,
+    "consumerProcMsMin": 5, "consumerProcMsMax": 5,
+    "kafkaConfig": {"producerConfig": {"batch.size": 12000, "linger.ms": 200},
+                    "shareConsumerConfig": {"max.poll.records": 100}},
+    "groupConfig": {"share.partition.max.record.locks": 100},
+}  # fmt: skip
+PROCESSING = {
+    "name": "proc",
+    "producerRate": 700,
+    "consumersPerGroup": 1,
+    "consumerProcMsMin": 5,
+    "consumerProcMsMax": 5,
+}
+STALL = {
+    "name": "stall", "partitionsPerTopic": 6, "producerRate": 20000, "consumersPerGroup": 2,
+    "kafkaConfig": {"shareConsumerConfig": {"share.acquire.mode": "record_limit", "max.poll.records": 500}},
+}  # fmt: skip
+
+
+def planned(document: dict, goals: list[str], levers: list[str] | None = None):
+    w = Workload.model_validate(document)
+    now = lever_values(w, {})
+    return plan(w, parse_goals(goals), [parse_lever(text, now) for text in levers or KNOWN], {})
+
+
+def test_a_lock_budget_is_lifted_by_the_fewest_locks_that_busy_every_consumer():
+    """ceil(100 / 103-record batches) = 1 of 4 consumers busy: 200 msg/s. 700 offered needs all 4
+    busy (3 give 600, less than 0.95 x 700 with the margin): ceil(locks / 103) = 4 from 310 locks on."""
+    result = planned(LOCK_BUDGET, ["consumed.rate >= 0.95 * produced.rate"])
+    assert result.predicted_start == 200
+    [step] = result.steps
+    assert step.lever == LOCKS and step.before == 100 and 310 <= int(step.after) <= 412
+    assert step.limit.startswith("lock budget 100 / 103-record batches -> 1 of 4 consumers busy")
+    assert (step.predicted_before, step.predicted) == (200, 700)
+    assert result.met and result.changes == {LOCKS: step.after}
+
+
+def test_a_processing_limit_takes_lanes_before_consumers_and_consumers_when_they_cost_less():
+    result = planned(PROCESSING, ["consumed.rate >= 0.95 * produced.rate"])
+    assert result.met and result.changes == {"consumerProcParallelism": 4}  # 4 lanes: 800 allowed, 720 with the margin
+    assert result.steps[0].limit.startswith("processing capacity 1 consumers x 200 msg/s")
+    cheap_consumers = planned(
+        PROCESSING, ["consumed.rate >= 600msg/s"], ["consumersPerGroup@0.1", "consumerProcParallelism"]
+    )
+    assert cheap_consumers.met and cheap_consumers.changes == {"consumersPerGroup": 4}
+
+
+def test_a_record_limit_stall_is_lifted_by_the_acquire_mode():
+    result = planned(STALL, ["consumed.rate >= 19000msg/s"])
+    assert result.predicted_start == 2000  # 2 consumers x 500 records / 500 ms
+    assert result.steps[0].limit.startswith("fetch waits: record_limit, 2 consumers < 6 partitions")
+    assert result.met and result.changes == {MODE: "batch_optimized"}
+    without_mode = planned(
+        STALL,
+        ["consumed.rate >= 19000msg/s"],
+        ["consumersPerGroup=2..6", "kafkaConfig.shareConsumerConfig.max.poll.records=500..5000"],
+    )
+    assert without_mode.met and MODE not in without_mode.changes
+
+
+def test_a_goal_beyond_the_allowed_ranges_names_the_binding_limit_and_one_beyond_the_offered_rate_says_so():
+    capped = planned(
+        PROCESSING, ["consumed.rate >= 600msg/s"], ["consumersPerGroup=1..2", "consumerProcParallelism=1..1"]
+    )
+    assert not capped.met and capped.changes == {"consumersPerGroup": 2}
+    assert capped.reason.startswith("processing capacity binds and no allowed change lifts it")
+    assert capped.limit.startswith("processing capacity 2 consumers x 200 msg/s")
+    beyond = planned(PROCESSING, ["consumed.rate >= 5000msg/s", "e2e.p99 < 200ms"])
+    assert not beyond.met and "the producers offer 700 msg/s" in beyond.reason
+    assert "'e2e.p99 < 200ms' is not predicted by the model: a run measures it" in beyond.notes
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("consumersPerGrup", "did you mean 'consumersPerGroup'"),
+        ("consumersPerGroup=8..4", "1 <= LOW <= HIGH"),
+        ("consumerProcParallelism=x..3", "whole numbers LOW..HIGH"),
+        (f"{MODE}=fast", "'fast' is not one of batch_optimized, record_limit"),
+        ("consumersPerGroup@cheap", "cost 'cheap' is not a number"),
+    ],
+)
+def test_a_bad_lever_is_one_error_line(text, fragment):
+    with pytest.raises(DimsterError, match=fragment.replace(".", r"\.")):
+        parse_lever(text, lever_values(Workload.model_validate(PROCESSING), {}))
+
+
+def test_the_command_prints_the_plan_as_json_and_exits_10_when_the_goals_cannot_be_met(tmp_path):
+    path = tmp_path / "proc.yaml"
+    path.write_text(yaml.safe_dump(PROCESSING))
+    met = dimster("tune", "local", "-w", str(path), "--goal", "consumed.rate >= 600msg/s", "--dry-run", "--json")
+    assert met.code == 0, met.stderr
+    shown = json.loads(met.stdout)
+    assert shown["met"] and shown["predictedStart"] == 200 and shown["changes"] == {"consumerProcParallelism": 4}
+    assert [s["lever"] for s in shown["steps"]] == ["consumerProcParallelism"] and shown["steps"][0]["predicted"] == 700
+    unmet = dimster(
+        "tune",
+        "local",
+        "-w",
+        str(path),
+        "--goal",
+        "consumed.rate >= 600msg/s",
+        "--lever",
+        "consumersPerGroup=1..2",
+        "--dry-run",
+    )
+    assert unmet.code == 10, unmet.stderr
+    assert (
+        "step 1: consumersPerGroup 1 -> 2 (cost 1)" in unmet.stdout
+        and "not met: processing capacity binds" in unmet.stdout
+    )
+    one_error_line(
+        dimster("tune", "local", "-w", str(path), "--goal", "consumed.rat >= 1msg/s", "--dry-run"),
+        "--goal",
+        "did you mean 'consumed.rate'",
+    )
+    one_error_line(dimster("tune", "local", "-w", str(path), "--goal", "consumed.rate >= 1msg/s"), "--dry-run")
