@@ -83,11 +83,19 @@ def records_per_batch(w: Workload, batch_size: int) -> float:
     return float(max(1.0, min(by_size, per_producer * linger_ms / 1000)))
 
 
-def predict(w: Workload, values: dict[str, int | str]) -> tuple[float, list[Limit]]:
+def predict(w: Workload, values: dict[str, int | str], seen: dict | None = None) -> tuple[float, list[Limit]]:
     """What the limits allow all groups together (msg/s; infinite when none binds), and each group's
-    limits, the least first. Each group reads its topic whole: it is offered the topic's rate."""
-    batch = records_per_batch(w, int(values["kafkaConfig.producerConfig.batch.size"]))
-    g = group_inputs(w, int(values[f"groupConfig.{LOCKS}"]), {}, batch)
+    limits, the least first. Each group reads its topic whole: it is offered the topic's rate. `seen`:
+    a run's status, whose records per producer batch (scaled by batch.size against `seen`'s own) and
+    per poll stand for the estimates."""
+    batch_size = int(values["kafkaConfig.producerConfig.batch.size"])
+    batch = records_per_batch(w, batch_size)
+    window: dict = {}
+    if seen and seen.get("batchRecordsAvg"):
+        batch = max(1.0, seen["batchRecordsAvg"] * min(1.0, batch_size / seen["batchSize"]))
+    if seen and seen.get("recordsPerPoll"):
+        window["recordsPerPoll"] = seen["recordsPerPoll"]
+    g = group_inputs(w, int(values[f"groupConfig.{LOCKS}"]), window, batch)
     limits = sorted((lim for f in LIMITS if (lim := f(g)) is not None), key=lambda lim: lim.rate)
     allowed = limits[0].rate * w.topics * w.groups_per_topic if limits else float("inf")
     return allowed, limits
@@ -123,50 +131,68 @@ def holds(goals: list[Comparison], w: Workload, allowed: float) -> bool:
     return all(g.judge(values)[2] for g in planned)
 
 
+MET = "the goals hold with every limit allowing 10 % less"
+
+
+def next_step(
+    w: Workload, goals: list[Comparison], levers: list[Lever], values: dict[str, int | str], seen: dict | None = None
+) -> tuple[Step | None, str, str]:
+    """The step to take now by the model (None when there is none), why there is none (MET when the
+    goals hold), and the limit that binds now."""
+    allowed, limits = predict(w, values, seen)
+    offered = w.producer_rate * w.groups_per_topic
+    binding = limits[0] if limits and consumed(w, allowed) < offered else None
+    limit = binding.sentence if binding else f"the offered rate, {w.producer_rate:,.0f} msg/s"
+    if holds(goals, w, allowed):
+        return None, MET, limit
+    if binding is None or consumed(w, allowed * (1 - MARGIN)) >= offered:
+        return None, f"the producers offer {w.producer_rate:,.0f} msg/s: the goals ask for more than is offered", limit
+    step = _cheapest_step(w, goals, levers, values, binding, seen)
+    if step is None:
+        usable = [lv.key for lv in levers if lv.key in binding.levers]
+        names = ", ".join(usable) or "none"
+        why = f"{binding.name} binds and no allowed change lifts it (the allowed levers it names: {names})"
+        return None, why, limit
+    return step, "", limit
+
+
 def plan(w: Workload, goals: list[Comparison], levers: list[Lever], broker_config: dict[str, str]) -> Plan:
+    """The whole plan from the model alone (--dry-run)."""
     if w.consumer_type != "SHARE_GROUP" or not w.groups_per_topic:
         raise DimsterError(f"workload {w.name}: dimster tune plans share groups (consumerType: SHARE_GROUP)")
     values = lever_values(w, broker_config)
-    allowed, limits = predict(w, values)
-    result = Plan([g.text for g in goals], w.producer_rate, consumed(w, allowed))
-    result.notes += [f"'{g.text}' is not predicted by the model: a run measures it" for g in goals if not _planned(g)]
+    result = Plan([g.text for g in goals], w.producer_rate, consumed(w, predict(w, values)[0]))
+    result.notes += [f"'{g.text}' is not predicted by the model: a run measures it" for g in goals if not planned(g)]
     batch = records_per_batch(w, int(values["kafkaConfig.producerConfig.batch.size"]))
     result.notes.append(f"records per producer batch estimated from batch.size and linger.ms: {batch:g}")
     for _ in range(MAX_STEPS):
-        binding = limits[0] if limits and consumed(w, allowed) < w.producer_rate * w.groups_per_topic else None
-        result.limit = binding.sentence if binding else f"the offered rate, {w.producer_rate:,.0f} msg/s"
-        if holds(goals, w, allowed):
-            result.met, result.reason = True, "the goals hold with every limit allowing 10 % less"
-            return result
-        if binding is None or consumed(w, allowed * (1 - MARGIN)) >= w.producer_rate * w.groups_per_topic:
-            result.reason = f"the producers offer {w.producer_rate:,.0f} msg/s: the goals ask for more than is offered"
-            return result
-        step = _cheapest_step(w, goals, levers, values, binding)
+        step, result.reason, result.limit = next_step(w, goals, levers, values)
         if step is None:
-            usable = [lv.key for lv in levers if lv.key in binding.levers]
-            result.reason = (
-                f"{binding.name} binds and no allowed change lifts it"
-                f" (the allowed levers it names: {', '.join(usable) or 'none'})"
-            )
+            result.met = result.reason == MET
             return result
         values[step.lever] = step.after
         w = with_values(w, {step.lever: step.after})
-        allowed, limits = predict(w, values)
         result.steps.append(step)
     result.reason = f"no plan within {MAX_STEPS} steps"
     return result
 
 
-def _planned(goal: Comparison) -> bool:
+def planned(goal: Comparison) -> bool:
+    """Whether the model predicts the goal's figures."""
     return set(goal.figures()) <= set(PLANNED)
 
 
 def _cheapest_step(
-    w: Workload, goals: list[Comparison], levers: list[Lever], values: dict[str, int | str], binding: Limit
+    w: Workload,
+    goals: list[Comparison],
+    levers: list[Lever],
+    values: dict[str, int | str],
+    binding: Limit,
+    seen: dict | None,
 ) -> Step | None:
     """The cheapest single change that meets the goals; else the one that lifts the prediction most
     for its cost. Levers the binding limit names come first; others only when none of those helps."""
-    before = consumed(w, predict(w, values)[0])
+    before = consumed(w, predict(w, values, seen)[0])
     named = [lv for lv in levers if lv.key in binding.levers]
     for pool in (named, [lv for lv in levers if lv not in named]):
         tried: list[tuple[Step, bool]] = []
@@ -176,7 +202,7 @@ def _cheapest_step(
                     changed = with_values(w, {lever.key: value})
                 except DimsterError:
                     continue  # a value the workload does not take with the others (a bound of its own)
-                allowed, _ = predict(changed, {**values, lever.key: value})
+                allowed, _ = predict(changed, {**values, lever.key: value}, seen)
                 after = consumed(changed, allowed)
                 if after > before * 1.001:
                     cost = lever.cost_of(values[lever.key], value)
