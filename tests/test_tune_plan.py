@@ -137,3 +137,22 @@ def test_the_command_prints_the_plan_as_json_and_exits_10_when_the_goals_cannot_
         "did you mean 'consumed.rate'",
     )
     one_error_line(dimster("tune", "local", "-w", str(path), "--goal", "consumed.rate >= 1msg/s"), "--dry-run")
+
+
+def test_a_runs_measured_batches_and_polls_stand_for_the_estimates_scaled_by_batch_size():
+    """With max.poll.records 10 a fetch takes one whole batch: measured 50-record batches at batch.size
+    12000 give ceil(100 locks / 50) = 2 of 4 consumers busy, 400 msg/s (the estimate, 103 a batch, gives
+    1 and 200); at half the batch.size, 25 a batch: all 4 busy, the 700 offered."""
+    from dimster.tuning.plan import consumed, predict
+
+    polls = {
+        "producerConfig": LOCK_BUDGET["kafkaConfig"]["producerConfig"],
+        "shareConsumerConfig": {"max.poll.records": 10},
+    }
+    w = Workload.model_validate({**LOCK_BUDGET, "kafkaConfig": polls})
+    values = lever_values(w, {})
+    seen = {"batchRecordsAvg": 50.0, "batchSize": 12000, "recordsPerPoll": 10.0}
+    assert consumed(w, predict(w, values)[0]) == 200
+    assert consumed(w, predict(w, values, seen)[0]) == 400
+    halved = {**values, "kafkaConfig.producerConfig.batch.size": 6000}
+    assert consumed(w, predict(w, halved, seen)[0]) == 700
