@@ -84,6 +84,12 @@ def stop(
 ) -> None:
     """Stop the run of ENV gracefully (producers stop, consumers drain, results and summary complete)
     and wait until its process has ended."""
+    answer = stop_run(env, timeout)
+    console.print(f"run of '{env}' stopped; results in {answer['results']}")
+
+
+def stop_run(env: str, timeout: float) -> dict:
+    """Ask the run of `env` to stop and wait until its process has ended; the control API's answer."""
     state = read_run_state(env)
     answer = control_request(env, "POST", "/stop", {}, timeout=30)
     deadline = Deadline(timeout)
@@ -92,7 +98,7 @@ def stop(
         if deadline.passed():
             raise WaitTimedOut(f"the run of '{env}' was still stopping after {timeout:g}s")
         time.sleep(0.2)
-    console.print(f"run of '{env}' stopped; results in {answer['results']}")
+    return answer
 
 
 def notify_run(env: str, event: str, message: str, **details: object) -> None:

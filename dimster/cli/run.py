@@ -183,6 +183,21 @@ def _detach(
     env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, as_json: bool, child_options: list[str]
 ) -> None:
     """Start the run as a background process; return once its load flows."""
+    answer = start_detached(env, workload, sets, results_root, child_options)
+    if as_json:
+        print_json(answer)
+    else:
+        console.print(
+            f"run {answer['runId']} is running on '{env}' (pid {answer['pid']}); results in "
+            f"{answer['results']}; console: {answer['console']}",
+            markup=False,
+        )
+
+
+def start_detached(
+    env: str, workload: Path, sets: list[tuple[str, str]], results_root: Path, child_options: list[str]
+) -> dict:
+    """Start the run as a background process; once its load flows, its id, results, pid and console."""
     if (existing := read_run_state(env)) is not None:
         raise DimsterError(
             f"a run is already active for '{env}' (run {existing['run_id']}); `dimster stop {env}` first"
@@ -215,16 +230,7 @@ def _detach(
     while not deadline.passed():
         state = read_run_state(env)
         if state and state.get("pid") == child.pid and state.get("phase") == "running":
-            answer = {"runId": state["run_id"], "results": state["results"], "pid": child.pid, "console": str(log)}
-            if as_json:
-                print_json(answer)
-            else:
-                console.print(
-                    f"run {state['run_id']} is running on '{env}' (pid {child.pid}); results in "
-                    f"{state['results']}; console: {log}",
-                    markup=False,
-                )
-            return
+            return {"runId": state["run_id"], "results": state["results"], "pid": child.pid, "console": str(log)}
         if child.poll() is not None:
             last = [line for line in log.read_text().splitlines() if line.strip()][-3:]
             raise DimsterError(
