@@ -136,7 +136,6 @@ def test_the_command_prints_the_plan_as_json_and_exits_10_when_the_goals_cannot_
         "--goal",
         "did you mean 'consumed.rate'",
     )
-    one_error_line(dimster("tune", "local", "-w", str(path), "--goal", "consumed.rate >= 1msg/s"), "--dry-run")
 
 
 def test_a_runs_measured_batches_and_polls_stand_for_the_estimates_scaled_by_batch_size():

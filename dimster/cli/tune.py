@@ -8,7 +8,6 @@ import typer
 
 from dimster.cli.output import console, print_json
 from dimster.cli.run import SetOpt, set_items
-from dimster.errors import DimsterError
 
 UNREACHABLE = 10  # the goals cannot be met within the allowed ranges (docs/cli.md)
 
@@ -28,6 +27,10 @@ def tune(
     set_: list[str] = SetOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan from the model alone; start nothing."),
     json_: bool = typer.Option(False, "--json", help="The plan as JSON."),
+    budget: float = typer.Option(1800, "--budget", help="Seconds of load the tuning run may take at most."),
+    no_summary: bool = typer.Option(False, "--no-summary", help="Skip the tuning run's Spark summary."),
+    settle: float = typer.Option(10, "--settle", help="Seconds a change settles, then as long its rate is measured."),
+    results: Path = typer.Option(None, "--results", help="Folder for the tuning run's bundle (default: results/)."),
 ) -> None:
     """Plan the lever changes that make a share-group workload meet its goals, cheapest first, from
     the model of what limits a share group; exit 0 when the plan meets them, 10 when it cannot."""
@@ -40,14 +43,22 @@ def tune(
     profile = load_environment(env)
     w = load_workload(workload, set_items(ctx, set_))
     goals = parse_goals(goal)
-    if not dry_run:
-        raise DimsterError("dimster tune plans from the model only, for now: add --dry-run (the live tuner is to come)")
     broker: dict[str, str] = {}
     if profile.backend != "external" and profile.broker_config_path.is_file():
         broker = {k: str(v) for k, v in load_mapping(profile.broker_config_path, "broker config").items()}
     broker |= {k: str(v) for k, v in {**profile.broker_overrides, **w.broker_config}.items()}
     now = lever_values(w, broker)
     levers = [parse_lever(text, now) for text in lever or KNOWN]
+    if not dry_run:
+        from dimster.cli.tune_run import tune_run
+        from dimster.paths import project_dir
+
+        folder = results or project_dir() / "results"
+        sets = set_items(ctx, set_)
+        tuned = tune_run(env, workload, w, sets, goals, levers, now, budget, no_summary, settle, folder, json_)
+        if not tuned.met:
+            raise typer.Exit(UNREACHABLE)
+        return
     result = plan(w, goals, levers, broker)
     if json_:
         print_json({

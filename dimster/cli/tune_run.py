@@ -1,0 +1,101 @@
+"""`dimster tune` without --dry-run: the workload runs in the background as `dimster run --detach` runs
+it (checked as `dimster run` checks it, for at most `--budget` seconds of load), the live tuner pulls
+its levers through the run's control API, the run is stopped as `dimster stop` stops it, and the tuned
+workload and the tuner's path are written into its results folder."""
+
+import contextlib
+import json
+from pathlib import Path
+
+from dimster.cli.control import stop_run
+from dimster.cli.output import console, err_console, print_json
+from dimster.cli.run import start_detached
+from dimster.coordinator.control.run_state import control_request
+from dimster.errors import DimsterError
+from dimster.paths import display
+from dimster.tuning.levers import Lever
+from dimster.tuning.live import LiveTuner, Tuned, unplanned
+from dimster.tuning.tuned_file import tuned_workload_text
+from dimster.verdict.expressions import Comparison
+from dimster.workload.model import Workload
+
+
+class RunOf:
+    """The run of an environment through its control API (RunControl)."""
+
+    def __init__(self, env: str):
+        self.env = env
+
+    def status(self) -> dict:
+        return control_request(self.env, "GET", "/status", timeout=30)
+
+    def modify(self, pairs: list[tuple[str, str]]) -> dict:
+        return control_request(self.env, "POST", "/modify", {"sets": pairs}, timeout=60)
+
+    def tell(self, event: str, line: str) -> None:
+        """A tuner's step as one of the run's events (and its console's lines)."""
+        control_request(self.env, "POST", "/event", {"event": event, "message": line}, timeout=30)
+
+
+def tune_run(
+    env: str,
+    path: Path,
+    w: Workload,
+    sets: list[tuple[str, str]],
+    goals: list[Comparison],
+    levers: list[Lever],
+    values: dict[str, int | str],
+    budget: float,
+    no_summary: bool,
+    settle: float,
+    results: Path,
+    as_json: bool = False,
+) -> Tuned:
+    from dimster.clients.properties import check_client_configs
+    from dimster.coordinator.loop.one_run import check_client_versions, check_group_and_topic_configs, check_replication
+    from dimster.environment import load_environment
+
+    profile = load_environment(env)
+    check_client_versions(w, profile)
+    check_replication(w, profile, display(path))
+    check_client_configs(w, display(path), profile.kafka_version)
+    check_group_and_topic_configs(w, display(path), profile.kafka_version)
+    out = err_console if as_json else console  # --json: the lines on stderr, the path on stdout
+    say = lambda line: out.print(line, markup=False)  # noqa: E731
+    for text in unplanned(goals):
+        say(f"note: '{text}' is not predicted by the model: the tuner judges it as measured")
+    run_sets = [*sets, ("durationSeconds", str(budget))]
+    started = start_detached(env, path, run_sets, results.resolve(), ["--no-summary"] * no_summary)
+    say(f"tuning run {started['runId']} on '{env}'; console: {started['console']}")
+    run = RunOf(env)
+
+    def tell(event: str, line: str) -> None:
+        say(line)
+        run.tell(event, line)
+
+    try:
+        tuned = LiveTuner(run, w, goals, levers, values, tell=tell, settle_seconds=settle, measure_seconds=settle).run()
+    except BaseException:  # the run is stopped all the same, and the first error is the one told
+        with contextlib.suppress(DimsterError):
+            stop_run(env, 600)
+        raise
+    stop_run(env, 600)
+    folder = Path(started["results"])
+    reasons = {
+        t.step.lever: t.step.why or "a measured search's trial that raised the rate" for t in tuned.taken if t.kept
+    }
+    (folder / "tuned-workload.yaml").write_text(tuned_workload_text(path, tuned.changes, reasons))
+    path_taken = [{**t.step.__dict__, "measured": t.measured, "by": t.by, "kept": t.kept} for t in tuned.taken]
+    record = {
+        "met": tuned.met,
+        "reason": tuned.reason,
+        "limit": tuned.limit,
+        "changes": tuned.changes,
+        "steps": path_taken,
+    }
+    (folder / "tuning.json").write_text(json.dumps(record, indent=2) + "\n")
+    if as_json:
+        print_json({**record, "results": str(folder), "tunedWorkload": str(folder / "tuned-workload.yaml")})
+    say(f"{'met' if tuned.met else 'not met'}: {tuned.reason}; binding: {tuned.limit}")
+    say(f"tuned workload: {folder / 'tuned-workload.yaml'}; the path: {folder / 'tuning.json'}")
+    return tuned

@@ -1,0 +1,198 @@
+"""`dimster tune` on a running share-group workload: the model's next step (tuning/plan.py) from what the
+run measures now, applied through the run's control API (the same path as `dimster run --modify`), then
+measured once the rates since the change have settled, and compared with its prediction. While the
+model explains the run (measured within TOLERANCE of predicted), the next step is the model's again;
+once it does not, the tuner says so and searches by measurement over the levers left (each lever's
+next value in order of cost, kept only when the measured rate rises), never naming a cause it did not
+see. It ends when the goals hold, measured and with the model's margin, or says which goal cannot be
+met and which limit stops it."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dimster.diagnosis.limits import TOLERANCE
+from dimster.errors import DimsterError
+from dimster.tuning.levers import Lever
+from dimster.tuning.plan import MAX_STEPS, MET, Step, consumed, next_step, planned, predict, with_values
+from dimster.verdict.expressions import Comparison
+from dimster.workload.model import Workload
+
+BATCH_SIZE = "kafkaConfig.producerConfig.batch.size"
+SETTLE_SECONDS = 10.0  # after a change, before its rates are read (consumers join, fetches fill)
+MEASURE_SECONDS = 10.0  # then the consumption is averaged over this long
+LOAD_PHASES = ("warmup", "measure")
+RISE = 0.05  # a measured search keeps a change that lifts the rate by more than this share
+
+
+class RunControl(Protocol):
+    """The running workload, as `dimster status --json` and `dimster run --modify` see it; the tuner's
+    steps become the run's events (`tell`)."""
+
+    def status(self) -> dict: ...
+
+    def modify(self, pairs: list[tuple[str, str]]) -> dict: ...
+
+
+@dataclass
+class Taken:
+    """A step pulled on the run: what the model (or the search) expected, and what was measured."""
+
+    step: Step
+    measured: float | None = None
+    by: str = "model"  # or "search": a measured search's trial
+    kept: bool = True
+
+    @property
+    def explained(self) -> bool:
+        return self.measured is not None and abs(self.measured - self.step.predicted) <= TOLERANCE * self.step.predicted
+
+
+@dataclass
+class Tuned:
+    taken: list[Taken] = field(default_factory=list)
+    met: bool = False
+    reason: str = ""
+    limit: str = ""
+    measured: float = 0.0
+
+    @property
+    def changes(self) -> dict[str, int | str]:
+        kept = [t.step for t in self.taken if t.kept]
+        first = {s.lever: s.before for s in reversed(kept)}
+        return {s.lever: s.after for s in kept if s.after != first[s.lever]}
+
+
+def measured_holds(goals: list[Comparison], status: dict) -> bool:
+    """Whether every goal holds on the run's live figures (one without a value yet does not)."""
+    return all(g.judge(status.get("figures") or {})[2] for g in goals)
+
+
+class LiveTuner:
+    def __init__(
+        self,
+        control: RunControl,
+        w: Workload,
+        goals: list[Comparison],
+        levers: list[Lever],
+        values: dict[str, int | str],
+        tell: Callable[[str, str], None] = lambda _event, line: print(line),
+        settle_seconds: float = SETTLE_SECONDS,
+        measure_seconds: float = MEASURE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        timeout: float = 300.0,
+    ):
+        self.control, self.w, self.goals, self.levers, self.values = control, w, goals, levers, dict(values)
+        self.tell, self.clock, self.sleep, self.timeout = tell, clock, sleep, timeout
+        self.settle_seconds, self.measure_seconds = settle_seconds, measure_seconds
+
+    def run(self) -> Tuned:
+        result = Tuned()
+        status = self._settled(self.clock())
+        searching = not self._explains(status)
+        while len(result.taken) < MAX_STEPS:
+            result.measured = status["consRate"]
+            seen = {**status, "batchSize": self.values[BATCH_SIZE]}
+            step, why, result.limit = next_step(self.w, self.goals, self.levers, self.values, seen)
+            if why == MET and measured_holds(self.goals, status):
+                result.met, result.reason = True, f"the goals hold, measured ({result.measured:,.0f} msg/s) and {MET}"
+                return result
+            if searching or (step is None and why == MET):  # the model says met, the run says not
+                step = self._search(result)
+                searching = True
+            if step is None:
+                result.reason = why if why and why != MET else "no allowed change lifts the measured rate"
+                return result
+            taken = Taken(step, by="search" if searching else "model")
+            result.taken.append(taken)
+            status = self._pull(taken)
+            if not searching and not taken.explained:
+                self.tell(
+                    "tune_model_off",
+                    f"the model does not explain this run: {step.lever} {step.before} -> {step.after} was predicted "
+                    f"to give {step.predicted:,.0f} msg/s and gave {taken.measured:,.0f}; searching by measurement",
+                )
+                searching = True
+        result.reason = f"not met within {MAX_STEPS} steps"
+        return result
+
+    def _explains(self, status: dict) -> bool:
+        """Whether the model's prediction for the settings now is within TOLERANCE of the rate measured;
+        says so when it is not."""
+        seen = {**status, "batchSize": self.values[BATCH_SIZE]}
+        predicted = consumed(self.w, predict(self.w, self.values, seen)[0])
+        if abs(status["consRate"] - predicted) <= TOLERANCE * predicted:
+            return True
+        self.tell(
+            "tune_model_off",
+            f"the model does not explain this run: it predicts {predicted:,.0f} msg/s for its settings, and "
+            f"{status['consRate']:,.0f} were measured; searching by measurement",
+        )
+        return False
+
+    def _pull(self, taken: Taken) -> dict:
+        """Apply the step, wait for the rates to settle, measure; a search's step that does not raise the
+        rate is put back."""
+        step = taken.step
+        before = self.clock()
+        self.control.modify([(step.lever, str(step.after))])
+        self.values[step.lever] = step.after
+        self.w = with_values(self.w, {step.lever: step.after})
+        status = self._settled(before)
+        taken.measured = status["consRate"]
+        if taken.by == "search" and taken.measured <= step.predicted_before * (1 + RISE):
+            taken.kept = False
+            self.control.modify([(step.lever, str(step.before))])
+            self.values[step.lever] = step.before
+            self.w = with_values(self.w, {step.lever: step.before})
+            status = self._settled(self.clock())
+        if taken.by == "model":
+            told = f"predicted {step.predicted:,.0f} msg/s, measured {taken.measured:,.0f} ({step.why})"
+        else:
+            kept = "kept" if taken.kept else "put back"
+            told = f"measured {taken.measured:,.0f} msg/s against {step.predicted_before:,.0f} before: {kept}"
+        self.tell("tune_step", f"{taken.by}: {step.lever} {step.before} -> {step.after}: {told}")
+        return status
+
+    def _search(self, result: Tuned) -> Step | None:
+        """The next trial of a measured search: the cheapest next value of a lever not yet tried (its next
+        value up the range, or the next choice), from the measured rate now."""
+        tried = {(t.step.lever, t.step.after) for t in result.taken}
+        options = []
+        for lever in self.levers:
+            now = self.values[lever.key]
+            after = [v for v in lever.candidates(now) if (lever.key, v) not in tried]
+            ahead = [v for v in after if not lever.numeric or int(v) > int(now)]
+            if ahead:
+                options.append((lever.cost_of(now, ahead[0]), lever, ahead[0]))
+        if not options:
+            return None
+        cost, lever, value = min(options, key=lambda option: option[0])
+        rate = result.measured
+        return Step(result.limit, lever.key, self.values[lever.key], value, rate, rate * (1 + RISE), cost, "")
+
+    def _settled(self, since: float) -> dict:
+        """The run's status once the change at `since` has settled: after `settle_seconds`, with its
+        consumption averaged over the next `measure_seconds` of statuses (a share consumer takes a fetch
+        at a time, so one status's rate is a fetch more or less than the rate that holds)."""
+        samples: list[float] = []
+        deadline = since + self.timeout
+        while True:
+            status = self.control.status()
+            if status.get("phase") not in LOAD_PHASES:
+                raise DimsterError(f"the run is {status.get('phase')}: it ended before the tuner did")
+            waited = self.clock() - since
+            if waited >= self.settle_seconds and status.get("rateSeconds"):
+                samples.append(status["consRate"])
+                if waited >= self.settle_seconds + self.measure_seconds:
+                    return {**status, "consRate": sum(samples) / len(samples)}
+            if self.clock() > deadline:
+                raise DimsterError(f"the run's rates did not settle within {self.timeout:g} s")
+            self.sleep(1.0)
+
+
+def unplanned(goals: list[Comparison]) -> list[str]:
+    """Goals only a run measures (the model does not predict them)."""
+    return [g.text for g in goals if not planned(g)]
