@@ -20,27 +20,9 @@ import pytest
 from dimster.diagnosis.limits import GENERATOR, TOLERANCE
 from tests.cli import dimster
 from tests.runs import events, modify, run_info, scrape, start_detached, status, stop
+from tests.share_cases import LIMITED, LOCKS
 
 pytestmark = pytest.mark.kafka
-
-LOCKS = "groupConfig.share.partition.max.record.locks"
-LIMITED = {
-    "partitionsPerTopic": 1,
-    "messageSize": 100,
-    "producersPerTopic": 1,
-    "producerRate": 700,
-    "consumersPerGroup": 4,
-    "consumerProcMsMin": 5,
-    "consumerProcMsMax": 5,
-    "warmupSeconds": 0,
-    "reportIntervalSeconds": 2,
-    "drainTimeoutSeconds": 3,  # the last setting leaves a backlog: the account counts it unconsumed
-    "groupConfig": {"share.partition.max.record.locks": 100},
-    "kafkaConfig": {
-        "producerConfig": {"linger.ms": 200, "batch.size": 12000},
-        "shareConsumerConfig": {"max.poll.records": 100},
-    },
-}
 
 
 def limit_now(until, timeout: float = 60) -> dict:

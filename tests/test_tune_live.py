@@ -9,7 +9,7 @@ from dimster.tuning.levers import parse_lever
 from dimster.tuning.live import LiveTuner
 from dimster.tuning.plan import consumed, lever_values, parse_goals, predict, with_values
 from dimster.workload.model import Workload
-from tests.test_tune_plan import LOCK_BUDGET, LOCKS, PROCESSING
+from tests.share_cases import LOCK_BUDGET, LOCKS, PROCESSING
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ import yaml
 
 from tests.cli import dimster
 from tests.runs import events, run_info
-from tests.test_limits_live import LIMITED, LOCKS
+from tests.share_cases import LIMITED, LOCKS
 
 pytestmark = pytest.mark.kafka
 

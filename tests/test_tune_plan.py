@@ -13,30 +13,9 @@ from dimster.tuning.plan import lever_values, parse_goals, plan
 from dimster.workload.model import Workload
 from tests.cli import dimster
 from tests.conftest import one_error_line
+from tests.share_cases import LOCK_BUDGET, LOCKS, MODE, PROCESSING, STALL
 
 pytestmark = pytest.mark.unit
-LOCKS = "groupConfig.share.partition.max.record.locks"
-MODE = "kafkaConfig.shareConsumerConfig.share.acquire.mode"
-# docs/share-groups.md's measured case: 1 partition, 700 msg/s of 100-byte records in batches of about
-# 100, max.poll.records 100, 4 consumers at 5 ms a record, a budget of 100 locks
-LOCK_BUDGET = {
-    "name": "locks", "partitionsPerTopic": 1, "producerRate": 700, "messageSize": 100, "consumersPerGroup": 4,
-    "consumerProcMsMin": 5, "consumerProcMsMax": 5,
-    "kafkaConfig": {"producerConfig": {"batch.size": 12000, "linger.ms": 200},
-                    "shareConsumerConfig": {"max.poll.records": 100}},
-    "groupConfig": {"share.partition.max.record.locks": 100},
-}  # fmt: skip
-PROCESSING = {
-    "name": "proc",
-    "producerRate": 700,
-    "consumersPerGroup": 1,
-    "consumerProcMsMin": 5,
-    "consumerProcMsMax": 5,
-}
-STALL = {
-    "name": "stall", "partitionsPerTopic": 6, "producerRate": 20000, "consumersPerGroup": 2,
-    "kafkaConfig": {"shareConsumerConfig": {"share.acquire.mode": "record_limit", "max.poll.records": 500}},
-}  # fmt: skip
 
 
 def planned(document: dict, goals: list[str], levers: list[str] | None = None):
@@ -155,3 +134,8 @@ def test_a_runs_measured_batches_and_polls_stand_for_the_estimates_scaled_by_bat
     assert consumed(w, predict(w, values, seen)[0]) == 400
     halved = {**values, "kafkaConfig.producerConfig.batch.size": 6000}
     assert consumed(w, predict(w, halved, seen)[0]) == 700
+
+
+def test_a_consumer_group_workload_is_refused_in_one_line_before_any_plan_or_run():
+    with pytest.raises(DimsterError, match="dimster tune tunes share groups"):
+        lever_values(Workload.model_validate({**PROCESSING, "consumerType": "CONSUMER_GROUP"}), {})

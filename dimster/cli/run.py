@@ -6,6 +6,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,6 +17,10 @@ from dimster.errors import DimsterError
 from dimster.paths import check_environment_name, display, project_dir
 from dimster.results.redaction import redact_argv
 from dimster.workload.overrides import parse_set_arguments
+
+if TYPE_CHECKING:
+    from dimster.environment import EnvironmentProfile
+    from dimster.workload.model import Workload
 
 SetOpt = typer.Option(
     None,
@@ -71,13 +76,7 @@ def run(
         if workers is not None:
             raise DimsterError("--workers is set when a run starts; --modify changes clients, not workers")
         return _modify(env, workload, sets, json)
-    from dimster.clients.properties import check_client_configs
     from dimster.coordinator.control.api import ControlServer
-    from dimster.coordinator.loop.one_run import (
-        check_client_versions,
-        check_group_and_topic_configs,
-        check_replication,
-    )
     from dimster.environment import load_environment, with_worker_count
     from dimster.pipeline.spark import spark_master
     from dimster.workload.model import load_workload
@@ -89,11 +88,8 @@ def run(
     for note in notes:
         progress(f"note: {note}")
     profile = with_worker_count(load_environment(env), workers)
-    check_client_versions(loaded, profile)  # before the property check fetches any version
-    check_replication(loaded, profile, display(workload))
-    if not handed:  # a --detach parent judged them before it started this process (a Java check: 2 s)
-        check_client_configs(loaded, display(workload), profile.kafka_version)
-        check_group_and_topic_configs(loaded, display(workload), profile.kafka_version)
+    # a --detach parent judged the properties before it started this process (a Java check: 2 s)
+    check_for_start(loaded, profile, display(workload), properties=not handed)
     results_root = (results or project_dir() / "results").resolve()
     child_options = [] if not no_summary else ["--no-summary"]
     if spark_master_:
@@ -177,6 +173,19 @@ def _take_handoff() -> list[tuple[str, str]]:
         return [(str(key), str(value)) for key, value in handoff["sets"]]
     except (ValueError, TypeError, KeyError):
         raise DimsterError(f"{HANDOFF} reads what `dimster run --detach` writes, not this") from None
+
+
+def check_for_start(w: "Workload", profile: "EnvironmentProfile", source: str, properties: bool = True) -> None:
+    """What a run checks before it starts anything: the clients' versions, the replication, and (unless
+    judged already) the client, group and topic properties, each a DimsterError naming `source`."""
+    from dimster.clients.properties import check_client_configs
+    from dimster.coordinator.loop.one_run import check_client_versions, check_group_and_topic_configs, check_replication
+
+    check_client_versions(w, profile)  # before the property check fetches any version
+    check_replication(w, profile, source)
+    if properties:
+        check_client_configs(w, source, profile.kafka_version)
+        check_group_and_topic_configs(w, source, profile.kafka_version)
 
 
 def _detach(

@@ -34,19 +34,22 @@ def tune(
 ) -> None:
     """Plan the lever changes that make a share-group workload meet its goals, cheapest first, from
     the model of what limits a share group; exit 0 when the plan meets them, 10 when it cannot."""
+    from dimster.coordinator.loop.one_run import with_workload_broker_config
     from dimster.environment import load_environment
+    from dimster.kafka.broker_config import load_broker_config
+    from dimster.kafka.properties import property_text
     from dimster.tuning.levers import KNOWN, parse_lever
     from dimster.tuning.plan import lever_values, parse_goals, plan
     from dimster.workload.model import load_workload
-    from dimster.yamlfile import load_mapping
 
-    profile = load_environment(env)
-    w = load_workload(workload, set_items(ctx, set_))
+    sets = set_items(ctx, set_)
+    w = load_workload(workload, sets)
+    profile = with_workload_broker_config(w, load_environment(env))  # as the run's brokers would have it
     goals = parse_goals(goal)
     broker: dict[str, str] = {}
-    if profile.backend != "external" and profile.broker_config_path.is_file():
-        broker = {k: str(v) for k, v in load_mapping(profile.broker_config_path, "broker config").items()}
-    broker |= {k: str(v) for k, v in {**profile.broker_overrides, **w.broker_config}.items()}
+    if profile.backend != "external":  # dimster knows no broker config of an external cluster
+        overrides = {k: property_text(v) for k, v in profile.broker_overrides.items()}
+        broker = {**load_broker_config(profile.broker_config_path), **overrides}
     now = lever_values(w, broker)
     levers = [parse_lever(text, now) for text in lever or KNOWN]
     if not dry_run:
@@ -54,8 +57,7 @@ def tune(
         from dimster.paths import project_dir
 
         folder = results or project_dir() / "results"
-        sets = set_items(ctx, set_)
-        tuned = tune_run(env, workload, w, sets, goals, levers, now, budget, no_summary, settle, folder, json_)
+        tuned = tune_run(profile, workload, w, sets, goals, levers, now, budget, no_summary, settle, folder, json_)
         if not tuned.met:
             raise typer.Exit(UNREACHABLE)
         return

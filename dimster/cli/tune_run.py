@@ -9,8 +9,9 @@ from pathlib import Path
 
 from dimster.cli.control import stop_run
 from dimster.cli.output import console, err_console, print_json
-from dimster.cli.run import start_detached
+from dimster.cli.run import check_for_start, start_detached
 from dimster.coordinator.control.run_state import control_request
+from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
 from dimster.paths import display
 from dimster.tuning.levers import Lever
@@ -38,7 +39,7 @@ class RunOf:
 
 
 def tune_run(
-    env: str,
+    profile: EnvironmentProfile,
     path: Path,
     w: Workload,
     sets: list[tuple[str, str]],
@@ -51,15 +52,8 @@ def tune_run(
     results: Path,
     as_json: bool = False,
 ) -> Tuned:
-    from dimster.clients.properties import check_client_configs
-    from dimster.coordinator.loop.one_run import check_client_versions, check_group_and_topic_configs, check_replication
-    from dimster.environment import load_environment
-
-    profile = load_environment(env)
-    check_client_versions(w, profile)
-    check_replication(w, profile, display(path))
-    check_client_configs(w, display(path), profile.kafka_version)
-    check_group_and_topic_configs(w, display(path), profile.kafka_version)
+    env = profile.name
+    check_for_start(w, profile, display(path))
     out = err_console if as_json else console  # --json: the lines on stderr, the path on stdout
     say = lambda line: out.print(line, markup=False)  # noqa: E731
     for text in unplanned(goals):

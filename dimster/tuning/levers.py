@@ -13,6 +13,8 @@ from dimster.errors import DimsterError
 from dimster.yamlfile import closest
 
 SHARE = "kafkaConfig.shareConsumerConfig."
+LOCKS_KEY = "groupConfig.share.partition.max.record.locks"
+BATCH_SIZE_KEY = "kafkaConfig.producerConfig.batch.size"
 ACQUIRE_MODES = ("batch_optimized", "record_limit")
 LADDER = 1.25  # a numeric lever's candidate values beyond its first 64 grow by this factor
 
@@ -24,7 +26,6 @@ class Lever:
     high: int | None = None
     choices: tuple[str, ...] = ()  # choice levers: the allowed values
     cost: float = 1.0  # of one unit more (numeric), or of a switch (choices)
-    redeploy: bool = False  # a broker setting: used only with --allow-redeploy
 
     @property
     def numeric(self) -> bool:
@@ -49,14 +50,14 @@ class Lever:
         return 0.0 if to == now else self.cost
 
 
-# key -> (its default range as factors of the workload's value, or choices; cost; what it is)
-KNOWN: dict[str, tuple[tuple[float, float] | tuple[str, ...], float, str]] = {
-    "consumersPerGroup": ((1, 4), 1.0, "share consumers of each group"),
-    "consumerProcParallelism": ((1, 8), 0.25, "records a consumer processes at once"),
-    f"{SHARE}max.poll.records": ((0.1, 4), 0.0002, "records a poll returns at most"),
-    f"{SHARE}share.acquire.mode": (ACQUIRE_MODES, 0.1, "batch_optimized or record_limit"),
-    "groupConfig.share.partition.max.record.locks": ((0.5, 8), 0.0001, "records in flight per share-partition"),
-    "kafkaConfig.producerConfig.batch.size": ((0.25, 1), 0.000001, "bytes a producer batches"),
+# key -> (its default range as factors of the workload's value, or its choices; its default cost)
+KNOWN: dict[str, tuple[tuple[float, float] | tuple[str, ...], float]] = {
+    "consumersPerGroup": ((1, 4), 1.0),
+    "consumerProcParallelism": ((1, 8), 0.25),
+    f"{SHARE}max.poll.records": ((0.1, 4), 0.0002),
+    f"{SHARE}share.acquire.mode": (ACQUIRE_MODES, 0.1),
+    LOCKS_KEY: ((0.5, 8), 0.0001),
+    BATCH_SIZE_KEY: ((0.25, 1), 0.000001),
 }
 
 
@@ -70,7 +71,7 @@ def parse_lever(text: str, now: dict[str, int | str]) -> Lever:
         raise DimsterError(
             f"--lever {text}: '{key}' is not a lever the tuner knows{closest(key, KNOWN)}; levers: {', '.join(KNOWN)}"
         )
-    default, cost, _ = KNOWN[key]
+    default, cost = KNOWN[key]
     lever = _lever(key, default, now[key], cost)
     if has_range:
         lever = _ranged(text, lever, range_text.strip())

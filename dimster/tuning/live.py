@@ -14,12 +14,11 @@ from typing import Protocol
 
 from dimster.diagnosis.limits import TOLERANCE
 from dimster.errors import DimsterError
-from dimster.tuning.levers import Lever
-from dimster.tuning.plan import MAX_STEPS, MET, Step, consumed, next_step, planned, predict, with_values
+from dimster.tuning.levers import BATCH_SIZE_KEY, Lever
+from dimster.tuning.plan import MAX_STEPS, MET, Step, changes_of, consumed, next_step, planned, predict, with_values
 from dimster.verdict.expressions import Comparison
 from dimster.workload.model import Workload
 
-BATCH_SIZE = "kafkaConfig.producerConfig.batch.size"
 SETTLE_SECONDS = 10.0  # after a change, before its rates are read (consumers join, fetches fill)
 MEASURE_SECONDS = 10.0  # then the consumption is averaged over this long
 LOAD_PHASES = ("warmup", "measure")
@@ -59,9 +58,7 @@ class Tuned:
 
     @property
     def changes(self) -> dict[str, int | str]:
-        kept = [t.step for t in self.taken if t.kept]
-        first = {s.lever: s.before for s in reversed(kept)}
-        return {s.lever: s.after for s in kept if s.after != first[s.lever]}
+        return changes_of([t.step for t in self.taken if t.kept])
 
 
 def measured_holds(goals: list[Comparison], status: dict) -> bool:
@@ -94,8 +91,7 @@ class LiveTuner:
         searching = not self._explains(status)
         while len(result.taken) < MAX_STEPS:
             result.measured = status["consRate"]
-            seen = {**status, "batchSize": self.values[BATCH_SIZE]}
-            step, why, result.limit = next_step(self.w, self.goals, self.levers, self.values, seen)
+            step, why, result.limit = next_step(self.w, self.goals, self.levers, self.values, self._seen(status))
             if why == MET and measured_holds(self.goals, status):
                 result.met, result.reason = True, f"the goals hold, measured ({result.measured:,.0f} msg/s) and {MET}"
                 return result
@@ -121,8 +117,7 @@ class LiveTuner:
     def _explains(self, status: dict) -> bool:
         """Whether the model's prediction for the settings now is within TOLERANCE of the rate measured;
         says so when it is not."""
-        seen = {**status, "batchSize": self.values[BATCH_SIZE]}
-        predicted = consumed(self.w, predict(self.w, self.values, seen)[0])
+        predicted = consumed(self.w, predict(self.w, self.values, self._seen(status))[0])
         if abs(status["consRate"] - predicted) <= TOLERANCE * predicted:
             return True
         self.tell(
@@ -131,6 +126,10 @@ class LiveTuner:
             f"{status['consRate']:,.0f} were measured; searching by measurement",
         )
         return False
+
+    def _seen(self, status: dict) -> dict:
+        """The run's status with the batch.size its producers' batches were measured at."""
+        return {**status, "batchSize": self.values[BATCH_SIZE_KEY]}
 
     def _pull(self, taken: Taken) -> dict:
         """Apply the step, wait for the rates to settle, measure; a search's step that does not raise the

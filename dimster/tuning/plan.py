@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 
 from dimster.diagnosis.limits import DEFAULT_MAX_POLL_RECORDS, LIMITS, Limit
 from dimster.errors import DimsterError
-from dimster.tuning.levers import SHARE, Lever
+from dimster.tuning.levers import BATCH_SIZE_KEY, LOCKS_KEY, SHARE, Lever
 from dimster.verdict.expressions import Comparison, parse_threshold
-from dimster.workload.group_inputs import LOCKS, group_inputs, record_locks
+from dimster.workload.group_inputs import group_inputs, record_locks
 from dimster.workload.model import Workload, long_forms, parse_workload
 from dimster.workload.overrides import apply_overrides
 
 MARGIN = 0.10  # the goals must hold with every limit allowing 10 % less than predicted
 MAX_STEPS = 12
 RECORD_OVERHEAD = 16  # bytes a record adds to its value in a batch, about (varints, no headers)
-BATCH_SIZE = {"java": 16384, "librdkafka": 1_000_000}  # the producers' default batch.size
+DEFAULT_BATCH_SIZE = {"java": 16384, "librdkafka": 1_000_000}  # the producers' own default
 LINGER_MS = 5.0  # both libraries' default linger.ms
 PLANNED = ("consumed.rate", "produced.rate")
 
@@ -51,14 +51,21 @@ class Plan:
 
     @property
     def changes(self) -> dict[str, int | str]:
-        """The lever values the plan ends with, where they differ from the workload's."""
-        first = {s.lever: s.before for s in reversed(self.steps)}
-        last = {s.lever: s.after for s in self.steps}
-        return {k: v for k, v in last.items() if v != first[k]}
+        return changes_of(self.steps)
+
+
+def changes_of(steps: list[Step]) -> dict[str, int | str]:
+    """The lever values `steps` end with, where they differ from those they began with."""
+    first = {s.lever: s.before for s in reversed(steps)}
+    last = {s.lever: s.after for s in steps}
+    return {k: v for k, v in last.items() if v != first[k]}
 
 
 def lever_values(w: Workload, broker_config: dict[str, str]) -> dict[str, int | str]:
-    """Each known lever's value in the workload (and the brokers' config, for the lock budget)."""
+    """Each known lever's value in the workload (and the brokers' config, for the lock budget); the tuner
+    knows share groups only, so another workload is one error line."""
+    if w.consumer_type != "SHARE_GROUP" or not w.groups_per_topic:
+        raise DimsterError(f"workload {w.name}: dimster tune tunes share groups (consumerType: SHARE_GROUP)")
     share = {**w.kafka_config.common_config, **w.kafka_config.share_consumer_config}
     producer = {**w.kafka_config.common_config, **w.kafka_config.producer_config}
     return {
@@ -66,10 +73,8 @@ def lever_values(w: Workload, broker_config: dict[str, str]) -> dict[str, int | 
         "consumerProcParallelism": w.consumer_proc_parallelism,
         f"{SHARE}max.poll.records": int(share.get("max.poll.records", DEFAULT_MAX_POLL_RECORDS)),
         f"{SHARE}share.acquire.mode": str(share.get("share.acquire.mode", "batch_optimized")),
-        f"groupConfig.{LOCKS}": record_locks(w, broker_config, {}),
-        "kafkaConfig.producerConfig.batch.size": int(
-            producer.get("batch.size", BATCH_SIZE[w.client_library.of("producer")])
-        ),
+        LOCKS_KEY: record_locks(w, broker_config, {}),
+        BATCH_SIZE_KEY: int(producer.get("batch.size", DEFAULT_BATCH_SIZE[w.client_library.of("producer")])),
     }
 
 
@@ -88,14 +93,14 @@ def predict(w: Workload, values: dict[str, int | str], seen: dict | None = None)
     limits, the least first. Each group reads its topic whole: it is offered the topic's rate. `seen`:
     a run's status, whose records per producer batch (scaled by batch.size against `seen`'s own) and
     per poll stand for the estimates."""
-    batch_size = int(values["kafkaConfig.producerConfig.batch.size"])
+    batch_size = int(values[BATCH_SIZE_KEY])
     batch = records_per_batch(w, batch_size)
     window: dict = {}
     if seen and seen.get("batchRecordsAvg"):
         batch = max(1.0, seen["batchRecordsAvg"] * min(1.0, batch_size / seen["batchSize"]))
     if seen and seen.get("recordsPerPoll"):
         window["recordsPerPoll"] = seen["recordsPerPoll"]
-    g = group_inputs(w, int(values[f"groupConfig.{LOCKS}"]), window, batch)
+    g = group_inputs(w, int(values[LOCKS_KEY]), window, batch)
     limits = sorted((lim for f in LIMITS if (lim := f(g)) is not None), key=lambda lim: lim.rate)
     allowed = limits[0].rate * w.topics * w.groups_per_topic if limits else float("inf")
     return allowed, limits
@@ -158,12 +163,10 @@ def next_step(
 
 def plan(w: Workload, goals: list[Comparison], levers: list[Lever], broker_config: dict[str, str]) -> Plan:
     """The whole plan from the model alone (--dry-run)."""
-    if w.consumer_type != "SHARE_GROUP" or not w.groups_per_topic:
-        raise DimsterError(f"workload {w.name}: dimster tune plans share groups (consumerType: SHARE_GROUP)")
     values = lever_values(w, broker_config)
     result = Plan([g.text for g in goals], w.producer_rate, consumed(w, predict(w, values)[0]))
     result.notes += [f"'{g.text}' is not predicted by the model: a run measures it" for g in goals if not planned(g)]
-    batch = records_per_batch(w, int(values["kafkaConfig.producerConfig.batch.size"]))
+    batch = records_per_batch(w, int(values[BATCH_SIZE_KEY]))
     result.notes.append(f"records per producer batch estimated from batch.size and linger.ms: {batch:g}")
     for _ in range(MAX_STEPS):
         step, result.reason, result.limit = next_step(w, goals, levers, values)
