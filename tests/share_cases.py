@@ -39,3 +39,10 @@ STALL = {
     "name": "stall", "partitionsPerTopic": 6, "producerRate": 20000, "consumersPerGroup": 2,
     "kafkaConfig": {"shareConsumerConfig": {"share.acquire.mode": "record_limit", "max.poll.records": 500}},
 }  # fmt: skip
+# 48 consumers at 5 ms behind 9,000 msg/s in 103-record batches and 1,000 locks: 10 busy, 2,000 msg/s.
+# All 48 busy take ceil(locks / 103) >= 48, 4,842 locks or more: above the 4,000 a group may have
+# unless the brokers' group.share.max.partition.max.record.locks is raised (a broker redeploy)
+ABOVE_CEILING = {
+    **LIMITED, "name": "many", "producerRate": 9000, "consumersPerGroup": 48,
+    "groupConfig": {"share.partition.max.record.locks": 1000},
+}  # fmt: skip

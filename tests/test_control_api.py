@@ -22,7 +22,7 @@ from dimster.coordinator.workers.local import LocalWorkers
 from tests.conftest import REPO, dimster
 from tests.runs import only_bundle, run_info, write_workload
 
-KEYS = ["sets", "event", "message", "node", "action", "producerRate", ""]
+KEYS = ["sets", "by", "event", "message", "node", "action", "producerRate", ""]
 STATUS = {"runId": "r", "phase": "measure", "sent": 0, "settings": {"sasl.password": "hunter22"}}
 
 
@@ -99,6 +99,7 @@ def test_any_request_is_answered_4xx_or_reaches_the_run_well_formed(api, method,
     assert ROUTES[(method, path)][0] == action
     if action == "modify":
         assert seen["sets"] and all(isinstance(k, str) and isinstance(v, str) for k, v in seen["sets"])
+        assert seen["by"] in ("control", "tune")
     if action == "event":
         assert isinstance(seen["event"], str) and isinstance(seen.get("node", 0), int)
 
@@ -112,6 +113,7 @@ def test_any_request_is_answered_4xx_or_reaches_the_run_well_formed(api, method,
         ("/modify", {"sets": [["producerRate"]]}, "modify: sets.0.1: Field required"),
         ("/modify", {"sets": []}, "modify: sets: List should have at least 1 item"),
         ("/modify", {"set": [["producerRate", "5"]]}, "modify: sets: Field required"),
+        ("/modify", {"sets": [["producerRate", "5"]], "by": "me"}, "modify: by: Input should be 'control' or 'tune'"),
         ("/stop", {"now": True}, "stop: now: Extra inputs are not permitted"),
         ("/event", {"event": "fault", "node": "2"}, "event: node: Input should be a valid integer"),
         ("/event", {"event": "Not An Event"}, "event: event: String should match pattern"),
@@ -135,7 +137,7 @@ def test_a_wrong_token_changes_nothing(api):
     assert call(server, "POST", "/modify", body, token="")[0] == 403
     assert len(coordinator.seen) == before
     assert call(server, "POST", "/modify", body) == (200, {"ok": True})
-    assert coordinator.seen[-1] == ("modify", {"sets": [("producerRate", "5")]})
+    assert coordinator.seen[-1] == ("modify", {"sets": [("producerRate", "5")], "by": "control"})
 
 
 def burst(port: int, token: str, calls: int = 100) -> list[dict]:
@@ -222,9 +224,9 @@ def test_a_request_wakes_the_loops_wait_for_its_workers_at_once(tmp_path):
         begun = time.monotonic()
         assert workers.receive(60, desk.doorbell) == []
         woke_after = time.monotonic() - begun
-        desk.serve(lambda sets: {"applied": sets}, dict)
+        desk.serve(lambda sets, by: {"applied": sets, "by": by}, dict)
         asking.join(30)
-        assert answers == [(200, {"applied": [["producerRate", "9"]]})]
+        assert answers == [(200, {"applied": [["producerRate", "9"]], "by": "control"})]
         assert woke_after < 30  # a wait of 60 s ended by the request (it rang within a second of starting)
         begun = time.monotonic()
         assert workers.receive(0.3, desk.doorbell) == []  # answered: the bell is silent again

@@ -5,11 +5,12 @@ does not and searches by measurement, putting back what does not help, and ends 
 
 import pytest
 
-from dimster.tuning.levers import parse_lever
+from dimster.errors import DimsterError
+from dimster.tuning.levers import LOCKS_CEILING, parse_lever
 from dimster.tuning.live import LiveTuner
 from dimster.tuning.plan import consumed, lever_values, parse_goals, predict, with_values
 from dimster.workload.model import Workload
-from tests.share_cases import LOCK_BUDGET, LOCKS, PROCESSING
+from tests.share_cases import ABOVE_CEILING, LOCK_BUDGET, LOCKS, PROCESSING
 
 pytestmark = pytest.mark.unit
 
@@ -17,9 +18,10 @@ pytestmark = pytest.mark.unit
 class ModelRun:
     """A run of our control seam whose consumption is the model's for its workload now, at most `cap`."""
 
-    def __init__(self, w: Workload, cap: float = float("inf")):
+    def __init__(self, w: Workload, cap: float = float("inf"), redeploy_fails: bool = False):
         self.w, self.cap, self.now = w, cap, 0.0
         self.modified: list[tuple[float, list[tuple[str, str]]]] = []
+        self.ceiling, self.redeploying, self.redeploy_fails = 4000, None, redeploy_fails
 
     def rate(self) -> float:
         return min(self.cap, consumed(self.w, predict(self.w, lever_values(self.w, {}))[0]))
@@ -30,18 +32,33 @@ class ModelRun:
         return {"phase": "measure", "rateSeconds": 5.0, "consRate": rate, "figures": figures}
 
     def modify(self, pairs: list[tuple[str, str]]) -> dict:
+        """As the run applies a change; the brokers refuse a group's budget above their ceiling, and
+        a change of their config is a redeploy that takes 30 s."""
         self.modified.append((self.now, pairs))
+        for key, value in pairs:
+            if key == LOCKS and int(value) > self.ceiling:
+                raise DimsterError(f"share.partition.max.record.locks must be less than or equal to {self.ceiling}")
+            if key == f"brokerConfig.{LOCKS_CEILING}":
+                self.redeploying = (self.now, int(value))
         self.w = with_values(self.w, dict(pairs))
         return {"applied": [{"key": k, "new": v} for k, v in pairs]}
+
+    def redeploys(self) -> tuple[int, int]:
+        if self.redeploying is None or self.now < self.redeploying[0] + 30:
+            return 0, 0
+        if self.redeploy_fails:
+            return 0, 1
+        self.ceiling = self.redeploying[1]
+        return 1, 0
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
 
 
-def tuner(run: ModelRun, goals: list[str], levers: list[str], said: list[str]) -> LiveTuner:
+def tuner(run: ModelRun, goals: list[str], levers: list[str], said: list[str], redeploy: bool = False) -> LiveTuner:
     values = lever_values(run.w, {})
     return LiveTuner(
-        run, run.w, parse_goals(goals), [parse_lever(t, values) for t in levers], values,
+        run, run.w, parse_goals(goals), [parse_lever(t, values, {}, redeploy) for t in levers], values,
         tell=lambda event, line: said.append(f"{event} {line}"), clock=lambda: run.now, sleep=run.sleep,
     )  # fmt: skip
 
@@ -121,3 +138,64 @@ def test_a_run_the_model_does_not_explain_from_the_start_is_searched_at_once():
     )
     assert [(t.by, t.step.after, t.kept) for t in result.taken] == [("search", 2, False)]
     assert not result.met and run.w.consumer_proc_parallelism == 1
+
+
+def test_a_budget_above_the_brokers_ceiling_is_set_once_their_redeploy_is_done():
+    run, said = ModelRun(Workload.model_validate(ABOVE_CEILING)), []
+    result = tuner(run, ["consumed.rate >= 0.95 * produced.rate"], [LOCKS], said, redeploy=True).run()
+    assert result.met and result.measured == 9000
+    raised = f"brokerConfig.{LOCKS_CEILING}"
+    [(asked, [(broker_key, ceiling)]), (set_at, [(key, value)])] = run.modified
+    assert (broker_key, key) == (raised, LOCKS) and ceiling == value and int(value) >= 4842
+    assert set_at >= asked + 30  # the group's budget only once the redeploy is done
+    assert said[0] == f"tune_redeploy {LOCKS} {value} takes a broker redeploy first: {raised}={value}"
+    assert result.changes == {LOCKS: int(value), raised: int(value)}
+    failing, said = ModelRun(Workload.model_validate(ABOVE_CEILING), redeploy_fails=True), []
+    with pytest.raises(DimsterError, match=f"the broker redeploy for {LOCKS} {value} failed"):
+        tuner(failing, ["consumed.rate >= 0.95 * produced.rate"], [LOCKS], said, redeploy=True).run()
+    assert [pairs for _, pairs in failing.modified] == [[(raised, value)]]  # the budget never asked for
+
+
+def test_the_brokers_config_file_sets_the_tuned_keys_and_keeps_the_rest(tmp_path):
+    from dimster.kafka.broker_config import load_broker_config
+    from dimster.tuning.tuned_file import tuned_broker_config_text
+
+    original = tmp_path / "default.yaml"
+    original.write_text("# our brokers\nnum.partitions: 1\ngroup.share.partition.max.record.locks: 2000\n")
+    raised = f"brokerConfig.{LOCKS_CEILING}"
+    changes = {LOCKS: 5246, raised: 5246, "consumersPerGroup": 8}
+    reasons = {LOCKS: "lock budget binds"}
+    text = tuned_broker_config_text(original, {"log.retention.hours": "1"}, changes, reasons)
+    tuned = tmp_path / "tuned.yaml"
+    tuned.write_text(text)
+    assert "# our brokers" in text and text.count("group.share.partition.max.record.locks:") == 1
+    assert "group.share.partition.max.record.locks: 5246  # tuned: lock budget binds; the group's own" in text
+    assert load_broker_config(tuned) == {
+        "num.partitions": "1", "group.share.partition.max.record.locks": "5246",
+        "log.retention.hours": "1", LOCKS_CEILING: "5246",
+    }  # fmt: skip
+
+
+def test_the_report_shows_the_tuners_path_in_its_section_and_its_changes_on_the_charts(tmp_path):
+    import json
+
+    from dimster.report.charts import markers
+    from dimster.report.data import load_run
+    from dimster.report.html import write_report
+    from tests.report_runs import Scenario, write_run
+
+    told = f"model: {LOCKS} 100 -> 345: predicted 700 msg/s, measured 690 (lock budget binds)"
+    scenario = Scenario(modifications=[(30.0, "producerRate", 2000, 2500), (40.0, LOCKS, 100, 345)],
+                        events=[(40.5, "tune_step", {"message": told})])  # fmt: skip
+    run_dir = write_run(tmp_path, scenario)
+    summary_file = run_dir / "summary" / "summary.json"  # its timeline: the run's modifications.jsonl
+    summary = json.loads(summary_file.read_text())
+    changes = summary["timeline"]["modifications"]
+    summary["timeline"]["modifications"] = [{**c, "by": "tune"} if c["key"] == LOCKS else c for c in changes]
+    summary_file.write_text(json.dumps(summary))
+    drawn = [(m.label, m.kind) for m in markers(load_run(run_dir))]
+    assert drawn == [("producerRate=2500", "modification"), (f"tune: {LOCKS}=345", "tune")]
+    page = write_report(run_dir).read_text()
+    section = page.split('<section id="tuning">')[1].split("</section>")[0]
+    assert "<td>40.5 s</td>" in section and f"model: {LOCKS} 100 -&gt; 345: predicted 700 msg/s" in section
+    assert '<section id="tuning">' not in write_report(write_run(tmp_path, Scenario(name="plain"))).read_text()

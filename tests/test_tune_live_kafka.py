@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.cli import dimster
-from tests.runs import events, run_info
+from tests.runs import events, modifications, run_info
 from tests.share_cases import LIMITED, LOCKS
 
 pytestmark = pytest.mark.kafka
@@ -43,3 +43,8 @@ def test_the_lock_budget_case_is_tuned_in_one_run_by_the_locks_the_model_names(l
     changed = yaml.safe_load((bundle / "tuned-workload.yaml").read_text())
     assert changed["groupConfig"]["share.partition.max.record.locks"] == path["changes"][LOCKS]
     assert "# tuned: lock budget binds" in (bundle / "tuned-workload.yaml").read_text()
+    [pulled] = modifications(bundle)  # through the run's control API, recorded as dimster tune's
+    assert (pulled["key"], pulled["new"], pulled["by"]) == (LOCKS, path["changes"][LOCKS], "tune")
+    brokers = (bundle / "broker-config.yaml").read_text()  # every share group's default: the tuned budget
+    assert f"\ngroup.share.partition.max.record.locks: {path['changes'][LOCKS]}  # tuned: lock budget binds" in brokers
+    assert path["brokerConfig"] == str(bundle / "broker-config.yaml")

@@ -8,12 +8,12 @@ import pytest
 import yaml
 
 from dimster.errors import DimsterError
-from dimster.tuning.levers import KNOWN, parse_lever
+from dimster.tuning.levers import KNOWN, LOCKS_CEILING, REDEPLOY_COST, parse_lever
 from dimster.tuning.plan import lever_values, parse_goals, plan
 from dimster.workload.model import Workload
 from tests.cli import dimster
 from tests.conftest import one_error_line
-from tests.share_cases import LOCK_BUDGET, LOCKS, MODE, PROCESSING, STALL
+from tests.share_cases import ABOVE_CEILING, LOCK_BUDGET, LOCKS, MODE, PROCESSING, STALL
 
 pytestmark = pytest.mark.unit
 
@@ -69,6 +69,27 @@ def test_a_goal_beyond_the_allowed_ranges_names_the_binding_limit_and_one_beyond
     beyond = planned(PROCESSING, ["consumed.rate >= 5000msg/s", "e2e.p99 < 200ms"])
     assert not beyond.met and "the producers offer 700 msg/s" in beyond.reason
     assert "'e2e.p99 < 200ms' is not predicted by the model: a run measures it" in beyond.notes
+
+
+def test_a_lock_budget_above_the_brokers_ceiling_takes_a_broker_redeploy_only_when_allowed():
+    w = Workload.model_validate(ABOVE_CEILING)
+    now, goals = lever_values(w, {}), parse_goals(["consumed.rate >= 0.95 * produced.rate"])
+    held = plan(w, goals, [parse_lever(LOCKS, now)], {})  # up to Kafka's ceiling of 4,000 only
+    assert not held.met and held.steps and all(int(s.after) <= 4000 and not s.redeploy for s in held.steps)
+    assert held.reason.startswith("lock budget binds and no allowed change lifts it")
+    assert held.reason.endswith(f"; above 4000, the brokers' {LOCKS_CEILING}, takes --allow-redeploy")
+    allowed = plan(w, goals, [parse_lever(LOCKS, now, {}, allow_redeploy=True)], {})
+    [step] = allowed.steps
+    raised = f"brokerConfig.{LOCKS_CEILING}"
+    assert allowed.met and 4842 <= int(step.after) <= 8000 and step.redeploy == {raised: step.after}
+    assert step.cost == pytest.approx((int(step.after) - 1000) * 0.0001 + REDEPLOY_COST)
+    assert f"a broker redeploy sets {LOCKS_CEILING} {step.after} first" in step.why
+    assert allowed.changes == {LOCKS: step.after, raised: step.after}
+    # brokers whose ceiling is already high enough need no redeploy
+    [high] = plan(w, goals, [parse_lever(LOCKS, now, {LOCKS_CEILING: "8000"})], {}).steps
+    assert high.after == step.after and high.redeploy == {} and high.cost < REDEPLOY_COST
+    with pytest.raises(DimsterError, match=f"above 4000 \\(the brokers' {LOCKS_CEILING}\\) takes a broker redeploy"):
+        parse_lever(f"{LOCKS}=1000..6000", now)
 
 
 @pytest.mark.parametrize(

@@ -30,12 +30,18 @@ def tune(
     budget: float = typer.Option(1800, "--budget", help="Seconds of load the tuning run may take at most."),
     no_summary: bool = typer.Option(False, "--no-summary", help="Skip the tuning run's Spark summary."),
     settle: float = typer.Option(10, "--settle", help="Seconds a change settles, then as long its rate is measured."),
+    allow_redeploy: bool = typer.Option(
+        False,
+        "--allow-redeploy",
+        help="Allow changes that take a broker redeploy (a lock budget above the brokers' ceiling).",
+    ),
     results: Path = typer.Option(None, "--results", help="Folder for the tuning run's bundle (default: results/)."),
 ) -> None:
     """Plan the lever changes that make a share-group workload meet its goals, cheapest first, from
     the model of what limits a share group; exit 0 when the plan meets them, 10 when it cannot."""
     from dimster.coordinator.loop.one_run import with_workload_broker_config
     from dimster.environment import load_environment
+    from dimster.errors import DimsterError
     from dimster.kafka.broker_config import load_broker_config
     from dimster.kafka.properties import property_text
     from dimster.tuning.levers import KNOWN, parse_lever
@@ -50,8 +56,10 @@ def tune(
     if profile.backend != "external":  # dimster knows no broker config of an external cluster
         overrides = {k: property_text(v) for k, v in profile.broker_overrides.items()}
         broker = {**load_broker_config(profile.broker_config_path), **overrides}
+    if allow_redeploy and profile.backend == "external":
+        raise DimsterError(f"--allow-redeploy: '{env}' is an external cluster, whose brokers dimster does not redeploy")
     now = lever_values(w, broker)
-    levers = [parse_lever(text, now) for text in lever or KNOWN]
+    levers = [parse_lever(text, now, broker, allow_redeploy) for text in lever or KNOWN]
     if not dry_run:
         from dimster.cli.tune_run import tune_run
         from dimster.paths import project_dir
@@ -69,7 +77,7 @@ def tune(
             "limit": result.limit, "changes": result.changes, "notes": result.notes,
             "steps": [{"limit": s.limit, "lever": s.lever, "before": s.before, "after": s.after,
                        "predictedBefore": round(s.predicted_before, 1), "predicted": round(s.predicted, 1),
-                       "cost": s.cost, "why": s.why} for s in result.steps],
+                       "cost": s.cost, "why": s.why, "redeploy": s.redeploy} for s in result.steps],
         })  # fmt: skip
     else:
         say = lambda line: console.print(line, markup=False)  # noqa: E731

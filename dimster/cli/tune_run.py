@@ -13,10 +13,11 @@ from dimster.cli.run import check_for_start, start_detached
 from dimster.coordinator.control.run_state import control_request
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
+from dimster.kafka.properties import property_text
 from dimster.paths import display
 from dimster.tuning.levers import Lever
 from dimster.tuning.live import LiveTuner, Tuned, unplanned
-from dimster.tuning.tuned_file import tuned_workload_text
+from dimster.tuning.tuned_file import tuned_broker_config_text, tuned_workload_text
 from dimster.verdict.expressions import Comparison
 from dimster.workload.model import Workload
 
@@ -31,7 +32,12 @@ class RunOf:
         return control_request(self.env, "GET", "/status", timeout=30)
 
     def modify(self, pairs: list[tuple[str, str]]) -> dict:
-        return control_request(self.env, "POST", "/modify", {"sets": pairs}, timeout=60)
+        return control_request(self.env, "POST", "/modify", {"sets": pairs, "by": "tune"}, timeout=60)
+
+    def redeploys(self) -> tuple[int, int]:
+        """The run's broker redeploys done and failed, as its events say (the scenario script's way)."""
+        events = (Path(self.status()["results"]) / "events.jsonl").read_text()
+        return events.count('"broker_redeploy_done"'), events.count('"broker_redeploy_failed"')
 
     def tell(self, event: str, line: str) -> None:
         """A tuner's step as one of the run's events (and its console's lines)."""
@@ -79,6 +85,10 @@ def tune_run(
         t.step.lever: t.step.why or "a measured search's trial that raised the rate" for t in tuned.taken if t.kept
     }
     (folder / "tuned-workload.yaml").write_text(tuned_workload_text(path, tuned.changes, reasons))
+    overrides = {k: property_text(v) for k, v in profile.broker_overrides.items()}
+    broker_file = None if profile.backend == "external" else profile.broker_config_path
+    broker_text = tuned_broker_config_text(broker_file, overrides, tuned.changes, reasons)
+    (folder / "broker-config.yaml").write_text(broker_text)
     path_taken = [{**t.step.__dict__, "measured": t.measured, "by": t.by, "kept": t.kept} for t in tuned.taken]
     record = {
         "met": tuned.met,
@@ -89,7 +99,12 @@ def tune_run(
     }
     (folder / "tuning.json").write_text(json.dumps(record, indent=2) + "\n")
     if as_json:
-        print_json({**record, "results": str(folder), "tunedWorkload": str(folder / "tuned-workload.yaml")})
+        files = {
+            "tunedWorkload": str(folder / "tuned-workload.yaml"),
+            "brokerConfig": str(folder / "broker-config.yaml"),
+        }
+        print_json({**record, "results": str(folder), **files})
     say(f"{'met' if tuned.met else 'not met'}: {tuned.reason}; binding: {tuned.limit}")
-    say(f"tuned workload: {folder / 'tuned-workload.yaml'}; the path: {folder / 'tuning.json'}")
+    say(f"tuned workload: {folder / 'tuned-workload.yaml'}; brokers: {folder / 'broker-config.yaml'}")
+    say(f"the path: {folder / 'tuning.json'}")
     return tuned

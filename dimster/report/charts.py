@@ -39,6 +39,7 @@ MARKER_STYLES = {
     "failure": ("#c92a2a", "solid"),
     "fault": ("#c92a2a", "dashdot"),
     "upgrade": ("#0c8599", "dashdot"),
+    "tune": ("#099268", "dash"),  # dimster tune's changes
 }
 RUN_COLORS = ("#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#c92a2a", "#0ca678", "#f59f00", "#495057")
 PLOT_WIDTH_PX = 1150  # the plot area at the page's width, to keep labels from overlapping
@@ -67,12 +68,14 @@ class Phase:
 
 
 def markers(run: RunData) -> list[Marker]:
-    """Every live modification and every cluster event or failure of the run."""
+    """Every live modification (dimster tune's as its own) and every cluster event or failure of the run."""
     found = []
     for change in run.timeline.get("modifications", []):
         x = run.run_time(change.get("applied", change.get("time")))
         if x is not None:
-            found.append(Marker(x, f"{change.get('key')}={_short(change.get('new'))}", "modification"))
+            label = f"{change.get('key')}={_short(change.get('new'))}"
+            tuned = change.get("by") == "tune"
+            found.append(Marker(x, f"tune: {label}" if tuned else label, "tune" if tuned else "modification"))
     for event in run.timeline.get("events", []):
         kind = str(event.get("event", ""))
         x = run.run_time(event.get("began", event.get("time")))  # a fault's step may take a while

@@ -36,7 +36,7 @@ def write_report(run_dir: Path) -> Path:
     page = Page(f"dimster: {run.name} ({run.path.name})")
     page.add(header(run), verdict_panel(run.summary), notes_box("Notes", notes(run)), key_numbers(run))
     page.add(mode_section(run))
-    page.add(time_charts(run, page), limits_section(run), faults_section(run))
+    page.add(time_charts(run, page), tuning_section(run), limits_section(run), faults_section(run))
     page.add(delivery_counts(run, page), partition_table(run), client_tables(run))
     page.add(broker_section(run, page))
     page.add(timeline_table(run), inputs(run))
@@ -154,10 +154,33 @@ def time_charts(run: RunData, page: Page) -> str:
         body = unavailable("no per-second tables in the summary")
     legend = (
         '<p class="hint">Time 0 is when load started. Shaded: warm-up and drain. Dashed orange lines: live '
-        "modifications (key=new value); dotted red: brokers leaving or returning; dotted violet: redeploys; "
+        "modifications (key=new value), dashed teal: those of dimster tune; dotted red: brokers leaving or returning; "
+        "dotted violet: redeploys; "
         "dash-dotted red: faults and their heals; long-dashed red: the rate a binding limit allowed (see below).</p>"
     )
     return f'<section id="charts"><h2>Over the run</h2>{legend}{body}</section>'
+
+
+TUNE_EVENTS = {"tune_step": "step", "tune_model_off": "model off", "tune_redeploy": "broker redeploy"}
+
+
+def tuning_section(run: RunData) -> str:
+    """`dimster tune`'s path through the levers, as its events told it; each change is on the charts."""
+    rows = [
+        [escape(TUNE_EVENTS[kind]), decimal(run.run_time(event.get("time")), "s"), text(event.get("message"))]
+        for event in run.timeline.get("events", [])
+        if (kind := str(event.get("event"))) in TUNE_EVENTS
+    ]
+    if not rows:
+        return ""
+    hint = (
+        '<p class="hint">The path dimster tune took: each step\'s limit, lever, and rate predicted against '
+        "measured. Each change is drawn on the rate and latency charts above (dashed teal, tune: key=value); "
+        "the run's results hold tuned-workload.yaml, broker-config.yaml and tuning.json.</p>"
+    )
+    table = data_table(["", "at", "what"], rows, text_columns=1)
+    title = "<h2>Tuning: the path through the levers</h2>"
+    return f'<section id="tuning">{title}{hint}<div class="box">{table}</div></section>'
 
 
 def limits_section(run: RunData) -> str:

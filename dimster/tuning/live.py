@@ -15,7 +15,18 @@ from typing import Protocol
 from dimster.diagnosis.limits import TOLERANCE
 from dimster.errors import DimsterError
 from dimster.tuning.levers import BATCH_SIZE_KEY, Lever
-from dimster.tuning.plan import MAX_STEPS, MET, Step, changes_of, consumed, next_step, planned, predict, with_values
+from dimster.tuning.plan import (
+    MAX_STEPS,
+    MET,
+    Step,
+    changes_of,
+    consumed,
+    next_step,
+    planned,
+    predict,
+    redeploy_for,
+    with_values,
+)
 from dimster.verdict.expressions import Comparison
 from dimster.workload.model import Workload
 
@@ -32,6 +43,10 @@ class RunControl(Protocol):
     def status(self) -> dict: ...
 
     def modify(self, pairs: list[tuple[str, str]]) -> dict: ...
+
+    def redeploys(self) -> tuple[int, int]:
+        """The run's broker redeploys so far: (done, failed)."""
+        ...
 
 
 @dataclass
@@ -135,6 +150,8 @@ class LiveTuner:
         """Apply the step, wait for the rates to settle, measure; a search's step that does not raise the
         rate is put back."""
         step = taken.step
+        if step.redeploy:
+            self._redeploy(step)
         before = self.clock()
         self.control.modify([(step.lever, str(step.after))])
         self.values[step.lever] = step.after
@@ -155,6 +172,22 @@ class LiveTuner:
         self.tell("tune_step", f"{taken.by}: {step.lever} {step.before} -> {step.after}: {told}")
         return status
 
+    def _redeploy(self, step: Step) -> None:
+        """Set the brokers' config the step needs through the run (a broker redeploy, as `--modify
+        --set brokerConfig.KEY=VALUE` makes one) and wait until the run says it is done."""
+        done, failed = self.control.redeploys()
+        told = " ".join(f"{key}={value}" for key, value in step.redeploy.items())
+        self.tell("tune_redeploy", f"{step.lever} {step.after} takes a broker redeploy first: {told}")
+        self.control.modify([(key, str(value)) for key, value in step.redeploy.items()])
+        deadline, what = self.clock() + self.timeout, f"the broker redeploy for {step.lever} {step.after}"
+        while (now := self.control.redeploys())[0] <= done:
+            if now[1] > failed:
+                raise DimsterError(f"{what} failed (the run's events say why)")
+            if self.clock() > deadline:
+                raise DimsterError(f"{what} took over {self.timeout:g} s")
+            self.sleep(1.0)
+        self.levers = [lever.redeployed(step.after) if lever.key == step.lever else lever for lever in self.levers]
+
     def _search(self, result: Tuned) -> Step | None:
         """The next trial of a measured search: the cheapest next value of a lever not yet tried (its next
         value up the range, or the next choice), from the measured rate now."""
@@ -169,8 +202,8 @@ class LiveTuner:
         if not options:
             return None
         cost, lever, value = min(options, key=lambda option: option[0])
-        rate = result.measured
-        return Step(result.limit, lever.key, self.values[lever.key], value, rate, rate * (1 + RISE), cost, "")
+        rate, now = result.measured, self.values[lever.key]
+        return Step(result.limit, lever.key, now, value, rate, rate * (1 + RISE), cost, "", redeploy_for(lever, value))
 
     def _settled(self, since: float) -> dict:
         """The run's status once the change at `since` has settled: after `settle_seconds`, with its

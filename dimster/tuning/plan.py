@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from dimster.diagnosis.limits import DEFAULT_MAX_POLL_RECORDS, LIMITS, Limit
 from dimster.errors import DimsterError
-from dimster.tuning.levers import BATCH_SIZE_KEY, LOCKS_KEY, SHARE, Lever
+from dimster.tuning.levers import BATCH_SIZE_KEY, LOCKS_CEILING, LOCKS_KEY, SHARE, Lever
 from dimster.verdict.expressions import Comparison, parse_threshold
 from dimster.workload.group_inputs import group_inputs, record_locks
 from dimster.workload.model import Workload, long_forms, parse_workload
@@ -36,6 +36,12 @@ class Step:
     predicted: float
     cost: float
     why: str
+    redeploy: dict[str, int] = field(default_factory=dict)  # workload keys a broker redeploy sets first
+
+
+def redeploy_for(lever: Lever, to: int | str) -> dict[str, int]:
+    """What the brokers' config must say before `lever` can be `to`: nothing, or a raised ceiling."""
+    return {f"brokerConfig.{LOCKS_CEILING}": int(to)} if lever.needs_redeploy(to) else {}
 
 
 @dataclass
@@ -58,7 +64,10 @@ def changes_of(steps: list[Step]) -> dict[str, int | str]:
     """The lever values `steps` end with, where they differ from those they began with."""
     first = {s.lever: s.before for s in reversed(steps)}
     last = {s.lever: s.after for s in steps}
-    return {k: v for k, v in last.items() if v != first[k]}
+    changed: dict[str, int | str] = {k: v for k, v in last.items() if v != first[k]}
+    for step in steps:  # a broker redeploy's setting stays, also when its lever is put back
+        changed.update(step.redeploy)
+    return changed
 
 
 def lever_values(w: Workload, broker_config: dict[str, str]) -> dict[str, int | str]:
@@ -157,6 +166,10 @@ def next_step(
         usable = [lv.key for lv in levers if lv.key in binding.levers]
         names = ", ".join(usable) or "none"
         why = f"{binding.name} binds and no allowed change lifts it (the allowed levers it names: {names})"
+        for lever in levers:  # one stopped at the brokers' ceiling: say what would lift it
+            capped = lever.ceiling is not None and not lever.redeploy and int(values[lever.key]) >= lever.ceiling
+            if capped and lever.key in binding.levers:
+                why += f"; above {lever.ceiling}, the brokers' {LOCKS_CEILING}, takes --allow-redeploy"
         return None, why, limit
     return step, "", limit
 
@@ -175,6 +188,7 @@ def plan(w: Workload, goals: list[Comparison], levers: list[Lever], broker_confi
             return result
         values[step.lever] = step.after
         w = with_values(w, {step.lever: step.after})
+        levers = [lv.redeployed(step.after) if lv.key == step.lever else lv for lv in levers]
         result.steps.append(step)
     result.reason = f"no plan within {MAX_STEPS} steps"
     return result
@@ -209,7 +223,8 @@ def _cheapest_step(
                 after = consumed(changed, allowed)
                 if after > before * 1.001:
                     cost = lever.cost_of(values[lever.key], value)
-                    step = Step(binding.sentence, lever.key, values[lever.key], value, before, after, cost, "")
+                    now, redeploy = values[lever.key], redeploy_for(lever, value)
+                    step = Step(binding.sentence, lever.key, now, value, before, after, cost, "", redeploy)
                     tried.append((step, holds(goals, changed, allowed)))
         meeting = [step for step, met in tried if met]
         if meeting:
@@ -223,4 +238,6 @@ def _cheapest_step(
 
 def _why(step: Step, binding: Limit, reason: str) -> Step:
     why = f"{binding.name} binds; {reason} ({step.predicted_before:,.0f} -> {step.predicted:,.0f} msg/s)"
+    for key, value in step.redeploy.items():
+        why += f"; a broker redeploy sets {key.removeprefix('brokerConfig.')} {value} first"
     return Step(**{**step.__dict__, "why": why})

@@ -24,3 +24,45 @@ def tuned_workload_text(original: Path, changes: dict[str, int | str], reasons: 
     header = [f"# {original.name} as dimster tune left it: {len(changes)} change(s)"]
     header += [f"#   {key}: {value} ({reasons.get(key, '')})" for key, value in changes.items()]
     return "\n".join([*header, *lines]) + "\n"
+
+
+BROKER_PREFIX = "brokerConfig."
+GROUP_PREFIX = "groupConfig."
+
+
+def broker_settings(changes: dict[str, int | str]) -> dict[str, str]:
+    """The brokers' properties that stand for the tuned changes: `brokerConfig.KEY` as KEY, and a share
+    group's own `groupConfig.share.KEY` as the brokers' default for every share group, `group.share.KEY`."""
+    found = {}
+    for key, value in changes.items():
+        if key.startswith(BROKER_PREFIX):
+            found[key.removeprefix(BROKER_PREFIX)] = str(value)
+        elif key.startswith(GROUP_PREFIX + "share."):
+            found["group." + key.removeprefix(GROUP_PREFIX)] = str(value)
+    return found
+
+
+def tuned_broker_config_text(
+    original: Path | None, overrides: dict[str, str], changes: dict[str, int | str], reasons: dict[str, str]
+) -> str:
+    """The brokers' config the tuned run asks for, as a file for run/broker-configs/: `original` (the
+    environment's broker config, comments kept) with `overrides` (the workload's and environment's
+    brokerConfig) and the tuned changes set, each tuned line commented with its reason."""
+    lines = original.read_text().splitlines() if original is not None and original.is_file() else []
+    tuned = broker_settings(changes)
+    why = {name: reasons.get(key, "") for key in changes for name in broker_settings({key: changes[key]})}
+    for name, value in {**overrides, **tuned}.items():
+        line = f"{name}: {value}"
+        if name in tuned:
+            group = name.startswith("group.share.") and f"{GROUP_PREFIX}{name.removeprefix('group.')}" in changes
+            scope = "; the group's own setting as every share group's default" if group else ""
+            line += f"  # tuned: {why[name] or 'dimster tune'}{scope}"
+        at = next((i for i, text in enumerate(lines) if text.split(":", 1)[0].strip() == name), None)
+        if at is None:
+            lines.append(line)
+        else:
+            lines[at] = line
+    source = original.name if original is not None else "no broker config of dimster's (an external cluster)"
+    header = [f"# the brokers' config of the tuned workload: {source} with {len(tuned)} tuned setting(s)"]
+    header.append("# for run/broker-configs/: `dimster cluster redeploy ENV` applies it")
+    return "\n".join([*header, *lines]) + "\n"

@@ -18,7 +18,7 @@ import socketserver
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
@@ -44,6 +44,7 @@ class EmptyBody(_Body):
 
 class ModifyBody(_Body):
     sets: list[tuple[Text, Text]] = Field(min_length=1, max_length=1000)  # (workload key, YAML value)
+    by: Literal["control", "tune"] = "control"  # who asks: a user's command, or `dimster tune`
 
 
 class EventBody(_Body):

@@ -30,7 +30,7 @@ class ControlDesk:
             self.control.publish_status(self.status())
             self.published = time.time()
 
-    def serve(self, modify: Callable[[list], dict], stop: Callable[[], dict]) -> None:
+    def serve(self, modify: Callable[[list, str], dict], stop: Callable[[], dict]) -> None:
         """Every request waiting: each answered once a fresh snapshot is published (so the caller's next
         `GET /status` shows its change), or a status asked before the first snapshot. Then a snapshot
         when one is due. `modify` and `stop` are the run loop's."""
@@ -56,9 +56,9 @@ class ControlDesk:
         if time.time() - self.published >= STATUS_EVERY:
             self.publish()
 
-    def _answer(self, request: ControlRequest, modify: Callable[[list], dict], stop: Callable[[], dict]) -> dict:
+    def _answer(self, request: ControlRequest, modify: Callable[[list, str], dict], stop: Callable[[], dict]) -> dict:
         if request.action == "modify":
-            return modify(request.body["sets"])
+            return modify(request.body["sets"], request.body.get("by", "control"))
         if request.action == "stop":
             return stop()
         if request.action == "event":  # from another command of the user's, e.g. a fault they caused

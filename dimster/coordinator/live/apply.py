@@ -128,7 +128,7 @@ class LiveChanges:
         return done
 
     def _record(self, change: Change, applied_at: float, by: str) -> dict:
-        plan = f", by the {by} plan" if by != "control" else ""
+        plan = "" if by == "control" else ", by dimster tune" if by == "tune" else f", by the {by} plan"
         return self.log.modification(
             f"-- set {change.key}: {change.old} -> {change.new} ({change.effect}{plan})",
             key=change.key,
