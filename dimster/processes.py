@@ -174,11 +174,16 @@ def spawn(command: list[str], log_file: Path, env: dict[str, str] | None = None)
     return TrackedProcess.of(int(result.stdout))
 
 
+MAX_NICE = 19
+
+
 def nice_this_thread(niceness: int = 10) -> None:
-    """Lower the calling thread's priority (Linux nices a thread alone), so that the process's other
-    threads go first; where that is refused, nothing changes."""
+    """Lower the calling thread's priority by `niceness` (Linux nices a thread alone; 19 at most, as
+    `nice` does), so that the process's other threads go first, also in a process already niced;
+    where that is refused, nothing changes."""
+    thread = threading.get_native_id()
     with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+        os.setpriority(os.PRIO_PROCESS, thread, min(MAX_NICE, os.getpriority(os.PRIO_PROCESS, thread) + niceness))
 
 
 def tail(path: Path, lines: int = 10) -> list[str]:

@@ -3,14 +3,17 @@
 # first for a selection); exits with the suite's code.
 # Arguments go to pytest: `scripts/test.sh -m unit` is the fast loop (no broker, no Spark, no browser).
 #
-# The whole suite runs in tiers, each a pytest session of its own: kafka on two workers and, beside it,
-# the type check, unit, spark and browser one after another (their output is printed once the kafka
-# tier ends; lint has run before any). A Kafka test spends much of its time waiting on Kafka
-# (heartbeats, lock time-outs, drains): alone, the kafka tier leaves a third of a quiet host's cores
-# idle, and the other tiers, which use no Kafka, take that time; run first on every core, the unit
-# tier added its three minutes to the suite's. Each session and worker has its own warm clusters and
-# ports; a test module runs whole on one worker, and modules that share a cluster run on the same one
-# (tests/conftest.py). Every tier runs, and the exit code is the first failure's in tier order.
+# The whole suite runs in tiers, each a pytest session of its own: kafka on three workers and, beside
+# it, the type check, unit, spark and browser one after another (their output is printed once the
+# kafka tier ends; lint has run before any). A Kafka test spends much of its time waiting on Kafka
+# (heartbeats, lock time-outs, drains), and the other tiers, which use no Kafka, take the CPU it leaves:
+# they run at nice 9 while the kafka tier, the suite's critical path, runs, and get their priority
+# back once it ends (scripts/priority.py, as root; beside a busy host they would crawl). Measured on
+# one quiet host (docs/testing.md): at equal priority on two workers the kafka tier took 1,030 s; the
+# others at nice 10, 949 s; on three workers, 816 s (a third worker without the nice gained 9 %).
+# Each session and worker has its own warm clusters and ports; a test module runs whole on one worker,
+# and modules that share a cluster run on the same one (tests/conftest.py). Every tier runs, and the
+# exit code is the first failure's in tier order.
 # Tests run in a random order (pytest-randomly); each tier prints its seed at the top, and
 # `--randomly-seed=N` replays that order. The last lines name each tier's ten slowest tests with their
 # share of the tier's test time and their CPU, and its ten that used the most CPU (scripts/suite_times.py,
@@ -82,10 +85,12 @@ types() {  # the type check, first of the chain beside the kafka tier: 15 s of a
   typecheck || code=$?
   echo "$code" >"$test_times/types.code"
 }
-(types; tier unit -m unit "$@" || true; tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) \
+(renice -n 9 "$BASHPID" >/dev/null; export DIMSTER_SUITE_BESIDE=$BASHPID  # scripts/priority.py finds them by it
+  types; tier unit -m unit "$@" || true; tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) \
   >"$test_times/beside.log" 2>&1 &
 beside=$!
-tier kafka -m kafka -n 2 "$@" || true
+tier kafka -m kafka -n 3 "$@" || true
+.venv/bin/python scripts/priority.py "$beside" 9 || true  # what is left of the chain: its priority back
 wait "$beside" || true
 cat "$test_times/beside.log"
 summary || exit $?

@@ -126,7 +126,7 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """With pytest-xdist (`-n 2`), a test module runs whole on one worker, so that its module-wide
+    """With pytest-xdist (`-n 3`), a test module runs whole on one worker, so that its module-wide
     clusters start once; the modules of SHARED_BY_MODULES run on one worker together."""
     from xdist.scheduler import LoadScopeScheduling
 

@@ -23,6 +23,7 @@ original = summary._import_end_of_run
 def watched():
     original()
     niceness["thread"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    niceness["process"] = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread: the suite may run niced
 
 
 summary._import_end_of_run = watched
@@ -32,7 +33,7 @@ for thread in summary._imports_ahead:
 assert [m for m in heavy if m not in sys.modules] == [], [m for m in heavy if m not in sys.modules]
 import plotly.io
 assert type(plotly.io.templates._templates["plotly_white"]).__name__ == "Template"  # loaded, not a placeholder
-assert niceness["thread"] == os.getpriority(os.PRIO_PROCESS, 0) + 10, niceness
+assert niceness["thread"] == min(19, niceness["process"] + 10), niceness
 print("ok")
 """
 

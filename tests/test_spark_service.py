@@ -83,6 +83,12 @@ def test_a_summarys_sections_run_at_once_write_what_they_write_one_after_another
     assert {"summary.json", "throughput_per_second.csv", "latency_per_second.csv", "worker_cpu.csv"} <= set(written)
 
 
+def lowered() -> int:
+    """The nice of what dimster starts ahead: AHEAD_NICE more than this process's, read now (the suite
+    runs this tier at nice 9 until the kafka tier ends, then gives those levels back, scripts/test.sh)."""
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + AHEAD_NICE)
+
+
 def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path, monkeypatch):
     """`dimster spark status` before and after; a server of another PySpark is replaced, on another
     port when the first is taken; one frozen mid-summary is killed, and the next summary replaces it;
@@ -148,7 +154,7 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         [warm_up] = spark_service._warm_ups
         while psutil.Process(warm_up.pid).cmdline()[0] == "nice":
             time.sleep(0.05)  # `nice` sets its priority, then becomes python (its command line names both)
-        assert psutil.Process(warm_up.pid).nice() == AHEAD_NICE
+        assert psutil.Process(warm_up.pid).nice() == lowered()
         deadline = time.monotonic() + 120
         while warm_up.alive() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -158,7 +164,7 @@ def test_a_killed_server_is_replaced_and_the_last_cluster_down_ends_it(tmp_path,
         assert result.code == 0 and result.stderr == "", result.stderr
         assert (run / "summary" / "summary.json").read_text() == before
         assert SparkService().running() == server and server.process.pid != hung.process.pid
-        assert psutil.Process(server.process.pid).nice() == AHEAD_NICE
+        assert psutil.Process(server.process.pid).nice() == lowered()
         SparkService()._warm_up(server)  # one still going as the run ends: settle_ahead ends it
         [going] = spark_service._warm_ups[1:]
         assert going.alive()
