@@ -154,6 +154,26 @@ def test_a_lost_consumers_tail_holds_records_whose_acknowledgement_reached_the_c
     assert (terms["acked"], terms["in_doubt"], terms["lost"], terms["closes"]) == (200, 60, 0, True)
 
 
+def test_workers_lost_together_leave_one_tail_per_group_and_hide_no_loss_behind_a_doubt_counted_twice():
+    """c0 (worker 1) and c1 (worker 2) are given up at the same moment, last heard when the group had
+    settled 60 and 100 records; records 100..199 were acknowledged by then, which they may have settled
+    unreported (the one tail starts at the earlier, 60, and ends below the producer's 300).
+    Records 350..399, sent after they had surely stopped and settled by no one, are lost. A tail per
+    worker counted the 100 in doubt once each: 200 in doubt, capped at the 150 missing, lost 0."""
+    a = RunAggregate({"g": "t"})
+    _second(a, 1000.0, 100, {"c0": (0, 59)})
+    c1 = ClientInterval("c1", "share_consumer", "t", "g", received=40, settled={0: Ranges([(60, 99)])})
+    a.add(worker_report(2, 1000.0, [c1]))
+    _second(a, 1001.0, 200, {})
+    for worker, consumer in ((1, "c0"), (2, "c1")):
+        a.clients_lost([consumer], stopped_by=1001.5, worker=worker)
+    _second(a, 1002.0, 300, {"c2": (200, 299)})
+    _second(a, 1003.0, 400, {"c2": (300, 349)})
+    assert [(t.settled_then, t.below) for t in a.tails.tails] == [(60, {0: 300})]
+    terms = a.account({"g": 0})["g"]
+    assert (terms["accepted"], terms["in_doubt"], terms["lost"], terms["closes"]) == (250, 100, 50, True)
+
+
 def test_a_consumer_lost_before_its_first_report_may_have_settled_any_record_of_its_group():
     a = RunAggregate({"g": "t"})
     _second(a, 1000.0, 100, {})

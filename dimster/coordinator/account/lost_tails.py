@@ -3,7 +3,11 @@ coordinator: records of their group in doubt. Bounded by counting and by identit
 can have settled no record that their group had settled by their last report, and none that a producer
 sent after they had surely stopped. (A bound of their last receive rate times the time since their
 last report fell short on a busy host, where a worker's reports trail and its records come in bursts,
-and called records lost that its consumers had acknowledged.)"""
+and called records lost that its consumers had acknowledged.)
+
+Workers lost at the same moment (a run's end that gives up thousands at once) leave one tail per
+group: a tail's bound already covers what the whole group could have settled since, so a tail per
+worker counted those records once per worker, and summing them cost a pass over the producers each."""
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,7 +51,12 @@ class LostTails:
             else:
                 continue
             earliest[group] = min(settled, earliest.get(group, settled))
-        self.tails += [Tail(group, settled, stopped_by) for group, settled in earliest.items()]
+        open_by = {(t.group, t.stopped_by): t for t in self.tails if t.below is None}
+        for group, settled in earliest.items():
+            if (tail := open_by.get((group, stopped_by))) is not None:  # lost together: one tail
+                tail.settled_then = min(tail.settled_then, settled)
+            else:
+                self.tails.append(Tail(group, settled, stopped_by))
 
     def end_due(self, last_report: dict[int, float], sent: Callable[[str], dict[int, int]]) -> None:
         """Cap the tails whose end every live worker's last report (`last_report`: worker -> its end)
