@@ -4,8 +4,8 @@ measured once the rates since the change have settled, and compared with its pre
 model explains the run (measured within TOLERANCE of predicted), the next step is the model's again;
 once it does not, the tuner says so and searches by measurement over the levers left (each lever's
 next value in order of cost, kept only when the measured rate rises), never naming a cause it did not
-see. It ends when the goals hold, measured and with the model's margin, or says which goal cannot be
-met and which limit stops it."""
+see. It ends when the goals hold, measured and with the model's margin (measured alone once the model
+does not explain the run), or says which goal cannot be met and which limit stops it."""
 
 import time
 from collections.abc import Callable
@@ -107,8 +107,9 @@ class LiveTuner:
         while len(result.taken) < MAX_STEPS:
             result.measured = status["consRate"]
             step, why, result.limit = next_step(self.w, self.goals, self.levers, self.values, self._seen(status))
-            if why == MET and measured_holds(self.goals, status):
-                result.met, result.reason = True, f"the goals hold, measured ({result.measured:,.0f} msg/s) and {MET}"
+            if measured_holds(self.goals, status) and (why == MET or searching):  # searching: measured alone
+                said = MET if why == MET else "the model does not explain this run"
+                result.met, result.reason = True, f"the goals hold, measured ({result.measured:,.0f} msg/s); {said}"
                 return result
             if searching or (step is None and why == MET):  # the model says met, the run says not
                 step = self._search(result)
