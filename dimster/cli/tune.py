@@ -43,20 +43,18 @@ def tune(
     from dimster.environment import load_environment
     from dimster.errors import DimsterError
     from dimster.kafka.broker_config import load_broker_config
-    from dimster.kafka.properties import property_text
     from dimster.tuning.levers import KNOWN, parse_lever
     from dimster.tuning.plan import lever_values, parse_goals, plan
+    from dimster.tuning.tuned_file import brokers_known
     from dimster.workload.model import load_workload
 
     sets = set_items(ctx, set_)
     w = load_workload(workload, sets)
     profile = with_workload_broker_config(w, load_environment(env))  # as the run's brokers would have it
     goals = parse_goals(goal)
-    broker: dict[str, str] = {}
-    if profile.backend != "external":  # dimster knows no broker config of an external cluster
-        overrides = {k: property_text(v) for k, v in profile.broker_overrides.items()}
-        broker = {**load_broker_config(profile.broker_config_path), **overrides}
-    if allow_redeploy and profile.backend == "external":
+    broker_file, overrides = brokers_known(profile)  # none of an external cluster's
+    broker = {} if broker_file is None else {**load_broker_config(broker_file), **overrides}
+    if allow_redeploy and broker_file is None:
         raise DimsterError(f"--allow-redeploy: '{env}' is an external cluster, whose brokers dimster does not redeploy")
     now = lever_values(w, broker)
     levers = [parse_lever(text, now, broker, allow_redeploy) for text in lever or KNOWN]

@@ -13,11 +13,10 @@ from dimster.cli.run import check_for_start, start_detached
 from dimster.coordinator.control.run_state import control_request
 from dimster.environment import EnvironmentProfile
 from dimster.errors import DimsterError
-from dimster.kafka.properties import property_text
 from dimster.paths import display
 from dimster.tuning.levers import Lever
 from dimster.tuning.live import LiveTuner, Tuned, unplanned
-from dimster.tuning.tuned_file import tuned_broker_config_text, tuned_workload_text
+from dimster.tuning.tuned_file import brokers_known, tuned_broker_config_text, tuned_workload_text
 from dimster.verdict.expressions import Comparison
 from dimster.workload.model import Workload
 
@@ -25,8 +24,8 @@ from dimster.workload.model import Workload
 class RunOf:
     """The run of an environment through its control API (RunControl)."""
 
-    def __init__(self, env: str):
-        self.env = env
+    def __init__(self, env: str, results: Path):
+        self.env, self.events = env, results / "events.jsonl"
 
     def status(self) -> dict:
         return control_request(self.env, "GET", "/status", timeout=30)
@@ -36,7 +35,7 @@ class RunOf:
 
     def redeploys(self) -> tuple[int, int]:
         """The run's broker redeploys done and failed, as its events say (the scenario script's way)."""
-        events = (Path(self.status()["results"]) / "events.jsonl").read_text()
+        events = self.events.read_text() if self.events.exists() else ""
         return events.count('"broker_redeploy_done"'), events.count('"broker_redeploy_failed"')
 
     def tell(self, event: str, line: str) -> None:
@@ -67,7 +66,8 @@ def tune_run(
     run_sets = [*sets, ("durationSeconds", str(budget))]
     started = start_detached(env, path, run_sets, results.resolve(), ["--no-summary"] * no_summary)
     say(f"tuning run {started['runId']} on '{env}'; console: {started['console']}")
-    run = RunOf(env)
+    folder = Path(started["results"])
+    run = RunOf(env, folder)
 
     def tell(event: str, line: str) -> None:
         say(line)
@@ -80,13 +80,11 @@ def tune_run(
             stop_run(env, 600)
         raise
     stop_run(env, 600)
-    folder = Path(started["results"])
     reasons = {
         t.step.lever: t.step.why or "a measured search's trial that raised the rate" for t in tuned.taken if t.kept
     }
     (folder / "tuned-workload.yaml").write_text(tuned_workload_text(path, tuned.changes, reasons))
-    overrides = {k: property_text(v) for k, v in profile.broker_overrides.items()}
-    broker_file = None if profile.backend == "external" else profile.broker_config_path
+    broker_file, overrides = brokers_known(profile)
     broker_text = tuned_broker_config_text(broker_file, overrides, tuned.changes, reasons)
     (folder / "broker-config.yaml").write_text(broker_text)
     path_taken = [{**t.step.__dict__, "measured": t.measured, "by": t.by, "kept": t.kept} for t in tuned.taken]

@@ -69,6 +69,11 @@ class Lever:
         return replace(self, ceiling=int(to)) if self.needs_redeploy(to) else self
 
 
+def after_step(levers: list[Lever], key: str, to: int | str) -> list[Lever]:
+    """The levers once `key` was set to `to` (the brokers' ceiling raised with it, where it had to be)."""
+    return [lever.redeployed(to) if lever.key == key else lever for lever in levers]
+
+
 # key -> (its default range as factors of the workload's value, or its choices; its default cost)
 KNOWN: dict[str, tuple[tuple[float, float] | tuple[str, ...], float]] = {
     "consumersPerGroup": ((1, 4), 1.0),

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from dimster.diagnosis.limits import TOLERANCE
 from dimster.errors import DimsterError
-from dimster.tuning.levers import BATCH_SIZE_KEY, Lever
+from dimster.tuning.levers import BATCH_SIZE_KEY, Lever, after_step
 from dimster.tuning.plan import (
     MAX_STEPS,
     MET,
@@ -187,7 +187,7 @@ class LiveTuner:
             if self.clock() > deadline:
                 raise DimsterError(f"{what} took over {self.timeout:g} s")
             self.sleep(1.0)
-        self.levers = [lever.redeployed(step.after) if lever.key == step.lever else lever for lever in self.levers]
+        self.levers = after_step(self.levers, step.lever, step.after)
 
     def _search(self, result: Tuned) -> Step | None:
         """The next trial of a measured search: the cheapest next value of a lever not yet tried (its next

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from dimster.diagnosis.limits import DEFAULT_MAX_POLL_RECORDS, LIMITS, Limit
 from dimster.errors import DimsterError
-from dimster.tuning.levers import BATCH_SIZE_KEY, LOCKS_CEILING, LOCKS_KEY, SHARE, Lever
+from dimster.tuning.levers import BATCH_SIZE_KEY, LOCKS_CEILING, LOCKS_KEY, SHARE, Lever, after_step
 from dimster.verdict.expressions import Comparison, parse_threshold
 from dimster.workload.group_inputs import group_inputs, record_locks
 from dimster.workload.model import Workload, long_forms, parse_workload
@@ -188,7 +188,7 @@ def plan(w: Workload, goals: list[Comparison], levers: list[Lever], broker_confi
             return result
         values[step.lever] = step.after
         w = with_values(w, {step.lever: step.after})
-        levers = [lv.redeployed(step.after) if lv.key == step.lever else lv for lv in levers]
+        levers = after_step(levers, step.lever, step.after)
         result.steps.append(step)
     result.reason = f"no plan within {MAX_STEPS} steps"
     return result

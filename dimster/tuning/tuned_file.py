@@ -5,6 +5,8 @@ from pathlib import Path
 
 import yaml
 
+from dimster.environment import EnvironmentProfile
+from dimster.kafka.properties import property_text
 from dimster.workload.model import long_forms
 from dimster.workload.overrides import apply_overrides, split_path
 from dimster.yamlfile import load_mapping
@@ -24,6 +26,13 @@ def tuned_workload_text(original: Path, changes: dict[str, int | str], reasons: 
     header = [f"# {original.name} as dimster tune left it: {len(changes)} change(s)"]
     header += [f"#   {key}: {value} ({reasons.get(key, '')})" for key, value in changes.items()]
     return "\n".join([*header, *lines]) + "\n"
+
+
+def brokers_known(profile: EnvironmentProfile) -> tuple[Path | None, dict[str, str]]:
+    """The brokers' config dimster knows of an environment: its broker-config file (None for an
+    external cluster's, which dimster does not know) and the profile's overrides as Kafka's text."""
+    overrides = {k: property_text(v) for k, v in profile.broker_overrides.items()}
+    return (None if profile.backend == "external" else profile.broker_config_path), overrides
 
 
 BROKER_PREFIX = "brokerConfig."
