@@ -4,9 +4,9 @@
 the rate once it settles, and ends with the goal met, the account closed and each step an event.
 
 Why it holds on a busy host: with all 4 consumers busy, processing allows 800 msg/s for the 700
-offered, and the measurement averages 5 s of statuses after 5 s of settling (each status's rate is
-over its last 5 s of reports), so a fetch more or less moves it by a few percent; the goal asks 0.9
-of the offered rate."""
+offered (the backlog left before the step drains at up to 800), and the measurement averages 5 s of
+statuses after 5 s of settling (each status's rate is over its last 5 s of reports), so a fetch more or
+less moves it by a few percent; the goal asks 0.9 of the offered rate."""
 
 import json
 
@@ -33,7 +33,9 @@ def test_the_lock_budget_case_is_tuned_in_one_run_by_the_locks_the_model_names(l
     assert path["met"] and list(path["changes"]) == [LOCKS] and 310 <= path["changes"][LOCKS] <= 1000
     [step] = path["steps"]
     assert (step["by"], step["before"], step["predicted"]) == ("model", 100, 700)
-    assert abs(step["measured"] - 700) <= 0.15 * 700, step  # the model explained the run
+    # the model explained the run: 700 offered, and up to the 800 the 4 consumers allow while they
+    # drain the backlog the 200 msg/s before the step left
+    assert 0 <= step["drain"] <= 100 and 0.85 * 700 <= step["measured"] <= 1.15 * (700 + step["drain"]), step
     [bundle] = (tmp_path / "results").iterdir()
     info = run_info(bundle)
     assert info["status"] == "completed" and all(a["closes"] for a in info["account"].values()), info["account"]

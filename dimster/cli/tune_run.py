@@ -87,7 +87,9 @@ def tune_run(
     broker_file, overrides = brokers_known(profile)
     broker_text = tuned_broker_config_text(broker_file, overrides, tuned.changes, reasons)
     (folder / "broker-config.yaml").write_text(broker_text)
-    path_taken = [{**t.step.__dict__, "measured": t.measured, "by": t.by, "kept": t.kept} for t in tuned.taken]
+    path_taken = [
+        {**t.step.__dict__, "measured": t.measured, "drain": t.drain, "by": t.by, "kept": t.kept} for t in tuned.taken
+    ]
     record = {
         "met": tuned.met,
         "reason": tuned.reason,

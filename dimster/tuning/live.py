@@ -57,10 +57,17 @@ class Taken:
     measured: float | None = None
     by: str = "model"  # or "search": a measured search's trial
     kept: bool = True
+    drain: float = 0.0  # msg/s the groups may consume above the prediction while they drain a backlog
 
     @property
     def explained(self) -> bool:
-        return self.measured is not None and abs(self.measured - self.step.predicted) <= TOLERANCE * self.step.predicted
+        return self.measured is not None and explains(self.step.predicted, self.drain, self.measured)
+
+
+def explains(predicted: float, drain: float, measured: float) -> bool:
+    """Whether `measured` is within TOLERANCE of `predicted`, or of a rate up to `drain` above it (what
+    the limits allow beyond the offered rate while the groups work off a backlog)."""
+    return predicted * (1 - TOLERANCE) <= measured <= (predicted + drain) * (1 + TOLERANCE)
 
 
 @dataclass
@@ -119,7 +126,7 @@ class LiveTuner:
                 return result
             taken = Taken(step, by="search" if searching else "model")
             result.taken.append(taken)
-            status = self._pull(taken)
+            status = self._pull(taken, status["backlog"])
             if not searching and not taken.explained:
                 self.tell(
                     "tune_model_off",
@@ -133,8 +140,9 @@ class LiveTuner:
     def _explains(self, status: dict) -> bool:
         """Whether the model's prediction for the settings now is within TOLERANCE of the rate measured;
         says so when it is not."""
-        predicted = consumed(self.w, predict(self.w, self.values, self._seen(status))[0])
-        if abs(status["consRate"] - predicted) <= TOLERANCE * predicted:
+        allowed = predict(self.w, self.values, self._seen(status))[0]
+        predicted = consumed(self.w, allowed)
+        if explains(predicted, self._drain(allowed, status["backlog"]), status["consRate"]):
             return True
         self.tell(
             "tune_model_off",
@@ -143,13 +151,19 @@ class LiveTuner:
         )
         return False
 
+    def _drain(self, allowed: float, backlog: int) -> float:
+        """What the groups may consume above the offered rate while they work off `backlog` records: at
+        most what the limits allow beyond it, and at most the whole backlog within one measurement."""
+        offered = self.w.producer_rate * self.w.groups_per_topic
+        return max(0.0, min(allowed - offered, backlog / self.measure_seconds))
+
     def _seen(self, status: dict) -> dict:
         """The run's status with the batch.size its producers' batches were measured at."""
         return {**status, "batchSize": self.values[BATCH_SIZE_KEY]}
 
-    def _pull(self, taken: Taken) -> dict:
+    def _pull(self, taken: Taken, backlog: int) -> dict:
         """Apply the step, wait for the rates to settle, measure; a search's step that does not raise the
-        rate is put back."""
+        rate is put back. `backlog`: the records not yet settled before it, which the groups may drain."""
         step = taken.step
         if step.redeploy:
             self._redeploy(step)
@@ -158,6 +172,7 @@ class LiveTuner:
         self.values[step.lever] = step.after
         self.w = with_values(self.w, {step.lever: step.after})
         status = self._settled(before)
+        taken.drain = self._drain(predict(self.w, self.values, self._seen(status))[0], backlog)
         taken.measured = status["consRate"]
         if taken.by == "search" and taken.measured <= step.predicted_before * (1 + RISE):
             taken.kept = False
@@ -166,7 +181,8 @@ class LiveTuner:
             self.w = with_values(self.w, {step.lever: step.before})
             status = self._settled(self.clock())
         if taken.by == "model":
-            told = f"predicted {step.predicted:,.0f} msg/s, measured {taken.measured:,.0f} ({step.why})"
+            up_to = f" (up to {step.predicted + taken.drain:,.0f} while a backlog drains)" if taken.drain else ""
+            told = f"predicted {step.predicted:,.0f} msg/s{up_to}, measured {taken.measured:,.0f} ({step.why})"
         else:
             kept = "kept" if taken.kept else "put back"
             told = f"measured {taken.measured:,.0f} msg/s against {step.predicted_before:,.0f} before: {kept}"
