@@ -10,8 +10,8 @@ import yaml
 from dimster.errors import DimsterError
 from dimster.tuning.levers import KNOWN, LOCKS_CEILING, REDEPLOY_COST, parse_lever
 from dimster.tuning.plan import lever_values, parse_goals, plan
-from dimster.workload.model import Workload
-from tests.cli import dimster
+from dimster.workload.model import Workload, load_workload
+from tests.cli import REPO, dimster
 from tests.conftest import one_error_line
 from tests.share_cases import ABOVE_CEILING, LOCK_BUDGET, LOCKS, MODE, PROCESSING, STALL
 
@@ -90,6 +90,19 @@ def test_a_lock_budget_above_the_brokers_ceiling_takes_a_broker_redeploy_only_wh
     assert high.after == step.after and high.redeploy == {} and high.cost < REDEPLOY_COST
     with pytest.raises(DimsterError, match=f"above 4000 \\(the brokers' {LOCKS_CEILING}\\) takes a broker redeploy"):
         parse_lever(f"{LOCKS}=1000..6000", now)
+
+
+def test_a_plan_stopped_below_the_ceiling_says_a_budget_above_it_would_help():
+    """run/workloads/tuning/redeploy.yaml: batches of about 1,034 records, so 3,356 locks admit 4 of 5
+    consumers and the 5th takes 4,137 or more. The plan stops at 3,356, below the brokers' 4,000, and
+    still says what would lift the limit."""
+    w = load_workload(REPO / "run/workloads/tuning/redeploy.yaml")
+    now, goals = lever_values(w, {}), parse_goals(["consumed.rate >= 0.95 * produced.rate"])
+    held = plan(w, goals, [parse_lever(LOCKS, now)], {})
+    assert not held.met and int(held.changes[LOCKS]) < 4000
+    assert held.reason.endswith(f"; above 4000, the brokers' {LOCKS_CEILING}, takes --allow-redeploy")
+    [step] = plan(w, goals, [parse_lever(LOCKS, now, {}, allow_redeploy=True)], {}).steps
+    assert int(step.after) > 4 * 1034 and step.redeploy
 
 
 @pytest.mark.parametrize(

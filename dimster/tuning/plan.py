@@ -166,10 +166,11 @@ def next_step(
         usable = [lv.key for lv in levers if lv.key in binding.levers]
         names = ", ".join(usable) or "none"
         why = f"{binding.name} binds and no allowed change lifts it (the allowed levers it names: {names})"
-        for lever in levers:  # one stopped at the brokers' ceiling: say what would lift it
-            capped = lever.ceiling is not None and not lever.redeploy and int(values[lever.key]) >= lever.ceiling
-            if capped and lever.key in binding.levers:
-                why += f"; above {lever.ceiling}, the brokers' {LOCKS_CEILING}, takes --allow-redeploy"
+        for lever in levers:  # one the brokers' ceiling stops: say what would lift it
+            if lever.ceiling is not None and not lever.redeploy and lever.key in binding.levers:
+                above = {**values, lever.key: 2 * max(lever.ceiling, int(values[lever.key]))}
+                if predict(w, above, seen)[0] > allowed:
+                    why += f"; above {lever.ceiling}, the brokers' {LOCKS_CEILING}, takes --allow-redeploy"
         return None, why, limit
     return step, "", limit
 
