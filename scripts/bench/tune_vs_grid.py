@@ -5,10 +5,11 @@ timed on the wall clock. The grid's answer is its cheapest point that meets the 
 own lever costs (dimster/tuning/levers.py); the two agree when they change the same levers and the
 tuner's values are no dearer than the grid's (the grid can only land on its own values).
 
-    .venv/bin/python scripts/bench/tune_vs_grid.py [--env local] [--cases locks,processing,fetch-waits] [--out DIR]
+    .venv/bin/python scripts/bench/tune_vs_grid.py [--env ENV] [--cases locks,processing,fetch-waits] [--out DIR]
 
 Prints one markdown table (docs/tuning.md) and the host's load average before and after each part.
-Needs a running environment; it sends load only there, and each run stops by itself."""
+Needs each case's environment running (ENVIRONMENTS: `local`, and `localBeefy` for the fetch waits,
+unless --env names one for all); it sends load only there, and each run stops by itself."""
 
 import argparse
 import csv
@@ -35,6 +36,9 @@ CASES = {  # case -> the levers both the tuner and the grid may move
     "processing": ["consumerProcParallelism", "consumersPerGroup"],
     "fetch-waits": [MODE, "consumersPerGroup"],
 }
+# A case's environment unless --env names one for all: the fetch-wait stall needs brokers to rotate
+# over (docs/scenarios/share-record-limit-stall.md), so three.
+ENVIRONMENTS = {"locks": "local", "processing": "local", "fetch-waits": "localBeefy"}
 
 
 def dimster(*args: str) -> subprocess.CompletedProcess:
@@ -110,17 +114,18 @@ def agree(case: str, tuner: dict, best: dict | None) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="local")
+    parser.add_argument("--env", default=None, help="one environment for every case (default: ENVIRONMENTS)")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="tune-vs-grid-"))
     rows = []
     for case in args.cases.split(","):
-        print(f"{case}: load before the tuner {load()}", file=sys.stderr, flush=True)
-        tuner = tuned(args.env, case, out)
+        env = args.env or ENVIRONMENTS[case]
+        print(f"{case} on {env}: load before the tuner {load()}", file=sys.stderr, flush=True)
+        tuner = tuned(env, case, out)
         print(f"{case}: tuner {tuner}; load before the grid {load()}", file=sys.stderr, flush=True)
-        found = grid(args.env, case, out)
+        found = grid(env, case, out)
         best, rated = cheapest_meeting(case, found["points"])
         for values, consumed, produced in rated:
             print(f"  {values}: consumed {consumed:,.0f} of {produced:,.0f} msg/s", file=sys.stderr)
