@@ -1,6 +1,7 @@
 """Rendering kept apart from logic: the same data as a table on a terminal or as JSON for scripts."""
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -17,8 +18,20 @@ SparkMasterOpt = typer.Option(
     "(a Spark driver of the summary's own).",
 )
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (`| head`, a `| tee` killed): the printing ends, not the command. rich's
+        own exits, which ended a run between its workers and its end account (run.json left `running`);
+        a run goes on and closes its account, its console.log keeping every line."""
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.file.fileno())  # what is still buffered or printed later goes nowhere
+        os.close(devnull)
+
+
+console = _Console(highlight=False, soft_wrap=True)
+err_console = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

@@ -11,7 +11,7 @@ max from the producers' histograms. With `--modify`, the rate moves from the cas
 neither), and the seconds after it are judged against the new rate.
 
     .venv/bin/python scripts/bench/pacing.py --rates 1000,10000,50000 --libraries librdkafka,java \\
-        --producers 1,4 --seconds 20 --repeat 3 [--modify] [--json-out pacing.json]
+        --producers 1,4 --seconds 20 --repeat 3 [--warmups 3,30] [--modify] [--json-out pacing.json]
 
 The host's load average is recorded before each run. Cases alternate within each round."""
 
@@ -32,10 +32,8 @@ from common import ROOT, alternating  # beside this script
 
 from dimster.metrics.histogram import Histogram
 
-WARMUP_SECONDS = 3
 
-
-def workload(name: str, rate: float, producers: int, library: str, seconds: int, size: int) -> dict:
+def workload(name: str, rate: float, producers: int, library: str, seconds: int, size: int, warmup: int) -> dict:
     return {
         "name": name,
         "topics": 1,
@@ -44,7 +42,7 @@ def workload(name: str, rate: float, producers: int, library: str, seconds: int,
         "producersPerTopic": producers,
         "producerRate": rate,
         "groupsPerTopic": 0,  # producers only: nothing else in the worker takes the GIL or a core
-        "warmupSeconds": WARMUP_SECONDS,
+        "warmupSeconds": warmup,
         "durationSeconds": seconds,
         "reportIntervalSeconds": 5,
         "drainTimeoutSeconds": 10,
@@ -60,16 +58,16 @@ def dimster(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def run_case(env: str, case: dict, args: argparse.Namespace, folder: Path) -> dict:
-    name = f"pacing-{case['library']}-{case['producers']}p-{int(case['rate'])}"
+    name = f"pacing-{case['library']}-{case['producers']}p-{int(case['rate'])}-w{case['warmup']}"
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(workload(name, case["rate"], case["producers"], case["library"], args.seconds,
-                                            args.message_size)))  # fmt: skip
+                                            args.message_size, case["warmup"])))  # fmt: skip
     results = folder / "results"
     before = os.getloadavg()
     modified_at = None
     if args.modify:
         dimster("run", env, "-w", str(path), "--results", str(results), "--no-summary", "--detach")
-        dimster("wait", env, "--until", f"elapsedSeconds>={WARMUP_SECONDS + args.seconds / 2}", "--timeout", "300")
+        dimster("wait", env, "--until", f"elapsedSeconds>={case['warmup'] + args.seconds / 2}", "--timeout", "300")
         new_rate = case["rate"] * args.modify_to
         dimster("run", env, "--modify", "--set", f"producerRate={new_rate:g}")
         modified_at = time.time()
@@ -130,13 +128,15 @@ def main() -> None:
     parser.add_argument("--producers", default="1", help="producers a worker (one worker), comma-separated")
     parser.add_argument("--seconds", type=int, default=20, help="of the measured phase")
     parser.add_argument("--message-size", type=int, default=256)
+    parser.add_argument("--warmups", default="3", help="seconds of warm-up before the measured phase, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--modify", action="store_true", help="change the rate live half-way through")
     parser.add_argument("--modify-to", type=float, default=0.5, help="the new rate, as a share of the case's")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     cases = [
-        {"rate": float(rate), "library": library, "producers": int(producers)}
+        {"rate": float(rate), "library": library, "producers": int(producers), "warmup": int(warmup)}
+        for warmup in args.warmups.split(",")
         for rate in args.rates.split(",")
         for library in args.libraries.split(",")
         for producers in args.producers.split(",")
@@ -148,7 +148,8 @@ def main() -> None:
         worst = statistics.median(r["rate_error_worst_second"] for r in mine)
         run = statistics.median(r["rate_error_run"] for r in mine)
         p99 = statistics.median(r["publish_delay_ms"]["p99"] for r in mine)
-        print(f"{case['library']:10} {case['producers']} producer(s) at {case['rate']:>9,.0f} msg/s: worst second "
+        print(f"{case['library']:10} {case['producers']} producer(s) at {case['rate']:>9,.0f} msg/s after "
+              f"{case['warmup']} s of warm-up: worst second "
               f"{worst:.2%}, run {run:.3%}, publish delay p99 {p99} ms (medians of {len(mine)})")  # fmt: skip
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=2))
