@@ -231,8 +231,8 @@ STALL_STEADY = {**STALL, "producerRate": 1000, "kafkaConfig": {"shareConsumerCon
 
 def test_a_run_that_meets_its_goals_where_the_model_predicts_less_is_left_as_it_is():
     """record_limit with 2 consumers on 6 partitions: the model's fetch waits (a fetch waits out
-    fetch.max.wait.ms at a drained broker) predict 200 of 1,000 msg/s, but a steady run whose partitions
-    keep filling consumed all 1,000 on this host (scripts/bench/tune_vs_grid.py). The tuner says the
+    fetch.max.wait.ms at a drained broker) predict 200 of 1,000 msg/s, but a steady run on one broker,
+    with nothing to rotate over, consumed all 1,000 on this host (docs/tuning.md). The tuner says the
     model does not explain the run and, the goal holding as measured, changes nothing."""
     run, said = ModelRun(Workload.model_validate(STALL_STEADY), offered_all=True), []
     result = tuner(run, ["consumed.rate >= 0.95 * produced.rate"], ["consumersPerGroup"], said).run()

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dimster.cli.output import console, err_console, print_json
+from dimster.cli.output import OutputConsole, console, err_console, print_json
 from dimster.errors import DimsterError
 from dimster.paths import display, project_dir
 from dimster.results.bundle import is_run_folder
@@ -46,7 +45,7 @@ def history(
         table = _table(found, display(root))
         # piped or captured, the table keeps its natural width: a trend is read across whole rows
         natural = console.measure(table, options=console.options.update_width(1000)).maximum
-        out = console if console.is_terminal else Console(highlight=False, width=max(console.width, natural))
+        out = console if console.is_terminal else OutputConsole(highlight=False, width=max(console.width, natural))
         out.print(table)
     elif workload is not None and found.workloads:
         console.print(f"no runs of '{workload}' in {display(root)} (there: {', '.join(found.workloads)})", markup=False)

@@ -19,7 +19,7 @@ SparkMasterOpt = typer.Option(
 )
 
 
-class _Console(Console):
+class OutputConsole(Console):
     def on_broken_pipe(self) -> None:
         """The reader went away (`| head`, a `| tee` killed): the printing ends, not the command. rich's
         own exits, which ended a run between its workers and its end account (run.json left `running`);
@@ -30,8 +30,8 @@ class _Console(Console):
         os.close(devnull)
 
 
-console = _Console(highlight=False, soft_wrap=True)
-err_console = _Console(stderr=True, highlight=False, soft_wrap=True)
+console = OutputConsole(highlight=False, soft_wrap=True)
+err_console = OutputConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

@@ -22,6 +22,7 @@ from dimster.tuning.plan import (
     changes_of,
     consumed,
     next_step,
+    offered,
     planned,
     predict,
     redeploy_for,
@@ -154,8 +155,7 @@ class LiveTuner:
     def _drain(self, allowed: float, backlog: int) -> float:
         """What the groups may consume above the offered rate while they work off `backlog` records: at
         most what the limits allow beyond it, and at most the whole backlog within one measurement."""
-        offered = self.w.producer_rate * self.w.groups_per_topic
-        return max(0.0, min(allowed - offered, backlog / self.measure_seconds))
+        return max(0.0, min(allowed - offered(self.w), backlog / self.measure_seconds))
 
     def _seen(self, status: dict) -> dict:
         """The run's status with the batch.size its producers' batches were measured at."""

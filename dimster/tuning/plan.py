@@ -115,9 +115,14 @@ def predict(w: Workload, values: dict[str, int | str], seen: dict | None = None)
     return allowed, limits
 
 
+def offered(w: Workload) -> float:
+    """Msg/s offered to all groups: each group is offered every record."""
+    return w.producer_rate * w.groups_per_topic
+
+
 def consumed(w: Workload, allowed: float, margin: float = 0.0) -> float:
     """Consumed msg/s of all groups: what they are offered, or what the limits allow (less `margin`)."""
-    return min(w.producer_rate * w.groups_per_topic, allowed * (1 - margin))
+    return min(offered(w), allowed * (1 - margin))
 
 
 def with_values(w: Workload, changes: dict[str, int | str]) -> Workload:
@@ -154,12 +159,11 @@ def next_step(
     """The step to take now by the model (None when there is none), why there is none (MET when the
     goals hold), and the limit that binds now."""
     allowed, limits = predict(w, values, seen)
-    offered = w.producer_rate * w.groups_per_topic
-    binding = limits[0] if limits and consumed(w, allowed) < offered else None
+    binding = limits[0] if limits and consumed(w, allowed) < offered(w) else None
     limit = binding.sentence if binding else f"the offered rate, {w.producer_rate:,.0f} msg/s"
     if holds(goals, w, allowed):
         return None, MET, limit
-    if binding is None or consumed(w, allowed * (1 - MARGIN)) >= offered:
+    if binding is None or consumed(w, allowed * (1 - MARGIN)) >= offered(w):
         return None, f"the producers offer {w.producer_rate:,.0f} msg/s: the goals ask for more than is offered", limit
     step = _cheapest_step(w, goals, levers, values, binding, seen)
     if step is None:
