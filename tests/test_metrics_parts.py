@@ -37,6 +37,10 @@ def test_a_runs_parts_merge_into_one_file_a_table_in_order(tmp_path):
     metrics = tmp_path / "metrics"
     write_flushes(metrics, 4)
     schema = pq.read_schema(metrics / "intervals" / "part-00000.parquet")
+    part = pq.read_metadata(metrics / "intervals" / "part-00000.parquet").row_group(0)
+    encodings = {part.column(i).path_in_schema: part.column(i).encodings for i in range(part.num_columns)}
+    assert "DELTA_BINARY_PACKED" in encodings["sent"] and "RLE_DICTIONARY" in encodings["client_id"]
+    assert "RLE_DICTIONARY" not in encodings["sent"]  # a part's integers: deltas, not a dictionary
     assert compact_parts(metrics) == []
     for table in ("intervals", "histograms", "workers"):
         assert [p.name for p in (metrics / table).iterdir()] == ["parts-00000-00003.parquet"]
@@ -76,6 +80,30 @@ def test_merges_behind_merge_their_own_merged_files_a_level_up(tmp_path, monkeyp
     names = sorted(p.name for p in (metrics / "intervals").iterdir())
     assert names == ["part-00008.parquet", "parts-00000-00007.parquet"]
     assert sent(metrics / "intervals") == list(range(1, 10))
+
+
+def test_only_small_files_are_merged_and_never_across_a_large_one(tmp_path, monkeypatch):
+    """A file of a row group's rows or more is left as it is (merging it rewrites every row for
+    nothing); its small neighbours on each side merge apart, behind the run and at its end."""
+    monkeypatch.setattr(metrics_parts, "CHUNK", 4)
+    monkeypatch.setattr(metrics_parts, "ROW_GROUP_ROWS", 3)
+    metrics = tmp_path / "metrics"
+    writer = MetricsWriter(metrics, START, behind=True)
+    for flush, clients in enumerate((1, 1, 3, 1, 1, 1, 1)):  # flush 2: a large part (3 rows of intervals)
+        ids = [ClientInterval(f"p{c}", "producer", "t", sent=flush + 1) for c in range(clients)]
+        writer.add(worker_report(0, START + flush + 1, ids), "measure")
+        writer.flush()
+    writer.close()  # behind: flushes 0-3 complete a chunk: 0-1 merged, 2 and 3 (alone after it) left
+    names = sorted(p.name for p in (metrics / "intervals").iterdir())
+    assert names == [f"part-0000{n}.parquet" for n in (2, 3, 4, 5, 6)] + ["parts-00000-00001.parquet"]
+    assert sorted(p.name for p in (metrics / "workers").iterdir())[-1] == "parts-00000-00003.parquet"  # 1 row each
+    assert compact_parts(metrics) == []
+    names = sorted(p.name for p in (metrics / "intervals").iterdir())
+    assert names == ["part-00002.parquet", "parts-00000-00001.parquet", "parts-00003-00006.parquet"]
+    assert sent(metrics / "intervals") == [1, 2, 3, 3, 3, 4, 5, 6, 7]
+    assert written_flushes(metrics / "intervals") == set(range(7))
+    merged_workers = ["parts-00000-00003.parquet", "parts-00004-00006.parquet"]  # the first 4 rows: large
+    assert sorted(p.name for p in (metrics / "workers").iterdir()) == merged_workers
 
 
 def test_a_table_a_merge_behind_cannot_read_leaves_the_others_merged(tmp_path, monkeypatch):

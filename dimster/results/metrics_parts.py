@@ -1,9 +1,12 @@
 """Which Parquet files hold a metrics table: `metrics/<table>/part-NNNNN.parquet`, one per flush while
 a run goes on (a run that dies keeps every flush), merged as it goes into `parts-FIRST-LAST.parquet`
 files that hold flushes FIRST to LAST in order (MergeBehind: every CHUNK flushes, and every CHUNK of
-those ...), and after its end into one file a table (compact_parts). A Spark summary opens every file
-of a table for each query (a 10-minute run's 118 parts a table cost it some 5 s of its 9), and a merge
-pays for each file it opens (0.5 s for those 118 parts of 7 tables, 0.15 s for their merged files). A
+those ...), and after its end into as few files as it takes (compact_parts). A Spark summary opens
+every file of a table for each query (a 10-minute run's 118 parts a table cost it some 5 s of its 9),
+and a merge pays for each file it opens (0.5 s for those 118 parts of 7 tables, 0.15 s for their merged
+files). Only small files are merged: one of ROW_GROUP_ROWS rows or more holds whole row groups already,
+as a merge would write them, and merging it costs a read and a write of every row for nothing (at a
+thousand workers, a flush's histograms are over a million rows: a sixth of the coordinator's CPU). A
 merged file is written whole before the files it holds are removed: one left behind by a crash is
 skipped."""
 
@@ -61,10 +64,10 @@ def readable_parts(table_dir: Path) -> tuple[dict[Path, pq.FileMetaData], list[s
 
 
 class MergeBehind:
-    """Merges the tables' files on a thread of its own while a run goes on, so that its end merges a
-    few files a table however long it ran: after flush number CHUNK**L * k - 1, the files of the CHUNK**L
-    flushes before (at each level L that completes). A merge that fails leaves its files as they were,
-    for the end's merge (compact_parts), which says so."""
+    """Merges the tables' small files on a thread of its own while a run goes on, so that its end merges
+    a few files a table however long it ran: after flush number CHUNK**L * k - 1, those of the CHUNK**L
+    flushes before (at each level L that completes; small_runs). A merge that fails leaves its files as
+    they were, for the end's merge (compact_parts), which says so."""
 
     def __init__(self, metrics: Path):
         self.metrics = metrics
@@ -83,9 +86,9 @@ class MergeBehind:
         for table_dir in sorted(p for p in self.metrics.iterdir() if p.is_dir()):
             with contextlib.suppress(OSError, ValueError, pa.ArrowException):  # the end's merge tries again
                 files = [(path, flushes) for path, flushes in table_files(table_dir) if _held(flushes, within)]
-                if len(files) >= 2:
-                    _merge(files, table_dir / _merged_name(files))
-                    _remove_held(table_dir)
+                for run in small_runs(files):
+                    _merge(run, table_dir / _merged_name(run))
+                _remove_held(table_dir)
 
 
 def completed_ranges(flushes: int) -> list[range]:
@@ -97,10 +100,23 @@ def completed_ranges(flushes: int) -> list[range]:
     return ranges
 
 
+def small_runs(files: list[tuple[Path, range]]) -> list[list[tuple[Path, range]]]:
+    """Of a table's files in order, each run of two or more neighbours with fewer than ROW_GROUP_ROWS
+    rows each: what is worth merging (a merged file holds the flushes between its first and its last,
+    so a run never reaches over a file it leaves)."""
+    runs: list[list[tuple[Path, range]]] = [[]]
+    for path, flushes in files:
+        if pq.read_metadata(path).num_rows < ROW_GROUP_ROWS:
+            runs[-1].append((path, flushes))
+        elif runs[-1]:
+            runs.append([])
+    return [run for run in runs if len(run) >= 2]
+
+
 def compact_parts(metrics: Path) -> list[str]:
-    """Merge each table's files into one, in order, the tables at once (reading a part is mostly
-    Arrow's, off the GIL); a note for each table left as it was (a part that does not read, parts
-    that do not agree on a column's type, a full disk): a merge never fails the run."""
+    """Merge each table's small files (small_runs), a file a run of them, in order, the tables at once
+    (reading a part is mostly Arrow's, off the GIL); a note for each table left as it was (a part that
+    does not read, parts that do not agree on a column's type, a full disk): a merge never fails the run."""
     try:
         tables = sorted(p for p in metrics.iterdir() if p.is_dir()) if metrics.is_dir() else []
     except OSError as e:
@@ -113,9 +129,8 @@ def _compact_table(table_dir: Path) -> str | None:
     try:
         for stale in table_dir.glob(".*.writing"):  # of a flush or a merge a kill cut short: never whole
             stale.unlink()
-        files = table_files(table_dir)
-        if len(files) >= 2:
-            _merge(files, table_dir / _merged_name(files))
+        for run in small_runs(table_files(table_dir)):
+            _merge(run, table_dir / _merged_name(run))
         _remove_held(table_dir)  # also what a merge cut short by a crash left behind
     except (OSError, ValueError, pa.ArrowException) as e:
         return f"metrics/{table_dir.name} kept as it was: {str(e).splitlines()[0]}"

@@ -165,7 +165,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="16,256,1024", help="sizes, comma-separated (one child process each)")
     parser.add_argument("--clients-per-worker", type=int, default=30)
-    parser.add_argument("--seconds", type=float, default=60, help="of load (durationSeconds)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=90,
+        help="of load (durationSeconds); 90: a minute's merge behind the writer included",
+    )
     parser.add_argument("--aligned", action="store_true", help="every worker reports at the same moment")
     parser.add_argument(
         "--workers-per-agent", type=int, default=1, help="K: agents of K workers, each sending one report for them"

@@ -148,6 +148,8 @@ def note_rebalances(report: IntervalReport, rebalances: dict[str, Counter], log:
     seen: dict[str, Counter] = {}
     clients = report.clients
     for i, details in clients.details.items():
+        if not details.rebalances:  # most clients' details have none (a share consumer's never)
+            continue
         client, group = clients.client_id[i], clients.group[i]
         for at, kind, partitions in details.rebalances:
             log.event(f"consumer_{kind}", client=client, group=group, at=at, partitions=partitions)
