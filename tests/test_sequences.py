@@ -233,3 +233,15 @@ def test_many_ranges_added_at_once_make_the_set_and_the_duplicates_one_by_one_wo
             duplicates = sum(one_by_one.add(first, last) for first, last in ranges)
             assert at_once.add_many(ranges) == duplicates
             assert at_once.ranges() == one_by_one.ranges()
+
+
+def test_within_many_finds_what_within_finds_range_by_range():
+    """within_many (numpy from FEW ranges on) gives the pieces within() gives for each range, on
+    random scattered input in any order, with overlaps, repeats and ranges that hold nothing."""
+    rng = random.Random(51)
+    for _ in range(200):
+        held = RangeSet()
+        held.add_many([(s, s + rng.randrange(0, 5)) for s in rng.sample(range(3_000), rng.randrange(0, 300))])
+        wanted = [(s, s + rng.randrange(0, 40)) for s in rng.choices(range(-50, 3_100), k=rng.randrange(0, 3 * FEW))]
+        expected = [both for first, last in wanted for both in held.within(first, last)]
+        assert held.within_many(wanted) == expected

@@ -126,6 +126,22 @@ class RangeSet:
             i += 1
         return found
 
+    def within_many(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """This set's values in each of `ranges` (in any order, overlapping or not), as ranges: within()
+        of each, in one pass of numpy from FEW ranges on (a simulated minute at a million records a
+        second brings some 3 million scattered rejects)."""
+        if len(ranges) < FEW or not self.starts:
+            return [both for first, last in ranges for both in self.within(first, last)]
+        wanted = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        starts, ends = np.frombuffer(self.starts, dtype=np.int64), np.frombuffer(self.ends, dtype=np.int64)
+        low = np.searchsorted(ends, wanted[:, 0], "left")  # the first of ours that ends at or after it starts
+        counts = np.maximum(np.searchsorted(starts, wanted[:, 1], "right") - low, 0)  # ours it touches
+        which = np.repeat(np.arange(len(wanted)), counts)  # a row a piece: the wanted range's ...
+        ours = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts - low, counts)  # ... and ours
+        firsts = np.maximum(wanted[which, 0], starts[ours])
+        lasts = np.minimum(wanted[which, 1], ends[ours])
+        return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
+
     def values(self):
         """Every value, in order."""
         for first, last in zip(self.starts, self.ends, strict=True):

@@ -144,9 +144,8 @@ class ShareOutcomes:
         by_delivery.setdefault(delivery, RangeSet()).add_many(ranges)
         against = [s for d, s in others.get(key, {}).items() if (d > delivery if later else d < delivery)]
         for other in against:  # by range: what both hold
-            for first, last in ranges:
-                for both in other.within(first, last):
-                    self.in_question[key].add(*both)
+            if both := other.within_many(ranges):
+                self.in_question[key].add_many(both)
 
     def _received_after(self, key: tuple[str, int], delivery: int, sequence: int) -> bool:
         return any(d > delivery and sequence in s for d, s in self.received_on.get(key, {}).items())
