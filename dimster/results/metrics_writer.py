@@ -143,8 +143,9 @@ def _histogram_rows(reports: list[tuple[int, Any]], intervals: dict[str, Any]) -
 
 def _write_parquet(path: Path, row_groups: Iterable[pa.Table]) -> None:
     """Parquet's own types (strings, not dictionaries); no statistics (a summary reads every row; the
-    merges' files have them). Dictionaries for strings only, integers delta-encoded: a third less CPU than a dictionary for every
-    column, the same bytes (a flush's histograms of 1,024 workers; docs/benchmarks.md)."""
+    merges' files have them). Dictionaries for strings only, integers delta-encoded: a third less CPU
+    than a dictionary for every column, the same bytes (a flush's histograms of 1,024 workers;
+    docs/benchmarks.md)."""
     out = None
     try:
         for rows in row_groups:
