@@ -53,6 +53,15 @@ def test_to_ranges_covers_every_value_once_per_occurrence():
     assert expanded == sorted(values)
 
 
+def test_to_ranges_of_an_array_are_those_of_its_list():
+    import numpy as np
+
+    rng = random.Random(6)
+    for size in (0, 3, FEW + 5, 500):
+        values = [rng.randrange(300) for _ in range(size)]
+        assert to_ranges(np.array(values, dtype=np.int64)) == to_ranges(values)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_few_sequence_numbers_give_the_same_runs_as_many(seed):
     """Below FEW values to_ranges sorts in Python; the runs are those of the numpy path."""

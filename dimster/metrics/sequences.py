@@ -10,9 +10,10 @@ import numpy as np
 FEW = 64  # fewer sequence numbers are sorted in Python: numpy's calls cost more on them
 
 
-def to_ranges(sequences: list[int]) -> list[tuple[int, int]]:
-    """Sorted runs [(first, last), ...] of a list of sequence numbers (repeats kept as separate runs)."""
-    if not sequences:
+def to_ranges(sequences: "list[int] | np.ndarray") -> list[tuple[int, int]]:
+    """Sorted runs [(first, last), ...] of sequence numbers, a list or an array (repeats kept as
+    separate runs)."""
+    if not len(sequences):
         return []
     if len(sequences) < FEW:
         ordered = sorted(map(int, sequences))

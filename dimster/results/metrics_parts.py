@@ -86,9 +86,11 @@ class MergeBehind:
         for table_dir in sorted(p for p in self.metrics.iterdir() if p.is_dir()):
             with contextlib.suppress(OSError, ValueError, pa.ArrowException):  # the end's merge tries again
                 files = [(path, flushes) for path, flushes in table_files(table_dir) if _held(flushes, within)]
-                for run in small_runs(files):
+                runs = small_runs(files)
+                for run in runs:
                     _merge(run, table_dir / _merged_name(run))
-                _remove_held(table_dir)
+                if runs:
+                    _remove_held(table_dir)
 
 
 def completed_ranges(flushes: int) -> list[range]:

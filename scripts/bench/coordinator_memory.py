@@ -31,17 +31,8 @@ if str(ROOT) not in sys.path:
 
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.outcome_folds import horizon_for
+from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import ClientInterval, IntervalReport, worker_report
-
-
-def ranges_of(ordered: np.ndarray) -> list[tuple[int, int]]:
-    """The (first, last) runs of sorted, distinct sequence numbers (metrics.sequences.to_ranges of an
-    array, without its list in between: a simulated minute at a million records/s has 60 million)."""
-    if not len(ordered):
-        return []
-    breaks = np.flatnonzero(np.diff(ordered) != 1)
-    starts, ends = ordered[np.concatenate(([0], breaks + 1))], ordered[np.concatenate((breaks, [len(ordered) - 1]))]
-    return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
 
 def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generator) -> list[IntervalReport]:
@@ -62,10 +53,10 @@ def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generat
         consumer.received += per_producer
         consumer.rejected, consumer.released = len(rejected), len(released)
         consumer.accepted += len(kept) - len(rejected)
-        consumer.settled[producer] = ranges_of(kept)
-        consumer.settled_rejected = {(producer, 1): ranges_of(rejected)}
+        consumer.settled[producer] = to_ranges(kept)
+        consumer.settled_rejected = {(producer, 1): to_ranges(rejected)}
         taker = consumers[(c + 1) % len(consumers)]  # receives them again and accepts them
-        again = ranges_of(released)
+        again = to_ranges(released)
         taker.received += len(released)
         taker.accepted += len(released)
         taker.received_again[(producer, 2)] = again

@@ -15,7 +15,7 @@ CPU was subtracted). The figures come from the run's own `coordinator` record in
 of the clock probes, made on the loop's thread, is not), the report lag (a report's end to its
 handling) and the console lag (a line's due time to its printing).
 
-    .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 60]
+    .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 90]
         [--clients-per-worker 30] [--aligned] [--workers-per-agent K] [--profile PREFIX] [--json-out F]
 
 `--workers-per-agent K`: the workers run on N/K agents (worker i on agent i mod N/K, as `RemoteWorkers`
