@@ -14,7 +14,8 @@ from pathlib import Path
 import zmq
 
 from dimster import __version__
-from dimster.coordinator.workers.remote import AgentLink, RemoteWorkers, WorkersError, handshake
+from dimster.coordinator.workers.agent_handshake import WorkersError, handshake
+from dimster.coordinator.workers.remote import AgentLink, RemoteWorkers
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
     Assignment,

@@ -7,7 +7,7 @@ import pytest
 import zmq
 
 from dimster import __version__
-from dimster.coordinator.workers.remote import WorkersError, handshake
+from dimster.coordinator.workers.agent_handshake import WorkersError, handshake
 from dimster.worker.protocol import PROTOCOL_VERSION, Close, Hello, encode
 from tests.agents import TOKEN, running_agent, status_hello, write_token
 from tests.conftest import dimster, spare_ports

@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from dimster import __version__
-from dimster.coordinator.workers.remote import WorkersError, handshake
+from dimster.coordinator.workers.agent_handshake import WorkersError, handshake
 from dimster.remote.agent import MAX_MESSAGE_BYTES
 from dimster.worker.protocol import (
     MESSAGES,

@@ -70,7 +70,7 @@ def status(
     """Is the agent up, which version, busy or idle. Exit 3 when it cannot be reached or refuses."""
     import zmq
 
-    from dimster.coordinator.workers.remote import handshake
+    from dimster.coordinator.workers.agent_handshake import handshake
 
     token = read_token(token_file)
     context = zmq.Context()

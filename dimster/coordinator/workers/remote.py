@@ -13,17 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from dimster import __version__
 from dimster.clock import Deadline
 from dimster.cluster.backend import ClusterBackend
+from dimster.coordinator.workers.agent_handshake import WorkersError, handshake
 from dimster.coordinator.workers.clocks import ClockEstimate, clock_sample
 from dimster.coordinator.workers.seam import WorkerLost
 from dimster.errors import DimsterError
 from dimster.profile import ProfileBase
-from dimster.remote.agent import COORDINATOR_TIMEOUT, endpoint
-from dimster.remote.security import connect_securely, read_token
+from dimster.remote.agent import COORDINATOR_TIMEOUT
+from dimster.remote.security import read_token
 from dimster.results.bundle import ResultsBundle
 from dimster.results.records import ClockOffset
 from dimster.worker.protocol import (
@@ -38,7 +38,6 @@ from dimster.worker.protocol import (
     Message,
     ProbeClock,
     ProtocolError,
-    Refused,
     Reported,
     SetClock,
     Welcome,
@@ -48,7 +47,6 @@ from dimster.worker.protocol import (
     worker_frame,
 )
 
-CONNECT_TIMEOUT = 10.0
 PROBE_EVERY = 1.0
 # An agent the coordinator gave up on may not hear it either (a partition, a stall): its workers go on
 # until it ends the run on its own, COORDINATOR_TIMEOUT after the last probe it heard, and their
@@ -71,11 +69,6 @@ GATHER_SECONDS = 0.05
 FIRST_PROBES = 5  # before the assignment goes out, so workers start on a corrected clock
 RESEND_OFFSET_ABOVE = 0.0002  # seconds an estimate must move before the worker hears of it
 LOG_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")  # an agent's log file: a plain name, never a path
-MAX_FROM_AGENT = 64 * 2**20  # the largest message an agent may send: a log file of up to 50 MiB and its frame
-
-
-class WorkersError(DimsterError):
-    exit_code = 3
 
 
 @dataclass
@@ -89,48 +82,6 @@ class AgentLink:
     offset_sent: float = 0.0
     gone: bool = False  # lost: none of its workers is heard of again
     workers: list[int] = field(default_factory=list)  # the run's workers it runs
-
-
-def handshake(
-    context: zmq.Context, address: str, token: str, hello: Hello, timeout: float = CONNECT_TIMEOUT
-) -> tuple[zmq.Socket, Welcome]:
-    """Connect to the agent at `address` and say Hello. Returns (socket, Welcome); raises WorkersError
-    with one line saying why not: unreachable, wrong token, refused (busy, other version), silent."""
-    socket = context.socket(zmq.DEALER)
-    socket.linger = 0
-    socket.setsockopt(zmq.MAXMSGSIZE, MAX_FROM_AGENT)  # a larger one drops the agent's connection
-    socket.reconnect_ivl = 500
-    socket.rcvhwm = 0  # no bound: what a loop behind leaves waiting queues here, never dropped by the agent
-    connect_securely(socket, token)
-    monitor = socket.get_monitor_socket()
-    socket.connect(endpoint(address))
-    socket.send(encode(hello))
-    seen = set()
-    deadline = Deadline(timeout)
-    answer = None
-    try:
-        while not deadline.passed() and answer is None:
-            if socket.poll(100):
-                answer = decode(socket.recv())
-            while monitor.poll(0):
-                seen.add(recv_monitor_message(monitor)["event"])
-    except ProtocolError as e:
-        answer = Refused(f"it answered in another protocol: {e}")
-    finally:
-        socket.disable_monitor()
-        monitor.close(linger=0)
-    if isinstance(answer, Welcome):
-        return socket, answer
-    socket.close(linger=0)
-    if isinstance(answer, Refused):
-        raise WorkersError(f"agent {address} refused: {answer.reason}")
-    handshake_failed = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-    handshake_failed |= zmq.EVENT_HANDSHAKE_FAILED_AUTH
-    if any(e & handshake_failed for e in seen):
-        raise WorkersError(f"agent {address} did not accept our worker token (the secure handshake failed)")
-    if zmq.EVENT_CONNECTED not in seen:
-        raise WorkersError(f"agent {address} is unreachable: nothing accepted a connection within {timeout:.0f}s")
-    raise WorkersError(f"agent {address} did not answer within {timeout:.0f}s (is it a dimster agent?)")
 
 
 class RemoteWorkers:
