@@ -10,10 +10,14 @@ import pytest
 import zmq
 
 from dimster import __version__
+from dimster.coordinator.workers import remote
 from dimster.coordinator.workers.remote import MOST_A_PASS, AgentLink, RemoteWorkers
+from dimster.coordinator.workers.seam import WorkerLost
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
+    REPORTED,
     ClockProbed,
+    ProducersStopped,
     Reported,
     Welcome,
     encode,
@@ -117,6 +121,7 @@ def test_an_agents_merged_report_counts_its_workers_lines_toward_a_pass(agent_li
     """An agent's report of 16 workers is 16 reports' work for the loop: a pass takes 4 of them, not 64,
     so that console lines still come out between passes."""
     workers, (far,) = agent_links(1)
+    workers.links[0].workers = list(range(16))  # the 16 workers it runs
     for second in range(10):
         merged = merged_report([worker_report(w, float(second), []) for w in range(16)])
         far.send(encode(Reported(merged)))  # the agent's own frame: no worker named
@@ -164,3 +169,51 @@ def test_what_comes_within_the_gathering_after_a_message_is_taken_in_the_same_pa
 
 def send_reports_from(far, index: int, second: int) -> None:
     far.send_multipart([worker_frame(index), encode(Reported(worker_report(index, float(second), [])))])
+
+
+def test_a_pass_decodes_its_reports_at_its_end_each_in_its_place(agent_links, monkeypatch):
+    """Reports are decoded together once the pass has read its messages (warm caches), and come out
+    where they came among the others: in turn from each agent, each agent's in the order it sent."""
+    workers, agents = agent_links(3)
+    waiting_at_decode: list[bool] = []
+    real_decode = remote.decode
+
+    def watched(data: bytes):
+        if data.startswith(REPORTED):
+            waiting_at_decode.append(any(link.socket.poll(0) for link in workers.links))
+        return real_decode(data)
+
+    monkeypatch.setattr(remote, "decode", watched)
+    send_reports_from(agents[0], 0, 0)
+    agents[1].send_multipart([worker_frame(1), encode(ProducersStopped())])
+    send_reports_from(agents[2], 2, 0)
+    agents[1].send_multipart([worker_frame(1), encode(ProducersStopped())])
+    received = workers.receive(1.0)
+    kinds = [(index, type(m).__name__, getattr(getattr(m, "report", None), "end_time", None)) for index, m in received]
+    assert kinds == [
+        (0, "Reported", 0.0),
+        (1, "ProducersStopped", None),
+        (2, "Reported", 0.0),
+        (1, "ProducersStopped", None),
+    ]
+    assert waiting_at_decode == [False, False]  # each decoded once every message of the pass was read
+    assert [m.received[:1] for _, m in received if isinstance(m, Reported)] == [REPORTED[:1]] * 2  # as it came
+
+
+def test_a_report_that_does_not_decode_loses_its_agent_at_its_place_and_nothing_it_sent_after(agent_links):
+    """A report is decoded late, yet what it means comes where it came: its agent lost there, and its
+    agent's later messages of the pass dropped, as if it had been read no further."""
+    workers, agents = agent_links(2)
+    agents[0].send_multipart([worker_frame(0), REPORTED + b"\xc1 not a report"])
+    agents[0].send_multipart([worker_frame(0), encode(ProducersStopped())])
+    send_reports_from(agents[1], 1, 0)
+    agents[0].send_multipart([worker_frame(0), REPORTED + b"\xc1"])  # alone at the pass's end: the same
+    received = workers.receive(1.0)
+    assert [(index, type(m).__name__) for index, m in received] == [(0, "WorkerLost"), (1, "Reported")]
+    [(_, lost)] = [(i, m) for i, m in received if isinstance(m, WorkerLost)]
+    assert "cannot read" in lost.reason and workers.links[0].gone and not workers.links[1].gone
+
+    workers, agents = agent_links(2)
+    send_reports_from(agents[1], 1, 0)
+    agents[0].send_multipart([worker_frame(0), REPORTED + b"\xc1"])
+    assert [(index, type(m).__name__) for index, m in workers.receive(1.0)] == [(0, "WorkerLost"), (1, "Reported")]

@@ -1,10 +1,11 @@
 """The coordinator's memory over a long share-group run, in compressed time: its run aggregate
-(dimster/coordinator/account/aggregate.py) fed reports that each cover a simulated minute.
+(dimster/coordinator/account/aggregate.py) fed reports that each cover `--report-seconds` of
+simulated time (60 by default; a run's workers report every second, which costs 60 times the calls).
 
 `--consumers` share consumers of one group settle what `--producers` producers send at `--rate`
 records/s in all; `--reject` of the records (default 5 %, at random) are rejected on their first
 delivery, and `--release` (default 5 %) released, to come back to another consumer on delivery 2,
-where they are accepted. Each simulated minute every consumer reports once (its settled range, its
+where they are accepted. Each report interval every consumer reports once (its settled range, its
 rejected records, the records it received again) and every producer once. After each minute the
 process's resident memory is printed, so the curve shows whether the aggregate's memory follows the
 run's length or stays with its clients. The aggregate folds long-settled records as a run's does
@@ -12,7 +13,8 @@ run's length or stays with its clients. The aggregate folds long-settled records
 record, as dimster did before.
 
     .venv/bin/python scripts/bench/coordinator_memory.py [--minutes 10] [--rate 1000000] [--reject 0.05]
-        [--release 0.05] [--producers 64] [--consumers 64] [--lock-ms 30000] [--keep-all] [--trim] [--json-out F]
+        [--release 0.05] [--producers 64] [--consumers 64] [--lock-ms 30000] [--report-seconds 60]
+        [--keep-all] [--trim] [--json-out F]
 """
 
 import argparse
@@ -35,12 +37,13 @@ from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import ClientInterval, IntervalReport, worker_report
 
 
-def minute_reports(minute: int, args: argparse.Namespace, rng: np.random.Generator) -> list[IntervalReport]:
-    """A simulated minute: each producer's sends; each consumer settles one producer's minute, but for
-    the records it released, which the next consumer receives again (delivery 2) and accepts."""
-    per_producer = int(args.rate * 60 / args.producers)
-    first = minute * per_producer
-    end = 100.0 + 60 * (minute + 1)
+def interval_reports(interval: int, args: argparse.Namespace, rng: np.random.Generator) -> list[IntervalReport]:
+    """A simulated report interval: each producer's sends; each consumer settles one producer's
+    interval, but for the records it released, which the next consumer receives again (delivery 2)
+    and accepts."""
+    per_producer = int(args.rate * args.report_seconds / args.producers)
+    first = interval * per_producer
+    end = 100.0 + args.report_seconds * (interval + 1)
     sent = {"sent": per_producer, "acked": per_producer, "next_sequence": first + per_producer}
     producers = [ClientInterval(f"p{p}", "producer", "t", **sent) for p in range(args.producers)]
     consumers = [ClientInterval(f"c{c}", "share_consumer", "t", "g") for c in range(args.consumers)]
@@ -96,6 +99,7 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=64)
     parser.add_argument("--consumers", type=int, default=64)
     parser.add_argument("--lock-ms", type=int, default=30_000, help="the group's record lock duration")
+    parser.add_argument("--report-seconds", type=int, default=60, choices=[1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60])
     parser.add_argument("--keep-all", action="store_true", help="fold nothing (every record kept)")
     parser.add_argument("--trim", action="store_true", help="also the RSS after malloc_trim, each minute (glibc)")
     parser.add_argument("--json-out", type=Path)
@@ -110,8 +114,10 @@ def main() -> None:
     print(f"minute 0: RSS {curve[0]['rss_mb']} MB", flush=True)
     for minute in range(args.minutes):
         started = time.monotonic()
-        for report in minute_reports(minute, args, rng):
-            aggregate.add(report)
+        per_minute = 60 // args.report_seconds
+        for interval in range(minute * per_minute, (minute + 1) * per_minute):
+            for report in interval_reports(interval, args, rng):
+                aggregate.add(report)
         del report  # the minute's reports are gone: what is measured is what the aggregate holds
         took = time.monotonic() - started
         blocks = sys.getallocatedblocks()

@@ -303,8 +303,8 @@ class ScaleWorkers:
     def receive(self, timeout: float, doorbell: int | None = None) -> list[tuple[int, Message | WorkerLost]]:
         """What comes within `timeout`, as RemoteWorkers takes it (the bench sends no control request:
         the `doorbell` is not waited on): once something has come, what else comes within
-        GATHER_SECONDS, at most MOST_A_PASS workers' lines."""
-        received: list[tuple[int, Message | WorkerLost]] = []
+        GATHER_SECONDS, at most MOST_A_PASS workers' lines; the reports decoded at the pass's end."""
+        received: list[tuple[int, Message | WorkerLost | bytes]] = []
         self._probe(time.time())
         deadline, room = Deadline(timeout), MOST_A_PASS
         while self.pipe is not None and room > 0 and self.pipe.poll(deadline.left()):
@@ -314,7 +314,7 @@ class ScaleWorkers:
                 self.pipe = None
                 raise RuntimeError("the fake workers' agents' process ended on its own") from None
             if kind == "report":
-                received.append((index, decode(data)))
+                received.append((index, data))  # decoded at the pass's end, as RemoteWorkers does
                 room -= lines
                 if self.measuring:
                     self.reports += 1
@@ -331,7 +331,7 @@ class ScaleWorkers:
                 self.closed.add(index)
             if received and deadline.left() > GATHER_SECONDS:
                 deadline = Deadline(GATHER_SECONDS)
-        return received
+        return [(index, decode(m) if isinstance(m, bytes) else m) for index, m in received]
 
     def _probe(self, now: float) -> None:
         """RemoteWorkers' work on the loop's thread each second: a ProbeClock encoded per agent, its reply decoded."""

@@ -20,6 +20,7 @@ from dimster.cluster.backend import ClusterBackend
 from dimster.coordinator.workers.agent_handshake import WorkersError, handshake
 from dimster.coordinator.workers.clocks import ClockEstimate, clock_sample
 from dimster.coordinator.workers.seam import WorkerLost
+from dimster.coordinator.workers.undecoded import Undecoded, in_place
 from dimster.errors import DimsterError
 from dimster.profile import ProfileBase
 from dimster.remote.agent import COORDINATOR_TIMEOUT
@@ -28,6 +29,7 @@ from dimster.results.bundle import ResultsBundle
 from dimster.results.records import ClockOffset
 from dimster.worker.protocol import (
     PROTOCOL_VERSION,
+    REPORTED,
     Assign,
     Assignment,
     ClockProbed,
@@ -38,7 +40,6 @@ from dimster.worker.protocol import (
     Message,
     ProbeClock,
     ProtocolError,
-    Reported,
     SetClock,
     Welcome,
     decode,
@@ -58,7 +59,7 @@ STOP_SLACK = 2.0
 # counts as many as the workers' lines it carries (an agent's merged report: one a worker). Lost
 # workers come on top. The loop's own work (console lines, status, live changes) runs between
 # receives, so a loop behind a thousand workers' reports still prints on time, and only a pass's
-# reports are decoded at once.
+# reports are decoded at once: at the pass's end, together (undecoded.py).
 MOST_A_PASS = 64
 # Once a message has come, a receive takes what else comes within this long in the same pass: a pass
 # has a cost of its own (the aggregate's, the writer's, the journal's per call), which a fleet of
@@ -100,6 +101,7 @@ class RemoteWorkers:
         self._listened = time.monotonic()  # when receive() last ended: agents are heard only while it runs
         self._served_last = -1  # the index of the agent whose message was taken last
         self.behind = False  # the last receive left messages waiting (MOST_A_PASS)
+        self._undecoded: dict[int, Undecoded] = {}  # by agent: its report of this pass not decoded yet
 
     @property
     def capacity(self) -> int:
@@ -163,7 +165,7 @@ class RemoteWorkers:
             poller.register(socket, zmq.POLLIN)
         if doorbell is not None:
             poller.register(doorbell, zmq.POLLIN)
-        received: list[tuple[int, Message | WorkerLost]] = []
+        received: list[tuple[int, Message | WorkerLost | Undecoded]] = []
         deadline, room = Deadline(timeout), MOST_A_PASS
         while True:
             polled = dict(poller.poll(int(deadline.left() * 1000)))
@@ -174,13 +176,19 @@ class RemoteWorkers:
             room -= lines
             if room <= 0 or self.behind or doorbell in polled or deadline.passed():
                 break
+        for held in self._undecoded.values():
+            self._decode(held)
+        self._undecoded.clear()
+        taken = in_place(received)
         for link in self.links:
             if not link.gone and time.monotonic() - link.last_heard > self.timeout:
-                received += self._lose(link, f"silent for {self.timeout:.0f}s")
+                taken += self._lose(link, f"silent for {self.timeout:.0f}s")
         self._listened = time.monotonic()
-        return received
+        return taken
 
-    def _take_turns(self, ready: list[AgentLink], room: int) -> tuple[list[tuple[int, Message | WorkerLost]], int]:
+    def _take_turns(
+        self, ready: list[AgentLink], room: int
+    ) -> tuple[list[tuple[int, Message | WorkerLost | Undecoded]], int]:
         """Messages of the `ready` agents up to `room` workers' lines, one from each in turn, starting
         after the agent served last (so that none waits behind the others pass after pass), and the
         lines they took. An agent with messages waiting has been heard, whether or not its turn comes."""
@@ -188,7 +196,7 @@ class RemoteWorkers:
         for link in ready:
             link.last_heard = now
         ready.sort(key=lambda link: (link.index - self._served_last - 1) % count)
-        received: list[tuple[int, Message | WorkerLost]] = []
+        received: list[tuple[int, Message | WorkerLost | Undecoded]] = []
         taken = 0
         while ready and taken < room:
             for link in list(ready):
@@ -197,24 +205,43 @@ class RemoteWorkers:
                 elif taken < room:
                     messages = self._take(link, link.socket.recv_multipart())
                     received += messages
-                    taken += max(1, sum(len(m.report.lines) if isinstance(m, Reported) else 1 for _, m in messages))
+                    taken += max(1, sum(m.lines if isinstance(m, Undecoded) else 1 for _, m in messages))
                     self._served_last = link.index
         self.behind = any(not link.gone and link.socket.poll(0) for link in ready)
         return received, taken
 
-    def _take(self, link: AgentLink, frames: list[bytes]) -> list[tuple[int, Message | WorkerLost]]:
+    def _take(self, link: AgentLink, frames: list[bytes]) -> list[tuple[int, Message | WorkerLost | Undecoded]]:
         """One message from an agent: a worker's (after its index) or the agent's own (which, when it
-        is not the agent's business, is its first worker's)."""
+        is not the agent's business, is its first worker's). A report waits for the pass's end to be
+        decoded, unless the agent sends more first (a report that does not decode loses the agent
+        before anything it sent after)."""
+        if (held := self._undecoded.pop(link.index, None)) is not None:
+            self._decode(held)
+        if link.gone:
+            return []
         try:
             index = framed_worker(frames[0]) if len(frames) == 2 else None
             if len(frames) not in (1, 2) or (len(frames) == 2 and index not in link.workers):
                 raise ProtocolError(f"a message for no worker it runs ({len(frames)} frames)")
+            to = index if index is not None else link.workers[0]
+            if frames[-1].startswith(REPORTED):  # an agent's own report has a line for each of its workers
+                lines = len(link.workers) if index is None else 1
+                held = self._undecoded[link.index] = Undecoded(link, index, frames[-1], lines)
+                return [(to, held)]
             message = self._handle(link, index, decode(frames[-1]))
         except ProtocolError as e:
             return self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
-        if message is None:
-            return []
-        return [(index if index is not None else link.workers[0], message)]
+        return [] if message is None else [(to, message)]
+
+    def _decode(self, held: Undecoded) -> None:
+        """A report that waited for its pass's end, decoded in its place."""
+        link = held.link
+        try:
+            message = self._handle(link, held.worker, decode(held.data))
+            to = held.worker if held.worker is not None else link.workers[0]
+            held.taken = [] if message is None else [(to, message)]
+        except ProtocolError as e:
+            held.taken = self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
 
     def _lose(self, link: AgentLink, why: str) -> list[tuple[int, Message | WorkerLost]]:
         """The link's workers lost: heard of no more, their logs noted as left on the agent."""
