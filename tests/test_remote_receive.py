@@ -72,13 +72,13 @@ def reports(received) -> list[tuple[int, float]]:
 
 def test_a_pass_takes_at_most_its_share_in_turn_from_each_agent_and_leaves_the_rest_waiting(agent_links):
     workers, agents = agent_links(2)
-    sent = {0: 100, 1: 30}
+    sent = {0: MOST_A_PASS + MOST_A_PASS // 2, 1: MOST_A_PASS // 2 + 2}  # two passes' worth and 2
     for index, far in enumerate(agents):
         send_reports(far, index, sent[index])
     passes = []
     while len(passes) < 10 and sum(map(len, passes)) < sum(sent.values()):
         passes.append(reports(workers.receive(1.0)))
-    assert [len(p) for p in passes] == [MOST_A_PASS, MOST_A_PASS, 2]  # 130 in all
+    assert [len(p) for p in passes] == [MOST_A_PASS, MOST_A_PASS, 2]
     assert [index for index, _ in passes[0][:6]] == [0, 1, 0, 1, 0, 1]  # one from each agent in turn
     taken = [item for p in passes for item in p]
     for index in (0, 1):  # every report once, each agent's in the order it sent them
@@ -118,18 +118,20 @@ def test_a_clock_answer_that_waited_behind_a_full_pass_is_no_sample(agent_links,
 
 
 def test_an_agents_merged_report_counts_its_workers_lines_toward_a_pass(agent_links):
-    """An agent's report of 16 workers is 16 reports' work for the loop: a pass takes 4 of them, not 64,
-    so that console lines still come out between passes."""
+    """An agent's report of 16 workers is 16 reports' work for the loop: a pass takes MOST_A_PASS / 16
+    of them, not MOST_A_PASS, so that console lines still come out between passes."""
     workers, (far,) = agent_links(1)
     workers.links[0].workers = list(range(16))  # the 16 workers it runs
-    for second in range(10):
+    per_pass = MOST_A_PASS // 16
+    count = 2 * per_pass + 2
+    for second in range(count):
         merged = merged_report([worker_report(w, float(second), []) for w in range(16)])
         far.send(encode(Reported(merged)))  # the agent's own frame: no worker named
     passes = []
-    while len(passes) < 10 and sum(map(len, passes)) < 10:
+    while len(passes) < 10 and sum(map(len, passes)) < count:
         passes.append(reports(workers.receive(1.0)))
-    assert [len(p) for p in passes] == [MOST_A_PASS // 16] * 2 + [10 - 2 * (MOST_A_PASS // 16)]
-    assert [end for p in passes for _, end in p] == [float(s) for s in range(10)]
+    assert [len(p) for p in passes] == [per_pass, per_pass, 2]
+    assert [end for p in passes for _, end in p] == [float(s) for s in range(count)]
 
 
 def test_what_comes_within_the_gathering_after_a_message_is_taken_in_the_same_pass(agent_links, monkeypatch):
