@@ -282,3 +282,38 @@ def test_a_reports_received_bytes_are_the_receivers_own_never_on_the_wire():
     assert report_bytes(b"") is None and report_bytes(encode(Close())) is None
     with pytest.raises(ProtocolError):
         decode(msgpack.packb(["Reported", {"report": msgpack.unpackb(data)[1]["report"], "received": b"x"}]))
+
+
+def test_histograms_merged_by_metric_and_by_owner_are_those_merged_one_by_one():
+    """by_metric and of_owners (one count over every bucket, numpy) against each client's histogram
+    added in turn: 200 random reports, metrics in any order, empty histograms, negative buckets."""
+    rng = np.random.default_rng(48)
+    for _ in range(200):
+        clients = int(rng.integers(1, 12))
+        histograms = []
+        for _client in range(clients):
+            own = {}
+            for metric in rng.choice(["e2e", "publish", "publish_delay"], size=int(rng.integers(0, 4))):
+                buckets = {
+                    int(b): int(rng.integers(1, 1 << 34)) for b in rng.integers(-40, 60, size=rng.integers(0, 6))
+                }
+                low, high = sorted(float(v) for v in rng.uniform(0, 1e4, 2))
+                own[(str(metric), int(rng.integers(-1, 3)))] = (buckets, sum(buckets.values()), low, high)
+            histograms.append(own)
+        columns = HistogramColumns.gather(histograms)
+        owner = rng.integers(0, 3, size=clients)
+        expected_by_metric: dict = {}
+        expected_by_owner: dict = {}
+        for client, metric, _, (buckets, total, low, high) in columns.wires():
+            for into, key in (
+                (expected_by_metric, metric),
+                (expected_by_owner.setdefault(metric, {}), int(owner[client])),
+            ):
+                was = into.get(key, ({}, 0, np.inf, -np.inf))
+                merged = dict(was[0])
+                for bucket, count in buckets.items():
+                    merged[bucket] = merged.get(bucket, 0) + count
+                into[key] = (merged, was[1] + total, min(was[2], low), max(was[3], high))
+        assert columns.by_metric == expected_by_metric
+        for metric in ("e2e", "publish", "publish_delay"):
+            assert columns.of_owners(metric, owner) == expected_by_owner.get(metric, {})

@@ -11,6 +11,7 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.live_thresholds import LiveJudge
 from dimster.remote.report_hold import HOLD_SECONDS, ReportHold
 from dimster.results.metrics_writer import MetricsWriter
+from dimster.worker.accounts import GroupAccount, side_by_side
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import (
     ClientInterval,
@@ -228,3 +229,17 @@ def test_the_coordinator_takes_a_pass_s_reports_in_as_few_merged_ones_as_keep_ph
         assert getattr(taking.aggregate, name) == getattr(alone, name), name
     assert taking.aggregate.settled_by_group == alone.settled_by_group
     assert len(list(read_journal(taking.journal.path))) == 3 + 2 + 3 + 3  # each report journaled
+
+
+def test_accounts_side_by_side_keep_each_keys_ranges_in_the_accounts_order():
+    """A key of one account keeps its ranges as they are; a key of several gets theirs one list after
+    another, in the accounts' order; keys come in the order they first came."""
+    first = GroupAccount(settled={1: Ranges([(0, 4)]), 2: Ranges([(0, 1)])}, settled_rejected={(1, 1): [(3, 3)]})
+    second = GroupAccount(settled={3: Ranges([(5, 9)]), 1: Ranges([(2, 6)])})
+    third = GroupAccount(settled={1: Ranges([(10, 10)])}, settled_rejected={(1, 1): [(4, 4)], (2, 1): [(0, 0)]})
+    together = side_by_side([first, second, third], GroupAccount(received=3))
+    assert list(together.settled) == [1, 2, 3]
+    assert together.settled[1] == [(0, 4), (2, 6), (10, 10)] and together.settled[2] is first.settled[2]
+    assert together.settled[3] is second.settled[3]
+    assert together.settled_rejected == {(1, 1): [(3, 3), (4, 4)], (2, 1): [(0, 0)]}
+    assert together.settled_archived == {} and together.received == 3

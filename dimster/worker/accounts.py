@@ -9,6 +9,7 @@ coordinator adds a group's ranges once a report instead of once for each of its 
 two of the report's consumers both settled is in the union once and counted in `duplicates`, so the
 run's duplicates and its distinct settled records come out as they would from each consumer's ranges."""
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from itertools import chain
@@ -76,10 +77,13 @@ def side_by_side(accounts: Sequence[Account], into: GroupAccount) -> GroupAccoun
     """`into` with each of the accounts' ranges of a key, one list after another (not united: for a
     reader that counts a record in two of them itself, as the coordinator's aggregate does)."""
     for name in ACCOUNT:
-        gathered = _gathered(accounts, name)
-        joined = {
-            key: parts[0] if len(parts) == 1 else Ranges(chain.from_iterable(parts)) for key, parts in gathered.items()
-        }
+        parts = [by_key for by_key in (getattr(account, name) for account in accounts) if by_key]
+        joined: dict = {}
+        for by_key in parts:  # a key in one part only: its ranges as they are
+            joined.update(by_key)
+        if sum(map(len, parts)) > len(joined):  # keys in several parts: their ranges one list after another
+            for key in [key for key, times in Counter(chain.from_iterable(parts)).items() if times > 1]:
+                joined[key] = Ranges(chain.from_iterable(by_key[key] for by_key in parts if key in by_key))
         setattr(into, name, joined)
     return into
 

@@ -86,17 +86,23 @@ class HistogramColumns:
     def by_metric(self) -> dict[str, HistogramWire]:
         """Each metric's histograms merged, whichever client and partition they came from, in one
         count over every bucket of the report (a report merges the histograms of dozens of clients)."""
-        index: dict[str, int] = {}
-        ids = np.array([index.setdefault(metric, len(index)) for metric in self.metric], np.int64)
+        index, ids = self._metric_ids
         merged = self._merged(ids, np.arange(len(ids)), len(index))
         return {metric: merged[k] for metric, k in index.items() if k in merged}
+
+    @functools.cached_property
+    def _metric_ids(self) -> tuple[dict[str, int], np.ndarray]:
+        """Each metric's number (in the order they first come) and each histogram's metric's number."""
+        index = {metric: k for k, metric in enumerate(dict.fromkeys(self.metric))}
+        return index, np.fromiter(map(index.__getitem__, self.metric), np.int64, len(self.metric))
 
     def of_owners(self, metric: str, owner: np.ndarray) -> dict[int, HistogramWire]:
         """The histograms of `metric` merged per owner of their clients (`owner`: each client's, an
         index from 0): a report's workers' own, each of its lines'."""
-        chosen = np.flatnonzero(np.array(self.metric, object) == metric) if self.metric else np.empty(0, np.int64)
-        if not len(chosen):
+        index, ids = self._metric_ids
+        if metric not in index:
             return {}
+        chosen = np.flatnonzero(ids == index[metric])
         ids = owner[self.client[chosen]]
         return self._merged(ids, chosen, int(ids.max()) + 1)
 
@@ -117,12 +123,16 @@ class HistogramColumns:
         flat = np.repeat(ids, lengths) * width + (bucket - shift)
         counts = np.bincount(flat, weights=count, minlength=keys * width).reshape(keys, width)
         totals = np.bincount(ids, weights=self.total[rows], minlength=keys).astype(np.int64).tolist()
+        order = np.argsort(ids, kind="stable")  # each key's rows together, for its lowest and highest value
+        present, firsts = np.unique(ids[order], return_index=True)
+        lows = np.minimum.reduceat(self.low[rows][order], firsts).tolist()
+        highs = np.maximum.reduceat(self.high[rows][order], firsts).tolist()
+        keyed, at = np.nonzero(counts)  # every key's buckets with a count, key by key, in bucket order
+        buckets, found = (at + shift).tolist(), counts[keyed, at].astype(np.int64).tolist()
+        bounds = np.searchsorted(keyed, present, "left").tolist(), np.searchsorted(keyed, present, "right").tolist()
         merged = {}
-        for k in np.unique(ids).tolist():
-            found = np.flatnonzero(counts[k])
-            by_bucket = dict(zip((found + shift).tolist(), counts[k][found].astype(np.int64).tolist(), strict=True))
-            chosen = rows[ids == k]
-            merged[k] = (by_bucket, totals[k], float(self.low[chosen].min()), float(self.high[chosen].max()))
+        for k, first, last, low, high in zip(present.tolist(), *bounds, lows, highs, strict=True):
+            merged[k] = (dict(zip(buckets[first:last], found[first:last], strict=True)), totals[k], low, high)
         return merged
 
     def wires(self) -> Iterator[tuple[int, str, int, HistogramWire]]:
