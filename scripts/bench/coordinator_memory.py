@@ -82,6 +82,15 @@ def no_replay():
     raise RuntimeError("a record came back after it was folded: the simulation is not what it claims")
 
 
+def run_aggregate(args: argparse.Namespace) -> RunAggregate:
+    """The aggregate of a run of the group "g" on topic "t", folding as a run's does (but `--keep-all`)."""
+    aggregate = RunAggregate({"g": "t"})
+    aggregate.load_started = 100.0
+    if not args.keep_all:
+        aggregate.outcomes.fold_beyond(horizon_for(args.lock_ms), replay=no_replay)
+    return aggregate
+
+
 def trimmed_rss_mb(me: psutil.Process) -> int:
     """The resident memory once glibc's allocator has returned the free pages it keeps (malloc_trim):
     what the process holds, apart from what it freed and the allocator kept for later. Each trim
@@ -106,10 +115,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(48)
     me = psutil.Process()
-    aggregate = RunAggregate({"g": "t"})
-    aggregate.load_started = 100.0
-    if not args.keep_all:
-        aggregate.outcomes.fold_beyond(horizon_for(args.lock_ms), replay=no_replay)
+    aggregate = run_aggregate(args)
     curve = [{"minute": 0, "rss_mb": round(me.memory_info().rss / 2**20), "seconds": 0.0}]
     print(f"minute 0: RSS {curve[0]['rss_mb']} MB", flush=True)
     for minute in range(args.minutes):
