@@ -43,6 +43,12 @@ def gaps(first: int, last: int, covered: list[tuple[int, int]]) -> list[tuple[in
     return [*pieces, (start, last)] if start <= last else pieces
 
 
+def pairs(ranges: list[tuple[int, int]]) -> np.ndarray:
+    """Ranges as an array of (first, last) rows: read as one flat run of numbers, some three times
+    faster than numpy's reading of a list of tuples."""
+    return np.fromiter(itertools.chain.from_iterable(ranges), np.int64, 2 * len(ranges)).reshape(-1, 2)
+
+
 def ranges_size(ranges: list[tuple[int, int]]) -> int:
     """How many values (first, last) ranges hold."""
     if len(ranges) == 1:  # the usual case: one consumer's records of a producer in an interval
@@ -94,7 +100,7 @@ class RangeSet:
             return self.add(*ranges[0])
         if len(ranges) < FEW:
             return sum(self.add(first, last) for first, last in ranges)
-        added = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        added = pairs(ranges)
         i = bisect.bisect_left(self.ends, int(added[:, 0].min()) - 1)  # those before i stay as they are
         starts = np.concatenate((np.frombuffer(self.starts[i:], dtype=np.int64), added[:, 0]))
         ends = np.concatenate((np.frombuffer(self.ends[i:], dtype=np.int64), added[:, 1]))
@@ -133,7 +139,7 @@ class RangeSet:
         second brings some 3 million scattered rejects)."""
         if len(ranges) < FEW or not self.starts:
             return [both for first, last in ranges for both in self.within(first, last)]
-        wanted = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        wanted = pairs(ranges)
         starts, ends = np.frombuffer(self.starts, dtype=np.int64), np.frombuffer(self.ends, dtype=np.int64)
         low = np.searchsorted(ends, wanted[:, 0], "left")  # the first of ours that ends at or after it starts
         counts = np.maximum(np.searchsorted(starts, wanted[:, 1], "right") - low, 0)  # ours it touches
