@@ -76,8 +76,9 @@ def united(accounts: Sequence[Account], into: GroupAccount) -> GroupAccount:
 def side_by_side(accounts: Sequence[Account], into: GroupAccount) -> GroupAccount:
     """`into` with each of the accounts' ranges of a key, one list after another (not united: for a
     reader that counts a record in two of them itself, as the coordinator's aggregate does)."""
+    fields_of = [vars(account) for account in accounts]
     for name in ACCOUNT:
-        parts = [by_key for by_key in (getattr(account, name) for account in accounts) if by_key]
+        parts = [own[name] for own in fields_of if own[name]]
         joined: dict = {}
         for by_key in parts:  # a key in one part only: its ranges as they are
             joined.update(by_key)
