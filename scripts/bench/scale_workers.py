@@ -188,13 +188,16 @@ class FakeFleet:
 def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assignments: list[Assignment]) -> None:
     """The agents' process: Ready once its workers are placed, then each agent's report every second
     from StartLoad on (spread over the second unless `aligned`), a worker's last at its Close; the
-    groups' pending records every 0.25 s. What the coordinator sends is read at once, on a thread of
-    its own (so that neither side waits on the other's sends); a report waits while the pipe is full
-    (the loop behind), and is made late with the end it was due at. Ends with the coordinator's
-    "end" or once its end of the pipe is closed."""
+    groups' pending records every 0.25 s. What the coordinator sends is read at once, and what goes
+    to it is sent, each on a thread of its own: reports are made when due and queue without bound
+    while the loop is behind, as agents' messages queue in the coordinator's sockets (a report of 16
+    workers is larger than the pipe's buffer: made and sent in turn, each report would wait for the
+    loop to read the one before). Ends with the coordinator's "end" or once its end of the pipe is
+    closed."""
     fleet = FakeFleet(rate, per_agent)
     fleet.place(assignments)
     commands: queue.SimpleQueue[tuple[str, int, float]] = queue.SimpleQueue()
+    outbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
 
     def read() -> None:
         with contextlib.suppress(EOFError, OSError):
@@ -202,8 +205,14 @@ def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assig
                 commands.put(pipe.recv())
         commands.put(("end", -1, 0.0))
 
+    def write() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                pipe.send(outbox.get())
+
     threading.Thread(target=read, daemon=True).start()
-    pipe.send(("ready", -1, 0, None))
+    threading.Thread(target=write, daemon=True).start()
+    outbox.put(("ready", -1, 0, None))
     workers = len(assignments)
     due: list[tuple[float, int]] = []  # heap of (epoch s, agent): each agent's next report
     closed: set[int] = set()
@@ -217,11 +226,11 @@ def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assig
                 heapq.heappush(due, (at + offset + 1.0, index))
             elif kind == "stop":
                 fleet.stop_producers(index)
-                pipe.send(("stopped", index, 1, None))
+                outbox.put(("stopped", index, 1, None))
             elif kind == "close":
-                pipe.send(("report", index, 1, fleet.report([index], time.time())))  # its last
-                pipe.send(("pending", -1, 0, fleet.pending()))
-                pipe.send(("closed", index, 1, None))
+                outbox.put(("report", index, 1, fleet.report([index], time.time())))  # its last
+                outbox.put(("pending", -1, 0, fleet.pending()))
+                outbox.put(("closed", index, 1, None))
                 closed.add(index)
             elif kind == "end":
                 return
@@ -231,9 +240,9 @@ def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assig
             mine = [w for w in range(agent, workers, fleet.agents) if w not in closed]
             if mine:
                 heapq.heappush(due, (at + 1.0, agent))
-                pipe.send(("report", mine[0], len(mine), fleet.report(mine, at)))
+                outbox.put(("report", mine[0], len(mine), fleet.report(mine, at)))
         if now - told >= PENDING_EVERY:
-            pipe.send(("pending", -1, 0, fleet.pending()))
+            outbox.put(("pending", -1, 0, fleet.pending()))
             told = now
 
 
