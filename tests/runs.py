@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from dimster.coordinator.control.run_state import console_log, control_request, wait_until
+from tests.bench import bench_script
 from tests.cli import REPO, dimster
 
 BASE = {
@@ -239,13 +240,9 @@ def no_loss(info: dict) -> None:
 def cpu_hog(seconds: float) -> Iterator[None]:
     """A busy process per core at normal priority while the block runs (scripts/bench/pressure.py), each
     ending by itself after `seconds` should the test be killed."""
-    bench = str(REPO / "scripts" / "bench")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    from pressure import start, stop
-
-    hogs = start("cpu", seconds, os.cpu_count() or 1, 0.0)
+    pressure = bench_script("pressure")
+    hogs = pressure.start("cpu", seconds, os.cpu_count() or 1, 0.0)
     try:
         yield
     finally:
-        stop(hogs)
+        pressure.stop(hogs)

@@ -2,20 +2,15 @@
 its account must close, and what the aggregate holds must follow the fold horizon, not the run's length."""
 
 import argparse
-import importlib
-import sys
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from tests.bench import bench_script
 
 pytestmark = pytest.mark.unit
 
-BENCH = str(REPO / "scripts" / "bench")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-coordinator_memory = importlib.import_module("coordinator_memory")
+coordinator_memory = bench_script("coordinator_memory")
 
 
 @pytest.mark.parametrize("report_seconds", [60, 10])

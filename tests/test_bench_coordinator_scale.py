@@ -1,7 +1,6 @@
 """scripts/bench/coordinator_scale.py drives the real run loop with in-memory workers: its reports must
 be what a worker sends, byte for byte, and a run of it must close its account and yield its figures."""
 
-import importlib
 import json
 import subprocess
 import sys
@@ -20,15 +19,13 @@ from dimster.worker.protocol import (
     decode,
     encode,
 )
+from tests.bench import BENCH, bench_script
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit
 
-BENCH = str(REPO / "scripts" / "bench")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)  # the benchmark's modules import each other by name, as when run as a script
-scale_workers = importlib.import_module("scale_workers")
-coordinator_scale = importlib.import_module("coordinator_scale")
+scale_workers = bench_script("scale_workers")
+coordinator_scale = bench_script("coordinator_scale")
 
 
 def _assignments(workers: int, clients_per_worker: int) -> tuple:

@@ -2,8 +2,6 @@
 each second's rate error against the target over the time its report covered, the whole phase's, the
 publish delay's percentiles, and across a live rate change the report that spans it left out."""
 
-import importlib
-import sys
 
 import pytest
 
@@ -11,14 +9,11 @@ from dimster.metrics.histogram import Histogram
 from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, worker_report
-from tests.conftest import REPO
+from tests.bench import bench_script
 
 pytestmark = pytest.mark.unit
 
-BENCH = str(REPO / "scripts" / "bench")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-pacing = importlib.import_module("pacing")
+pacing = bench_script("pacing")
 START = 1_700_000_000.0
 
 

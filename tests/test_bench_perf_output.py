@@ -3,20 +3,15 @@ samples are in the tools' own formats (org.apache.kafka.tools.ProducerPerformanc
 printTotal, ShareConsumerPerformance.printHeader, printShareConsumerProgress and printStats), with
 numbers that agree with each other: 512-byte records, MB of 1024 * 1024 bytes."""
 
-import importlib
-import sys
 from datetime import datetime
 
 import pytest
 
-from tests.conftest import REPO
+from tests.bench import bench_script
 
 pytestmark = pytest.mark.unit
 
-BENCH = str(REPO / "scripts" / "bench")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)  # the benchmark's modules import each other by name, as when run as a script
-perf_output = importlib.import_module("perf_output")
+perf_output = bench_script("perf_output")
 
 PRODUCER_OUTPUT = """\
 1043201 records sent, 208598.5 records/sec (101.85 MB/sec), 12.3 ms avg latency, 210.0 ms max latency.

@@ -2,21 +2,16 @@
 turns, and the medians and ratios it reports (scripts/bench/README.md describes both)."""
 
 import argparse
-import importlib
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.bench import bench_script
 
 pytestmark = pytest.mark.unit
 
-BENCH = str(REPO / "scripts" / "bench")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)  # the benchmark's modules import each other by name, as when run as a script
-perf_measure = importlib.import_module("perf_measure")
-perf_report = importlib.import_module("perf_report")
-perf_side_by_side = importlib.import_module("perf_side_by_side")
+perf_measure = bench_script("perf_measure")
+perf_report = bench_script("perf_report")
+perf_side_by_side = bench_script("perf_side_by_side")
 
 SIDES = ["kafka", "dimster-librdkafka", "dimster-java"]
 

@@ -2,21 +2,16 @@
 consumer keeps between its reports must not grow with the run, and each report must account for
 every record it took."""
 
-import importlib
-import sys
 
 import pytest
 
 from dimster.worker.clients import consumer
 from dimster.worker.protocol import decode
-from tests.conftest import REPO
+from tests.bench import bench_script
 
 pytestmark = pytest.mark.unit
 
-BENCH = str(REPO / "scripts" / "bench")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-worker_memory = importlib.import_module("worker_memory")
+worker_memory = bench_script("worker_memory")
 
 
 def held(client) -> tuple[int, int, int, int]:

@@ -103,8 +103,8 @@ class HistogramColumns:
         if metric not in index:
             return {}
         chosen = np.flatnonzero(ids == index[metric])
-        ids = owner[self.client[chosen]]
-        return self._merged(ids, chosen, int(ids.max()) + 1)
+        owners = owner[self.client[chosen]]
+        return self._merged(owners, chosen, int(owners.max()) + 1)
 
     def _merged(self, ids: np.ndarray, rows: np.ndarray, keys: int) -> dict[int, HistogramWire]:
         """The histograms `rows` merged by their `ids` (0 to keys - 1), in one count over their buckets."""

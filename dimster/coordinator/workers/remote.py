@@ -224,23 +224,21 @@ class RemoteWorkers:
             index = framed_worker(frames[0]) if len(frames) == 2 else None
             if len(frames) not in (1, 2) or (len(frames) == 2 and index not in link.workers):
                 raise ProtocolError(f"a message for no worker it runs ({len(frames)} frames)")
-            to = index if index is not None else link.workers[0]
             if frames[-1].startswith(REPORTED):  # an agent's own report has a line for each of its workers
                 lines = len(link.workers) if index is None else 1
                 held = self._undecoded[link.index] = Undecoded(link, index, frames[-1], lines)
-                return [(to, held)]
+                return [(_addressee(link, index), held)]
             message = self._handle(link, index, decode(frames[-1]))
         except ProtocolError as e:
             return self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
-        return [] if message is None else [(to, message)]
+        return [] if message is None else [(_addressee(link, index), message)]
 
     def _decode(self, held: Undecoded) -> None:
         """A report that waited for its pass's end, decoded in its place."""
         link = held.link
         try:
             message = self._handle(link, held.worker, decode(held.data))
-            to = held.worker if held.worker is not None else link.workers[0]
-            held.taken = [] if message is None else [(to, message)]
+            held.taken = [] if message is None else [(_addressee(link, held.worker), message)]
         except ProtocolError as e:
             held.taken = self._lose(link, f"sent what dimster {__version__} cannot read ({e})")
 
@@ -313,6 +311,11 @@ class RemoteWorkers:
 
     def clock_offsets(self) -> dict[int, ClockOffset]:
         return {index: link.clock.as_record() for index, link in enumerate(self.owner)}
+
+
+def _addressee(link: AgentLink, worker: int | None) -> int:
+    """The worker a message is for: the one it names, or the agent's first (the agent's own message)."""
+    return worker if worker is not None else link.workers[0]
 
 
 def agents_in_bundle(agents: RemoteWorkers, bundle: ResultsBundle) -> tuple[RemoteWorkers, int]:
