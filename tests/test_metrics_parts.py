@@ -161,12 +161,14 @@ def test_parts_that_differ_in_columns_merge_a_row_group_at_a_time(tmp_path, monk
 
 def test_a_merge_of_merged_files_holds_a_row_group_at_a_time_not_a_file(tmp_path, monkeypatch):
     """A long run's merged files hold millions of rows; a merge a level up (and the end's) reads them a
-    row group at a time: its peak of Arrow memory stays that of a row group or two however big the files
-    (read whole, 4 files of 400,000 rows took 3.4 times the memory 4 of 100,000 did)."""
+    row group at a time: its peak of Arrow memory stays that of a row group however big the files
+    (read whole, 4 files of 400,000 rows took 3.4 times the memory 4 of 100,000 did). Each merge comes
+    after reads that wake Arrow's pool of threads, as a run's other reads do: a row group decoded there
+    was at times freed only after the next was read (peaks 1.08 to 1.6 times the least)."""
     monkeypatch.setattr("dimster.results.metrics_parts.ROW_GROUP_ROWS", 50_000)
-    peaks = {}
-    for rows in (100_000, 400_000):
-        table_dir = tmp_path / str(rows) / "intervals"
+    peaks = []
+    for rows in (100_000, 400_000, 100_000, 400_000):
+        table_dir = tmp_path / str(len(peaks)) / "intervals"
         table_dir.mkdir(parents=True)
         for i in range(4):
             values = pa.array(range(i * rows, (i + 1) * rows), pa.int64())
@@ -175,6 +177,7 @@ def test_a_merge_of_merged_files_holds_a_row_group_at_a_time_not_a_file(tmp_path
                 table_dir / f"parts-{12 * i:05d}-{12 * i + 11:05d}.parquet",
                 row_group_size=50_000,
             )
+        assert pq.read_table(table_dir).num_rows == 4 * rows  # Arrow's threads at work before the merge
         before = pa.default_memory_pool()
         pool = pa.proxy_memory_pool(before)  # a peak of this merge's own
         pa.set_memory_pool(pool)
@@ -182,10 +185,11 @@ def test_a_merge_of_merged_files_holds_a_row_group_at_a_time_not_a_file(tmp_path
             metrics_parts._merge(table_files(table_dir), table_dir / "parts-00000-00047.parquet")
         finally:
             pa.set_memory_pool(before)
-        peaks[rows] = pool.max_memory()
+        peaks.append((rows, pool.max_memory()))
         merged = pq.read_table(table_dir / "parts-00000-00047.parquet").column("sent")
         assert merged.to_pylist() == list(range(4 * rows))
-    assert 0 < peaks[400_000] < 1.5 * peaks[100_000], peaks
+    least = min(peak for _, peak in peaks)
+    assert 0 < max(peak for _, peak in peaks) < 1.25 * least, peaks
 
 
 def test_a_table_that_cannot_be_merged_stays_as_it_was_with_a_note(tmp_path):
