@@ -10,18 +10,21 @@ rejected records, the records it received again) and every producer once. After 
 process's resident memory is printed, so the curve shows whether the aggregate's memory follows the
 run's length or stays with its clients. The aggregate folds long-settled records as a run's does
 (coordinator/account/outcome_folds.py, the horizon of a `--lock-ms` lock); `--keep-all` keeps every
-record, as dimster did before.
+record, as dimster did before. `--feed-process` makes the reports in a process of its own (the same
+reports, from the same seed), so that a long curve takes the aggregate's time, not the two's added.
 
     .venv/bin/python scripts/bench/coordinator_memory.py [--minutes 10] [--rate 1000000] [--reject 0.05]
         [--release 0.05] [--producers 64] [--consumers 64] [--lock-ms 30000] [--report-seconds 60]
-        [--keep-all] [--trim] [--json-out F]
+        [--keep-all] [--trim] [--feed-process] [--json-out F]
 """
 
 import argparse
 import ctypes
 import json
+import multiprocessing
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +38,8 @@ from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.coordinator.account.outcome_folds import horizon_for
 from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import ClientInterval, IntervalReport, worker_report
+
+SEED = 48
 
 
 def interval_reports(interval: int, args: argparse.Namespace, rng: np.random.Generator) -> list[IntervalReport]:
@@ -65,6 +70,33 @@ def interval_reports(interval: int, args: argparse.Namespace, rng: np.random.Gen
         taker.received_again[(producer, 2)] = again
         taker.settled[producer] = taker.settled.get(producer, []) + again
     return [worker_report(0, end, producers), worker_report(1, end, consumers)]
+
+
+def reports_made(args: argparse.Namespace) -> Iterator[list[IntervalReport]]:
+    """Each report interval's reports, in order: made here, or with `--feed-process` in a process of
+    their own, a few intervals ahead, and taken in through a pipe."""
+    intervals = args.minutes * (60 // args.report_seconds)
+    if not args.feed_process:
+        rng = np.random.default_rng(SEED)
+        for interval in range(intervals):
+            yield interval_reports(interval, args, rng)
+        return
+    context = multiprocessing.get_context("fork")
+    made = context.Queue(maxsize=4)
+    maker = context.Process(target=_make_into, args=(made, args, intervals), name="feed", daemon=True)
+    maker.start()
+    try:
+        for _ in range(intervals):
+            yield made.get()
+    finally:
+        maker.terminate()
+        maker.join()
+
+
+def _make_into(made: "multiprocessing.Queue[list[IntervalReport]]", args: argparse.Namespace, intervals: int) -> None:
+    rng = np.random.default_rng(SEED)
+    for interval in range(intervals):
+        made.put(interval_reports(interval, args, rng))
 
 
 def ranges_kept(a: RunAggregate) -> tuple[int, int]:
@@ -111,20 +143,22 @@ def main() -> None:
     parser.add_argument("--report-seconds", type=int, default=60, choices=[s for s in range(1, 61) if 60 % s == 0])
     parser.add_argument("--keep-all", action="store_true", help="fold nothing (every record kept)")
     parser.add_argument("--trim", action="store_true", help="also the RSS after malloc_trim, each minute (glibc)")
+    parser.add_argument("--feed-process", action="store_true", help="make the reports in a process of their own")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    rng = np.random.default_rng(48)
     me = psutil.Process()
     aggregate = run_aggregate(args)
     curve = [{"minute": 0, "rss_mb": round(me.memory_info().rss / 2**20), "seconds": 0.0}]
     print(f"minute 0: RSS {curve[0]['rss_mb']} MB", flush=True)
     per_minute = 60 // args.report_seconds
+    made = reports_made(args)
     for minute in range(args.minutes):
         started = time.monotonic()
-        for interval in range(minute * per_minute, (minute + 1) * per_minute):
-            for report in interval_reports(interval, args, rng):
+        for _ in range(per_minute):
+            reports = next(made)
+            for report in reports:
                 aggregate.add(report)
-        del report  # the minute's reports are gone: what is measured is what the aggregate holds
+        del reports, report  # the minute's reports are gone: what is measured is what the aggregate holds
         took = time.monotonic() - started
         blocks = sys.getallocatedblocks()
         rss = round(me.memory_info().rss / 2**20)
