@@ -2,11 +2,9 @@
 latest status, or the request reaches the run as one of the shapes the run understands; never a 5xx,
 never a half-understood change. And bursts of status calls: all answered, the run unharmed."""
 
-import contextlib
 import http.client
 import itertools
 import json
-import queue
 import re
 import subprocess
 import sys
@@ -18,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dimster.coordinator.control.api import ROUTES, ControlServer
-from dimster.coordinator.control.desk import STATUS_EVERY, ControlDesk
+from dimster.coordinator.control.desk import ControlDesk
 from dimster.coordinator.control.run_state import TOKEN_HEADER, read_run_state
 from dimster.coordinator.workers.local import LocalWorkers
 from tests.conftest import REPO, dimster
@@ -29,8 +27,7 @@ STATUS = {"runId": "r", "phase": "measure", "sent": 0, "settings": {"sasl.passwo
 
 
 class Coordinator:
-    """Stands for the run's main loop: publishes a status, answers a status the API did not answer from
-    it (the first after a quiet spell) with the same, takes each other request that gets through, and
+    """Stands for the run's main loop: publishes a status, takes each request that gets through, and
     keeps it."""
 
     def __init__(self, server: ControlServer):
@@ -42,9 +39,6 @@ class Coordinator:
     def _serve(self) -> None:
         while True:
             request = self.server.requests.get()
-            if request.action == "status":
-                request.reply(STATUS)
-                continue
             self.seen.append((request.action, request.body))
             request.reply({"ok": True})
 
@@ -186,8 +180,7 @@ def assert_in_order(answers: list[dict]) -> None:
 @pytest.mark.unit
 def test_a_burst_of_status_calls_is_answered_from_the_snapshot_while_it_changes():
     """100 connections at once are all accepted (a listen backlog of 5 left some callers waiting for
-    the kernel's retries, or for ever), and once the status is watched (a call before them) each gets
-    one whole published status, never the run's loop."""
+    the kernel's retries, or for ever), and each gets one whole published status, never the run's loop."""
     server = ControlServer("control-burst-test")
     server.start({"run_id": "r", "results": None, "workload": "w", "phase": "running"})
     published, ended = threading.Event(), threading.Event()
@@ -196,15 +189,12 @@ def test_a_burst_of_status_calls_is_answered_from_the_snapshot_while_it_changes(
         for sent in itertools.count(1):
             server.publish_status({**STATUS, "sent": sent, "acked": sent})
             published.set()
-            with contextlib.suppress(queue.Empty):  # the first call, before the status was watched
-                server.requests.get_nowait().reply({**STATUS, "sent": sent, "acked": sent})
             if ended.wait(0.001):
                 return
 
     threading.Thread(target=main_loop, daemon=True).start()
     try:
         published.wait(10)
-        assert burst(server.port, server.token, 1)[0]["sent"] > 0
         assert server.http.request_queue_size >= 100  # the kernel queues the whole burst's handshakes
         answers = burst(server.port, server.token)
         assert [a["code"] for a in answers] == [200] * 100, [a for a in answers if a["code"] != 200][:3]
@@ -214,66 +204,6 @@ def test_a_burst_of_status_calls_is_answered_from_the_snapshot_while_it_changes(
         assert_in_order(answers)
     finally:
         ended.set()
-        server.close()
-
-
-@pytest.mark.unit
-def test_the_loop_makes_snapshots_only_while_the_status_is_asked_for(monkeypatch):
-    """No snapshot while no one asks (a thousand workers' status four times a second for no one); the
-    first call is answered by the loop, the next from snapshots it then makes every STATUS_EVERY; after
-    WATCHED_S without a call it stops, and the next call gets the loop's fresh status, not the old one."""
-    monkeypatch.setattr("dimster.coordinator.control.api.WATCHED_S", 1.0)
-    server = ControlServer("control-watched-test")
-    server.start({"run_id": "r", "results": None, "workload": "w", "phase": "running"})
-    made: list[int] = []  # the `sent` of each status the loop made
-
-    def status() -> dict:
-        made.append(len(made) + 1)
-        return {**STATUS, "sent": made[-1]}
-
-    desk = ControlDesk(server, status, None)  # type: ignore[arg-type]  # no log: nothing fails here
-    asked: list[dict] = []
-
-    def ask_while_serving() -> dict:
-        asking = threading.Thread(target=lambda: asked.append(burst(server.port, server.token, 1)[0]))
-        asking.start()
-        while asking.is_alive():
-            desk.serve(dict, dict)
-            time.sleep(0.01)
-        return asked[-1]
-
-    try:
-        for _ in range(5):
-            desk.serve(dict, dict)
-            time.sleep(STATUS_EVERY)
-        assert made == []
-        first = ask_while_serving()
-        assert (first["code"], first["sent"]) == (200, 1)  # the loop's own answer
-        snapshots = len(made)
-        time.sleep(STATUS_EVERY)
-        desk.serve(dict, dict)
-        assert len(made) == snapshots + 1  # watched: a snapshot when due
-        second = burst(server.port, server.token, 1)[0]  # no loop serving: answered from the snapshot
-        assert (second["code"], second["sent"]) == (200, made[-1]) and server.requests.empty()
-        time.sleep(1.1)  # WATCHED_S without a call
-        desk.serve(dict, dict)
-        assert len(made) == snapshots + 1
-        third = ask_while_serving()
-        assert (third["code"], third["sent"]) == (200, snapshots + 2)  # fresh, not the last snapshot
-    finally:
-        server.close()
-
-
-@pytest.mark.unit
-def test_the_runs_last_snapshot_answers_every_status_once_the_loop_takes_no_more_requests():
-    """After the run's final snapshot no loop serves requests: a status, watched or not, is answered from it."""
-    server = ControlServer("control-final-test")
-    server.start({"run_id": "r", "results": None, "workload": "w", "phase": "running"})
-    try:
-        server.publish_status({**STATUS, "sent": 7}, final=True)
-        answer = burst(server.port, server.token, 1)[0]
-        assert (answer["code"], answer["sent"]) == (200, 7) and server.requests.empty()
-    finally:
         server.close()
 
 

@@ -16,8 +16,7 @@ of the clock probes, made on the loop's thread, is not), the report lag (a repor
 handling) and the console lag (a line's due time to its printing).
 
     .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 90]
-        [--clients-per-worker 30] [--aligned] [--workers-per-agent K] [--status-every S] [--profile PREFIX]
-        [--json-out F]
+        [--clients-per-worker 30] [--aligned] [--workers-per-agent K] [--profile PREFIX] [--json-out F]
 
 `--workers-per-agent K`: the workers run on N/K agents (worker i on agent i mod N/K, as `RemoteWorkers`
 places them), each sending one report a second for its K workers (protocol 20, remote/report_hold.py);
@@ -25,20 +24,13 @@ building and merging them is the agents' work, in the agents' process.
 
 A run may have 100,000 clients: 4,096 workers take `--clients-per-worker 24`.
 
-`--status-every S`: a process of its own asks the control API for the status every S seconds, as a
-`dimster status` in a loop or the live tuner would; the loop then makes a snapshot every 0.25 s (and
-only then: with no one asking, it makes one as the load starts and one at the end).
-
 `--profile PREFIX` writes a cProfile of the loop's thread over the load (StartLoad to StopProducers) per
 size to PREFIX-<N>.prof; a profiled run's figures are inflated by the profiler: measure without it.
 """
 
 import argparse
-import contextlib
 import cProfile
-import http.client
 import json
-import multiprocessing
 import os
 import resource
 import shutil
@@ -102,13 +94,12 @@ def run_child(args: argparse.Namespace) -> dict:
     publishing: list[float] = []  # seconds each status took to publish (masked and encoded), every 0.25 s
     publish = control.publish_status
 
-    def timed_publish(status: dict, final: bool = False) -> None:
+    def timed_publish(status: dict) -> None:
         began = time.perf_counter()
-        publish(status, final)
+        publish(status)
         publishing.append(time.perf_counter() - began)
 
     control.publish_status = timed_publish  # type: ignore[method-assign]
-    asking = status_caller(control, args.status_every) if args.status_every else None
     lines: list[str] = []  # the console lines of the load (those of the drain after it are not timed)
 
     def say(line: str) -> None:
@@ -127,9 +118,6 @@ def run_child(args: argparse.Namespace) -> dict:
     finally:
         if profiler:
             profiler.dump_stats(f"{args.profile}-{n}.prof")
-        if asking:
-            asking.terminate()
-            asking.join()
         control.close()
         fake.close()
     info = json.loads((bundle.path / "run.json").read_text())
@@ -168,24 +156,6 @@ def run_child(args: argparse.Namespace) -> dict:
     }
 
 
-def status_caller(control, every: float) -> multiprocessing.Process:
-    """A process of its own (its CPU is not the coordinator's) that asks for the status every `every` s."""
-    from dimster.coordinator.control.run_state import TOKEN_HEADER
-
-    def ask() -> None:
-        while True:
-            connection = http.client.HTTPConnection("127.0.0.1", control.port, timeout=30)
-            with contextlib.suppress(OSError, http.client.HTTPException):
-                connection.request("GET", "/status", headers={TOKEN_HEADER: control.token})
-                connection.getresponse().read()
-            connection.close()
-            time.sleep(every)
-
-    caller = multiprocessing.get_context("fork").Process(target=ask, name="status-caller", daemon=True)
-    caller.start()
-    return caller
-
-
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages."""
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -205,7 +175,6 @@ def main() -> None:
     parser.add_argument(
         "--workers-per-agent", type=int, default=1, help="K: agents of K workers, each sending one report for them"
     )
-    parser.add_argument("--status-every", type=float, help="seconds between status calls of a caller (none)")
     parser.add_argument("--profile", help="cProfile of the loop's thread to PREFIX-<workers>.prof")
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -220,7 +189,6 @@ def main() -> None:
         command += ["--clients-per-worker", str(args.clients_per_worker)] + (["--aligned"] if args.aligned else [])
         command += ["--workers-per-agent", str(args.workers_per_agent)]
         command += ["--profile", args.profile] if args.profile else []
-        command += ["--status-every", str(args.status_every)] if args.status_every else []
         before = load_average()
         child = subprocess.run(command, capture_output=True, text=True, timeout=10 * args.seconds + 600)
         if child.returncode:

@@ -3,11 +3,9 @@ state file only the user can read (`<state dir>/runs/<env>.json`).
 
 Requests that change the run (modify, stop, event) are handed to the coordinator's main loop through a
 queue, so everything that changes the run happens on one thread. `GET /status` is answered by the HTTP
-thread from the latest snapshot the main loop published (`publish_status`: every 0.25 s while someone
-asks for the status, and before it answers a change), so that any number of status calls costs the
-run's loop nothing. A status asked before the first snapshot (the run still starting), or the first
-after WATCHED_S without one (the loop stopped making snapshots no one read), waits for the loop, as
-the other requests do.
+thread from the latest snapshot the main loop published (`publish_status`: every 0.25 s, and before it
+answers a change), so that any number of status calls costs the run's loop nothing; only before the
+first snapshot (the run still starting) does a status call wait for the loop, as the others do.
 """
 
 import contextlib
@@ -18,7 +16,6 @@ import re
 import secrets
 import socketserver
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Annotated, Any, Literal
@@ -31,7 +28,6 @@ from dimster.processes import TrackedProcess
 from dimster.results.redaction import Redactor
 
 MAX_BODY = 1_000_000  # bytes of a request body
-WATCHED_S = 30.0  # a status asked within this long keeps the loop publishing snapshots
 # How often a server's loop looks for its shutdown: at socketserver's 0.5 s, the end of every run waited
 # up to that long for each of its two servers (this API and the run's /metrics), before its summary.
 SHUTDOWN_POLL_SECONDS = 0.05
@@ -133,20 +129,11 @@ class ControlServer:
         self.thread = serving_thread(self.http, "control-api")
         self.closed = False
         self.status_answer: bytes | None = None  # the latest status, encoded; replaced whole, never changed
-        self.status_asked = -WATCHED_S  # time.monotonic() of the latest GET /status
-        self.status_final = False  # the run's last snapshot is out: every status is answered from it
         self.doorbell = Doorbell()  # rung with each request the run loop takes
 
-    def watched(self) -> bool:
-        """Whether a status was asked for lately: the loop makes snapshots only then (a thousand
-        workers' status, four times a second, for no one was some 2 % of a core)."""
-        return time.monotonic() - self.status_asked < WATCHED_S
-
-    def publish_status(self, status: dict, final: bool = False) -> None:
-        """The run's status as `GET /status` answers it from now on (called by the main loop); `final`:
-        the loop takes no more requests, so every status is answered from this one."""
+    def publish_status(self, status: dict) -> None:
+        """The run's status as `GET /status` answers it from now on (called by the main loop)."""
         self.status_answer = self.encode(status)
-        self.status_final = self.status_final or final
 
     def encode(self, answer: dict) -> bytes:
         return json.dumps(self.redactor.redact(answer), default=str).encode()  # `settings` holds secrets
@@ -220,11 +207,8 @@ def _handler_for(server: ControlServer):
             except ValidationError as e:
                 return self._send(400, {"error": f"{action}: {_first_error(e)}"})
             snapshot = server.status_answer  # one read of the reference: a whole snapshot, whatever comes next
-            if action == "status":
-                published = server.watched()  # asked for lately: the loop has gone on making snapshots
-                server.status_asked = time.monotonic()
-                if (published or server.status_final) and snapshot is not None:
-                    return self._send_encoded(200, snapshot)
+            if action == "status" and snapshot is not None:
+                return self._send_encoded(200, snapshot)
             request = ControlRequest(action, body)
             server.requests.put(request)
             server.doorbell.ring()

@@ -9,7 +9,7 @@ from dimster.coordinator.control.api import ControlRequest, ControlServer
 from dimster.coordinator.control.run_log import RunLog
 from dimster.errors import DimsterError
 
-STATUS_EVERY = 0.25  # seconds between status snapshots for the control API's `GET /status` (while watched)
+STATUS_EVERY = 0.25  # seconds between status snapshots for the control API's `GET /status`
 
 
 class ControlDesk:
@@ -24,18 +24,16 @@ class ControlDesk:
         """What the run loop waits on beside its workers: readable when a request waits (api.Doorbell)."""
         return self.control.doorbell.fd if self.control else None
 
-    def publish(self, final: bool = False) -> None:
-        """A fresh status for `GET /status`: a status asked for from now on shows what the run did;
-        `final`: the run's last, after which the loop takes no more requests."""
+    def publish(self) -> None:
+        """A fresh status for `GET /status`: a status asked for from now on shows what the run did."""
         if self.control:
-            self.control.publish_status(self.status(), final)
+            self.control.publish_status(self.status())
             self.published = time.time()
 
     def serve(self, modify: Callable[[list, str], dict], stop: Callable[[], dict]) -> None:
         """Every request waiting: each answered once a fresh snapshot is published (so the caller's next
-        `GET /status` shows its change), or a status the API did not answer from a snapshot. Then a
-        snapshot when one is due and the status was asked for lately (ControlServer.watched). `modify`
-        and `stop` are the run loop's."""
+        `GET /status` shows its change), or a status asked before the first snapshot. Then a snapshot
+        when one is due. `modify` and `stop` are the run loop's."""
         if not self.control:
             return
         self.control.doorbell.answer()
@@ -55,7 +53,7 @@ class ControlDesk:
                     self.publish()
             finally:
                 request.reply(reply, code)
-        if time.time() - self.published >= STATUS_EVERY and self.control.watched():
+        if time.time() - self.published >= STATUS_EVERY:
             self.publish()
 
     def _answer(self, request: ControlRequest, modify: Callable[[list, str], dict], stop: Callable[[], dict]) -> dict:

@@ -338,7 +338,7 @@ class Coordinator:
         self.unconsumed_by_group = self.observers.finish(self.metrics, at, groups, a.closes, a.backlog_by_group)
         if self.metrics:
             self.intake.flush(self.metrics, last=True)
-        self.desk.publish(final=True)  # the last one: `lost` is known now
+        self.desk.publish()  # the last one: `lost` is known now
         if not self.workload.keep_topics:
             for problem in self.kafka.delete_topics(self.topology.topics):
                 self.log.say(problem)
