@@ -9,7 +9,7 @@ import yaml
 
 from dimster.errors import DimsterError
 from dimster.tuning.levers import KNOWN, LOCKS_CEILING, REDEPLOY_COST, parse_lever
-from dimster.tuning.plan import lever_values, parse_goals, plan
+from dimster.tuning.plan import consumed, lever_values, next_step, parse_goals, plan, predict, with_values
 from dimster.workload.model import Workload, load_workload
 from tests.cli import REPO, dimster
 from tests.conftest import one_error_line
@@ -26,7 +26,8 @@ def planned(document: dict, goals: list[str], levers: list[str] | None = None):
 
 def test_a_lock_budget_is_lifted_by_the_fewest_locks_that_busy_every_consumer():
     """ceil(100 / 103-record batches) = 1 of 4 consumers busy: 200 msg/s. 700 offered needs all 4
-    busy (3 give 600, less than 0.95 x 700 with the margin): ceil(locks / 103) = 4 from 310 locks on."""
+    busy (3 give 600, less than 0.95 x 700 with the margin): ceil(locks / 103) = 4 from 310 locks on,
+    and with batches 10 % larger (113) from 341: the lever's candidates give 398."""
     result = planned(LOCK_BUDGET, ["consumed.rate >= 0.95 * produced.rate"])
     assert result.predicted_start == 200
     [step] = result.steps
@@ -34,6 +35,24 @@ def test_a_lock_budget_is_lifted_by_the_fewest_locks_that_busy_every_consumer():
     assert step.limit.startswith("lock budget 100 / 103-record batches -> 1 of 4 consumers busy")
     assert (step.predicted_before, step.predicted) == (200, 700)
     assert result.met and result.changes == {LOCKS: step.after}
+
+
+def test_a_lock_budget_step_still_busies_every_consumer_when_batches_come_a_few_records_larger():
+    """A budget admits whole fetches: a step to just above 3 fetches of the batches measured admits 3,
+    not 4, once they come a few records larger. A CI run's tuner measured 102-record batches and set
+    318 locks (ceil(318 / 102) = 4); the producer, on a busy host, then made 107-record ones
+    (ceil(318 / 107) = 3 of 4 consumers busy: 600 of the 700 predicted). The step now holds the goals
+    with batches 10 % larger than measured."""
+    w = Workload.model_validate(LOCK_BUDGET)
+    values = lever_values(w, {})
+    levers = [parse_lever(LOCKS, values), parse_lever("consumersPerGroup", values)]
+    measured = {"batchRecordsAvg": 102.0, "batchSize": 12000}
+    step, _, _ = next_step(w, parse_goals(["consumed.rate >= 0.9 * produced.rate"]), levers, dict(values), measured)
+    assert step is not None and step.lever == LOCKS and step.predicted == 700
+    changed = with_values(w, {LOCKS: step.after})
+    for batch in (102.0, 107.0, 112.0):
+        seen = {**measured, "batchRecordsAvg": batch}
+        assert consumed(changed, predict(changed, {**values, LOCKS: step.after}, seen)[0]) == 700, (step.after, batch)
 
 
 def test_a_processing_limit_takes_lanes_before_consumers_and_consumers_when_they_cost_less():
