@@ -196,11 +196,14 @@ class LiveChanges:
                 self.crash_consumers(count, by="schedule")
 
     # ---- faults and redeploys -----------------------------------------------------------------------
-    def schedule_faults(self, workload: Workload, load_started: float) -> int:
-        """Start the workload's faults schedule, or replace the steps still to come; how many there are."""
+    def schedule_faults(self, workload: Workload, load_started: float, live: bool = True) -> int:
+        """Start the workload's faults schedule, or replace the steps still to come; how many there are.
+        At load start (`live` False) every step is scheduled; a live change drops those already past."""
         steps = fault_steps(workload)
         if self.fault_runner is not None:
             return self.fault_runner.reschedule(steps)
+        if live:
+            steps = [step for step in steps if step.at > time.time() - load_started]
         if not steps:
             return 0
         self.fault_runner = FaultRunner(

@@ -56,8 +56,9 @@ def check_faults(workload: Workload, profile: EnvironmentProfile) -> None:
 
 
 class FaultRunner:
-    """Carries out fault steps at their time on a helper thread; `reschedule` replaces the steps still
-    to come (a live `--set faults=...`)."""
+    """Carries out fault steps at their time on a helper thread, each of `steps` (one whose time has
+    passed as it starts, at once); `reschedule` replaces the steps still to come (a live `--set
+    faults=...`)."""
 
     def __init__(
         self,
@@ -78,7 +79,9 @@ class FaultRunner:
         self.stopping = False
         self.changed = threading.Condition()
         self.thread = threading.Thread(target=self._run, name="faults", daemon=True)
-        self.reschedule(steps)
+        # all of them: the load started before this runner (a fault at 0 s, or a host's busy moment,
+        # would otherwise have been dropped as past)
+        self.pending = sorted(steps, key=lambda step: step.at)
 
     def start(self) -> None:
         self.thread.start()

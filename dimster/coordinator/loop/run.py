@@ -251,7 +251,7 @@ class Coordinator:
         self.aggregate.restart_rates()  # reports from before load start say nothing of rates
         self.aggregate.take_window()  # the first status line covers load only
         self.observers.start_with_load()
-        self.live.schedule_faults(w, self.load_started)
+        self.live.schedule_faults(w, self.load_started, live=False)
         self.intake.self_cost.start()
         self.log.event("load_started", warmup_seconds=w.warmup_seconds, duration_seconds=w.duration_seconds)
         self.phases.start_load(self.load_started - LOOP_TICK, w.warmup_seconds, self.load_started)
