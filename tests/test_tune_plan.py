@@ -44,15 +44,9 @@ def test_a_lock_budget_step_still_busies_every_consumer_when_batches_come_a_few_
     (ceil(318 / 107) = 3 of 4 consumers busy: 600 of the 700 predicted). The step now holds the goals
     with batches 10 % larger than measured."""
     w = Workload.model_validate(LOCK_BUDGET)
-    values = lever_values(w, {})
-    levers = [parse_lever(LOCKS, values), parse_lever("consumersPerGroup", values)]
-    measured = {"batchRecordsAvg": 102.0, "batchSize": 12000}
-    step, _, _ = next_step(w, parse_goals(["consumed.rate >= 0.9 * produced.rate"]), levers, dict(values), measured)
+    step, _, _ = step_at_batches(w, 102.0, [LOCKS, "consumersPerGroup"])
     assert step is not None and step.lever == LOCKS and step.predicted == 700
-    changed = with_values(w, {LOCKS: step.after})
-    for batch in (102.0, 107.0, 112.0):
-        seen = {**measured, "batchRecordsAvg": batch}
-        assert consumed(changed, predict(changed, {**values, LOCKS: step.after}, seen)[0]) == 700, (step.after, batch)
+    assert [consumed_at(w, step.after, batch) for batch in (102.0, 107.0, 112.0)] == [700] * 3, step.after
 
 
 def test_a_budget_that_busies_every_consumer_only_at_the_batches_measured_is_raised_not_called_enough():
@@ -60,16 +54,25 @@ def test_a_budget_that_busies_every_consumer_only_at_the_batches_measured_is_rai
     larger (137.5) 3 of 4, 600. The plan takes the lesser: the lock budget binds and the step raises it
     (it had said the goals asked for more than was offered, and the live tuner stopped there)."""
     w = with_values(Workload.model_validate(LOCK_BUDGET), {LOCKS: 398})
-    values = lever_values(w, {})
-    measured = {"batchRecordsAvg": 125.0, "batchSize": 12000}
-    step, why, limit = next_step(w, parse_goals(["consumed.rate >= 0.9 * produced.rate"]), [parse_lever(LOCKS, values)],
-                                 dict(values), measured)  # fmt: skip
+    step, why, limit = step_at_batches(w, 125.0, [LOCKS])
     assert step is not None and step.lever == LOCKS and int(step.after) > 398, why
     assert limit.startswith("lock budget 398 / 138-record batches -> 3 of 4 consumers busy"), limit
-    for batch in (125.0, 137.5):
-        seen = {**measured, "batchRecordsAvg": batch}
-        changed = with_values(w, {LOCKS: step.after})
-        assert consumed(changed, predict(changed, {**values, LOCKS: step.after}, seen)[0]) == 700, (step.after, batch)
+    assert [consumed_at(w, step.after, batch) for batch in (125.0, 137.5)] == [700] * 2, step.after
+
+
+def step_at_batches(w: Workload, batch: float, levers: list[str]):
+    """next_step's answer for the goal of 0.9 of the offered rate, with batches of `batch` records measured."""
+    values = lever_values(w, {})
+    measured = {"batchRecordsAvg": batch, "batchSize": 12000}
+    goals = parse_goals(["consumed.rate >= 0.9 * produced.rate"])
+    return next_step(w, goals, [parse_lever(text, values) for text in levers], values, measured)
+
+
+def consumed_at(w: Workload, locks: int | str, batch: float) -> float:
+    """What the model says `w` consumes with `locks` record locks and batches of `batch` records."""
+    changed = with_values(w, {LOCKS: locks})
+    values = lever_values(changed, {})
+    return consumed(changed, predict(changed, values, {"batchRecordsAvg": batch, "batchSize": 12000})[0])
 
 
 def test_a_processing_limit_takes_lanes_before_consumers_and_consumers_when_they_cost_less():

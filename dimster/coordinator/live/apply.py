@@ -202,13 +202,14 @@ class LiveChanges:
         steps = fault_steps(workload)
         if self.fault_runner is not None:
             return self.fault_runner.reschedule(steps)
-        if live:
-            steps = [step for step in steps if step.at > time.time() - load_started]
         if not steps:
             return 0
         self.fault_runner = FaultRunner(
-            self.cluster, steps, load_started, self.log.background, self.node_changes, self.log.bundle.internal_error
-        )
+            self.cluster, [] if live else steps, load_started, self.log.background, self.node_changes,
+            self.log.bundle.internal_error,
+        )  # fmt: skip
+        if live:  # the steps still to come, as any live change's
+            self.fault_runner.reschedule(steps)
         self.fault_runner.start()
         return len(self.fault_runner.pending)
 
