@@ -1,6 +1,8 @@
 """A report's clients as columns (protocol 18): what a worker gathers is what the coordinator reads,
 one by one and column by column, and what the metrics writer writes a row per client."""
 
+import struct
+
 import msgpack
 import pyarrow.parquet as pq
 import pytest
@@ -38,6 +40,7 @@ def test_the_columns_come_back_as_the_intervals_they_were_gathered_from():
     back = decode(encode(Reported(worker_report(4, 101.0, sent)))).report.clients
     assert list(back) == [PRODUCER, IDLE, CONSUMER]
     assert sorted(back.details) == [0, 2]  # the idle consumer has none
+    assert back.deliveries.tolist() == [2, 1, 28, 2, 2, 2]  # (client, delivery count, records), outside details
     assert back.count("received").tolist() == [0, 0, 30] and back.count("next_sequence").tolist() == [41, 0, 0]
     assert back.detail(1).settled == {} and back.detail(2).settled_rejected == {(3, 1): [(4, 5)]}
 
@@ -48,8 +51,10 @@ def test_the_columns_come_back_as_the_intervals_they_were_gathered_from():
         {"role": ["producer"]},  # names of two clients, a role of one
         {"counts": b"\x00" * 8},  # fewer counters than two clients have
         {"details": {2: {"failed_sequences": [1]}}},  # a client beyond the report's two
+        {"deliveries": struct.pack("<3q", 2, 1, 5)},  # delivery counts of a client beyond the report's two
+        {"deliveries": struct.pack("<2q", 1, 1)},  # not whole (client, delivery count, records) triples
     ],
-    ids=["names", "counts", "details"],
+    ids=["names", "counts", "details", "deliveries of no client", "deliveries not triples"],
 )
 def test_columns_that_disagree_are_protocol_errors(broken):
     clients = to_wire(ClientColumns, ClientColumns.gather([PRODUCER, CONSUMER])) | broken

@@ -6,7 +6,6 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -76,9 +75,7 @@ class Buffers:
         self.reals: list[np.ndarray] = []  # (REALS)
         self.rows = 0  # clients' rows so far: the next one's index in intervals
         self.histograms: list[tuple[int, Any]] = []  # (its first client's row in intervals, a report's histograms)
-        self.delivery_clients: list[int] = []  # client's row in intervals, per delivery count
-        self.delivery_counts: list[int] = []
-        self.delivery_records: list[int] = []
+        self.deliveries: list[np.ndarray] = []  # a report's (client's row in intervals, delivery count, records)
         self.dicts: dict[str, list[dict]] = defaultdict(list)
 
     def tables(self) -> dict[str, Iterable[pa.Table]]:
@@ -92,10 +89,10 @@ class Buffers:
         made["workers"] = _from_rows(self.workers, SCHEMAS["workers"])
         intervals = self._interval_columns()
         made["intervals"] = _table("intervals", intervals)
-        if self.delivery_clients:
-            own = {"delivery_count": np.array(self.delivery_counts, np.int64)}
-            own["count"] = np.array(self.delivery_records, np.int64)
-            made["delivery_counts"] = _of_clients("delivery_counts", intervals, np.array(self.delivery_clients), own)
+        if self.deliveries:
+            rows = np.concatenate(self.deliveries)
+            own = {"delivery_count": rows[:, 1], "count": rows[:, 2]}
+            made["delivery_counts"] = _of_clients("delivery_counts", intervals, rows[:, 0], own)
         groups: dict[str, Iterable[pa.Table]] = {table: [rows] for table, rows in made.items() if rows.num_rows}
         if any(len(h.bucket) for _, h in self.histograms):
             groups["histograms"] = self._histograms(intervals)
@@ -243,14 +240,12 @@ class MetricsWriter:
         b.counts.append(counts)
         b.reals.append(reals)
         b.rows += len(clients)
-        owner = report.client_line.tolist()
+        if len(clients.deliveries):
+            b.deliveries.append(clients.delivery_rows(first_row))
         for i, details in clients.details.items():
-            if details.delivery_counts:
-                b.delivery_clients.extend(repeat(first_row + i, len(details.delivery_counts)))
-                b.delivery_counts.extend(details.delivery_counts.keys())
-                b.delivery_records.extend(details.delivery_counts.values())
             if details.client_stats:
-                client = (*firsts[owner[i]], *(getattr(clients, name)[i] for name in CLIENT_COLUMNS))
+                owner = int(report.client_line[i])
+                client = (*firsts[owner], *(getattr(clients, name)[i] for name in CLIENT_COLUMNS))
                 b.dicts["client_stats"].append({**dict(zip(FIRST, client, strict=True)), **details.client_stats})
 
     def add_broker_samples(self, at: float, broker: int, samples, phase: str) -> None:

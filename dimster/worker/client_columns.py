@@ -2,9 +2,10 @@
 
 A worker's clients each count what they did in an interval (`ClientInterval`). A report carries them
 as columns (`ClientColumns`): their names as lists of strings, their whole-number counters as one
-packed int64 array (a row per client), their real-valued ones as one packed float64 array, and the
-structured rest (`ClientDetails`: failed sequences, delivery counts, statistics, rebalances, a crash's
-held records) only for the clients that have any; a consumer's settled ranges and outcomes travel in
+packed int64 array (a row per client), their real-valued ones as one packed float64 array, their
+records by delivery count as one packed int64 array of (client, delivery count, records) triples
+(protocol 22), and the structured rest (`ClientDetails`: failed sequences, statistics, rebalances, a
+crash's held records) only for the clients that have any; a consumer's settled ranges and outcomes travel in
 the report's groups (accounts.py, protocol 19). The coordinator sums a report's counters with numpy, a call per counter,
 not a Python call per client and counter; code that wants the intervals one by one iterates the
 columns (they are built back on first use)."""
@@ -28,7 +29,6 @@ class ClientDetails(Account):
     report's groups, merged with its group's other consumers' (accounts.take_accounts)."""
 
     failed_sequences: list[int] = field(default_factory=list)  # producers: sequences whose send failed
-    delivery_counts: dict[int, int] = field(default_factory=dict)
     crash_held: dict[int, Ranges] = field(default_factory=dict)  # a simulated crash's unacknowledged records
     # consumer groups: the member's rebalance callbacks, (epoch s on the coordinator's clock,
     # assigned | revoked | lost, partitions)
@@ -72,6 +72,8 @@ class ClientInterval(ClientDetails):
     last_received_at: float = 0.0  # polls that returned records; 0 when none did
     corrupt: int = 0  # correctness: records not written by dimster, or whose body checksum fails
     out_of_order: int = 0  # correctness, consumer groups: a producer's record below its predecessor
+    # share consumers: records received by their delivery count (a report carries them as ClientColumns.deliveries)
+    delivery_counts: dict[int, int] = field(default_factory=dict)
 
 
 def _of_type(kind: type) -> tuple[str, ...]:
@@ -81,6 +83,8 @@ def _of_type(kind: type) -> tuple[str, ...]:
 
 
 NAMES = _of_type(str)  # a list of strings each on the wire
+if NAMES != ("client_id", "role", "topic", "group", "library"):  # ClientColumns' fields and check() name them
+    raise ValueError(f"a client interval's names changed: {NAMES}")
 COUNTS = _of_type(int)  # a row of the report's `counts` each, in this order (the protocol's number pins it)
 REALS = _of_type(float)  # a row of its `reals`
 DETAILS = tuple(f.name for f in fields(ClientDetails))
@@ -95,7 +99,7 @@ def _ints() -> np.ndarray:
 @dataclass(eq=False)
 class ClientColumns:
     """A report's clients: client i has the i-th name of each list, row i of `counts` (COUNTS' order)
-    and of `reals` (REALS'), and details[i] if it has any."""
+    and of `reals` (REALS'), its records by delivery count in `deliveries`, and details[i] if it has any."""
 
     client_id: list[str] = field(default_factory=list)
     role: list[str] = field(default_factory=list)
@@ -104,6 +108,8 @@ class ClientColumns:
     library: list[str] = field(default_factory=list)
     counts: Int64s = field(default_factory=_ints)  # len(client_id) x len(COUNTS), row after row
     reals: Float64s = field(default_factory=lambda: np.empty(0))
+    # (client, delivery count, records) triples, row after row: a client's records by their delivery count
+    deliveries: Int64s = field(default_factory=_ints)
     details: dict[int, ClientDetails] = field(default_factory=dict)
 
     @classmethod
@@ -111,8 +117,10 @@ class ClientColumns:
         intervals = list(intervals)
         counts = np.array([_counts_of(c) for c in intervals], np.int64).reshape(-1)
         reals = np.array([_reals_of(c) for c in intervals], np.float64).reshape(-1)
+        triples = [(i, *pair) for i, c in enumerate(intervals) for pair in c.delivery_counts.items()]
+        deliveries = np.array(triples, np.int64).reshape(-1)
         details: dict[int, ClientDetails] = {i: c for i, c in enumerate(intervals) if any(_details_of(c))}
-        columns = cls(counts=counts, reals=reals, details=details)
+        columns = cls(counts=counts, reals=reals, deliveries=deliveries, details=details)
         for name in NAMES:
             setattr(columns, name, [getattr(c, name) for c in intervals])
         columns.__dict__["intervals"] = intervals  # they are what the columns would build back
@@ -135,18 +143,28 @@ class ClientColumns:
     def check(self) -> None:
         """A ValueError unless the columns agree with each other."""
         n = len(self.client_id)
-        if any(len(getattr(self, name)) != n for name in NAMES):
+        if not n == len(self.role) == len(self.topic) == len(self.group) == len(self.library):
             raise ValueError("client name columns of different lengths")
         if len(self.counts) != n * len(COUNTS) or len(self.reals) != n * len(REALS):
             raise ValueError(f"client counters that are not {len(COUNTS)} whole and {len(REALS)} real a client")
         if any(not 0 <= i < n for i in self.details):
             raise ValueError(f"details of a client beyond the report's {n}")
+        if len(self.deliveries) % 3:
+            raise ValueError("delivery counts that are not (client, delivery count, records) triples")
+        if (owners := self.deliveries[::3].tolist()) and not (min(owners) >= 0 and max(owners) < n):
+            raise ValueError(f"delivery counts of a client beyond the report's {n}")
 
     @functools.cached_property
     def tables(self) -> tuple[np.ndarray, np.ndarray]:
         """The counters as a row per client: whole ones (a column per COUNTS), real ones (per REALS)."""
         n = len(self.client_id)
         return self.counts.reshape(n, len(COUNTS)), self.reals.reshape(n, len(REALS))
+
+    def delivery_rows(self, first: int = 0) -> np.ndarray:
+        """The delivery counts, a row per client and delivery count: the client (its index plus `first`),
+        the delivery count, the records."""
+        rows = self.deliveries.reshape(-1, 3)
+        return rows + np.array((first, 0, 0)) if first else rows
 
     def count(self, name: str) -> np.ndarray:
         """Each client's counter `name` (one of COUNTS), in the clients' order."""
@@ -164,9 +182,13 @@ class ClientColumns:
     def intervals(self) -> list[ClientInterval]:
         """The clients' intervals, one by one."""
         counts, reals = (table.tolist() for table in self.tables)
+        deliveries: dict[int, dict[int, int]] = {}
+        for client, count, records in self.delivery_rows().tolist():
+            deliveries.setdefault(client, {})[count] = records
         built = []
         for i, names in enumerate(zip(*(getattr(self, name) for name in NAMES), strict=True)):
             values = dict(zip(COUNTS, counts[i], strict=True)) | dict(zip(REALS, reals[i], strict=True))
+            values["delivery_counts"] = deliveries.get(i, {})
             if (details := self.details.get(i)) is not None:
                 values |= {name: getattr(details, name) for name in DETAILS}
             built.append(ClientInterval(*names, **values))

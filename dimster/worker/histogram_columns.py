@@ -72,14 +72,16 @@ class HistogramColumns:
 
     def check(self, clients: int) -> None:
         """A ValueError unless the columns agree with each other and with a report of `clients` clients."""
-        n = len(self.metric)
-        if any(len(getattr(self, name)) != n for name in ("client", "partition", "total", "low", "high", "size")):
+        n = len(self.metric)  # a report's few dozen sizes and clients: Python's sum, min and max, not numpy's calls
+        h = self
+        if (len(h.client), len(h.partition), len(h.total), len(h.low), len(h.high), len(h.size)) != (n,) * 6:
             raise ValueError("histogram columns of different lengths")
-        if len(self.bucket) != len(self.count) or int(self.size.sum()) != len(self.bucket) or (self.size < 0).any():
+        sizes, owners = self.size.tolist(), self.client.tolist()
+        if len(self.bucket) != len(self.count) or sum(sizes) != len(self.bucket) or min(sizes, default=0) < 0:
             raise ValueError("histogram buckets that do not add up to their sizes")
-        if n and not (int(self.client.min()) >= 0 and int(self.client.max()) < clients):
+        if n and not (min(owners) >= 0 and max(owners) < clients):
             raise ValueError(f"histograms of a client beyond the report's {clients}")
-        if len(self.bucket) and int(np.abs(self.bucket).max()) > BUCKETS:
+        if len(self.bucket) and int(np.abs(self.bucket.view(np.ndarray)).max()) > BUCKETS:
             raise ValueError(f"a histogram bucket beyond ±{BUCKETS}")
 
     @functools.cached_property

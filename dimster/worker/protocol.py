@@ -25,7 +25,7 @@ from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.wire import LOCAL, Ranges, from_bytes, to_wire
 from dimster.workload.model import DEFAULT_LOCK_MS
 
-PROTOCOL_VERSION = 21  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
+PROTOCOL_VERSION = 22  # 13: in_doubt; a report's host steal time. 14: ranges and histogram counts packed.
 # 15: an agent runs several workers (Welcome.slots); a worker's message travels after a frame with its index.
 # 16: a report's histograms as columns (HistogramColumns), not a map in each client's interval.
 # 17: a map keyed by tuples as a msgpack map with array keys (was a list of pairs); decoded by msgspec.
@@ -33,6 +33,7 @@ PROTOCOL_VERSION = 21  # 13: in_doubt; a report's host steal time. 14: ranges an
 # 19: a report's settled ranges and outcomes merged per group (GroupAccount), not per consumer.
 # 20: a report's workers as lines (WorkerLine): an agent sends one report for the workers it runs.
 # 21: Progress: a worker's counts so far, several a second for a few seconds after a live change.
+# 22: a report's delivery counts as one packed column of (client, delivery count, records) (ClientColumns.deliveries).
 
 
 class ProtocolError(ValueError):

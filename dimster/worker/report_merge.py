@@ -30,15 +30,19 @@ def merged(reports: list[IntervalReport], unite: bool = True) -> IntervalReport:
 
 
 def concatenated_clients(parts: list[ClientColumns]) -> ClientColumns:
+    """The parts' clients, each part's after the one before (its delivery counts' and details' client
+    indices moved along)."""
+    offsets = np.cumsum([0, *map(len, parts)]).tolist()
+    deliveries = [part.delivery_rows(offset) for part, offset in zip(parts, offsets, strict=False)]
     columns = ClientColumns(
-        counts=np.concatenate([part.counts for part in parts]), reals=np.concatenate([part.reals for part in parts])
+        counts=np.concatenate([part.counts for part in parts]),
+        reals=np.concatenate([part.reals for part in parts]),
+        deliveries=np.concatenate(deliveries).reshape(-1),
     )
     for name in NAMES:
         setattr(columns, name, [value for part in parts for value in getattr(part, name)])
-    offset = 0
-    for part in parts:
+    for part, offset in zip(parts, offsets, strict=False):
         columns.details.update({offset + i: details for i, details in part.details.items()})
-        offset += len(part)
     return columns
 
 
@@ -66,4 +70,3 @@ def merged_groups(parts: list[dict[str, GroupAccount]], unite: bool = True) -> d
         into = GroupAccount(received=received, duplicates=duplicates)
         groups[group] = accounts[0] if one else united(accounts, into) if unite else side_by_side(accounts, into)
     return groups
-

@@ -37,8 +37,9 @@ JOURNAL = "journal.msgpack"
 TAIL = "journal-tail-{part:05d}.msgpack"
 TAILS = "journal-tail*.msgpack"  # also an older dimster's one journal-tail.msgpack
 TAIL_PART = re.compile(r"journal-tail-(\d+)\.msgpack")
-# kept by the tail only: a client's, and its report's histograms
-NOT_ACCOUNT = ("delivery_counts", "client_stats", "rebalances")
+# kept by the tail only, with its report's histograms: its clients' delivery counts, and of a client's details
+NOT_ACCOUNT_CLIENTS = ("deliveries",)
+NOT_ACCOUNT = ("client_stats", "rebalances")
 TAIL_RECORD = b"\x94" + msgpack.packb("report")  # a tail record: an array of 4, its kind first
 ACCOUNT_RECORD = b"\x92" + msgpack.packb("report")  # journal.msgpack's: an array of 2, its kind first
 IOV_MAX = 1024  # pieces a writev takes (Linux's limit)
@@ -50,9 +51,9 @@ def _append(path: Path) -> int:
 
 
 def account_bytes(whole: bytes) -> bytes:
-    """A report's msgpack bytes (a map) without its histograms and its clients' details' NOT_ACCOUNT:
-    the other values' bytes as they are, found by msgpack without building them; only the details
-    (the few clients that have any) are read and written again."""
+    """A report's msgpack bytes (a map) without its histograms, its clients' NOT_ACCOUNT_CLIENTS and
+    their details' NOT_ACCOUNT: the other values' bytes as they are, found by msgpack without building
+    them; only the details (the few clients that have any) are read and written again."""
     report = msgpack.Unpacker(max_buffer_size=len(whole) + 1)
     report.feed(whole)
     kept = []
@@ -70,7 +71,7 @@ def account_bytes(whole: bytes) -> bytes:
 
 
 def _clients_account(report: msgpack.Unpacker, whole: bytes) -> bytes:
-    """The clients' map at `report`'s position, with its details' NOT_ACCOUNT left out."""
+    """The clients' map at `report`'s position, without NOT_ACCOUNT_CLIENTS and its details' NOT_ACCOUNT."""
     entries = report.read_map_header()
     kept = []
     for _ in range(entries):
@@ -78,6 +79,8 @@ def _clients_account(report: msgpack.Unpacker, whole: bytes) -> bytes:
         key = report.unpack()
         value = report.tell()
         report.skip()
+        if key in NOT_ACCOUNT_CLIENTS:
+            continue
         if key != "details":
             kept.append(whole[start : report.tell()])
             continue
@@ -86,7 +89,7 @@ def _clients_account(report: msgpack.Unpacker, whole: bytes) -> bytes:
             for name in NOT_ACCOUNT:
                 detail.pop(name, None)
         kept.append(msgpack.packb(key) + msgpack.packb(details, use_bin_type=True))
-    return MAP.pack_map_header(entries) + b"".join(kept)
+    return MAP.pack_map_header(len(kept)) + b"".join(kept)
 
 
 def _encoded(report: IntervalReport) -> bytes:
