@@ -160,8 +160,9 @@ def test_a_reports_histograms_are_columns_and_each_metrics_merge_in_one_sum():
         {"count": b""},
         {"metric": []},
         {"bucket": (1 << 40).to_bytes(8, "little")},
+        {"bucket": (-(1 << 63)).to_bytes(8, "little", signed=True)},  # its abs() is itself: negative
     ],
-    ids=["sizes", "client beyond", "counts", "metrics", "bucket beyond"],
+    ids=["sizes", "client beyond", "counts", "metrics", "bucket beyond", "bucket at int64's least"],
 )
 def test_histogram_columns_that_disagree_are_protocol_errors(change):
     import msgpack
