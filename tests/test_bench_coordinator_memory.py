@@ -2,10 +2,14 @@
 its account must close, and what the aggregate holds must follow the fold horizon, not the run's length."""
 
 import argparse
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
-from tests.bench import bench_script
+from tests.bench import BENCH, bench_script
 
 pytestmark = pytest.mark.unit
 
@@ -50,3 +54,56 @@ def test_reports_made_in_a_process_of_their_own_are_those_made_here():
     assert there.outcomes.count("rejected", "g") == here.outcomes.count("rejected", "g") > 0
     for count in ("acked", "received", "accepted", "released", "rejected"):
         assert getattr(there, count) == getattr(here, count) > 0, count
+
+
+def test_the_report_maker_ends_when_the_curves_process_is_killed():
+    """A curve stopped with kill (no `finally` runs) leaves no process behind: its report maker, held
+    on a full queue, sees its parent gone and ends."""
+    curve = subprocess.Popen(
+        [sys.executable, str(BENCH / "coordinator_memory.py"), "--minutes", "50", "--rate", "100000",
+         "--report-seconds", "1", "--feed-process"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert curve.stdout is not None and curve.stdout.readline().startswith("minute 0")
+        deadline = time.monotonic() + 30
+        while not (makers := psutil.Process(curve.pid).children()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [maker] = makers
+    finally:
+        curve.kill()
+        curve.wait()
+    left = psutil.wait_procs([maker], timeout=20)[1]
+    for process in left:  # a maker left waiting on the queue, ended here rather than kept
+        process.kill()
+    assert left == []
+
+
+HEAP_CHILD = """
+import ctypes, sys
+sys.path.insert(0, sys.argv[2])
+from coordinator_memory import large_allocations_off_the_heap
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+took = large_allocations_off_the_heap() if sys.argv[1] == "off the heap" else None
+big = bytearray(8 << 20)
+del big  # glibc's own bound rises to 8 MiB when an allocation of its own pages is freed
+before = libc.mallinfo2().hblks
+held = [bytearray(1 << 20) for _ in range(4)]
+print(took, libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.parametrize("setting", ["off the heap", "as is"])
+def test_off_the_heap_large_allocations_keep_pages_of_their_own_after_a_larger_one_was_freed(setting):
+    """--off-the-heap (the experiment behind the curves of docs/benchmarks.md): after a freed 8 MiB
+    block, each of four 1 MiB ones still gets pages of its own; as glibc is, its bound raised to 8 MiB
+    by the free, all four come from its heap."""
+    command = [sys.executable, "-c", HEAP_CHILD, setting, str(BENCH)]
+    took, own_pages = subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()
+    assert (took, int(own_pages)) == (("True", 4) if setting == "off the heap" else ("None", 0))

@@ -22,6 +22,8 @@ import argparse
 import ctypes
 import json
 import multiprocessing
+import os
+import queue
 import sys
 import time
 from collections.abc import Iterator
@@ -83,7 +85,7 @@ def reports_made(args: argparse.Namespace) -> Iterator[list[IntervalReport]]:
         return
     context = multiprocessing.get_context("fork")
     made = context.Queue(maxsize=4)
-    maker = context.Process(target=_make_into, args=(made, args, intervals), name="feed", daemon=True)
+    maker = context.Process(target=_make_into, args=(made, args, intervals, os.getpid()), name="feed", daemon=True)
     maker.start()
     try:
         for _ in range(intervals):
@@ -93,10 +95,22 @@ def reports_made(args: argparse.Namespace) -> Iterator[list[IntervalReport]]:
         maker.join()
 
 
-def _make_into(made: "multiprocessing.Queue[list[IntervalReport]]", args: argparse.Namespace, intervals: int) -> None:
+def _make_into(
+    made: "multiprocessing.Queue[list[IntervalReport]]", args: argparse.Namespace, intervals: int, parent: int
+) -> None:
+    """The intervals' reports into `made`, until the curve's process (`parent`) is gone: killed, it
+    runs no `finally` that would end this one."""
     rng = np.random.default_rng(SEED)
     for interval in range(intervals):
-        made.put(interval_reports(interval, args, rng))
+        reports = interval_reports(interval, args, rng)
+        while True:
+            try:
+                made.put(reports, timeout=1.0)
+                break
+            except queue.Full:
+                if os.getppid() != parent:
+                    made.cancel_join_thread()  # what it still holds for the pipe goes nowhere: do not wait at exit
+                    return
 
 
 def ranges_kept(a: RunAggregate) -> tuple[int, int]:
@@ -123,6 +137,19 @@ def run_aggregate(args: argparse.Namespace) -> RunAggregate:
     return aggregate
 
 
+M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+HEAP_MOST = 128 * 1024  # bytes: a larger allocation gets pages of its own, given back when freed
+
+
+def large_allocations_off_the_heap() -> bool:
+    """Serve every allocation above HEAP_MOST from pages of its own (glibc's `mallopt`). Left as it
+    is, glibc raises that bound to the largest block freed so far, the aggregate's range arrays move
+    into its heap, and the pieces they leave there as they grow and shrink keep the RSS rising for an
+    hour. An experiment, not dimster's setting: at 1,024 workers the coordinator then pays some 5 %
+    more CPU (docs/benchmarks.md). True where it took effect."""
+    return bool(ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, HEAP_MOST))
+
+
 def trimmed_rss_mb(me: psutil.Process) -> int:
     """The resident memory once glibc's allocator has returned the free pages it keeps (malloc_trim):
     what the process holds, apart from what it freed and the allocator kept for later. Each trim
@@ -144,8 +171,13 @@ def main() -> None:
     parser.add_argument("--keep-all", action="store_true", help="fold nothing (every record kept)")
     parser.add_argument("--trim", action="store_true", help="also the RSS after malloc_trim, each minute (glibc)")
     parser.add_argument("--feed-process", action="store_true", help="make the reports in a process of their own")
+    parser.add_argument(
+        "--off-the-heap", action="store_true", help="every allocation above 128 KiB on pages of its own (glibc)"
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
+    if args.off_the_heap:
+        large_allocations_off_the_heap()
     me = psutil.Process()
     aggregate = run_aggregate(args)
     curve = [{"minute": 0, "rss_mb": round(me.memory_info().rss / 2**20), "seconds": 0.0}]

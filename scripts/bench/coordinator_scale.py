@@ -74,6 +74,7 @@ def run_child(args: argparse.Namespace) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="dimster-coordinator-scale-"))
     os.environ["DIMSTER_STATE_DIR"] = str(folder / "state")  # the control API's state file
 
+    from coordinator_memory import large_allocations_off_the_heap
     from scale_workers import ScaleWorkers
 
     from dimster.coordinator.control.api import ControlServer
@@ -83,6 +84,8 @@ def run_child(args: argparse.Namespace) -> dict:
     from dimster.workload.model import Workload
     from tests.fake_run import FakeKafka, fake_cluster
 
+    if args.off_the_heap:
+        large_allocations_off_the_heap()  # an experiment (coordinator_memory.py)
     n = args.workers
     workload = Workload.model_validate(workload_of(n, args.clients_per_worker, args.seconds))
     bundle = ResultsBundle(folder / "results", workload.name)
@@ -176,6 +179,9 @@ def main() -> None:
         "--workers-per-agent", type=int, default=1, help="K: agents of K workers, each sending one report for them"
     )
     parser.add_argument("--profile", help="cProfile of the loop's thread to PREFIX-<workers>.prof")
+    parser.add_argument(
+        "--off-the-heap", action="store_true", help="every allocation above 128 KiB on pages of its own (glibc)"
+    )
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -189,6 +195,7 @@ def main() -> None:
         command += ["--clients-per-worker", str(args.clients_per_worker)] + (["--aligned"] if args.aligned else [])
         command += ["--workers-per-agent", str(args.workers_per_agent)]
         command += ["--profile", args.profile] if args.profile else []
+        command += ["--off-the-heap"] if args.off_the_heap else []
         before = load_average()
         child = subprocess.run(command, capture_output=True, text=True, timeout=10 * args.seconds + 600)
         if child.returncode:
