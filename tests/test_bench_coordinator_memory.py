@@ -58,25 +58,27 @@ def test_reports_made_in_a_process_of_their_own_are_those_made_here():
 
 def test_the_report_maker_ends_when_the_curves_process_is_killed():
     """A curve stopped with kill (no `finally` runs) leaves no process behind: its report maker, held
-    on a full queue, sees its parent gone and ends."""
+    on a full queue, ends with its parent."""
     curve = subprocess.Popen(
         [sys.executable, str(BENCH / "coordinator_memory.py"), "--minutes", "50", "--rate", "100000",
          "--report-seconds", "1", "--feed-process"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    makers: list[psutil.Process] = []
     try:
         assert curve.stdout is not None and curve.stdout.readline().startswith("minute 0")
         deadline = time.monotonic() + 30
         while not (makers := psutil.Process(curve.pid).children()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        [maker] = makers
     finally:
         curve.kill()
         curve.wait()
-    left = psutil.wait_procs([maker], timeout=20)[1]
-    for process in left:  # a maker left waiting on the queue, ended here rather than kept
+        if curve.stdout:
+            curve.stdout.close()
+    left = psutil.wait_procs(makers, timeout=20)[1]
+    for process in left:  # a maker left behind, ended here rather than kept
         process.kill()
-    assert left == []
+    assert len(makers) == 1 and left == []
 
 
 HEAP_CHILD = """

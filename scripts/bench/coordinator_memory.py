@@ -23,7 +23,7 @@ import ctypes
 import json
 import multiprocessing
 import os
-import queue
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +42,8 @@ from dimster.metrics.sequences import to_ranges
 from dimster.worker.protocol import ClientInterval, IntervalReport, worker_report
 
 SEED = 48
+M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+PR_SET_PDEATHSIG = 1  # Linux's prctl.h
 
 
 def interval_reports(interval: int, args: argparse.Namespace, rng: np.random.Generator) -> list[IntervalReport]:
@@ -98,19 +100,15 @@ def reports_made(args: argparse.Namespace) -> Iterator[list[IntervalReport]]:
 def _make_into(
     made: "multiprocessing.Queue[list[IntervalReport]]", args: argparse.Namespace, intervals: int, parent: int
 ) -> None:
-    """The intervals' reports into `made`, until the curve's process (`parent`) is gone: killed, it
-    runs no `finally` that would end this one."""
+    """The intervals' reports into `made`. Killed, the curve's process (`parent`) runs no `finally` that
+    would end this one, and a maker waiting on a full queue, or at its exit on the pipe it holds both
+    ends of, would wait for good: Linux ends it with its parent (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL("libc.so.6").prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the line above
+        return
     rng = np.random.default_rng(SEED)
     for interval in range(intervals):
-        reports = interval_reports(interval, args, rng)
-        while True:
-            try:
-                made.put(reports, timeout=1.0)
-                break
-            except queue.Full:
-                if os.getppid() != parent:
-                    made.cancel_join_thread()  # what it still holds for the pipe goes nowhere: do not wait at exit
-                    return
+        made.put(interval_reports(interval, args, rng))
 
 
 def ranges_kept(a: RunAggregate) -> tuple[int, int]:
@@ -137,7 +135,6 @@ def run_aggregate(args: argparse.Namespace) -> RunAggregate:
     return aggregate
 
 
-M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 HEAP_MOST = 128 * 1024  # bytes: a larger allocation gets pages of its own, given back when freed
 
 
