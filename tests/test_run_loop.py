@@ -397,7 +397,7 @@ def test_the_metrics_endpoint_serves_the_status_schema_with_the_run_labels(tmp_p
             if value is None:
                 assert field.metric not in samples, field.name
             else:  # a plain number: anything else the endpoint would leave out silently
-                assert type(value) in (int, float), (field.name, value)
+                assert isinstance(value, int | float) and not isinstance(value, bool), (field.name, value)
                 assert samples[field.metric][1] == pytest.approx(value * field.scale), field.name
         assert samples["dimster_backlog_messages"][1] == status["backlog"]
         labels = samples["dimster_sent_messages_total"][0]
