@@ -73,8 +73,8 @@ class HistogramColumns:
     def check(self, clients: int) -> None:
         """A ValueError unless the columns agree with each other and with a report of `clients` clients."""
         n = len(self.metric)  # a report's few dozen sizes and clients: Python's sum, min and max, not numpy's calls
-        h = self
-        if (len(h.client), len(h.partition), len(h.total), len(h.low), len(h.high), len(h.size)) != (n,) * 6:
+        columns = (self.client, self.partition, self.total, self.low, self.high, self.size)
+        if any(len(column) != n for column in columns):
             raise ValueError("histogram columns of different lengths")
         sizes, owners = self.size.tolist(), self.client.tolist()
         if len(self.bucket) != len(self.count) or sum(sizes) != len(self.bucket) or min(sizes, default=0) < 0:

@@ -23,16 +23,15 @@ def merged(reports: list[IntervalReport], unite: bool = True) -> IntervalReport:
     if len(reports) == 1:
         return reports[0]
     lines = [line for report in reports for line in report.lines]
-    clients = concatenated_clients([report.clients for report in reports])
     offsets = np.cumsum([0, *(len(report.clients) for report in reports)]).tolist()
+    clients = concatenated_clients([report.clients for report in reports], offsets)
     histograms = concatenated_histograms([r.histograms for r in reports], offsets)
     return IntervalReport(lines, clients, histograms, merged_groups([r.groups for r in reports], unite))
 
 
-def concatenated_clients(parts: list[ClientColumns]) -> ClientColumns:
-    """The parts' clients, each part's after the one before (its delivery counts' and details' client
-    indices moved along)."""
-    offsets = np.cumsum([0, *map(len, parts)]).tolist()
+def concatenated_clients(parts: list[ClientColumns], offsets: list[int]) -> ClientColumns:
+    """The parts' clients; part k's are the report's from offsets[k] on (its delivery counts' and
+    details' client indices moved along)."""
     deliveries = [part.delivery_rows(offset) for part, offset in zip(parts, offsets, strict=False)]
     columns = ClientColumns(
         counts=np.concatenate([part.counts for part in parts]),
