@@ -100,7 +100,7 @@ def random_second(rng: random.Random, first: int, coming_back: dict[int, list[in
 def ranges_kept(a: RunAggregate) -> int:
     o = a.outcomes
     by_delivery = [s for by in (o.rejected_on, o.received_on, o.doubted_on) for d in by.values() for s in d.values()]
-    return sum(len(s.starts) for s in [*o.sets.values(), *o.in_question.values(), *by_delivery])
+    return sum(len(s) for s in [*o.sets.values(), *o.in_question.values(), *by_delivery])
 
 
 def test_a_folding_account_is_the_account_of_every_record_and_keeps_only_the_records_in_play():

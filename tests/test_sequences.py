@@ -11,7 +11,7 @@ pytestmark = pytest.mark.unit
 
 
 def ranges(rs: RangeSet) -> list[tuple[int, int]]:
-    return list(zip(rs.starts, rs.ends, strict=True))
+    return rs.ranges()
 
 
 def range_set(*pairs: tuple[int, int]) -> RangeSet:
@@ -184,7 +184,8 @@ def test_shuffled_batches_match_a_python_set(seed):
         assert rs.missing_below(limit) == sum(1 for v in range(limit) if v not in seen)
     # the ranges are exactly the maximal runs of the set: disjoint, sorted, never touching
     assert ranges(rs) == to_ranges(sorted(seen))
-    assert all(rs.ends[i] + 1 < rs.starts[i + 1] for i in range(len(rs.starts) - 1))
+    held = rs.ranges()
+    assert all(held[i][1] + 1 < held[i + 1][0] for i in range(len(held) - 1))
 
 
 def test_ranges_follow_gaps_not_message_count():
@@ -193,7 +194,7 @@ def test_ranges_follow_gaps_not_message_count():
         rs.add(first, first + 999)
     assert ranges(rs) == [(0, 999_999)]
     rs.add(2_000_000, 2_000_000)
-    assert len(rs.starts) == 2
+    assert len(rs) == 2
     assert rs.missing_below(2_000_001) == 1_000_000
 
 
@@ -254,3 +255,56 @@ def test_within_many_finds_what_within_finds_range_by_range():
         wanted = [(s, s + rng.randrange(0, 40)) for s in rng.choices(range(-50, 3_100), k=rng.randrange(0, 3 * FEW))]
         expected = [both for first, last in wanted for both in held.within(first, last)]
         assert held.within_many(wanted) == expected
+
+
+def test_a_set_grown_at_the_top_and_cut_from_the_bottom_agrees_with_a_python_set_throughout():
+    """Ranges added one by one and many at once, with repeats, holes filled later and cuts from the
+    bottom, as a share group's sets are folded: after every step the set holds what a plain set of
+    its values holds (its arrays moved down, grown and shrunk on the way)."""
+    rng = random.Random(4848)
+    for _ in range(40):
+        rs, seen, floor, top = RangeSet(), set(), 0, 0
+        for _ in range(60):
+            top += rng.randrange(1, 300)
+            batch = [
+                (s, s + rng.randrange(0, 3))
+                for s in rng.sample(range(floor, top), min(top - floor, rng.choice((3, 2 * FEW))))
+            ]
+            fresh = [v for first, last in batch for v in range(first, last + 1)]
+            duplicates = len(fresh) - len(set(fresh) - seen)
+            assert rs.add_many(batch) == duplicates
+            seen.update(fresh)
+            if rng.random() < 0.4:
+                floor = rng.randrange(floor, top + 1)
+                cut = rs.cut_below(floor)
+                assert sorted(v for first, last in cut for v in range(first, last + 1)) == sorted(
+                    v for v in seen if v < floor
+                )
+                seen = {v for v in seen if v >= floor}
+            assert rs.ranges() == to_ranges(sorted(seen))
+            assert rs.count() == len(seen) and len(rs) == len(rs.ranges())
+            probe = rng.randrange(floor - 5, top + 5)
+            assert (probe in rs) == (probe in seen)
+            assert rs.within(probe, probe + 20) == to_ranges(sorted(v for v in seen if probe <= v <= probe + 20))
+
+
+@pytest.mark.parametrize(("per_second", "kept", "at_once"), [(100, 3100, True), (19, 1, False), (24, 2, False)])
+def test_a_set_at_a_steady_size_keeps_its_arrays(per_second, kept, at_once):
+    """A set that takes a second's ranges at the top (at once, or one by one) and is then cut to its
+    newest `kept`, at a steady size, stops asking for memory: its arrays are the same objects from
+    the second minute on (arrays resized at each change left glibc's heap in pieces: the
+    coordinator's RSS rose for an hour; a set cut nearly empty must not be shrunk and grown again)."""
+    rs, arrays = RangeSet(), []  # each array the set held in the second minute, in turn
+    for second in range(120):
+        batch = [(10 * v, 10 * v + 4) for v in range(second * per_second, (second + 1) * per_second)]
+        if at_once:
+            rs.add_many(batch)
+        else:
+            for first, last in batch:
+                rs.add(first, last)
+        held = rs.ranges()
+        rs.cut_below(held[-kept][0] if len(held) >= kept else 0)
+        assert len(rs) == min(kept, (second + 1) * per_second)
+        if second >= 60 and (not arrays or arrays[-1] is not rs._starts):
+            arrays.append(rs._starts)
+    assert len(arrays) == 1, f"the arrays were replaced {len(arrays) - 1} times at a steady size"

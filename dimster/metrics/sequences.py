@@ -8,6 +8,7 @@ from array import array
 import numpy as np
 
 FEW = 64  # fewer sequence numbers are sorted in Python: numpy's calls cost more on them
+MIN_CAPACITY = 4  # ranges a set's arrays hold at the least
 
 
 def to_ranges(sequences: "list[int] | np.ndarray") -> list[tuple[int, int]]:
@@ -58,37 +59,90 @@ def ranges_size(ranges: list[tuple[int, int]]) -> int:
 
 class RangeSet:
     """Disjoint closed ranges of integers; `add` reports how many added values were already there.
-    Held as packed 64-bit integers (16 bytes a range; Python lists of ints take some 80)."""
+    Held as packed 64-bit integers (16 bytes a range; Python lists of ints take some 80) in arrays
+    with room to spare: the ranges held are those at [_lo, _hi). A run's sets grow at the top and are
+    cut from the bottom as they fold. Arrays resized at each change asked the allocator for memory
+    every few seconds, and glibc's heap kept the pieces they left (the coordinator's RSS rose for an
+    hour); these are replaced only when full or held to an eighth, by arrays a quarter larger than held."""
 
-    def __init__(self):
-        self.starts = array("q")
-        self.ends = array("q")
+    def __init__(self) -> None:
+        self._starts = array("q")
+        self._ends = array("q")
+        self._lo = self._hi = 0
+        self._peak = 0  # the most ranges held before a cut since the arrays last changed: their size
+
+    def __len__(self) -> int:
+        """How many ranges are held."""
+        return self._hi - self._lo
+
+    def nbytes(self) -> int:
+        """Bytes of its arrays: the ranges held and the room beside them."""
+        return 16 * len(self._starts)
+
+    def _room(self, extra: int) -> None:
+        """Room for `extra` more ranges after the last: the held ones moved down to the arrays' start
+        when that leaves a tenth free, else new arrays a quarter larger than needed (or than the most
+        held before a cut, so a set cut nearly empty at each fold is not shrunk and grown each time)."""
+        held, capacity = self._hi - self._lo, len(self._starts)
+        needed = held + extra
+        wanted = max(needed, self._peak)
+        if 10 * needed <= 9 * capacity and (8 * wanted > capacity or capacity <= MIN_CAPACITY):
+            for column in (self._starts, self._ends):
+                with memoryview(column) as view:
+                    view[:held] = view[self._lo : self._hi]  # a memmove, no copy made on the way
+        else:
+            capacity = max(MIN_CAPACITY, wanted + wanted // 4)
+            self._starts, self._ends = (self._grown(column, capacity) for column in (self._starts, self._ends))
+        self._lo, self._hi, self._peak = 0, held, needed
+
+    def _grown(self, column: array, capacity: int) -> array:
+        new = array("q", (0,)) * capacity
+        with memoryview(new) as to, memoryview(column) as held:
+            to[: self._hi - self._lo] = held[self._lo : self._hi]
+        return new
+
+    def _replace(self, i: int, j: int, firsts: array, lasts: array) -> None:
+        """Put the ranges (`firsts`, `lasts`) where the held ones at [i, j) are; those after move."""
+        shift = len(firsts) - (j - i)
+        if self._hi + shift > len(self._starts):
+            i, j = i - self._lo, j - self._lo
+            self._room(shift)
+            i, j = i + self._lo, j + self._lo
+        hi = self._hi
+        for column, values in ((self._starts, firsts), (self._ends, lasts)):
+            with memoryview(column) as view:
+                if shift and j < hi:
+                    view[j + shift : hi + shift] = view[j:hi]  # a memmove within the array
+                view[i : i + len(values)] = values
+        self._hi = hi + shift
 
     def add(self, first: int, last: int) -> int:
         """Insert [first, last]; returns how many of its values were present before (duplicates)."""
-        ends = self.ends
-        if not ends or first > ends[-1] + 1:  # after every range: the usual case of sequences that grow
-            self.starts.append(first)
-            ends.append(last)
+        starts, ends, hi = self._starts, self._ends, self._hi
+        if hi == self._lo or first > ends[hi - 1] + 1:  # after every range: the usual case of growing sequences
+            if hi == len(ends):
+                self._room(1)
+                starts, ends, hi = self._starts, self._ends, self._hi
+            starts[hi], ends[hi] = first, last
+            self._hi = hi + 1
             return 0
-        if first == ends[-1] + 1:  # just after the last range: it grows
-            ends[-1] = max(ends[-1], last)
+        if first == ends[hi - 1] + 1:  # just after the last range: it grows
+            ends[hi - 1] = max(ends[hi - 1], last)
             return 0
-        i = bisect.bisect_left(self.ends, first - 1)  # first range that could touch or overlap
+        i = bisect.bisect_left(ends, first - 1, self._lo, hi)  # first range that could touch or overlap
         j = i
         duplicates = 0
         new_first, new_last = first, last
-        while j < len(self.starts) and self.starts[j] <= last + 1:
-            overlap = min(last, self.ends[j]) - max(first, self.starts[j]) + 1
+        while j < hi and starts[j] <= last + 1:
+            overlap = min(last, ends[j]) - max(first, starts[j]) + 1
             duplicates += max(0, overlap)
-            new_first = min(new_first, self.starts[j])
-            new_last = max(new_last, self.ends[j])
+            new_first = min(new_first, starts[j])
+            new_last = max(new_last, ends[j])
             j += 1
         if j == i + 1:  # one range grew: in place
-            self.starts[i], self.ends[i] = new_first, new_last
+            starts[i], ends[i] = new_first, new_last
         else:  # between two ranges, or joining several
-            self.starts[i:j] = array("q", (new_first,))
-            self.ends[i:j] = array("q", (new_last,))
+            self._replace(i, j, array("q", (new_first,)), array("q", (new_last,)))
         return duplicates
 
     def add_many(self, ranges: list[tuple[int, int]]) -> int:
@@ -101,35 +155,41 @@ class RangeSet:
         if len(ranges) < FEW:
             return sum(self.add(first, last) for first, last in ranges)
         added = pairs(ranges)
-        i = bisect.bisect_left(self.ends, int(added[:, 0].min()) - 1)  # those before i stay as they are
-        starts = np.concatenate((np.frombuffer(self.starts[i:], dtype=np.int64), added[:, 0]))
-        ends = np.concatenate((np.frombuffer(self.ends[i:], dtype=np.int64), added[:, 1]))
+        hi = self._hi
+        i = bisect.bisect_left(self._ends, int(added[:, 0].min()) - 1, self._lo, hi)  # those before i stay
+        starts = np.concatenate((np.frombuffer(self._starts, dtype=np.int64)[i:hi], added[:, 0]))
+        ends = np.concatenate((np.frombuffer(self._ends, dtype=np.int64)[i:hi], added[:, 1]))
         before = int((ends - starts + 1).sum())  # the touched ranges' values, and every added one
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], np.maximum.accumulate(ends[order])
         begins = np.concatenate(([0], np.flatnonzero(starts[1:] > ends[:-1] + 1) + 1))
         finishes = np.concatenate((begins[1:] - 1, [len(starts) - 1]))
-        del self.starts[i:], self.ends[i:]
-        self.starts.frombytes(starts[begins].tobytes())
-        self.ends.frombytes(ends[finishes].tobytes())
-        return before - int((ends[finishes] - starts[begins] + 1).sum())
+        firsts, lasts = starts[begins], ends[finishes]
+        self._replace(i, hi, array("q", firsts.tobytes()), array("q", lasts.tobytes()))
+        return before - int((lasts - firsts + 1).sum())
 
     def __contains__(self, value: int) -> bool:
-        i = bisect.bisect_right(self.starts, value) - 1
-        return i >= 0 and self.ends[i] >= value
+        i = bisect.bisect_right(self._starts, value, self._lo, self._hi) - 1
+        return i >= self._lo and self._ends[i] >= value
+
+    def _held(self) -> zip:
+        """The held ranges' (first, last) pairs, read in place (the arrays are never resized)."""
+        lo, hi = self._lo, self._hi
+        return zip(memoryview(self._starts)[lo:hi], memoryview(self._ends)[lo:hi], strict=True)
 
     def ranges(self) -> list[tuple[int, int]]:
-        return list(zip(self.starts, self.ends, strict=True))
+        return list(self._held())
 
     def count(self) -> int:
-        return sum(e - s + 1 for s, e in zip(self.starts, self.ends, strict=True))
+        return sum(e - s + 1 for s, e in self._held())
 
     def within(self, first: int, last: int) -> list[tuple[int, int]]:
         """This set's values in [first, last], as ranges."""
-        i = bisect.bisect_left(self.ends, first)
+        starts, ends, hi = self._starts, self._ends, self._hi
+        i = bisect.bisect_left(ends, first, self._lo, hi)
         found = []
-        while i < len(self.starts) and self.starts[i] <= last:
-            found.append((max(first, self.starts[i]), min(last, self.ends[i])))
+        while i < hi and starts[i] <= last:
+            found.append((max(first, starts[i]), min(last, ends[i])))
             i += 1
         return found
 
@@ -137,10 +197,11 @@ class RangeSet:
         """This set's values in each of `ranges` (in any order, overlapping or not), as ranges: within()
         of each, in one pass of numpy from FEW ranges on (a simulated minute at a million records a
         second brings some 3 million scattered rejects)."""
-        if len(ranges) < FEW or not self.starts:
+        if len(ranges) < FEW or not len(self):
             return [both for first, last in ranges for both in self.within(first, last)]
         wanted = pairs(ranges)
-        starts, ends = np.frombuffer(self.starts, dtype=np.int64), np.frombuffer(self.ends, dtype=np.int64)
+        starts = np.frombuffer(self._starts, dtype=np.int64)[self._lo : self._hi]
+        ends = np.frombuffer(self._ends, dtype=np.int64)[self._lo : self._hi]
         low = np.searchsorted(ends, wanted[:, 0], "left")  # the first of ours that ends at or after it starts
         counts = np.maximum(np.searchsorted(starts, wanted[:, 1], "right") - low, 0)  # ours it touches
         which = np.repeat(np.arange(len(wanted)), counts)  # a row a piece: the wanted range's ...
@@ -151,7 +212,7 @@ class RangeSet:
 
     def values(self):
         """Every value, in order."""
-        for first, last in zip(self.starts, self.ends, strict=True):
+        for first, last in self._held():
             yield from range(first, last + 1)
 
     def add_values(self, values: list[int]) -> None:
@@ -161,10 +222,10 @@ class RangeSet:
 
     def overlap(self, other: "RangeSet") -> int:
         """How many values both sets hold: one pass over both, in order."""
-        i = j = found = 0
-        while i < len(self.starts) and j < len(other.starts):
-            found += max(0, min(self.ends[i], other.ends[j]) - max(self.starts[i], other.starts[j]) + 1)
-            if self.ends[i] < other.ends[j]:
+        i, j, found = self._lo, other._lo, 0
+        while i < self._hi and j < other._hi:
+            found += max(0, min(self._ends[i], other._ends[j]) - max(self._starts[i], other._starts[j]) + 1)
+            if self._ends[i] < other._ends[j]:
                 i += 1
             else:
                 j += 1
@@ -172,23 +233,24 @@ class RangeSet:
 
     def cut_below(self, limit: int) -> list[tuple[int, int]]:
         """Remove and return the values below `limit`, as ranges."""
-        i = bisect.bisect_left(self.ends, limit)  # ranges before i end below limit
-        cut = list(zip(self.starts[:i], self.ends[:i], strict=True))
-        if i < len(self.starts) and self.starts[i] < limit:  # one range straddles it
-            cut.append((self.starts[i], limit - 1))
-            self.starts[i] = limit
-        del self.starts[:i], self.ends[:i]
+        lo, hi = self._lo, self._hi
+        i = bisect.bisect_left(self._ends, limit, lo, hi)  # ranges before i end below limit
+        self._peak = max(self._peak, hi - lo)
+        cut = list(zip(self._starts[lo:i], self._ends[lo:i], strict=True))
+        if i < hi and self._starts[i] < limit:  # one range straddles it
+            cut.append((self._starts[i], limit - 1))
+            self._starts[i] = limit
+        self._lo, self._hi = (i, hi) if i < hi else (0, 0)
         return cut
 
     def end_of(self, value: int) -> int | None:
         """The last value of the range that holds `value`, None if none does."""
-        i = bisect.bisect_right(self.starts, value) - 1
-        return self.ends[i] if i >= 0 and self.ends[i] >= value else None
+        i = bisect.bisect_right(self._starts, value, self._lo, self._hi) - 1
+        return self._ends[i] if i >= self._lo and self._ends[i] >= value else None
 
     def missing_below(self, limit: int) -> int:
         """How many of 0..limit-1 are absent."""
-        ranges = zip(self.starts, self.ends, strict=True)
-        present = sum(max(0, min(e, limit - 1) - s + 1) for s, e in ranges if s < limit)
+        present = sum(max(0, min(e, limit - 1) - s + 1) for s, e in self._held() if s < limit)
         return max(0, limit - present)
 
 

@@ -117,8 +117,7 @@ def ranges_kept(a: RunAggregate) -> tuple[int, int]:
     o = a.outcomes
     by_delivery = [s for by in (o.rejected_on, o.received_on, o.doubted_on) for d in by.values() for s in d.values()]
     held = [*o.sets.values(), *o.in_question.values(), *by_delivery, *a.settled.values()]
-    size = sum(sys.getsizeof(ranges.starts) + sys.getsizeof(ranges.ends) for ranges in held)
-    return sum(len(ranges.starts) for ranges in held), size
+    return sum(len(ranges) for ranges in held), sum(ranges.nbytes() for ranges in held)
 
 
 def no_replay():

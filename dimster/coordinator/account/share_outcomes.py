@@ -110,7 +110,7 @@ class ShareOutcomes:
         for by_delivery in (self.rejected_on, self.received_on, self.doubted_on):
             for delivery, ranges in list(by_delivery.get(key, {}).items()):
                 ranges.cut_below(mark)
-                if not ranges.starts:
+                if not ranges:
                     del by_delivery[key][delivery]
 
     def widen_horizon(self, horizon_s: float) -> None:
