@@ -153,8 +153,6 @@ class ClientColumns:
             raise ValueError("delivery counts that are not (client, delivery count, records) triples")
         if (owners := self.deliveries[::3].tolist()) and not (min(owners) >= 0 and max(owners) < n):
             raise ValueError(f"delivery counts of a client beyond the report's {n}")
-        if owners and (min(self.deliveries[1::3].tolist()) < 1 or min(self.deliveries[2::3].tolist()) < 0):
-            raise ValueError("a delivery count below 1 or records below 0")
 
     @functools.cached_property
     def tables(self) -> tuple[np.ndarray, np.ndarray]:
