@@ -124,6 +124,7 @@ def test_a_run_of_256_workers_closes_its_account_and_takes_in_every_report_sent(
     assert totals["received"] == totals["acked"] == totals["sent"] > 0
     assert row["reports"] >= 256 // per_agent and 0 < row["share_of_one_core"] < 2 and row["us_per_report"] > 0
     assert row["worker_lines"] == per_agent * row["reports"]  # each agent's report carries all its workers
+    assert row["worker_lines_taken"] == row["worker_lines_made"] >= row["worker_lines"] + 256  # and each last one
     assert row["fake_cpu_seconds"] < row["as_measured"]["cpu_seconds"]
     assert row["report_lag_ms"]["count"] >= row["reports"] and row["report_lag_ms"]["p50"] is not None
     assert row["console_lag_ms"]["count"] == row["console_lines"] >= 2

@@ -216,6 +216,7 @@ def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assig
     workers = len(assignments)
     due: list[tuple[float, int]] = []  # heap of (epoch s, agent): each agent's next report
     closed: set[int] = set()
+    made: dict[int, int] = dict.fromkeys(range(workers), 0)  # per worker, the reports made of it
     told = 0.0
     while True:
         wait = max(0.0, min(due[0][0] if due else math.inf, told + PENDING_EVERY) - time.time())
@@ -229,8 +230,9 @@ def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assig
                 outbox.put(("stopped", index, 1, None))
             elif kind == "close":
                 outbox.put(("report", index, 1, fleet.report([index], time.time())))  # its last
+                made[index] += 1
                 outbox.put(("pending", -1, 0, fleet.pending()))
-                outbox.put(("closed", index, 1, None))
+                outbox.put(("closed", index, 1, made[index]))
                 closed.add(index)
             elif kind == "end":
                 return
@@ -241,6 +243,8 @@ def run_agents(pipe: Connection, rate: int, per_agent: int, aligned: bool, assig
             if mine:
                 heapq.heappush(due, (at + 1.0, agent))
                 outbox.put(("report", mine[0], len(mine), fleet.report(mine, at)))
+                for worker in mine:
+                    made[worker] += 1
         if now - told >= PENDING_EVERY:
             outbox.put(("pending", -1, 0, fleet.pending()))
             told = now
@@ -267,6 +271,8 @@ class ScaleWorkers:
         self.own_cpu_seconds = 0.0  # the agents' side of the clock probes, made on this thread
         self.reports = 0  # reports taken while measuring (an agent's one for its workers)
         self.lines = 0  # the workers' reports in them
+        self.lines_taken = 0  # the workers' reports taken in all, before, during and after the load
+        self.lines_made = 0  # those the agents say they made, of the workers closed so far
         self.next_probe = 0.0
         self.wire_bytes = 0  # of the reports taken while measuring
 
@@ -325,6 +331,7 @@ class ScaleWorkers:
             if kind == "report":
                 received.append((index, data))  # decoded at the pass's end, as RemoteWorkers does
                 room -= lines
+                self.lines_taken += lines
                 if self.measuring:
                     self.reports += 1
                     self.lines += lines
@@ -338,6 +345,7 @@ class ScaleWorkers:
             elif kind == "closed":
                 received.append((index, Closed()))
                 self.closed.add(index)
+                self.lines_made += data
             if received and deadline.left() > GATHER_SECONDS:
                 deadline = Deadline(GATHER_SECONDS)
         return [(index, decode(m) if isinstance(m, bytes) else m) for index, m in received]
