@@ -112,10 +112,8 @@ def test_a_run_of_256_workers_closes_its_account_and_takes_in_every_report_sent(
     the account closes."""
     out = tmp_path / "scale.json"
     command = [sys.executable, f"{BENCH}/coordinator_scale.py", "--workers", "256", "--clients-per-worker", "4"]
-    command += ["--workers-per-agent", str(per_agent)]
-    run = subprocess.run(
-        [*command, "--seconds", "3", "--json-out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
+    command += ["--workers-per-agent", str(per_agent), "--seconds", "3", "--rss-every", "1"]
+    run = subprocess.run([*command, "--json-out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     [row] = json.loads(out.read_text())
     totals = row["totals"]
@@ -125,6 +123,9 @@ def test_a_run_of_256_workers_closes_its_account_and_takes_in_every_report_sent(
     assert row["reports"] >= 256 // per_agent and 0 < row["share_of_one_core"] < 2 and row["us_per_report"] > 0
     assert row["worker_lines"] == per_agent * row["reports"]  # each agent's report carries all its workers
     assert row["worker_lines_taken"] == row["worker_lines_made"] >= row["worker_lines"] + 256  # and each last one
+    curve = row["rss_mb_curve"]  # every second of the run (--rss-every 1), each at most the peak
+    assert len(curve) >= 3 and [t for t, _ in curve] == sorted(t for t, _ in curve)
+    assert all(0 < mb <= row["peak_rss_mb"] + 1 for _, mb in curve)
     assert row["fake_cpu_seconds"] < row["as_measured"]["cpu_seconds"]
     assert row["report_lag_ms"]["count"] >= row["reports"] and row["report_lag_ms"]["p50"] is not None
     assert row["console_lag_ms"]["count"] == row["console_lines"] >= 2

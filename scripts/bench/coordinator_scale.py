@@ -16,7 +16,10 @@ of the clock probes, made on the loop's thread, is not), the report lag (a repor
 handling) and the console lag (a line's due time to its printing).
 
     .venv/bin/python scripts/bench/coordinator_scale.py [--workers 16,256,1024] [--seconds 90]
-        [--clients-per-worker 30] [--aligned] [--workers-per-agent K] [--profile PREFIX] [--json-out F]
+        [--clients-per-worker 30] [--aligned] [--workers-per-agent K] [--profile PREFIX] [--rss-every S]
+        [--json-out F]
+
+`--rss-every S` (10): the coordinator process's RSS every S seconds of the run, in the JSON's `rss_mb_curve`.
 
 `--workers-per-agent K`: the workers run on N/K agents (worker i on agent i mod N/K, as `RemoteWorkers`
 places them), each sending one report a second for its K workers (protocol 20, remote/report_hold.py);
@@ -38,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -113,12 +117,14 @@ def run_child(args: argparse.Namespace) -> dict:
         workload, fake_cluster(), bundle, fake, n, control=control, say=say, kafka=FakeKafka(fake)
     )
     started = time.monotonic()
+    rss_curve = sample_rss(args.rss_every, until := threading.Event())
     failure = None
     try:
         coordinator.run()
     except RunFailed as e:  # its figures are measured all the same (a fake fleet fallen behind, 4,096 workers)
         failure = str(e)
     finally:
+        until.set()
         if profiler:
             profiler.dump_stats(f"{args.profile}-{n}.prof")
         control.close()
@@ -154,11 +160,29 @@ def run_child(args: argparse.Namespace) -> dict:
             "max": round(1e3 * max(publishing), 2) if publishing else None,
         },
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rss_mb_curve": rss_curve,  # [seconds since the run began, RSS in MB], every --rss-every s
         "as_measured": cost,  # run.json's record: the process's CPU, the agents' side of the clock probes included
         "totals": {k: info["totals"].get(k) for k in ("sent", "acked", "received", "lost", "unconsumed", "in_doubt")},
         "status": info["status"],
         "failure": failure,
     }
+
+
+def sample_rss(every: float, until: threading.Event) -> list[list[float]]:
+    """This process's RSS every `every` seconds from now until `until` is set, into the list returned
+    (the run's memory over its length: loop, writer and journal, which the aggregate's curve leaves out)."""
+    curve: list[list[float]] = []
+    page_mb, began = os.sysconf("SC_PAGE_SIZE") / 2**20, time.monotonic()
+
+    def sample() -> None:
+        while True:
+            pages = int(Path("/proc/self/statm").read_text().split()[1])
+            curve.append([round(time.monotonic() - began, 1), round(pages * page_mb)])
+            if until.wait(every):
+                return
+
+    threading.Thread(target=sample, name="rss-sampler", daemon=True).start()
+    return curve
 
 
 def load_average() -> str:
@@ -184,6 +208,7 @@ def main() -> None:
     parser.add_argument(
         "--off-the-heap", action="store_true", help="every allocation above 128 KiB on pages of its own (glibc)"
     )
+    parser.add_argument("--rss-every", type=float, default=10.0, help="seconds between RSS samples (rss_mb_curve)")
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -195,7 +220,7 @@ def main() -> None:
     for n in [int(size) for size in args.workers.split(",")]:
         command = [sys.executable, __file__, "--child", "--workers", str(n), "--seconds", str(args.seconds)]
         command += ["--clients-per-worker", str(args.clients_per_worker)] + (["--aligned"] if args.aligned else [])
-        command += ["--workers-per-agent", str(args.workers_per_agent)]
+        command += ["--workers-per-agent", str(args.workers_per_agent), "--rss-every", str(args.rss_every)]
         command += ["--profile", args.profile] if args.profile else []
         command += ["--off-the-heap"] if args.off_the_heap else []
         before = load_average()
