@@ -51,7 +51,7 @@ def holder(tmp_path):
         process.wait()
         try:
             sleeper = psutil.Process(pid)
-            if sleeper.cmdline()[:1] == ["sleep"]:
+            if command_line(sleeper)[:1] == ["sleep"]:
                 sleeper.kill()
         except psutil.Error:
             pass
@@ -59,6 +59,17 @@ def holder(tmp_path):
 
 def tracked(pid: int) -> TrackedProcess:
     return TrackedProcess.of(pid)
+
+
+def command_line(process: psutil.Process, within: float = 10.0) -> list[str]:
+    """The process's command line once its exec has laid it out. Its starter goes on as soon as the
+    exec has replaced the old program's memory; Linux sets the new program's arguments later in the
+    same exec (after the ELF loader has mapped the program and its interpreter), and until then
+    /proc shows an empty one: on a busy host, for longer than the starter's exit and ours take."""
+    deadline = time.monotonic() + within
+    while not (line := process.cmdline()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return line
 
 
 def test_a_zombie_of_another_process_counts_as_stopped(holder):
@@ -75,7 +86,7 @@ def test_a_spawned_process_is_no_child_of_the_process_that_spawned_it(holder):
     starter, pid = holder("spawn")
     sleeper = psutil.Process(pid)
     assert sleeper.ppid() != starter.pid
-    assert sleeper.cmdline() == ["sleep", "120"]
+    assert command_line(sleeper) == ["sleep", "120"]
     process = tracked(pid)
     process.stop(timeout=5)
     assert not process.alive()
