@@ -122,6 +122,7 @@ def test_a_run_of_256_workers_closes_its_account_and_takes_in_every_report_sent(
     assert totals["received"] == totals["acked"] == totals["sent"] > 0
     assert row["reports"] >= 256 // per_agent and 0 < row["share_of_one_core"] < 2 and row["us_per_report"] > 0
     assert row["worker_lines"] == per_agent * row["reports"]  # each agent's report carries all its workers
+    assert row["workers_closed"] == 256  # each told what it made
     assert row["worker_lines_taken"] == row["worker_lines_made"] >= row["worker_lines"] + 256  # and each last one
     curve = row["rss_mb_curve"]  # every second of the run (--rss-every 1), each at most the peak
     assert len(curve) >= 3 and [t for t, _ in curve] == sorted(t for t, _ in curve)

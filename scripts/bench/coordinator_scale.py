@@ -143,7 +143,8 @@ def run_child(args: argparse.Namespace) -> dict:
         "workers_per_agent": args.workers_per_agent,
         "reports": fake.reports,
         "worker_lines": fake.lines,
-        "worker_lines_made": fake.lines_made,  # by the fake workers over the whole run, each of their reports
+        "worker_lines_made": fake.lines_made,  # by the fake workers that closed, each of their reports
+        "workers_closed": len(fake.closed),  # those that told what they made
         "worker_lines_taken": fake.lines_taken,  # by the coordinator over the whole run
         "report_kb": round(fake.wire_bytes / max(1, fake.reports) / 1000, 1),
         "fake_cpu_seconds": round(fake.own_cpu_seconds, 3),
@@ -238,7 +239,8 @@ def main() -> None:
             f"{row['worker_lines'] / max(1, row['reports']):.0f} worker(s)); "
             f"report lag p50/p99/max {lag['p50']}/{lag['p99']}/{lag['max']} ms; console lag p50/max "
             f"{line['p50']}/{line['max']} ms; a status published in {row['status_publish_ms']['p50']} ms "
-            f"(median of {row['status_publish_ms']['count']}); workers' reports made {row['worker_lines_made']:,}, "
+            f"(median of {row['status_publish_ms']['count']}); workers' reports made {row['worker_lines_made']:,} "
+            f"(told by {row['workers_closed']:,} of {n:,} at their close), "
             f"taken {row['worker_lines_taken']:,}; lost {row['totals']['lost']}, in doubt "
             f"{row['totals']['in_doubt']}; {row['failure'] or row['status']}; "
             f"load average before {before}",
