@@ -1,10 +1,11 @@
 """A fleet on one host: 8 agents (`dimster worker serve --workers 2`, processes on loopback) run the 16
 workers of one run, 208 clients (96 producers, 112 share consumers) on the session's local cluster,
 through a live --modify of the rate. The account closes with nothing lost; worker i runs on agent
-i mod 8; the status and the console's last line say what the bundle says."""
+i mod 8; the status after the change and the console's last line say what the bundle says."""
 
 import contextlib
 import re
+import time
 
 import pytest
 
@@ -74,6 +75,7 @@ def test_eight_agents_of_two_workers_run_208_clients_through_a_live_change(
             [change] = modify("producerRate=960", env="fleet")["applied"]
             assert change["key"] == "producerRate", change
             wait(f"received>={status('fleet')['received'] + 4000}", timeout=180, env="fleet")
+            after, asked_at = status("fleet"), time.time()  # the change held, as the status tells it
         except AssertionError as e:
             raise AssertionError(f"{e}\n{detached_evidence(f'results in {bundle};', 'fleet')}") from None
         finally:
@@ -97,6 +99,15 @@ def test_eight_agents_of_two_workers_run_208_clients_through_a_live_change(
     assert [m["key"] for m in modifications(bundle)] == ["producerRate"]
     for index in range(AGENTS * SLOTS):  # every worker's log came back from its agent
         assert (bundle / "logs" / f"worker-{index}.log").is_file(), index
+    # the status after the change said what the bundle says: the new target, each producer's share of
+    # it in every report after the change, and no more records than the reports up to then held
+    [change] = modifications(bundle)
+    producing = intervals[intervals["role"] == "producer"]
+    changed = producing[(producing["end_time"] > change["time"] + 2) & (producing["end_time"] <= asked_at)]
+    assert after["targetRate"] == 960 and after["producers"] == PRODUCERS, after
+    assert len(changed) >= PRODUCERS and set(changed["target_rate"]) == {960 / PRODUCERS}, changed["target_rate"]
+    reported = intervals[intervals["end_time"] <= asked_at + 1]
+    assert 0 < after["sent"] <= reported["sent"].sum() and 0 < after["received"] <= reported["received"].sum()
     # the console's last words are the bundle's totals
     totals = info["totals"]
     said = re.search(r"sent ([\d,]+) \(acked ([\d,]+)\), received ([\d,]+), lost 0", console_log("fleet").read_text())
