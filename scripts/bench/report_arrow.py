@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
-from report_codec import SHAPES, with_latencies  # beside this script
+from report_codec import print_shapes, with_latencies  # beside this script
 
 from dimster.worker.client_columns import COUNTS, REALS
 from dimster.worker.protocol import IntervalReport, Reported, decode, encode
@@ -143,10 +143,7 @@ def main() -> None:
     args = parser.parse_args()
     random.seed(1)
     print(f"per report of 30 clients ({args.reports} reports, CPU µs, median of {args.repeat} rounds)")
-    for name, make in SHAPES:
-        rounds = [measure(make, args.reports) for _ in range(args.repeat)]
-        row = {step: round(statistics.median(r[step] for r in rounds)) for step in rounds[0]}
-        print(f"{name:>12}: " + ", ".join(f"{k} {v:,}" for k, v in row.items()), flush=True)
+    print_shapes(measure, args.reports, args.repeat)
 
 
 if __name__ == "__main__":

@@ -195,8 +195,13 @@ def main() -> None:
             )
         return
     print(f"protocol {PROTOCOL_VERSION}, µs per report of 30 clients ({args.reports} reports, median of {args.repeat})")
+    print_shapes(measure, args.reports, args.repeat)
+
+
+def print_shapes(measure, reports: int, repeat: int) -> None:
+    """Each shape's figures from `measure(make, reports)`, the median of `repeat` rounds, a line each."""
     for name, make in SHAPES:
-        rounds = [measure(make, args.reports) for _ in range(args.repeat)]
+        rounds = [measure(make, reports) for _ in range(repeat)]
         row = {step: round(statistics.median(r[step] for r in rounds)) for step in rounds[0]}
         print(f"{name:>12}: " + ", ".join(f"{k} {v:,}" for k, v in row.items()), flush=True)
 
