@@ -10,10 +10,6 @@ from dimster.metrics.sequences import FEW, RangeSet, to_ranges
 pytestmark = pytest.mark.unit
 
 
-def ranges(rs: RangeSet) -> list[tuple[int, int]]:
-    return rs.ranges()
-
-
 def range_set(*pairs: tuple[int, int]) -> RangeSet:
     rs = RangeSet()
     for first, last in pairs:
@@ -83,7 +79,7 @@ def test_empty_range_set():
 
 def test_disjoint_ranges_stay_apart_and_sorted():
     rs = range_set((10, 12), (0, 2), (20, 20), (5, 6))
-    assert ranges(rs) == [(0, 2), (5, 6), (10, 12), (20, 20)]
+    assert rs.ranges() == [(0, 2), (5, 6), (10, 12), (20, 20)]
     assert rs.count() == 3 + 2 + 3 + 1
 
 
@@ -99,7 +95,7 @@ def test_disjoint_ranges_stay_apart_and_sorted():
     ],
 )
 def test_adjacent_and_overlapping_ranges_merge(pairs, expected):
-    assert ranges(range_set(*pairs)) == expected
+    assert range_set(*pairs).ranges() == expected
 
 
 def test_add_reports_duplicates():
@@ -109,7 +105,7 @@ def test_add_reports_duplicates():
     assert rs.add(0, 14) == 15
     assert rs.add(20, 29) == 0
     assert rs.add(12, 22) == 3 + 3  # 12..14 and 20..22 were there; 15..19 are new
-    assert ranges(rs) == [(0, 29)]
+    assert rs.ranges() == [(0, 29)]
     assert rs.count() == 30
 
 
@@ -118,14 +114,14 @@ def test_single_value_duplicates():
     assert rs.add(7, 7) == 0
     assert rs.add(7, 7) == 1
     assert rs.add(6, 8) == 1
-    assert ranges(rs) == [(6, 8)]
+    assert rs.ranges() == [(6, 8)]
 
 
 def test_duplicates_within_one_batch_are_counted():
     rs = RangeSet()
     duplicates = sum(rs.add(first, last) for first, last in to_ranges([1, 2, 2, 3, 3, 3]))
     assert duplicates == 3
-    assert ranges(rs) == [(1, 3)]
+    assert rs.ranges() == [(1, 3)]
 
 
 def test_missing_below():
@@ -183,7 +179,7 @@ def test_shuffled_batches_match_a_python_set(seed):
     for limit in (0, 1, n // 2, n, n + 10):
         assert rs.missing_below(limit) == sum(1 for v in range(limit) if v not in seen)
     # the ranges are exactly the maximal runs of the set: disjoint, sorted, never touching
-    assert ranges(rs) == to_ranges(sorted(seen))
+    assert rs.ranges() == to_ranges(sorted(seen))
     held = rs.ranges()
     assert all(held[i][1] + 1 < held[i + 1][0] for i in range(len(held) - 1))
 
@@ -192,7 +188,7 @@ def test_ranges_follow_gaps_not_message_count():
     rs = RangeSet()
     for first in range(0, 1_000_000, 1000):
         rs.add(first, first + 999)
-    assert ranges(rs) == [(0, 999_999)]
+    assert rs.ranges() == [(0, 999_999)]
     rs.add(2_000_000, 2_000_000)
     assert len(rs) == 2
     assert rs.missing_below(2_000_001) == 1_000_000

@@ -44,8 +44,9 @@ def tables(report: IntervalReport) -> dict[str, pa.Table]:
     clients["counts"] = pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(c.counts)), len(COUNTS))
     clients["reals"] = pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(c.reals)), len(REALS))
     triples = np.asarray(c.deliveries).reshape(-1, 3)
-    histograms = {"client": h.client, "metric": h.metric, "partition": h.partition, "total": h.total}
-    histograms |= {"low": h.low, "high": h.high, "size": h.size}
+    histograms = {
+        name: np.asarray(getattr(h, name)) for name in ("client", "partition", "total", "low", "high", "size")
+    }
     keys: dict[str, list] = {name: [] for name in ("group", "kind", "producer", "delivery", "ranges")}
     pairs: list = []  # every key's ranges, one after another, as (first, last) rows
     for group, account in enumerate(report.groups.values()):
@@ -60,9 +61,7 @@ def tables(report: IntervalReport) -> dict[str, pa.Table]:
         "lines": pa.table(lines),
         "clients": pa.table(clients),
         "deliveries": pa.table({"client": triples[:, 0], "delivery": triples[:, 1], "records": triples[:, 2]}),
-        "histograms": pa.table(
-            {name: np.asarray(v) if not isinstance(v, list) else v for name, v in histograms.items()}
-        ),
+        "histograms": pa.table({"metric": h.metric, **histograms}),
         "buckets": pa.table({"bucket": np.asarray(h.bucket), "count": np.asarray(h.count)}),
         "groups": pa.table({"name": list(report.groups)}),
         "range keys": pa.table(keys),
@@ -107,32 +106,31 @@ def read_batches(parts: list[bytes], schemas: list[pa.Schema]) -> list[dict]:
     return [taken(pa.Table.from_batches([read(pa.py_buffer(p), s)])) for p, s in zip(parts, schemas, strict=True)]
 
 
-def cpu_us(work, items: list) -> float:
+def timed(work, items: list) -> tuple[list, float]:
+    """`work` of each item, and its CPU µs an item."""
     started = time.process_time()
-    for item in items:
-        work(item)
-    return 1e6 * (time.process_time() - started) / len(items)
+    done = [work(item) for item in items]
+    return done, 1e6 * (time.process_time() - started) / len(items)
 
 
 def measure(make, reports: int) -> dict:
     """One round: each way's bytes, encoding and decoding, µs a report."""
     made = [with_latencies(k, make(k)) for k in range(reports)]
-    msgpack_encode = cpu_us(lambda r: encode(Reported(r)), made)
-    datas = [encode(Reported(r)) for r in made]
-    decoded = [decode(data).report for data in datas]  # type: ignore[attr-defined]
+    datas, msgpack_encode = timed(lambda r: encode(Reported(r)), made)
+    decoded, msgpack_decode = timed(lambda data: decode(data).report, datas)
     as_tables = [tables(r) for r in decoded]
     schemas = [t.schema for t in as_tables[0].values()]
-    streams = [[stream(t) for t in ts.values()] for ts in as_tables]
+    streams, arrow_encode = timed(lambda ts: [stream(t) for t in ts.values()], as_tables)
     batches = [[batch_only(t) for t in ts.values()] for ts in as_tables]
     return {
         "msgpack bytes": statistics.mean(map(len, datas)),
         "arrow bytes, schemas in each": statistics.mean(sum(map(len, s)) for s in streams),
         "arrow bytes, batches only": statistics.mean(sum(map(len, b)) for b in batches),
         "msgpack encode": msgpack_encode,
-        "arrow encode (from the tables)": cpu_us(lambda ts: [stream(t) for t in ts.values()], as_tables),
-        "msgpack decode": cpu_us(decode, datas),
-        "arrow decode, schemas in each": cpu_us(read_streams, streams),
-        "arrow decode, batches only": cpu_us(lambda parts: read_batches(parts, schemas), batches),
+        "arrow encode (from the tables)": arrow_encode,
+        "msgpack decode": msgpack_decode,
+        "arrow decode, schemas in each": timed(read_streams, streams)[1],
+        "arrow decode, batches only": timed(lambda parts: read_batches(parts, schemas), batches)[1],
     }
 
 
