@@ -213,9 +213,36 @@ def evidence(bundle: Path, lines: int = 40) -> str:
     parts = [f"totals: {info.get('totals')}", "events:"]
     if (bundle / "events.jsonl").exists():
         parts += (bundle / "events.jsonl").read_text().splitlines()[-lines:]
+    parts += lag_by_partition(bundle) + consumers_by_interval(bundle)
     for log in sorted((bundle / "logs").glob("*.log")):
         parts += [f"--- {log.name}", *log.read_text(errors="replace").splitlines()[-lines:]]
     return "\n".join(parts)
+
+
+def lag_by_partition(bundle: Path) -> list[str]:
+    """The groups' lag, as the brokers told it, a line per group and partition and a column per reading
+    (whether one partition stood still while the others flowed)."""
+    if not (bundle / "metrics" / "group_lag").exists():
+        return []
+    lag = table(bundle, "group_lag")
+    lag = lag[lag.partition >= 0]
+    if lag.empty:
+        return []
+    by_reading = lag.pivot_table(index=["group", "partition"], columns="run_time_s", values="lag")
+    return ["lag by partition (columns: seconds of the run):", *by_reading.to_string().splitlines()]
+
+
+def consumers_by_interval(bundle: Path) -> list[str]:
+    """Each consumer's records received, report by report: whether one stood still while the others
+    flowed (which partition it held is in the lag's lines)."""
+    if not (bundle / "metrics" / "intervals").exists():
+        return []
+    rows = table(bundle, "intervals")
+    rows = rows[rows.role != "producer"]
+    if rows.empty:
+        return []
+    by_report = rows.pivot_table(index="client_id", columns="run_time_s", values="received", aggfunc="sum")
+    return ["received by consumer (columns: seconds of the run):", *by_report.to_string().splitlines()]
 
 
 def detached_evidence(output: str, env: str = "local", lines: int = 40) -> str:

@@ -208,7 +208,7 @@ def test_a_scheduled_pause_a_live_restart_and_a_redeploy_of_the_node_lose_nothin
     # until it is delivered again. The broker may have committed it first, so it never comes back:
     # then it stays in doubt by name (at most one per failed acknowledgement), and the account closes.
     [account] = info["account"].values()
-    assert account["closes"] and account["unconsumed"] == 0, account
+    assert account["closes"] and account["unconsumed"] == 0, f"{account}\n{evidence(bundle)}"
     assert totals["backlog"] == totals["in_doubt"] <= totals["ack_errors"], totals
     assert totals["received"] >= totals["sent"] - totals["in_doubt"]
     # the drain waits for records in doubt only until the brokers say none is left, not its 30 s time-out
