@@ -4,8 +4,8 @@
 # Arguments go to pytest: `scripts/test.sh -m unit` is the fast loop (no broker, no Spark, no browser).
 #
 # The whole suite runs in tiers, each a pytest session of its own: kafka on three workers and, beside
-# it, the type check, unit, spark and browser one after another (their output is printed once the
-# kafka tier ends; lint has run before any). A Kafka test spends much of its time waiting on Kafka
+# it, the type check, unit (on two workers), spark and browser one after another (their output is
+# printed once the kafka tier ends; lint has run before any). A Kafka test spends much of its time waiting on Kafka
 # (heartbeats, lock time-outs, drains), and the other tiers, which use no Kafka, take the CPU it leaves:
 # they run at nice 9 while the kafka tier, the suite's critical path, runs, and get their priority
 # back once it ends (scripts/priority.py, as root; beside a busy host they would crawl). Measured on
@@ -66,7 +66,7 @@ tier() {  # tier NAME PYTEST-ARGUMENTS...: one pytest session; its exit code and
 summary() {  # each tier's slowest tests, then the suite's line; the exit code is the first failure's
   local times=("setup $setup_seconds s") status name code
   status=$(cat "$test_times/types.code" 2>/dev/null || echo 1)
-  [ "$status" -eq 0 ] || times+=("type check failed")
+  if [ "$status" -eq 0 ]; then times+=("type check $(cat "$test_times/types.seconds") s"); else times+=("type check failed"); fi
   for name in unit kafka spark browser; do
     [ -f "$test_times/$name.code" ] || continue
     code=$(cat "$test_times/$name.code")
@@ -80,13 +80,14 @@ summary() {  # each tier's slowest tests, then the suite's line; the exit code i
 }
 
 types() {  # the type check, first of the chain beside the kafka tier: 15 s of a fresh clone's critical path
-  local code=0
+  local code=0 begun=$SECONDS
   echo "== type check"
   typecheck || code=$?
   echo "$code" >"$test_times/types.code"
+  echo "$((SECONDS - begun))" >"$test_times/types.seconds"
 }
 (renice -n 9 "$BASHPID" >/dev/null; export DIMSTER_SUITE_BESIDE=$BASHPID  # scripts/priority.py finds them by it
-  types; tier unit -m unit "$@" || true; tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) \
+  types; tier unit -m unit -n 2 "$@" || true; tier spark -m spark "$@" || true; tier browser -m browser "$@" || true) \
   >"$test_times/beside.log" 2>&1 &
 beside=$!
 tier kafka -m kafka -n 3 "$@" || true
