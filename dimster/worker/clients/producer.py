@@ -2,6 +2,7 @@
 Kafka client hands over, acknowledges and fails."""
 
 import logging
+import math
 import threading
 import time
 
@@ -11,6 +12,7 @@ from dimster.clients import ProducerDriver
 from dimster.worker import clock
 from dimster.worker.clients.drivers import producer_driver
 from dimster.worker.clients.load_client import LoadClient
+from dimster.worker.clients.pacing import WORKER_PACING, PacingLoop, Pass
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ProducerSpec
 from dimster.workload.distributor import distributor
 from dimster.workload.model import Workload
@@ -24,7 +26,13 @@ class ProducerClient(LoadClient):
     role = "producer"
 
     def __init__(
-        self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int, security: dict | None = None
+        self,
+        spec: ProducerSpec,
+        workload: Workload,
+        bootstrap: str,
+        total_producers: int,
+        security: dict | None = None,
+        pacing: PacingLoop = WORKER_PACING,
     ):
         # Reads self.workload and self.total_producers on every pass: the worker replaces them live.
         self.spec = spec
@@ -36,6 +44,7 @@ class ProducerClient(LoadClient):
         self.load_started: float | None = None  # epoch seconds; set by the worker when load starts
         self.sequence = 0
         self.ready = threading.Event()  # its first Kafka client is built and knows the topic
+        self.pacing = pacing  # the loop that runs its passes, with the worker's other producers'
 
     def _carry_over(self, previous: ClientInterval) -> None:
         self.interval.next_sequence = self.sequence
@@ -103,8 +112,33 @@ class ProducerClient(LoadClient):
                 log.warning("%s: %d records unacknowledged at close: counted as failed", self.client_id, remaining)
 
     def _produce(self, driver: ProducerDriver, pacer: Pacer, choose) -> None:
+        """Send on schedule: this client's passes run on the worker's pacing loop (pacing.py) until it
+        is stopped or recreated, or a pass fails (raised here, on the client's own thread)."""
+        failures: list[Exception] = []
+
+        def failed(e: Exception) -> None:
+            failures.append(e)
+            self.wake.set()
+
+        self.pacing.join(self, self._pass_of(driver, pacer, choose), failed)
+        try:
+            while not (self.stopping.is_set() or self.recreate.is_set() or failures):
+                self.wake.wait(1.0)
+                self.wake.clear()
+        finally:
+            self.pacing.leave(self)
+        if failures:
+            raise failures[0]
+
+    def _pass_of(self, driver: ProducerDriver, pacer: Pacer, choose) -> Pass:
+        """One pass: the records due since the last, handed to the client and counted; returns when the
+        next falls due (epoch s)."""
         acks_due = 0.0  # monotonic time the driver's acknowledgements are next collected
-        while not self.stopping.is_set() and not self.recreate.is_set():
+
+        def run_pass() -> float:
+            nonlocal acks_due
+            if self.stopping.is_set() or self.recreate.is_set():  # its thread is on its way to leave
+                return math.inf
             now = clock.now()
             rate = self.target_rate(now)
             due = pacer.due(now, rate, limit=20_000)
@@ -127,6 +161,6 @@ class ProducerClient(LoadClient):
                     self._count_acks(driver)
                     acks_due = time.monotonic() + ACKS_EVERY
                 self.interval.next_sequence = self.sequence
-            pause = pacer.next_due(rate) - clock.now()
-            if pause > 0:
-                self.wake.wait(min(pause, 0.05))
+            return pacer.next_due(rate)
+
+        return run_pass
