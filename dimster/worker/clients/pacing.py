@@ -54,7 +54,8 @@ class PacingLoop:
                 pause = next_due - clock.now()
                 if pause > 0:
                     self._joined.wait(min(pause, LONGEST_PAUSE_S))
-                self._joined.clear()
+                if self._joined.is_set():  # (a clear takes the event's lock: not on every round)
+                    self._joined.clear()
         finally:
             detach_thread()  # a Java producer's sends attached this thread to the JVM
 
