@@ -17,11 +17,10 @@ pacing_threads = bench_script("pacing_threads")
 def test_each_way_of_pacing_passes_every_record_that_fell_due_once(pacing):
     case = {"pacing": pacing, "producers": 3, "rate": 3000.0}
     result = pacing_threads.run_case(case, seconds=0.5)
-    assert result["expected"] == 1500
     # each producer's 500, but for a fraction of a record carried over
     assert 1500 - 3 <= result["records"] <= 1500
-    assert 0 <= result["delay_p50_us"] <= result["delay_p99_us"] <= result["delay_max_us"]
-    assert result["cpu_of_a_core"] > 0
+    # the passes of the way measured took them, not only the catch-up pass at the case's end
+    assert result["records_passed_before_the_end"] > 0
     deadline = time.monotonic() + 10  # the loop's thread ends at its next round, 50 ms at most
     while [t for t in threading.enumerate() if t.name == "pacing-bench"]:
         assert time.monotonic() < deadline, "the loop's thread outlived its members"

@@ -1,6 +1,7 @@
 """The worker's one pacing thread (dimster/worker/clients/pacing.py), with members of our own: every
 member's pass runs in turn, a member that left or failed runs no more, a failure reaches its own member
-only, a pass under way holds a leave back, and the thread lives only while the loop has members."""
+only, a pass under way holds its own member's leave back and no other's, a fault of the loop itself
+fails every member, and the thread lives only while the loop has members."""
 
 import threading
 import time
@@ -44,9 +45,9 @@ def test_every_members_pass_runs_and_one_that_left_runs_no_more():
     loop.join(b, b.run_pass, b.failed)
     until(lambda: a.passes >= 5 and b.passes >= 5)
     loop.leave(a)
-    left_at = a.passes
-    until(lambda: b.passes >= left_at + 20)  # many rounds after the leave
-    assert a.passes == left_at and loop.members() == 1
+    passes_of_a, passes_of_b = a.passes, b.passes
+    until(lambda: b.passes >= passes_of_b + 20)  # many rounds after the leave
+    assert a.passes == passes_of_a and loop.members() == 1
     loop.leave(b)
 
 
@@ -68,24 +69,45 @@ def test_a_failing_pass_is_its_own_members_failure_and_the_others_go_on():
     loop.leave(good)
 
 
-def test_a_leave_waits_for_the_members_pass_under_way():
-    loop, member = PacingLoop("pacing-test-3"), Member()
-    in_pass, release = threading.Event(), threading.Event()
+def test_a_leave_waits_for_its_members_pass_under_way_and_for_no_other():
+    loop, blocked, other = PacingLoop("pacing-test-3"), Member(), Member()
+    in_pass, release, finished = threading.Event(), threading.Event(), threading.Event()
+    when_left: list[bool] = []
 
-    def slow_pass() -> float:
+    def slow_pass() -> float:  # as a send to a client whose queue is full
         in_pass.set()
         release.wait(10)
+        finished.set()
         return clock.now() + 0.001
 
-    loop.join(member, slow_pass, member.failed)
+    loop.join(other, other.run_pass, other.failed)
+    loop.join(blocked, slow_pass, blocked.failed)
     assert in_pass.wait(10)
-    leaving = threading.Thread(target=loop.leave, args=(member,))
+    loop.leave(other)  # returns at once: the blocked pass is not its member's
+    assert not finished.is_set()
+    leaving = threading.Thread(target=lambda: (loop.leave(blocked), when_left.append(finished.is_set())))
     leaving.start()
-    leaving.join(0.2)
-    assert leaving.is_alive()  # the pass holds it back
+    time.sleep(0.2)
     release.set()
     leaving.join(10)
-    assert not leaving.is_alive() and loop.members() == 0
+    assert when_left == [True]  # it returned only once the pass under way had ended
+    assert loop.members() == 0
+
+
+def test_a_fault_of_the_loop_itself_fails_every_member():
+    loop, first, second = PacingLoop("pacing-test-5"), Member(), Member()
+
+    def failing_pass() -> float:
+        raise RuntimeError("queue full")
+
+    def failed_badly(e: Exception) -> None:  # a report that raises: the loop's thread ends
+        raise ValueError("report lost")
+
+    loop.join(second, second.run_pass, second.failed)
+    loop.join(first, failing_pass, failed_badly)
+    until(lambda: second.failures)
+    assert [type(e) for e in second.failures] == [ValueError] and loop.members() == 0
+    until(lambda: not loop_threads("pacing-test-5"))
 
 
 def test_the_thread_lives_only_while_the_loop_has_members():

@@ -68,6 +68,7 @@ def run_case(case: dict, seconds: float) -> dict:
         time.sleep(max(0.0, start + seconds - clock.now()))
         for m in members:
             loop.leave(m)
+    passed_before_the_end = sum(len(m.recorded()) for m in members)
     for m in members:  # what fell due since a member's last pass, up to the case's end (on a busy
         m.run_pass(until=start + seconds)  # host that pass may have come long before it)
     cpu = time.process_time() - cpu
@@ -76,6 +77,7 @@ def run_case(case: dict, seconds: float) -> dict:
         **case,
         "load_average_before": [round(x, 2) for x in load],
         "records": len(delays),
+        "records_passed_before_the_end": passed_before_the_end,
         "expected": int(case["rate"] * seconds),
         "delay_p50_us": float(np.percentile(delays, 50)),
         "delay_p99_us": float(np.percentile(delays, 99)),
