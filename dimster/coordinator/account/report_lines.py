@@ -24,8 +24,8 @@ class LineSpan:
     end: float
     since: float  # where the time it covers starts: its previous report's end, or load's start
     covered: float  # seconds of load it covers (0 before load starts)
-    share: float  # the part of its CPU and steal figures that falls within `covered`
-    waited: float  # seconds its wake probe waited to run
+    share: float  # the part of its CPU, steal and wait figures that falls within `covered`
+    waited: float  # seconds its wake probe waited to run within `covered` (its share of the line's)
 
 
 class WorkerLines:
@@ -51,7 +51,8 @@ class WorkerLines:
             self.last_report[line.worker_index], self.heard[line.worker_index] = line.end_time, now
             spanned = line.end_time - last if last else covered  # the time its CPU and steal figures cover
             share = covered / spanned if spanned > 0 else 0.0
-            waited = line.wake_lag.lag_ms_sum / 1000 if line.wake_lag else 0.0
+            # a line that spans load's start: only its share of the wait falls in the time it covers
+            waited = line.wake_lag.lag_ms_sum / 1000 * share if line.wake_lag else 0.0
             spans.append(LineSpan(line.worker_index, line.end_time, since, covered, share, waited))
         return spans
 
