@@ -3,9 +3,10 @@
 A producer's pass (records due since its last pass, handed to its Kafka client) is short, and at high
 rates its next record is due within tens of microseconds. Four producers each on a thread of their own
 woke 100,000 times a second between them and took turns at the interpreter's lock: pacing alone (no
-Kafka) cost a core and had a tail of 1-3 ms at 100,000 msg/s, where one thread pacing all four cost half
-a core and kept a p99 of 0.3 ms (docs/benchmarks.md, "Pacing at high rates"). So a worker's producers
-join one loop, which runs each member's pass in turn and sleeps until the earliest next record is due.
+Kafka) cost 0.9-1 core at 100,000 msg/s, and on a busy host had a tail of 1-2 ms, where one thread
+pacing all four cost 0.4 of a core and half the tail or less (docs/benchmarks.md, "Pacing at high
+rates"). So a worker's producers join one loop, which runs each member's pass in turn and sleeps until
+the earliest next record is due.
 A producer's own thread keeps its client's life: it builds the client, joins, waits, leaves and closes.
 """
 
