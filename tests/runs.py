@@ -222,27 +222,26 @@ def evidence(bundle: Path, lines: int = 40) -> str:
 def lag_by_partition(bundle: Path) -> list[str]:
     """The groups' lag, as the brokers told it, a line per group and partition and a column per reading
     (whether one partition stood still while the others flowed)."""
-    if not (bundle / "metrics" / "group_lag").exists():
-        return []
-    lag = table(bundle, "group_lag")
-    lag = lag[lag.partition >= 0]
-    if lag.empty:
-        return []
-    by_reading = lag.pivot_table(index=["group", "partition"], columns="run_time_s", values="lag")
-    return ["lag by partition (columns: seconds of the run):", *by_reading.to_string().splitlines()]
+    return by_time(bundle, "group_lag", lambda t: t.partition >= 0, ["group", "partition"], "lag")
 
 
 def consumers_by_interval(bundle: Path) -> list[str]:
     """Each consumer's records received, report by report: whether one stood still while the others
     flowed (which partition it held is in the lag's lines)."""
-    if not (bundle / "metrics" / "intervals").exists():
+    return by_time(bundle, "intervals", lambda t: t.role != "producer", ["client_id"], "received")
+
+
+def by_time(bundle: Path, name: str, keep, index: list[str], values: str) -> list[str]:
+    """A metrics table's `values` for the rows `keep` chooses, a line per `index` and a column per second
+    of the run: a heading and the table's lines, or nothing where the run wrote no such rows."""
+    if not (bundle / "metrics" / name).exists():
         return []
-    rows = table(bundle, "intervals")
-    rows = rows[rows.role != "producer"]
+    rows = table(bundle, name)
+    rows = rows[keep(rows)]
     if rows.empty:
         return []
-    by_report = rows.pivot_table(index="client_id", columns="run_time_s", values="received", aggfunc="sum")
-    return ["received by consumer (columns: seconds of the run):", *by_report.to_string().splitlines()]
+    pivoted = rows.pivot_table(index=index, columns="run_time_s", values=values, aggfunc="sum")
+    return [f"{values} by {', '.join(index)} (columns: seconds of the run):", *pivoted.to_string().splitlines()]
 
 
 def detached_evidence(output: str, env: str = "local", lines: int = 40) -> str:

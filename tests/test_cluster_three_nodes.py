@@ -4,7 +4,6 @@ down. Each test stands alone: the `beefy` fixture brings the session's warm clus
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,11 @@ import yaml
 from tests.conftest import dimster, our_java_processes, set_broker_config
 from tests.kafka_clients import broker_config, consume_group, create_topic, produce_numbers
 from tests.runs import status, wait, write_workload
+from tests.waiting import until
 
 pytestmark = pytest.mark.kafka
 
 LOCKS = "group.share.partition.max.record.locks"
-
-
-def wait_until(condition, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met within the bound"
-        time.sleep(1)
 
 
 def namespaces() -> set[str]:
@@ -147,7 +140,7 @@ def test_a_run_through_a_kill_a_pause_a_restart_and_a_partition_loses_nothing_an
     assert isolated["alive"] and isolated["isolated"] == "nodes"
     # fenced: the controller no longer hears it (clients still reach it, and wait on it as its own
     # partitions' leader until it rejoins: the faults table in docs/faults.md measures that stall)
-    wait_until(lambda: not {n["node_id"]: n for n in beefy.status()["nodes"]}[5]["registered"])
+    assert until(lambda: not {n["node_id"]: n for n in beefy.status()["nodes"]}[5]["registered"], 90, every=1)
     assert dimster("cluster", "isolate", "localBeefy", "--node", "5", env=beefy.env).code != 0  # already
     up = dimster("cluster", "up", "localBeefy", env=beefy.env)  # rejoins it, waits until it is registered
     assert up.code == 0 and "nodes [5] were isolated: rejoined them" in up.stderr, up.stderr

@@ -22,6 +22,7 @@ from dimster.report.data import RunData
 from dimster.workload.model import parse_workload
 from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
 from tests.netns import unused_subnet
+from tests.waiting import until
 
 pytestmark = pytest.mark.unit
 
@@ -32,18 +33,6 @@ def sleeper():
     yield process
     process.kill()
     process.wait()
-
-
-def until(predicate, timeout: float = 120.0) -> bool:
-    """Whether `predicate` holds within `timeout` s: a bound on liveness, not a speed. The unit tier runs
-    niced beside the kafka tier (scripts/test.sh): on a busy host a thread of it may wait many seconds
-    for a CPU (10 s was too short once: a fault runner's two steps, milliseconds of work)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_pause_resume_and_kill_reach_the_tracked_process(sleeper):

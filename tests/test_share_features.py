@@ -237,8 +237,8 @@ def test_crashed_consumers_records_come_back_after_the_lock_timeout(local_cluste
     # A record comes back when its lock times out, not at once as a close or a release would bring it
     # (within a poll, under 0.3 s). Its lock began when the broker answered the fetch, before the poll
     # handed it over: by the poll's processing (5 x 100 ms) and by as long as the client held the fetched
-    # records while the poll before was processed, each longer on a busy host (CI r113: back 1.33 s after
-    # the crash; 1.58 to 2.82 s on a quiet one). Half the lock's duration lies between the two.
+    # records while the poll before was processed, each longer on a busy host (CI of 399ad0b: back 1.33 s
+    # after the crash; 1.58 to 2.82 s on a quiet one). Half the lock's duration lies between the two.
     assert redelivery.hist_min.min() >= LOCK_MS / 2 * 1000, redelivery.hist_min.tolist()
     assert info["totals"]["lost"] == 0
     assert [(m["key"], m["by"]) for m in modifications(bundle)] == [

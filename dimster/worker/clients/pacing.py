@@ -51,8 +51,7 @@ class PacingLoop:
         """From now on `run_pass` runs in every round until `member` leaves, or until it raises: then it
         leaves and `failed` gets the exception (on the loop's thread)."""
         with self._lock:
-            self._members[member] = _Member(run_pass, failed)
-            self._round = tuple(self._members.values())
+            self._set_members({**self._members, member: _Member(run_pass, failed)})
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
@@ -61,8 +60,9 @@ class PacingLoop:
     def leave(self, member: object) -> None:
         """No pass of `member` runs once this returns (one under way is waited for, no other)."""
         with self._lock:
-            left = self._members.pop(member, None)
-            self._round = tuple(self._members.values())
+            members = dict(self._members)
+            left = members.pop(member, None)
+            self._set_members(members)
         if left is not None:
             left.left = True
             with left.passing:
@@ -113,15 +113,19 @@ class PacingLoop:
                     m.failed(e)
         return next_due
 
+    def _set_members(self, members: dict[object, _Member]) -> None:
+        """The members, and the round's snapshot of them that the loop reads without the lock (lock held)."""
+        self._members, self._round = members, tuple(members.values())
+
     def _drop(self, failed: _Member) -> None:
         failed.left = True
         with self._lock:
-            self._members = {key: m for key, m in self._members.items() if m is not failed}
-            self._round = tuple(self._members.values())
+            self._set_members({key: m for key, m in self._members.items() if m is not failed})
 
     def _fail_all(self, error: Exception) -> None:
         with self._lock:
-            members, self._members, self._round = list(self._members.values()), {}, ()
+            members = self._round
+            self._set_members({})
         for m in members:
             m.left = True
             with contextlib.suppress(Exception):  # one member's report must not keep it from the others
@@ -129,8 +133,8 @@ class PacingLoop:
 
     def _forget_in_child(self) -> None:
         """A forked child has none of its parent's threads: it starts with no loop running."""
-        self._lock, self._members, self._round, self._thread = threading.Lock(), {}, (), None
-        self._joined = threading.Event()
+        self._lock, self._thread, self._joined = threading.Lock(), None, threading.Event()
+        self._set_members({})
 
 
 WORKER_PACING = PacingLoop()  # the worker process's one loop, which all its producers join

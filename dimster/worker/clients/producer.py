@@ -12,7 +12,7 @@ from dimster.clients import ProducerDriver
 from dimster.worker import clock
 from dimster.worker.clients.drivers import producer_driver
 from dimster.worker.clients.load_client import LoadClient
-from dimster.worker.clients.pacing import WORKER_PACING, PacingLoop, Pass
+from dimster.worker.clients.pacing import WORKER_PACING, Pass
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ProducerSpec
 from dimster.workload.distributor import distributor
 from dimster.workload.model import Workload
@@ -26,13 +26,7 @@ class ProducerClient(LoadClient):
     role = "producer"
 
     def __init__(
-        self,
-        spec: ProducerSpec,
-        workload: Workload,
-        bootstrap: str,
-        total_producers: int,
-        security: dict | None = None,
-        pacing: PacingLoop = WORKER_PACING,
+        self, spec: ProducerSpec, workload: Workload, bootstrap: str, total_producers: int, security: dict | None = None
     ):
         # Reads self.workload and self.total_producers on every pass: the worker replaces them live.
         self.spec = spec
@@ -44,7 +38,6 @@ class ProducerClient(LoadClient):
         self.load_started: float | None = None  # epoch seconds; set by the worker when load starts
         self.sequence = 0
         self.ready = threading.Event()  # its first Kafka client is built and knows the topic
-        self.pacing = pacing  # the loop that runs its passes, with the worker's other producers'
 
     def _carry_over(self, previous: ClientInterval) -> None:
         self.interval.next_sequence = self.sequence
@@ -120,13 +113,13 @@ class ProducerClient(LoadClient):
             failures.append(e)
             self.wake.set()
 
-        self.pacing.join(self, self._pass_of(driver, pacer, choose), failed)
+        WORKER_PACING.join(self, self._pass_of(driver, pacer, choose), failed)
         try:
             while not (self.stopping.is_set() or self.recreate.is_set() or failures):
                 self.wake.wait(1.0)
                 self.wake.clear()
         finally:
-            self.pacing.leave(self)
+            WORKER_PACING.leave(self)
         if failures:
             raise failures[0]
 
