@@ -2,10 +2,9 @@
 consumer keeps between its reports must not grow with the run, and each report must account for
 every record it took."""
 
-
 import pytest
 
-from dimster.worker.clients import consumer
+from dimster.worker.clients import redeliveries
 from dimster.worker.protocol import decode
 from tests.bench import bench_script
 
@@ -16,7 +15,8 @@ worker_memory = bench_script("worker_memory")
 
 def held(client) -> tuple[int, int, int, int]:
     """What a consumer keeps from one report to the next, per record or per event."""
-    return len(client.unsettled), len(client.watches), len(client.last_seen), len(client.redelivered)
+    watch = client.crash_watch
+    return len(client.unsettled), len(watch.watches), len(client.last_seen), len(watch.redelivered)
 
 
 def test_a_share_consumer_keeps_nothing_per_record_between_reports_and_each_report_counts_its_records(monkeypatch):
@@ -24,7 +24,7 @@ def test_a_share_consumer_keeps_nothing_per_record_between_reports_and_each_repo
     (received again on delivery 2 the next second): after 20 simulated seconds and after 40 a consumer
     holds the same (no record waits for an answer; the redeliveries it remembers, for a crash it may
     hear of late, are capped: at 500 here), and the reports' counts add up to the records polled."""
-    monkeypatch.setattr(consumer, "RECENT_REDELIVERIES", 500)
+    monkeypatch.setattr(redeliveries, "RECENT_REDELIVERIES", 500)
     run = worker_memory.Simulation(consumers=2, rate=2000, poll=100, reject=0.05, release=0.05)
     reports = [decode(run.second()).report for _ in range(20)]
     early = [held(c) for c in run.clients]

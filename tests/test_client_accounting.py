@@ -14,7 +14,7 @@ from dimster.clients.librdkafka import client_stats as extract_client_stats
 from dimster.metrics.client_stats import COLUMNS
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient, distinct
-from dimster.worker.clients.consumer import WATCH_FOR_S
+from dimster.worker.clients.redeliveries import WATCH_FOR_S
 from dimster.worker.protocol import ConsumerSpec
 from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
@@ -264,7 +264,7 @@ def test_a_crashed_consumers_records_are_timed_when_they_come_back():
     assert interval.redelivered_after_crash == 2
     delays = Histogram.from_wire(histograms[("redelivery", -1)])
     assert delays.total == 2 and delays.min >= 2_000_000  # µs since the crash
-    assert client.watches == [(crashed_at, {(1, 1), (1, 2)})]  # still waiting for these
+    assert client.crash_watch.watches == [(crashed_at, {(1, 1), (1, 2)})]  # still waiting for these
 
 
 def test_a_crash_heard_of_late_still_times_the_records_received_before():
@@ -275,7 +275,7 @@ def test_a_crash_heard_of_late_still_times_the_records_received_before():
     interval, histograms = client.take_interval()
     assert interval.redelivered_after_crash == 1
     assert Histogram.from_wire(histograms[("redelivery", -1)]).min >= 3_000_000
-    assert client.watches == [(crashed_at, {(1, 1)})]
+    assert client.crash_watch.watches == [(crashed_at, {(1, 1)})]
 
 
 def test_a_refusal_of_a_lapse_counted_already_is_not_counted_again():
@@ -318,15 +318,15 @@ def test_a_crash_is_watched_for_no_longer_than_its_horizon():
     now = time.time()
     client.watch({1: [(0, 999)]}, now - WATCH_FOR_S - 5)  # another consumer took all of them
     client.watch({1: [(1000, 1001)]}, now - 1.0)
-    assert [at for at, _ in client.watches] == [now - 1.0]
+    assert [at for at, _ in client.crash_watch.watches] == [now - 1.0]
     client.watch({2: [(0, 0)]}, now - WATCH_FOR_S + 60)
     client._record(polled([(1, 1000, 0, 0)], delivery_counts=[2]), None)
-    assert [(at, len(keys)) for at, keys in client.watches] == [(now - 1.0, 1), (now - WATCH_FOR_S + 60, 1)]
+    assert [(at, len(keys)) for at, keys in client.crash_watch.watches] == [(now - 1.0, 1), (now - WATCH_FOR_S + 60, 1)]
 
 
 def test_a_consumer_remembers_its_last_redeliveries_in_a_ring_oldest_overwritten_first():
     """RecentRecords keeps the last `size` records (20 bytes each) and finds those since a time."""
-    from dimster.worker.clients.unsettled import RecentRecords
+    from dimster.worker.clients.redeliveries import RecentRecords
 
     recent = RecentRecords(4)
     recent.add(10.0, np.array([1, 1, 1]), np.array([0, 1, 2]))

@@ -28,7 +28,8 @@ from dimster.metrics.sequences import to_ranges
 from dimster.worker import clock
 from dimster.worker.clients.drivers import consumer_driver
 from dimster.worker.clients.load_client import LoadClient, distinct
-from dimster.worker.clients.unsettled import RecentRecords, Unsettled, archive, count_answered, receive, rows_of, settle
+from dimster.worker.clients.redeliveries import CrashWatch
+from dimster.worker.clients.unsettled import Unsettled, archive, count_answered, receive, rows_of, settle
 from dimster.worker.histogram_columns import ClientHistograms
 from dimster.worker.protocol import WARMUP_PREFIX, ClientInterval, ConsumerSpec
 from dimster.workload.flow_control import partitions_to_pause
@@ -40,10 +41,6 @@ log = logging.getLogger("dimster.worker")
 MIN_LOCK_S = 1.0  # the shortest acquisition lock a broker allows (group.share.min.record.lock.duration.ms)
 RENEW_TIMEOUT_MIN_S = 0.1  # a renewal started late still gets this long to be answered
 CLOSE_AFTER_LOCK_S = 5.0  # a crashed client is closed this long after its records' locks ran out
-RECENT_REDELIVERIES = 20_000  # redelivered records a consumer remembers, for a crash it hears of late
-# a crash's records are watched for this long (they come back once their locks run out, 30 s by
-# default): a long run's crashes do not pile up in every consumer's memory
-WATCH_FOR_S = 600.0
 
 
 class ConsumerClient(LoadClient):
@@ -74,10 +71,7 @@ class ConsumerClient(LoadClient):
         self.crashing = threading.Event()  # set by crash(): stop dead at the next chance
         self.burials: list[tuple[threading.Thread, float]] = []  # (closes a crashed client, its lock s)
         self.unsettled = Unsettled()  # share groups: records whose acknowledgement is unanswered
-        # redelivered records received lately: (epoch s received, producer id, sequence)
-        self.redelivered = RecentRecords(RECENT_REDELIVERIES)
-        # records a crashed consumer of the group held: (crashed at, {(producer id, sequence)}), under lock
-        self.watches: list[tuple[float, set[tuple[int, int]]]] = []
+        self.crash_watch = CrashWatch()  # records a crashed consumer of the group held, under lock
         # correctness, consumer groups: (partition, producer id) -> (offset, sequence) of the last record
         self.last_seen: dict[tuple[int, int], tuple[int, int]] = {}
 
@@ -121,13 +115,7 @@ class ConsumerClient(LoadClient):
         including those it received before it heard of the crash."""
         keys = {(pid, sequence) for pid, ranges in held.items() for a, b in ranges for sequence in range(a, b + 1)}
         with self.lock:
-            early = [(at, (pid, seq)) for at, pid, seq in self.redelivered.since(crashed_at) if (pid, seq) in keys]
-            if early:
-                keys.difference_update(key for _, key in early)
-                self._redelivered([(at - crashed_at) * 1e6 for at, _ in early])
-            if keys:
-                self.watches.append((crashed_at, keys))
-            self._forget_old_watches(time.time())
+            self._redelivered(self.crash_watch.watch(keys, crashed_at))
 
     def _bury(self, driver: ConsumerDriver, lock_s: float, unsettled: Unsettled) -> None:
         """Close a crashed client once its records' locks have run out, on a thread of its own (a close
@@ -310,26 +298,15 @@ class ConsumerClient(LoadClient):
     def _time_redeliveries(self, polled: Polled, ours: np.ndarray, headers: np.ndarray, now_ns: int) -> None:
         """Records a crashed consumer held, received again: the time from the crash (lock held)."""
         again = np.flatnonzero(ours & (polled.delivery_counts > 1))
-        if not len(again):
-            return
-        producer_ids, sequences = headers["producer_id"][again], headers["sequence"][again]
-        keys = list(zip(producer_ids.tolist(), sequences.tolist(), strict=True))
-        received_at = now_ns / 1e9
-        self.redelivered.add(received_at, producer_ids, sequences)
-        for crashed_at, watched in self.watches:
-            found = [key for key in keys if key in watched]
-            if found:
-                watched.difference_update(found)
-                self._redelivered([max(0.0, now_ns / 1e3 - crashed_at * 1e6)] * len(found))
-        self._forget_old_watches(received_at)
-
-    def _forget_old_watches(self, now: float) -> None:  # done (every record back), or too old
-        self.watches = [(at, watched) for at, watched in self.watches if watched and at >= now - WATCH_FOR_S]
+        if len(again):
+            ids, sequences = headers["producer_id"][again], headers["sequence"][again]
+            self._redelivered(self.crash_watch.received(now_ns / 1e9, ids, sequences))
 
     def _redelivered(self, delays_us: list[float]) -> None:
         """A crashed consumer's records, received again this long after the crash (lock held)."""
-        self.histograms[("redelivery", -1)].record_array(np.array(delays_us))
-        self.interval.redelivered_after_crash += len(delays_us)
+        if delays_us:
+            self.histograms[("redelivery", -1)].record_array(np.array(delays_us))
+            self.interval.redelivered_after_crash += len(delays_us)
 
     def _out_of_order(self, polled: Polled, ours: np.ndarray, headers: np.ndarray) -> int:
         """Records of a producer that follow a later record of it in their partition's log. A record at

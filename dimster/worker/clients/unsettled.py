@@ -126,38 +126,6 @@ class Unsettled:
         return rows
 
 
-RECENT = np.dtype([("at", "f8"), ("producer_id", "u4"), ("sequence", "u8")])
-
-
-class RecentRecords:
-    """The last `size` records of a kind a consumer received, the oldest overwritten first: (epoch s
-    received, producer id, sequence) in one array, 20 bytes a record (a deque of tuples took some 140:
-    300 consumers remembering 20,000 redeliveries each held 800 MB of a worker)."""
-
-    def __init__(self, size: int) -> None:
-        self.rows = np.zeros(size, RECENT)
-        self.added = 0  # records ever added: the ring holds the last `size` of them
-
-    def __len__(self) -> int:
-        return min(self.added, len(self.rows))
-
-    def add(self, at: float, producer_ids: np.ndarray, sequences: np.ndarray) -> None:
-        size = len(self.rows)
-        if len(sequences) > size:  # only the last `size` stay
-            self.added += len(sequences) - size
-            producer_ids, sequences = producer_ids[-size:], sequences[-size:]
-        places = (self.added + np.arange(len(sequences))) % size
-        self.rows["at"][places], self.rows["producer_id"][places], self.rows["sequence"][places] = (
-            at, producer_ids, sequences
-        )  # fmt: skip
-        self.added += len(sequences)
-
-    def since(self, at: float) -> list[tuple[float, int, int]]:
-        """The records received at or after `at`: (received, producer id, sequence) each."""
-        held = self.rows[: len(self)]
-        return held[held["at"] >= at].tolist()
-
-
 def settle(by_producer: dict[int, list[Any]], records: np.ndarray) -> None:
     """Add the records' sequence numbers under their producers (`records`: headers or rows). `by_producer`
     is a field of the interval: sequence numbers while it is filled, ranges once take_interval() has
