@@ -54,15 +54,12 @@ def broker_config(bootstrap: str, broker: int, key: str) -> str:
     return future.result(timeout=30)[key].value
 
 
-def share_group_from_earliest(bootstrap: str, group: str) -> None:
-    """Share groups start at the latest offset by default; these tests read what is already there."""
-    resource = ConfigResource(
-        ConfigResource.Type.GROUP,
-        group,
-        incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
+def share_group_from_earliest(bootstrap: str, group: str, configs: dict[str, str] | None = None) -> None:
+    """Share groups start at the latest offset by default; these tests read what is already there.
+    `configs`: more of the group's configs."""
+    entries = {"share.auto.offset.reset": "earliest", **(configs or {})}
+    sets = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()]
+    resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=sets)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)

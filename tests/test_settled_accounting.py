@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from dimster.clients import ACCEPT, LOCK_LAPSED, REFUSED, REJECT, RELEASE, SETTLED, Answers, Polled, record_keys
+from dimster.clients import ACCEPT, LOCK_LAPSED, REFUSED, REJECT, RELEASE, SETTLED, Answers, Halted, Polled, record_keys
 from dimster.coordinator.account.aggregate import RunAggregate
 from dimster.metrics.histogram import Histogram
 from dimster.worker.clients import ConsumerClient
@@ -43,6 +43,7 @@ class InMemoryShareClient:
         self.sent: Polled | None = None  # the last poll: acknowledged with the next poll or the close
         self.answers = Answers.none()
         self.closed = False
+        self.ahead: list[bool] = []  # what the consumer said before each poll (fetch_ahead)
 
     def subscribe(self, topic: str) -> None:
         pass
@@ -73,6 +74,12 @@ class InMemoryShareClient:
     def take_answers(self) -> Answers:
         answers, self.answers = self.answers, Answers.none()
         return answers
+
+    def fetch_ahead(self, on: bool) -> None:
+        self.ahead.append(on)
+
+    def halt(self) -> Halted:
+        return Halted()
 
     def close(self) -> None:
         self._commit()
@@ -212,3 +219,107 @@ def test_a_record_whose_acknowledgement_was_answered_with_an_error_settles_by_it
     assert interval.received_again == {(PRODUCER, 2): [(1, 1)]} and interval.settled == {PRODUCER: [(0, 1)]}
     terms, duplicates = account(interval, 2)
     assert (terms["accepted"], terms["in_doubt"], duplicates) == (2, 0, 0) and terms["closes"], terms
+
+
+class FetchingAhead(InMemoryShareClient):
+    """As a Java share consumer that fetches ahead: when the consumer leaves its loop, its fetching
+    thread holds `unseen`, fetched after the last poll was handed over, and that fetch accepted the last
+    poll (answered at the halt). Answers pile up until taken."""
+
+    def __init__(self, client: ConsumerClient, polls: list[Polled], unseen: Polled, crash_at_end: bool):
+        super().__init__(client, polls, lapse=set(unseen.offsets.tolist()) if crash_at_end else frozenset())
+        self.unseen, self.crash_at_end = unseen, crash_at_end
+
+    def lock_timeout_ms(self) -> float | None:
+        return 0.0  # the least the consumer assumes (0.2 s): a crashed client closes soon after
+
+    def _commit(self) -> None:
+        taken = self.answers
+        super()._commit()
+        keys, status = (taken.keys, self.answers.keys), (taken.status, self.answers.status)
+        self.answers = Answers(np.concatenate(keys), np.concatenate(status))
+
+    def poll(self, timeout: float) -> Polled | None:
+        polled = super().poll(timeout)
+        if polled is not None and not self.polls and self.crash_at_end:
+            self.client.crash()  # mid-processing of the last poll
+        return polled
+
+    def halt(self) -> Halted:
+        self._commit()  # the fetch of `unseen` accepted the last poll
+        self.sent = self.unseen  # held: acknowledged by the close (lock lapsed, after a crash)
+        return Halted(self.unseen, last_accepted=True)
+
+
+def fetching_ahead(monkeypatch, crash: bool) -> tuple[ClientInterval, FetchingAhead]:
+    """Polls of sequences 0-1 and 2, then 3-4 fetched ahead and never handed over."""
+    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
+    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
+    client.measure_from = 0.0
+    polls, unseen = [poll_of((0, 0, 1), (1, 1, 1)), poll_of((2, 2, 1))], poll_of((3, 3, 1), (4, 4, 1))
+    driver = FetchingAhead(client, polls, unseen, crash_at_end=crash)
+    monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: driver)
+    monkeypatch.setattr(consumer_module, "CLOSE_AFTER_LOCK_S", 0.0)
+    client._consume_until_recreated()
+    for burial, _ in client.burials:
+        burial.join(10)
+    return client.take_interval()[0], driver
+
+
+def test_a_batch_fetched_ahead_and_never_handed_over_is_the_last_poll_at_a_close(monkeypatch):
+    """Implicit mode, no processing: the consumer fetches ahead before every poll; the batch its client
+    fetched while it left its loop is received and settled by the close like any last poll."""
+    interval, driver = fetching_ahead(monkeypatch, crash=False)
+    assert driver.ahead == [True, True, True] and driver.closed  # the third poll found none
+    assert (interval.received, interval.accepted, interval.ack_errors) == (5, 5, 0)
+    assert interval.settled == {PRODUCER: [(0, 4)]} and interval.crash_held == {}
+    terms, duplicates = account(interval, 5)
+    assert (terms["accepted"], terms["lost"], duplicates) == (5, 0, 0) and terms["closes"], terms
+
+
+def test_a_crash_while_fetching_ahead_holds_the_batch_fetched_not_the_last_poll(monkeypatch):
+    """The fetch after the last poll accepted it: the crash holds the batch fetched since (back after
+    its locks run out, to another consumer), and the last poll settles by the answer to its acceptance,
+    taken in when the crashed client closes."""
+    interval, driver = fetching_ahead(monkeypatch, crash=True)
+    assert driver.closed and interval.crashed_at
+    assert (interval.received, interval.accepted, interval.ack_errors, interval.lock_timeouts) == (3, 3, 0, 0)
+    assert interval.settled == {PRODUCER: [(0, 2)]} and interval.crash_held == {PRODUCER: [(3, 4)]}
+
+
+def test_a_share_consumer_fetches_ahead_only_while_nothing_waits_between_a_poll_and_its_acknowledgement(
+    monkeypatch,
+):
+    """Processing time set live after the second poll: the third is not fetched ahead. Explicit mode or
+    renewals never are; a consumer group's client fetches ahead by itself, never asked."""
+    seen = {}
+    for name, keys in {
+        "implicit": {},
+        "explicit": {"acknowledgement": {"mode": "EXPLICIT"}},
+        "renewing": {
+            "acknowledgement": {"mode": "EXPLICIT", "renewLocks": True},
+            "clientLibrary": {"shareConsumer": "java"},
+        },
+    }.items():
+        polls = [poll_of((0, 0, 1)), poll_of((1, 1, 1)), poll_of((2, 2, 1))]
+        outcomes = [[ACCEPT]] * 3 if name != "implicit" else None
+        workload_keys = {"name": "w", "consumerType": "SHARE_GROUP", **keys}
+        client = ConsumerClient(
+            ConsumerSpec(0, "t", "g", "SHARE_GROUP"), Workload.model_validate(workload_keys), "127.0.0.1:1", 5
+        )
+        client.measure_from = 0.0
+
+        class Slowing(InMemoryShareClient):
+            def poll(self, timeout: float) -> Polled | None:
+                polled = super().poll(timeout)
+                if len(self.polls) == 1:
+                    self.client.workload.consumer_proc_ms_max = 1  # a --modify between the 2nd and 3rd poll
+                return polled
+
+        driver = Slowing(client, polls)
+        monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args, d=driver: d)
+        chosen = iter(outcomes or [])
+        monkeypatch.setattr(client, "_outcomes", lambda count, c=chosen: np.array(next(c), dtype=np.int8))
+        client._consume_until_recreated()
+        seen[name] = driver.ahead
+    assert seen == {"implicit": [True, True, False, False], "explicit": [False] * 4, "renewing": [False] * 4}

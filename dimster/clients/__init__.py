@@ -32,6 +32,7 @@ class Polled:
     value_bytes: int  # sum of the value sizes
     offsets: np.ndarray | None = None  # int64, one per record
     intact: np.ndarray | None = None  # bool per record, when the consumer verifies checksums (correctness)
+    waited_s: float = 0.0  # fetched ahead: how long the records waited, acquired, for the application
 
     @property
     def count(self) -> int:
@@ -65,6 +66,14 @@ class Answers:
     @staticmethod
     def none() -> "Answers":
         return Answers(np.empty(0, np.int64), np.empty(0, np.int8))
+
+
+@dataclass
+class Halted:
+    """What a share consumer that fetched ahead (ConsumerDriver.fetch_ahead) held when it stopped."""
+
+    unseen: Polled | None = None  # fetched and never handed over: not accepted
+    last_accepted: bool = False  # the last poll handed over went with a later fetch, which accepted it
 
 
 class ProducerDriver(Protocol):
@@ -114,6 +123,14 @@ class ConsumerDriver(Protocol):
     def renew(self, timeout: float) -> np.ndarray:
         """Share groups, explicit mode (KIP-1222): renew the locks of the last poll's records (within
         `timeout` s), as the broker answers per partition; per record 0, RENEWED or RENEWAL_REFUSED."""
+
+    def fetch_ahead(self, on: bool) -> None:
+        """Share groups, implicit mode with no processing: whether the next poll is fetched while the
+        application handles the last one (its fetch accepts the last one's records as soon as they were
+        handed over). librdkafka's share consumer always fetches ahead on threads of its own."""
+
+    def halt(self) -> Halted:
+        """Stop fetching ahead, before the application leaves its poll loop: what it held."""
 
     def close(self) -> None:
         """Settle the last poll (share groups) and leave the group."""

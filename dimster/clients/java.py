@@ -15,7 +15,7 @@ from pathlib import Path
 import jpype
 import numpy as np
 
-from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Answers, Polled, Rebalance, check_cache, jvm
+from dimster.clients import REBALANCE_KINDS, STATS_INTERVAL_S, Answers, Halted, Polled, Rebalance, check_cache, jvm
 from dimster.clients.properties import ROLE_SECTIONS, java_versions
 from dimster.errors import DimsterError
 from dimster.kafka.properties import property_text
@@ -100,6 +100,7 @@ class JavaConsumer:
         java_class = jpype.JClass("DimsterShareConsumer" if share else "DimsterGroupConsumer")
         self.java = java_class(_properties(properties, client_id), verify)
         self.verify = verify
+        self.ahead = False  # fetching ahead (share groups)
         self.statistics = _Statistics("share_consumer" if share else "consumer", on_stats)
 
     def subscribe(self, topic: str) -> None:
@@ -118,8 +119,10 @@ class JavaConsumer:
     def poll(self, timeout: float) -> Polled | None:
         count = self.java.poll(int(timeout * 1000))
         self.statistics.maybe_take(self.java)
-        if not count:
-            return None
+        return self._shown() if count else None
+
+    def _shown(self) -> Polled:
+        """The batch the Java consumer handed over last."""
         java = self.java
         return Polled(
             partitions=np.asarray(java.partitions),
@@ -128,7 +131,21 @@ class JavaConsumer:
             value_bytes=int(java.valueBytes),
             offsets=np.asarray(java.offsets),
             intact=np.asarray(java.intact, dtype=bool) if self.verify else None,
+            waited_s=float(java.waitedMs) / 1000 if self.ahead else 0.0,
         )
+
+    def fetch_ahead(self, on: bool) -> None:
+        if on != self.ahead:  # one crossing into Java per change
+            self.java.fetchAhead(on)
+            self.ahead = on
+
+    def halt(self) -> Halted:
+        if not self.ahead:
+            return Halted()
+        last_accepted = bool(self.java.stopFetchingAhead())
+        unseen = self._shown() if self.java.takeFetched() > 0 else None  # 0: it brought answers only
+        self.ahead = False
+        return Halted(unseen, last_accepted)
 
     def acknowledge(self, outcomes: np.ndarray) -> None:
         self.java.acknowledge(jpype.JArray(jpype.JByte)(outcomes.astype(np.int8)))

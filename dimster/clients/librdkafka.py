@@ -21,6 +21,7 @@ from dimster.clients import (
     SETTLED,
     STATS_INTERVAL_S,
     Answers,
+    Halted,
     Polled,
     Rebalance,
 )
@@ -235,6 +236,12 @@ class LibrdkafkaConsumer:
 
     def renew(self, timeout: float) -> np.ndarray:
         raise NotImplementedError("librdkafka has no AcknowledgeType.RENEW (refused when the workload is read)")
+
+    def fetch_ahead(self, on: bool) -> None:
+        """librdkafka fetches ahead on threads of its own, always."""
+
+    def halt(self) -> Halted:
+        return Halted()
 
     def close(self) -> None:
         try:

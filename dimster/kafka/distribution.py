@@ -262,7 +262,7 @@ def java_clients(version: str) -> KafkaDistribution:
                 _maven_fetch(f"kafka-clients {version}", version, libs, "clients-pom.xml")
     drivers = {"DimsterProducer", "DimsterConsumer", "DimsterGroupConsumer", "DimsterClientSupport"}
     if version_tuple(version) >= OLDEST_SHARE_CLIENT:
-        drivers.add("DimsterShareConsumer")
+        drivers |= {"DimsterShareConsumer", "DimsterFetchAhead"}
     distribution = KafkaDistribution(version, libs, home, helper_key(drivers))
     _compile_helper(distribution, drivers)
     return distribution

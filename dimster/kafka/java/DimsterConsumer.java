@@ -47,29 +47,55 @@ public abstract class DimsterConsumer {
 
     /** Polls once; returns the number of records, described by the public fields. */
     public int poll(long timeoutMs) {
-        polled.clear();
-        for (ConsumerRecord<byte[], byte[]> record : fetch(Duration.ofMillis(timeoutMs))) polled.add(record);
-        int count = polled.size();
+        return show(describe(fetch(Duration.ofMillis(timeoutMs))));
+    }
+
+    /** One poll's records as the public fields describe them, built on the thread that polled. */
+    protected static final class Batch {
+        final List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
+        int[] partitions, deliveryCounts;
+        byte[] headers;
+        long valueBytes;
+        long[] offsets;
+        boolean[] intact;
+    }
+
+    protected Batch describe(Iterable<ConsumerRecord<byte[], byte[]>> fetched) {
+        Batch batch = new Batch();
+        for (ConsumerRecord<byte[], byte[]> record : fetched) batch.records.add(record);
+        int count = batch.records.size();
         int size = DimsterProducer.HEADER_SIZE;
-        partitions = new int[count];
-        deliveryCounts = new int[count];
-        offsets = new long[count];
-        intact = new boolean[verify ? count : 0];
-        headers = new byte[count * size];
-        valueBytes = 0;
+        batch.partitions = new int[count];
+        batch.deliveryCounts = new int[count];
+        batch.offsets = new long[count];
+        batch.intact = new boolean[verify ? count : 0];
+        batch.headers = new byte[count * size];
         for (int i = 0; i < count; i++) {
-            ConsumerRecord<byte[], byte[]> record = polled.get(i);
-            partitions[i] = record.partition();
-            deliveryCounts[i] = deliveryCount(record);
-            offsets[i] = record.offset();
+            ConsumerRecord<byte[], byte[]> record = batch.records.get(i);
+            batch.partitions[i] = record.partition();
+            batch.deliveryCounts[i] = deliveryCount(record);
+            batch.offsets[i] = record.offset();
             byte[] value = record.value();
             if (value != null) {
-                valueBytes += value.length;
-                System.arraycopy(value, 0, headers, i * size, Math.min(size, value.length));
-                if (verify) intact[i] = bodyIntact(value, size);
+                batch.valueBytes += value.length;
+                System.arraycopy(value, 0, batch.headers, i * size, Math.min(size, value.length));
+                if (verify) batch.intact[i] = bodyIntact(value, size);
             }
         }
-        return count;
+        return batch;
+    }
+
+    /** Hands a batch over to Python: the public fields and `polled` describe it from now on. */
+    protected int show(Batch batch) {
+        polled.clear();
+        polled.addAll(batch.records);
+        partitions = batch.partitions;
+        deliveryCounts = batch.deliveryCounts;
+        headers = batch.headers;
+        valueBytes = batch.valueBytes;
+        offsets = batch.offsets;
+        intact = batch.intact;
+        return batch.records.size();
     }
 
     /** A checksummed body (see payload.py): its first 4 bytes, big-endian, are the CRC-32 of the rest. */

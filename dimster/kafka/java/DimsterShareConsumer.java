@@ -42,6 +42,17 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     // Outcomes chosen for records still awaited when the last poll was acknowledged: key -> outcome,
     // applied when a poll returns them.
     private final Map<Long, Byte> owed = new HashMap<>();
+    private volatile int lockTimeoutMs = -1;  // as the last poll heard it (see acquisitionLockTimeoutMs)
+
+    // Fetching ahead (fetchAhead): a thread of its own polls while Python accounts for the last poll.
+    private static final long AHEAD_POLL_MS = 100;  // that thread's poll: how long a stop may wait for it
+    private final Batch nothing = describe(List.of());
+    private DimsterFetchAhead ahead;  // null unless fetching ahead, or stopped with batches not taken yet
+    private volatile Thread aheadThread;  // its thread while it runs
+    private long[] aheadAnswers = new long[64];  // the broker's answers its poll under way took in
+    private int aheadAnswered;
+    private long shownPoll;  // which of its polls brought the batch handed over last (0: one before it)
+    public double waitedMs;  // how long the batch handed over last waited, acquired, for Python to take it
 
     public DimsterShareConsumer(Map<String, Object> config, boolean verify) {
         super(verify);
@@ -67,6 +78,7 @@ public final class DimsterShareConsumer extends DimsterConsumer {
             return records;
         }
         ConsumerRecords<byte[], byte[]> records = share.poll(timeout);
+        lockTimeoutMs = share.acquisitionLockTimeoutMs().orElse(-1);
         if (owed.isEmpty()) return records;
         List<ConsumerRecord<byte[], byte[]>> fresh = new ArrayList<>();
         for (ConsumerRecord<byte[], byte[]> record : records) {  // renewed records back in flight at last
@@ -107,6 +119,11 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     }
 
     private void answer(long answer) {
+        if (Thread.currentThread() == aheadThread) {  // handed over with its poll's batch (fetchAheadOnce)
+            if (aheadAnswered == aheadAnswers.length) aheadAnswers = Arrays.copyOf(aheadAnswers, 2 * aheadAnswered);
+            aheadAnswers[aheadAnswered++] = answer;
+            return;
+        }
         if (answered == answers.length) answers = Arrays.copyOf(answers, 2 * answered);
         answers[answered++] = answer;
     }
@@ -120,7 +137,8 @@ public final class DimsterShareConsumer extends DimsterConsumer {
 
     /** The acquisition lock time-out the broker last reported, or -1 before it has. */
     public int acquisitionLockTimeoutMs() {
-        return share.acquisitionLockTimeoutMs().orElse(-1);
+        if (aheadThread == null) lockTimeoutMs = share.acquisitionLockTimeoutMs().orElse(-1);
+        return lockTimeoutMs;  // while fetching ahead, the consumer is the fetching thread's alone
     }
 
     /** KIP-1222: renews the acquisition locks of the last poll's records in flight, and decides from the
@@ -174,6 +192,68 @@ public final class DimsterShareConsumer extends DimsterConsumer {
         return answer;
     }
 
+    /** Whether a thread of its own polls while Python handles the last poll, as librdkafka's threads
+     *  fetch: in implicit mode with no processing only, for each of its polls accepts the batch Python
+     *  took last (DimsterFetchAhead). Turning it off waits for the poll under way; the batch it fetched is
+     *  the next poll's. Every call on the consumer but metrics() goes through the fetching thread meanwhile. */
+    public void fetchAhead(boolean on) {
+        if (!on) {
+            stopFetchingAhead();
+        } else if (aheadThread == null) {
+            ahead = new DimsterFetchAhead(this::fetchAheadOnce, ahead);
+            shownPoll = 0;  // the batch Python holds goes with the thread's first poll
+            aheadThread = ahead.thread();
+            ahead.start();
+        }
+    }
+
+    private DimsterFetchAhead.Fetched fetchAheadOnce(long number) {
+        Batch batch = describe(fetch(Duration.ofMillis(AHEAD_POLL_MS)));
+        if (batch.records.isEmpty() && aheadAnswered == 0) return null;
+        long[] answers = Arrays.copyOf(aheadAnswers, aheadAnswered);
+        aheadAnswered = 0;
+        return new DimsterFetchAhead.Fetched(batch, answers, System.nanoTime(), number);
+    }
+
+    /** Stops the fetching thread (after its poll under way); returns whether a poll of it accepted the
+     *  last batch handed over. The batches it fetched are takeFetched's, then poll's. */
+    public boolean stopFetchingAhead() {
+        if (aheadThread == null) return false;
+        ahead.stop();
+        aheadThread = null;
+        return ahead.accepted(shownPoll);
+    }
+
+    @Override
+    public int poll(long timeoutMs) {
+        if (ahead != null) {
+            boolean running = aheadThread != null;
+            DimsterFetchAhead.Fetched fetched = ahead.take(running ? timeoutMs : 0);
+            if (fetched != null) return hand(fetched);
+            if (running) return show(nothing);
+            ahead = null;  // stopped, and every batch it fetched taken
+        }
+        return super.poll(timeoutMs);
+    }
+
+    /** After a stop: hands over the batch the thread fetched and Python has not taken (never accepted:
+     *  DimsterFetchAhead.DEPTH), with the broker's answers that came in its poll; its count of records,
+     *  or -1 when there is none. */
+    public int takeFetched() {
+        if (ahead == null || aheadThread != null) return -1;
+        DimsterFetchAhead.Fetched fetched = ahead.take(0);
+        if (fetched != null) return hand(fetched);
+        ahead = null;
+        return -1;
+    }
+
+    private int hand(DimsterFetchAhead.Fetched fetched) {
+        waitedMs = (System.nanoTime() - fetched.polledAt) / 1e6;
+        shownPoll = fetched.poll;
+        for (long answer : fetched.answers) answer(answer);
+        return show(fetched.batch);
+    }
+
     private static long key(ConsumerRecord<byte[], byte[]> record) {
         return key(record.partition(), record.offset());
     }
@@ -198,6 +278,7 @@ public final class DimsterShareConsumer extends DimsterConsumer {
      *  renewal's poll fetched besides them, never handed over, are released. */
     @Override
     public void commitSync() {
+        stopFetchingAhead();  // (Python takes what it left first: see takeFetched)
         for (ConsumerRecord<byte[], byte[]> record : fetchedWhileRenewing) share.acknowledge(record, AcknowledgeType.RELEASE);
         fetchedWhileRenewing.clear();  // never handed over: back to the group
         long deadline = System.currentTimeMillis() + 5_000;
@@ -212,6 +293,7 @@ public final class DimsterShareConsumer extends DimsterConsumer {
 
     @Override
     public void close(long timeoutMs) {
+        stopFetchingAhead();
         share.close(Duration.ofMillis(timeoutMs));
     }
 }

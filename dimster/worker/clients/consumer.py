@@ -20,6 +20,7 @@ from dimster.clients import (
     RENEWED,
     Answers,
     ConsumerDriver,
+    Halted,
     Polled,
     record_keys,
 )
@@ -152,6 +153,8 @@ class ConsumerClient(LoadClient):
                     break
                 if self.role == "consumer" and self.workload.flow_control.paused_fraction:
                     self._pause_some(driver)  # its fraction and pattern may change live
+                ahead = self._may_fetch_ahead(explicit)
+                driver.fetch_ahead(ahead)
                 polled = driver.poll(0.2)
                 polled_at = time.monotonic()
                 if self.role == "share_consumer":
@@ -168,17 +171,20 @@ class ConsumerClient(LoadClient):
                 held = self._process(driver, polled, polled_at, self._lock_timeout_s(driver) if renewing else None)
                 if self.crashing.is_set():
                     break
-                busy = time.monotonic() - polled_at
-                # the lock is asked for only when processing took longer than any lock can last
-                if self.role == "share_consumer" and held and busy > MIN_LOCK_S and busy > self._lock_timeout_s(driver):
+                # how long the locks ran before the records' acknowledgement went (fetched ahead: when taken)
+                locked = polled.waited_s + (0.0 if ahead else time.monotonic() - polled_at)
+                if self.role == "share_consumer" and held and self._outlasted_lock(driver, locked):
                     self._lapsed_on_last_delivery(polled, outcomes)
                 if outcomes is not None:
                     driver.acknowledge(outcomes)  # sent with the next poll
         finally:
+            halted = driver.halt()
             self.polling.clear()  # no poll of it takes records from here on
             if self.crashing.is_set() and self.role == "share_consumer":
-                self._crashed(driver, last)
+                self._crashed(driver, last, halted)
             else:
+                if halted.unseen is not None:  # the last poll after all, settled by the close
+                    self._record(halted.unseen, None)
                 driver.close()
                 if self.role == "consumer":
                     self._note_rebalances(driver)  # what the close revoked
@@ -200,22 +206,33 @@ class ConsumerClient(LoadClient):
             with self.lock:
                 self.interval.rebalances += [(at - clock.offset(), kind, count) for at, kind, count in taken]
 
-    def _crashed(self, driver: ConsumerDriver, held: Polled | None) -> None:
+    def _may_fetch_ahead(self, explicit: bool) -> bool:
+        """A share consumer fetches ahead (ConsumerDriver.fetch_ahead) while nothing waits between a
+        poll and its acknowledgement: implicit mode, no processing, no renewals (all may change live)."""
+        w = self.workload
+        waits = explicit or w.acknowledgement.renew_locks or w.consumer_proc_ms_max
+        return self.role == "share_consumer" and not waits
+
+    def _crashed(self, driver: ConsumerDriver, last: Polled | None, halted: Halted) -> None:
         """Leave the Kafka client as a crash would (see crash()) and report what it held, unacknowledged:
         the records that come back after their lock time-out, and those the broker archives instead
-        (on their last delivery)."""
+        (on their last delivery). Fetched ahead, that is the batch fetched and not handed over; the
+        last one was accepted by that fetch, and is answered for when the crashed client closes."""
         self.crashing.clear()
         unsettled, self.unsettled = self.unsettled, Unsettled()
-        rows = unsettled.take(record_keys(held)) if held is not None else None
+        if halted.last_accepted:
+            rows = self._rows(halted.unseen, *unpack_headers(halted.unseen.headers), None) if halted.unseen else None
+        else:
+            rows = unsettled.take(record_keys(last)) if last is not None else None
         self._bury(driver, self._lock_timeout_s(driver), unsettled)
         with self.lock:
             self.interval.crashed_at = clock.now()
             if rows is None:
                 return
             ours = rows[rows["ours"]]
-            last = ours["last"]
-            settle(self.interval.crash_held, ours[~last])
-            archive(self.interval, ours[last])
+            on_last = ours["last"]
+            settle(self.interval.crash_held, ours[~on_last])
+            archive(self.interval, ours[on_last])
         log.warning("%s crashed holding %d record(s)", self.client_id, len(rows))
 
     def _process(self, driver: ConsumerDriver, polled: Polled, polled_at: float, lock_s: float | None) -> bool:
@@ -259,6 +276,10 @@ class ConsumerClient(LoadClient):
         with self.lock:
             self.interval.lock_timeouts += len(rows)
             archive(self.interval, rows)
+
+    def _outlasted_lock(self, driver: ConsumerDriver, locked_s: float) -> bool:
+        """Whether records locked this long lost their locks (asked of the driver only past any lock's least)."""
+        return locked_s > MIN_LOCK_S and locked_s > self._lock_timeout_s(driver)
 
     def _lock_timeout_s(self, driver: ConsumerDriver) -> float:
         """The acquisition lock time-out: as the client last heard it (Java), else the group's config as
@@ -324,6 +345,9 @@ class ConsumerClient(LoadClient):
             last_seen[key] = (offset, sequence)
         return count
 
+    def _rows(self, polled: Polled, ours: np.ndarray, headers: np.ndarray, outcomes: np.ndarray | None) -> np.ndarray:
+        return rows_of(record_keys(polled), ours, headers, outcomes, polled.delivery_counts, self.delivery_count_limit)
+
     def _await_measure_from(self) -> None:
         """Wait until the worker has said where the measured phase starts. A record of the run means
         load has started and the worker has that message, but it may not have read it yet (a busy
@@ -355,10 +379,7 @@ class ConsumerClient(LoadClient):
             interval.received_bytes += polled.value_bytes
             if self.role == "share_consumer":
                 self._time_redeliveries(polled, ours, headers, now_ns)
-                rows = rows_of(
-                    record_keys(polled), ours, headers, outcomes, polled.delivery_counts, self.delivery_count_limit
-                )
-                settles = receive(interval, self.unsettled, rows, headers)
+                settles = receive(interval, self.unsettled, self._rows(polled, ours, headers, outcomes), headers)
             else:
                 settle(interval.settled, headers[ours])
             if not settles.any():

@@ -39,8 +39,13 @@ def producer_driver(
     payload, size = workload.payload, workload.message_size
     count = payload.count or body_count(size, _compressed(properties), _batch_size(properties))
     bodies = make_bodies(
-        size, payload.type, payload.compressible_ratio, count,
-        checksum=checksums(workload), zeros=payload.zeros, data=payload.file_bytes(),
+        size,
+        payload.type,
+        payload.compressible_ratio,
+        count,
+        checksum=checksums(workload),
+        zeros=payload.zeros,
+        data=payload.file_bytes(),
     )
     new_driver = library(workload.client_library.producer).PRODUCER
     return new_driver(properties, client_id, spec.topic, spec.producer_id, bodies, on_stats)
