@@ -290,16 +290,12 @@ def test_a_crash_while_fetching_ahead_holds_the_batch_fetched_not_the_last_poll(
 def test_a_share_consumer_fetches_ahead_only_while_nothing_waits_between_a_poll_and_its_acknowledgement(
     monkeypatch,
 ):
-    """Processing time set live after the second poll: the third is not fetched ahead. Explicit mode or
-    renewals never are; a consumer group's client fetches ahead by itself, never asked."""
+    """Processing time set live after the second poll: the third is not fetched ahead. Explicit mode
+    (renewals need it) never is."""
     seen = {}
     for name, keys in {
         "implicit": {},
         "explicit": {"acknowledgement": {"mode": "EXPLICIT"}},
-        "renewing": {
-            "acknowledgement": {"mode": "EXPLICIT", "renewLocks": True},
-            "clientLibrary": {"shareConsumer": "java"},
-        },
     }.items():
         polls = [poll_of((0, 0, 1)), poll_of((1, 1, 1)), poll_of((2, 2, 1))]
         outcomes = [[ACCEPT]] * 3 if name != "implicit" else None
@@ -322,4 +318,4 @@ def test_a_share_consumer_fetches_ahead_only_while_nothing_waits_between_a_poll_
         monkeypatch.setattr(client, "_outcomes", lambda count, c=chosen: np.array(next(c), dtype=np.int8))
         client._consume_until_recreated()
         seen[name] = driver.ahead
-    assert seen == {"implicit": [True, True, False, False], "explicit": [False] * 4, "renewing": [False] * 4}
+    assert seen == {"implicit": [True, True, False, False], "explicit": [False] * 4}

@@ -131,7 +131,7 @@ class JavaConsumer:
             value_bytes=int(java.valueBytes),
             offsets=np.asarray(java.offsets),
             intact=np.asarray(java.intact, dtype=bool) if self.verify else None,
-            waited_s=float(java.waitedMs) / 1000 if self.ahead else 0.0,
+            waited_s=float(java.waitedMs) / 1000,
         )
 
     def fetch_ahead(self, on: bool) -> None:

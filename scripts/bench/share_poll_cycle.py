@@ -3,9 +3,11 @@
 One topic is filled with `--records` records of 512 B (librdkafka, in this process); then dimster's Java
 share consumer driver (clients/java.py, the driver a run uses, without dimster's accounting) drains it
 in a new share group per run, polling in a loop that does nothing else or sleeps `--pause` ms after
-each poll; the two alternate for `--repeat` rounds. Per run: records/s from the first record on,
-records a poll, and the poll cycle (the time between polls' returns). If the client fetched the next
-records while the application was away, a pause shorter than the cycle would not lower the rate.
+each poll, and sleeping so while the driver fetches ahead (`fetch_ahead`, a Java thread of its own that
+polls while the application is away); the three alternate for `--repeat` rounds. Per run: records/s
+from the first record on, records a poll, and the poll cycle (the time between polls' returns). If the
+client fetched the next records while the application was away, a pause shorter than the cycle would
+not lower the rate.
 
     .venv/bin/python scripts/bench/share_poll_cycle.py [--env local] [--records 300000] [--pause 4] [--repeat 3]
 """
@@ -34,9 +36,10 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
     producer.flush()
 
 
-def drain(bootstrap: str, topic: str, group: str, records: int, pause: float) -> dict:
+def drain(bootstrap: str, topic: str, group: str, records: int, pause: float, ahead: bool) -> dict:
     consumer = JavaConsumer({"bootstrap.servers": bootstrap, "group.id": group}, "c0", True, lambda *_: None)
     consumer.subscribe(topic)
+    consumer.fetch_ahead(ahead)
     got = polls = first_count = 0
     first: float | None = None
     started = time.monotonic()
@@ -50,11 +53,14 @@ def drain(bootstrap: str, topic: str, group: str, records: int, pause: float) ->
         if pause:
             time.sleep(pause)
     ended = time.monotonic()
+    unseen = consumer.halt().unseen  # fetched ahead and never taken: released by the close
     consumer.close()
     if first is None or got < records:
         raise SystemExit(f"{group}: {got} of {records} records within 300 s")
     return {
         "pause_ms": pause * 1000,
+        "fetch_ahead": ahead,
+        "left_unseen": 0 if unseen is None else unseen.count,
         "records_per_s": round((got - first_count) / (ended - first)),
         "per_poll": round(got / polls),
         "cycle_ms": round(1000 * (ended - first) / max(1, polls - 1), 2),
@@ -75,10 +81,10 @@ def main() -> None:
         fill(cluster.bootstrap, topic, args.records)
         start_jvm(cluster.kafka_version)
         for round_number in range(1, args.repeat + 1):
-            for pause in (0.0, args.pause / 1000):
-                group = f"{topic}-{round_number}-{pause}"
+            for pause, ahead in ((0.0, False), (args.pause / 1000, False), (args.pause / 1000, True)):
+                group = f"{topic}-{round_number}-{pause}-{ahead}"
                 share_groups_from_earliest(cluster, [group])
-                measured = drain(cluster.bootstrap, topic, group, args.records, pause)
+                measured = drain(cluster.bootstrap, topic, group, args.records, pause, ahead)
                 print({"round": round_number, **measured}, flush=True)
 
 

@@ -40,6 +40,7 @@ final class DimsterFetchAhead {
         this.poll = poll;
         if (before != null) {
             for (Fetched f : before.queue) queue.addLast(new Fetched(f.batch, f.answers, f.polledAt, 0));
+            failure = before.failure;
         }
         thread = new Thread(this::run, "dimster-fetch-ahead");
         thread.setDaemon(true);
@@ -70,11 +71,10 @@ final class DimsterFetchAhead {
                     queue.notifyAll();
                 }
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (RuntimeException e) {  // Python's next poll throws it
+        } catch (Throwable e) {  // Python's next poll throws it
+            if (e instanceof InterruptedException) Thread.currentThread().interrupt();
             synchronized (queue) {
-                failure = e;
+                failure = e instanceof RuntimeException r ? r : new IllegalStateException("fetching ahead: " + e, e);
                 queue.notifyAll();
             }
         }
@@ -97,13 +97,13 @@ final class DimsterFetchAhead {
         if (interrupted) Thread.currentThread().interrupt();
     }
 
-    /** The oldest batch fetched, waiting up to `timeoutMs` for one; null if none came. Throws what the
-     *  thread's poll threw (the thread has ended then). */
+    /** The oldest batch fetched, waiting up to `timeoutMs` for one while the thread runs; null if none
+     *  came. Once none is left, throws what the thread's poll threw (the thread has ended then). */
     Fetched take(long timeoutMs) {
         synchronized (queue) {
             long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
             long left;
-            while (queue.isEmpty() && failure == null && !stopping && (left = deadline - System.nanoTime()) > 0) {
+            while (queue.isEmpty() && failure == null && running() && (left = deadline - System.nanoTime()) > 0) {
                 try {
                     queue.wait(Math.max(1, left / 1_000_000L));
                 } catch (InterruptedException e) {
@@ -119,6 +119,20 @@ final class DimsterFetchAhead {
             Fetched taken = queue.pollFirst();
             if (taken != null) queue.notifyAll();
             return taken;
+        }
+    }
+
+    /** Whether the thread polls, or will: not stopped, not ended by a failure. */
+    boolean running() {
+        synchronized (queue) {
+            return !stopping && thread.isAlive() && failure == null;
+        }
+    }
+
+    /** Batches fetched and not taken. */
+    int waiting() {
+        synchronized (queue) {
+            return queue.size();
         }
     }
 

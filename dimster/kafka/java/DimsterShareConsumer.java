@@ -52,6 +52,7 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     private long[] aheadAnswers = new long[64];  // the broker's answers its poll under way took in
     private int aheadAnswered;
     private long shownPoll;  // which of its polls brought the batch handed over last (0: one before it)
+    private boolean shownAccepted;  // a stopped thread's poll accepted that batch (see fetchAhead)
     public double waitedMs;  // how long the batch handed over last waited, acquired, for Python to take it
 
     public DimsterShareConsumer(Map<String, Object> config, boolean verify) {
@@ -200,8 +201,10 @@ public final class DimsterShareConsumer extends DimsterConsumer {
         if (!on) {
             stopFetchingAhead();
         } else if (aheadThread == null) {
+            // a stopped thread's batch not taken yet comes first: its poll accepted the batch Python holds
+            shownAccepted = ahead != null && ahead.accepted(shownPoll);
             ahead = new DimsterFetchAhead(this::fetchAheadOnce, ahead);
-            shownPoll = 0;  // the batch Python holds goes with the thread's first poll
+            shownPoll = 0;  // else the batch Python holds goes with the thread's first poll
             aheadThread = ahead.thread();
             ahead.start();
         }
@@ -221,18 +224,27 @@ public final class DimsterShareConsumer extends DimsterConsumer {
         if (aheadThread == null) return false;
         ahead.stop();
         aheadThread = null;
-        return ahead.accepted(shownPoll);
+        for (int i = 0; i < aheadAnswered; i++) answer(aheadAnswers[i]);  // of a poll that threw after them
+        aheadAnswered = 0;
+        return shownAccepted || ahead.accepted(shownPoll);
+    }
+
+    /** Batches the fetching thread fetched that Python has not taken. */
+    public int fetchedAhead() {
+        return ahead == null ? 0 : ahead.waiting();
     }
 
     @Override
     public int poll(long timeoutMs) {
         if (ahead != null) {
-            boolean running = aheadThread != null;
+            boolean running = aheadThread != null && ahead.running();
             DimsterFetchAhead.Fetched fetched = ahead.take(running ? timeoutMs : 0);
             if (fetched != null) return hand(fetched);
             if (running) return show(nothing);
+            stopFetchingAhead();  // (ended by a failure, thrown by take before)
             ahead = null;  // stopped, and every batch it fetched taken
         }
+        waitedMs = 0;
         return super.poll(timeoutMs);
     }
 
@@ -241,7 +253,11 @@ public final class DimsterShareConsumer extends DimsterConsumer {
      *  or -1 when there is none. */
     public int takeFetched() {
         if (ahead == null || aheadThread != null) return -1;
-        DimsterFetchAhead.Fetched fetched = ahead.take(0);
+        DimsterFetchAhead.Fetched fetched = null;
+        try {
+            fetched = ahead.take(0);
+        } catch (RuntimeException e) {  // the thread's last poll threw: nothing to hand over, nothing more to say
+        }
         if (fetched != null) return hand(fetched);
         ahead = null;
         return -1;
@@ -250,6 +266,7 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     private int hand(DimsterFetchAhead.Fetched fetched) {
         waitedMs = (System.nanoTime() - fetched.polledAt) / 1e6;
         shownPoll = fetched.poll;
+        shownAccepted = false;
         for (long answer : fetched.answers) answer(answer);
         return show(fetched.batch);
     }
@@ -278,7 +295,8 @@ public final class DimsterShareConsumer extends DimsterConsumer {
      *  renewal's poll fetched besides them, never handed over, are released. */
     @Override
     public void commitSync() {
-        stopFetchingAhead();  // (Python takes what it left first: see takeFetched)
+        stopFetchingAhead();
+        if (fetchedAhead() > 0) return;  // never taken by Python: the close releases it (its poll accepted the rest)
         for (ConsumerRecord<byte[], byte[]> record : fetchedWhileRenewing) share.acknowledge(record, AcknowledgeType.RELEASE);
         fetchedWhileRenewing.clear();  // never handed over: back to the group
         long deadline = System.currentTimeMillis() + 5_000;

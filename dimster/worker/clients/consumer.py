@@ -208,10 +208,8 @@ class ConsumerClient(LoadClient):
 
     def _may_fetch_ahead(self, explicit: bool) -> bool:
         """A share consumer fetches ahead (ConsumerDriver.fetch_ahead) while nothing waits between a
-        poll and its acknowledgement: implicit mode, no processing, no renewals (all may change live)."""
-        w = self.workload
-        waits = explicit or w.acknowledgement.renew_locks or w.consumer_proc_ms_max
-        return self.role == "share_consumer" and not waits
+        poll and its acknowledgement: implicit mode (renewals need explicit), no processing (live too)."""
+        return self.role == "share_consumer" and not (explicit or self.workload.consumer_proc_ms_max)
 
     def _crashed(self, driver: ConsumerDriver, last: Polled | None, halted: Halted) -> None:
         """Leave the Kafka client as a crash would (see crash()) and report what it held, unacknowledged:
