@@ -1,7 +1,11 @@
 """scripts/bench/pacing.py's figures, read from a bundle whose producers' counts and lateness are known:
 each second's rate error against the target over the time its report covered, the whole phase's, the
-publish delay's percentiles, and across a live rate change the report that spans it left out."""
+publish delay's percentiles, and across a live rate change the report that spans it left out; and
+`--pin`'s placement of every thread of a process."""
 
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -10,6 +14,7 @@ from dimster.results.metrics_writer import MetricsWriter
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, worker_report
 from tests.bench import bench_script
+from tests.waiting import until
 
 pytestmark = pytest.mark.unit
 
@@ -58,3 +63,20 @@ def test_across_a_live_change_the_report_that_spans_it_is_left_out(tmp_path):
     assert pacing.judged(folder, None)["rate_error_worst_second"] == pytest.approx(0.5)
     figures = pacing.judged(folder, START + 3.5)
     assert figures["seconds_judged"] == 3 and figures["rate_error_worst_second"] == pytest.approx(0.0)
+
+
+def test_pinning_a_process_places_every_one_of_its_threads_and_can_be_taken_back():
+    """--pin puts a broker's threads, all of them, on one core, and gives them every core back after."""
+    code = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(60,)).start()\n"
+    child = subprocess.Popen([sys.executable, "-c", code + "time.sleep(60)"])
+    try:
+        tasks = f"/proc/{child.pid}/task"
+        assert until(lambda: len(os.listdir(tasks)) == 4, timeout=60)
+        every_cpu = set(range(os.cpu_count() or 1))
+        pacing.pin_threads(child.pid, {max(every_cpu)})
+        assert [os.sched_getaffinity(int(t)) for t in os.listdir(tasks)] == [{max(every_cpu)}] * 4
+        pacing.pin_threads(child.pid, every_cpu)
+        assert [os.sched_getaffinity(int(t)) for t in os.listdir(tasks)] == [every_cpu] * 4
+    finally:
+        child.kill()
+        child.wait()

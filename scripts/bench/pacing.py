@@ -8,14 +8,18 @@ against the target rate over the time the report covered (the worst second and t
 the seconds' errors), the same over the whole measured phase, and the publish delay's p50, p99 and
 max from the producers' histograms. With `--modify`, the rate moves from the case's rate to
 `--modify-to` times it half-way through; the report that spans the change is left out (its target is
-neither), and the seconds after it are judged against the new rate.
+neither), and the seconds after it are judged against the new rate. With `--pin no,yes`, each case runs
+also with ENV's brokers on the host's last core and the dimster run (coordinator and worker) on the
+others (Linux affinity, every thread; taken back after the run), to tell the load generator's share
+of a tail from the broker's on a host of few cores.
 
     .venv/bin/python scripts/bench/pacing.py --rates 1000,10000,50000 --libraries librdkafka,java \\
-        --producers 1,4 --seconds 20 --repeat 3 [--warmups 3,30] [--modify] [--json-out pacing.json]
+        --producers 1,4 --seconds 20 --repeat 3 [--warmups 3,30] [--modify] [--pin no,yes] [--json-out pacing.json]
 
 The host's load average is recorded before each run. Cases alternate within each round."""
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -50,23 +54,53 @@ def workload(name: str, rate: float, producers: int, library: str, seconds: int,
     }
 
 
-def dimster(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "dimster", *args], cwd=ROOT, capture_output=True, text=True)
+def pin_threads(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` on `cpus` (threads it starts later inherit their starter's)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # the thread ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
+
+
+def broker_pids(env: str) -> list[int]:
+    status = json.loads(dimster("cluster", "status", env, "--json").stdout)
+    return [node["pid"] for node in status["nodes"] if node.get("pid")]
+
+
+def dimster(*args: str, check: bool = True, cpus: set[int] | None = None) -> subprocess.CompletedProcess:
+    def on_cpus() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    command = [sys.executable, "-m", "dimster", *args]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, preexec_fn=on_cpus)
     if check and done.returncode:
         sys.exit(f"dimster {' '.join(args[:2])} failed:\n{done.stderr[-2000:]}")
     return done
 
 
 def run_case(env: str, case: dict, args: argparse.Namespace, folder: Path) -> dict:
-    name = f"pacing-{case['library']}-{case['producers']}p-{int(case['rate'])}-w{case['warmup']}"
+    pinned = "-pinned" if case["pinned"] else ""
+    name = f"pacing-{case['library']}-{case['producers']}p-{int(case['rate'])}-w{case['warmup']}{pinned}"
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(workload(name, case["rate"], case["producers"], case["library"], args.seconds,
                                             args.message_size, case["warmup"])))  # fmt: skip
     results = folder / "results"
+    every_cpu = set(range(os.cpu_count() or 1))
+    brokers, generator = ({max(every_cpu)}, every_cpu - {max(every_cpu)}) if case["pinned"] else (every_cpu, None)
+    for pid in broker_pids(env):
+        pin_threads(pid, brokers)
+    try:
+        return {**case, **measured(env, case, args, path, results, generator)}
+    finally:
+        for pid in broker_pids(env):
+            pin_threads(pid, every_cpu)
+
+
+def measured(env: str, case: dict, args: argparse.Namespace, path: Path, results: Path, cpus: set[int] | None) -> dict:
     before = os.getloadavg()
     modified_at = None
     if args.modify:
-        dimster("run", env, "-w", str(path), "--results", str(results), "--no-summary", "--detach")
+        dimster("run", env, "-w", str(path), "--results", str(results), "--no-summary", "--detach", cpus=cpus)
         dimster("wait", env, "--until", f"elapsedSeconds>={case['warmup'] + args.seconds / 2}", "--timeout", "300")
         new_rate = case["rate"] * args.modify_to
         dimster("run", env, "--modify", "--set", f"producerRate={new_rate:g}")
@@ -74,12 +108,12 @@ def run_case(env: str, case: dict, args: argparse.Namespace, folder: Path) -> di
         deadline = time.monotonic() + args.seconds + 300
         while dimster("status", env, check=False).returncode == 0:  # until the run has ended
             if time.monotonic() > deadline:
-                sys.exit(f"{name}: the run did not end within {args.seconds + 300} s")
+                sys.exit(f"{path.stem}: the run did not end within {args.seconds + 300} s")
             time.sleep(1)
     else:
-        dimster("run", env, "-w", str(path), "--results", str(results), "--no-summary")
+        dimster("run", env, "-w", str(path), "--results", str(results), "--no-summary", cpus=cpus)
     bundle = max(results.iterdir(), key=lambda p: p.stat().st_mtime)
-    return {**case, "load_average_before": [round(x, 2) for x in before], **judged(bundle, modified_at)}
+    return {"load_average_before": [round(x, 2) for x in before], **judged(bundle, modified_at)}
 
 
 def judged(bundle: Path, modified_at: float | None) -> dict:
@@ -132,10 +166,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--modify", action="store_true", help="change the rate live half-way through")
     parser.add_argument("--modify-to", type=float, default=0.5, help="the new rate, as a share of the case's")
+    parser.add_argument("--pin", default="no", help="no, yes or no,yes: brokers on a core of their own")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     cases = [
-        {"rate": float(rate), "library": library, "producers": int(producers), "warmup": int(warmup)}
+        {"rate": float(rate), "library": library, "producers": int(producers), "warmup": int(warmup), "pinned": pin}
+        for pin in [{"no": False, "yes": True}[word] for word in args.pin.split(",")]
         for warmup in args.warmups.split(",")
         for rate in args.rates.split(",")
         for library in args.libraries.split(",")
@@ -148,8 +184,9 @@ def main() -> None:
         worst = statistics.median(r["rate_error_worst_second"] for r in mine)
         run = statistics.median(r["rate_error_run"] for r in mine)
         p99 = statistics.median(r["publish_delay_ms"]["p99"] for r in mine)
+        pinned = ", brokers on a core of their own" if case["pinned"] else ""
         print(f"{case['library']:10} {case['producers']} producer(s) at {case['rate']:>9,.0f} msg/s after "
-              f"{case['warmup']} s of warm-up: worst second "
+              f"{case['warmup']} s of warm-up{pinned}: worst second "
               f"{worst:.2%}, run {run:.3%}, publish delay p99 {p99} ms (medians of {len(mine)})")  # fmt: skip
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=2))
