@@ -23,6 +23,7 @@ public abstract class DimsterConsumer {
     public long valueBytes;
     public long[] offsets = new long[0];
     public boolean[] intact = new boolean[0];  // when verifying: the body's CRC-32 matches its first 4 bytes
+    public double waitedMs;  // fetched ahead (DimsterShareConsumer): how long it waited, acquired, for Python
     private final boolean verify;
 
     protected DimsterConsumer(boolean verify) {
@@ -47,6 +48,7 @@ public abstract class DimsterConsumer {
 
     /** Polls once; returns the number of records, described by the public fields. */
     public int poll(long timeoutMs) {
+        waitedMs = 0;
         return show(describe(fetch(Duration.ofMillis(timeoutMs))));
     }
 

@@ -53,7 +53,6 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     private int aheadAnswered;
     private long shownPoll;  // which of its polls brought the batch handed over last (0: one before it)
     private boolean shownAccepted;  // a stopped thread's poll accepted that batch (see fetchAhead)
-    public double waitedMs;  // how long the batch handed over last waited, acquired, for Python to take it
 
     public DimsterShareConsumer(Map<String, Object> config, boolean verify) {
         super(verify);
@@ -244,7 +243,6 @@ public final class DimsterShareConsumer extends DimsterConsumer {
             stopFetchingAhead();  // (ended by a failure, thrown by take before)
             ahead = null;  // stopped, and every batch it fetched taken
         }
-        waitedMs = 0;
         return super.poll(timeoutMs);
     }
 
