@@ -86,20 +86,34 @@ class InMemoryShareClient:
         self.closed = True
 
 
-def run(monkeypatch, polls: list[Polled], outcomes: list[list[int]] | None = None, lapse=frozenset(), **keys):
-    """The consumer's loop over `polls` to its close (`outcomes`: explicit mode, per poll): its interval."""
-    mode = "EXPLICIT" if outcomes is not None else "IMPLICIT"
-    keys = {"name": "w", "consumerType": "SHARE_GROUP", "acknowledgement": {"mode": mode}, **keys}
-    workload = Workload.model_validate(keys)
+def share_client(**keys) -> ConsumerClient:
+    """A share consumer of a workload with `keys`, measuring from the start."""
+    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP", **keys})
     client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
     client.measure_from = 0.0
-    driver = InMemoryShareClient(client, polls, lapse)
+    return client
+
+
+def consume(monkeypatch, client: ConsumerClient, driver, outcomes: list[list[int]] | None = None) -> ClientInterval:
+    """The consumer's loop over its driver's polls to its close, a crashed client's too (`outcomes`:
+    explicit mode, per poll): its interval."""
     monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: driver)
     chosen = iter(outcomes or [])
     monkeypatch.setattr(client, "_outcomes", lambda count: np.array(next(chosen), dtype=np.int8))
     client._consume_until_recreated()
-    assert driver.closed
+    for burial, _ in client.burials:
+        burial.join(10)
     return client.take_interval()[0]
+
+
+def run(monkeypatch, polls: list[Polled], outcomes: list[list[int]] | None = None, lapse=frozenset(), **keys):
+    """The consumer's loop over `polls` to its close (`outcomes`: explicit mode, per poll): its interval."""
+    mode = "EXPLICIT" if outcomes is not None else "IMPLICIT"
+    client = share_client(**{"acknowledgement": {"mode": mode}, **keys})
+    driver = InMemoryShareClient(client, polls, lapse)
+    interval = consume(monkeypatch, client, driver, outcomes)
+    assert driver.closed
+    return interval
 
 
 def account(interval: ClientInterval, acked: int) -> tuple[dict, int]:
@@ -112,9 +126,7 @@ def account(interval: ClientInterval, acked: int) -> tuple[dict, int]:
 
 
 def test_a_received_record_is_not_settled_until_the_broker_answers():
-    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
-    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
-    client.measure_from = 0.0
+    client = share_client()
     poll = poll_of((0, 10, 1), (1, 11, 1))
     client._record(poll, None)
     received, histograms = client.take_interval()
@@ -184,13 +196,8 @@ def test_acknowledgements_left_unanswered_at_close_are_errors_and_their_records_
         def _commit(self) -> None:  # the acknowledgements never reach the broker (it went away)
             self.sent = None
 
-    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
-    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
-    client.measure_from = 0.0
-    silent = Silent(client, [poll_of((0, 0, 1), (1, 1, 1))])
-    monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: silent)
-    client._consume_until_recreated()
-    interval, _ = client.take_interval()
+    client = share_client()
+    interval = consume(monkeypatch, client, Silent(client, [poll_of((0, 0, 1), (1, 1, 1))]))
     assert (interval.received, interval.accepted, interval.ack_errors) == (2, 0, 2)
     assert interval.settled == {} and interval.in_doubt == {(PRODUCER, 1): [(0, 1)]}
     terms, duplicates = account(interval, 2)
@@ -208,13 +215,8 @@ def test_a_record_whose_acknowledgement_was_answered_with_an_error_settles_by_it
             if sent is not None and 1 in sent.offsets.tolist() and sent.delivery_counts[-1] == 1:
                 self.answers.status[sent.offsets.tolist().index(1)] = REFUSED
 
-    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
-    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
-    client.measure_from = 0.0
-    refusing = Refusing(client, [poll_of((0, 0, 1), (1, 1, 1)), poll_of((1, 1, 2))])
-    monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: refusing)
-    client._consume_until_recreated()
-    interval, _ = client.take_interval()
+    client = share_client()
+    interval = consume(monkeypatch, client, Refusing(client, [poll_of((0, 0, 1), (1, 1, 1)), poll_of((1, 1, 2))]))
     assert (interval.accepted, interval.ack_errors, interval.in_doubt) == (2, 1, {(PRODUCER, 1): [(1, 1)]})
     assert interval.received_again == {(PRODUCER, 2): [(1, 1)]} and interval.settled == {PRODUCER: [(0, 1)]}
     terms, duplicates = account(interval, 2)
@@ -253,17 +255,11 @@ class FetchingAhead(InMemoryShareClient):
 
 def fetching_ahead(monkeypatch, crash: bool) -> tuple[ClientInterval, FetchingAhead]:
     """Polls of sequences 0-1 and 2, then 3-4 fetched ahead and never handed over."""
-    workload = Workload.model_validate({"name": "w", "consumerType": "SHARE_GROUP"})
-    client = ConsumerClient(ConsumerSpec(0, "t", "g", "SHARE_GROUP"), workload, "127.0.0.1:1", delivery_count_limit=5)
-    client.measure_from = 0.0
+    client = share_client()
     polls, unseen = [poll_of((0, 0, 1), (1, 1, 1)), poll_of((2, 2, 1))], poll_of((3, 3, 1), (4, 4, 1))
     driver = FetchingAhead(client, polls, unseen, crash_at_end=crash)
-    monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args: driver)
     monkeypatch.setattr(consumer_module, "CLOSE_AFTER_LOCK_S", 0.0)
-    client._consume_until_recreated()
-    for burial, _ in client.burials:
-        burial.join(10)
-    return client.take_interval()[0], driver
+    return consume(monkeypatch, client, driver), driver
 
 
 def test_a_batch_fetched_ahead_and_never_handed_over_is_the_last_poll_at_a_close(monkeypatch):
@@ -287,35 +283,23 @@ def test_a_crash_while_fetching_ahead_holds_the_batch_fetched_not_the_last_poll(
     assert interval.settled == {PRODUCER: [(0, 2)]} and interval.crash_held == {PRODUCER: [(3, 4)]}
 
 
+class ProcessingFromTheThirdPoll(InMemoryShareClient):
+    def poll(self, timeout: float) -> Polled | None:
+        polled = super().poll(timeout)
+        if len(self.polls) == 1:
+            self.client.workload.consumer_proc_ms_max = 1  # a --modify between the 2nd and 3rd poll
+        return polled
+
+
+@pytest.mark.parametrize(
+    ("mode", "fetched_ahead"), [("IMPLICIT", [True, True, False, False]), ("EXPLICIT", [False] * 4)]
+)
 def test_a_share_consumer_fetches_ahead_only_while_nothing_waits_between_a_poll_and_its_acknowledgement(
-    monkeypatch,
+    monkeypatch, mode, fetched_ahead
 ):
-    """Processing time set live after the second poll: the third is not fetched ahead. Explicit mode
-    (renewals need it) never is."""
-    seen = {}
-    for name, keys in {
-        "implicit": {},
-        "explicit": {"acknowledgement": {"mode": "EXPLICIT"}},
-    }.items():
-        polls = [poll_of((0, 0, 1)), poll_of((1, 1, 1)), poll_of((2, 2, 1))]
-        outcomes = [[ACCEPT]] * 3 if name != "implicit" else None
-        workload_keys = {"name": "w", "consumerType": "SHARE_GROUP", **keys}
-        client = ConsumerClient(
-            ConsumerSpec(0, "t", "g", "SHARE_GROUP"), Workload.model_validate(workload_keys), "127.0.0.1:1", 5
-        )
-        client.measure_from = 0.0
-
-        class Slowing(InMemoryShareClient):
-            def poll(self, timeout: float) -> Polled | None:
-                polled = super().poll(timeout)
-                if len(self.polls) == 1:
-                    self.client.workload.consumer_proc_ms_max = 1  # a --modify between the 2nd and 3rd poll
-                return polled
-
-        driver = Slowing(client, polls)
-        monkeypatch.setattr(consumer_module, "consumer_driver", lambda *args, d=driver: d)
-        chosen = iter(outcomes or [])
-        monkeypatch.setattr(client, "_outcomes", lambda count, c=chosen: np.array(next(c), dtype=np.int8))
-        client._consume_until_recreated()
-        seen[name] = driver.ahead
-    assert seen == {"implicit": [True, True, False, False], "explicit": [False] * 4}
+    """Processing time set live after the second poll: the third is not fetched ahead (the fourth finds
+    none). Explicit mode (renewals need it) never is."""
+    client = share_client(acknowledgement={"mode": mode})
+    driver = ProcessingFromTheThirdPoll(client, [poll_of((0, 0, 1)), poll_of((1, 1, 1)), poll_of((2, 2, 1))])
+    consume(monkeypatch, client, driver, [[ACCEPT]] * 3 if mode == "EXPLICIT" else None)
+    assert driver.ahead == fetched_ahead

@@ -85,14 +85,16 @@ def run_case(env: str, case: dict, args: argparse.Namespace, folder: Path) -> di
     path.write_text(yaml.safe_dump(workload(name, case["rate"], case["producers"], case["library"], args.seconds,
                                             args.message_size, case["warmup"])))  # fmt: skip
     results = folder / "results"
+    if not case["pinned"]:
+        return {**case, **measured(env, case, args, path, results, None)}
     every_cpu = set(range(os.cpu_count() or 1))
-    brokers, generator = ({max(every_cpu)}, every_cpu - {max(every_cpu)}) if case["pinned"] else (every_cpu, None)
-    for pid in broker_pids(env):
-        pin_threads(pid, brokers)
+    brokers = broker_pids(env)
+    for pid in brokers:
+        pin_threads(pid, {max(every_cpu)})
     try:
-        return {**case, **measured(env, case, args, path, results, generator)}
+        return {**case, **measured(env, case, args, path, results, every_cpu - {max(every_cpu)})}
     finally:
-        for pid in broker_pids(env):
+        for pid in brokers:
             pin_threads(pid, every_cpu)
 
 

@@ -1,24 +1,20 @@
 // A share consumer's polls made ahead of Python, on a thread of their own (see
-// DimsterShareConsumer.fetchAhead): up to DEPTH batches wait for Python, each with the broker's answers
-// the poll that brought it took in. Each poll accepts (implicit mode) the batch the poll before it
-// brought, so with DEPTH 1 a batch is accepted only once Python has taken it (two drained no faster:
-// docs/benchmarks.md), and the batch a stopped thread leaves is never accepted.
-import java.util.ArrayDeque;
-
+// DimsterShareConsumer.fetchAhead): one batch at most waits for Python, with the broker's answers the
+// poll that brought it took in, and the thread polls again once Python has taken it. Each poll accepts
+// (implicit mode) the batch the poll before it brought, so a batch is accepted only once Python has it,
+// and the batch a stopped thread leaves is not accepted. (Two batches ahead drained no faster:
+// docs/benchmarks.md.)
 final class DimsterFetchAhead {
-    static final int DEPTH = 1;  // batches fetched and not taken yet, at most
-
     /** One poll's batch (maybe empty) and the answers that came in during that poll. */
     static final class Fetched {
         final DimsterConsumer.Batch batch;
         final long[] answers;
-        final long polledAt;  // System.nanoTime()
-        final long poll;  // which poll of the thread brought it (1, 2, ...; 0: an earlier thread's)
+        final long polledAt = System.nanoTime();
+        final long poll;  // which poll of the thread brought it (1, 2, ...)
 
-        Fetched(DimsterConsumer.Batch batch, long[] answers, long polledAt, long poll) {
+        Fetched(DimsterConsumer.Batch batch, long[] answers, long poll) {
             this.batch = batch;
             this.answers = answers;
-            this.polledAt = polledAt;
             this.poll = poll;
         }
     }
@@ -30,18 +26,14 @@ final class DimsterFetchAhead {
 
     private final Poll poll;
     private final Thread thread;
-    private final ArrayDeque<Fetched> queue = new ArrayDeque<>();  // guarded by itself, as are the fields below
+    private final Object lock = new Object();  // guards the fields below
+    private Fetched ready;  // fetched, not taken yet
     private boolean stopping;
     private long pollsStarted;
     private RuntimeException failure;
 
-    /** `before`: a stopped one whose batches Python has not all taken: they come first, as poll 0. */
-    DimsterFetchAhead(Poll poll, DimsterFetchAhead before) {
+    DimsterFetchAhead(Poll poll) {
         this.poll = poll;
-        if (before != null) {
-            for (Fetched f : before.queue) queue.addLast(new Fetched(f.batch, f.answers, f.polledAt, 0));
-            failure = before.failure;
-        }
         thread = new Thread(this::run, "dimster-fetch-ahead");
         thread.setDaemon(true);
     }
@@ -59,32 +51,32 @@ final class DimsterFetchAhead {
         try {
             while (true) {
                 long number;
-                synchronized (queue) {
-                    while (queue.size() >= DEPTH && !stopping) queue.wait();
+                synchronized (lock) {
+                    while (ready != null && !stopping) lock.wait();
                     if (stopping) return;
-                    number = ++pollsStarted;  // this poll accepts the batch of the poll before
+                    number = ++pollsStarted;  // this poll accepts the batch Python took last
                 }
                 Fetched fetched = poll.poll(number);
                 if (fetched == null) continue;
-                synchronized (queue) {
-                    queue.addLast(fetched);
-                    queue.notifyAll();
+                synchronized (lock) {
+                    ready = fetched;
+                    lock.notifyAll();
                 }
             }
         } catch (Throwable e) {  // Python's next poll throws it
             if (e instanceof InterruptedException) Thread.currentThread().interrupt();
-            synchronized (queue) {
+            synchronized (lock) {
                 failure = e instanceof RuntimeException r ? r : new IllegalStateException("fetching ahead: " + e, e);
-                queue.notifyAll();
+                lock.notifyAll();
             }
         }
     }
 
     /** Stops the thread once its poll under way has ended; what it fetched stays to be taken. */
     void stop() {
-        synchronized (queue) {
+        synchronized (lock) {
             stopping = true;
-            queue.notifyAll();
+            lock.notifyAll();
         }
         boolean interrupted = false;
         while (thread.isAlive()) {
@@ -97,48 +89,49 @@ final class DimsterFetchAhead {
         if (interrupted) Thread.currentThread().interrupt();
     }
 
-    /** The oldest batch fetched, waiting up to `timeoutMs` for one while the thread runs; null if none
-     *  came. Once none is left, throws what the thread's poll threw (the thread has ended then). */
+    /** The batch fetched, waiting up to `timeoutMs` for one while the thread runs; null if none came.
+     *  With none, throws what the thread's poll threw (the thread has ended then), once. */
     Fetched take(long timeoutMs) {
-        synchronized (queue) {
+        synchronized (lock) {
             long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
             long left;
-            while (queue.isEmpty() && failure == null && running() && (left = deadline - System.nanoTime()) > 0) {
+            while (ready == null && running() && (left = deadline - System.nanoTime()) > 0) {
                 try {
-                    queue.wait(Math.max(1, left / 1_000_000L));
+                    lock.wait(Math.max(1, left / 1_000_000L));
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                     break;
                 }
             }
-            if (queue.isEmpty() && failure != null) {
+            Fetched taken = ready;
+            if (taken == null && failure != null) {
                 RuntimeException thrown = failure;
                 failure = null;
                 throw thrown;
             }
-            Fetched taken = queue.pollFirst();
-            if (taken != null) queue.notifyAll();
+            ready = null;
+            lock.notifyAll();
             return taken;
         }
     }
 
     /** Whether the thread polls, or will: not stopped, not ended by a failure. */
     boolean running() {
-        synchronized (queue) {
+        synchronized (lock) {
             return !stopping && thread.isAlive() && failure == null;
         }
     }
 
-    /** Batches fetched and not taken. */
-    int waiting() {
-        synchronized (queue) {
-            return queue.size();
+    /** Whether a batch waits to be taken. */
+    boolean holds() {
+        synchronized (lock) {
+            return ready != null;
         }
     }
 
     /** Whether a poll started after poll `number` (0: before the thread's first), which accepted its batch. */
     boolean accepted(long number) {
-        synchronized (queue) {
+        synchronized (lock) {
             return pollsStarted > number;
         }
     }

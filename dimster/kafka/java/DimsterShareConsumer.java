@@ -47,12 +47,11 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     // Fetching ahead (fetchAhead): a thread of its own polls while Python accounts for the last poll.
     private static final long AHEAD_POLL_MS = 100;  // that thread's poll: how long a stop may wait for it
     private final Batch nothing = describe(List.of());
-    private DimsterFetchAhead ahead;  // null unless fetching ahead, or stopped with batches not taken yet
+    private DimsterFetchAhead ahead;  // null unless fetching ahead, or stopped with a batch not taken yet
     private volatile Thread aheadThread;  // its thread while it runs
     private long[] aheadAnswers = new long[64];  // the broker's answers its poll under way took in
     private int aheadAnswered;
     private long shownPoll;  // which of its polls brought the batch handed over last (0: one before it)
-    private boolean shownAccepted;  // a stopped thread's poll accepted that batch (see fetchAhead)
 
     public DimsterShareConsumer(Map<String, Object> config, boolean verify) {
         super(verify);
@@ -78,7 +77,6 @@ public final class DimsterShareConsumer extends DimsterConsumer {
             return records;
         }
         ConsumerRecords<byte[], byte[]> records = share.poll(timeout);
-        lockTimeoutMs = share.acquisitionLockTimeoutMs().orElse(-1);
         if (owed.isEmpty()) return records;
         List<ConsumerRecord<byte[], byte[]>> fresh = new ArrayList<>();
         for (ConsumerRecord<byte[], byte[]> record : records) {  // renewed records back in flight at last
@@ -195,15 +193,15 @@ public final class DimsterShareConsumer extends DimsterConsumer {
     /** Whether a thread of its own polls while Python handles the last poll, as librdkafka's threads
      *  fetch: in implicit mode with no processing only, for each of its polls accepts the batch Python
      *  took last (DimsterFetchAhead). Turning it off waits for the poll under way; the batch it fetched is
-     *  the next poll's. Every call on the consumer but metrics() goes through the fetching thread meanwhile. */
+     *  the next poll's, which must come before it is turned on again. Every call on the consumer but
+     *  metrics() goes through the fetching thread meanwhile. */
     public void fetchAhead(boolean on) {
         if (!on) {
             stopFetchingAhead();
         } else if (aheadThread == null) {
-            // a stopped thread's batch not taken yet comes first: its poll accepted the batch Python holds
-            shownAccepted = ahead != null && ahead.accepted(shownPoll);
-            ahead = new DimsterFetchAhead(this::fetchAheadOnce, ahead);
-            shownPoll = 0;  // else the batch Python holds goes with the thread's first poll
+            if (ahead != null) throw new IllegalStateException("fetching ahead again before a poll took its batch");
+            ahead = new DimsterFetchAhead(this::fetchAheadOnce);
+            shownPoll = 0;  // the batch Python holds goes with the thread's first poll
             aheadThread = ahead.thread();
             ahead.start();
         }
@@ -211,60 +209,66 @@ public final class DimsterShareConsumer extends DimsterConsumer {
 
     private DimsterFetchAhead.Fetched fetchAheadOnce(long number) {
         Batch batch = describe(fetch(Duration.ofMillis(AHEAD_POLL_MS)));
+        lockTimeoutMs = share.acquisitionLockTimeoutMs().orElse(-1);  // Python's thread may not ask
         if (batch.records.isEmpty() && aheadAnswered == 0) return null;
         long[] answers = Arrays.copyOf(aheadAnswers, aheadAnswered);
         aheadAnswered = 0;
-        return new DimsterFetchAhead.Fetched(batch, answers, System.nanoTime(), number);
+        return new DimsterFetchAhead.Fetched(batch, answers, number);
     }
 
     /** Stops the fetching thread (after its poll under way); returns whether a poll of it accepted the
-     *  last batch handed over. The batches it fetched are takeFetched's, then poll's. */
+     *  last batch handed over. The batch it fetched is takeFetched's, or the next poll's. */
     public boolean stopFetchingAhead() {
         if (aheadThread == null) return false;
         ahead.stop();
         aheadThread = null;
         for (int i = 0; i < aheadAnswered; i++) answer(aheadAnswers[i]);  // of a poll that threw after them
         aheadAnswered = 0;
-        return shownAccepted || ahead.accepted(shownPoll);
+        return ahead.accepted(shownPoll);
     }
 
-    /** Batches the fetching thread fetched that Python has not taken. */
+    /** Batches the fetching thread fetched that Python has not taken (0 or 1). */
     public int fetchedAhead() {
-        return ahead == null ? 0 : ahead.waiting();
+        return ahead != null && ahead.holds() ? 1 : 0;
     }
 
     @Override
     public int poll(long timeoutMs) {
         if (ahead != null) {
-            boolean running = aheadThread != null && ahead.running();
-            DimsterFetchAhead.Fetched fetched = ahead.take(running ? timeoutMs : 0);
-            if (fetched != null) return hand(fetched);
-            if (running) return show(nothing);
-            stopFetchingAhead();  // (ended by a failure, thrown by take before)
-            ahead = null;  // stopped, and every batch it fetched taken
+            if (aheadThread != null && ahead.running()) {
+                DimsterFetchAhead.Fetched fetched = ahead.take(timeoutMs);
+                return fetched != null ? hand(fetched) : show(nothing);
+            }
+            stopFetchingAhead();  // stopped, or ended by a failure
+            DimsterFetchAhead.Fetched left = takeLeft();  // throws that failure when nothing is left
+            if (left != null) return hand(left);
         }
         return super.poll(timeoutMs);
     }
 
-    /** After a stop: hands over the batch the thread fetched and Python has not taken (never accepted:
-     *  DimsterFetchAhead.DEPTH), with the broker's answers that came in its poll; its count of records,
-     *  or -1 when there is none. */
+    /** After a stop: hands over the batch the thread fetched and Python has not taken (not accepted),
+     *  with the broker's answers that came in its poll; its count of records, or -1 when there is none
+     *  (a failure of its last poll is the next poll's to throw, not this one's). */
     public int takeFetched() {
         if (ahead == null || aheadThread != null) return -1;
-        DimsterFetchAhead.Fetched fetched = null;
         try {
-            fetched = ahead.take(0);
-        } catch (RuntimeException e) {  // the thread's last poll threw: nothing to hand over, nothing more to say
+            DimsterFetchAhead.Fetched left = takeLeft();
+            return left != null ? hand(left) : -1;
+        } catch (RuntimeException e) {
+            return -1;
         }
-        if (fetched != null) return hand(fetched);
+    }
+
+    /** The stopped thread's batch, if any; fetching ahead is over once it is taken. */
+    private DimsterFetchAhead.Fetched takeLeft() {
+        DimsterFetchAhead stopped = ahead;
         ahead = null;
-        return -1;
+        return stopped.take(0);
     }
 
     private int hand(DimsterFetchAhead.Fetched fetched) {
         waitedMs = (System.nanoTime() - fetched.polledAt) / 1e6;
         shownPoll = fetched.poll;
-        shownAccepted = false;
         for (long answer : fetched.answers) answer(answer);
         return show(fetched.batch);
     }

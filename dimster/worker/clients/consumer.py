@@ -218,8 +218,9 @@ class ConsumerClient(LoadClient):
         last one was accepted by that fetch, and is answered for when the crashed client closes."""
         self.crashing.clear()
         unsettled, self.unsettled = self.unsettled, Unsettled()
-        if halted.last_accepted:
-            rows = self._rows(halted.unseen, *unpack_headers(halted.unseen.headers), None) if halted.unseen else None
+        if halted.last_accepted:  # the batch fetched ahead: never received, so not among the unsettled
+            held = halted.unseen
+            rows = None if held is None else self._rows(held, *unpack_headers(held.headers), None)
         else:
             rows = unsettled.take(record_keys(last)) if last is not None else None
         self._bury(driver, self._lock_timeout_s(driver), unsettled)
