@@ -169,15 +169,37 @@ def test_the_runner_heals_at_the_end_what_is_still_broken():
     ]
 
 
-def test_a_live_schedule_replaces_the_steps_to_come_and_drops_past_ones():
+def test_a_live_schedule_replaces_the_steps_to_come_and_drops_past_ones(monkeypatch):
+    """On the runner's clock, held by the test: a step 50 ms to come was once past on a busy host by
+    the time the test rescheduled (the runner's thread had waited for a CPU)."""
+    from dimster.coordinator.live import faults
+
+    clock = TestClock(now=1000.0)
+    monkeypatch.setattr(faults, "time", clock)
     cluster, events = RecordingCluster(), queue.Queue()
-    runner = FaultRunner(cluster, [FaultStep(3600, "restart", 1)], time.time() - 10, events)
+    runner = FaultRunner(cluster, [FaultStep(3600, "restart", 1)], clock.now - 10, events)
     runner.start()
     assert runner.reschedule([FaultStep(5, "restart", 1), FaultStep(10.05, "restart", 2)]) == 1  # 5 s has passed
+    assert [(step.at, step.action, step.node) for step in runner.pending] == [(10.05, "restart", 2)]
+    time.sleep(0.2)
+    assert cluster.calls == []  # not yet its time
+    clock.now += 1.0  # the thread, waiting for the hour before, wakes for the new step
     assert until(lambda: cluster.calls == [("restart", 2)])
     runner.finish()
     runner.thread.join(10)
     assert cluster.calls == [("restart", 2)]
+
+
+class TestClock:
+    """Stands in for the module `time` of the code under test: `time()` reads `now`."""
+
+    __test__ = False
+
+    def __init__(self, now: float):
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
 
 
 def test_a_live_schedule_keeps_the_heals_of_faults_that_happened():
