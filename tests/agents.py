@@ -27,6 +27,7 @@ from dimster.worker.protocol import (
     decode,
     encode,
 )
+from tests.waiting import until
 
 DIMSTER = str(Path(sys.executable).parent / "dimster")
 TOKEN = "a-test-token-of-this-suite-0123456789"
@@ -102,7 +103,7 @@ def idle(address: str) -> bool:
     """Whether the agent at `address` answers a status Hello and serves no run."""
     context = zmq.Context()
     try:
-        socket, welcome = handshake(context, address, TOKEN, status_hello(), 5)
+        socket, welcome = handshake(context, address, TOKEN, status_hello(), 60)  # a busy host's agent may be slow
         socket.close()
         return not welcome.busy_with
     finally:
@@ -111,7 +112,7 @@ def idle(address: str) -> bool:
 
 def claim(context: zmq.Context, address: str, workload: str = "r1") -> zmq.Socket:
     """A socket that holds the agent's run of `workload` (as a coordinator's does after Hello)."""
-    socket, _ = handshake(context, address, TOKEN, Hello(__version__, PROTOCOL_VERSION, workload, "test-host"), 5)
+    socket, _ = handshake(context, address, TOKEN, Hello(__version__, PROTOCOL_VERSION, workload, "test-host"), 60)
     return socket
 
 
@@ -131,13 +132,9 @@ def release(context: zmq.Context, address: str, socket: zmq.Socket) -> list[Mess
         if isinstance(message, Closed):
             break
     socket.close(linger=500)
-    for _ in range(50):
-        probe, welcome = handshake(context, address, TOKEN, status_hello(), timeout=5)
-        probe.close()
-        if not welcome.busy_with:
-            return answers
-        time.sleep(0.2)
-    raise AssertionError(f"agent on {address} is still busy with {welcome.busy_with}")
+    # a hang guard: a niced agent may wait seconds for a CPU
+    assert until(lambda: idle(address), every=0.2), f"agent on {address} is still busy"
+    return answers
 
 
 def assignment(version: str = "4.3.1", index: int = 0, workload: dict | None = None) -> Assignment:

@@ -79,18 +79,23 @@ def test_the_agents_process_reports_each_second_and_its_last_at_close_and_ends()
         began = time.time()
         for index in (0, 1):
             fake.send(index, StartLoad(began - 0.5))  # worker 0's first report due at once, worker 1's 0.5 s on
-        reports: list = []
-        while len(reports) < 4 and time.time() - began < 30:
-            reports += [(i, m.report) for i, m in fake.receive(1.0) if isinstance(m, Reported)]
-        assert [i for i, _ in reports] == [0, 1, 0, 1]
-        ends = [r.lines[0].end_time - began for _, r in reports]
-        assert ends == pytest.approx([0.5, 1.0, 1.5, 2.0], abs=1e-6)
+        # each agent's first two reports: a process late for a CPU sends what fell due meanwhile at
+        # once, a worker's next report maybe before the other's first, and maybe a fifth one too
+        reports: dict[int, list] = {0: [], 1: []}
+        while min(map(len, reports.values())) < 2 and time.time() - began < 120:
+            for i, m in fake.receive(1.0):
+                if isinstance(m, Reported):
+                    reports[i].append(m.report)
+        firsts = sorted((r.lines[0].end_time - began, i) for i, mine in reports.items() for r in mine[:2])
+        assert [i for _, i in firsts] == [0, 1, 0, 1]
+        assert [end for end, _ in firsts] == pytest.approx([0.5, 1.0, 1.5, 2.0], abs=1e-6)
         for index in (0, 1):
             fake.send(index, StopProducers())
         for index in (0, 1):
             fake.send(index, Close())
         after: list = []
-        while len([m for _, m in after if isinstance(m, Closed)]) < 2 and time.time() - began < 60:
+        closing = time.time()
+        while len([m for _, m in after if isinstance(m, Closed)]) < 2 and time.time() - closing < 120:
             after += fake.receive(1.0)
         kinds = [type(m).__name__ for _, m in after]
         assert kinds.count("ProducersStopped") == 2 and kinds[-1] == "Closed"

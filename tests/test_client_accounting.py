@@ -18,6 +18,7 @@ from dimster.worker.clients.redeliveries import WATCH_FOR_S
 from dimster.worker.protocol import ConsumerSpec
 from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
+from tests.held_clock import TestClock
 
 pytestmark = pytest.mark.unit
 
@@ -289,25 +290,42 @@ def test_a_refusal_of_a_lapse_counted_already_is_not_counted_again():
     assert interval.settled == interval.settled_archived == {1: [(0, 0)]}  # 43 comes back
 
 
-def test_a_renewal_may_take_until_the_lock_it_renews_runs_out():
+def test_a_renewal_may_take_until_the_lock_it_renews_runs_out(monkeypatch):
     """Processing of 2.5 s under a 4 s lock renews once, at half the lock, and gives that renewal
-    the rest of the lock (about 2 s), not a fixed fraction of it."""
+    the rest of the lock (2 s), not a fixed fraction of it. On a clock the test holds, which the
+    processing's waits move: a thread of the niced unit tier may wait seconds for a CPU."""
+    from dimster.worker.clients import consumer as consumer_module
+
     client = consumer(
         acknowledgement={"mode": "EXPLICIT", "renewLocks": True},
         clientLibrary={"shareConsumer": "java"},
         consumerProcMsMin=2500,
         consumerProcMsMax=2500,
     )
+    held = TestClock(now=1000.0)
+    monkeypatch.setattr(consumer_module, "time", held)
+
+    class Waits:
+        """The processing's pauses: each passes the time it asks for, at once."""
+
+        def is_set(self) -> bool:
+            return False
+
+        def wait(self, seconds: float) -> bool:
+            held.now += seconds
+            return False
+
+    client.wake = Waits()  # type: ignore[assignment]
     timeouts = []
 
     def renew(timeout: float) -> np.ndarray:
-        timeouts.append(timeout)
+        timeouts.append((held.now, timeout))
         return np.array([RENEWED], dtype=np.int8)
 
-    polled_at = time.monotonic()
-    from_poll = client._process(SimpleNamespace(renew=renew), polled([(1, 0, 0, 0)]), polled_at, lock_s=4.0)
-    assert not from_poll and len(timeouts) == 1
-    assert 1.0 < timeouts[0] <= 2.0  # a quarter of the lock was the old, too short, limit
+    from_poll = client._process(SimpleNamespace(renew=renew), polled([(1, 0, 0, 0)]), held.now, lock_s=4.0)
+    assert not from_poll and held.now == pytest.approx(1002.5)  # processed for its 2.5 s
+    # at half the lock, for the 2 s left of it: a quarter of the lock was the old, too short, limit
+    assert timeouts == [(pytest.approx(1002.0), pytest.approx(2.0))]
     assert client.take_interval()[0].renewed == 1
 
 

@@ -194,7 +194,7 @@ def test_a_burst_of_status_calls_is_answered_from_the_snapshot_while_it_changes(
 
     threading.Thread(target=main_loop, daemon=True).start()
     try:
-        published.wait(10)
+        assert published.wait(120)  # a thread of the niced unit tier may wait seconds for a CPU
         assert server.http.request_queue_size >= 100  # the kernel queues the whole burst's handshakes
         answers = burst(server.port, server.token)
         assert [a["code"] for a in answers] == [200] * 100, [a for a in answers if a["code"] != 200][:3]

@@ -3,6 +3,7 @@ pass, in turn from each agent, so that its loop's own work runs between passes h
 wait. The agents' far ends are the test's own inproc ZeroMQ sockets."""
 
 import os
+import queue
 import threading
 import time
 
@@ -10,6 +11,7 @@ import pytest
 import zmq
 
 from dimster import __version__
+from dimster import clock as clock_module
 from dimster.coordinator.workers import remote
 from dimster.coordinator.workers.remote import MOST_A_PASS, AgentLink, RemoteWorkers
 from dimster.coordinator.workers.seam import WorkerLost
@@ -25,6 +27,8 @@ from dimster.worker.protocol import (
     worker_report,
 )
 from dimster.worker.report_merge import merged as merged_report
+from tests.held_clock import TestClock
+from tests.waiting import until
 
 pytestmark = pytest.mark.unit
 
@@ -137,35 +141,51 @@ def test_an_agents_merged_report_counts_its_workers_lines_toward_a_pass(agent_li
 def test_what_comes_within_the_gathering_after_a_message_is_taken_in_the_same_pass(agent_links, monkeypatch):
     """A pass that has taken a message waits GATHER_SECONDS for more (a report of a single worker each
     at moments spread over the second: each pass's own cost paid for many); what comes later waits
-    for the next pass, and a control request's doorbell ends the gathering at once. (Gathering for 1 s
-    here, not 50 ms: the margins hold on a busy host.)"""
-    gather = 1.0
-    monkeypatch.setattr("dimster.coordinator.workers.remote.GATHER_SECONDS", gather)
+    for the next pass, and a control request's doorbell ends the gathering at once. The passes'
+    deadlines are on a clock the test holds: a thread of the niced unit tier may wait for a CPU longer
+    than any gathering (a margin of 0.5 s once stood for it)."""
+    held = TestClock(now=1000.0)
+    monkeypatch.setattr(clock_module, "time", held)
     workers, agents = agent_links(2)
+    taken: list[int] = []  # how many messages each turn of a pass took
+    take_turns = workers._take_turns
 
-    def later(far, index: int, second: int, after: float) -> threading.Thread:
-        def send() -> None:
-            time.sleep(after)
-            send_reports_from(far, index, second)
+    def counted(ready, room):
+        took, lines = take_turns(ready, room)
+        taken.append(len(took))
+        return took, lines
 
-        thread = threading.Thread(target=send)
-        thread.start()
-        return thread
+    monkeypatch.setattr(workers, "_take_turns", counted)
+    passes: queue.Queue = queue.Queue()
+    threads: list[threading.Thread] = []
 
-    send_reports_from(agents[0], 0, 0)
-    sending = [later(agents[1], 1, 0, gather / 5), later(agents[0], 0, 1, 2.5 * gather)]
-    assert reports(workers.receive(10.0)) == [(0, 0.0), (1, 0.0)]  # the second came while gathering
-    assert reports(workers.receive(10.0)) == [(0, 1.0)]  # after it: the next pass's
-    for thread in sending:
-        thread.join()
+    def receive(doorbell: int | None = None) -> None:
+        """A pass (its own deadline 10 s, on the held clock) on a thread of its own, its reports to `passes`."""
+        threads.append(threading.Thread(target=lambda: passes.put(reports(workers.receive(10.0, doorbell)))))
+        threads[-1].start()
+
     bell = os.eventfd(0, os.EFD_NONBLOCK)
     try:
+        send_reports_from(agents[0], 0, 0)
+        receive()
+        assert until(lambda: sum(taken) == 1)  # the pass took it and gathers
+        send_reports_from(agents[1], 1, 0)
+        assert until(lambda: sum(taken) == 2)
+        held.now += remote.GATHER_SECONDS  # the gathering is over, the pass's 10 s are not
+        assert passes.get(timeout=120) == [(0, 0.0), (1, 0.0)]  # the second came while gathering
+        send_reports_from(agents[0], 0, 1)
+        receive()
+        assert until(lambda: sum(taken) == 3)
+        held.now += remote.GATHER_SECONDS
+        assert passes.get(timeout=120) == [(0, 1.0)]  # after it: the next pass's
         send_reports_from(agents[1], 1, 1)
         os.eventfd_write(bell, 1)
-        began = time.monotonic()
-        assert reports(workers.receive(10.0, bell)) == [(1, 1.0)]
-        assert time.monotonic() - began < gather / 2  # the request is not kept waiting
+        receive(bell)
+        assert passes.get(timeout=120) == [(1, 1.0)]  # the clock held: the request is not kept waiting
     finally:
+        held.now += 3600  # ends any pass still gathering
+        for thread in threads:
+            thread.join(120)
         os.close(bell)
 
 

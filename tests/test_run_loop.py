@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dimster.coordinator.account.self_cost import COLLECT_EVERY
+from dimster.coordinator.loop import phases as phases_module
 from dimster.coordinator.loop.phases import RunPhases
 from dimster.errors import DimsterError
 from dimster.results.metrics_writer import MetricsWriter
@@ -23,6 +24,7 @@ from dimster.worker.protocol import (
 )
 from dimster.workload.modes.base import PlanStep
 from tests.fake_run import FakeWorkers, coordinator, events
+from tests.held_clock import TestClock
 
 pytestmark = pytest.mark.unit
 
@@ -79,8 +81,16 @@ def test_the_run_collects_cycles_less_often_and_gives_the_collectors_setting_bac
     assert gc.get_threshold() == before
 
 
-def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches():
-    base = time.time()
+def held_phases_clock(monkeypatch) -> TestClock:
+    """The phases' wall clock, held at now: a thread of the niced unit tier may wait seconds for a CPU,
+    and phases laid out from now on the real clock (a warm-up of 10 s) would begin while it waits."""
+    clock = TestClock(now=time.time())
+    monkeypatch.setattr(phases_module, "time", clock)
+    return clock
+
+
+def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop_switches(monkeypatch):
+    base = held_phases_clock(monkeypatch).now
     phases = RunPhases()
     phases.start_load(base - 0.2, 10.0, base)  # measure from base + 10, known at load start
     assert phases.now == "warmup"
@@ -90,8 +100,8 @@ def test_a_report_that_ends_after_warm_up_is_written_as_measured_before_the_loop
     assert phases.of_report(base + 5, now=base + 31) == "drain"  # a late clock's report stays where the run is
 
 
-def test_a_reading_goes_under_the_phase_it_was_taken_in_and_a_stop_in_warm_up_never_measures():
-    base = time.time()
+def test_a_reading_goes_under_the_phase_it_was_taken_in_and_a_stop_in_warm_up_never_measures(monkeypatch):
+    base = held_phases_clock(monkeypatch).now
     phases = RunPhases()
     assert phases.at(base - 50) == "starting" and phases.now == "starting"
     phases.start_load(base - 1, 10.0, base)
@@ -105,8 +115,8 @@ def test_a_reading_goes_under_the_phase_it_was_taken_in_and_a_stop_in_warm_up_ne
     assert not stopped_early.measure_began()
 
 
-def test_a_live_warm_up_moves_measures_start_until_measure_has_begun():
-    base = time.time()
+def test_a_live_warm_up_moves_measures_start_until_measure_has_begun(monkeypatch):
+    base = held_phases_clock(monkeypatch).now
     longer = RunPhases()
     longer.start_load(base - 1, 10.0, base)
     longer.move_measure(base + 30)  # warmupSeconds 10 -> 30 during warm-up
@@ -165,11 +175,11 @@ def test_live_resize_adds_to_the_least_loaded_worker_and_removes_newest_first(tm
     assert sorted(removed) == ["p1", "p2"]
 
 
-def test_a_live_warm_up_change_moves_where_the_coordinator_starts_measuring(tmp_path):
+def test_a_live_warm_up_change_moves_where_the_coordinator_starts_measuring(tmp_path, monkeypatch):
     c = coordinator(tmp_path, FakeWorkers(), warmupSeconds=10, durationSeconds=30)
     c.prepare()
     c._receive(0.01)
-    c.load_started = time.time()
+    c.load_started = held_phases_clock(monkeypatch).now
     c.phases.start_load(c.load_started - 0.2, 10.0, c.load_started)
     c.ensemble.send(0, StartLoad(c.load_started))
     c.modify([("warmupSeconds", "40")])
@@ -202,17 +212,21 @@ def test_clock_uncertainty_against_the_e2e_p50(tmp_path, uncertainty_ms, warned)
 
 
 class HalfRatePlan:
-    """A plan of the test's own: halves the rate at 0.5 s, ends the load phase at 1.2 s."""
+    """A plan of the test's own: halves the rate at its 10th step, ends the load phase at its 30th (the
+    loop's steps, not the time: a thread of the niced unit tier may wait seconds for a CPU, and a plan
+    on the clock once came to its end without having halved)."""
 
     name = "halving"
 
     def __init__(self):
         self.halved = False
+        self.steps = 0
 
     def step(self, elapsed, workload, run):
-        if elapsed >= 1.2:
+        self.steps += 1
+        if self.steps >= 30:
             return PlanStep(done=True, note="enough")
-        if elapsed >= 0.5 and not self.halved:
+        if self.steps >= 10 and not self.halved:
             self.halved = True
             assert run.sent > 0
             return PlanStep(sets=[("producerRate", str(workload.producer_rate / 2))])

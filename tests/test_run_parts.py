@@ -16,6 +16,7 @@ from dimster.coordinator.live.apply import LiveChanges
 from dimster.coordinator.live.faults import FaultRunner, FaultStep
 from dimster.coordinator.loop.status import RunFacts, numeric_status
 from dimster.results.bundle import ResultsBundle
+from tests.waiting import until
 
 pytestmark = pytest.mark.unit
 
@@ -36,9 +37,11 @@ class NodeCluster:
     def __init__(self):
         self.spans: list[tuple[str, float, float]] = []
         self.profile = SimpleNamespace(start_timeout_seconds=5)
+        self.changing = threading.Event()  # set as the first change begins
 
     def _change(self, what: str) -> None:
         began = time.monotonic()
+        self.changing.set()
         time.sleep(0.3)
         self.spans.append((what, began, time.monotonic()))
 
@@ -60,11 +63,14 @@ def test_a_fault_step_and_a_redeploy_never_change_nodes_at_the_same_time(tmp_pat
     live.fault_runner = FaultRunner(cluster, steps, time.time(), log.background, live.node_changes)
     live.fault_runner.start()
     redeploy = threading.Thread(target=live._redeploy, args=(cluster,))
-    time.sleep(0.15)  # the first fault step is under way, the second is due
+    # the first fault step is under way, the second is due (a thread of the niced unit tier may wait
+    # seconds for a CPU: waited for, never slept for)
+    assert cluster.changing.wait(120)
     redeploy.start()
-    redeploy.join(5)
+    assert until(lambda: len(cluster.spans) == 3)  # all three, before the schedule ends
+    redeploy.join(120)
     live.stop_faults()
-    live.fault_runner.thread.join(5)
+    live.fault_runner.thread.join(120)
     spans = sorted(cluster.spans, key=lambda span: span[1])
     assert sorted(what for what, *_ in spans) == ["redeploy", "restart 1", "restart 2"]
     assert spans[0][0] == "restart 1"

@@ -102,7 +102,7 @@ def consume(monkeypatch, client: ConsumerClient, driver, outcomes: list[list[int
     monkeypatch.setattr(client, "_outcomes", lambda count: np.array(next(chosen), dtype=np.int8))
     client._consume_until_recreated()
     for burial, _ in client.burials:
-        burial.join(10)
+        burial.join(120)  # a thread of the niced unit tier may wait seconds for a CPU
     return client.take_interval()[0]
 
 
