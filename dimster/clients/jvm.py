@@ -16,13 +16,16 @@ from dimster.kafka.distribution import java_clients, java_executable, kafka_dist
 
 # What kafka-run-class.sh gives Kafka's own clients and perf tools, and a heap for many clients.
 # DIMSTER_CLIENT_JVM_OPTS is appended (a later JVM option wins). -Xrs leaves SIGINT/SIGTERM to Python.
+# -XX:+DisableExplicitGC where the tools have ExplicitGCInvokesConcurrent: JPype ends a Python
+# collection with System.gc() whenever the process's heap grew, and the Python thread that collected
+# (a pacing thread, a consumer's) waited out a whole G1 cycle, 30-60 ms; the clients never ask for one.
 JVM_OPTIONS = (
     "-Xrs",
     "-Xmx1g",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
     "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:+DisableExplicitGC",
     "-Djava.awt.headless=true",
 )
 
