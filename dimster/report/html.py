@@ -161,7 +161,12 @@ def time_charts(run: RunData, page: Page) -> str:
     return f'<section id="charts"><h2>Over the run</h2>{legend}{body}</section>'
 
 
-TUNE_EVENTS = {"tune_step": "step", "tune_model_off": "model off", "tune_redeploy": "broker redeploy"}
+TUNE_EVENTS = {
+    "tune_step": "step",
+    "tune_model_off": "model off",
+    "tune_remeasure": "measured again",
+    "tune_redeploy": "broker redeploy",
+}
 
 
 def tuning_section(run: RunData) -> str:

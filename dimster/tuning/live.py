@@ -35,6 +35,7 @@ SETTLE_SECONDS = 10.0  # after a change, before its rates are read (consumers jo
 MEASURE_SECONDS = 10.0  # then the consumption is averaged over this long
 LOAD_PHASES = ("warmup", "measure")
 RISE = 0.05  # a measured search keeps a change that lifts the rate by more than this share
+REMEASURES = 3  # measurements taken again because dimster's own workers, not Kafka, held the rate
 
 
 class RunControl(Protocol):
@@ -225,19 +226,30 @@ class LiveTuner:
     def _settled(self, since: float) -> dict:
         """The run's status once the change at `since` has settled: after `settle_seconds`, with its
         consumption averaged over the next `measure_seconds` of statuses (a share consumer takes a fetch
-        at a time, so one status's rate is a fetch more or less than the rate that holds)."""
+        at a time, so one status's rate is a fetch more or less than the rate that holds). A status that
+        says the load generator was saturated starts the settling and the measurement again, up to
+        REMEASURES times: the rate then measured dimster's workers, not Kafka."""
         samples: list[float] = []
-        deadline = since + self.timeout
+        measure_from, deadline, again = since + self.settle_seconds, since + self.timeout, 0
         while True:
             status = self.control.status()
             if status.get("phase") not in LOAD_PHASES:
                 raise DimsterError(f"the run is {status.get('phase')}: it ended before the tuner did")
-            waited = self.clock() - since
-            if waited >= self.settle_seconds and status.get("rateSeconds"):
-                samples.append(status["consRate"])
-                if waited >= self.settle_seconds + self.measure_seconds:
-                    return {**status, "consRate": sum(samples) / len(samples)}
-            if self.clock() > deadline:
+            now = self.clock()
+            if now >= measure_from and status.get("rateSeconds"):
+                if status.get("generatorSaturated") and again < REMEASURES:
+                    again += 1
+                    samples, measure_from = [], now + self.settle_seconds
+                    self.tell(
+                        "tune_remeasure",
+                        f"the load generator was saturated while measuring ({status['generatorSaturated']} "
+                        f"worker(s)): measuring again ({again} of {REMEASURES})",
+                    )
+                else:
+                    samples.append(status["consRate"])
+                    if now >= measure_from + self.measure_seconds:
+                        return {**status, "consRate": sum(samples) / len(samples)}
+            if now > deadline:
                 raise DimsterError(f"the run's rates did not settle within {self.timeout:g} s")
             self.sleep(1.0)
 
