@@ -122,12 +122,13 @@ def answer(socket: zmq.Socket, timeout: float = 30) -> Message | None:
     return decode(socket.recv_multipart()[-1]) if socket.poll(int(timeout * 1000)) else None
 
 
-def release(context: zmq.Context, address: str, socket: zmq.Socket) -> list[Message]:
+def release(context: zmq.Context, address: str, socket: zmq.Socket, closes: bool = False) -> list[Message]:
     """Close the run `socket` holds and wait until the agent is free; returns what it answered (its log
-    files and Closed, when a worker ran)."""
+    files and Closed, when a worker ran). `closes`: a worker ran, so each answer is waited for until
+    Closed (a niced agent may take seconds to ship a log), not 2 s."""
     socket.send(encode(Close()))
     answers = []
-    while (message := answer(socket, 2)) is not None:
+    while (message := answer(socket, 60 if closes else 2)) is not None:
         answers.append(message)
         if isinstance(message, Closed):
             break

@@ -158,7 +158,7 @@ def test_only_regular_files_named_as_logs_are_shipped_back(tmp_path):
             (folder,) = work_dir.glob("dimster-agent-ship-*/worker-0")  # worker 0's own folder
             (folder / "planted.log").symlink_to(secret)
             (folder / "a name with spaces.log").write_text("odd")
-            shipped = release(context, address, owner)
+            shipped = release(context, address, owner, closes=True)
         finally:
             context.term()
     assert [m.name for m in shipped if isinstance(m, LogFileSent)] == ["worker-0.log"]
