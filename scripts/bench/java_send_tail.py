@@ -36,13 +36,13 @@ class Collections:
     """The cyclic collector's passes longer than SLOW_COLLECTION_S, with their generation."""
 
     def __init__(self) -> None:
-        self.began = 0.0
+        self.began: float | None = None  # None: a collection under way as this was hooked in is not timed
         self.slow: list[tuple[int, float]] = []  # (generation, ms)
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
             self.began = time.perf_counter()
-        elif (took := time.perf_counter() - self.began) > SLOW_COLLECTION_S:
+        elif self.began is not None and (took := time.perf_counter() - self.began) > SLOW_COLLECTION_S:
             self.slow.append((info["generation"], round(took * 1e3, 1)))
 
 
