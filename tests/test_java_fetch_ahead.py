@@ -84,7 +84,8 @@ def test_a_halt_names_the_batch_fetched_ahead_which_comes_back_unless_settled(lo
     """A consumer takes one poll (A) and halts while its thread holds the next (B): the halt says A was
     accepted by B's fetch and hands B over. Left without a close (a crash), B comes back to another
     consumer of the group on delivery 2 after B's lock times out, A never does, and every other record
-    comes once."""
+    comes once, or twice if the crashed client's own fetch had acquired it without handing it over (a
+    share consumer's fetch buffer holds acquired records: fresh clone r127 saw some come back so)."""
     topic, group, count = create_topic(local_cluster, 1), f"g-{uuid.uuid4().hex[:8]}", 400
     produce_numbers(local_cluster, topic, count)
     share_group_from_earliest(local_cluster, group, {"share.record.lock.duration.ms": str(LOCK_MS)})
@@ -114,4 +115,4 @@ def test_a_halt_names_the_batch_fetched_ahead_which_comes_back_unless_settled(lo
     assert not a & set(seen), "the accepted batch came back"
     assert b <= set(seen) and {seen[key] for key in b} == {2}  # back after the crashed client's lock
     assert len(seen) == count - len(a)
-    assert all(seen[key] == 1 for key in seen.keys() - b)
+    assert {seen[key] for key in seen.keys() - b} <= {1, 2}  # 2: acquired by the crashed client, never handed over
