@@ -8,7 +8,7 @@ pytestmark = pytest.mark.unit
 def test_a_request_to_collect_collects_nothing_so_no_python_thread_waits_for_a_java_collection():
     """JPype ends a Python collection with Java's System.gc() whenever the process's heap grew, on the
     thread that collected; the JVM used to run a whole G1 cycle for it while that thread (a producer's
-    pacing, a consumer's accounting) waited 30-60 ms, the Java producer's publish-delay tail
+    pacing, a consumer's accounting) waited 17-56 ms, the Java producer's publish-delay tail
     (docs/benchmarks.md). The clients' JVM now collects only when its heap needs it."""
     import jpype
 

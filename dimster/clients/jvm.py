@@ -18,7 +18,7 @@ from dimster.kafka.distribution import java_clients, java_executable, kafka_dist
 # DIMSTER_CLIENT_JVM_OPTS is appended (a later JVM option wins). -Xrs leaves SIGINT/SIGTERM to Python.
 # -XX:+DisableExplicitGC where the tools have ExplicitGCInvokesConcurrent: JPype ends a Python
 # collection with System.gc() whenever the process's heap grew, and the Python thread that collected
-# (a pacing thread, a consumer's) waited out a whole G1 cycle, 30-60 ms; the clients never ask for one.
+# (a pacing thread, a consumer's) waited out a whole G1 cycle, 17-56 ms; the clients never ask for one.
 JVM_OPTIONS = (
     "-Xrs",
     "-Xmx1g",

@@ -118,8 +118,9 @@ def main() -> None:
     with bench_cluster(args.env) as cluster:
         topic = f"send-tail-{int(time.time())}"
         create_topic(cluster, topic, 6)
-        start_jvm(cluster.kafka_version)
         cases = args.libraries.split(",")
+        if "java" in cases:  # a librdkafka-only run starts no JVM
+            start_jvm(cluster.kafka_version)
         alternating(
             cases, args.repeat, lambda name: pace(cluster.bootstrap, topic, name, args.rate, args.seconds, args.warmup)
         )
