@@ -58,10 +58,10 @@ from dimster.worker.protocol import (
 from dimster.worker.wake_lag import WakeProbe, host_steal_seconds
 from dimster.workload.model import Workload
 
+PAUSE_SECONDS = 5.0  # the longest a worker waits for its paused consumers' last poll before load starts
 # What the worker server imports, once, in order: the tie to its starter's life, the command line's
 # code (a worker forked from a console script's coordinator runs that script again, which then imports
 # nothing new) and the worker's own. Every worker forks from the server with all of it imported.
-PAUSE_SECONDS = 5.0  # the longest a worker waits for its paused consumers' last poll before load starts
 WORKER_PRELOAD = ["dimster.worker.server_tie", "dimster.cli.app", "dimster.worker.process"]
 
 
@@ -225,6 +225,7 @@ class Worker:
     def report(self, clients=None) -> None:
         clients = self.clients if clients is None else clients
         taken = [client.take_interval() for client in clients]
+        end = clock.now()  # the counts' own moment: what follows may wait for the interpreter's lock
         intervals = [interval for interval, _ in taken]
         histograms = HistogramColumns.gather(histograms for _, histograms in taken)
         cpu_now = time.process_time()
@@ -235,12 +236,11 @@ class Worker:
             rss, threads = self.process.memory_info().rss, self.process.num_threads()
         cores = len(os.sched_getaffinity(0))
         wake_lag = self.wake_probe.take()
-        index = self.assignment.worker_index
         self.counted[0] += sum(interval.sent for interval in intervals)
         self.counted[1] += sum(interval.received for interval in intervals)
         columns, groups = columns_and_accounts(intervals)  # its consumers' ranges merged per group
         usage = (cpu, rss, threads, wake_lag, steal, cores)
-        report = worker_report(index, clock.now(), columns, *usage, histograms, groups)
+        report = worker_report(self.assignment.worker_index, end, columns, *usage, histograms, groups)
         self.channel.send(Reported(report))
         failed = [c.error for c in clients if c.error]
         if failed:
