@@ -4,6 +4,7 @@ so Python crosses into Java once per batch or poll. Their drivers, the check of 
 (by the clients of each role's version), their statistics (`metrics()`) and their security (Kafka's
 names): the plug dimster/client_libraries.py registers."""
 
+import functools
 import json
 import logging
 import subprocess
@@ -32,6 +33,13 @@ STATUS_SHIFT = 60  # DimsterShareConsumer's answers: a record's key | its status
 KEY_MASK = (1 << STATUS_SHIFT) - 1
 
 
+@functools.cache
+def _array(element: type, dimensions: int = 1) -> type:
+    """A Java array type, made once: `jpype.JArray(...)` makes the type anew at each call (3 µs), which
+    a Java producer paid two or three times a pass, as often as 10,000 times a second."""
+    return jpype.JArray(element, dimensions)
+
+
 def _properties(properties: dict, client_id: str | None = None) -> object:
     """A java.util.HashMap of the properties as Kafka's config parser expects them (strings)."""
     config = jpype.java.util.HashMap()
@@ -50,7 +58,7 @@ class _Statistics:
         self.role, self.on_stats = role, on_stats
         self.metric_of = JAVA_METRICS[role]  # column -> metric; several columns may read one metric
         self.metrics = sorted(set(self.metric_of.values()))
-        self.names = jpype.JArray(jpype.JString)(self.metrics)
+        self.names = _array(jpype.JString)(self.metrics)
         self.next_at = time.monotonic() + STATS_INTERVAL_S
 
     def maybe_take(self, client) -> None:
@@ -68,7 +76,7 @@ class JavaProducer:
     def __init__(self, properties: dict, client_id: str, topic: str, producer_id: int, bodies: list[bytes], on_stats):
         self.value_size = HEADER_SIZE + len(bodies[0])
         self.java = jpype.JClass("DimsterProducer")(
-            _properties(properties, client_id), topic, producer_id, jpype.JArray(jpype.JByte, 2)(bodies)
+            _properties(properties, client_id), topic, producer_id, _array(jpype.JByte, 2)(bodies)
         )
         self.statistics = _Statistics("producer", on_stats)
 
@@ -76,9 +84,9 @@ class JavaProducer:
         intended_ns = (np.array(intended) * 1e9).astype(np.int64)
         partitions = np.fromiter((partition for _, partition in choices), np.int32, len(choices))
         keys = [key for key, _ in choices]
-        java_keys = None if keys[0] is None else jpype.JArray(jpype.JByte, 2)(keys)
+        java_keys = None if keys[0] is None else _array(jpype.JByte, 2)(keys)
         handed_over = self.java.send(
-            first_sequence, jpype.JArray(jpype.JLong)(intended_ns), jpype.JArray(jpype.JInt)(partitions), java_keys
+            first_sequence, _array(jpype.JLong)(intended_ns), _array(jpype.JInt)(partitions), java_keys
         )
         return np.asarray(handed_over) / 1e9, len(intended) * self.value_size
 
@@ -114,7 +122,7 @@ class JavaConsumer:
         return sorted(np.asarray(self.java.assignedPartitions()).tolist())
 
     def pause_only(self, paused: set[int]) -> None:
-        self.java.pauseOnly(jpype.JArray(jpype.JInt)(sorted(paused)))
+        self.java.pauseOnly(_array(jpype.JInt)(sorted(paused)))
 
     def poll(self, timeout: float) -> Polled | None:
         count = self.java.poll(int(timeout * 1000))
@@ -148,7 +156,7 @@ class JavaConsumer:
         return Halted(unseen, last_accepted)
 
     def acknowledge(self, outcomes: np.ndarray) -> None:
-        self.java.acknowledge(jpype.JArray(jpype.JByte)(outcomes.astype(np.int8)))
+        self.java.acknowledge(_array(jpype.JByte)(outcomes.astype(np.int8)))
 
     def take_answers(self) -> Answers:
         if not self.java.answered:  # the usual case between answers: one field read per poll

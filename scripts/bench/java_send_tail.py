@@ -4,7 +4,8 @@ run uses) at `--rate` for `--seconds` after `--warmup`, alternating the librarie
 
 Each record's publish delay (intended send time to handed to the client, as a run measures it) is
 split into the three parts of its pass: how late the loop woke for it, Python before the call, and
-the call itself (the records before it in the pass, and any wait inside the client). Beside them, each
+the call itself (the records before it in the pass, and any wait inside the client); and the loop's
+thread's CPU time a pass (a pass at 10,000 msg/s mostly hands over one record). Beside them, each
 Python collection of the cyclic collector that took more than 2 ms (its own time and what its
 callbacks did: JPype's ends with Java's `System.gc()` when the process's heap grew), and the Java
 collections the run took. The JVM's options are dimster's (clients/jvm.py) with DIMSTER_CLIENT_JVM_OPTS
@@ -64,9 +65,13 @@ def pace(bootstrap: str, topic: str, name: str, rate: float, seconds: float, war
     measure_from, end = start + warmup, start + warmup + seconds
     pacer, sequence = Pacer(start), 0
     passes = []  # (woke, called, intended, handed over) of each measured pass
+    loops, cpu_from = 0, None  # the loop's passes and its thread's CPU time once the measured phase began
     gc.callbacks.append(collections)
     try:
         while (woke := time.time()) < end:
+            if woke >= measure_from:
+                loops += 1
+                cpu_from = time.thread_time() if cpu_from is None else cpu_from
             due = pacer.due(woke, rate, limit=20_000)
             if due:
                 called = time.time()
@@ -80,6 +85,7 @@ def pace(bootstrap: str, topic: str, name: str, rate: float, seconds: float, war
             pause = pacer.next_due(rate) - time.time()
             if pause > 0:
                 time.sleep(min(pause, 0.05))
+        loop_cpu = time.thread_time() - (cpu_from or 0.0)
     finally:
         gc.callbacks.remove(collections)
     java_during = java_collections() - java_before if name == "java" else None
@@ -98,6 +104,8 @@ def pace(bootstrap: str, topic: str, name: str, rate: float, seconds: float, war
             part: round(float(np.median(values[tail])), 3)
             for part, values in (("woke_late", woke_late), ("before_call", before_call), ("in_call", in_call))
         },
+        "passes": loops,
+        "loop_cpu_us_per_pass": round(loop_cpu / max(loops, 1) * 1e6, 1),  # sleeps' own system time included
         "python_collections_over_2ms": collections.slow,
         "java_collections": java_during,
     }
