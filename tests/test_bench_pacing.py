@@ -33,7 +33,8 @@ def bundle(tmp_path, seconds: list[tuple[int, float, float]], late_ms: float = 2
         late.record_many([late_ms * 1000] * 99 + [40_000.0])
         delays = HistogramColumns.gather([{("publish_delay", -1): late.to_wire()}])
         producer = ClientInterval(client_id="p0", role="producer", topic="t", sent=sent, target_rate=target)
-        writer.add(worker_report(0, end, [producer], histograms=delays), "measure" if second else "warmup")
+        cpu = 0.25 * span if second else 0.9  # a quarter of a core while measured; the warm-up's is not judged
+        writer.add(worker_report(0, end, [producer], cpu, histograms=delays), "measure" if second else "warmup")
     writer.flush()
     return tmp_path
 
@@ -51,6 +52,7 @@ def test_each_seconds_error_is_against_the_target_over_the_time_its_report_cover
     assert figures["rate_error_worst_second"] == pytest.approx(0.02)  # 1,020 of 1,000; 1,500 over 1.5 s is exact
     assert figures["rate_error_run"] == pytest.approx(abs(4510 - 4500) / 4500, abs=1e-6)
     assert figures["sent"] == 4510
+    assert figures["worker_cores"] == pytest.approx(0.25)  # 1.125 CPU-s over the 4.5 s judged
     assert figures["publish_delay_ms"]["p50"] == pytest.approx(2.0, rel=0.01)
     assert figures["publish_delay_ms"]["p99"] == pytest.approx(2.0, rel=0.01)  # 99 of 100 at 2 ms
     assert figures["publish_delay_ms"]["max"] == pytest.approx(40.0, rel=0.01)

@@ -6,7 +6,8 @@ Each case is a `dimster run` of producers only (no consumer group: nothing else 
 ENV, one worker, read back from its own bundle: per 1-s worker report of the measured phase, the records sent
 against the target rate over the time the report covered (the worst second and the 99th percentile of
 the seconds' errors), the same over the whole measured phase, and the publish delay's p50, p99 and
-max from the producers' histograms. With `--modify`, the rate moves from the case's rate to
+max from the producers' histograms, and the worker's CPU over the seconds judged (`worker_cores`: what
+the load generator cost). With `--modify`, the rate moves from the case's rate to
 `--modify-to` times it half-way through; the report that spans the change is left out (its target is
 neither), and the seconds after it are judged against the new rate. With `--pin no,yes`, each case runs
 also with ENV's brokers on the host's last core and the dimster run (coordinator and worker) on the
@@ -135,6 +136,8 @@ def judged(bundle: Path, modified_at: float | None) -> dict:
     intended = by_report.target * by_report.span
     errors = ((by_report.sent - intended).abs() / intended).to_numpy()
     total_error = abs(by_report.sent.sum() - intended.sum()) / intended.sum()
+    workers = pq.read_table(bundle / "metrics" / "workers").to_pandas()
+    cpu = workers[workers.end_time.isin(by_report.end_time)].cpu_seconds.sum()  # over the reports judged
     histograms = pq.read_table(bundle / "metrics" / "histograms").to_pandas()
     delays = histograms[(histograms.metric == "publish_delay") & (histograms.phase == "measure")]
     counts = delays.groupby("bucket")["count"].sum()
@@ -152,6 +155,7 @@ def judged(bundle: Path, modified_at: float | None) -> dict:
         "rate_error_p99_second": round(float(np.percentile(errors, 99)), 5) if len(errors) else None,
         "rate_error_run": round(float(total_error), 6),
         "publish_delay_ms": {"p50": ms(50), "p99": ms(99), "max": ms(100)},
+        "worker_cores": round(float(cpu / by_report.span.sum()), 3) if len(errors) else None,  # the generator's CPU
         "sent": int(producers.sent.sum()),
     }
 
@@ -186,10 +190,12 @@ def main() -> None:
         worst = statistics.median(r["rate_error_worst_second"] for r in mine)
         run = statistics.median(r["rate_error_run"] for r in mine)
         p99 = statistics.median(r["publish_delay_ms"]["p99"] for r in mine)
+        cores = statistics.median(r["worker_cores"] for r in mine)
         pinned = ", brokers on a core of their own" if case["pinned"] else ""
         print(f"{case['library']:10} {case['producers']} producer(s) at {case['rate']:>9,.0f} msg/s after "
               f"{case['warmup']} s of warm-up{pinned}: worst second "
-              f"{worst:.2%}, run {run:.3%}, publish delay p99 {p99} ms (medians of {len(mine)})")  # fmt: skip
+              f"{worst:.2%}, run {run:.3%}, publish delay p99 {p99} ms, the worker {cores} of a core "
+              f"(medians of {len(mine)})")  # fmt: skip
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=2))
 
