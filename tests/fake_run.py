@@ -1,6 +1,11 @@
 """In-memory stand-ins for a run's workers and its cluster, to drive the coordinator's loop (phases,
 drain, resize, live changes, worker loss) without Kafka. Not a model of Kafka: records are plain
-(producer id, sequence) pairs that each group's consumers share in turn."""
+(producer id, sequence) pairs that each group's consumers share in turn.
+
+The fake does its work a step at a time, a step each time the loop receives under load, not in time as
+a worker does: a thread of the niced unit tier may wait seconds for a CPU, and a run that ended at its
+duration alone could end with no step at all. So a fake run's load (FakeLoadPlan) ends at its duration
+and no sooner than its workers' `steps_needed` steps, with a loop pass after the duration."""
 
 import json
 import queue
@@ -37,9 +42,11 @@ from dimster.worker.protocol import (
     worker_report,
 )
 from dimster.workload.model import Workload
+from dimster.workload.modes.base import PlanStep, SteadyPlan
 
 E2E_MS = 5.0  # every record's end-to-end latency in the fake
 PER_STEP = 10  # records each producer hands over per receive() while load runs
+STEP_SECONDS = 0.02  # the most a receive() waits: the fake's clock, where a test needs one
 
 
 class FakeWorkers:
@@ -49,8 +56,13 @@ class FakeWorkers:
         lose_after_steps: int = 3,
         clocks: dict | None = None,
         waiting: dict[int, float] | None = None,
+        steps_needed: int | None = None,
     ):
         self.lose_worker, self.lose_after_steps = lose_worker, lose_after_steps
+        # the steps of load a test's story needs before the load may end (FakeLoadPlan): its loss's by default
+        if steps_needed is None:
+            steps_needed = lose_after_steps if lose_worker is not None else 0
+        self.steps_needed = steps_needed
         self.waiting = waiting or {}  # worker -> the share of the time its wake probe waits to run
         self.last_report: dict[int, float] = {}
         self.clocks = clocks or {}  # what clock_offsets() answers
@@ -63,7 +75,9 @@ class FakeWorkers:
         self.loading = False
         self.producing = True
         self.lost: set[int] = set()
-        self.steps = 0
+        self.steps = 0  # receives once load started
+        self.passes = 0  # every receive
+        self.load_started = 0.0  # StartLoad's
         self.reports_under_load = 0  # reports handed to the coordinator once load started
 
     # -- the Workers interface --------------------------------------------------------------------
@@ -80,7 +94,7 @@ class FakeWorkers:
             return
         self.sent.append((index, message))
         if isinstance(message, StartLoad):
-            self.loading = True
+            self.loading, self.load_started = True, message.at
         elif isinstance(message, StopProducers):
             self.producing = False
             self.outbox.append((index, ProducersStopped()))
@@ -95,7 +109,8 @@ class FakeWorkers:
             self.outbox.append((index, Closed()))
 
     def receive(self, timeout: float, doorbell: int | None = None):
-        time.sleep(min(timeout, 0.02))
+        self.passes += 1
+        time.sleep(min(timeout, STEP_SECONDS))
         received = list(self.outbox)
         self.outbox.clear()
         self.reports_under_load += sum(1 for _, m in received if isinstance(m, Reported) and self.loading)
@@ -108,7 +123,9 @@ class FakeWorkers:
                 )
             for index, clients in self.clients.items():
                 if index not in self.lost:
-                    now, since = time.time(), self.last_report.get(index, time.time())
+                    # its first report's wait counts from load start, as the coordinator's span does
+                    now = time.time()
+                    since = min(now, self.last_report.get(index, self.load_started))
                     self.last_report[index] = now
                     lag = WakeLag(10, self.waiting.get(index, 0.0) * (now - since) * 1000, 5.0)
                     report = self._report(index, now, list(clients.values()), wake_lag=lag)
@@ -211,21 +228,40 @@ class FakeKafka:
         return []
 
 
+class FakeLoadPlan(SteadyPlan):
+    """A steady run's end for the fake workers: at the duration, as a steady plan's, but no sooner than
+    the workers' `steps_needed` steps of load, and a loop pass after the pass that first saw the
+    duration pass. That pass receives a step of load and prints a status line (the duration is longer
+    than a console window), however long the host kept the loop from running before it."""
+
+    def __init__(self, workers: FakeWorkers):
+        self.workers = workers
+        self.past_duration = False
+
+    def step(self, elapsed, workload, run) -> PlanStep:
+        step = super().step(elapsed, workload, run)
+        if step.done and (not self.past_duration or self.workers.steps < self.workers.steps_needed):
+            self.past_duration = True
+            return PlanStep()
+        return step
+
+
 def fake_cluster():
     profile = parse_profile({"name": "fake", "bootstrapServers": "memory:1", "backend": "external"})
     return SimpleNamespace(profile=profile, client_security=dict, broker_config=dict)
 
 
 def coordinator(tmp_path, workers: FakeWorkers, capacity=2, on_worker_loss="fail", exporter=None, **keys):
+    # the fake's drain settles within a step or two: its time-out only guards against a hang
     workload = Workload.model_validate(
         {"name": "w", "durationSeconds": 1.5, "reportIntervalSeconds": 0.5, "producersPerTopic": 2,
-         "consumersPerGroup": 2, "drainTimeoutSeconds": 10, **keys}
+         "consumersPerGroup": 2, "drainTimeoutSeconds": 120, **keys}
     )  # fmt: skip
     bundle = ResultsBundle(tmp_path, workload.name)
     bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.3.1", run_id="r")
     return Coordinator(
         workload, fake_cluster(), bundle, workers, capacity, say=lambda _line: None,
-        kafka=FakeKafka(workers), on_worker_loss=on_worker_loss, exporter=exporter,
+        kafka=FakeKafka(workers), on_worker_loss=on_worker_loss, exporter=exporter, plan=FakeLoadPlan(workers),
     )  # fmt: skip
 
 

@@ -3,11 +3,9 @@ runs niced beside the kafka tier, and a thread of it may wait seconds for a CPU 
 test that needs a moment not to have passed yet holds the clock instead of counting on a margin."""
 
 
-class TestClock:
+class HeldClock:
     """Stands in for the module `time` of the code under test: `time()` and `monotonic()` read `now`,
     which only the test moves."""
-
-    __test__ = False
 
     def __init__(self, now: float):
         self.now = now

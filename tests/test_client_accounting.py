@@ -18,7 +18,7 @@ from dimster.worker.clients.redeliveries import WATCH_FOR_S
 from dimster.worker.protocol import ConsumerSpec
 from dimster.workload.model import Workload
 from dimster.workload.payload import HEADER_SIZE, pack_header, unpack_headers
-from tests.held_clock import TestClock
+from tests.held_clock import HeldClock
 
 pytestmark = pytest.mark.unit
 
@@ -302,7 +302,7 @@ def test_a_renewal_may_take_until_the_lock_it_renews_runs_out(monkeypatch):
         consumerProcMsMin=2500,
         consumerProcMsMax=2500,
     )
-    held = TestClock(now=1000.0)
+    held = HeldClock(now=1000.0)
     monkeypatch.setattr(consumer_module, "time", held)
 
     class Waits:

@@ -9,7 +9,7 @@ import pytest
 
 from dimster import clock as clock_module
 from dimster.clock import Deadline
-from tests.held_clock import TestClock
+from tests.held_clock import HeldClock
 
 pytestmark = pytest.mark.unit
 
@@ -20,7 +20,7 @@ WALL_DEADLINE = re.compile(r"deadline\w*\s*=\s*.*time\.time\(\)|time\.time\(\)\s
 def test_a_deadline_ignores_the_wall_clock_and_counts_down_to_zero(monkeypatch):
     """On a monotonic clock the test holds: a thread of the niced unit tier may wait longer for a CPU
     than any deadline a test can wait out."""
-    held = TestClock(now=1000.0)
+    held = HeldClock(now=1000.0)
     monkeypatch.setattr(clock_module, "time", held)
     deadline = Deadline(0.3)
     wall = time.time

@@ -39,7 +39,7 @@ class Killed(BaseException):
 
 class KilledWorkers(FakeWorkers):
     def __init__(self, at_step: int):
-        super().__init__()
+        super().__init__(steps_needed=at_step)  # the load's duration cannot end the run first
         self.at_step = at_step
 
     def receive(self, timeout: float, doorbell: int | None = None):

@@ -21,7 +21,7 @@ from dimster.report.charts import Marker, markers
 from dimster.report.data import RunData
 from dimster.workload.model import parse_workload
 from tests.conftest import dimster, one_error_line, spare_ports_yaml, write_environment
-from tests.held_clock import TestClock
+from tests.held_clock import HeldClock
 from tests.netns import unused_subnet
 from tests.waiting import until
 
@@ -175,7 +175,7 @@ def test_a_live_schedule_replaces_the_steps_to_come_and_drops_past_ones(monkeypa
     the time the test rescheduled (the runner's thread had waited for a CPU)."""
     from dimster.coordinator.live import faults
 
-    clock = TestClock(now=1000.0)
+    clock = HeldClock(now=1000.0)
     monkeypatch.setattr(faults, "time", clock)
     cluster, events = RecordingCluster(), queue.Queue()
     runner = FaultRunner(cluster, [FaultStep(3600, "restart", 1)], clock.now - 10, events)

@@ -19,7 +19,7 @@ from dimster.verdict.compare import Point, compare_verdict
 from dimster.verdict.judge import judge_summary, outcome
 from dimster.worker.histogram_columns import HistogramColumns
 from dimster.worker.protocol import ClientInterval, IntervalReport, WakeLag, worker_report
-from tests.held_clock import TestClock
+from tests.held_clock import HeldClock
 
 pytestmark = pytest.mark.unit
 
@@ -177,7 +177,7 @@ def test_a_window_names_each_live_worker_not_heard_from_and_its_line_says_its_cl
     unit tier may wait seconds for a CPU."""
     from dimster.coordinator.account import aggregate as aggregate_module
 
-    clock = TestClock(now=time.time())
+    clock = HeldClock(now=time.time())
     monkeypatch.setattr(aggregate_module, "time", clock)
     a = RunAggregate({"g": "t"})
     a.load_started = clock.now - 5
@@ -273,7 +273,7 @@ def test_the_run_says_within_a_window_that_a_worker_fell_behind_and_records_the_
     from dimster.coordinator.loop.run import Coordinator
     from dimster.results.bundle import ResultsBundle
     from dimster.workload.model import Workload
-    from tests.fake_run import FakeKafka, FakeWorkers, fake_cluster
+    from tests.fake_run import FakeKafka, FakeLoadPlan, FakeWorkers, fake_cluster
 
     workers = FakeWorkers(waiting={1: 0.3})
     workload = Workload.model_validate(
@@ -283,7 +283,8 @@ def test_the_run_says_within_a_window_that_a_worker_fell_behind_and_records_the_
     bundle = ResultsBundle(tmp_path, workload.name)
     bundle.start(workload={"name": "w"}, environment={}, broker_config={}, kafka_version="4.4.0", run_id="r")
     lines: list[str] = []
-    c = Coordinator(workload, fake_cluster(), bundle, workers, 2, say=lines.append, kafka=FakeKafka(workers))
+    plan = FakeLoadPlan(workers)  # a pass that prints a line after the duration, however busy the host
+    c = Coordinator(workload, fake_cluster(), bundle, workers, 2, say=lines.append, kafka=FakeKafka(workers), plan=plan)
     assert c.run() == 0
     measured = [line for line in lines if "measure]" in line]
     assert measured and all(

@@ -27,7 +27,7 @@ from dimster.worker.protocol import (
     worker_report,
 )
 from dimster.worker.report_merge import merged as merged_report
-from tests.held_clock import TestClock
+from tests.held_clock import HeldClock
 from tests.waiting import until
 
 pytestmark = pytest.mark.unit
@@ -144,7 +144,7 @@ def test_what_comes_within_the_gathering_after_a_message_is_taken_in_the_same_pa
     for the next pass, and a control request's doorbell ends the gathering at once. The passes'
     deadlines are on a clock the test holds: a thread of the niced unit tier may wait for a CPU longer
     than any gathering (a margin of 0.5 s once stood for it)."""
-    held = TestClock(now=1000.0)
+    held = HeldClock(now=1000.0)
     monkeypatch.setattr(clock_module, "time", held)
     workers, agents = agent_links(2)
     taken: list[int] = []  # how many messages each turn of a pass took

@@ -10,18 +10,9 @@ import pytest
 from dimster.worker import clock
 from dimster.worker.process import PipeChannel, Worker
 from dimster.worker.protocol import Assignment, ClientInterval, Reported
+from tests.held_clock import HeldClock
 
 pytestmark = pytest.mark.unit
-
-
-class HeldTime:
-    """The coordinator's clock as the worker reads it, moved only by the test."""
-
-    def __init__(self, at: float):
-        self.at = at
-
-    def now(self) -> float:
-        return self.at
 
 
 class SteadyProducer:
@@ -29,17 +20,17 @@ class SteadyProducer:
 
     error = None
 
-    def __init__(self, time: HeldTime):
-        self.time, self.taken_at = time, []
+    def __init__(self, clock: HeldClock):
+        self.clock, self.taken_at = clock, []
 
     def take_interval(self):
-        self.taken_at.append(self.time.at)
+        self.taken_at.append(self.clock.now)
         return ClientInterval("p0", "producer", "t", sent=1000, target_rate=1000.0), {}
 
 
 def test_a_report_is_stamped_when_its_counts_are_taken_not_when_it_is_sent(tmp_path, monkeypatch):
-    held = HeldTime(1000.0)
-    monkeypatch.setattr(clock, "now", held.now)
+    held = HeldClock(1000.0)
+    monkeypatch.setattr(clock, "now", held.time)  # the coordinator's clock, as the worker reads it
     ours, theirs = multiprocessing.Pipe()
     assignment = Assignment(0, "127.0.0.1:1", {"name": "w"}, [], [], 1, 5, str(tmp_path / "worker.log"), "4.4.0")
     worker = Worker(PipeChannel(theirs), assignment)
@@ -47,14 +38,14 @@ def test_a_report_is_stamped_when_its_counts_are_taken_not_when_it_is_sent(tmp_p
     waits = iter([0.25, 0.0])  # the first report's figures after the counts waited a quarter of a second
 
     def lag_after_a_wait():
-        held.at += next(waits)
+        held.now += next(waits)
         return measure_lag()
 
     monkeypatch.setattr(worker.wake_probe, "take", lag_after_a_wait)
     producer = SteadyProducer(held)
     coordinator = PipeChannel(ours)
     worker.report([producer])
-    held.at = 1001.0  # a second after the first counts were taken
+    held.now = 1001.0  # a second after the first counts were taken
     worker.report([producer])
     stamps = []
     for _ in range(2):

@@ -16,7 +16,7 @@ from dimster.worker.protocol import (
     StopProducers,
     worker_report,
 )
-from tests.fake_run import FakeWorkers, coordinator, events
+from tests.fake_run import STEP_SECONDS, FakeWorkers, coordinator, events
 
 pytestmark = pytest.mark.unit
 
@@ -37,6 +37,9 @@ class BehindWorkers(FakeWorkers):
     """From the third step of load on, worker 1's reports fall behind for good: its consumers go on
     settling what the producers send, unheard, and its Closed never comes."""
 
+    def __init__(self):
+        super().__init__(steps_needed=3)  # its third step, worker 1's first unheard, comes while load runs
+
     def receive(self, timeout: float, doorbell: int | None = None):
         received = super().receive(timeout, doorbell)
         unheard = (Reported, Closed)
@@ -44,8 +47,20 @@ class BehindWorkers(FakeWorkers):
 
 
 def test_a_worker_not_heard_to_its_end_leaves_its_records_in_doubt_not_lost_and_fails_the_run(tmp_path, monkeypatch):
-    monkeypatch.setattr("dimster.coordinator.loop.run.CLOSE_TIMEOUT", 0.5)
+    """The drain and the close time out on the fake's clock: each wait of the run loop ends after as many
+    of the fake's receives as its seconds hold (on the host's clock, a loop a busy host held could find
+    the close's deadline passed before its first receive took worker 0's Closed)."""
     workers = BehindWorkers()
+
+    class StepsDeadline:
+        def __init__(self, seconds: float):
+            self.at = workers.passes + seconds / STEP_SECONDS
+
+        def passed(self) -> bool:
+            return workers.passes >= self.at
+
+    monkeypatch.setattr("dimster.coordinator.loop.run.Deadline", StepsDeadline)
+    monkeypatch.setattr("dimster.coordinator.loop.run.CLOSE_TIMEOUT", 0.5)
     c = coordinator(tmp_path, workers, drainTimeoutSeconds=1)
     with pytest.raises(RunFailed):
         c.run()
@@ -92,6 +107,9 @@ def test_clients_whose_kafka_clients_version_no_live_worker_runs_fail_the_run_in
 
 class BrokenWorkers(FakeWorkers):
     """In-memory workers whose channel breaks with an error that is not dimster's, mid-load."""
+
+    def __init__(self):
+        super().__init__(steps_needed=6)  # the load's duration cannot end it first
 
     def receive(self, timeout: float, doorbell: int | None = None):
         received = super().receive(timeout)
