@@ -37,7 +37,6 @@ DEFAULT_BACKEND = "local"  # a profile without `backend`
 Schema = dict[str, Any]
 
 
-
 def short_modes() -> list[str]:
     """The modes `mode: NAME` may name: those that need no setting."""
     names: list[str] = []

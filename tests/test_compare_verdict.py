@@ -98,9 +98,7 @@ def test_two_repeats_a_side_say_too_few_rather_than_guess(tmp_path: Path) -> Non
     result = compare_verdict(base, cand, {})
     p99 = figure(result, "e2e.p99")
     assert p99["verdict"] == "undecided" and p99["test"] == "none" and p99["p_worse"] is None
-    assert p99["reason"] == (
-        "too few repeats (2 and 2): 4 a side tell a difference at 95%; per-interval samples: none"
-    )
+    assert p99["reason"] == "too few repeats (2 and 2): 4 a side tell a difference at 95%; per-interval samples: none"
     lost = figure(result, "lost")  # a count needs no test: 3 lost against none is worse
     assert lost["verdict"] == "worse" and lost["baseline"] == 0.0 and lost["candidate"] == 3.0
     assert result["regression"] is True

@@ -24,8 +24,15 @@ RUN_INFO = {
 
 def threshold(text, value, bound, unit, passed, figures=None, note=None, **more):
     return {
-        "threshold": text, "figures": figures or {}, "value": value, "bound": bound, "unit": unit,
-        "passed": passed, "abortOnFail": False, "note": note, **more,
+        "threshold": text,
+        "figures": figures or {},
+        "value": value,
+        "bound": bound,
+        "unit": unit,
+        "passed": passed,
+        "abortOnFail": False,
+        "note": note,
+        **more,
     }
 
 
@@ -35,11 +42,20 @@ RUN_VERDICT = {
     "thresholds": [
         threshold("e2e.p99 < 50ms", 12.3, 50.0, "ms", True, {"e2e.p99": 12.3}),
         threshold(
-            "consumed.rate >= 0.95 * produced.rate", 333.1, 380.19, "msg/s", False,
+            "consumed.rate >= 0.95 * produced.rate",
+            333.1,
+            380.19,
+            "msg/s",
+            False,
             {"consumed.rate": 333.1, "produced.rate": 400.2},
         ),
         threshold(
-            "publish.p99.9 < 200ms", None, 200.0, "ms", False, {"publish.p99.9": None},
+            "publish.p99.9 < 200ms",
+            None,
+            200.0,
+            "ms",
+            False,
+            {"publish.p99.9": None},
             note="no value: the summary has no publish.p99.9",
         ),
         threshold("lost == 0", 0, 0, "", True, {"lost": 0}),
@@ -71,7 +87,10 @@ def test_a_run_is_one_suite_with_a_case_per_threshold(tmp_path):
     assert counts(suite) == (4, 1, 1, 0)
     assert suite.timestamp == "2026-12-01T10:00:00" and suite.time == 30.0
     assert {p.name: p.value for p in suite.properties()} == {
-        "run": "20261201T100000Z-b", "workload": "b", "environment": "local", "kafka": "4.4.0",
+        "run": "20261201T100000Z-b",
+        "workload": "b",
+        "environment": "local",
+        "kafka": "4.4.0",
     }
     by_name = cases(suite)
     assert list(by_name) == [t["threshold"] for t in RUN_VERDICT["thresholds"]]
@@ -105,16 +124,26 @@ def test_the_threshold_that_stopped_a_run_is_named_in_its_property_and_message(t
 @pytest.mark.unit
 def test_a_campaign_is_a_suite_per_point_and_a_point_that_did_not_complete_is_an_error(tmp_path):
     consumed = threshold(
-        "consumed.rate >= 0.95 * produced.rate", 333.1, 380.19, "msg/s", False,
-        {"consumed.rate": 333.1, "produced.rate": 400.2}, repeats=[331.0, 335.2],
+        "consumed.rate >= 0.95 * produced.rate",
+        333.1,
+        380.19,
+        "msg/s",
+        False,
+        {"consumed.rate": 333.1, "produced.rate": 400.2},
+        repeats=[331.0, 335.2],
     )
     latency = threshold("e2e.p99 < 50ms", 20.5, 50.0, "ms", True, {"e2e.p99": 20.5}, repeats=[20.0, 21.0])
     verdict = {
         "passed": False,
         "points": [
             {"point": 1, "label": "linger.ms=0", "status": "completed", "passed": True, "thresholds": [latency]},
-            {"point": 2, "label": "linger.ms=5", "status": "completed", "passed": False,
-             "thresholds": [consumed, latency]},
+            {
+                "point": 2,
+                "label": "linger.ms=5",
+                "status": "completed",
+                "passed": False,
+                "thresholds": [consumed, latency],
+            },
             {"point": 3, "label": "linger.ms=50", "status": "failed", "passed": None, "thresholds": []},
         ],
     }
@@ -132,7 +161,10 @@ def test_a_campaign_is_a_suite_per_point_and_a_point_that_did_not_complete_is_an
     [failure] = cases(point2)["consumed.rate >= 0.95 * produced.rate"].result
     assert failure.message == "consumed.rate = 333.1 msg/s (mean of 331, 335.2), not >= 380.19 msg/s"
     assert {p.name: p.value for p in point2.properties()} == {
-        "campaign": "linger", "point": "2", "label": "linger.ms=5", "status": "completed",
+        "campaign": "linger",
+        "point": "2",
+        "label": "linger.ms=5",
+        "status": "completed",
     }
     point3 = suites["thresholds: linger, point 3 (linger.ms=50)"]
     assert counts(point3) == (1, 0, 1, 0)
@@ -146,24 +178,57 @@ FIGURE = {"tolerance": "10%", "test": "intervals", "samples": [8, 8], "reason": 
 @pytest.mark.unit
 def test_a_comparison_fails_a_worse_figure_skips_an_undecided_one_and_passes_the_rest(tmp_path):
     worse = FIGURE | {
-        "figure": "e2e.p99", "unit": "ms", "baseline": 12.1, "candidate": 30.2, "change": 1.496,
-        "p_worse": 0.003, "p_better": 0.998, "verdict": "worse", "reason": "30.2 ms is 149.6 % above 12.1 ms",
+        "figure": "e2e.p99",
+        "unit": "ms",
+        "baseline": 12.1,
+        "candidate": 30.2,
+        "change": 1.496,
+        "p_worse": 0.003,
+        "p_better": 0.998,
+        "verdict": "worse",
+        "reason": "30.2 ms is 149.6 % above 12.1 ms",
     }
     better = FIGURE | {
-        "figure": "consumed.rate", "unit": "msg/s", "baseline": 380.0, "candidate": 400.0, "change": 0.0526,
-        "p_worse": 0.99, "p_better": 0.01, "verdict": "better",
+        "figure": "consumed.rate",
+        "unit": "msg/s",
+        "baseline": 380.0,
+        "candidate": 400.0,
+        "change": 0.0526,
+        "p_worse": 0.99,
+        "p_better": 0.01,
+        "verdict": "better",
     }
     same = FIGURE | {
-        "figure": "lost", "unit": "", "baseline": 0, "candidate": 0, "change": None, "test": "none",
-        "p_worse": None, "p_better": None, "samples": [1, 1], "verdict": "same",
+        "figure": "lost",
+        "unit": "",
+        "baseline": 0,
+        "candidate": 0,
+        "change": None,
+        "test": "none",
+        "p_worse": None,
+        "p_better": None,
+        "samples": [1, 1],
+        "verdict": "same",
     }
     undecided = FIGURE | {
-        "figure": "e2e.p50", "unit": "ms", "baseline": 4.0, "candidate": 4.4, "change": 0.1, "test": "repeats",
-        "p_worse": None, "p_better": None, "samples": [1, 1], "verdict": "undecided",
+        "figure": "e2e.p50",
+        "unit": "ms",
+        "baseline": 4.0,
+        "candidate": 4.4,
+        "change": 0.1,
+        "test": "repeats",
+        "p_worse": None,
+        "p_better": None,
+        "samples": [1, 1],
+        "verdict": "undecided",
         "reason": "too few repeats to decide (1 and 1; 3 each at least)",
     }
     result = {
-        "baseline": "results/a", "candidate": "results/b", "alpha": 0.05, "regression": True, "notes": [],
+        "baseline": "results/a",
+        "candidate": "results/b",
+        "alpha": 0.05,
+        "regression": True,
+        "notes": [],
         "points": [
             {"label": "point 1 (linger.ms=0)", "figures": [worse, better]},
             {"label": "point 2 (linger.ms=5)", "figures": [same, undecided]},
@@ -175,7 +240,9 @@ def test_a_comparison_fails_a_worse_figure_skips_an_undecided_one_and_passes_the
     point1, point2 = suites["comparison: point 1 (linger.ms=0)"], suites["comparison: point 2 (linger.ms=5)"]
     assert counts(point1) == (2, 1, 0, 0) and counts(point2) == (2, 0, 0, 1)
     assert {p.name: p.value for p in point1.properties()} == {
-        "baseline": "results/a", "candidate": "results/b", "alpha": "0.05",
+        "baseline": "results/a",
+        "candidate": "results/b",
+        "alpha": "0.05",
     }
     assert {case.classname for case in point2} == {"dimster.compare.point2"}
 

@@ -131,7 +131,7 @@ def test_the_salted_password_reaches_kafka_storage_through_a_pipe_not_its_comman
     assert command[-1] == "@/dev/stdin" and not any("scram" in arg.lower() for arg in command), command
     lines = argfile.splitlines()
     assert lines[:2] == ['"kafka.tools.StorageTool"', '"format"'] and lines[-2] == '"--add-scram"'
-    assert "saltedpassword=\\\"" in lines[-1] and PASSWORD not in argfile
+    assert 'saltedpassword=\\"' in lines[-1] and PASSWORD not in argfile
 
 
 @pytest.mark.unit

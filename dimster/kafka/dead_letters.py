@@ -80,7 +80,6 @@ class DeadLetters:
     causes: dict[Source, str] = field(default_factory=dict)  # the broker's word: rejected | archived
 
 
-
 def read_sources(bootstrap: str, security: ClientSecurity, topic: str, groups: set[str]) -> DeadLetters:
     """What the dead-letter topic holds now for `groups`."""
     consumer = reader(bootstrap, security)

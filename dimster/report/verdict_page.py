@@ -28,7 +28,7 @@ def verdict_section(result: dict) -> str:
     line = escape(regression_line(result))
     hint = (
         f'<p class="hint">Candidate <code>{escape(result["candidate"])}</code> against baseline '
-        f'<code>{escape(result["baseline"])}</code>: one-sided Mann-Whitney U tests at alpha '
+        f"<code>{escape(result['baseline'])}</code>: one-sided Mann-Whitney U tests at alpha "
         f"{result['alpha']:g}, over the repeats when there are enough, else (two runs) over their measured "
         "seconds.</p>"
     )
@@ -55,7 +55,7 @@ def _point_table(point: dict) -> str:
         ]
         for f in point["figures"]
     ]
-    title = "" if point["label"] == "run" else f"<h3 class=\"spaced\">{escape(point['label'])}</h3>"
+    title = "" if point["label"] == "run" else f'<h3 class="spaced">{escape(point["label"])}</h3>'
     return f'{title}<div class="box">{data_table(headers, rows)}</div>'
 
 

@@ -25,8 +25,10 @@ def show(value, form: str) -> str:
     return "-" if value is None or pd.isna(value) else format(value, form)
 
 
-print(f"{'queue':<9} {'rejected':>8} {'consumed/s':>10} {'e2e p50':>8} {'e2e p99':>8} {'Produce p99':>11} "
-      f"{'rejected':>8} {'archived':>8} {'dead-lettered':>13} {'missing':>7} {'dupl.':>5}")
+print(
+    f"{'queue':<9} {'rejected':>8} {'consumed/s':>10} {'e2e p50':>8} {'e2e p99':>8} {'Produce p99':>11} "
+    f"{'rejected':>8} {'archived':>8} {'dead-lettered':>13} {'missing':>7} {'dupl.':>5}"
+)
 failed = []
 for _, row in runs.iterrows():
     bundle = folder / row["bundle"]
@@ -38,9 +40,11 @@ for _, row in runs.iterrows():
     totals = info["totals"]
     dead, missing, duplicates = totals["dead_lettered"], totals["dead_letter_missing"], totals["dead_letter_duplicates"]
     consumed, p50, p99 = row["consumed_msgs_per_s"], row["e2e_p50_ms"], row["e2e_p99_ms"]
-    print(f"{kind:<9} {fraction:>8.0%} {show(consumed, ',.0f'):>10} {show(p50, '.1f'):>8} {show(p99, '.1f'):>8}"
-          f" {show(produce_p99(bundle), '.1f'):>11} {totals['rejected']:>8,} "
-          f"{totals['archived']:>8,} {show(dead, ','):>13} {show(missing, ','):>7} {show(duplicates, ','):>5}")
+    print(
+        f"{kind:<9} {fraction:>8.0%} {show(consumed, ',.0f'):>10} {show(p50, '.1f'):>8} {show(p99, '.1f'):>8}"
+        f" {show(produce_p99(bundle), '.1f'):>11} {totals['rejected']:>8,} "
+        f"{totals['archived']:>8,} {show(dead, ','):>13} {show(missing, ','):>7} {show(duplicates, ','):>5}"
+    )
     label = f"{kind} {fraction:.0%}"
     if info["status"] != "completed":
         failed.append(f"{label}: {info['status']}")
